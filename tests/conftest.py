@@ -1,0 +1,194 @@
+"""Shared fixtures: a real Redis, real SQLite files, and stores on both.
+
+Redis is found in this order: ``TMY_TEST_REDIS_URL`` (default
+``redis://127.0.0.1:6379/15``); else a private ``redis-server`` started for the
+session. With ``CI`` set an unreachable Redis fails the run instead — CI must
+never skip the Redis half of the suite. Tests only touch keys under their own
+random prefix and delete them afterwards (never FLUSHDB: a developer's data may
+live in that database).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tmy.store import Store, open_store
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _redis_problem(url: str) -> str | None:
+    """None when ``url`` answers PING within a second, else what went wrong."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+class RedisServer:
+    """A private ``redis-server`` on a free loopback port: start, stop, restart, always reaped."""
+
+    def __init__(self, exe: str, directory: Path, args: tuple[str, ...] = ()) -> None:
+        self.exe = exe
+        self.dir = directory
+        self.args = args
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "redis.log"
+
+    def client(self) -> redis.Redis:
+        """A plain synchronous client, for inspecting the server from a test."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self, timeout: float = 10.0) -> None:
+        """Start (on the same port and directory as before) and wait until it answers."""
+        cmd = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        cmd += ["--save", "", "--appendonly", "no", *self.args]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while (problem := _redis_problem(self.url)) is not None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"redis-server did not come up ({problem}):\n{tail}")
+            time.sleep(0.05)
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Stop the server (SIGKILL with ``kill=True``, like a crash); bounded waits."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def restart(self, *, kill: bool = False) -> None:
+        self.stop(kill=kill)
+        self.start()
+
+
+def _redis_server_exe() -> str:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        message = "redis-server is not on PATH: cannot start a private Redis for this test"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run every Redis test: {message}", pytrace=False)
+        pytest.skip(f"!!! REDIS TEST SKIPPED !!! {message}")
+    return exe
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Redis the suite tests against (see the module docstring for the search order)."""
+    url = os.environ.get("TMY_TEST_REDIS_URL") or DEFAULT_REDIS_URL
+    problem = _redis_problem(url)
+    if problem is None:
+        yield url
+        return
+    if os.environ.get("CI"):
+        pytest.fail(
+            f"!!! Redis at {url} is unreachable ({problem}) and CI is set: CI never skips "
+            "the Redis tests. Start Redis or point TMY_TEST_REDIS_URL at one.",
+            pytrace=False,
+        )
+    if shutil.which("redis-server") is None:
+        pytest.skip(
+            f"!!! REDIS TESTS SKIPPED !!! Redis at {url} is unreachable ({problem}) and "
+            "redis-server is not on PATH; set TMY_TEST_REDIS_URL to a Redis to run them"
+        )
+    server = RedisServer(_redis_server_exe(), tmp_path_factory.mktemp("redis-session"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_namespace(redis_url: str) -> Iterator[str]:
+    """A key prefix unique to this test; every key under it is deleted afterwards."""
+    namespace = f"tmytest-{uuid.uuid4().hex[:8]}"
+    yield namespace
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        batch = list(client.scan_iter(match=f"{namespace}:*", count=1000))
+        for i in range(0, len(batch), 500):
+            client.delete(*batch[i : i + 500])
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Factory: ``redis_server("--appendonly", "yes")`` starts a private server.
+
+    Extra arguments come after the defaults (``--save "" --appendonly no``), so
+    they win. Every server started is stopped at teardown.
+    """
+    exe = _redis_server_exe()
+    servers: list[RedisServer] = []
+
+    def start(*args: str) -> RedisServer:
+        server = RedisServer(exe, tmp_path / f"redis-{len(servers)}", args)
+        servers.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop(kill=True)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL on each backend: a fresh SQLite file, or Redis under a unique prefix."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"  # tmp_path is absolute: four slashes
+    url: str = request.getfixturevalue("redis_url")
+    namespace: str = request.getfixturevalue("redis_namespace")
+    return f"{url}{'&' if '?' in url else '?'}prefix={namespace}"
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[Store]:
+    """An opened store on each backend (parametrised through ``store_url``), closed afterwards."""
+    opened = open_store(store_url)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()

@@ -1,0 +1,103 @@
+"""The one lifespan that opens and closes everything a run needs.
+
+``async with App(settings) as app:`` opens the store, registers the built-in
+and plugin executors, loads the rules and builds the engine; leaving the block
+waits for runs in flight, then closes clients and the store. The daemon, the
+CLI commands and the test harness all go through here, so they behave alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from tmy.config import Settings
+from tmy.engine.core import Engine, Services
+from tmy.executors import default_registry
+from tmy.executors.plugins import load_plugins
+from tmy.executors.registry import Registry
+from tmy.rulebook.loader import load_rulebook, load_sources
+from tmy.rulebook.model import Rulebook
+from tmy.store import open_store
+from tmy.store.base import Store
+
+log = structlog.get_logger("tmy")
+
+
+def build_registry(settings: Settings) -> Registry:
+    """Built-in executors plus the plugins folder's."""
+    registry = default_registry()
+    for extension in EXTENSIONS:
+        extension(registry, settings)
+    load_plugins(Path(settings.plugins), registry)
+    return registry
+
+
+# Callables (registry, settings) -> None that add executors/hooks (the LLM answerer registers here).
+EXTENSIONS: list[Any] = []
+
+
+class App:
+    """Store + executors + rules + engine, opened and closed together."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        rule_texts: dict[str, str] | None = None,
+        store: Store | None = None,
+    ) -> None:
+        self.settings = settings
+        self._rule_texts = rule_texts
+        self._given_store = store
+        self.store: Store | None = None
+        self.engine: Engine | None = None
+        self.registry: Registry | None = None
+
+    def load_rules(self) -> Rulebook:
+        assert self.registry is not None
+        if self._rule_texts is not None:
+            return load_sources(
+                ((Path(name), text) for name, text in self._rule_texts.items()), self.registry
+            )
+        return load_rulebook(self.settings.rules, self.registry)
+
+    async def __aenter__(self) -> App:
+        self.registry = build_registry(self.settings)
+        rulebook = self.load_rules()
+        for warning in rulebook.warnings:
+            log.warning("rules.dead_trigger", detail=warning)
+        self.store = self._given_store or open_store(self.settings.store)
+        await self.store.open()
+        services = Services(self.settings, self.store, self.registry)
+        for hook in SERVICE_HOOKS:
+            hook(services)
+        self.engine = Engine(rulebook, services)
+        log.info(
+            "app.ready",
+            rules=len(rulebook.rules),
+            files=len(rulebook.files),
+            store=_safe_url(self.settings.store),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.engine is not None:
+            await self.engine.drain(self.settings.shutdown_grace)
+            await self.engine.services.aclose()
+        if self.store is not None and self._given_store is None:
+            await self.store.close()
+
+
+# Callables (services) -> None run when services are built (e.g. to attach an LLM client).
+SERVICE_HOOKS: list[Any] = []
+
+
+def _safe_url(url: str) -> str:
+    """A store URL with any password removed, for logs."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

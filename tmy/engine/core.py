@@ -1,0 +1,253 @@
+"""The engine: Message in → Reply out. The one entry point every adapter calls.
+
+It normalises and matches the message against the trigger index (or an open
+session), builds the run's locals, runs the chain, assembles the reply
+(``PRE_ANSWER + STEP_RESULT + POST_ANSWER``, or the rule's ``on_error`` text),
+keeps ``STEP_SUMMARY`` and sessions in the store, and logs the whole run under
+one ``trace_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import httpx
+import structlog
+
+from tmy.config import Settings
+from tmy.engine.scheduler import Run, run_chain
+from tmy.engine.values import compile_template, to_text
+from tmy.engine.variables import Variables, conversation_key
+from tmy.errors import ConfigError, TmyError
+from tmy.executors.registry import Registry
+from tmy.logs import preview
+from tmy.message import Message, Reply
+from tmy.rulebook.model import Rulebook
+from tmy.rulebook.triggers import Match, normalise
+from tmy.store.base import MISSING, Store
+
+log = structlog.get_logger("tmy")
+
+
+@dataclass
+class Services:
+    """What runs and executors can reach: settings, store, executors, shared clients."""
+
+    settings: Settings
+    store: Store
+    registry: Registry
+    step_hooks: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    _http: httpx.AsyncClient | None = None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """One pooled client for every HTTP call of the daemon (created on first use)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(30.0),
+                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                follow_redirects=True,
+            )
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+def _timezone(name: str) -> tzinfo | None:
+    if name in ("", "local"):
+        return None
+    try:
+        return ZoneInfo(name)
+    except Exception:
+        raise ConfigError(f"unknown timezone {name!r} (use an IANA name like 'Asia/Shanghai')") from None
+
+
+class Engine:
+    """Dispatches messages to rules. Safe to call concurrently from many adapters."""
+
+    def __init__(self, rulebook: Rulebook, services: Services) -> None:
+        self.rulebook = rulebook
+        self.services = services
+        self.settings = services.settings
+        self.tz = _timezone(self.settings.timezone)
+        self._error_reply = compile_template(self.settings.error_reply)
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def replace_rulebook(self, rulebook: Rulebook) -> None:
+        """Swap rules atomically: runs in flight finish on the rules they started with."""
+        self.rulebook = rulebook
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until no run is in flight; False when ``timeout`` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def handle(self, message: Message) -> Reply:
+        """Answer one message. Never raises for bad input or a failing step."""
+        trace_id = uuid.uuid4().hex[:16]
+        self._inflight += 1
+        self._idle.clear()
+        started = time.perf_counter()
+        structlog.contextvars.bind_contextvars(trace_id=trace_id)
+        try:
+            reply = await self._handle(message, trace_id)
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+        log.info(
+            "reply.sent",
+            rule=reply.rule,
+            answer=preview(reply.text),
+            error=reply.error,
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        structlog.contextvars.unbind_contextvars("trace_id")
+        return reply
+
+    async def _handle(self, message: Message, trace_id: str) -> Reply:
+        text = message.text if isinstance(message.text, str) else to_text(message.text)
+        log.info(
+            "message.received",
+            text=preview(text),
+            user=message.user,
+            chat=message.chat,
+            platform=message.platform,
+        )
+        limit = self.settings.max_message_chars
+        if len(text) > limit:
+            error = f"message too long: {len(text)} characters (the limit is {limit})"
+            log.warning("message.refused", reason=error)
+            return Reply("", None, trace_id, error=error)
+        if not message.is_admin and self.settings.admins:
+            message.is_admin = (
+                f"{message.platform}:{message.user}" in self.settings.admins
+                or message.user in self.settings.admins
+            )
+        rulebook = self.rulebook
+        match = rulebook.index.match(text, lambda rule: rule.filters.admits(message))
+        if match is None and rulebook.has_sessions:
+            match = await self._session_match(rulebook, message, text)
+        if match is None:
+            log.info("message.unmatched")
+            return Reply("", None, trace_id)
+        log.info(
+            "rule.matched",
+            rule=match.rule.id,
+            trigger=match.trigger.source if match.trigger else "<session>",
+            MAGIC=match.magic,
+            QUESTION=preview(match.question),
+        )
+        return await self.run_rule(match, message, trace_id, text)
+
+    async def _session_match(self, rulebook: Rulebook, message: Message, text: str) -> Match | None:
+        try:
+            rule_id = await self.services.store.get(conversation_key("session", message))
+        except TmyError as exc:
+            log.warning("session.lookup_failed", error=str(exc))
+            return None
+        rule = rulebook.by_id.get(rule_id) if isinstance(rule_id, str) else None
+        if rule is None or not rule.filters.admits(message):
+            return None
+        return Match(rule, None, "", normalise(text))
+
+    def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
+        """The locals every run starts with (seed 004 + who/where)."""
+        now = datetime.now(self.tz).astimezone(self.tz)
+        return {
+            **match.groups,
+            "MAGIC": match.magic,
+            "QUESTION": match.question,
+            "TEXT": text,
+            "STEP_URI": "",
+            "STEP_ERROR": "",
+            "STEP_RESULT": match.question,
+            "PRE_ANSWER": "",
+            "POST_ANSWER": "",
+            "STEP_SUMMARY": "",
+            "USER": message.user,
+            "USER_NAME": message.user_name,
+            "CHAT": message.chat,
+            "PLATFORM": message.platform,
+            "NOW": now.isoformat(timespec="seconds"),
+        }
+
+    async def run_rule(self, match: Match, message: Message, trace_id: str, text: str) -> Reply:
+        """Run ``match.rule`` for ``message`` and build the reply."""
+        rule = match.rule
+        services = self.services
+        variables = Variables(
+            self.locals_for(match, message, text), self.rulebook.variables, services.store, message
+        )
+        run = Run(rule, message, trace_id, variables, services)
+        await run_chain(run)
+        loc = variables.locals
+        if run.failed:
+            error = to_text(loc.get("STEP_ERROR")) or "error"
+            log.warning("run.failed", rule=rule.id, uri=loc.get("STEP_URI"), error=error)
+            text_out = await self._error_text(run)
+            return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
+        answer = to_text(loc.get("PRE_ANSWER")) + to_text(loc.get("STEP_RESULT")) + to_text(
+            loc.get("POST_ANSWER")
+        )
+        await self._after_run(run)
+        return Reply(answer, rule.id, trace_id, steps=run.records)
+
+    async def _error_text(self, run: Run) -> str:
+        template = run.rule.on_error or self._error_reply
+        try:
+            await run.vars.fetch(template.names)
+            return to_text(template.evaluate(run.vars))
+        except TmyError as exc:
+            log.warning("on_error.failed", rule=run.rule.id, error=str(exc))
+            return to_text(self._error_reply.evaluate(run.vars))
+
+    async def _after_run(self, run: Run) -> None:
+        """Keep STEP_SUMMARY and the rule's session for this conversation."""
+        store = self.services.store
+        summary = run.locals.get("STEP_SUMMARY")
+        try:
+            if summary:
+                if (
+                    isinstance(summary, list)
+                    and len(summary) == 2
+                    and all(isinstance(s, str) for s in summary)
+                ):
+                    await store.set(conversation_key("summary", run.message), summary)
+                    log.info("summary.saved", ask=preview(summary[0]), answer=preview(summary[1]))
+                else:
+                    log.warning(
+                        "summary.invalid",
+                        value=preview(summary),
+                        hint='STEP_SUMMARY must be ["<ask>", "<answer>"]',
+                    )
+            if run.rule.session > 0:
+                await store.set(
+                    conversation_key("session", run.message), run.rule.id, ttl=run.rule.session
+                )
+        except TmyError as exc:
+            log.warning("after_run.failed", error=str(exc))
+
+    async def summary_for(self, message: Message) -> list[str] | None:
+        """The STEP_SUMMARY stored for this conversation, if any."""
+        value = await self.services.store.get(conversation_key("summary", message))
+        return None if value is MISSING else value

@@ -1,0 +1,244 @@
+"""The task scheduler: runs one rule's chain of executors (seed 004, to the letter).
+
+For each step:
+
+1. ``STEP_URI`` = ``<rule>/<step id or position>``, ``STEP_ERROR`` = ``""``; a
+   ``when:`` that is false skips the step.
+2. The input: ``STEP_RESULT`` (no ``input``, no ``INPUT``); the value at the
+   ``INPUT`` position; a member taken from the list at ``INPUT`` when ``input``
+   is SHIFT / POPUP / LOOPBACK / LOOPFRONT (or an expression computing one);
+   else ``input`` itself, with ``INPUT``'s value bound as the temporary ``INPUT``.
+3. The result goes to ``STEP_RESULT`` and, with ``save:``, to that position too.
+   An error puts its message in ``STEP_ERROR`` and stops the chain (unless the
+   step says ``on_error: continue``); ``save: STEP_ERROR`` with a non-empty
+   value ends the run as an error.
+
+A step that reads the persistent variable it saves to runs holding that
+variable's store lock, so concurrent runs cannot interleave between its read
+and its write (no lost increments). List modes and nested saves on persistent
+variables are single atomic store updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from tmy.engine.paths import Path
+from tmy.engine.values import LIST_MODES, Constant, to_text
+from tmy.engine.variables import Variables
+from tmy.errors import EvalError, TmyError
+from tmy.logs import preview
+from tmy.message import Message, StepRecord
+from tmy.rulebook.model import Rule, Step
+
+log = structlog.get_logger("tmy.run")
+
+
+@dataclass
+class Run:
+    """The state of one rule run."""
+
+    rule: Rule
+    message: Message
+    trace_id: str
+    vars: Variables
+    services: Any  # tmy.engine.core.Services
+    records: list[StepRecord] = field(default_factory=list)
+    failed: bool = False
+
+    @property
+    def locals(self) -> dict[str, Any]:
+        return self.vars.locals
+
+
+class StepContext:
+    """What an executor can reach besides its input and options."""
+
+    __slots__ = ("record", "run", "step", "uri")
+
+    def __init__(self, run: Run, step: Step, uri: str, record: StepRecord) -> None:
+        self.run = run
+        self.step = step
+        self.uri = uri
+        self.record = record
+
+    @property
+    def message(self) -> Message:
+        return self.run.message
+
+    @property
+    def vars(self) -> Variables:
+        return self.run.vars
+
+    @property
+    def services(self) -> Any:
+        return self.run.services
+
+    @property
+    def log(self) -> Any:
+        return log.bind(uri=self.uri)
+
+    async def get(self, path: str) -> Any:
+        """Read a variable position (declared variables come from the store)."""
+        from tmy.engine.paths import parse_path
+
+        return await self.run.vars.read(parse_path(path))
+
+    async def set(self, path: str, value: Any) -> None:
+        """Write a variable position (declared variables are written through)."""
+        from tmy.engine.paths import parse_path
+
+        await self.run.vars.write(parse_path(path), value)
+
+
+class StepFailed(Exception):
+    """Internal: a step ended with STEP_ERROR."""
+
+
+async def run_chain(run: Run) -> None:
+    """Run every step of ``run.rule`` in order, honouring errors and ``when:``."""
+    rule = run.rule
+    for step in rule.steps:
+        uri = step.uri(rule.id)
+        run.locals["STEP_URI"] = uri
+        run.locals["STEP_ERROR"] = ""
+        run.vars.forget()
+        record = StepRecord(uri=uri, plugin=step.plugin)
+        run.records.append(record)
+        started = time.perf_counter()
+        try:
+            if step.lock_root is not None:
+                store = run.vars.store
+                async with store.lock(run.vars.key(step.lock_root)):
+                    await _run_step(run, step, uri, record)
+            else:
+                await _run_step(run, step, uri, record)
+        except StepFailed:
+            pass
+        except TmyError as exc:
+            _fail(run, step, record, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a plugin bug must not take the daemon down
+            log.exception("step.crashed", uri=uri, plugin=step.plugin)
+            _fail(run, step, record, f"{type(exc).__name__}: {exc}")
+        run.locals.pop("INPUT", None)  # the temporary INPUT lives for one step
+        record.ms = round((time.perf_counter() - started) * 1000, 3)
+        if not record.skipped:
+            log.info(
+                "step.done",
+                uri=uri,
+                plugin=step.plugin,
+                input=preview(record.input),
+                result=preview(record.result),
+                error=record.error or None,
+                ms=record.ms,
+            )
+        if run.failed:
+            return
+
+
+def _fail(run: Run, step: Step, record: StepRecord, message: str) -> None:
+    message = message or "error"
+    run.locals["STEP_ERROR"] = message
+    record.error = message
+    if step.on_error == "stop":
+        run.failed = True
+
+
+async def _run_step(run: Run, step: Step, uri: str, record: StepRecord) -> None:
+    v = run.vars
+    if step.when is not None:
+        await v.fetch(step.when.names)
+        from tmy.engine.values import truthy
+
+        if not truthy(step.when.evaluate(v)):
+            record.skipped = True
+            log.info("step.skipped", uri=uri, plugin=step.plugin, reason="when")
+            return
+    if step.extras:
+        hooks = run.services.step_hooks
+        for key in step.extras:
+            hook = hooks.get(key)
+            if hook is not None and not await hook.before(run, step, record):
+                record.skipped = True
+                log.info("step.skipped", uri=uri, plugin=step.plugin, reason=key)
+                return
+    log.info("step.start", uri=uri, plugin=step.plugin)
+    value = await _step_input(run, step)
+    record.input = value
+    cfg = await _options(run, step)
+    spec = step.spec
+    if spec.takes is str and not isinstance(value, str):
+        value = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
+    ctx = StepContext(run, step, uri, record)
+    timeout = step.timeout or run.services.settings.step_timeout
+    try:
+        result = await asyncio.wait_for(spec.run(value, cfg, ctx), timeout)
+    except TimeoutError:
+        raise EvalError(f"step {uri} ({step.plugin}) timed out after {timeout:g} s") from None
+    run.locals["STEP_RESULT"] = result
+    record.result = result
+    if step.save is not None:
+        await v.fetch(step.save.names)
+        path = step.save.resolve(v)
+        if path.root == "STEP_ERROR" and not path.segments:
+            error = to_text(result) if result not in (None, False) else ""
+            run.locals["STEP_ERROR"] = error
+            if error:
+                record.error = error
+                run.failed = True
+                raise StepFailed
+            return
+        await v.write(path, result)
+
+
+async def _step_input(run: Run, step: Step) -> Any:
+    v = run.vars
+    path: Path | None = None
+    if step.INPUT is not None:
+        await v.fetch(step.INPUT.names)
+        path = step.INPUT.resolve(v)
+    mode: str | None = None
+    if isinstance(step.list_mode, Constant):
+        mode = step.list_mode.value
+    elif step.list_mode is not None and path is not None:
+        # an expression that may compute a list mode; INPUT is bound while it runs
+        v.locals["INPUT"] = await v.read(path)
+        await v.fetch(step.list_mode.names)
+        computed = step.list_mode.evaluate(v)
+        if isinstance(computed, str) and computed in LIST_MODES:
+            mode = computed
+        else:
+            return computed
+    if mode is not None:
+        assert path is not None
+        return await v.take(path, mode)
+    if step.input is not None:
+        if path is not None:
+            v.locals["INPUT"] = await v.read(path)
+        await v.fetch(step.input.names)
+        return step.input.evaluate(v)
+    if path is not None:
+        return await v.read(path)
+    return v.locals.get("STEP_RESULT")
+
+
+async def _options(run: Run, step: Step) -> dict[str, Any]:
+    v = run.vars
+    cfg: dict[str, Any] = {}
+    for name, opt in step.spec.options.items():
+        val = step.options.get(name)
+        if val is None:
+            cfg[name] = opt.default
+        elif not opt.evaluate:
+            cfg[name] = val
+        else:
+            await v.fetch(val.names)
+            cfg[name] = val.evaluate(v)
+    return cfg

@@ -1,0 +1,372 @@
+"""task_cfg values: constants, ``{path}`` templates, ``?=`` expressions and ``~raw`` strings.
+
+Every value in a rule is compiled once, at load time, into a :class:`Value`
+that knows which root variable names it reads (``names``) — the engine uses
+that to fetch persistent variables before evaluating, and the loader uses it to
+report references to variables that can never exist.
+
+Template rules (str.format style):
+
+* ``{path}``, ``{path!r}``, ``{path!s}``, ``{path:spec}``; ``{{`` and ``}}`` are
+  literal braces; a brace group that is not a valid reference (JSON in a
+  prompt: ``{"a": 1}``) stays as written.
+* A key inside a reference may itself be a reference: ``{scores[{USER}]}``.
+* A string that is exactly one bare reference (``"{jokes}"``) yields the value
+  itself, not its text, so lists and maps pass through templates intact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tmy.engine import expressions
+from tmy.engine.paths import Path, get_in, parse_path
+from tmy.errors import EvalError, PathError
+
+Scope = Mapping[str, Any]
+
+_KEY = r"(?:[^\[\]{}]|\{[^{}\[\]]*(?:\[[^\[\]{}]*\])*\})*"
+_REF_BODY = rf"[^\W\d]\w*(?:\[{_KEY}\])*"
+_REF_RE = re.compile(rf"\{{({_REF_BODY})(?:!([rsa]))?(?::([^{{}}]*))?\}}")
+_INNER_RE = re.compile(rf"\{{({_REF_BODY})\}}")
+
+LIST_MODES = ("SHIFT", "POPUP", "LOOPBACK", "LOOPFRONT")
+
+
+class Value:
+    """A compiled task_cfg value."""
+
+    names: frozenset[str] = frozenset()
+    constant: bool = False
+
+    def evaluate(self, scope: Scope) -> Any:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+@dataclass(frozen=True, slots=True)
+class Constant(Value):
+    value: Any
+    names: frozenset[str] = frozenset()
+    constant: bool = True
+
+    def evaluate(self, scope: Scope) -> Any:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class PathRef:
+    """A reference to a variable position; keys may be nested references."""
+
+    text: str
+    path: Path | None  # static path, or None when a key holds a reference
+    inner: Template | None
+    names: frozenset[str]
+
+    def resolve(self, scope: Scope) -> Path:
+        if self.path is not None:
+            return self.path
+        assert self.inner is not None
+        return parse_path(self.inner.render(scope))
+
+    def read(self, scope: Scope) -> Any:
+        path = self.resolve(scope)
+        try:
+            root = scope[path.root]
+        except KeyError:
+            raise EvalError(f"undefined variable {path.root!r}") from None
+        return get_in(root, path) if path.segments else root
+
+
+def compile_ref(text: str) -> PathRef:
+    if "{" in text:
+        inner = compile_template(text)
+        names = inner.names | {text.split("[", 1)[0]}
+        return PathRef(text, None, inner, frozenset(names))
+    path = parse_path(text)
+    return PathRef(text, path, None, frozenset({path.root}))
+
+
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    ref: PathRef
+    conversion: str | None
+    spec: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Template(Value):
+    source: str
+    parts: tuple[str | _Ref, ...]
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, scope: Scope) -> Any:
+        if len(self.parts) == 1 and isinstance(self.parts[0], _Ref):
+            part = self.parts[0]
+            if part.conversion is None and part.spec is None:
+                return self._read(part, scope)
+        return self.render(scope)
+
+    def render(self, scope: Scope) -> str:
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            value = self._read(part, scope)
+            if part.conversion == "r":
+                value = repr(value)
+            elif part.conversion == "a":
+                value = ascii(value)
+            try:
+                out.append(format(value, part.spec) if part.spec else to_text(value))
+            except (ValueError, TypeError) as exc:
+                raise EvalError(
+                    f"cannot format {{{part.ref.text}:{part.spec}}} in {self.source!r}: {exc}"
+                ) from None
+        return "".join(out)
+
+    def _read(self, part: _Ref, scope: Scope) -> Any:
+        try:
+            return part.ref.read(scope)
+        except EvalError as exc:
+            raise type(exc)(f"{exc} (in template {self.source!r})") from None
+
+
+def compile_template(source: str) -> Template:
+    """Split ``source`` into literal text and references."""
+    parts: list[str | _Ref] = []
+    names: set[str] = set()
+    buf: list[str] = []
+    i = 0
+    n = len(source)
+    while i < n:
+        ch = source[i]
+        if ch == "{":
+            if source.startswith("{{", i):
+                buf.append("{")
+                i += 2
+                continue
+            m = _REF_RE.match(source, i)
+            if m:
+                try:
+                    ref = compile_ref(m.group(1))
+                except PathError:
+                    ref = None
+                if ref is not None:
+                    if buf:
+                        parts.append("".join(buf))
+                        buf = []
+                    parts.append(_Ref(ref, m.group(2), m.group(3)))
+                    names |= ref.names
+                    i = m.end()
+                    continue
+        elif ch == "}" and source.startswith("}}", i):
+            buf.append("}")
+            i += 2
+            continue
+        buf.append(ch)
+        i += 1
+    if buf:
+        parts.append("".join(buf))
+    return Template(source, tuple(parts), frozenset(names))
+
+
+@dataclass(frozen=True, slots=True)
+class Expression(Value):
+    source: str
+    tree: Any
+    refs: tuple[tuple[str, PathRef, str | None], ...]
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, scope: Scope) -> Any:
+        bound: dict[str, Any] = {}
+        for name, ref, conversion in self.refs:
+            value = ref.read(scope)
+            bound[name] = str(value) if conversion == "s" else value
+        return expressions.evaluate(self.tree, self.source, scope, bound)
+
+
+def compile_expression(source: str) -> Expression:
+    """Compile the text after ``?=``; ``{path}`` references are bound, never pasted."""
+    code, refs = _bind_references(source)
+    tree = expressions.parse_expression(code)
+    names = set(expressions.names_in(tree)) - {name for name, _, _ in refs}
+    for _, ref, _ in refs:
+        names |= ref.names
+    return Expression(source, tree, tuple(refs), frozenset(names))
+
+
+def _bind_references(source: str) -> tuple[str, list[tuple[str, PathRef, str | None]]]:
+    """Replace ``{path}`` outside string literals with generated names."""
+    out: list[str] = []
+    refs: list[tuple[str, PathRef, str | None]] = []
+    i, n = 0, len(source)
+    quote: str | None = None
+    while i < n:
+        ch = source[i]
+        if quote:
+            if ch == "\\":
+                out.append(source[i : i + 2])
+                i += 2
+                continue
+            if source.startswith(quote, i):
+                out.append(quote)
+                i += len(quote)
+                quote = None
+                continue
+            out.append(ch)
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = source[i : i + 3] if source.startswith(ch * 3, i) else ch
+            out.append(quote)
+            i += len(quote)
+            continue
+        if ch == "{":
+            m = _REF_RE.match(source, i)
+            if m and m.group(3) is None:
+                try:
+                    ref = compile_ref(m.group(1))
+                except PathError:
+                    ref = None
+                if ref is not None:
+                    name = f"tmy_ref_{len(refs)}"
+                    refs.append((name, ref, m.group(2)))
+                    out.append(name)
+                    i = m.end()
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out), refs
+
+
+def compile_value(raw: Any) -> Value:
+    """Compile any YAML value; strings inside lists and maps are compiled too."""
+    if isinstance(raw, str):
+        return compile_string(raw)
+    if isinstance(raw, list):
+        items = [compile_value(v) for v in raw]
+        if all(v.constant for v in items):
+            return Constant(raw)
+        return _ListValue(tuple(items), frozenset().union(*(v.names for v in items)))
+    if isinstance(raw, dict):
+        entries = {str(k): compile_value(v) for k, v in raw.items()}
+        if all(v.constant for v in entries.values()):
+            return Constant(raw)
+        return _MapValue(entries, frozenset().union(*(v.names for v in entries.values())))
+    return Constant(raw)
+
+
+def compile_string(raw: str) -> Value:
+    if raw.startswith("?="):
+        return compile_expression(raw[2:].strip())
+    if raw.startswith("~"):
+        return Constant(raw[1:])
+    if "{" not in raw and "}" not in raw:
+        return Constant(raw)
+    template = compile_template(raw)
+    if not template.names:
+        return Constant(template.render({}))
+    return template
+
+
+@dataclass(frozen=True, slots=True)
+class _ListValue(Value):
+    items: tuple[Value, ...]
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, scope: Scope) -> Any:
+        return [v.evaluate(scope) for v in self.items]
+
+
+@dataclass(frozen=True, slots=True)
+class _MapValue(Value):
+    entries: dict[str, Value]
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, scope: Scope) -> Any:
+        return {k: v.evaluate(scope) for k, v in self.entries.items()}
+
+    def __hash__(self) -> int:  # entries is a dict; identity is enough
+        return id(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PathValue:
+    """A variable position written in a rule (``save``, ``INPUT``): static, template or expression."""
+
+    source: str
+    static: Path | None
+    dynamic: Value | None
+    names: frozenset[str]
+
+    @property
+    def root(self) -> str | None:
+        """The root name when it is known at load time."""
+        if self.static is not None:
+            return self.static.root
+        if isinstance(self.dynamic, Template):
+            m = re.match(r"[^\W\d]\w*", self.source)
+            return m.group(0) if m else None
+        return None
+
+    def resolve(self, scope: Scope) -> Path:
+        if self.static is not None:
+            return self.static
+        assert self.dynamic is not None
+        computed = self.dynamic.evaluate(scope)
+        if not isinstance(computed, str):
+            raise PathError(
+                f"{self.source!r} must compute a variable position (a string like 'a[b][0]'),"
+                f" got {type(computed).__name__}"
+            )
+        return parse_path(computed)
+
+
+def compile_path(raw: str) -> PathValue:
+    """Compile a variable position: ``a[b]``, ``scores[{USER}]`` or ``?= expr``."""
+    raw = raw.strip()
+    if raw.startswith("?="):
+        expr = compile_expression(raw[2:].strip())
+        return PathValue(raw, None, expr, expr.names)
+    if "{" in raw:
+        template = compile_template(raw)
+        root = re.match(r"[^\W\d]\w*", raw)
+        if root is None:
+            raise PathError(f"invalid variable path {raw!r}: it must start with a variable name")
+        return PathValue(raw, None, template, template.names)
+    path = parse_path(raw)
+    return PathValue(raw, path, None, frozenset())
+
+
+def to_text(value: Any) -> str:
+    """How a value reads in a reply or a template: JSON for containers, '' for None."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)):
+        import json
+
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except ValueError:
+            return "<value too large to show>"
+    try:
+        return str(value)
+    except ValueError:  # int beyond the str-digit limit
+        return "<number too large to show>"
+
+
+def truthy(value: Any) -> bool:
+    """Truth of a ``when:`` value; the strings '', 0, false, no, none, null are false."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "none", "null")
+    return bool(value)

@@ -1,0 +1,80 @@
+"""The exception tree of tmy.
+
+Every error tmy raises on purpose derives from :class:`TmyError`, so a caller
+can catch "anything tmy refused" in one place while the subclasses say whose
+fault it was::
+
+    TmyError
+    ├── ConfigError        the config file or an environment override is wrong
+    ├── RuleError          a rules file is wrong (carries file and line)
+    ├── EvalError          a template, expression or variable path failed
+    │   ├── PathError      a variable path is malformed or points nowhere
+    │   └── ExpressionError
+    ├── ExecutorError      an executor failed while running a step
+    ├── StoreError         the store (SQLite / Redis) failed or refused a value
+    └── AdapterError       a chat-platform adapter failed
+
+Messages name the culprit (the file and line, the variable path, the key) and,
+where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class TmyError(Exception):
+    """Root of every error tmy raises on purpose."""
+
+
+class ConfigError(TmyError):
+    """The configuration (file or environment) is invalid."""
+
+
+class RuleError(TmyError):
+    """A rules file is invalid; ``file`` and ``line`` say where."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
+        return f"{where}{self.message}"
+
+
+class RuleErrors(RuleError):
+    """Several rule errors found in one load; each is reported."""
+
+    def __init__(self, errors: list[RuleError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+class EvalError(TmyError):
+    """A template, expression or variable path could not be evaluated."""
+
+
+class PathError(EvalError):
+    """A variable path is malformed, or reading it found nothing there."""
+
+
+class ExpressionError(EvalError):
+    """An expression is invalid, refused (unsafe / too costly) or failed."""
+
+
+class ExecutorError(TmyError):
+    """An executor failed; its message becomes ``STEP_ERROR``."""
+
+
+class StoreError(TmyError):
+    """The store failed (unreachable, locked too long) or refused a value."""
+
+
+class AdapterError(TmyError):
+    """A chat-platform adapter failed."""

@@ -1,0 +1,87 @@
+"""Executors: named async callables, registered explicitly.
+
+The whole contract is one signature::
+
+    async def run(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any
+
+``value`` is the step input (seed 004's ``task_cfg.input`` / ``INPUT``),
+``cfg`` the executor's own options with templates and expressions already
+evaluated, ``ctx`` the run (variables, store, message, logger, HTTP client).
+The return value becomes ``STEP_RESULT``; an exception becomes ``STEP_ERROR``.
+
+Each executor declares its options; a rule that uses an unknown option or
+misses a required one is refused when the rules load, with file and line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tmy.errors import ConfigError
+
+Run = Callable[[Any, dict[str, Any], Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One config key an executor accepts."""
+
+    types: type | tuple[type, ...] | None = None  # checked on constant values at load time
+    required: bool = False
+    default: Any = None
+    doc: str = ""
+    evaluate: bool = True  # False: the executor receives the compiled Value, to evaluate itself
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSpec:
+    name: str
+    run: Run
+    options: Mapping[str, Option] = field(default_factory=dict)
+    takes: type | None = None  # str: bytes input is decoded as UTF-8, other values rendered
+    doc: str = ""
+    check: Callable[[dict[str, Any]], None] | None = None  # extra load-time check of constants
+
+
+class Registry:
+    """Executors by name. Built-ins are added by :func:`default_registry`."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ExecutorSpec] = {}
+
+    def add(
+        self,
+        name: str,
+        run: Run,
+        *,
+        options: Mapping[str, Option] | None = None,
+        takes: type | None = None,
+        doc: str = "",
+        check: Callable[[dict[str, Any]], None] | None = None,
+        replace: bool = False,
+    ) -> ExecutorSpec:
+        """Register ``run`` under ``name``; a second registration of a name is refused."""
+        if not name or not name.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"executor name {name!r} must be letters, digits, '_' or '-'")
+        if name in self._specs and not replace:
+            raise ConfigError(f"executor {name!r} is registered twice")
+        spec = ExecutorSpec(name, run, dict(options or {}), takes, doc, check)
+        self._specs[name] = spec
+        return spec
+
+    def get(self, name: str) -> ExecutorSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def suggest(self, name: str) -> str:
+        close = difflib.get_close_matches(name, self._specs, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"{hint}known executors: {', '.join(self.names())}"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs

@@ -1,0 +1,74 @@
+"""What adapters hand the engine (:class:`Message`) and get back (:class:`Reply`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Message:
+    """One incoming chat message, platform-neutral."""
+
+    text: str
+    user: str = "anonymous"
+    chat: str = ""  # "" means the user's private chat with the bot
+    platform: str = "console"
+    user_name: str = ""
+    private: bool | None = None  # None: private when chat is ""
+    is_admin: bool = False
+    raw: Any = None  # the platform's own event, for adapters and plugins
+
+    def __post_init__(self) -> None:
+        if self.private is None:
+            self.private = self.chat == ""
+        if not self.chat:
+            self.chat = f"private:{self.user}"
+        if not self.user_name:
+            self.user_name = self.user
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What one step did, for ``ask --json`` and tests."""
+
+    uri: str
+    plugin: str
+    input: Any = None
+    result: Any = None
+    error: str = ""
+    ms: float = 0.0
+    skipped: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. LLM model, tokens, retries
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if not out["extra"]:
+            del out["extra"]
+        return out
+
+
+@dataclass(slots=True)
+class Reply:
+    """The engine's answer to one message."""
+
+    text: str
+    rule: str | None
+    trace_id: str
+    error: str | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def matched(self) -> bool:
+        return self.rule is not None
+
+    def as_dict(self, *, steps: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "answer": self.text,
+            "error": self.error,
+            "trace_id": self.trace_id,
+        }
+        if steps:
+            out["steps"] = [s.as_dict() for s in self.steps]
+        return out

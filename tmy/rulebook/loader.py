@@ -1,0 +1,478 @@
+"""Load and validate a rules directory into a :class:`Rulebook`.
+
+Every problem is collected (not just the first) and reported as
+``file:line: what is wrong — what to do``. A rulebook either loads whole or
+not at all, so a broken file never half-replaces the running rules.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tmy.engine.values import (
+    LIST_MODES,
+    Constant,
+    Expression,
+    PathValue,
+    Value,
+    compile_path,
+    compile_value,
+)
+from tmy.errors import EvalError, RuleError, RuleErrors
+from tmy.executors.registry import Registry
+from tmy.rulebook.index import TriggerIndex
+from tmy.rulebook.model import (
+    OPEN_FILTERS,
+    RUN_LOCALS,
+    SCOPES,
+    Filters,
+    Rule,
+    Rulebook,
+    Step,
+    VariableDecl,
+)
+from tmy.rulebook.triggers import parse_trigger
+from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
+
+FILE_KEYS = ("variables", "rules")
+VARIABLE_KEYS = ("scope", "default", "description")
+RULE_KEYS = (
+    "id", "triggers", "steps", "priority", "case_sensitive", "on_error", "platforms", "chats",
+    "private", "admin_only", "session", "description", "intent", "enabled",
+)  # fmt: skip
+STEP_KEYS = ("id", "plugin", "input", "INPUT", "save", "when", "on_error", "timeout", "description")
+_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_NAME_RE = re.compile(r"[^\W\d]\w*")
+
+# Engine extensions (the LLM scenes, tools) add keys here: name -> validator(raw, where) -> value.
+RULE_EXTENSIONS: dict[str, Any] = {}
+STEP_EXTENSIONS: dict[str, Any] = {}
+
+
+def rule_files(root: Path) -> list[Path]:
+    """Every ``*.yaml``/``*.yml`` under ``root`` (or ``root`` itself), in a stable order."""
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise RuleError(f"rules directory {str(root)!r} does not exist")
+    files = [p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def load_rulebook(root: Path | str, registry: Registry) -> Rulebook:
+    """Load every rules file under ``root``; RuleErrors listing every problem found."""
+    root = Path(root)
+    files = rule_files(root)
+    return load_sources(((p, None) for p in files), registry)
+
+
+def load_sources(sources: Iterable[tuple[Path, str | None]], registry: Registry) -> Rulebook:
+    """Load rules from (path, text) pairs; ``text=None`` reads the file."""
+    loader = _Loader(registry)
+    names = []
+    for path, text in sources:
+        names.append(str(path))
+        loader.load_file(path, text)
+    return loader.finish(tuple(names))
+
+
+class _Loader:
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.errors: list[RuleError] = []
+        self.variables: dict[str, VariableDecl] = {}
+        self.raw_rules: list[tuple[str, LineDict]] = []
+
+    def error(self, message: str, file: str, line: int | None) -> None:
+        self.errors.append(RuleError(message, file=file, line=line))
+
+    def load_file(self, path: Path, text: str | None) -> None:
+        file = str(path)
+        try:
+            doc = read_yaml(path, text)
+        except RuleError as exc:
+            self.errors.append(exc)
+            return
+        if doc is None:
+            return
+        if not isinstance(doc, LineDict):
+            self.error("a rules file must be a mapping with 'variables:' and/or 'rules:'", file, 1)
+            return
+        for key in doc:
+            if key not in FILE_KEYS:
+                self.error(_unknown("top-level key", key, FILE_KEYS), file, doc.line_of(key))
+        variables = doc.get("variables") or {}
+        if not isinstance(variables, LineDict):
+            self.error("'variables:' must be a mapping of name -> {scope, default}", file,
+                       doc.line_of("variables"))  # fmt: skip
+        else:
+            for name, decl in variables.items():
+                self.declare(name, decl, file, variables.line_of(name))
+        rules = doc.get("rules") or []
+        if not isinstance(rules, LineList):
+            self.error("'rules:' must be a list of rules", file, doc.line_of("rules"))
+            return
+        for i, raw in enumerate(rules):
+            if not isinstance(raw, LineDict):
+                self.error("each rule must be a mapping with id, triggers and steps", file,
+                           rules.line_of(i))  # fmt: skip
+                continue
+            self.raw_rules.append((file, raw))
+
+    def declare(self, name: Any, decl: Any, file: str, line: int) -> None:
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+            self.error(f"variable name {name!r} must be an identifier (letters, digits, _)",
+                       file, line)  # fmt: skip
+            return
+        if name in RUN_LOCALS:
+            self.error(f"variable {name!r} is a built-in run local; pick another name", file, line)
+            return
+        if decl is None:
+            decl = LineDict()
+        if not isinstance(decl, LineDict):
+            self.error(f"variable {name!r}: expected {{scope: global|chat|user, default: …}}",
+                       file, line)  # fmt: skip
+            return
+        for key in decl:
+            if key not in VARIABLE_KEYS:
+                self.error(_unknown(f"key of variable {name!r}", key, VARIABLE_KEYS), file,
+                           decl.line_of(key))  # fmt: skip
+        scope = decl.get("scope", "global")
+        if scope not in SCOPES:
+            self.error(f"variable {name!r}: scope {scope!r} must be one of {', '.join(SCOPES)}",
+                       file, decl.line_of("scope"))  # fmt: skip
+            return
+        default = _plain(decl.get("default"))
+        prior = self.variables.get(name)
+        if prior and (prior.scope, prior.default) != (scope, default):
+            self.error(f"variable {name!r} is declared again differently (first at "
+                       f"{prior.file}:{prior.line})", file, line)  # fmt: skip
+            return
+        self.variables[name] = VariableDecl(name, scope, default, file, line)
+
+    def finish(self, files: tuple[str, ...]) -> Rulebook:
+        rules: list[Rule] = []
+        seen: dict[str, Rule] = {}
+        for file, raw in self.raw_rules:
+            rule = self.compile_rule(raw, file)
+            if rule is None:
+                continue
+            if rule.id in seen:
+                first = seen[rule.id]
+                self.error(f"duplicate rule id {rule.id!r} (first at {first.file}:{first.line})",
+                           file, raw.line_of("id"))  # fmt: skip
+                continue
+            seen[rule.id] = rule
+            if raw.get("enabled", True) is not False:
+                rules.append(rule)
+        if self.errors:
+            raise RuleErrors(self.errors)
+        index = TriggerIndex(rules)
+        warnings = tuple(
+            f"{r.file}:{r.line}: trigger {t.source!r} of rule {r.id!r} can never fire: "
+            f"rule {u.id!r} ({u.file}:{u.line}) wins with {ut.source!r}"
+            for r, t, u, ut in index.dead_triggers()
+        )
+        return Rulebook(
+            rules=tuple(rules),
+            variables=dict(self.variables),
+            index=index,
+            files=files,
+            warnings=warnings,
+            by_id={r.id: r for r in rules},
+            has_sessions=any(r.session > 0 for r in rules),
+        )
+
+    # -- rules -------------------------------------------------------------------------------
+
+    def compile_rule(self, raw: LineDict, file: str) -> Rule | None:
+        before = len(self.errors)
+        line = raw.line
+        for key in raw:
+            if key not in RULE_KEYS and key not in RULE_EXTENSIONS:
+                self.error(_unknown("rule key", key, (*RULE_KEYS, *RULE_EXTENSIONS)), file,
+                           raw.line_of(key))  # fmt: skip
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not _ID_RE.fullmatch(rid):
+            self.error(f"rule needs an 'id:' of letters, digits, '_', '.', '-' (got {rid!r})",
+                       file, raw.line_of("id"))  # fmt: skip
+            rid = f"<rule at line {line}>"
+        case_sensitive = self.typed(raw, "case_sensitive", bool, False, file)
+        triggers = []
+        raw_triggers = raw.get("triggers", [])
+        if isinstance(raw_triggers, str):
+            raw_triggers = [raw_triggers]
+        if not isinstance(raw_triggers, list):
+            self.error("'triggers:' must be a list of trigger strings", file,
+                       raw.line_of("triggers"))  # fmt: skip
+            raw_triggers = []
+        for i, src in enumerate(raw_triggers):
+            tline = raw_triggers.line_of(i) if isinstance(raw_triggers, LineList) else line
+            try:
+                triggers.append(parse_trigger(src, case_sensitive=case_sensitive))
+            except RuleError as exc:
+                self.error(exc.message, file, tline)
+        groups = {g for t in triggers for g in t.groups}
+        priority = self.typed(raw, "priority", int, 0, file)
+        session = self.typed(raw, "session", (int, float), 0, file)
+        if session < 0:
+            self.error("'session:' is a number of seconds >= 0", file, raw.line_of("session"))
+        filters = Filters(
+            platforms=self.str_set(raw, "platforms", file),
+            chats=self.str_set(raw, "chats", file),
+            private=self.typed(raw, "private", bool, None, file),
+            admin_only=self.typed(raw, "admin_only", bool, False, file),
+        )
+        extras = {}
+        for key, validate in RULE_EXTENSIONS.items():
+            if key in raw:
+                try:
+                    extras[key] = validate(raw[key])
+                except (RuleError, EvalError, ValueError, TypeError) as exc:
+                    self.error(f"rule {rid!r}: {key}: {exc}", file, raw.line_of(key))
+        raw_steps = raw.get("steps")
+        if not isinstance(raw_steps, LineList) or not raw_steps:
+            self.error(f"rule {rid!r} needs 'steps:', a non-empty list of executor steps", file,
+                       raw.line_of("steps"))  # fmt: skip
+            raw_steps = LineList()
+            raw_steps.item_lines = []
+        known = set(self.variables) | RUN_LOCALS | groups
+        steps: list[Step] = []
+        step_ids: set[str] = set()
+        dynamic_save = False
+        for i, raw_step in enumerate(raw_steps):
+            sline = raw_steps.line_of(i)
+            if not isinstance(raw_step, LineDict):
+                self.error("a step must be a mapping with 'plugin:'", file, sline)
+                continue
+            step = self.compile_step(raw_step, i, rid, file, known, dynamic_save)
+            if step is None:
+                continue
+            if step.id is not None:
+                if step.id in step_ids:
+                    self.error(f"duplicate step id {step.id!r} in rule {rid!r}", file, sline)
+                step_ids.add(step.id)
+            if step.save is not None:
+                if step.save.root is None:
+                    dynamic_save = True
+                else:
+                    known.add(step.save.root)
+            steps.append(step)
+        on_error = None
+        if "on_error" in raw:
+            on_error = self.value(raw, "on_error", file, known, dynamic_save, rid)
+        if len(self.errors) > before:
+            return None
+        return Rule(
+            id=rid,
+            triggers=tuple(triggers),
+            steps=tuple(steps),
+            priority=priority,
+            case_sensitive=case_sensitive,
+            on_error=on_error,
+            filters=filters if filters != OPEN_FILTERS else OPEN_FILTERS,
+            session=float(session),
+            description=str(raw.get("description", "")),
+            intent=str(raw.get("intent", "")),
+            extras=extras,
+            file=file,
+            line=line,
+        )
+
+    def compile_step(
+        self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
+    ) -> Step | None:
+        before = len(self.errors)
+        where = f"rule {rid!r} step {raw.get('id', index)!r}"
+        plugin = raw.get("plugin")
+        spec = self.registry.get(plugin) if isinstance(plugin, str) else None
+        if spec is None:
+            hint = self.registry.suggest(plugin) if isinstance(plugin, str) else ""
+            self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file,
+                       raw.line_of("plugin"))  # fmt: skip
+            return None
+        allowed = (*STEP_KEYS, *STEP_EXTENSIONS, *spec.options)
+        for key in raw:
+            if key not in allowed:
+                self.error(_unknown(f"key for plugin {plugin}", key, allowed), file,
+                           raw.line_of(key))  # fmt: skip
+        for name, opt in spec.options.items():
+            if opt.required and name not in raw:
+                self.error(f"{where}: plugin {plugin} needs '{name}:' ({opt.doc})", file, raw.line)
+        sid = raw.get("id")
+        if sid is not None and (not isinstance(sid, str) or not _ID_RE.fullmatch(sid)):
+            self.error(f"{where}: step id must be letters, digits, '_', '.', '-'", file,
+                       raw.line_of("id"))  # fmt: skip
+        has_input_var = "INPUT" in raw
+        step_known = known | ({"INPUT"} if has_input_var else set())
+        step_known.discard("INPUT") if not has_input_var else None
+        INPUT = self.path(raw, "INPUT", file, step_known, dynamic, where)
+        list_mode: Value | None = None
+        input_value: Value | None = None
+        if "input" in raw and raw["input"] not in ("", None):
+            raw_input = raw["input"]
+            if isinstance(raw_input, str) and raw_input.strip() in LIST_MODES:
+                list_mode = Constant(raw_input.strip())
+                if INPUT is None:
+                    self.error(f"{where}: input {raw_input.strip()} takes a member of a list: "
+                               "add 'INPUT: <list variable>'", file, raw.line_of("input"))  # fmt: skip
+            else:
+                input_value = self.value(raw, "input", file, step_known, dynamic, where)
+                if isinstance(input_value, Expression) and INPUT is not None:
+                    list_mode = input_value
+        save = self.path(raw, "save", file, known | {"INPUT"}, dynamic, where)
+        when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
+        on_error = raw.get("on_error", "stop")
+        if on_error not in ("stop", "continue"):
+            self.error(f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
+                       "holds the reply text)", file, raw.line_of("on_error"))  # fmt: skip
+        timeout = raw.get("timeout")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+            self.error(f"{where}: timeout is a number of seconds > 0", file, raw.line_of("timeout"))
+        options: dict[str, Value] = {}
+        for name, opt in spec.options.items():
+            if name not in raw:
+                continue
+            val = self.value(raw, name, file, step_known, dynamic, where)
+            if val is None:
+                continue
+            if opt.types and isinstance(val, Constant) and not isinstance(val.value, opt.types):
+                self.error(f"{where}: '{name}' must be {_type_names(opt.types)}, got "
+                           f"{type(val.value).__name__}", file, raw.line_of(name))  # fmt: skip
+            options[name] = val
+        if spec.check is not None:
+            consts = {k: v.value for k, v in options.items() if isinstance(v, Constant)}
+            try:
+                spec.check(consts)
+            except (ValueError, TypeError, RuleError) as exc:
+                self.error(f"{where}: {exc}", file, raw.line)
+        extras: dict[str, Any] = {}
+        for key, validate in STEP_EXTENSIONS.items():
+            if key in raw:
+                try:
+                    extras[key] = validate(raw[key])
+                except (RuleError, EvalError, ValueError, TypeError) as exc:
+                    self.error(f"{where}: {key}: {exc}", file, raw.line_of(key))
+        if len(self.errors) > before:
+            return None
+        reads: set[str] = set()
+        for v in (input_value, list_mode, when, *options.values()):
+            if v is not None:
+                reads |= v.names
+        if INPUT is not None:
+            reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
+        lock_root = None
+        if save is not None and save.root in self.variables:
+            if save.root in reads or (INPUT is not None and INPUT.root is None):
+                lock_root = save.root
+        return Step(
+            index=index,
+            id=sid,
+            spec=spec,
+            input=input_value,
+            list_mode=list_mode,
+            INPUT=INPUT,
+            save=save,
+            when=when,
+            on_error=on_error,
+            options=options,
+            timeout=float(timeout) if timeout else None,
+            lock_root=lock_root,
+            extras=extras,
+            file=file,
+            line=raw.line,
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def value(self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool,
+              where: str) -> Value | None:  # fmt: skip
+        try:
+            val = compile_value(_plain(raw[key]))
+        except EvalError as exc:
+            self.error(f"{where}: '{key}': {exc}", file, raw.line_of(key))
+            return None
+        self.check_names(val.names, raw, key, file, known, dynamic, where)
+        return val
+
+    def path(self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool,
+             where: str) -> PathValue | None:  # fmt: skip
+        src = raw.get(key)
+        if src in (None, ""):
+            return None
+        if not isinstance(src, str):
+            self.error(f"{where}: '{key}' must be a variable position such as 'scores[{{USER}}]'",
+                       file, raw.line_of(key))  # fmt: skip
+            return None
+        try:
+            pv = compile_path(src)
+        except EvalError as exc:
+            self.error(f"{where}: '{key}': {exc}", file, raw.line_of(key))
+            return None
+        reads = set(pv.names)
+        if key == "INPUT" and pv.root:
+            reads.add(pv.root)
+        self.check_names(reads, raw, key, file, known, dynamic, where)
+        return pv
+
+    def check_names(self, names: Iterable[str], raw: LineDict, key: str, file: str,
+                    known: set[str], dynamic: bool, where: str) -> None:  # fmt: skip
+        if dynamic:
+            return
+        for name in sorted(set(names) - known):
+            hint = difflib.get_close_matches(name, sorted(known), n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            self.error(
+                f"{where}: '{key}' reads {name!r}, which is never set{extra}: declare it under "
+                "'variables:', save it in an earlier step, or write {{ and }} for literal braces",
+                file, raw.line_of(key),
+            )  # fmt: skip
+
+    def typed(self, raw: LineDict, key: str, types: Any, default: Any, file: str) -> Any:
+        if key not in raw:
+            return default
+        val = raw[key]
+        if types is int or types == (int, float):
+            ok = isinstance(val, types) and not isinstance(val, bool)
+        else:
+            ok = isinstance(val, types)
+        if not ok:
+            self.error(f"'{key}' must be {_type_names(types)}, got {val!r}", file, raw.line_of(key))
+            return default
+        return val
+
+    def str_set(self, raw: LineDict, key: str, file: str) -> frozenset[str] | None:
+        if key not in raw:
+            return None
+        val = raw[key]
+        if isinstance(val, (str, int)):
+            val = [val]
+        if not isinstance(val, list) or not all(isinstance(v, (str, int)) for v in val):
+            self.error(f"'{key}' must be a list of names", file, raw.line_of(key))
+            return None
+        return frozenset(str(v) for v in val)
+
+
+def _plain(value: Any) -> Any:
+    """LineDict/LineList → dict/list (values handed to the engine carry no YAML baggage)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _unknown(what: str, key: Any, allowed: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(key), list(allowed), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {what} {key!r}; {hint}allowed: {', '.join(allowed)}"
+
+
+def _type_names(types: Any) -> str:
+    if isinstance(types, tuple):
+        return " or ".join(t.__name__ for t in types)
+    return types.__name__

@@ -1,0 +1,120 @@
+"""Rules as the engine sees them: frozen, validated, compiled.
+
+The loader turns YAML into these objects once; the engine never sees a raw
+dict, so every check happens at load time with a file and a line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tmy.engine.values import PathValue, Value
+from tmy.executors.registry import ExecutorSpec
+from tmy.rulebook.triggers import Trigger
+
+SCOPES = ("global", "chat", "user")
+
+# Locals every run has (seed 004 + who/where). A declared variable may not use these names.
+RUN_LOCALS = frozenset({
+    "MAGIC", "QUESTION", "TEXT", "STEP_URI", "STEP_ERROR", "STEP_RESULT", "PRE_ANSWER",
+    "POST_ANSWER", "STEP_SUMMARY", "USER", "USER_NAME", "CHAT", "PLATFORM", "NOW", "INPUT",
+})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class VariableDecl:
+    """A declared (persistent) variable."""
+
+    name: str
+    scope: str
+    default: Any
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Where a rule applies. ``None`` means "anywhere"."""
+
+    platforms: frozenset[str] | None = None
+    chats: frozenset[str] | None = None
+    private: bool | None = None  # True: private chats only; False: group chats only
+    admin_only: bool = False
+
+    @property
+    def is_open(self) -> bool:
+        return self == OPEN_FILTERS
+
+    def admits(self, message: Any) -> bool:
+        if self.platforms is not None and message.platform not in self.platforms:
+            return False
+        if self.chats is not None and message.chat not in self.chats:
+            return False
+        if self.private is not None and bool(message.private) != self.private:
+            return False
+        return not (self.admin_only and not message.is_admin)
+
+
+OPEN_FILTERS = Filters()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One executor call in a rule's chain, compiled."""
+
+    index: int
+    id: str | None
+    spec: ExecutorSpec
+    input: Value | None  # None: take STEP_RESULT / INPUT
+    list_mode: Value | None  # constant or expression that may compute SHIFT/POPUP/…
+    INPUT: PathValue | None
+    save: PathValue | None
+    when: Value | None
+    on_error: str  # "stop" | "continue"
+    options: dict[str, Value]
+    timeout: float | None
+    lock_root: str | None  # persistent variable read and saved by this step: held locked
+    extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
+    file: str
+    line: int
+
+    @property
+    def plugin(self) -> str:
+        return self.spec.name
+
+    def uri(self, rule_id: str) -> str:
+        return f"{rule_id}/{self.id if self.id is not None else self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    triggers: tuple[Trigger, ...]
+    steps: tuple[Step, ...]
+    priority: int
+    case_sensitive: bool
+    on_error: Value | None
+    filters: Filters
+    session: float  # seconds a follow-up reaches this rule without a trigger (0: off)
+    description: str
+    intent: str
+    extras: dict[str, Any]  # keys owned by engine extensions (e.g. tool)
+    file: str
+    line: int
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.file, self.line))
+
+
+@dataclass(frozen=True)
+class Rulebook:
+    """Everything loaded from a rules directory."""
+
+    rules: tuple[Rule, ...]
+    variables: dict[str, VariableDecl]
+    index: Any  # TriggerIndex
+    files: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    by_id: dict[str, Rule] = field(default_factory=dict)
+    has_sessions: bool = False

@@ -1,0 +1,7 @@
+"""Persistence backends behind one protocol; see :mod:`tmy.store.base`."""
+
+from tmy.store.url import open_store
+
+from tmy.store.base import MISSING, Store
+
+__all__ = ["MISSING", "Store", "open_store"]

@@ -1,0 +1,105 @@
+"""The Store protocol: what the engine needs from persistence.
+
+A store is a key → JSON value map with three extra powers the engine relies on:
+
+* ``update`` — an atomic read-modify-write of one key. List modes (SHIFT, POPUP,
+  LOOPBACK, LOOPFRONT) and nested ``save`` positions on persistent variables go
+  through it, so concurrent runs never lose an update.
+* ``lock`` — an exclusive lease on a key shared by every process on the same
+  store, for a read → (await executor) → write sequence that cannot be one
+  ``update`` call (a step that reads the variable it saves to).
+* ``ttl`` on ``set`` — sessions and other short-lived keys expire on their own.
+
+Keys are logical, slash-separated strings built by the engine
+(``var/global/jokes``, ``var/user/console/alice/visits``, ``hist/…``); each
+backend maps them to its own layout. Values are anything JSON can hold; a value
+that JSON cannot hold is refused with :class:`~tmy.errors.StoreError` before
+anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+R = TypeVar("R")
+
+
+class _Missing:
+    """The value of a key that does not exist (distinct from a stored ``null``)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence for variables, histories, sessions, counters and locks."""
+
+    url: str
+
+    async def open(self) -> None:
+        """Connect / create tables. Raises StoreError when unreachable."""
+
+    async def close(self) -> None:
+        """Release connections; idempotent."""
+
+    async def ping(self) -> None:
+        """Raise StoreError unless the store answers."""
+
+    async def get(self, key: str) -> Any:
+        """The value at ``key``, or ``MISSING`` when absent or expired."""
+
+    async def get_many(self, keys: Sequence[str]) -> list[Any]:
+        """Values for several keys in one round-trip; ``MISSING`` for absent ones."""
+
+    async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Replace the value at ``key`` (expiring after ``ttl`` seconds if given)."""
+
+    async def delete(self, key: str) -> bool:
+        """Remove ``key``; True when something was removed."""
+
+    async def update(
+        self,
+        key: str,
+        fn: Callable[[Any], tuple[Any, R]],
+        *,
+        ttl: float | None = None,
+    ) -> R:
+        """Atomically apply ``fn`` to the value at ``key``.
+
+        ``fn(current)`` gets the current value (``MISSING`` when absent) and
+        returns ``(new_value, result)``; ``new_value`` is stored (``MISSING``
+        deletes the key) and ``result`` is returned. ``fn`` may run more than
+        once (optimistic retry) so it must not have side effects; if it raises,
+        nothing is written and the exception propagates unchanged.
+        """
+
+    def lock(
+        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold an exclusive lease named ``key`` across all processes on this store.
+
+        Waits up to ``wait`` seconds to acquire (then StoreError); the lease
+        expires after ``ttl`` seconds if the holder dies. Not re-entrant.
+        """
+
+    async def keys(self, prefix: str) -> list[str]:
+        """Every live logical key starting with ``prefix``, sorted."""

@@ -1,0 +1,158 @@
+"""What both store backends share: the value codec, argument checks, per-key locks.
+
+Values are stored as UTF-8 JSON made by orjson (fast, non-ASCII kept as is).
+Decisions, so that every backend stores exactly the same thing:
+
+* ``dict`` keys that are not strings (int, float, bool, None, enum, UUID) are
+  written as strings (``{1: "a"}`` reads back as ``{"1": "a"}``), because the
+  engine indexes dicts with numbers taken from templates and JSON only has
+  string keys. Two keys that become the same string are both written and the
+  last one wins on reading.
+* Tuples are written as lists; ``str``/``int``/``dict``/``list`` subclasses as
+  their base type; ``Enum`` members as their value and ``UUID`` as its string
+  (that is what orjson does natively and none of them loses information a rule
+  could see).
+* Refused with :class:`~tmy.errors.StoreError` naming the type, before anything
+  is written: ``set``, ``bytes``, ``datetime``, dataclasses and any other object
+  (they would not read back as what was stored); integers outside 64 bits (they
+  would read back as a rounded float); ``NaN`` and ``±Infinity`` (orjson would
+  silently write ``null``); strings with lone surrogates; nesting deeper than
+  254 levels.
+* The ``MISSING`` marker cannot be stored inside a value; at the top level it
+  means "delete" (see the backends' ``set`` and ``update``).
+
+Finding ``NaN`` needs a walk over the value; it is done only when the encoded
+text contains ``null`` (orjson writes non-finite floats as ``null``), so the
+common write pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+
+from tmy.errors import StoreError
+
+_DUMPS_OPTIONS = (
+    orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+_ALLOWED = "null, bool, int (64-bit), finite float, str, list/tuple and dict"
+
+
+def _where(key: str) -> str:
+    return f" at key {key!r}" if key else ""
+
+
+def _has_nonfinite(value: Any) -> bool:
+    """True when a float NaN/±Infinity hides anywhere inside ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def encode(value: Any, key: str = "") -> bytes:
+    """``value`` as UTF-8 JSON bytes; StoreError (naming the type) if JSON cannot hold it."""
+    try:
+        raw = orjson.dumps(value, option=_DUMPS_OPTIONS)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        why = str(exc).replace(": _Missing", ": MISSING (delete the key instead)")
+        raise StoreError(
+            f"cannot store the value{_where(key)}: {why}; a stored value may hold only {_ALLOWED}"
+        ) from None
+    if b"null" in raw and _has_nonfinite(value):
+        raise StoreError(
+            f"cannot store the value{_where(key)}: it contains NaN or Infinity, "
+            "which JSON cannot hold"
+        )
+    return raw
+
+
+def decode(raw: bytes | str, key: str = "") -> Any:
+    """The value a stored JSON text stands for; StoreError if the stored text is corrupt."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise StoreError(f"corrupt value stored{_where(key)}: {exc}") from None
+
+
+def check_key(key: str) -> None:
+    """Refuse keys no backend can hold the same way (empty, not str, lone surrogates)."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"store keys are non-empty strings, got {key!r}")
+    if not key.isascii():
+        try:
+            key.encode()
+        except UnicodeEncodeError:
+            raise StoreError(f"store key {key!r} is not valid Unicode") from None
+
+
+def check_ttl(ttl: float, what: str = "ttl") -> float:
+    """``ttl`` as a positive finite float, else StoreError (0 would mean "already gone")."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+        raise StoreError(f"{what} must be a positive number of seconds, got {ttl!r}")
+    return float(ttl)
+
+
+class KeyedLocks:
+    """One ``asyncio.Lock`` per key, created on demand and dropped when idle.
+
+    Both backends serialise same-key work inside a process with these (so local
+    contention queues instead of fighting in the database); dropping idle locks
+    keeps the map as small as the number of keys in use right now.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}  # key -> [Lock, users]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    async def acquire(self, key: str, timeout: float | None = None) -> None:
+        """Take the lock of ``key``; TimeoutError after ``timeout`` seconds of waiting."""
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            if timeout is None:
+                await entry[0].acquire()
+            else:
+                async with asyncio.timeout(max(timeout, 0.0)):
+                    await entry[0].acquire()
+        except BaseException:
+            self._forget(key, entry)
+            raise
+
+    def release(self, key: str) -> None:
+        """Give back the lock of ``key`` taken with :meth:`acquire`."""
+        entry = self._locks[key]
+        entry[0].release()
+        self._forget(key, entry)
+
+    def _forget(self, key: str, entry: list[Any]) -> None:
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._locks[key]
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """``async with locks.hold(key):`` — acquire and release around a block."""
+        await self.acquire(key)
+        try:
+            yield
+        finally:
+            self.release(key)
