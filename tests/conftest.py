@@ -125,12 +125,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "the Redis tests. Start Redis or point TMY_TEST_REDIS_URL at one.",
             pytrace=False,
         )
-    if shutil.which("redis-server") is None:
+    exe = shutil.which("redis-server")
+    if exe is None:
         pytest.skip(
             f"!!! REDIS TESTS SKIPPED !!! Redis at {url} is unreachable ({problem}) and "
             "redis-server is not on PATH; set TMY_TEST_REDIS_URL to a Redis to run them"
         )
-    server = RedisServer(_redis_server_exe(), tmp_path_factory.mktemp("redis-session"))
+    server = RedisServer(exe, tmp_path_factory.mktemp("redis-session"))
     server.start()
     try:
         yield server.url

@@ -44,6 +44,7 @@ class Services:
     registry: Registry
     step_hooks: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    engine: Any = None  # the Engine, set once built (tool calls run other rules through it)
     _http: httpx.AsyncClient | None = None
 
     @property
@@ -84,6 +85,7 @@ class Engine:
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        services.engine = self
 
     def replace_rulebook(self, rulebook: Rulebook) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with."""

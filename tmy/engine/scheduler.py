@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 
 from tmy.engine.paths import Path
-from tmy.engine.values import LIST_MODES, Constant, to_text
+from tmy.engine.values import LIST_MODES, Constant, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
 from tmy.logs import preview
@@ -112,12 +112,14 @@ async def run_chain(run: Run) -> None:
         run.records.append(record)
         started = time.perf_counter()
         try:
-            if step.lock_root is not None:
-                store = run.vars.store
-                async with store.lock(run.vars.key(step.lock_root)):
-                    await _run_step(run, step, uri, record)
-            else:
-                await _run_step(run, step, uri, record)
+            await _guarded(run, step, uri, record, first=True)
+            loops = _loop_hooks(run, step) if not record.skipped else []
+            count = 1
+            for hook in loops:
+                while not run.failed and await hook.again(run, step, record, count):
+                    count += 1
+                    run.locals["STEP_ERROR"] = ""
+                    await _guarded(run, step, uri, record, first=False)
         except StepFailed:
             pass
         except TmyError as exc:
@@ -143,6 +145,24 @@ async def run_chain(run: Run) -> None:
             return
 
 
+async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first: bool) -> None:
+    """One execution of ``step``, holding its variable's lock when it needs one."""
+    if step.lock_root is not None:
+        async with run.vars.store.lock(run.vars.key(step.lock_root)):
+            run.vars.forget()
+            await _run_step(run, step, uri, record, first=first)
+    else:
+        await _run_step(run, step, uri, record, first=first)
+
+
+def _loop_hooks(run: Run, step: Step) -> list[Any]:
+    """Hooks of this step's extension keys that can repeat it (``while_llm``)."""
+    if not step.extras:
+        return []
+    hooks = run.services.step_hooks
+    return [hooks[k] for k in step.extras if k in hooks and hasattr(hooks[k], "again")]
+
+
 def _fail(run: Run, step: Step, record: StepRecord, message: str) -> None:
     message = message or "error"
     run.locals["STEP_ERROR"] = message
@@ -151,24 +171,37 @@ def _fail(run: Run, step: Step, record: StepRecord, message: str) -> None:
         run.failed = True
 
 
-async def _run_step(run: Run, step: Step, uri: str, record: StepRecord) -> None:
+async def _run_step(run: Run, step: Step, uri: str, record: StepRecord, *, first: bool) -> None:
+    v = run.vars
+    if first:
+        if not await _admitted(run, step, uri, record):
+            record.skipped = True
+            return
+    await _execute(run, step, uri, record)
+
+
+async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
+    """``when:`` and extension checks (``when_llm``); False skips the step."""
     v = run.vars
     if step.when is not None:
         await v.fetch(step.when.names)
-        from tmy.engine.values import truthy
-
         if not truthy(step.when.evaluate(v)):
-            record.skipped = True
             log.info("step.skipped", uri=uri, plugin=step.plugin, reason="when")
-            return
+            return False
     if step.extras:
         hooks = run.services.step_hooks
         for key in step.extras:
             hook = hooks.get(key)
-            if hook is not None and not await hook.before(run, step, record):
-                record.skipped = True
+            if hook is not None and hasattr(hook, "before") and not await hook.before(
+                run, step, record
+            ):
                 log.info("step.skipped", uri=uri, plugin=step.plugin, reason=key)
-                return
+                return False
+    return True
+
+
+async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
+    v = run.vars
     log.info("step.start", uri=uri, plugin=step.plugin)
     value = await _step_input(run, step)
     record.input = value

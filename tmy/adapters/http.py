@@ -1,0 +1,93 @@
+"""HTTP adapter: ``POST /v1/messages`` and ``GET /healthz`` (aiohttp).
+
+Request body ``{"text", "user", "chat", "platform", "user_name"}`` (only
+``text`` is required); response ``{"rule", "answer", "error", "trace_id"}``.
+A malformed request is a 400 with an ``error`` field, a message over the size
+limit a 413; a failing rule is still a 200 whose ``error`` says why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from tmy.adapters.base import Handler
+from tmy.errors import AdapterError
+from tmy.message import Message
+
+MAX_BODY = 1024 * 1024
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``) → (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise AdapterError(f"HTTP listen address {listen!r} must be HOST:PORT, e.g. 127.0.0.1:8080")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class HttpAdapter:
+    name = "http"
+
+    def __init__(self, listen: str, max_message_chars: int = 20_000) -> None:
+        self.host, self.port = parse_listen(listen)
+        self.max_chars = max_message_chars
+        self._runner: web.AppRunner | None = None
+        self._handle: Handler | None = None
+
+    async def start(self, handle: Handler) -> None:
+        self._handle = handle
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/healthz", self._health)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise AdapterError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
+        sockets = getattr(site._server, "sockets", None) or []  # noqa: SLF001
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        try:
+            body: Any = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+            return _error(400, "the body must be a JSON object with a 'text' field")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object with a 'text' field")
+        text = body.get("text")
+        if not isinstance(text, str):
+            return _error(400, "'text' is required and must be a string")
+        if len(text) > self.max_chars:
+            return _error(413, f"message too long: {len(text)} characters (limit {self.max_chars})")
+        fields = {}
+        for key in ("user", "chat", "platform", "user_name"):
+            value = body.get(key)
+            if value is not None:
+                if not isinstance(value, (str, int)):
+                    return _error(400, f"'{key}' must be a string")
+                fields[key] = str(value)
+        fields.setdefault("platform", "http")
+        assert self._handle is not None
+        reply = await self._handle(Message(text, **fields))
+        return web.json_response(reply.as_dict())
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response(
+        {"rule": None, "answer": "", "error": message, "trace_id": None}, status=status
+    )

@@ -1,0 +1,242 @@
+"""``python run.py …`` / ``tmy …``: serve, chat, ask, check, vars.
+
+Common options work before or after the command: ``--config``, ``--rules``,
+``--store``, ``--user``, ``--chat``, ``--platform``, ``--log-level`` (each has a
+``TMY_*`` environment twin). Exit codes: 0 ok, 1 the command failed (rule
+errors, a failed run with ``ask``), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tmy import logs
+from tmy.config import Settings, load_settings
+from tmy.errors import ConfigError, RuleError, TmyError
+
+# name -> (help, env var)
+COMMON = {
+    "config": ("config file (default config/tmy.yaml)", "TMY_CONFIG"),
+    "rules": ("rules directory", "TMY_RULES"),
+    "store": ("store URL: sqlite:///data/tmy.db or redis://host:6379/0", "TMY_STORE"),
+    "user": ("user id for chat/ask/vars (default: you)", "TMY_USER"),
+    "chat": ("chat id for chat/ask/vars (default: private chat)", "TMY_CHAT"),
+    "platform": ("platform name for chat/ask/vars (default: console)", "TMY_PLATFORM"),
+    "log-level": ("debug | info | warning | error", "TMY_LOG_LEVEL"),
+}
+
+# Extra subcommands: name -> (configure(subparser), run(args, settings) -> int).
+COMMANDS: dict[str, Any] = {}
+
+
+def _common() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    for name, (help_, env) in COMMON.items():
+        parent.add_argument(f"--{name}", default=argparse.SUPPRESS, help=f"{help_} [{env}]")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="tmy", parents=[common], description="tmy: a chat-bot daemon driven by YAML rules."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("serve", parents=[common], help="run the daemon (default)")
+    p.add_argument("--http", metavar="HOST:PORT", help="where the HTTP adapter listens")
+    p.add_argument("--no-console", action="store_true", help="no console adapter even on a TTY")
+    sub.add_parser("chat", parents=[common], help="talk to the bot as one user (a REPL)")
+    p = sub.add_parser("ask", parents=[common], help="send one message, print the reply")
+    p.add_argument("text", help="the message")
+    p.add_argument("--json", action="store_true",
+                   help="print {rule, answer, error, trace_id, steps} as JSON")  # fmt: skip
+    p = sub.add_parser("check", parents=[common], help="validate the rules; exit 1 on any error")
+    p.add_argument("path", nargs="?", help="rules directory or file (default: --rules)")
+    p = sub.add_parser("vars", parents=[common], help="list / get / set / del persistent variables")
+    p.add_argument("action", choices=["list", "get", "set", "del"])
+    p.add_argument("name", nargs="?", help="variable name (or path for get)")
+    p.add_argument("value", nargs="?", help="for set: JSON, or a plain string")
+    for name, (configure, _) in COMMANDS.items():
+        configure(sub.add_parser(name, parents=[common]))
+    return parser
+
+
+def _opt(args: argparse.Namespace, name: str) -> Any:
+    value = getattr(args, name.replace("-", "_"), None)
+    if value is None:
+        value = os.environ.get(COMMON[name][1]) or None
+    return value
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return load_settings(
+        _opt(args, "config"),
+        rules=_opt(args, "rules"),
+        store=_opt(args, "store"),
+        log_level=_opt(args, "log-level"),
+    )
+
+
+def identity(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "user": _opt(args, "user") or os.environ.get("USER") or "console",
+        "chat": _opt(args, "chat") or "",
+        "platform": _opt(args, "platform") or "console",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command or "serve"
+    try:
+        settings = settings_from(args)
+        if command == "serve":
+            if getattr(args, "http", None):
+                settings = settings.with_(http_listen=args.http, http_enabled=True)
+            logs.configure(settings.log_level, settings.log_file or None)
+            from tmy.daemon import serve
+
+            if getattr(args, "no_console", False):
+                settings = settings.with_(console=False)
+            asyncio.run(serve(settings))
+            return 0
+        quiet = _opt(args, "log-level") is None
+        logs.configure("warning" if quiet and not settings.log_file else settings.log_level,
+                       settings.log_file or None)  # fmt: skip
+        if command == "check":
+            return cmd_check(settings, args.path)
+        if command == "ask":
+            return asyncio.run(cmd_ask(settings, args.text, args.json, identity(args)))
+        if command == "chat":
+            return asyncio.run(cmd_chat(settings, identity(args)))
+        if command == "vars":
+            return asyncio.run(cmd_vars(settings, args, identity(args)))
+        return COMMANDS[command][1](args, settings)
+    except RuleError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (ConfigError, TmyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_check(settings: Settings, path: str | None) -> int:
+    from tmy.app import build_registry
+    from tmy.rulebook.loader import load_rulebook
+
+    root = Path(path) if path else settings.rules
+    rulebook = load_rulebook(root, build_registry(settings))
+    for warning in rulebook.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    triggers = sum(len(r.triggers) for r in rulebook.rules)
+    print(
+        f"ok: {len(rulebook.rules)} rules, {triggers} triggers, "
+        f"{len(rulebook.variables)} variables in {len(rulebook.files)} files"
+    )
+    return 0
+
+
+async def cmd_ask(settings: Settings, text: str, as_json: bool, who: dict[str, str]) -> int:
+    from tmy.app import App
+    from tmy.message import Message
+
+    async with App(settings.with_(console=False, http_enabled=False)) as app:
+        assert app.engine is not None
+        reply = await app.engine.handle(Message(text, **who))
+    if as_json:
+        print(json.dumps(_jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
+    else:
+        if reply.rule is None:
+            print("(no rule matched)", file=sys.stderr)
+        if reply.error:
+            print(f"error: {reply.error}", file=sys.stderr)
+        if reply.text:
+            print(reply.text)
+    return 1 if reply.error else 0
+
+
+def _jsonable(value: Any) -> Any:
+    """Step inputs/results as JSON: bytes decoded, anything odd as its repr."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if value is None or isinstance(value, (str, bool, float)):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else str(value)
+    return repr(value)
+
+
+async def cmd_chat(settings: Settings, who: dict[str, str]) -> int:
+    from tmy.adapters.console import ConsoleAdapter
+    from tmy.app import App
+
+    async with App(settings) as app:
+        assert app.engine is not None
+        print(f"tmy chat as {who['user']} — {len(app.engine.rulebook.rules)} rules. "
+              "Ctrl-D or /quit to leave.", file=sys.stderr)  # fmt: skip
+        console = ConsoleAdapter(**who)
+        await console.start(app.engine.handle)
+        await console.done.wait()
+    return 0
+
+
+async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, str]) -> int:
+    from tmy.app import App
+    from tmy.engine.paths import get_in, parse_path
+    from tmy.engine.variables import variable_key
+    from tmy.message import Message
+    from tmy.store.base import MISSING
+
+    async with App(settings.with_(console=False, http_enabled=False)) as app:
+        assert app.engine is not None and app.store is not None
+        declared = app.engine.rulebook.variables
+        msg = Message("", **who)
+        if args.action == "list":
+            for name, decl in sorted(declared.items()):
+                value = await app.store.get(variable_key(decl, msg))
+                shown = "(default) " + json.dumps(decl.default, ensure_ascii=False) \
+                    if value is MISSING else json.dumps(value, ensure_ascii=False)  # fmt: skip
+                print(f"{name}\t{decl.scope}\t{shown}")
+            return 0
+        if not args.name:
+            raise ConfigError(f"vars {args.action} needs a variable name")
+        path = parse_path(args.name)
+        decl = declared.get(path.root)
+        if decl is None:
+            known = ", ".join(sorted(declared)) or "none"
+            raise ConfigError(f"{path.root!r} is not a declared variable (declared: {known})")
+        key = variable_key(decl, msg)
+        if args.action == "get":
+            value = await app.store.get(key)
+            value = decl.default if value is MISSING else value
+            print(json.dumps(get_in(value, path) if path.segments else value,
+                             ensure_ascii=False, indent=2))  # fmt: skip
+        elif args.action == "del":
+            await app.store.delete(key)
+            print(f"{path.root} reset to its default")
+        else:
+            if args.value is None:
+                raise ConfigError("vars set needs a value (JSON, or a plain string)")
+            try:
+                value = json.loads(args.value)
+            except json.JSONDecodeError:
+                value = args.value
+            from tmy.engine.variables import Variables
+
+            variables = Variables({}, declared, app.store, msg)
+            await variables.write(path, value)
+            print(json.dumps(await app.store.get(key), ensure_ascii=False))
+    return 0
