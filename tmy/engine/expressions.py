@@ -179,6 +179,15 @@ def parse_expression(source: str) -> ast.expr:
             raise ExpressionError(f"{kind} are not allowed in expressions; use a {{template}}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise ExpressionError(f"access to attribute {node.attr!r} is not allowed")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in FUNCTIONS
+        ):
+            raise ExpressionError(
+                f"unknown function {node.func.id!r} in expression {source.strip()!r}"
+                f" (available: {', '.join(sorted(FUNCTIONS))})"
+            )
     return tree.body
 
 

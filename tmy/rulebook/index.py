@@ -43,6 +43,10 @@ class _Side:
             getattr(self, trig.kind).append(entry)
         else:
             getattr(self, trig.kind).setdefault(trig.literal, []).append(entry)
+            # "echo *" also fires on a bare "echo" (QUESTION ""), but not on "echoes"
+            bare = trig.literal.strip()
+            if trig.kind in ("prefix", "suffix") and bare != trig.literal and bare:
+                self.exact.setdefault(bare, []).append(entry)
 
     def freeze(self) -> None:
         self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix}))
@@ -144,9 +148,9 @@ class TriggerIndex:
         }
         dead = []
         for side in (self.folded, self.sensitive):
-            entries = [e for group in (side.exact, side.prefix, side.suffix, side.contains)
-                       for lst in group.values() for e in lst] + side.any  # fmt: skip
-            for key, rule, trig in entries:
+            entries = {id(e[2]): e for group in (side.exact, side.prefix, side.suffix, side.contains)
+                       for lst in group.values() for e in lst}  # fmt: skip
+            for key, rule, trig in [*entries.values(), *side.any]:
                 for (ukey, urule, utrig), _, _ in side.candidates(
                     trig.literal, trig.literal, covers[trig.kind]
                 ):
