@@ -11,19 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from tmy.config import Settings
 from tmy.engine.core import Engine, Services
 from tmy.executors import default_registry
 from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
+from tmy.logs import get_logger
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
 from tmy.store import open_store
 from tmy.store.base import Store
 
-log = structlog.get_logger("tmy")
+log = get_logger("tmy")
 
 
 def build_registry(settings: Settings) -> Registry:

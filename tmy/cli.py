@@ -54,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("chat", parents=[common], help="talk to the bot as one user (a REPL)")
     p = sub.add_parser("ask", parents=[common], help="send one message, print the reply")
     p.add_argument("text", help="the message")
-    p.add_argument("--json", action="store_true",
-                   help="print {rule, answer, error, trace_id, steps} as JSON")  # fmt: skip
+    p.add_argument(
+        "--json", action="store_true", help="print {rule, answer, error, trace_id, steps} as JSON"
+    )
     p = sub.add_parser("check", parents=[common], help="validate the rules; exit 1 on any error")
     p.add_argument("path", nargs="?", help="rules directory or file (default: --rules)")
     p = sub.add_parser("vars", parents=[common], help="list / get / set / del persistent variables")
@@ -108,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(serve(settings))
             return 0
         quiet = _opt(args, "log-level") is None
-        logs.configure("warning" if quiet and not settings.log_file else settings.log_level,
-                       settings.log_file or None)  # fmt: skip
+        logs.configure(
+            "warning" if quiet and not settings.log_file else settings.log_level,
+            settings.log_file or None,
+        )
         if command == "check":
             return cmd_check(settings, args.path)
         if command == "ask":
@@ -185,8 +188,11 @@ async def cmd_chat(settings: Settings, who: dict[str, str]) -> int:
 
     async with App(settings) as app:
         assert app.engine is not None
-        print(f"tmy chat as {who['user']} — {len(app.engine.rulebook.rules)} rules. "
-              "Ctrl-D or /quit to leave.", file=sys.stderr)  # fmt: skip
+        print(
+            f"tmy chat as {who['user']} — {len(app.engine.rulebook.rules)} rules. "
+            "Ctrl-D or /quit to leave.",
+            file=sys.stderr,
+        )
         console = ConsoleAdapter(**who)
         await console.start(app.engine.handle)
         await console.done.wait()
@@ -207,8 +213,11 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
         if args.action == "list":
             for name, decl in sorted(declared.items()):
                 value = await app.store.get(variable_key(decl, msg))
-                shown = "(default) " + json.dumps(decl.default, ensure_ascii=False) \
-                    if value is MISSING else json.dumps(value, ensure_ascii=False)  # fmt: skip
+                shown = (
+                    "(default) " + json.dumps(decl.default, ensure_ascii=False)
+                    if value is MISSING
+                    else json.dumps(value, ensure_ascii=False)
+                )
                 print(f"{name}\t{decl.scope}\t{shown}")
             return 0
         if not args.name:
@@ -222,8 +231,11 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
         if args.action == "get":
             value = await app.store.get(key)
             value = decl.default if value is MISSING else value
-            print(json.dumps(get_in(value, path) if path.segments else value,
-                             ensure_ascii=False, indent=2))  # fmt: skip
+            print(
+                json.dumps(
+                    get_in(value, path) if path.segments else value, ensure_ascii=False, indent=2
+                )
+            )
         elif args.action == "del":
             await app.store.delete(key)
             print(f"{path.root} reset to its default")

@@ -57,14 +57,28 @@ class Settings:
 
 
 _SCHEMA: dict[str, dict[str, Any]] = {
-    "": {"rules": str, "plugins": str, "store": str, "timezone": str, "admins": list,
-         "limits": dict, "log": dict, "adapters": dict, "llm": dict, "error_reply": str},
-    "limits": {"step_timeout": (int, float), "max_message_chars": int, "shutdown_grace": (int, float)},
+    "": {
+        "rules": str,
+        "plugins": str,
+        "store": str,
+        "timezone": str,
+        "admins": list,
+        "limits": dict,
+        "log": dict,
+        "adapters": dict,
+        "llm": dict,
+        "error_reply": str,
+    },
+    "limits": {
+        "step_timeout": (int, float),
+        "max_message_chars": int,
+        "shutdown_grace": (int, float),
+    },
     "log": {"level": str, "file": str},
     "adapters": {"console": dict, "http": dict},
     "adapters.console": {"enabled": bool},
     "adapters.http": {"enabled": bool, "listen": str},
-}  # fmt: skip
+}
 
 
 def _check(section: str, data: Any, source: str) -> None:
@@ -82,7 +96,7 @@ def _check(section: str, data: Any, source: str) -> None:
         if value is None:
             continue
         types = schema[key]
-        if not isinstance(value, types) or isinstance(value, bool) and types is not bool:
+        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
             where = f"{section}.{key}" if section else key
             raise ConfigError(f"{source}: {where!r} has the wrong type ({value!r})")
         sub = f"{section}.{key}" if section else key
@@ -90,8 +104,9 @@ def _check(section: str, data: Any, source: str) -> None:
             _check(sub, value, source)
 
 
-def load_settings(config: Path | str | None = None, env: dict[str, str] | None = None,
-                  **overrides: Any) -> Settings:  # fmt: skip
+def load_settings(
+    config: Path | str | None = None, env: dict[str, str] | None = None, **overrides: Any
+) -> Settings:
     """Read the config file (optional when it is the default path), env, then overrides."""
     env = dict(os.environ if env is None else env)
     path = Path(config or env.get("TMY_CONFIG") or DEFAULT_CONFIG)
@@ -128,8 +143,13 @@ def load_settings(config: Path | str | None = None, env: dict[str, str] | None =
     }
     for key, var in ENV.items():
         if env.get(var):
-            values[{"log.level": "log_level", "log.file": "log_file",
-                    "http.listen": "http_listen"}.get(key, key)] = env[var]  # fmt: skip
+            values[
+                {
+                    "log.level": "log_level",
+                    "log.file": "log_file",
+                    "http.listen": "http_listen",
+                }.get(key, key)
+            ] = env[var]
     values.update({k: v for k, v in overrides.items() if v is not None})
     kwargs = {k: v for k, v in values.items() if v is not None}
     for key in ("rules", "plugins"):

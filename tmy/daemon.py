@@ -11,14 +11,14 @@ import signal
 import sys
 from typing import Any
 
-import structlog
-
+from tmy import logs
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
 from tmy.app import App
 from tmy.config import Settings
+from tmy.logs import get_logger
 
-log = structlog.get_logger("tmy")
+log = get_logger("tmy")
 
 # Callables (settings) -> list[adapter] for chat platforms configured in settings.
 ADAPTER_FACTORIES: list[Any] = []
@@ -57,14 +57,23 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
                          listen=f"{getattr(adapter, 'host', '')}:{getattr(adapter, 'port', '')}"
                          if adapter.name == "http" else None)  # fmt: skip
             console = next((a for a in started if isinstance(a, ConsoleAdapter)), None)
+            ticker = asyncio.create_task(_flush_logs())
             waiters = [asyncio.create_task(stop.wait())]
             if console is not None:
                 waiters.append(asyncio.create_task(console.done.wait()))
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
+            for w in (*waiters, ticker):
                 w.cancel()
             log.info("daemon.stopping", inflight=app.engine.inflight)
         finally:
             for adapter in reversed(started):
                 await adapter.stop()
     log.info("daemon.stopped")
+    logs.flush()
+
+
+async def _flush_logs(every: float = 0.2) -> None:
+    """Buffered log lines reach the file within ``every`` seconds even when idle."""
+    while True:
+        await asyncio.sleep(every)
+        logs.flush()

@@ -8,10 +8,13 @@ contextvars), so ``grep <trace_id> data/tmy.log`` — or ``jq 'select(.trace_id
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 import orjson
 import structlog
@@ -36,38 +39,146 @@ def preview(value: Any, limit: int = PREVIEW) -> Any:
     return value if len(value) <= limit else value[:limit] + f"…(+{len(value) - limit})"
 
 
+class Log:
+    """A module-level logger that resolves to a cached structlog logger.
+
+    structlog's lazy proxy rebuilds its logger on every call (tens of µs per
+    event); caching the built logger here, and forgetting it on
+    :func:`configure`, keeps the hot path cheap while reconfiguration still works.
+    """
+
+    __slots__ = ("name",)
+    _cache: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _get(self) -> Any:
+        got = Log._cache.get(self.name)
+        if got is None:
+            got = Log._cache[self.name] = structlog.get_logger(self.name).bind()
+        return got
+
+    def bind(self, **kw: Any) -> Any:
+        return self._get().bind(**kw)
+
+    def __getattr__(self, method: str) -> Any:
+        return getattr(self._get(), method)
+
+
+def get_logger(name: str) -> Log:
+    return Log(name)
+
+
+def _timestamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    """ISO-8601 UTC with microseconds; the date part is formatted once per second."""
+    now = time.time()
+    sec = int(now)
+    if sec != _stamp[0]:
+        _stamp[0] = sec
+        _stamp[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    event["timestamp"] = f"{_stamp[1]}.{int((now - sec) * 1e6):06d}Z"
+    return event
+
+
+_stamp: list[Any] = [0, ""]
+
+
 def _dumps(obj: Any, **_: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS, default=str)
 
 
-def configure(level: str = "info", file: str | Path | None = None, stream: TextIO | None = None) -> None:
+class JsonLines:
+    """Where rendered lines go: written through a buffer, flushed at most 0.2 s later.
+
+    Flushing every line costs a system call per event (five per message); a
+    terminal still gets each line at once. :func:`flush` (called by the daemon's
+    ticker and at exit) bounds the delay when no further events arrive.
+    """
+
+    def __init__(self, stream: Any, interactive: bool) -> None:
+        self.stream = stream
+        self.interactive = interactive
+        self.pending = 0
+        self.last = time.monotonic()
+
+    def msg(self, line: bytes) -> None:
+        self.stream.write(line + b"\n")
+        if self.interactive:
+            self.stream.flush()
+            return
+        self.pending += 1
+        now = time.monotonic()
+        if now - self.last > 0.2:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            try:
+                self.stream.flush()
+            except ValueError:  # closed at interpreter exit
+                pass
+            self.pending = 0
+        self.last = now or time.monotonic()
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
+_sink: JsonLines | None = None
+INFO_ENABLED = True  # read by the engine to skip building previews nobody will see
+
+
+def flush() -> None:
+    """Push buffered log lines out (the daemon calls this on a short timer)."""
+    if _sink is not None:
+        _sink.flush()
+
+
+def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
+    """contextvars + level + timestamp + JSON in one processor (the hot path)."""
+    ctx = structlog.contextvars.get_contextvars()
+    if ctx:
+        event = {**ctx, **event}
+    event["level"] = "warning" if method == "warn" else method
+    _timestamp(None, method, event)
+    exc = event.pop("exc_info", None)
+    if exc:
+        event["exception"] = structlog.processors.format_exc_info(None, method, {"exc_info": exc})[
+            "exception"
+        ]
+    return _dumps(event)
+
+
+def configure(
+    level: str = "info", file: str | Path | None = None, stream: TextIO | None = None
+) -> None:
     """Send JSON lines to ``file`` (appended) or ``stream`` (default stderr).
 
-    Called once by the CLI; library code only ever asks ``structlog.get_logger``.
+    Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
+    global _sink, INFO_ENABLED
     lvl = LEVELS.get(str(level).lower())
     if lvl is None:
         from tmy.errors import ConfigError
 
         raise ConfigError(f"log level {level!r} must be one of {', '.join(LEVELS)}")
+    flush()
     if file:
         path = Path(file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        out: Any = path.open("ab", buffering=1024 * 64)
-        factory: Any = structlog.BytesLoggerFactory(out)
+        _sink = JsonLines(path.open("ab", buffering=256 * 1024), interactive=False)
     else:
         target = stream or sys.stderr
-        factory = structlog.BytesLoggerFactory(getattr(target, "buffer", target))
+        raw = getattr(target, "buffer", target)
+        _sink = JsonLines(raw, interactive=bool(getattr(target, "isatty", lambda: False)()))
+    sink = _sink
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(serializer=_dumps),
-        ],
+        processors=[_render],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=factory,
+        logger_factory=lambda *args: sink,
         cache_logger_on_first_use=False,
     )
+    Log._cache.clear()
+    INFO_ENABLED = lvl <= LEVELS["info"]
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr)
+    atexit.register(flush)

@@ -50,7 +50,7 @@ class HttpAdapter:
         except OSError as exc:
             await self._runner.cleanup()
             raise AdapterError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
-        sockets = getattr(site._server, "sockets", None) or []  # noqa: SLF001
+        sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
 

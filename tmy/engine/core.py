@@ -10,8 +10,9 @@ one ``trace_id``.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
@@ -20,19 +21,20 @@ from zoneinfo import ZoneInfo
 import httpx
 import structlog
 
+from tmy import logs
 from tmy.config import Settings
 from tmy.engine.scheduler import Run, run_chain
 from tmy.engine.values import compile_template, to_text
 from tmy.engine.variables import Variables, conversation_key
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
-from tmy.logs import preview
+from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
 from tmy.rulebook.model import Rulebook
 from tmy.rulebook.triggers import Match, normalise
 from tmy.store.base import MISSING, Store
 
-log = structlog.get_logger("tmy")
+log = get_logger("tmy")
 
 
 @dataclass
@@ -64,13 +66,24 @@ class Services:
             self._http = None
 
 
+_TRACE_PREFIX = os.urandom(4).hex()
+_trace_counter = itertools.count(1)
+
+
+def _trace_id() -> str:
+    """Unique across processes (random prefix) and cheap (a counter): 16 hex digits."""
+    return f"{_TRACE_PREFIX}{next(_trace_counter) & 0xFFFFFFFF:08x}"
+
+
 def _timezone(name: str) -> tzinfo | None:
     if name in ("", "local"):
         return None
     try:
         return ZoneInfo(name)
     except Exception:
-        raise ConfigError(f"unknown timezone {name!r} (use an IANA name like 'Asia/Shanghai')") from None
+        raise ConfigError(
+            f"unknown timezone {name!r} (use an IANA name like 'Asia/Shanghai')"
+        ) from None
 
 
 class Engine:
@@ -86,6 +99,15 @@ class Engine:
         self._idle = asyncio.Event()
         self._idle.set()
         services.engine = self
+        self._now_cache: tuple[int, str] = (0, "")
+
+    def _now(self) -> str:
+        """NOW for this second (formatting a datetime per message is measurable)."""
+        sec = int(time.time())
+        if sec != self._now_cache[0]:
+            now = datetime.fromtimestamp(sec, self.tz).astimezone(self.tz)
+            self._now_cache = (sec, now.isoformat(timespec="seconds"))
+        return self._now_cache[1]
 
     def replace_rulebook(self, rulebook: Rulebook) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with."""
@@ -105,7 +127,7 @@ class Engine:
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
-        trace_id = uuid.uuid4().hex[:16]
+        trace_id = _trace_id()
         self._inflight += 1
         self._idle.clear()
         started = time.perf_counter()
@@ -116,25 +138,27 @@ class Engine:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-        log.info(
-            "reply.sent",
-            rule=reply.rule,
-            answer=preview(reply.text),
-            error=reply.error,
-            ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        if logs.INFO_ENABLED:
+            log.info(
+                "reply.sent",
+                rule=reply.rule,
+                answer=preview(reply.text),
+                error=reply.error,
+                ms=round((time.perf_counter() - started) * 1000, 3),
+            )
         structlog.contextvars.unbind_contextvars("trace_id")
         return reply
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
-        log.info(
-            "message.received",
-            text=preview(text),
-            user=message.user,
-            chat=message.chat,
-            platform=message.platform,
-        )
+        if logs.INFO_ENABLED:
+            log.info(
+                "message.received",
+                text=preview(text),
+                user=message.user,
+                chat=message.chat,
+                platform=message.platform,
+            )
         limit = self.settings.max_message_chars
         if len(text) > limit:
             error = f"message too long: {len(text)} characters (the limit is {limit})"
@@ -152,13 +176,14 @@ class Engine:
         if match is None:
             log.info("message.unmatched")
             return Reply("", None, trace_id)
-        log.info(
-            "rule.matched",
-            rule=match.rule.id,
-            trigger=match.trigger.source if match.trigger else "<session>",
-            MAGIC=match.magic,
-            QUESTION=preview(match.question),
-        )
+        if logs.INFO_ENABLED:
+            log.info(
+                "rule.matched",
+                rule=match.rule.id,
+                trigger=match.trigger.source if match.trigger else "<session>",
+                MAGIC=match.magic,
+                QUESTION=preview(match.question),
+            )
         return await self.run_rule(match, message, trace_id, text)
 
     async def _session_match(self, rulebook: Rulebook, message: Message, text: str) -> Match | None:
@@ -174,7 +199,6 @@ class Engine:
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
         """The locals every run starts with (seed 004 + who/where)."""
-        now = datetime.now(self.tz).astimezone(self.tz)
         return {
             **match.groups,
             "MAGIC": match.magic,
@@ -190,7 +214,7 @@ class Engine:
             "USER_NAME": message.user_name,
             "CHAT": message.chat,
             "PLATFORM": message.platform,
-            "NOW": now.isoformat(timespec="seconds"),
+            "NOW": self._now(),
         }
 
     async def run_rule(self, match: Match, message: Message, trace_id: str, text: str) -> Reply:
@@ -208,8 +232,10 @@ class Engine:
             log.warning("run.failed", rule=rule.id, uri=loc.get("STEP_URI"), error=error)
             text_out = await self._error_text(run)
             return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
-        answer = to_text(loc.get("PRE_ANSWER")) + to_text(loc.get("STEP_RESULT")) + to_text(
-            loc.get("POST_ANSWER")
+        answer = (
+            to_text(loc.get("PRE_ANSWER"))
+            + to_text(loc.get("STEP_RESULT"))
+            + to_text(loc.get("POST_ANSWER"))
         )
         await self._after_run(run)
         return Reply(answer, rule.id, trace_id, steps=run.records)

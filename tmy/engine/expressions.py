@@ -37,12 +37,40 @@ MAX_POWER_BITS = 100_000
 MAX_RESULT_UNITS = 1_000_000  # list members + map entries + characters, counted as serialised
 
 _STR_METHODS = {
-    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
-    "endswith", "find", "rfind", "count", "title", "capitalize", "casefold", "isdigit",
-    "isalpha", "isalnum", "isspace", "islower", "isupper", "isnumeric", "isdecimal",
-    "splitlines", "index", "rindex", "partition", "rpartition", "removeprefix",
-    "removesuffix", "replace", "join", "swapcase",
-}  # fmt: skip
+    "lower",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "split",
+    "rsplit",
+    "startswith",
+    "endswith",
+    "find",
+    "rfind",
+    "count",
+    "title",
+    "capitalize",
+    "casefold",
+    "isdigit",
+    "isalpha",
+    "isalnum",
+    "isspace",
+    "islower",
+    "isupper",
+    "isnumeric",
+    "isdecimal",
+    "splitlines",
+    "index",
+    "rindex",
+    "partition",
+    "rpartition",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "join",
+    "swapcase",
+}
 _LIST_METHODS = {"count", "index", "copy"}
 _DICT_METHODS = {"get", "keys", "values", "items", "copy"}
 ALLOWED_ATTRS: dict[type, set[str]] = {
@@ -74,11 +102,26 @@ def _json_dumps(value: Any) -> str:
 
 
 FUNCTIONS: dict[str, Any] = {
-    "len": len, "str": str, "int": int, "float": float, "bool": bool, "abs": abs,
-    "min": min, "max": max, "round": round, "sorted": sorted, "sum": sum, "any": any,
-    "all": all, "list": list, "dict": dict, "tuple": tuple, "set": set,
-    "json_dumps": _json_dumps, "json_loads": json.loads,
-}  # fmt: skip
+    "len": len,
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "round": round,
+    "sorted": sorted,
+    "sum": sum,
+    "any": any,
+    "all": all,
+    "list": list,
+    "dict": dict,
+    "tuple": tuple,
+    "set": set,
+    "json_dumps": _json_dumps,
+    "json_loads": json.loads,
+}
 
 OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
 OPERATORS[ast.Pow] = _safe_power
@@ -90,7 +133,9 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
     """simpleeval with a node budget and size checks on amplifying calls."""
 
     def __init__(self) -> None:
-        super().__init__(operators=OPERATORS, functions=dict(FUNCTIONS), allowed_attrs=ALLOWED_ATTRS)
+        super().__init__(
+            operators=OPERATORS, functions=dict(FUNCTIONS), allowed_attrs=ALLOWED_ATTRS
+        )
         for node_type in (ast.JoinedStr, ast.FormattedValue):
             self.nodes.pop(node_type, None)
         self.budget = MAX_NODES
@@ -124,7 +169,9 @@ def _check_amplification(owner: str, method: str, args: list[Any]) -> None:
     if method == "join" and args:
         parts = list(args[0]) if not isinstance(args[0], (str, list, tuple)) else args[0]
         args[0] = parts
-        size = sum(len(p) for p in parts if isinstance(p, str)) + len(owner) * max(len(parts) - 1, 0)
+        size = sum(len(p) for p in parts if isinstance(p, str)) + len(owner) * max(
+            len(parts) - 1, 0
+        )
     elif method == "replace" and len(args) >= 2 and isinstance(args[0], str):
         old, new = args[0], args[1]
         hits = owner.count(old) if old else len(owner) + 1
@@ -230,7 +277,9 @@ def evaluate(tree: ast.expr, source: str, scope: Mapping[str, Any], bound: dict[
     except RecursionError:
         raise ExpressionError(f"expression {source!r} is nested too deeply") from None
     except Exception as exc:
-        raise ExpressionError(f"expression {source!r} failed: {type(exc).__name__}: {exc}") from None
+        raise ExpressionError(
+            f"expression {source!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
     finally:
         ev.names, ev.budget = saved_names, saved_budget
 

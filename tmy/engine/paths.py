@@ -52,7 +52,9 @@ def parse_path(text: str) -> Path:
             )
         end = _segment_end(text, pos + 1)
         if end < 0:
-            raise PathError(f"invalid variable path {text!r}: '[' at column {pos + 1} is not closed")
+            raise PathError(
+                f"invalid variable path {text!r}: '[' at column {pos + 1} is not closed"
+            )
         segments.append(_segment(text[pos + 1 : end]))
         pos = end + 1
     return Path(root, tuple(segments))

@@ -26,17 +26,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from tmy import logs
 from tmy.engine.paths import Path
 from tmy.engine.values import LIST_MODES, Constant, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
-from tmy.logs import preview
+from tmy.logs import get_logger, preview
 from tmy.message import Message, StepRecord
 from tmy.rulebook.model import Rule, Step
 
-log = structlog.get_logger("tmy.run")
+log = get_logger("tmy.run")
 
 
 @dataclass
@@ -131,7 +130,7 @@ async def run_chain(run: Run) -> None:
             _fail(run, step, record, f"{type(exc).__name__}: {exc}")
         run.locals.pop("INPUT", None)  # the temporary INPUT lives for one step
         record.ms = round((time.perf_counter() - started) * 1000, 3)
-        if not record.skipped:
+        if not record.skipped and logs.INFO_ENABLED:
             log.info(
                 "step.done",
                 uri=uri,
@@ -172,11 +171,9 @@ def _fail(run: Run, step: Step, record: StepRecord, message: str) -> None:
 
 
 async def _run_step(run: Run, step: Step, uri: str, record: StepRecord, *, first: bool) -> None:
-    v = run.vars
-    if first:
-        if not await _admitted(run, step, uri, record):
-            record.skipped = True
-            return
+    if first and not await _admitted(run, step, uri, record):
+        record.skipped = True
+        return
     await _execute(run, step, uri, record)
 
 
@@ -192,8 +189,10 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
         hooks = run.services.step_hooks
         for key in step.extras:
             hook = hooks.get(key)
-            if hook is not None and hasattr(hook, "before") and not await hook.before(
-                run, step, record
+            if (
+                hook is not None
+                and hasattr(hook, "before")
+                and not await hook.before(run, step, record)
             ):
                 log.info("step.skipped", uri=uri, plugin=step.plugin, reason=key)
                 return False
@@ -208,13 +207,19 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     cfg = await _options(run, step)
     spec = step.spec
     if spec.takes is str and not isinstance(value, str):
-        value = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
+        value = (
+            value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
+        )
     ctx = StepContext(run, step, uri, record)
-    timeout = step.timeout or run.services.settings.step_timeout
-    try:
-        result = await asyncio.wait_for(spec.run(value, cfg, ctx), timeout)
-    except TimeoutError:
-        raise EvalError(f"step {uri} ({step.plugin}) timed out after {timeout:g} s") from None
+    if spec.instant:
+        result = await spec.run(value, cfg, ctx)
+    else:
+        timeout = step.timeout or run.services.settings.step_timeout
+        try:
+            async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                result = await spec.run(value, cfg, ctx)
+        except TimeoutError:
+            raise EvalError(f"step {uri} ({step.plugin}) timed out after {timeout:g} s") from None
     run.locals["STEP_RESULT"] = result
     record.result = result
     if step.save is not None:

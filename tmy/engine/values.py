@@ -296,7 +296,7 @@ class _MapValue(Value):
 
 @dataclass(frozen=True, slots=True)
 class PathValue:
-    """A variable position written in a rule (``save``, ``INPUT``): static, template or expression."""
+    """A variable position in a rule (``save``, ``INPUT``): static, template or expression."""
 
     source: str
     static: Path | None

@@ -35,9 +35,7 @@ def variable_key(decl: VariableDecl, message: Message) -> str:
 
 def conversation_key(kind: str, message: Message) -> str:
     """Key of per-conversation state (history, summary, session) for ``message``."""
-    return (
-        f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
-    )
+    return f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
 
 
 def list_take(value: Any, mode: str, where: str) -> tuple[Any, Any]:

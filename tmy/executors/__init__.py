@@ -13,13 +13,21 @@ __all__ = ["ExecutorSpec", "Option", "Registry", "default_registry"]
 def default_registry() -> Registry:
     """A registry holding the built-in executors (ADJUST, HTTP, LLM)."""
     registry = Registry()
-    registry.add("ADJUST", adjust, doc="returns its input: copy, combine and store values")
     registry.add(
-        "HTTP", http.http_request, options=http.OPTIONS, check=http.check,
+        "ADJUST", adjust, instant=True, doc="returns its input: copy, combine and store values"
+    )
+    registry.add(
+        "HTTP",
+        http.http_request,
+        options=http.OPTIONS,
+        check=http.check,
         doc="an HTTP request; JSON responses decoded",
-    )  # fmt: skip
+    )
     registry.add(
-        "LLM", llm_not_configured, options={"system": Option(None)}, takes=str,
+        "LLM",
+        llm_not_configured,
+        options={"system": Option(None)},
+        takes=str,
         doc="the LLM answerer (not configured)",
-    )  # fmt: skip
+    )
     return registry

@@ -52,8 +52,9 @@ async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
     check(cfg)
     url = str(cfg["url"])
     body_json, body_data = cfg.get("json"), cfg.get("data")
-    method = (cfg.get("method") or ("POST" if body_json is not None or body_data is not None
-                                    else "GET")).upper()  # fmt: skip
+    method = (
+        cfg.get("method") or ("POST" if body_json is not None or body_data is not None else "GET")
+    ).upper()
     content = None
     if method in ("POST", "PUT", "PATCH") and body_json is None and body_data is None:
         if isinstance(value, (dict, list)):
@@ -89,7 +90,7 @@ async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
         return response.text
     is_json = "json" in response.headers.get("content-type", "")
     body: Any = response.text
-    if mode == "json" or (mode == "auto" and is_json) or mode == "full" and is_json:
+    if mode == "json" or (mode == "auto" and is_json) or (mode == "full" and is_json):
         try:
             body = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):

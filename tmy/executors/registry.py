@@ -44,6 +44,7 @@ class ExecutorSpec:
     takes: type | None = None  # str: bytes input is decoded as UTF-8, other values rendered
     doc: str = ""
     check: Callable[[dict[str, Any]], None] | None = None  # extra load-time check of constants
+    instant: bool = False  # never waits on I/O (ADJUST): no step timeout is armed
 
 
 class Registry:
@@ -62,13 +63,14 @@ class Registry:
         doc: str = "",
         check: Callable[[dict[str, Any]], None] | None = None,
         replace: bool = False,
+        instant: bool = False,
     ) -> ExecutorSpec:
         """Register ``run`` under ``name``; a second registration of a name is refused."""
         if not name or not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"executor name {name!r} must be letters, digits, '_' or '-'")
         if name in self._specs and not replace:
             raise ConfigError(f"executor {name!r} is registered twice")
-        spec = ExecutorSpec(name, run, dict(options or {}), takes, doc, check)
+        spec = ExecutorSpec(name, run, dict(options or {}), takes, doc, check, instant)
         self._specs[name] = spec
         return spec
 

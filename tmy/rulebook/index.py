@@ -58,9 +58,9 @@ class _Side:
             auto.make_automaton()
             self.automaton = auto
 
-    def candidates(self, text: str, shown: str, kinds: frozenset[str] | None = None) -> Iterator[
-        tuple[Entry, str, dict[str, str]]
-    ]:
+    def candidates(
+        self, text: str, shown: str, kinds: frozenset[str] | None = None
+    ) -> Iterator[tuple[Entry, str, dict[str, str]]]:
         """Every trigger of this side that matches ``text``, with its QUESTION.
 
         ``shown`` is the same text before case folding; QUESTION is cut from it
@@ -148,8 +148,12 @@ class TriggerIndex:
         }
         dead = []
         for side in (self.folded, self.sensitive):
-            entries = {id(e[2]): e for group in (side.exact, side.prefix, side.suffix, side.contains)
-                       for lst in group.values() for e in lst}  # fmt: skip
+            entries = {
+                id(e[2]): e
+                for group in (side.exact, side.prefix, side.suffix, side.contains)
+                for lst in group.values()
+                for e in lst
+            }
             for key, rule, trig in [*entries.values(), *side.any]:
                 for (ukey, urule, utrig), _, _ in side.candidates(
                     trig.literal, trig.literal, covers[trig.kind]

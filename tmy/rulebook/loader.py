@@ -41,9 +41,21 @@ from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
 FILE_KEYS = ("variables", "rules")
 VARIABLE_KEYS = ("scope", "default", "description")
 RULE_KEYS = (
-    "id", "triggers", "steps", "priority", "case_sensitive", "on_error", "platforms", "chats",
-    "private", "admin_only", "session", "description", "intent", "enabled",
-)  # fmt: skip
+    "id",
+    "triggers",
+    "steps",
+    "priority",
+    "case_sensitive",
+    "on_error",
+    "platforms",
+    "chats",
+    "private",
+    "admin_only",
+    "session",
+    "description",
+    "intent",
+    "enabled",
+)
 STEP_KEYS = ("id", "plugin", "input", "INPUT", "save", "when", "on_error", "timeout", "description")
 _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _NAME_RE = re.compile(r"[^\W\d]\w*")
@@ -105,28 +117,39 @@ class _Loader:
         for key in doc:
             if key not in FILE_KEYS:
                 self.error(_unknown("top-level key", key, FILE_KEYS), file, doc.line_of(key))
-        variables = doc.get("variables") or {}
-        if not isinstance(variables, LineDict):
-            self.error("'variables:' must be a mapping of name -> {scope, default}", file,
-                       doc.line_of("variables"))  # fmt: skip
+        variables = doc.get("variables")
+        if variables is None:
+            pass
+        elif not isinstance(variables, LineDict):
+            self.error(
+                "'variables:' must be a mapping of name -> {scope, default}",
+                file,
+                doc.line_of("variables"),
+            )
         else:
             for name, decl in variables.items():
                 self.declare(name, decl, file, variables.line_of(name))
-        rules = doc.get("rules") or []
+        rules = doc.get("rules")
+        if rules is None:
+            return
         if not isinstance(rules, LineList):
             self.error("'rules:' must be a list of rules", file, doc.line_of("rules"))
             return
         for i, raw in enumerate(rules):
             if not isinstance(raw, LineDict):
-                self.error("each rule must be a mapping with id, triggers and steps", file,
-                           rules.line_of(i))  # fmt: skip
+                self.error(
+                    "each rule must be a mapping with id, triggers and steps",
+                    file,
+                    rules.line_of(i),
+                )
                 continue
             self.raw_rules.append((file, raw))
 
     def declare(self, name: Any, decl: Any, file: str, line: int) -> None:
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-            self.error(f"variable name {name!r} must be an identifier (letters, digits, _)",
-                       file, line)  # fmt: skip
+            self.error(
+                f"variable name {name!r} must be an identifier (letters, digits, _)", file, line
+            )
             return
         if name in RUN_LOCALS:
             self.error(f"variable {name!r} is a built-in run local; pick another name", file, line)
@@ -134,23 +157,34 @@ class _Loader:
         if decl is None:
             decl = LineDict()
         if not isinstance(decl, LineDict):
-            self.error(f"variable {name!r}: expected {{scope: global|chat|user, default: …}}",
-                       file, line)  # fmt: skip
+            self.error(
+                f"variable {name!r}: expected {{scope: global|chat|user, default: …}}", file, line
+            )
             return
         for key in decl:
             if key not in VARIABLE_KEYS:
-                self.error(_unknown(f"key of variable {name!r}", key, VARIABLE_KEYS), file,
-                           decl.line_of(key))  # fmt: skip
+                self.error(
+                    _unknown(f"key of variable {name!r}", key, VARIABLE_KEYS),
+                    file,
+                    decl.line_of(key),
+                )
         scope = decl.get("scope", "global")
         if scope not in SCOPES:
-            self.error(f"variable {name!r}: scope {scope!r} must be one of {', '.join(SCOPES)}",
-                       file, decl.line_of("scope"))  # fmt: skip
+            self.error(
+                f"variable {name!r}: scope {scope!r} must be one of {', '.join(SCOPES)}",
+                file,
+                decl.line_of("scope"),
+            )
             return
         default = _plain(decl.get("default"))
         prior = self.variables.get(name)
         if prior and (prior.scope, prior.default) != (scope, default):
-            self.error(f"variable {name!r} is declared again differently (first at "
-                       f"{prior.file}:{prior.line})", file, line)  # fmt: skip
+            self.error(
+                f"variable {name!r} is declared again differently (first at "
+                f"{prior.file}:{prior.line})",
+                file,
+                line,
+            )
             return
         self.variables[name] = VariableDecl(name, scope, default, file, line)
 
@@ -163,8 +197,11 @@ class _Loader:
                 continue
             if rule.id in seen:
                 first = seen[rule.id]
-                self.error(f"duplicate rule id {rule.id!r} (first at {first.file}:{first.line})",
-                           file, raw.line_of("id"))  # fmt: skip
+                self.error(
+                    f"duplicate rule id {rule.id!r} (first at {first.file}:{first.line})",
+                    file,
+                    raw.line_of("id"),
+                )
                 continue
             seen[rule.id] = rule
             if raw.get("enabled", True) is not False:
@@ -194,12 +231,18 @@ class _Loader:
         line = raw.line
         for key in raw:
             if key not in RULE_KEYS and key not in RULE_EXTENSIONS:
-                self.error(_unknown("rule key", key, (*RULE_KEYS, *RULE_EXTENSIONS)), file,
-                           raw.line_of(key))  # fmt: skip
+                self.error(
+                    _unknown("rule key", key, (*RULE_KEYS, *RULE_EXTENSIONS)),
+                    file,
+                    raw.line_of(key),
+                )
         rid = raw.get("id")
         if not isinstance(rid, str) or not _ID_RE.fullmatch(rid):
-            self.error(f"rule needs an 'id:' of letters, digits, '_', '.', '-' (got {rid!r})",
-                       file, raw.line_of("id"))  # fmt: skip
+            self.error(
+                f"rule needs an 'id:' of letters, digits, '_', '.', '-' (got {rid!r})",
+                file,
+                raw.line_of("id"),
+            )
             rid = f"<rule at line {line}>"
         case_sensitive = self.typed(raw, "case_sensitive", bool, False, file)
         triggers = []
@@ -207,8 +250,9 @@ class _Loader:
         if isinstance(raw_triggers, str):
             raw_triggers = [raw_triggers]
         if not isinstance(raw_triggers, list):
-            self.error("'triggers:' must be a list of trigger strings", file,
-                       raw.line_of("triggers"))  # fmt: skip
+            self.error(
+                "'triggers:' must be a list of trigger strings", file, raw.line_of("triggers")
+            )
             raw_triggers = []
         for i, src in enumerate(raw_triggers):
             tline = raw_triggers.line_of(i) if isinstance(raw_triggers, LineList) else line
@@ -236,8 +280,11 @@ class _Loader:
                     self.error(f"rule {rid!r}: {key}: {exc}", file, raw.line_of(key))
         raw_steps = raw.get("steps")
         if not isinstance(raw_steps, LineList) or not raw_steps:
-            self.error(f"rule {rid!r} needs 'steps:', a non-empty list of executor steps", file,
-                       raw.line_of("steps"))  # fmt: skip
+            self.error(
+                f"rule {rid!r} needs 'steps:', a non-empty list of executor steps",
+                file,
+                raw.line_of("steps"),
+            )
             raw_steps = LineList()
             raw_steps.item_lines = []
         known = set(self.variables) | RUN_LOCALS | groups
@@ -292,21 +339,22 @@ class _Loader:
         spec = self.registry.get(plugin) if isinstance(plugin, str) else None
         if spec is None:
             hint = self.registry.suggest(plugin) if isinstance(plugin, str) else ""
-            self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file,
-                       raw.line_of("plugin"))  # fmt: skip
+            self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file, raw.line_of("plugin"))
             return None
         allowed = (*STEP_KEYS, *STEP_EXTENSIONS, *spec.options)
         for key in raw:
             if key not in allowed:
-                self.error(_unknown(f"key for plugin {plugin}", key, allowed), file,
-                           raw.line_of(key))  # fmt: skip
+                self.error(
+                    _unknown(f"key for plugin {plugin}", key, allowed), file, raw.line_of(key)
+                )
         for name, opt in spec.options.items():
             if opt.required and name not in raw:
                 self.error(f"{where}: plugin {plugin} needs '{name}:' ({opt.doc})", file, raw.line)
         sid = raw.get("id")
         if sid is not None and (not isinstance(sid, str) or not _ID_RE.fullmatch(sid)):
-            self.error(f"{where}: step id must be letters, digits, '_', '.', '-'", file,
-                       raw.line_of("id"))  # fmt: skip
+            self.error(
+                f"{where}: step id must be letters, digits, '_', '.', '-'", file, raw.line_of("id")
+            )
         has_input_var = "INPUT" in raw
         step_known = known | ({"INPUT"} if has_input_var else set())
         step_known.discard("INPUT") if not has_input_var else None
@@ -318,8 +366,12 @@ class _Loader:
             if isinstance(raw_input, str) and raw_input.strip() in LIST_MODES:
                 list_mode = Constant(raw_input.strip())
                 if INPUT is None:
-                    self.error(f"{where}: input {raw_input.strip()} takes a member of a list: "
-                               "add 'INPUT: <list variable>'", file, raw.line_of("input"))  # fmt: skip
+                    self.error(
+                        f"{where}: input {raw_input.strip()} takes a member of a list: "
+                        "add 'INPUT: <list variable>'",
+                        file,
+                        raw.line_of("input"),
+                    )
             else:
                 input_value = self.value(raw, "input", file, step_known, dynamic, where)
                 if isinstance(input_value, Expression) and INPUT is not None:
@@ -328,8 +380,12 @@ class _Loader:
         when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
         on_error = raw.get("on_error", "stop")
         if on_error not in ("stop", "continue"):
-            self.error(f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
-                       "holds the reply text)", file, raw.line_of("on_error"))  # fmt: skip
+            self.error(
+                f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
+                "holds the reply text)",
+                file,
+                raw.line_of("on_error"),
+            )
         timeout = raw.get("timeout")
         if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
             self.error(f"{where}: timeout is a number of seconds > 0", file, raw.line_of("timeout"))
@@ -341,8 +397,12 @@ class _Loader:
             if val is None:
                 continue
             if opt.types and isinstance(val, Constant) and not isinstance(val.value, opt.types):
-                self.error(f"{where}: '{name}' must be {_type_names(opt.types)}, got "
-                           f"{type(val.value).__name__}", file, raw.line_of(name))  # fmt: skip
+                self.error(
+                    f"{where}: '{name}' must be {_type_names(opt.types)}, got "
+                    f"{type(val.value).__name__}",
+                    file,
+                    raw.line_of(name),
+                )
             options[name] = val
         if spec.check is not None:
             consts = {k: v.value for k, v in options.items() if isinstance(v, Constant)}
@@ -366,9 +426,12 @@ class _Loader:
         if INPUT is not None:
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         lock_root = None
-        if save is not None and save.root in self.variables:
-            if save.root in reads or (INPUT is not None and INPUT.root is None):
-                lock_root = save.root
+        if (
+            save is not None
+            and save.root in self.variables
+            and (save.root in reads or (INPUT is not None and INPUT.root is None))
+        ):
+            lock_root = save.root
         return Step(
             index=index,
             id=sid,
@@ -389,8 +452,9 @@ class _Loader:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def value(self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool,
-              where: str) -> Value | None:  # fmt: skip
+    def value(
+        self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool, where: str
+    ) -> Value | None:
         try:
             val = compile_value(_plain(raw[key]))
         except EvalError as exc:
@@ -399,14 +463,18 @@ class _Loader:
         self.check_names(val.names, raw, key, file, known, dynamic, where)
         return val
 
-    def path(self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool,
-             where: str) -> PathValue | None:  # fmt: skip
+    def path(
+        self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool, where: str
+    ) -> PathValue | None:
         src = raw.get(key)
         if src in (None, ""):
             return None
         if not isinstance(src, str):
-            self.error(f"{where}: '{key}' must be a variable position such as 'scores[{{USER}}]'",
-                       file, raw.line_of(key))  # fmt: skip
+            self.error(
+                f"{where}: '{key}' must be a variable position such as 'scores[{{USER}}]'",
+                file,
+                raw.line_of(key),
+            )
             return None
         try:
             pv = compile_path(src)
@@ -419,8 +487,16 @@ class _Loader:
         self.check_names(reads, raw, key, file, known, dynamic, where)
         return pv
 
-    def check_names(self, names: Iterable[str], raw: LineDict, key: str, file: str,
-                    known: set[str], dynamic: bool, where: str) -> None:  # fmt: skip
+    def check_names(
+        self,
+        names: Iterable[str],
+        raw: LineDict,
+        key: str,
+        file: str,
+        known: set[str],
+        dynamic: bool,
+        where: str,
+    ) -> None:
         if dynamic:
             return
         for name in sorted(set(names) - known):
@@ -429,8 +505,9 @@ class _Loader:
             self.error(
                 f"{where}: '{key}' reads {name!r}, which is never set{extra}: declare it under "
                 "'variables:', save it in an earlier step, or write {{ and }} for literal braces",
-                file, raw.line_of(key),
-            )  # fmt: skip
+                file,
+                raw.line_of(key),
+            )
 
     def typed(self, raw: LineDict, key: str, types: Any, default: Any, file: str) -> Any:
         if key not in raw:

@@ -52,9 +52,7 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
             regex = re.compile(pattern, flags)
         except re.error as exc:
             raise RuleError(f"trigger {source!r}: invalid regular expression: {exc}") from None
-        return Trigger(
-            source, "regex", "", pattern, case_sensitive, regex, tuple(regex.groupindex)
-        )
+        return Trigger(source, "regex", "", pattern, case_sensitive, regex, tuple(regex.groupindex))
     text = unicodedata.normalize("NFKC", source)
     if text.strip() == "*":
         return Trigger(source, "any", "", "", case_sensitive)

@@ -48,7 +48,9 @@ def _mapping(loader: Any, node: yaml.MappingNode) -> LineDict:
         try:
             hash(key)
         except TypeError:
-            raise RuleError(f"a mapping key must be a plain value, got {key!r}", line=line) from None
+            raise RuleError(
+                f"a mapping key must be a plain value, got {key!r}", line=line
+            ) from None
         if key in out:
             raise RuleError(
                 f"duplicate key {key!r} (first on line {out.key_lines[key]})", line=line
