@@ -101,27 +101,35 @@ def _json_dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _sum(items: Any, start: Any = 0) -> Any:
+    """sum() of numbers only: summing lists or strings is quadratic (a hang, not an error)."""
+    if not isinstance(start, (int, float)):
+        raise ExpressionError("sum() adds numbers only; build lists with a comprehension")
+    return sum(items, start)
+
+
+def _sized(fn: Any, name: str) -> Any:
+    """Refuse arguments that would be huge once walked (``str([[1]*9999]*999)``)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for arg in (*args, *kwargs.values()):
+            if isinstance(arg, (list, tuple, dict, set, str)):
+                check_size(arg, f"{name}()")
+        return fn(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+_WALKING = {
+    "str": str, "min": min, "max": max, "sorted": sorted, "any": any, "all": all,
+    "list": list, "dict": dict, "tuple": tuple, "set": set, "sum": _sum,
+    "json_dumps": _json_dumps, "json_loads": json.loads,
+}  # fmt: skip
 FUNCTIONS: dict[str, Any] = {
-    "len": len,
-    "str": str,
-    "int": int,
-    "float": float,
-    "bool": bool,
-    "abs": abs,
-    "min": min,
-    "max": max,
-    "round": round,
-    "sorted": sorted,
-    "sum": sum,
-    "any": any,
-    "all": all,
-    "list": list,
-    "dict": dict,
-    "tuple": tuple,
-    "set": set,
-    "json_dumps": _json_dumps,
-    "json_loads": json.loads,
-}
+    "len": len, "int": int, "float": float, "bool": bool, "abs": abs, "round": round,
+    **{name: _sized(fn, name) for name, fn in _WALKING.items()},
+}  # fmt: skip
 
 OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
 OPERATORS[ast.Pow] = _safe_power
@@ -136,6 +144,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         super().__init__(
             operators=OPERATORS, functions=dict(FUNCTIONS), allowed_attrs=ALLOWED_ATTRS
         )
+        self.functions.update(FUNCTIONS)  # the base class put raw list/dict/tuple/set back
         for node_type in (ast.JoinedStr, ast.FormattedValue):
             self.nodes.pop(node_type, None)
         self.budget = MAX_NODES
@@ -311,4 +320,5 @@ def check_size(value: Any, source: str, budget: int = MAX_RESULT_UNITS) -> None:
             elif isinstance(member, (list, tuple, set, dict)):
                 stack.append(member)
         if budget < 0:
-            raise ExpressionError(f"expression {source!r} produced a value that is too large")
+            what = source if source.endswith("()") else f"expression {source!r}"
+            raise ExpressionError(f"{what} produced or got a value that is too large")

@@ -17,6 +17,7 @@ Template rules (str.format style):
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,7 +54,67 @@ class Constant(Value):
     constant: bool = True
 
     def evaluate(self, scope: Scope) -> Any:
+        # a run may change a list it got from a constant (SHIFT on a local list);
+        # the rule's own value must stay as written for the next run
+        if isinstance(self.value, (list, dict)):
+            return copy.deepcopy(self.value)
         return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class PathTemplate:
+    """A path whose keys hold references: ``scores[{USER}]``.
+
+    Each key is evaluated on its own and used whole, never re-parsed, so a
+    user id like ``x][other`` stays one key instead of becoming two segments.
+    A key that is exactly one reference to an integer indexes a list.
+    """
+
+    root: str
+    segments: tuple[Any, ...]  # Segment constants or Templates
+
+    def resolve(self, scope: Scope) -> Path:
+        out: list[Any] = []
+        for seg in self.segments:
+            if isinstance(seg, Template):
+                value = seg.evaluate(scope)
+                if isinstance(value, bool) or not isinstance(value, (int, str)):
+                    value = to_text(value)
+                out.append(value)
+            else:
+                out.append(seg)
+        return Path(self.root, tuple(out))
+
+
+def _split_path(text: str) -> tuple[str, list[str]]:
+    """Root name and raw bracket contents of a path whose keys may contain ``{…}``."""
+    m = re.match(r"[^\W\d]\w*", text)
+    if not m:
+        raise PathError(f"invalid variable path {text!r}: it must start with a variable name")
+    pos, parts = m.end(), []
+    while pos < len(text):
+        if text[pos] != "[":
+            raise PathError(f"invalid variable path {text!r}: unexpected {text[pos]!r}")
+        depth, i = 0, pos + 1
+        while i < len(text) and not (text[i] == "]" and depth == 0):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if i >= len(text):
+            raise PathError(f"invalid variable path {text!r}: '[' is not closed")
+        parts.append(text[pos + 1 : i])
+        pos = i + 1
+    return m.group(0), parts
+
+
+def compile_path_template(text: str) -> PathTemplate:
+    root, parts = _split_path(text)
+    segments: list[Any] = []
+    for raw in parts:
+        if "{" in raw:
+            segments.append(compile_template(raw))
+        else:
+            segments.extend(parse_path(f"x[{raw}]").segments)
+    return PathTemplate(root, tuple(segments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +123,14 @@ class PathRef:
 
     text: str
     path: Path | None  # static path, or None when a key holds a reference
-    inner: Template | None
+    inner: PathTemplate | None
     names: frozenset[str]
 
     def resolve(self, scope: Scope) -> Path:
         if self.path is not None:
             return self.path
         assert self.inner is not None
-        return parse_path(self.inner.render(scope))
+        return self.inner.resolve(scope)
 
     def read(self, scope: Scope) -> Any:
         path = self.resolve(scope)
@@ -80,11 +141,18 @@ class PathRef:
         return get_in(root, path) if path.segments else root
 
 
+def _template_names(pt: PathTemplate) -> frozenset[str]:
+    names = {pt.root}
+    for seg in pt.segments:
+        if isinstance(seg, Template):
+            names |= seg.names
+    return frozenset(names)
+
+
 def compile_ref(text: str) -> PathRef:
     if "{" in text:
-        inner = compile_template(text)
-        names = inner.names | {text.split("[", 1)[0]}
-        return PathRef(text, None, inner, frozenset(names))
+        inner = compile_path_template(text)
+        return PathRef(text, None, inner, _template_names(inner))
     path = parse_path(text)
     return PathRef(text, path, None, frozenset({path.root}))
 
@@ -300,7 +368,7 @@ class PathValue:
 
     source: str
     static: Path | None
-    dynamic: Value | None
+    dynamic: Value | PathTemplate | None
     names: frozenset[str]
 
     @property
@@ -308,15 +376,16 @@ class PathValue:
         """The root name when it is known at load time."""
         if self.static is not None:
             return self.static.root
-        if isinstance(self.dynamic, Template):
-            m = re.match(r"[^\W\d]\w*", self.source)
-            return m.group(0) if m else None
+        if isinstance(self.dynamic, PathTemplate):
+            return self.dynamic.root
         return None
 
     def resolve(self, scope: Scope) -> Path:
         if self.static is not None:
             return self.static
         assert self.dynamic is not None
+        if isinstance(self.dynamic, PathTemplate):
+            return self.dynamic.resolve(scope)
         computed = self.dynamic.evaluate(scope)
         if not isinstance(computed, str):
             raise PathError(
@@ -333,11 +402,8 @@ def compile_path(raw: str) -> PathValue:
         expr = compile_expression(raw[2:].strip())
         return PathValue(raw, None, expr, expr.names)
     if "{" in raw:
-        template = compile_template(raw)
-        root = re.match(r"[^\W\d]\w*", raw)
-        if root is None:
-            raise PathError(f"invalid variable path {raw!r}: it must start with a variable name")
-        return PathValue(raw, None, template, template.names)
+        pt = compile_path_template(raw)
+        return PathValue(raw, None, pt, _template_names(pt) - {pt.root})
     path = parse_path(raw)
     return PathValue(raw, path, None, frozenset())
 
