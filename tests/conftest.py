@@ -19,11 +19,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
-from tmy.store import Store, open_store
+if TYPE_CHECKING:
+    from tmy.store import Store
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
@@ -187,9 +189,21 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[Store]:
     """An opened store on each backend (parametrised through ``store_url``), closed afterwards."""
+    from tmy.store import open_store  # here, so a broken tmy fails only the tests that use it
+
     opened = open_store(store_url)
     await opened.open()
     try:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_logs() -> Iterator[None]:
+    """JSON logs at warning level to stderr, as one-shot CLI commands do (tests that
+    inspect logs configure their own file)."""
+    from tmy import logs
+
+    logs.configure("warning")
+    yield

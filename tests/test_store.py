@@ -11,6 +11,7 @@ import datetime
 import math
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from redis.crc import key_slot
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store import MISSING, Store, open_store
-from tmy.store.redis import RedisStore
+from tmy.store.redis import RedisStore, _RawCache
 from tmy.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,14 +106,15 @@ async def test_update_creates_replaces_and_deletes(store: Store) -> None:
 
 async def test_update_whose_fn_raises_writes_nothing(store: Store) -> None:
     await store.set("n", 5)
-    boom = ValueError("boom")
+    boom, cause = ValueError("boom"), KeyError("cause")
 
     def fail(value: Any) -> tuple[Any, None]:
-        raise boom
+        raise boom from cause
 
     with pytest.raises(ValueError) as raised:
         await store.update("n", fail)
     assert raised.value is boom
+    assert boom.__cause__ is cause  # unchanged, not re-wrapped
     with pytest.raises(ValueError):
         await store.update("fresh", fail)
     with pytest.raises(StoreError, match="set"):
@@ -223,6 +225,30 @@ async def test_two_instances_updating_one_key(store: Store) -> None:
         await other.close()
 
 
+async def test_update_runs_on_the_current_value_after_another_instance_wrote(
+    store: Store,
+) -> None:
+    other = open_store(store.url)
+    await other.open()
+
+    def pop_first(items: Any) -> tuple[list[int], int]:
+        if not isinstance(items, list):
+            raise TypeError(f"not a list: {items!r}")
+        return items[1:], items[0]
+
+    try:
+        await other.set("q", [1, 2])
+        assert await store.update("q", pop_first) == 1  # never seen here before
+        await other.set("q", "text")
+        with pytest.raises(TypeError, match="text"):  # what this instance last saw was [2]
+            await store.update("q", pop_first)
+        await other.set("q", [5])
+        assert await store.update("q", pop_first) == 5  # last seen "text" is not the truth
+        assert await other.get("q") == []
+    finally:
+        await other.close()
+
+
 async def test_a_second_instance_sees_the_data(store: Store) -> None:
     await store.set("persisted", {"v": "ü"})
     await store.update("count", increment)
@@ -304,7 +330,10 @@ async def test_two_processes_increment_without_losing_updates(
     store: Store, store_url: str, mode: str
 ) -> None:
     await store.set("counter", 1000)  # the children must see what this process wrote
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     children = [
         await asyncio.create_subprocess_exec(
             sys.executable, "-c", CHILD, store_url, mode, "200",
@@ -330,9 +359,304 @@ async def test_two_processes_increment_without_losing_updates(
 
 # -- Redis ------------------------------------------------------------------------------
 
-def command_calls(server: Any) -> dict[str, int]:
+
+def command_calls(admin: Any) -> dict[str, int]:
     """Calls per command since the last CONFIG RESETSTAT, minus the bookkeeping ones."""
-    stats = server.client().info("commandstats")
+    stats = admin.info("commandstats")
     calls = {name.removeprefix("cmdstat_"): s["calls"] for name, s in stats.items()}
     return {k: v for k, v in calls.items() if k not in ("config|resetstat", "info")}
 
+
+async def opened_redis(url: str, **kwargs: Any) -> RedisStore:
+    store = RedisStore(url, **kwargs)
+    await store.open()
+    return store
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_round_trips_per_operation(redis_server: Any) -> None:
+    server = redis_server()
+    store = await opened_redis(server.url, prefix="rt")
+    admin = server.client()
+    try:
+        await store.update("n", increment)  # warm-up: loads the script, opens the connection
+        await store.update("n", increment)
+
+        admin.config_resetstat()
+        for _ in range(50):
+            await store.update("n", increment)
+        # one EVALSHA per update; the GET and SET are the script's own, counted by Redis too
+        assert command_calls(admin) == {"evalsha": 50, "get": 50, "set": 50}
+
+        admin.config_resetstat()
+        await store.get("n")
+        await store.set("m", [1])
+        await store.set("t", 1, ttl=60)
+        await store.get_many(["n", "m", "t", "absent"])
+        await store.delete("t")
+        assert command_calls(admin) == {"get": 1, "set": 2, "mget": 1, "del": 1}
+
+        admin.config_resetstat()
+        admin.set("rt:{n}", b"1000")  # written elsewhere: the stale guess costs one retry
+        assert await store.update("n", increment) == 1001
+        assert command_calls(admin)["evalsha"] == 2
+
+        admin.config_resetstat()
+        async with store.lock("n"):
+            pass
+        assert command_calls(admin) == {"evalsha": 2, "set": 1, "get": 1, "del": 1}
+    finally:
+        await store.close()
+        admin.close()
+
+
+@pytest.fixture
+async def redis_store(redis_url: str, redis_namespace: str) -> AsyncIterator[RedisStore]:
+    """An opened RedisStore on the test Redis, under this test's own prefix."""
+    store = await opened_redis(redis_url, prefix=redis_namespace)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_key_layout_is_cluster_safe(redis_store: RedisStore) -> None:
+    prefix = redis_store.prefix
+    await redis_store.set("var/global/x", 1)
+    async with redis_store.lock("var/global/x"):
+        raw = redis_store._redis
+        assert raw is not None
+        names = sorted(k.decode() for k in await raw.keys(f"{prefix}:*"))
+    assert names == [f"{prefix}:{{var/global/x}}", f"{prefix}:{{var/global/x}}:lock"]
+    assert len({key_slot(name.encode()) for name in names}) == 1
+
+
+@pytest.mark.redis
+async def test_redis_foreign_data_is_a_store_error(redis_store: RedisStore) -> None:
+    raw = redis_store._redis
+    assert raw is not None
+    await raw.set(f"{redis_store.prefix}:{{corrupt}}", b"{not json")
+    await raw.hset(f"{redis_store.prefix}:{{hash}}", "f", "v")
+    with pytest.raises(StoreError, match="corrupt"):
+        await redis_store.get("corrupt")
+    with pytest.raises(StoreError, match=r"redis at .*WRONGTYPE"):
+        await redis_store.get("hash")
+    with pytest.raises(StoreError, match=r"redis at .*WRONGTYPE"):
+        await redis_store.update("hash", increment)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_restart_is_survived_and_outage_is_a_quick_store_error(
+    redis_server: Any,
+) -> None:
+    server = redis_server("--appendonly", "yes", "--appendfsync", "always")
+    store = await opened_redis(server.url, prefix="rs")
+    try:
+        await store.set("kept", {"v": "ü"})
+        assert await store.update("n", increment) == 1
+        async with store.lock("held", ttl=60):
+            pass
+
+        server.restart(kill=True)  # a crash: only what reached the AOF survives
+        assert await store.get("kept") == {"v": "ü"}  # the same instance reconnects
+        assert await store.update("n", increment) == 2  # the script is loaded again
+        async with store.lock("held", wait=1):
+            pass
+
+        server.stop()
+        where = f"redis at 127.0.0.1:{server.port}"
+        async with asyncio.timeout(20):  # the did-not-hang bound
+            for attempt in (
+                store.get("kept"),
+                store.set("kept", 1),
+                store.update("n", increment),
+                store.keys(""),
+                store.ping(),
+            ):
+                with pytest.raises(StoreError, match=where):
+                    await attempt
+            with pytest.raises(StoreError, match=where):
+                async with store.lock("held"):
+                    pass
+
+        server.start()
+        assert await store.get_many(["kept", "n"]) == [{"v": "ü"}, 2]
+        assert await store.update("n", increment) == 3
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_unreachable_at_open_is_a_store_error(redis_server: Any) -> None:
+    server = redis_server()
+    server.stop()
+    async with asyncio.timeout(20):
+        with pytest.raises(StoreError, match=f"redis at 127.0.0.1:{server.port}: connect"):
+            await opened_redis(server.url)
+
+
+def test_redis_value_cache_is_bounded() -> None:
+    by_count = _RawCache(max_keys=3)
+    for key in ("k0", "k1", "k2", "k3", "k2", "k4", "k5"):  # k2 seen again moves to the back
+        by_count.put(key, b"1")
+    assert [k for k in ("k0", "k1", "k2", "k3", "k4", "k5") if by_count.get(k)] == [
+        "k2",
+        "k4",
+        "k5",
+    ]
+    by_size = _RawCache(max_keys=100, max_bytes=320)  # at most 320 // 16 = 20 bytes a value
+    by_size.put("big", b"z" * 21)
+    assert by_size.get("big") is None
+    for i in range(17):
+        by_size.put(f"v{i}", b"x" * 20)
+    assert len(by_size) == 16 and by_size.get("v0") is None and by_size.get("v16")
+    by_size.put("v16", None)  # absent is the default guess: forgotten
+    assert by_size.get("v16") is None and len(by_size) == 15
+
+
+def test_redis_url_prefix_and_errors() -> None:
+    store = open_store("redis://u:pw@example.org:6380/2?prefix=bot1&socket_keepalive=true")
+    assert isinstance(store, RedisStore)
+    assert store.prefix == "bot1"
+    assert store.where == "redis at example.org:6380"
+    assert open_store(store.url).prefix == "bot1"  # type: ignore[attr-defined]
+    assert RedisStore("rediss://h/0").prefix == "tmy"
+    with pytest.raises(ConfigError, match="redis://"):
+        open_store("redis://h:port/0")
+    with pytest.raises(ConfigError, match="prefix"):
+        open_store("redis://h/0?prefix=")
+    with pytest.raises(ConfigError, match="colour"):
+        open_store("redis://h/0?colour=blue")
+    with pytest.raises(ConfigError, match="socket_timeout"):
+        open_store("redis://h/0?socket_timeout=soon")
+
+
+# -- SQLite -----------------------------------------------------------------------------
+
+
+def test_sqlite_urls_resolve_like_sqlalchemy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def path_of(url: str, base: Path | None = None) -> Any:
+        store = open_store(url, base)
+        assert isinstance(store, SQLiteStore)
+        return store.path
+
+    assert path_of("sqlite:///data/tmy.db", tmp_path) == tmp_path / "data" / "tmy.db"
+    assert path_of(f"sqlite:///{tmp_path}/abs.db", Path("/elsewhere")) == tmp_path / "abs.db"
+    assert path_of("sqlite:////var/lib/tmy.db") == Path("/var/lib/tmy.db")
+    assert path_of("sqlite:///:memory:") == ":memory:"
+    monkeypatch.chdir(tmp_path)
+    assert path_of("sqlite:///rel.db") == tmp_path / "rel.db"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://h/db",
+        "data/tmy.db",
+        "sqlite://tmy.db",
+        "sqlite:///",
+        "sqlite:///x.db?mode=ro",
+        "",
+    ],
+)
+def test_unknown_store_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"sqlite:///data/tmy\.db") as raised:
+        open_store(url)
+    assert "redis://" in str(raised.value)
+
+
+async def test_sqlite_creates_parent_directories_and_persists(tmp_path: Path) -> None:
+    url = "sqlite:///deep/er/tmy.db"
+    first = open_store(url, tmp_path)
+    await first.open()
+    await first.set("x", [1])
+    await first.close()
+    await first.close()  # idempotent
+    assert (tmp_path / "deep" / "er" / "tmy.db").is_file()
+    second = open_store(url, tmp_path)
+    await second.open()
+    try:
+        assert await second.get("x") == [1]
+    finally:
+        await second.close()
+    with pytest.raises(StoreError, match="not open"):
+        await second.get("x")
+
+
+async def test_sqlite_memory_store_works(tmp_path: Path) -> None:
+    store = open_store("sqlite:///:memory:")
+    await store.open()
+    try:
+        assert await store.update("n", increment) == 1
+        async with store.lock("n"):
+            assert await store.keys("") == ["n"]
+    finally:
+        await store.close()
+
+
+HOLD_WRITE_LOCK = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO kv (key, value) VALUES ('counter', '1')")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+"""
+
+
+async def hold_write_lock(path: Path, seconds: float) -> asyncio.subprocess.Process:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLD_WRITE_LOCK, str(path), str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert await child.stdout.readline() == b"locked\n"  # type: ignore[union-attr]
+    return child
+
+
+@pytest.mark.slow
+async def test_sqlite_waits_for_another_process_without_blocking_the_loop(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "locked.db")
+    await store.open()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    child = await hold_write_lock(store.path, 1.0)  # type: ignore[arg-type]
+    ticking = asyncio.create_task(ticker())
+    try:
+        async with asyncio.timeout(20):
+            assert await store.update("counter", increment) == 2  # saw the child's commit
+        assert ticks >= 5  # the loop kept running while we waited
+        assert await child.wait() == 0
+    finally:
+        ticking.cancel()
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+        await store.close()
+
+
+@pytest.mark.slow
+async def test_sqlite_gives_up_after_lock_timeout(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "locked.db", lock_timeout=0.3)
+    await store.open()
+    child = await hold_write_lock(store.path, 30)  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(20):
+            with pytest.raises(StoreError, match="locked by another"):
+                await store.set("counter", 5)
+        assert await store.get("counter") is MISSING  # reads are not blocked (WAL)
+    finally:
+        child.kill()
+        await child.wait()
+        await store.close()

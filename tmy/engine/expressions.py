@@ -270,6 +270,10 @@ def evaluate(tree: ast.expr, source: str, scope: Mapping[str, Any], bound: dict[
     ev.expr = source
     try:
         result = ev._eval(tree)
+        if callable(result):
+            raise ExpressionError(
+                f"expression {source!r} gives a function, not a value: call it, e.g. name()"
+            )
         check_size(result, source)
         return result
     except EvalError:

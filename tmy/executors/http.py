@@ -1,7 +1,8 @@
 """HTTP: one request through the daemon's shared httpx client; JSON decoded.
 
 Options: ``url`` (required), ``method`` (GET; POST when a body is given),
-``headers``, ``params``, ``json``/``data`` bodies, ``timeout`` (seconds, 10),
+``headers``, ``params``, ``json``/``data`` bodies, the step's ``timeout`` (seconds, 10
+for HTTP steps),
 ``result`` (``auto`` — JSON when the response is JSON, else text —, ``json``,
 ``text``, ``status`` or ``full`` = {status, headers, body}), ``fail_on_status``
 (true: a 4xx/5xx status is an error carrying the start of the body).
@@ -23,6 +24,7 @@ from tmy.logs import preview
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 RESULTS = ("auto", "json", "text", "status", "full")
+DEFAULT_TIMEOUT = 10.0
 
 OPTIONS = {
     "url": Option(str, required=True, doc="the URL; templates allowed"),
@@ -31,7 +33,6 @@ OPTIONS = {
     "params": Option(dict, default=None, doc="query parameters (URL-encoded for you)"),
     "json": Option(None, default=None, doc="JSON body"),
     "data": Option(None, default=None, doc="form (map) or raw text body"),
-    "timeout": Option((int, float), default=10.0),
     "result": Option(str, default="auto", doc=" | ".join(RESULTS)),
     "fail_on_status": Option(bool, default=True),
 }
@@ -70,7 +71,7 @@ async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
         content = body_data if isinstance(body_data, (str, bytes)) else str(body_data)
     if content is not None:
         kwargs["content"] = content
-    timeout = float(cfg.get("timeout") or 10.0)
+    timeout = float(ctx.step.timeout or DEFAULT_TIMEOUT)
     client: httpx.AsyncClient = ctx.services.http
     try:
         response = await client.request(method, url, timeout=timeout, **kwargs)

@@ -71,7 +71,11 @@ class Store(Protocol):
         """Values for several keys in one round-trip; ``MISSING`` for absent ones."""
 
     async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
-        """Replace the value at ``key`` (expiring after ``ttl`` seconds if given)."""
+        """Replace the value at ``key`` (expiring after ``ttl`` seconds if given).
+
+        Without ``ttl`` the value never expires, whatever expiry the key had
+        before. ``ttl`` must be positive. Storing ``MISSING`` deletes the key.
+        """
 
     async def delete(self, key: str) -> bool:
         """Remove ``key``; True when something was removed."""
@@ -89,7 +93,12 @@ class Store(Protocol):
         returns ``(new_value, result)``; ``new_value`` is stored (``MISSING``
         deletes the key) and ``result`` is returned. ``fn`` may run more than
         once (optimistic retry) so it must not have side effects; if it raises,
-        nothing is written and the exception propagates unchanged.
+        nothing is written and the exception propagates unchanged. ``fn`` gets a
+        freshly decoded value each time, so it may mutate and return it.
+
+        With ``ttl`` the key expires ``ttl`` seconds after this write; without
+        it the key keeps the expiry it had (a counter inside a session does not
+        extend or cancel the session's lifetime).
         """
 
     def lock(
@@ -98,8 +107,14 @@ class Store(Protocol):
         """Hold an exclusive lease named ``key`` across all processes on this store.
 
         Waits up to ``wait`` seconds to acquire (then StoreError); the lease
-        expires after ``ttl`` seconds if the holder dies. Not re-entrant.
+        expires after ``ttl`` seconds if the holder dies. Not re-entrant, not
+        renewed: a holder that runs longer than ``ttl`` may lose the lease, and
+        its release then leaves the new holder's lease alone. Leases are a
+        namespace of their own: ``lock(k)`` does not block ``update(k)``.
         """
 
     async def keys(self, prefix: str) -> list[str]:
-        """Every live logical key starting with ``prefix``, sorted."""
+        """Every live logical key starting with ``prefix``, sorted by code point.
+
+        ``prefix`` is literal: glob characters in it match only themselves.
+        """

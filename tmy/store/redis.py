@@ -18,7 +18,10 @@ Why it is built this way:
   round-trip (``EVALSHA``). An unknown key is first guessed absent. Updates of
   one key inside a process queue on an ``asyncio.Lock`` instead of thrashing
   the CAS; across processes a conflict recomputes ``fn`` on the value the
-  script returned, up to ``update_retries`` times, then StoreError.
+  script returned, up to ``update_retries`` times, then StoreError. If ``fn``
+  raises (or returns a value JSON cannot hold) on a *guessed* value, one GET
+  checks the guess: the exception propagates only if the guess was the real
+  value, otherwise ``fn`` runs again on the real one.
 * ``update(ttl=None)`` keeps the key's current expiry (``SET … KEEPTTL``);
   ``set(ttl=None)`` stores a value that never expires; ``set(key, MISSING)``
   deletes the key.
@@ -31,14 +34,18 @@ Why it is built this way:
 * **Failures.** redis-py reconnects on the next command after a Redis restart
   (dead pooled connections are detected when checked out) and retries
   connection errors and timeouts 3 times with capped exponential backoff;
-  connect and socket timeouts are a few seconds, so nothing hangs. Every Redis
-  failure surfaces as ``StoreError("redis at host:port: …")``.
+  connect and socket timeouts are a few seconds, so nothing hangs: a stopped
+  server fails a call in under a second, a frozen one after at most about
+  4 × ``socket_timeout``. Every Redis failure surfaces as
+  ``StoreError("redis at host:port: …")``, never as a redis-py exception.
+* Needs Redis ≥ 6.0 (``KEEPTTL``). This client speaks to one Redis server;
+  the key layout is ready for a Cluster client.
 
 Counting round-trips with ``INFO commandstats``: Redis counts the GET/SET/DEL a
 script runs as commands too. One ``update`` is one ``EVALSHA`` (plus the GET
 and SET inside it); ``get``/``set``/``delete``/``get_many`` are one
-GET/SET/DEL/MGET. Scripts are loaded lazily (NOSCRIPT → SCRIPT LOAD, once per
-server start).
+GET/SET/DEL/MGET. ``open`` loads the scripts (one pipelined round-trip); after
+a Redis restart a NOSCRIPT reply makes redis-py load a script again, once.
 
 Known limit: redis-py retries a command whose reply was lost (connection cut
 or timed out after Redis ran it). For ``update`` such a retry sees its own
@@ -191,6 +198,10 @@ class RedisStore:
         self.max_connections = max_connections
         self.update_retries = update_retries
         self._head = f"{prefix}:{{"
+        try:  # no I/O: a bad query parameter is refused here rather than at first use
+            self._pool().make_connection()
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
         self._redis: Redis | None = None
         self._cache = _RawCache(cache_keys)
         self._updating = KeyedLocks()
@@ -208,6 +219,19 @@ class RedisStore:
             raise StoreError(f"{self.where}: the store is not open (await store.open())")
         return self._redis
 
+    def _pool(self) -> BlockingConnectionPool:
+        """A new pool (one per open: asyncio objects belong to the loop that first uses them)."""
+        return BlockingConnectionPool.from_url(
+            self._connect_url,
+            max_connections=self.max_connections,
+            timeout=self.socket_timeout,  # wait for a free pooled connection
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            health_check_interval=30,
+        )
+
     @contextmanager
     def _failing(self, what: str) -> Iterator[None]:
         """Re-raise any Redis failure as StoreError naming the server and the operation."""
@@ -219,27 +243,19 @@ class RedisStore:
     # -- lifecycle --------------------------------------------------------------
 
     async def open(self) -> None:
-        """Create the connection pool and check that Redis answers; idempotent."""
+        """Create the connection pool, load the scripts (proving Redis answers); idempotent."""
         if self._redis is not None:
             return
-        with self._failing("connect"):
-            pool = BlockingConnectionPool.from_url(
-                self._connect_url,
-                max_connections=self.max_connections,
-                timeout=self.socket_timeout,  # wait for a free pooled connection
-                socket_timeout=self.socket_timeout,
-                socket_connect_timeout=self.connect_timeout,
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError],
-                health_check_interval=30,
-            )
-        client = Redis.from_pool(pool)
+        client = Redis.from_pool(self._pool())
         self._cas = client.register_script(_CAS)
         self._take = client.register_script(_TAKE)
         self._give = client.register_script(_GIVE)
         try:
-            with self._failing("connect"):
-                await client.ping()
+            with self._failing("connect"):  # one round-trip: also proves Redis answers
+                pipe = client.pipeline(transaction=False)
+                for script in (self._cas, self._take, self._give):
+                    pipe.script_load(script.script)
+                await pipe.execute()
         except BaseException:
             await client.aclose()
             raise
@@ -309,10 +325,24 @@ class RedisStore:
         redis = self._r()
         await self._updating.acquire(key)
         try:
-            expected = self._cache.get(rkey)
+            expected = self._cache.get(rkey)  # a guess; absent when unknown
+            verified = False  # True once ``expected`` was read from Redis during this call
             for attempt in range(self.update_retries):
-                new, result = fn(MISSING if expected is None else decode(expected, key))
-                raw = None if new is MISSING else encode(new, key)
+                try:
+                    new, result = fn(MISSING if expected is None else decode(expected, key))
+                    raw = None if new is MISSING else encode(new, key)
+                except Exception:
+                    if verified:
+                        raise
+                    # fn (or encoding) failed on a guessed value: fail only if it is real
+                    with self._failing(f"update {key!r}"):
+                        actual = await redis.get(rkey)
+                    verified = True
+                    if actual == expected:
+                        raise
+                    expected = actual
+                    self._cache.put(rkey, expected)
+                    continue
                 args = (
                     "0" if expected is None else "1",
                     expected or b"",
@@ -326,6 +356,7 @@ class RedisStore:
                     self._cache.put(rkey, raw)
                     return result
                 expected = reply[0] if reply else None  # written elsewhere meanwhile
+                verified = True
                 self._cache.put(rkey, expected)
                 if attempt >= 2:  # a busy key: spread the contenders out a little
                     await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
@@ -347,7 +378,9 @@ class RedisStore:
                 cursor, batch = await self._r().scan(cursor, match=pattern, count=1000)
                 for rkey in batch:
                     if rkey.endswith(b"}"):  # lock keys end in ":lock"
-                        found.add(rkey[head:-1].decode())
+                        key = rkey[head:-1].decode()
+                        if key.startswith(prefix):  # "a}" also matches the key of "a"
+                            found.add(key)
                 if cursor == 0:
                     break
         return sorted(found)

@@ -122,7 +122,7 @@ class SQLiteStore:
             try:
                 return op(db)
             except _FnFailed as failed:
-                raise failed.exc from None
+                fn_error = failed.exc  # raised below, outside this handler: left untouched
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
@@ -136,8 +136,10 @@ class SQLiteStore:
                     ) from exc
                 await asyncio.sleep(min(delay, max(deadline - now, 0.0)))
                 delay = min(delay * 2, 0.05)
+                continue
             except sqlite3.Error as exc:
                 raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
+            raise fn_error
 
     @staticmethod
     def _in_transaction(db: sqlite3.Connection, body: Callable[[], T]) -> T:
@@ -184,10 +186,14 @@ class SQLiteStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"sqlite {self.path}: cannot open: {exc}") from exc
         self._db = db
+
+        def setup(d: sqlite3.Connection) -> None:
+            d.execute("PRAGMA journal_mode = WAL").fetchall()
+            d.execute("PRAGMA synchronous = NORMAL")
+            d.executescript(_SCHEMA)
+
         try:
-            await self._run(lambda d: d.execute("PRAGMA journal_mode = WAL").fetchall(), "open")
-            db.execute("PRAGMA synchronous = NORMAL")
-            await self._run(lambda d: d.executescript(_SCHEMA), "create tables")
+            await self._run(setup, "open")
         except BaseException:
             self._db = None
             db.close()

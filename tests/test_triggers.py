@@ -1,0 +1,272 @@
+"""Triggers: kinds, normalisation, MAGIC/QUESTION, precedence, filters, sessions, dead ones."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tmy.testing import Bot
+
+
+def rule(rid: str, *triggers: str, **extra: Any) -> dict[str, Any]:
+    """A rule whose reply shows which rule fired and what it captured."""
+    step = {"plugin": "ADJUST", "input": rid + "|{MAGIC}|{QUESTION}"}
+    return {"id": rid, "triggers": list(triggers), "steps": [step], **extra}
+
+
+def book(*rules: dict[str, Any]) -> dict[str, str]:
+    return {"t.yaml": yaml.safe_dump({"rules": list(rules)}, allow_unicode=True, sort_keys=False)}
+
+
+async def answer(rules: dict[str, str], text: str, **kw: Any) -> str:
+    async with Bot(rules) as bot:
+        return (await bot.ask(text, **kw)).text
+
+
+# -- kinds, MAGIC and QUESTION --------------------------------------------------------
+
+KINDS = [
+    # (trigger, text, expected "rule|MAGIC|QUESTION")
+    ("hello", "hello", "r|hello|"),
+    ("translate *", "translate Good Morning", "r|translate|Good Morning"),
+    ("翻译*", "翻译 你好世界 ", "r|翻译|你好世界"),
+    ("*吗", "你好吗", "r|吗|你好"),
+    ("*please", "a joke please", "r|please|a joke"),
+    ("*weather*", "how is the weather today", "r|weather|how is the today"),
+    ("*", "anything at all", "r||anything at all"),
+]
+
+
+@pytest.mark.parametrize(("trigger", "text", "expected"), KINDS)
+async def test_trigger_kinds_set_magic_and_question(trigger: str, text: str, expected: str) -> None:
+    assert await answer(book(rule("r", trigger)), text) == expected
+
+
+@pytest.mark.parametrize(
+    ("trigger", "text"),
+    [("hello", "hello there"), ("hello", "oh hello"), ("joke*", "a joke"), ("*joke", "joke now"),
+     ("*joke*", "jok"), ("re:^\\d+$", "12a")],
+)  # fmt: skip
+async def test_non_matching_text_reaches_no_rule(trigger: str, text: str) -> None:
+    async with Bot(book(rule("r", trigger))) as bot:
+        reply = await bot.ask(text)
+    assert reply.rule is None
+    assert reply.text == ""
+    assert reply.error is None
+
+
+async def test_regex_named_groups_become_locals_and_magic_is_the_match() -> None:
+    r = rule("w", r"re:(?P<city>[A-Z]\w+) weather( in (?P<QUESTION>\w+))?")
+    r["steps"][0]["input"] = "{city}|{MAGIC}|{QUESTION}"
+    rules = book(r)
+    assert await answer(rules, "Paris weather in May please") == "Paris|Paris weather in May|May"
+    assert await answer(rules, "Rome weather") == "Rome|Rome weather|"
+
+
+async def test_pre_input_step_result_starts_equal_to_question() -> None:
+    r = {"id": "p", "triggers": ["say *"], "steps": [{"plugin": "ADJUST"}]}
+    assert await answer(book(r), "say Hello World") == "Hello World"
+
+
+async def test_question_keeps_the_users_capitals_although_matching_is_folded() -> None:
+    assert await answer(book(rule("r", "Translate *")), "TRANSLATE Good Morning") == (
+        "r|Translate|Good Morning"
+    )
+
+
+# -- normalisation --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hello", "  hello \n", "HELLO", "HeLLo", "ｈｅｌｌｏ", "\u3000hello\u3000"],
+)
+async def test_nfkc_trim_and_casefold(text: str) -> None:
+    assert await answer(book(rule("r", "hello")), text) == "r|hello|"
+
+
+async def test_casefold_handles_more_than_lower() -> None:
+    rules = book(rule("r", "STRASSE"), rule("f", "ﬁle*"))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("straße")).rule == "r"
+        assert (await bot.ask("FILE x")).text == "f|file|x"
+
+
+async def test_case_sensitive_rule() -> None:
+    rules = book(rule("cs", "Hello", case_sensitive=True), rule("ci", "*", priority=-1))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("Hello")).rule == "cs"
+        assert (await bot.ask("hello")).rule == "ci"
+        assert (await bot.ask("HELLO")).rule == "ci"
+
+
+async def test_case_sensitive_regex() -> None:
+    rules = book(rule("cs", "re:^Yes$", case_sensitive=True), rule("ci", "re:^no$"))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("yes")).rule is None
+        assert (await bot.ask("Yes")).rule == "cs"
+        assert (await bot.ask("NO")).rule == "ci"
+
+
+# -- precedence -----------------------------------------------------------------------
+
+PAIRS = [
+    # (loser, winner, text) — the loser comes first in the file, so file order cannot explain it
+    (rule("loser", "joke*"), rule("winner", "joke"), "joke"),
+    (rule("loser", "*please"), rule("winner", "joke*"), "joke please"),
+    (rule("loser", "*joke*"), rule("winner", "*please"), "a joke please"),
+    (rule("loser", "re:joke"), rule("winner", "*joke*"), "a joke now"),
+    (rule("loser", "*"), rule("winner", "re:^a"), "abc"),
+    (rule("loser", "joke"), rule("winner", "*", priority=1), "joke"),
+    (rule("loser", "joke", priority=-1), rule("winner", "*joke*"), "joke"),
+    (rule("loser", "joke*"), rule("winner", "joke about*"), "joke about cats"),
+    (rule("loser", "*ok*"), rule("winner", "*joke*"), "a joke now"),
+    (rule("loser", "*cats"), rule("winner", "*big cats"), "big cats"),
+]
+
+
+@pytest.mark.parametrize(
+    ("loser", "winner", "text"), PAIRS, ids=[p[2] + "-" + str(i) for i, p in enumerate(PAIRS)]
+)
+async def test_precedence(loser: dict[str, Any], winner: dict[str, Any], text: str) -> None:
+    async with Bot(book(loser, winner)) as bot:
+        assert (await bot.ask(text)).rule == "winner"
+
+
+async def test_file_order_breaks_ties() -> None:
+    async with Bot(book(rule("first", "hi"), rule("second", "hi"))) as bot:
+        assert (await bot.ask("hi")).rule == "first"
+
+
+async def test_file_order_across_files_follows_sorted_paths(tmp_path: Path) -> None:
+    for name, rid in (("b.yaml", "from_b"), ("a.yaml", "from_a"), ("sub/0.yml", "from_sub")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        text = book(rule(rid, "hi" if rid != "from_sub" else "sub"))["t.yaml"]
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    async with Bot(tmp_path) as bot:
+        assert (await bot.ask("hi")).rule == "from_a"
+        assert (await bot.ask("sub")).rule == "from_sub"  # .yml below subfolders loads too
+
+
+async def test_matching_many_rules_picks_the_right_one() -> None:
+    rules = [rule(f"r{i}", f"word{i}", f"cmd{i} *") for i in range(2000)]
+    async with Bot(book(*rules)) as bot:
+        assert (await bot.ask("WORD1234")).text == "r1234|word1234|"
+        assert (await bot.ask("cmd77 go")).text == "r77|cmd77|go"
+        assert (await bot.ask("cmd2000 go")).rule is None
+
+
+# -- filters --------------------------------------------------------------------------
+
+
+async def test_platform_filter_falls_through_to_the_next_candidate() -> None:
+    rules = book(rule("tg", "hi", platforms=["telegram"]), rule("any", "*"))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("hi", platform="telegram")).rule == "tg"
+        assert (await bot.ask("hi", platform="qq")).rule == "any"
+
+
+async def test_chat_filter() -> None:
+    async with Bot(book(rule("g", "hi", chats=["g1", "g2"]))) as bot:
+        assert (await bot.ask("hi", chat="g2")).rule == "g"
+        assert (await bot.ask("hi", chat="g3")).rule is None
+        assert (await bot.ask("hi")).rule is None  # a private chat is not g1/g2
+
+
+async def test_private_and_group_filters() -> None:
+    rules = book(rule("dm", "hi", private=True), rule("grp", "hi", private=False))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("hi")).rule == "dm"  # no chat: the private chat with the bot
+        assert (await bot.ask("hi", chat="room")).rule == "grp"
+        assert (await bot.ask("hi", chat="room", private=True)).rule == "dm"
+
+
+async def test_admin_only_rules() -> None:
+    rules = book(rule("admin", "reload", admin_only=True))
+    async with Bot(rules, admins=frozenset({"test:boss", "root"})) as bot:
+        assert (await bot.ask("reload", user="boss")).rule == "admin"
+        assert (await bot.ask("reload", user="root", platform="qq")).rule == "admin"
+        assert (await bot.ask("reload", user="boss", platform="qq")).rule is None
+        assert (await bot.ask("reload", user="mallory")).rule is None
+        assert (await bot.ask("reload", user="x", is_admin=True)).rule == "admin"
+
+
+# -- sessions -------------------------------------------------------------------------
+
+
+def session_rules(seconds: float = 30) -> dict[str, str]:
+    return book(rule("quiz", "quiz", session=seconds), rule("help", "help"))
+
+
+async def test_follow_ups_reach_the_session_rule_without_the_trigger() -> None:
+    async with Bot(session_rules()) as bot:
+        assert (await bot.ask("what?")).rule is None
+        assert (await bot.ask("quiz", chat="room")).text == "quiz|quiz|"
+        follow = await bot.ask("Paris", chat="room")
+        assert follow.rule == "quiz"
+        assert follow.text == "quiz||Paris"  # no trigger: MAGIC "", QUESTION the whole text
+        assert (await bot.ask("and again", chat="room")).rule == "quiz"
+
+
+async def test_session_belongs_to_one_user_in_one_chat() -> None:
+    async with Bot(session_rules()) as bot:
+        await bot.ask("quiz", user="ann", chat="room")
+        assert (await bot.ask("Paris", user="bob", chat="room")).rule is None
+        assert (await bot.ask("Paris", user="ann", chat="other")).rule is None
+        assert (await bot.ask("Paris", user="ann", chat="room", platform="qq")).rule is None
+        assert (await bot.ask("Paris", user="ann", chat="room")).rule == "quiz"
+
+
+async def test_a_trigger_still_wins_during_a_session() -> None:
+    async with Bot(session_rules()) as bot:
+        await bot.ask("quiz")
+        assert (await bot.ask("help")).rule == "help"
+
+
+async def test_rule_without_session_keeps_none_open() -> None:
+    async with Bot(session_rules()) as bot:
+        await bot.ask("help")
+        assert (await bot.ask("Paris")).rule is None
+
+
+async def test_session_ends_after_its_seconds() -> None:
+    async with Bot(session_rules(0.5)) as bot:
+        await bot.ask("quiz")
+        await asyncio.sleep(1.2)  # well past the 0.5 s session
+        assert (await bot.ask("Paris")).rule is None
+
+
+# -- dead triggers --------------------------------------------------------------------
+
+
+async def test_dead_trigger_warning_names_file_line_and_winner() -> None:
+    async with Bot(book(rule("a", "hi"), rule("b", "hi", "hello"))) as bot:
+        warnings = bot.engine.rulebook.warnings
+    assert len(warnings) == 1
+    assert warnings[0].startswith("t.yaml:")
+    assert "'hi'" in warnings[0] and "'b'" in warnings[0] and "'a'" in warnings[0]
+    assert "never fire" in warnings[0]
+
+
+async def test_higher_priority_catch_all_kills_every_other_trigger() -> None:
+    rules = book(rule("all", "*", priority=9), rule("x", "joke*"), rule("y", "*cats"))
+    async with Bot(rules) as bot:
+        dead = "\n".join(bot.engine.rulebook.warnings)
+    assert "'joke*'" in dead and "'*cats'" in dead
+
+
+async def test_no_warning_when_the_trigger_can_still_fire() -> None:
+    rules = book(
+        rule("short", "jo*"),
+        rule("long", "joke*"),  # longer literal: wins for "joke…", "jo…" still goes to short
+        rule("tg", "hi", platforms=["telegram"]),
+        rule("open", "hi"),  # filtered winner: other platforms still reach "open"
+        rule("re1", "re:x"),
+        rule("re2", "re:x"),  # regex triggers are not analysed
+    )
+    async with Bot(rules) as bot:
+        assert bot.engine.rulebook.warnings == ()
