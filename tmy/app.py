@@ -100,3 +100,6 @@ def _safe_url(url: str) -> str:
         scheme, rest = url.split("://", 1)
         return f"{scheme}://***@{rest.split('@', 1)[1]}"
     return url
+
+
+import tmy.llm.autoinstall  # noqa: E402, F401  (the LLM answerer: runs tmy.llm.install())

@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "get", "set", "del"])
     p.add_argument("name", nargs="?", help="variable name (or path for get)")
     p.add_argument("value", nargs="?", help="for set: JSON, or a plain string")
+    import tmy.app  # noqa: F401  (installs extensions, which add their commands)
+
     for name, (configure, _) in COMMANDS.items():
         configure(sub.add_parser(name, parents=[common]))
     return parser

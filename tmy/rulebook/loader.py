@@ -63,6 +63,9 @@ _NAME_RE = re.compile(r"[^\W\d]\w*")
 # Engine extensions (the LLM scenes, tools) add keys here: name -> validator(raw, where) -> value.
 RULE_EXTENSIONS: dict[str, Any] = {}
 STEP_EXTENSIONS: dict[str, Any] = {}
+# ...and may say which locals a validated rule key gives every run of that rule
+# (a tool rule's arguments): name -> fn(validated value) -> iterable of names.
+RULE_LOCALS: dict[str, Any] = {}
 
 
 def rule_files(root: Path) -> list[Path]:
@@ -288,6 +291,9 @@ class _Loader:
             raw_steps = LineList()
             raw_steps.item_lines = []
         known = set(self.variables) | RUN_LOCALS | groups
+        for key, value in extras.items():
+            if key in RULE_LOCALS:
+                known |= set(RULE_LOCALS[key](value))
         steps: list[Step] = []
         step_ids: set[str] = set()
         dynamic_save = False

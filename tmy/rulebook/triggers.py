@@ -85,5 +85,5 @@ class Match:
     rule: Any  # tmy.rulebook.model.Rule
     trigger: Trigger | None  # None for a session follow-up
     magic: str
-    question: str
-    groups: dict[str, str] = field(default_factory=dict)
+    question: Any  # text for a trigger; a tool call passes its arguments (a map)
+    groups: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,270 @@
+"""The OpenAI-compatible transport: ``POST {base_url}/chat/completions``, retries, fallback.
+
+Why it looks like this:
+
+* One pooled ``httpx.AsyncClient`` (the daemon's ``services.http``) serves every
+  call, so 100 conversations share keep-alive connections instead of paying a
+  TLS handshake each.
+* Retries follow the official openai SDK, so a deployment behaves the same as a
+  script using it: timeouts, connection errors, 408, 409, 429 and 5xx are
+  retried (``retries``, default 2) after ``backoff_base``·2ⁿ seconds (capped at
+  ``backoff_cap``) times a jitter in (0.75, 1]; ``Retry-After`` /
+  ``retry-after-ms`` win when given, capped at ``retry_after_cap``. Anything
+  else (400, 401, a body that is not JSON) is not retried: asking again would
+  get the same answer. When a model gives up, its ``fallback`` models are tried
+  in order.
+* Every failure becomes an :class:`LLMError` (an ExecutorError, so it lands in
+  ``STEP_ERROR``) whose message says what the server did; nothing else escapes.
+* A stream must end with ``[DONE]`` or a ``finish_reason``: a stream cut
+  mid-way is an error (and retried like a dropped connection), never a silent
+  half answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from tmy.llm.config import LLMConfig, ModelConfig
+from tmy.llm.wire import (
+    Completion,
+    LLMError,
+    Usage,
+    error_message,
+    parse_completion,
+    parse_json,
+)
+from tmy.llm.wire import Stream as _Stream
+
+__all__ = ["Completion", "LLMError", "Request", "Usage", "complete"]
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(slots=True)
+class Request:
+    """What a step wants from a model; turned into a body per model (fallbacks differ)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    temperature: float | None = None  # the step's (or the scene's fixed) temperature
+    default_temperature: float | None = None  # when neither step nor model sets one
+    max_tokens: int | None = None
+    json_schema: dict[str, Any] | None = None  # set: ask the provider for JSON
+    stream: bool | None = None
+
+    def body(self, model: ModelConfig) -> dict[str, Any]:
+        """The JSON body for ``model``: its id, and its settings where the step set none."""
+        body: dict[str, Any] = {"model": model.model, "messages": self.messages}
+        if self.tools:
+            body["tools"] = self.tools
+        temp = self.temperature
+        if temp is None:
+            temp = model.temperature if model.temperature is not None else self.default_temperature
+        if temp is not None:
+            body["temperature"] = temp
+        max_tokens = self.max_tokens or model.max_tokens
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        if self.json_schema is not None and model.response_format != "none":
+            if model.response_format == "json_schema":
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "output", "schema": self.json_schema},
+                }
+            else:
+                body["response_format"] = {"type": "json_object"}
+        if self.stream if self.stream is not None else model.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+
+async def complete(
+    http: httpx.AsyncClient, config: LLMConfig, model: ModelConfig, req: Request, deadline: float
+) -> Completion:
+    """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic)."""
+    chain = [model, *(config.models[name] for name in model.fallback)]
+    failures: list[str] = []
+    requests = 0
+    last: LLMError | None = None
+    for candidate in chain:
+        try:
+            done, sent = await _with_retries(http, config, candidate, req, deadline)
+        except _Failed as failed:
+            requests += failed.sent
+            last = failed.error
+            failures.append(f"{candidate.name}: {failed.error}")
+            if failed.error.final:
+                break
+            continue
+        done.requests = requests + sent
+        done.failures = failures
+        return done
+    assert last is not None
+    if len(failures) == 1:
+        raise last
+    raise LLMError(f"every model failed — {'; '.join(failures)}", final=last.final)
+
+
+class _Failed(Exception):
+    def __init__(self, error: LLMError, sent: int) -> None:
+        self.error = error
+        self.sent = sent
+
+
+async def _with_retries(
+    http: httpx.AsyncClient, config: LLMConfig, model: ModelConfig, req: Request, deadline: float
+) -> tuple[Completion, int]:
+    if model.is_mock:
+        from tmy.llm.mock import respond
+
+        return respond(req.body(model), model.name), 1
+    body = orjson.dumps(req.body(model))
+    stream = req.stream if req.stream is not None else model.stream
+    attempts = config.retries + 1
+    for n in range(attempts):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Failed(
+                LLMError("the step deadline passed before the model answered", final=True), n
+            )
+        timeout = min(model.timeout, remaining)
+        started = time.perf_counter()
+        try:
+            if stream:
+                done = await _stream_once(http, model, body, timeout)
+            else:
+                done = await _once(http, model, body, timeout)
+        except LLMError as exc:
+            if not exc.retryable or n == attempts - 1:
+                if exc.retryable and attempts > 1:
+                    exc = LLMError(f"{exc} (gave up after {attempts} attempts)")
+                raise _Failed(exc, n + 1) from None
+            delay = _delay(config, n, exc.retry_after)
+            if time.monotonic() + delay >= deadline:
+                raise _Failed(
+                    LLMError(f"{exc} (no time left to retry before the step deadline)", final=True),
+                    n + 1,
+                ) from None
+            await asyncio.sleep(delay)
+            continue
+        done.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        done.model = model.name
+        done.retries = n
+        return done, n + 1
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
+    """Retry-After when the server said so (capped), else exponential backoff with jitter."""
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, config.retry_after_cap)
+    backoff = min(config.backoff_base * 2**n, config.backoff_cap)
+    return backoff * (1 - 0.25 * random.random())
+
+
+def _headers(model: ModelConfig) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if model.api_key:
+        headers["Authorization"] = f"Bearer {model.api_key}"
+    headers.update(dict(model.headers))
+    return headers
+
+
+async def _once(
+    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float
+) -> Completion:
+    url = f"{model.base_url}/chat/completions"
+    try:
+        resp = await http.post(url, content=body, headers=_headers(model), timeout=timeout)
+    except httpx.TimeoutException:
+        raise LLMError(
+            f"{model.describe()} timed out after {timeout:g} s", retryable=True
+        ) from None
+    except httpx.TransportError as exc:
+        raise _transport_error(url, exc) from None
+    if resp.status_code >= 400:
+        raise _status_error(model, resp.status_code, resp.headers, resp.text)
+    return parse_completion(parse_json(resp.content))
+
+
+async def _stream_once(
+    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float
+) -> Completion:
+    url = f"{model.base_url}/chat/completions"
+    acc = _Stream()
+    headers = {**_headers(model), "Accept": "text/event-stream"}
+    try:
+        async with http.stream("POST", url, content=body, headers=headers, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise _status_error(model, resp.status_code, resp.headers, resp.text)
+            if "text/event-stream" not in resp.headers.get("content-type", ""):
+                return parse_completion(parse_json(await resp.aread()))  # the server ignored stream
+            async for line in resp.aiter_lines():
+                if acc.feed(line):
+                    break
+    except httpx.TimeoutException:
+        what = f"the stream stalled after {acc.chunks} chunks" if acc.chunks else "timed out"
+        raise LLMError(f"{model.describe()} {what} ({timeout:g} s)", retryable=True) from None
+    except httpx.TransportError as exc:
+        if acc.chunks:
+            raise LLMError(
+                f"the stream from {model.describe()} was cut mid-way after "
+                f"{acc.chunks} chunks: {exc}",
+                retryable=True,
+            ) from None
+        raise _transport_error(url, exc) from None
+    if not acc.done and not acc.finish_reason:
+        raise LLMError(
+            f"the stream from {model.describe()} was cut mid-way after {acc.chunks} "
+            "chunks (no finish_reason, no [DONE])",
+            retryable=True,
+        )
+    return acc.completion()
+
+
+def _transport_error(url: str, exc: httpx.TransportError) -> LLMError:
+    what = "cannot reach" if isinstance(exc, httpx.ConnectError) else "the connection failed to"
+    return LLMError(f"{what} {url}: {type(exc).__name__}: {exc}", retryable=True)
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_error(model: ModelConfig, status: int, headers: httpx.Headers, text: str) -> LLMError:
+    retryable = status in RETRY_STATUSES or status >= 500
+    should = headers.get("x-should-retry")
+    if should in ("true", "false"):
+        retryable = should == "true"
+    return LLMError(
+        f"{model.describe()} answered HTTP {status}: {error_message(text)}",
+        retryable=retryable,
+        retry_after=_retry_after(headers) if retryable else None,
+    )

@@ -1,0 +1,264 @@
+"""One exchange with a model: send (budget, usage, inspector), the tool loop, contract repair.
+
+Every model request of a step — Q&A, judgement, each tool turn, each repair —
+goes through :func:`send`, so budgets, usage counters, ``ask --json`` details
+and the ``ctx`` inspector see all of them alike, whatever model answers (the
+TESTONLY mock included).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+
+from tmy.errors import ExecutorError
+from tmy.llm import tools as toolkit
+from tmy.llm.client import Completion, LLMError, Request, complete
+from tmy.llm.config import LLMConfig, ModelConfig, load_config
+from tmy.llm.contracts import Contract, ContractError, clean
+from tmy.llm.usage import add_usage, check_budget, today
+
+log = structlog.get_logger("tmy.llm")
+
+# Set by the ``ctx`` inspector: requests are appended here instead of being sent.
+CAPTURE: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "tmy_llm_capture", default=None
+)
+
+
+class DryRun(ExecutorError):
+    """The inspector captured a request; the run stops here, nothing was sent."""
+
+
+@dataclass
+class Runtime:
+    """The LLM answerer's share of the daemon: validated config + the shared services."""
+
+    config: LLMConfig
+    services: Any
+
+    @property
+    def tz(self) -> Any:
+        engine = self.services.engine
+        return getattr(engine, "tz", None)
+
+
+def runtime_of(services: Any) -> Runtime:
+    """The runtime attached when services were built (created here if they were built by hand)."""
+    rt = services.extra.get("llm")
+    if rt is None:
+        rt = services.extra["llm"] = Runtime(load_config(services.settings.llm), services)
+    return rt
+
+
+@dataclass
+class Job:
+    """One step's (or one judgement's) conversation with a model."""
+
+    rt: Runtime
+    ctx: Any  # StepContext: run, step, uri, record, message, services
+    model: ModelConfig
+    deadline: float  # time.monotonic() value
+    scene: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    prefix_len: int = 0  # messages that never change: system, few-shot examples
+    history_len: int = 0  # history messages after them (they only ever grow at the end)
+
+    def __post_init__(self) -> None:
+        self.stats.update(
+            scene=self.scene,
+            model=self.model.name,
+            calls=[],
+            prompt_tokens=0,
+            completion_tokens=0,
+            cached_tokens=0,
+            retries=0,
+            repairs=0,
+            tool_calls=0,
+        )
+
+    def note(self, done: Completion) -> None:
+        """Add one completion to the step's details (``ask --json``)."""
+        s = self.stats
+        s["model"] = done.model
+        s["calls"].append(
+            {
+                "model": done.model,
+                "prompt_tokens": done.usage.prompt,
+                "completion_tokens": done.usage.completion,
+                "cached_tokens": done.usage.cached,
+                "latency_ms": done.latency_ms,
+                "requests": done.requests,
+                "retries": done.retries,
+                **({"failed_models": done.failures} if done.failures else {}),
+            }
+        )
+        s["prompt_tokens"] += done.usage.prompt
+        s["completion_tokens"] += done.usage.completion
+        s["cached_tokens"] += done.usage.cached
+        s["retries"] += done.requests - 1
+
+
+async def send(job: Job, req: Request) -> Completion:
+    """One completion: captured by the inspector, or budget-checked, sent and counted."""
+    capture = CAPTURE.get()
+    if capture is not None:
+        capture.append(
+            {
+                "uri": job.ctx.uri,
+                "scene": job.scene,
+                "model": job.model,
+                "body": orjson.loads(orjson.dumps(req.body(job.model))),
+                "prefix_len": job.prefix_len,
+                "history_len": job.history_len,
+            }
+        )
+        raise DryRun("dry run: the request was captured by the inspector, not sent")
+    rt, message = job.rt, job.ctx.message
+    store = rt.services.store
+    day = today(rt.tz)
+    await check_budget(store, rt.config, message, day)
+    try:
+        done = await complete(rt.services.http, rt.config, job.model, req, job.deadline)
+    except LLMError as exc:
+        job.stats.setdefault("errors", []).append(str(exc))
+        log.warning("llm.failed", uri=job.ctx.uri, model=job.model.name, error=str(exc))
+        raise
+    await add_usage(store, message, day, done.usage, done.model)
+    job.note(done)
+    log.info(
+        "llm.call",
+        uri=job.ctx.uri,
+        scene=job.scene,
+        model=done.model,
+        prompt_tokens=done.usage.prompt,
+        completion_tokens=done.usage.completion,
+        cached_tokens=done.usage.cached,
+        latency_ms=done.latency_ms,
+        requests=done.requests,
+        tool_calls=len(done.tool_calls),
+    )
+    return done
+
+
+@dataclass
+class Plan:
+    """What to ask and how: the messages so far, the contract, the tools."""
+
+    messages: list[dict[str, Any]]
+    system_for: Callable[[str | None], str]  # the system prompt, with a retry hint or not
+    contract: Contract
+    tools: list[toolkit.Tool] = field(default_factory=list)
+    protocol: str = "native"
+    permissions: list[str] = field(default_factory=list)
+    retries: int = 2
+    max_turns: int = 12
+    temperature: float | None = None
+    default_temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool | None = None
+
+    def request(self) -> Request:
+        """The next request: the messages so far, the tools in the chosen protocol."""
+        native = [t.native() for t in self.tools] if self.protocol == "native" else None
+        return Request(
+            messages=list(self.messages),
+            tools=native or None,
+            temperature=self.temperature,
+            default_temperature=self.default_temperature,
+            max_tokens=self.max_tokens,
+            json_schema=self.contract.json_schema,
+            stream=self.stream,
+        )
+
+
+async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
+    """Ask until the answer meets the contract: (parsed value, answer text).
+
+    A failed contract re-asks with the validation error as the retry hint in the
+    system prompt (seed 000), keeping tool results already gathered.
+    """
+    last: ContractError | None = None
+    for attempt in range(plan.retries + 1):
+        if attempt:
+            assert last is not None
+            job.stats["repairs"] += 1
+            system = {"role": "system", "content": plan.system_for(plan.contract.hint(last, ""))}
+            if plan.messages and plan.messages[0].get("role") == "system":
+                plan.messages[0] = system
+            else:
+                plan.messages.insert(0, system)
+        text = await tool_loop(job, plan)
+        try:
+            return plan.contract.parse(text), clean(text)
+        except ContractError as exc:
+            last = exc
+            log.info("llm.contract_failed", uri=job.ctx.uri, attempt=attempt + 1, error=str(exc))
+    raise ExecutorError(
+        f"the model's answer did not meet the output contract after "
+        f"{plan.retries + 1} attempts: {last}"
+    )
+
+
+async def tool_loop(job: Job, plan: Plan) -> str:
+    """Send, run the calls the model makes, send the results back; until it answers."""
+    by_name = {t.name: t for t in plan.tools}
+    for turn in range(1, plan.max_turns + 1):
+        done = await send(job, plan.request())
+        error = ""
+        if plan.tools and plan.protocol == "text":
+            calls, answer, error = toolkit.parse_text_calls(done.content)
+        else:
+            calls, answer = done.tool_calls, done.content
+        if not plan.tools or (not calls and not error):
+            return answer
+        if turn == plan.max_turns:
+            names = ", ".join(c["name"] for c in calls) or "an invalid call"
+            raise ExecutorError(
+                f"the model was still calling tools ({names}) after "
+                f"{plan.max_turns} turns (max_tool_turns)"
+            )
+        ids = [f"call_{turn}_{i}" for i in range(1, len(calls) + 1)]
+        job.stats["tool_calls"] += len(calls)
+        started = time.perf_counter()
+        if plan.protocol == "native":
+            plan.messages.append(
+                {
+                    "role": "assistant",
+                    "content": done.content or None,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for cid, c in zip(ids, calls, strict=True)
+                    ],
+                }
+            )
+            for cid, call in zip(ids, calls, strict=True):
+                result = await toolkit.run_call(job.ctx, by_name, plan.permissions, call, cid)
+                plan.messages.append({"role": "tool", "tool_call_id": cid, "content": result})
+        else:
+            plan.messages.append({"role": "assistant", "content": done.content})
+            blocks = [f'<tool_result name="error">\n{error}\n</tool_result>'] if error else []
+            for cid, call in zip(ids, calls, strict=True):
+                result = await toolkit.run_call(job.ctx, by_name, plan.permissions, call, cid)
+                blocks.append(
+                    f'<tool_result id="{cid}" name="{call["name"]}">\n{result}\n</tool_result>'
+                )
+            plan.messages.append({"role": "user", "content": "\n".join(blocks)})
+        log.info(
+            "llm.tools",
+            uri=job.ctx.uri,
+            turn=turn,
+            calls=len(calls),
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+    raise AssertionError("unreachable")  # pragma: no cover

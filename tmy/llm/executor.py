@@ -1,0 +1,295 @@
+"""The LLM executor (the general scene) and the ``when_llm`` / ``while_llm`` step hooks.
+
+The executor obeys seed 004 like any other: its input is the user message
+(``STEP_RESULT`` unless ``input``/``INPUT`` say otherwise), its result — the
+answer, parsed by the output contract — goes to ``STEP_RESULT`` and ``save:``,
+its failures to ``STEP_ERROR``.
+
+The hooks add seed 000's judged scenes to *any* step: ``when_llm:`` asks the
+model whether a condition holds before the step runs (branch scene, 1 or 0,
+temperature 0.1) and skips it on 0; ``while_llm:`` asks after each run whether
+to run it again (loop scene), at most ``max_loops`` times. The content judged
+is the current ``STEP_RESULT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from tmy.engine.scheduler import StepContext
+from tmy.engine.values import Value, compile_value, to_text
+from tmy.errors import ConfigError, ExecutorError, TmyError
+from tmy.executors.registry import Option
+from tmy.llm import history, prompt
+from tmy.llm import tools as toolkit
+from tmy.llm.config import LLMConfig, known_models
+from tmy.llm.contracts import JUDGE, contract_from
+from tmy.llm.exchange import Job, Plan, converse, runtime_of
+
+log = structlog.get_logger("tmy.llm")
+
+JUDGE_TEMPERATURE = 0.1
+GENERAL_TEMPERATURE = 0.7
+DEFAULT_MAX_LOOPS = 10
+
+OPTIONS = {
+    "system": Option(
+        None, doc="system prompt: text, {background, content, notes, output}, or a list"
+    ),
+    "messages": Option(
+        list, doc="few-shot messages: [{role, content}] or [{user: …}, {assistant: …}]"
+    ),
+    "template": Option(str, doc="a Jinja2 file rendering the question (sandboxed)"),
+    "model": Option(str, doc="a model name from llm.models (default: llm.default)"),
+    "temperature": Option((int, float)),
+    "max_tokens": Option(int),
+    "history": Option(int, default=0, doc="chat turns sent along (0: stateless)"),
+    "context": Option(bool, default=True, doc="put time and sender before the question"),
+    "returns": Option(str, doc="int | float | bool | list | dict | str"),
+    "choices": Option(list, doc="the answer must be one of these"),
+    "output": Option(dict, doc="JSON Schema the answer must validate against"),
+    "format": Option(str, default="json", doc="json | yaml (with output:)"),
+    "retries": Option(int, default=2, doc="re-asks when the answer breaks the contract"),
+    "tools": Option(list, doc="rule ids (with tool:) or executor names the model may call"),
+    "tool_protocol": Option(str, default="native", doc="native | text"),
+    "max_tool_turns": Option(int, doc="tool rounds before giving up (default llm.max_tool_turns)"),
+    "permissions": Option((list, str), doc='glob allow/deny of tool calls: ["w*", "!delete_*"]'),
+    "stream": Option(bool, doc="stream the answer (SSE); default: the model's setting"),
+    "deadline": Option((int, float), doc="seconds for the whole step (default llm.deadline)"),
+}
+
+
+def make_check(config: LLMConfig) -> Any:
+    """A load-time check of a step's constant options (file:line errors, not runtime surprises)."""
+
+    def check(cfg: dict[str, Any]) -> None:
+        try:
+            _check(cfg)
+        except ExecutorError as exc:
+            raise ValueError(str(exc)) from None
+
+    def _check(cfg: dict[str, Any]) -> None:
+        contract_from(cfg)
+        model = cfg.get("model")
+        if isinstance(model, str) and "{" not in model and model not in config.models:
+            raise ValueError(f"model {model!r} is not configured; {known_models(config.models)}")
+        protocol = cfg.get("tool_protocol")
+        if protocol is not None and protocol not in toolkit.PROTOCOLS:
+            raise ValueError(f"tool_protocol {protocol!r} must be native or text")
+        toolkit.check_permissions(cfg.get("permissions"))
+        for key in ("history", "retries", "max_tool_turns", "max_tokens"):
+            if isinstance(cfg.get(key), int) and cfg[key] < 0:
+                raise ValueError(f"{key} must not be negative")
+        prompt.few_shot(cfg.get("messages"))
+
+    return check
+
+
+def _deadline(ctx: Any, cfg: dict[str, Any], config: LLMConfig) -> float:
+    """Seconds for this step: its ``deadline``, else llm.deadline, within the step timeout."""
+    step_timeout = getattr(ctx.step, "timeout", None) or ctx.services.settings.step_timeout
+    wanted = cfg.get("deadline") or config.deadline or step_timeout
+    return max(0.01, min(float(wanted), float(step_timeout) * 0.98))
+
+
+def _model(config: LLMConfig, name: Any) -> Any:
+    try:
+        return config.model(name or None)
+    except ConfigError as exc:
+        raise ExecutorError(str(exc)) from None
+
+
+async def llm_step(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
+    """Ask the model ``value`` (the question) and return the answer (parsed by the contract)."""
+    rt = runtime_of(ctx.services)
+    config = rt.config
+    seconds = _deadline(ctx, cfg, config)
+    job = Job(rt, ctx, _model(config, cfg.get("model")), time.monotonic() + seconds, "general")
+    ctx.record.extra["llm"] = job.stats
+    try:
+        async with asyncio.timeout(seconds):
+            return await _answer(job, value, cfg)
+    except TimeoutError:
+        raise ExecutorError(f"the LLM step ran past its deadline of {seconds:g} s") from None
+
+
+async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
+    ctx, config = job.ctx, job.rt.config
+    store = ctx.services.store
+    contract = contract_from(cfg)
+    question = to_text(value)
+    if cfg.get("template"):
+        question = await _render(ctx, cfg["template"], value)
+    turns = min(int(cfg.get("history") or 0), config.history_turns)
+    stored, summary = await history.load(store, ctx.message) if turns else ([], None)
+    pairs = prompt.select_history(stored, turns, config.history_max_tokens)
+    tools = toolkit.resolve(cfg.get("tools"), ctx.services)
+    protocol = cfg.get("tool_protocol") or "native"
+    system = prompt.merge_system(cfg.get("system"))
+    tool_text = toolkit.text_protocol(tools) if tools and protocol == "text" else ""
+
+    def system_for(hint: str | None) -> str:
+        return prompt.build_system(
+            config.scene_prompts["general"],
+            system,
+            ctx.run.rule.intent,
+            tool_text,
+            hint,
+            contract.instruction(),
+        )
+
+    shots = prompt.few_shot(cfg.get("messages"))
+    tail = question
+    if cfg.get("context", True):
+        m = ctx.message
+        who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
+        tail = prompt.tail(
+            question,
+            now=str(ctx.vars.locals.get("NOW", "")),
+            who=who,
+            where=f"chat {m.chat} on {m.platform}",
+        )
+    messages = prompt.layout(system_for(None), shots, pairs, tail)
+    job.prefix_len = len(messages) - 1 - 2 * len(pairs)
+    job.history_len = 2 * len(pairs)
+    plan = Plan(
+        messages=messages,
+        system_for=system_for,
+        contract=contract,
+        tools=tools,
+        protocol=protocol,
+        permissions=toolkit.check_permissions(cfg.get("permissions")),
+        retries=int(cfg.get("retries") if cfg.get("retries") is not None else 2),
+        max_turns=int(cfg.get("max_tool_turns") or config.max_tool_turns),
+        temperature=cfg.get("temperature"),
+        default_temperature=GENERAL_TEMPERATURE,
+        max_tokens=cfg.get("max_tokens"),
+        stream=cfg.get("stream"),
+    )
+    result, text = await converse(job, plan)
+    if turns:
+        await history.append(store, ctx.message, question, text, config.history_turns, summary)
+    return result
+
+
+async def _render(ctx: StepContext, name: str, value: Any) -> str:
+    rule_file = ctx.step.file if ctx.step is not None else ""
+    path = prompt.template_path(name, rule_file, ctx.services.settings.rules)
+    names = prompt.template_names(path)
+    await ctx.vars.fetch(names)
+    scope = {n: ctx.vars[n] for n in names if n in ctx.vars}
+    scope["input"] = value
+    return prompt.render_template(path, scope)
+
+
+# -- judged scenes (branch, loop) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A compiled ``when_llm`` / ``while_llm`` value."""
+
+    condition: Value
+    model: str | None = None
+    retries: int = 2
+
+
+def validate_judgement(raw: Any) -> Judgement:
+    """``when_llm: "<condition>"`` or ``{condition, model, retries}`` (checked at load time)."""
+    if isinstance(raw, str):
+        raw = {"condition": raw}
+    if not isinstance(raw, dict):
+        raise ValueError('expected a condition in words, or {condition: "…", model: …, retries: …}')
+    unknown = set(raw) - {"condition", "model", "retries"}
+    if unknown:
+        raise ValueError(f"unknown key {sorted(unknown)[0]!r}; allowed: condition, model, retries")
+    condition = raw.get("condition")
+    if not isinstance(condition, str) or not condition.strip():
+        raise ValueError("the condition must be a non-empty text")
+    retries = raw.get("retries", 2)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError("retries must be a whole number >= 0")
+    model = raw.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ValueError("model must be a model name")
+    return Judgement(compile_value(condition.strip()), model, retries)
+
+
+def validate_max_loops(raw: Any) -> int:
+    """``max_loops:`` (checked at load time): how often ``while_llm`` may run its step."""
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
+        raise ValueError("max_loops must be a whole number >= 1")
+    return raw
+
+
+async def judge(
+    run: Any, step: Any, record: Any, scene: str, spec: Judgement, extra: str = ""
+) -> bool:
+    """Ask the model whether ``spec.condition`` holds for the current STEP_RESULT."""
+    uri = step.uri(run.rule.id)
+    ctx = StepContext(run, step, uri, record)
+    rt = runtime_of(run.services)
+    config = rt.config
+    await run.vars.fetch(spec.condition.names)
+    condition = to_text(spec.condition.evaluate(run.vars))
+    content = to_text(run.locals.get("STEP_RESULT"))
+    seconds = _deadline(ctx, {}, config)
+    job = Job(rt, ctx, _model(config, spec.model), time.monotonic() + seconds, scene)
+    stats = record.extra.setdefault("when_llm" if scene == "branch" else "while_llm", [])
+    stats.append(job.stats)
+
+    def system_for(hint: str | None) -> str:
+        return prompt.build_system(
+            config.scene_prompts[scene], "", run.rule.intent, "", hint, JUDGE.instruction()
+        )
+
+    question = f"Condition: {condition}{extra}\n\nContent:\n{content}"
+    plan = Plan(
+        messages=prompt.layout(system_for(None), [], [], question),
+        system_for=system_for,
+        contract=JUDGE,
+        retries=spec.retries,
+        max_turns=1,
+        temperature=JUDGE_TEMPERATURE,
+    )
+    job.prefix_len = 1
+    try:
+        async with asyncio.timeout(seconds):
+            verdict, _ = await converse(job, plan)
+    except TimeoutError:
+        raise ExecutorError(
+            f"the {scene} judgement ran past its deadline of {seconds:g} s"
+        ) from None
+    except TmyError as exc:
+        raise ExecutorError(f"{'when_llm' if scene == 'branch' else 'while_llm'}: {exc}") from None
+    job.stats["verdict"] = bool(verdict)
+    log.info("llm.judged", uri=uri, scene=scene, condition=condition, verdict=bool(verdict))
+    return bool(verdict)
+
+
+class WhenLLM:
+    """``when_llm:`` — the branch scene decides whether the step runs."""
+
+    async def before(self, run: Any, step: Any, record: Any) -> bool:
+        return await judge(run, step, record, "branch", step.extras["when_llm"])
+
+
+class WhileLLM:
+    """``while_llm:`` — the loop scene decides whether the step runs again."""
+
+    async def again(self, run: Any, step: Any, record: Any, count: int) -> bool:
+        limit = step.extras.get("max_loops", DEFAULT_MAX_LOOPS)
+        if count >= limit:
+            record.extra["loops"] = count
+            record.extra["loops_capped"] = True
+            log.info("llm.loop_capped", uri=step.uri(run.rule.id), loops=count, max_loops=limit)
+            return False
+        extra = f"\nRuns so far: {count}"
+        verdict = await judge(run, step, record, "loop", step.extras["while_llm"], extra)
+        record.extra["loops"] = count + (1 if verdict else 0)
+        return verdict

@@ -1,0 +1,212 @@
+"""Prompt synthesis and the request layout.
+
+The system prompt follows seed 000's pipeline::
+
+    scene prompt + the step's system + rule intent + tool protocol + retry hint + type constraint
+
+and the messages follow seed 003's cache economics: a **stable prefix**
+(system, few-shot examples, then the chat history, which only ever grows at
+its end) followed by a **dynamic tail** (time, who is asking, then the
+question). Nothing that changes per message goes into the system prompt, so a
+provider's prompt cache hits the whole prefix on every turn of a conversation.
+
+The ``system`` option may be a string, a structured ``{background, content,
+notes, output}`` map, or a list of both; several are merged as seed 001
+describes (backgrounds and contents joined by newlines, notes and outputs
+concatenated into bullet lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, meta
+from jinja2.sandbox import SandboxedEnvironment
+
+from tmy.errors import ExecutorError
+
+HINT_MARK = "Retry hint:"
+ROLES = ("system", "user", "assistant")
+_SYSTEM_KEYS = ("background", "content", "notes", "output")
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate: ~4 ASCII characters per token, one per other character."""
+    ascii_chars = sum(1 for ch in text if ch < "\x80")
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def merge_system(value: Any) -> str:
+    """Merge string / structured system messages into one text (seed 001)."""
+    if value in (None, "", []):
+        return ""
+    parts = value if isinstance(value, list) else [value]
+    background: list[str] = []
+    content: list[str] = []
+    notes: list[str] = []
+    output: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            content.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            raise ExecutorError(
+                f"system: expected text or {{background, content, notes, output}}, "
+                f"got {type(part).__name__}"
+            )
+        unknown = set(part) - set(_SYSTEM_KEYS)
+        if unknown:
+            raise ExecutorError(
+                f"system: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(_SYSTEM_KEYS)}"
+            )
+        for key, target in (("background", background), ("content", content)):
+            if part.get(key):
+                target.append(str(part[key]))
+        for key, target in (("notes", notes), ("output", output)):
+            items = part.get(key)
+            if items:
+                target.extend(str(i) for i in (items if isinstance(items, list) else [items]))
+    sections = ["\n".join(background), "\n".join(content)]
+    if notes:
+        sections.append("Notes:\n" + "\n".join(f"* {n}" for n in notes))
+    if output:
+        sections.append("Output:\n" + "\n".join(f"* {o}" for o in output))
+    return "\n\n".join(s.strip() for s in sections if s.strip())
+
+
+def build_system(
+    scene: str,
+    system: str = "",
+    intent: str = "",
+    tools: str = "",
+    hint: str | None = None,
+    constraint: str = "",
+) -> str:
+    """The final system prompt, in seed 000's order (empty sections left out)."""
+    sections = [scene, system, f"Intent: {intent}" if intent else "", tools]
+    if hint:
+        sections.append(f"{HINT_MARK} {hint}")
+    sections.append(constraint)
+    return "\n\n".join(s.strip() for s in sections if s and s.strip())
+
+
+def few_shot(messages: Any) -> list[dict[str, str]]:
+    """``messages:`` as chat messages: ``{role, content}`` or the short ``{user: text}`` form."""
+    if not messages:
+        return []
+    if not isinstance(messages, list):
+        raise ExecutorError("messages: expected a list of {role, content} (or {user: …}) items")
+    out = []
+    for item in messages:
+        if isinstance(item, Mapping) and "role" in item:
+            role, content = item.get("role"), item.get("content", "")
+        elif isinstance(item, Mapping) and len(item) == 1:
+            role, content = next(iter(item.items()))
+        else:
+            raise ExecutorError(f"messages: {item!r} is not {{role, content}} nor {{user: text}}")
+        if role not in ROLES:
+            raise ExecutorError(f"messages: role {role!r} must be one of {', '.join(ROLES)}")
+        out.append({"role": str(role), "content": "" if content is None else str(content)})
+    return out
+
+
+def select_history(pairs: Sequence[Sequence[str]], turns: int, max_tokens: int) -> list[list[str]]:
+    """The last ``turns`` [ask, answer] pairs, dropping the oldest beyond ``max_tokens``."""
+    if turns <= 0:
+        return []
+    chosen = [list(p) for p in pairs if isinstance(p, (list, tuple)) and len(p) == 2][-turns:]
+    total = sum(estimate_tokens(q) + estimate_tokens(a) for q, a in chosen)
+    while chosen and max_tokens and total > max_tokens:
+        q, a = chosen.pop(0)
+        total -= estimate_tokens(q) + estimate_tokens(a)
+    return chosen
+
+
+def tail(question: str, *, now: str = "", who: str = "", where: str = "") -> str:
+    """The dynamic tail: time and who is asking (when known), then the question."""
+    lines = []
+    if now:
+        lines.append(f"Time: {now}")
+    if who:
+        lines.append(f"From: {who}" + (f" ({where})" if where else ""))
+    return "\n".join(lines) + "\n\n" + question if lines else question
+
+
+def strip_tail(text: str) -> str:
+    """The question part of a tail message (the mock reads it)."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines) and lines[i].startswith(("Time: ", "From: ")):
+        i += 1
+    if i and i < len(lines) and lines[i] == "":
+        return "\n".join(lines[i + 1 :])
+    return text
+
+
+def layout(
+    system: str, shots: list[dict[str, str]], history: list[list[str]], question: str
+) -> list[dict[str, Any]]:
+    """Stable prefix (system, few-shot, history) + the dynamic tail."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    messages.extend(shots)
+    for ask, answer in history:
+        messages.append({"role": "user", "content": ask})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": question})
+    return messages
+
+
+# -- Jinja2 templates -------------------------------------------------------------------------
+
+_ENVS: dict[str, SandboxedEnvironment] = {}
+
+
+def template_path(name: str, rule_file: str, rules_dir: Path) -> Path:
+    """A template file relative to the rule's file, else to the rules directory."""
+    path = Path(name)
+    if path.is_absolute():
+        return path
+    for base in (Path(rule_file).parent, rules_dir if rules_dir.is_dir() else rules_dir.parent):
+        candidate = base / path
+        if candidate.is_file():
+            return candidate
+    return Path(rule_file).parent / path
+
+
+def template_names(path: Path) -> set[str]:
+    """Variables a template reads (so declared ones can be fetched from the store first)."""
+    env = _env(path.parent)
+    try:
+        source = path.read_text(encoding="utf-8")
+        return set(meta.find_undeclared_variables(env.parse(source)))
+    except OSError as exc:
+        raise ExecutorError(f"template {str(path)!r} cannot be read: {exc}") from None
+    except TemplateError as exc:
+        raise ExecutorError(f"template {str(path)!r}: {exc}") from None
+
+
+def render_template(path: Path, context: Mapping[str, Any]) -> str:
+    """Render ``path`` in a sandbox; an undefined name is an error naming it."""
+    env = _env(path.parent)
+    try:
+        return env.get_template(path.name).render(dict(context))
+    except TemplateError as exc:
+        line = getattr(exc, "lineno", None)
+        where = f"{path}:{line}" if line else str(path)
+        raise ExecutorError(f"template {where}: {exc}") from None
+
+
+def _env(folder: Path) -> SandboxedEnvironment:
+    key = str(folder.resolve())
+    env = _ENVS.get(key)
+    if env is None:
+        env = _ENVS[key] = SandboxedEnvironment(
+            loader=FileSystemLoader(key),
+            undefined=StrictUndefined,
+            autoescape=False,
+            keep_trailing_newline=False,
+            auto_reload=True,
+        )
+    return env

@@ -1,0 +1,328 @@
+"""Tools the model may call: rules and executors, the two call protocols, permissions.
+
+* A **rule** becomes a tool by declaring ``tool: {description, parameters}``
+  (parameters: a JSON Schema object). A call runs the whole rule through the
+  engine, as the same user in the same chat: ``QUESTION`` and the starting
+  ``STEP_RESULT`` are the arguments object (``{QUESTION[city]}`` reads one),
+  and the reply text is what the model gets back.
+* An **executor** is a tool as is: its ``input`` is the ``input`` argument and
+  its options are the other arguments.
+* **Native** protocol (default): OpenAI ``tools`` / ``tool_calls`` / ``tool``
+  messages. **Text** protocol (``tool_protocol: text``) for models without
+  function calling: the system prompt explains ``<tool_call>{"calls": […]}
+  </tool_call>`` (seed 002; the single-call ``{"name", "arguments"}`` form is
+  accepted too) and results come back as ``<tool_result>`` blocks.
+* Call ids are ours, ``call_<turn>_<index>`` (1-based), whatever the provider
+  sent, so requests are reproducible and each call gets the STEP_URI
+  ``<rule>/<step>/tool/<call id>``.
+* ``permissions`` are glob patterns over tool names: ``"w*"`` allows, ``"!delete_*"``
+  denies, a negative match always wins; with only negative patterns anything
+  else is allowed. A denied call is answered "permission denied", so the model
+  can tell the user instead of the run failing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import structlog
+
+from tmy.engine.values import to_text
+from tmy.errors import ExecutorError, TmyError
+from tmy.logs import preview
+from tmy.message import StepRecord
+
+log = structlog.get_logger("tmy.run")
+
+PROTOCOLS = ("native", "text")
+RESULT_LIMIT = 16_000
+MAX_DEPTH = 3
+_NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
+_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("tmy_llm_tool_depth", default=0)
+_TYPES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+}
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def validate_tool(raw: Any) -> dict[str, Any]:
+    """The ``tool:`` rule key: {description, parameters} (checked when rules load)."""
+    if not isinstance(raw, dict):
+        raise ValueError("expected {description: …, parameters: <JSON Schema object>}")
+    unknown = set(raw) - {"description", "parameters"}
+    if unknown:
+        raise ValueError(f"unknown key {sorted(unknown)[0]!r}; allowed: description, parameters")
+    description = raw.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("'description' is required: it tells the model when to call the tool")
+    params = raw.get("parameters") or EMPTY_SCHEMA
+    if not isinstance(params, dict) or params.get("type", "object") != "object":
+        raise ValueError("'parameters' must be a JSON Schema of type object")
+    try:
+        jsonschema.validators.validator_for(params).check_schema(params)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(f"'parameters' is not a valid JSON Schema: {exc.message}") from None
+    return {"description": description.strip(), "parameters": params}
+
+
+def tool_locals(tool: dict[str, Any]) -> set[str]:
+    """The argument names a tool rule may read as variables (``{city}``).
+
+    All-capitals names are left out: they would shadow run locals such as QUESTION.
+    """
+    props = tool["parameters"].get("properties") or {}
+    return {k for k in props if isinstance(k, str) and k.isidentifier() and k.upper() != k}
+
+
+def check_permissions(patterns: Any) -> list[str]:
+    """``permissions:`` as a list of glob patterns (one pattern may be given bare)."""
+    if patterns in (None, "", []):
+        return []
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError('permissions must be a list of glob patterns like "w*" or "!delete_*"')
+    return patterns
+
+
+def allowed(name: str, patterns: list[str]) -> bool:
+    """Glob permissions: a negative match denies; else any positive match (or none given) allows."""
+    if not patterns:
+        return True
+    if any(fnmatch.fnmatchcase(name, p[1:]) for p in patterns if p.startswith("!")):
+        return False
+    positive = [p for p in patterns if not p.startswith("!")]
+    return not positive or any(fnmatch.fnmatchcase(name, p) for p in positive)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A callable the model is offered: a rule with ``tool:``, or an executor."""
+
+    name: str  # as the model sees it
+    target: str  # the rule id or executor name
+    kind: str  # "rule" | "executor"
+    description: str
+    parameters: dict[str, Any]
+
+    def native(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def resolve(names: Any, services: Any) -> list[Tool]:
+    """The tools a step lists: rule ids first, then executor names."""
+    if not names:
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ExecutorError("tools must be a list of rule ids or executor names")
+    rules = services.engine.rulebook.by_id if services.engine is not None else {}
+    tools = []
+    for name in names:
+        rule = rules.get(name)
+        if rule is not None:
+            spec = rule.extras.get("tool")
+            if spec is None:
+                raise ExecutorError(
+                    f"tool {name!r}: rule {name!r} declares no 'tool:' "
+                    "{description, parameters}, so it cannot be a tool"
+                )
+            tools.append(
+                Tool(
+                    _NAME_RE.sub("_", name)[:64],
+                    name,
+                    "rule",
+                    spec["description"],
+                    spec["parameters"],
+                )
+            )
+            continue
+        executor = services.registry.get(name)
+        if executor is None:
+            raise ExecutorError(
+                f"tool {name!r} is neither a rule with 'tool:' nor an executor; "
+                f"{services.registry.suggest(name)}"
+            )
+        props: dict[str, Any] = {"input": {"type": "string", "description": "the input"}}
+        for opt_name, opt in executor.options.items():
+            kinds = opt.types if isinstance(opt.types, tuple) else (opt.types,)
+            json_types = [_TYPES[t] for t in kinds if t in _TYPES]
+            prop: dict[str, Any] = {"description": opt.doc} if opt.doc else {}
+            if json_types:
+                prop["type"] = json_types[0] if len(json_types) == 1 else json_types
+            props[opt_name] = prop
+        required = [n for n, o in executor.options.items() if o.required]
+        params = {
+            "type": "object",
+            "properties": props,
+            **({"required": required} if required else {}),
+        }
+        tools.append(
+            Tool(
+                _NAME_RE.sub("_", name)[:64],
+                name,
+                "executor",
+                executor.doc or f"the {name} executor",
+                params,
+            )
+        )
+    return tools
+
+
+def text_protocol(tools: list[Tool]) -> str:
+    """The system-prompt section that teaches the text tool-call protocol."""
+    lines = [
+        "Tools: you can call the tools below. To call, reply with only this block:",
+        '<tool_call>\n{"calls":[{"name":"<tool name>","arguments":{...}}]}\n</tool_call>',
+        "Several calls may share one block. Do not write call ids. Results come back in "
+        "<tool_result> blocks; when you have what you need, answer without a tool_call block.",
+        "Available tools:",
+    ]
+    for tool in tools:
+        schema = json.dumps(tool.parameters, ensure_ascii=False, sort_keys=True)
+        lines.append(f"- {tool.name}: {tool.description} Parameters (JSON Schema): {schema}")
+    return "\n".join(lines)
+
+
+def parse_text_calls(content: str) -> tuple[list[dict[str, Any]], str, str]:
+    """``<tool_call>`` blocks → (calls, the answer without them, a parse error or "")."""
+    calls: list[dict[str, Any]] = []
+    errors = []
+    for block in _CALL_RE.findall(content):
+        try:
+            data = json.loads(block)
+        except ValueError as exc:
+            errors.append(f"invalid JSON in <tool_call>: {exc}")
+            continue
+        items = data.get("calls") if isinstance(data, dict) and "calls" in data else [data]
+        for item in items if isinstance(items, list) else [items]:
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                errors.append(f"a call needs a 'name': {preview(item, 100)}")
+                continue
+            args = item.get("arguments", item.get("params", {}))
+            calls.append(
+                {
+                    "name": item["name"],
+                    "arguments": json.dumps(args, ensure_ascii=False)
+                    if not isinstance(args, str)
+                    else args,
+                }
+            )
+    cleaned = _CALL_RE.sub("", content).strip()
+    return calls, cleaned, "; ".join(errors)
+
+
+async def run_call(
+    ctx: Any, tools: dict[str, Tool], permissions: list[str], call: dict[str, Any], call_id: str
+) -> str:
+    """Run one call; the text the model gets back (errors included — they are its to handle)."""
+    uri = f"{ctx.uri}/tool/{call_id}"
+    name = call.get("name", "")
+    record = StepRecord(uri=uri, plugin=f"tool:{name}")
+    started = time.perf_counter()
+    try:
+        record.input = args = _arguments(call.get("arguments"))
+        tool = tools.get(name)
+        if tool is None:
+            raise _Refused(f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}")
+        if not allowed(name, permissions):
+            raise _Refused(f"permission denied: tool {name!r} is not allowed here")
+        error = jsonschema.exceptions.best_match(
+            jsonschema.validators.validator_for(tool.parameters)(tool.parameters).iter_errors(args)
+        )
+        if error is not None:
+            raise _Refused(f"invalid arguments for {name}: {error.message}")
+        if _DEPTH.get() >= MAX_DEPTH:
+            raise _Refused(f"tools nested deeper than {MAX_DEPTH} levels")
+        token = _DEPTH.set(_DEPTH.get() + 1)
+        try:
+            text = await _execute(ctx, tool, args, uri, record)
+        finally:
+            _DEPTH.reset(token)
+    except _Refused as exc:
+        record.error = text = str(exc)
+    except TmyError as exc:
+        record.error = str(exc)
+        text = f"error: {exc}"
+    if len(text) > RESULT_LIMIT:
+        text = text[:RESULT_LIMIT] + f"\n…(cut: {len(text)} characters in all)"
+    record.result = text
+    record.ms = round((time.perf_counter() - started) * 1000, 3)
+    ctx.run.records.append(record)
+    log.info(
+        "step.done",
+        uri=uri,
+        plugin=record.plugin,
+        input=preview(record.input),
+        result=preview(text),
+        error=record.error or None,
+        ms=record.ms,
+    )
+    return text
+
+
+class _Refused(Exception):
+    pass
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise _Refused(f"the arguments are not valid JSON ({exc}): {preview(raw, 200)}") from None
+    if not isinstance(value, dict):
+        raise _Refused(f"the arguments must be a JSON object, got {preview(value, 200)}")
+    return value
+
+
+async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record: StepRecord) -> str:
+    services = ctx.services
+    if tool.kind == "rule":
+        from tmy.rulebook.triggers import Match
+
+        rule = services.engine.rulebook.by_id.get(tool.target)
+        if rule is None:
+            raise _Refused(f"tool {tool.name!r}: rule {tool.target!r} is gone (rules reloaded?)")
+        groups = {k: v for k, v in args.items() if k.isidentifier() and k.upper() != k}
+        match = Match(rule, None, tool.target, args, groups)  # type: ignore[arg-type]
+        reply = await services.engine.run_rule(
+            match, ctx.message, ctx.run.trace_id, json.dumps(args, ensure_ascii=False)
+        )
+        record.extra["steps"] = [s.uri for s in reply.steps]
+        if reply.error:
+            record.error = reply.error
+            return f"error: {reply.error}"
+        return reply.text
+    from tmy.engine.scheduler import StepContext
+
+    spec = services.registry.get(tool.target)
+    cfg = {name: opt.default for name, opt in spec.options.items()}
+    extra = set(args) - set(cfg) - {"input"}
+    if extra:
+        raise _Refused(f"unknown argument {sorted(extra)[0]!r} for {tool.name}")
+    cfg.update({k: v for k, v in args.items() if k != "input"})
+    value = args.get("input", "")
+    result = await spec.run(value, cfg, StepContext(ctx.run, ctx.step, uri, record))
+    return to_text(result)
