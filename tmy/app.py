@@ -8,6 +8,7 @@ CLI commands and the test harness all go through here, so they behave alike.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,10 @@ class App:
         for hook in SERVICE_HOOKS:
             hook(services)
         self.engine = Engine(rulebook, services)
+        # The rulebook lives as long as the daemon: move it out of the collector's
+        # sight, or every full collection walks all rules (measurable at 10,000 rules).
+        gc.collect()
+        gc.freeze()
         log.info(
             "app.ready",
             rules=len(rulebook.rules),

@@ -9,6 +9,7 @@ contextvars), so ``grep <trace_id> data/tmy.log`` — or ``jq 'select(.trace_id
 from __future__ import annotations
 
 import atexit
+import contextvars
 import logging
 import sys
 import time
@@ -62,8 +63,20 @@ class Log:
     def bind(self, **kw: Any) -> Any:
         return self._get().bind(**kw)
 
-    def __getattr__(self, method: str) -> Any:
-        return getattr(self._get(), method)
+    def debug(self, event: str, **kw: Any) -> None:
+        self._get().debug(event, **kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._get().info(event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._get().warning(event, **kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._get().error(event, **kw)
+
+    def exception(self, event: str, **kw: Any) -> None:
+        self._get().exception(event, **kw)
 
 
 def get_logger(name: str) -> Log:
@@ -82,10 +95,6 @@ def _timestamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
 
 
 _stamp: list[Any] = [0, ""]
-
-
-def _dumps(obj: Any, **_: Any) -> bytes:
-    return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS, default=str)
 
 
 class JsonLines:
@@ -126,6 +135,7 @@ class JsonLines:
 
 _sink: JsonLines | None = None
 INFO_ENABLED = True  # read by the engine to skip building previews nobody will see
+DEBUG_ENABLED = False
 
 
 def flush() -> None:
@@ -134,9 +144,24 @@ def flush() -> None:
         _sink.flush()
 
 
+TRACE: contextvars.ContextVar[str | None] = contextvars.ContextVar("tmy_trace_id", default=None)
+
+
+def bind_trace(trace_id: str) -> contextvars.Token[str | None]:
+    """Tag every event logged in this context (this message's run) with ``trace_id``."""
+    return TRACE.set(trace_id)
+
+
 def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
-    """contextvars + level + timestamp + JSON in one processor (the hot path)."""
-    ctx = structlog.contextvars.get_contextvars()
+    """trace_id + structlog contextvars + level + timestamp + JSON in one processor.
+
+    One fused processor instead of structlog's chain: five events per message
+    make each microsecond here count.
+    """
+    trace_id = TRACE.get()
+    if trace_id is not None:
+        event["trace_id"] = trace_id
+    ctx = structlog.contextvars.get_contextvars()  # what plugins bind themselves
     if ctx:
         event = {**ctx, **event}
     event["level"] = "warning" if method == "warn" else method
@@ -146,7 +171,7 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
         event["exception"] = structlog.processors.format_exc_info(None, method, {"exc_info": exc})[
             "exception"
         ]
-    return _dumps(event)
+    return orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS, default=str)
 
 
 def configure(
@@ -156,7 +181,7 @@ def configure(
 
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
-    global _sink, INFO_ENABLED
+    global _sink, INFO_ENABLED, DEBUG_ENABLED
     lvl = LEVELS.get(str(level).lower())
     if lvl is None:
         from tmy.errors import ConfigError
@@ -180,5 +205,6 @@ def configure(
     )
     Log._cache.clear()
     INFO_ENABLED = lvl <= LEVELS["info"]
+    DEBUG_ENABLED = lvl <= LEVELS["debug"]
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr)
     atexit.register(flush)

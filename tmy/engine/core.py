@@ -19,7 +19,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
-import structlog
 
 from tmy import logs
 from tmy.config import Settings
@@ -131,37 +130,30 @@ class Engine:
         self._inflight += 1
         self._idle.clear()
         started = time.perf_counter()
-        structlog.contextvars.bind_contextvars(trace_id=trace_id)
+        token = logs.bind_trace(trace_id)
         try:
             reply = await self._handle(message, trace_id)
         finally:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-        if logs.INFO_ENABLED:
-            log.info(
+        if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
+            (log.info if reply.rule is not None else log.debug)(
                 "reply.sent",
                 rule=reply.rule,
                 answer=preview(reply.text),
                 error=reply.error,
                 ms=round((time.perf_counter() - started) * 1000, 3),
             )
-        structlog.contextvars.unbind_contextvars("trace_id")
+        logs.TRACE.reset(token)
         return reply
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
-        if logs.INFO_ENABLED:
-            log.info(
-                "message.received",
-                text=preview(text),
-                user=message.user,
-                chat=message.chat,
-                platform=message.platform,
-            )
         limit = self.settings.max_message_chars
         if len(text) > limit:
             error = f"message too long: {len(text)} characters (the limit is {limit})"
+            self._log_received("warning", message, text)
             log.warning("message.refused", reason=error)
             return Reply("", None, trace_id, error=error)
         if not message.is_admin and self.settings.admins:
@@ -174,9 +166,14 @@ class Engine:
         if match is None and rulebook.has_sessions:
             match = await self._session_match(rulebook, message, text)
         if match is None:
-            log.info("message.unmatched")
+            # Most messages in a group chat match nothing: they are debug-level
+            # noise, and logging them at info would dominate the daemon's cost.
+            if logs.DEBUG_ENABLED:
+                self._log_received("debug", message, text)
+                log.debug("message.unmatched")
             return Reply("", None, trace_id)
         if logs.INFO_ENABLED:
+            self._log_received("info", message, text)
             log.info(
                 "rule.matched",
                 rule=match.rule.id,
@@ -185,6 +182,15 @@ class Engine:
                 QUESTION=preview(match.question),
             )
         return await self.run_rule(match, message, trace_id, text)
+
+    def _log_received(self, level: str, message: Message, text: str) -> None:
+        getattr(log, level)(
+            "message.received",
+            text=preview(text),
+            user=message.user,
+            chat=message.chat,
+            platform=message.platform,
+        )
 
     async def _session_match(self, rulebook: Rulebook, message: Message, text: str) -> Match | None:
         try:
