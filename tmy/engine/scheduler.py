@@ -106,7 +106,6 @@ async def run_chain(run: Run) -> None:
         uri = step.uri(rule.id)
         run.locals["STEP_URI"] = uri
         run.locals["STEP_ERROR"] = ""
-        run.vars.forget()
         record = StepRecord(uri=uri, plugin=step.plugin)
         run.records.append(record)
         started = time.perf_counter()

@@ -1,9 +1,12 @@
 """A run's variables: locals in a dict, declared variables in the store.
 
-Declared variables are fetched from the store right before a value that names
-them is evaluated (one ``get_many`` round-trip per step for all of them) and
-written through at once. The per-step cache is dropped between steps so a
-step always sees what other runs stored meanwhile.
+Declared variables are fetched from the store the first time a run needs them
+(one ``get_many`` round-trip for all the names a value uses) and written
+through at once. A run keeps what it read — a snapshot, updated by its own
+writes — so a five-step chain does not re-read the same variable five times.
+Where freshness matters it is guaranteed: list modes and nested saves are
+atomic updates in the store, and a step that reads the variable it saves to
+re-reads it after taking the variable's lock.
 """
 
 from __future__ import annotations
