@@ -90,6 +90,11 @@ class Fault:
         return cls("raw", 200, body)
 
     @classmethod
+    def trickle(cls, every: float = 0.05) -> Fault:
+        """A stream that never ends: one small chunk every ``every`` seconds, no finish."""
+        return cls("trickle", delay=every)
+
+    @classmethod
     def cut(cls) -> Fault:
         """A stream (or body) that stops mid-way: the connection is dropped."""
         return cls("cut")
@@ -190,6 +195,15 @@ class FakeProvider:
             return web.json_response({"choices": [{"message": {"content": "too late"}}]})
         if fault.kind == "raw":
             return web.Response(status=fault.status, text=fault.body, content_type="text/html")
+        if fault.kind == "trickle":
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            try:
+                while True:  # each chunk well within any read timeout; the whole: never done
+                    await response.write(_sse(_chunk(body, {"content": "."})))
+                    await asyncio.sleep(fault.delay)
+            except (ConnectionError, asyncio.CancelledError):
+                return response
         # cut: start the answer, then drop the connection
         response = web.StreamResponse(
             headers={

@@ -1,4 +1,4 @@
-"""The Q&A step, the scenes, contracts, history and the TESTONLY mock — through the engine.
+"""The Q&A step, its options, prompt authoring, history and the TESTONLY mock — through the engine.
 
 Rules run in :class:`tmy.testing.Bot` (real engine, real SQLite store); the
 model is either the TESTONLY mock (no llm config) or the fake provider on
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from llm_fake_provider import FakeProvider, Fault, Reply
+from llm_fake_provider import FakeProvider, Fault
 
 from tmy.engine.variables import conversation_key
 from tmy.message import Message
@@ -64,6 +64,30 @@ async def test_mock_is_the_default_and_derives_an_answer_from_the_input() -> Non
         assert await bot.say("t hello there") == reply.text  # deterministic
 
 
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("returns: int", len("one two three")),
+        ("returns: float", len("one two three") / 2),
+        ("returns: bool", True),
+        ("returns: list", ["one", "two", "three"]),
+        ("returns: dict", {"answer": "one two three"}),
+        ("returns: str", "[TESTONLY mock · 0 earlier turns] You said: one two three"),
+        ("choices: [zero, two, four]", "two"),  # the first choice the question names
+        ("choices: [7, 8]", 7),  # none named: the first
+        (
+            "output: {type: object, properties: {n: {type: integer, maximum: 5}}}",
+            {"n": 5},
+        ),
+    ],
+)
+async def test_mock_derives_a_value_of_the_contracted_type(option: str, expected: Any) -> None:
+    async with Bot({"r.yaml": rules(ASK + f"        {option}\n")}) as bot:
+        reply = await bot.ask("t one two three")
+        assert reply.error is None and reply.steps[0].result == expected
+        assert await bot.say("t one two three") == reply.text  # deterministic
+
+
 async def test_mock_response_command() -> None:
     async with Bot({"r.yaml": rules(ASK)}) as bot:
         assert await bot.say("t MOCK:RESPONSE:exactly this, please") == "exactly this, please"
@@ -110,203 +134,38 @@ async def test_mock_true_and_false_drive_when_llm() -> None:
         assert reply.steps[0].extra["when_llm"][0]["verdict"] is False
 
 
-# -- scenes --------------------------------------------------------------------------------------
+# -- step options ------------------------------------------------------------------------------
 
 
-async def test_general_scene_prompt_intent_and_temperature(provider: FakeProvider) -> None:
-    steps = ASK + '        system: "Be brief."\n'
-    async with Bot({"r.yaml": rules(steps, intent="help with cooking")}, llm=on(provider)) as bot:
-        await bot.say("t how long to boil an egg?")
-    body = provider.seen()[0]
-    assert body["temperature"] == 0.7
-    assert body["messages"][0] == {
-        "role": "system",
-        "content": (
-            "You are a helpful assistant in a chat. Answer in the language of the question.\n\n"
-            "Be brief.\n\nIntent: help with cooking"
-        ),
-    }
-
-
-async def test_branch_scene_runs_or_skips_the_step(provider: FakeProvider) -> None:
-    steps = """      - plugin: ADJUST
-        input: "weather step ran"
-        when_llm: "the message asks about the weather"
-"""
-    provider.script("fake", [Reply("1"), Reply("0")])
-    custom = {"scene_prompts": {"branch": "Judge strictly."}}
-    async with Bot(
-        {"r.yaml": rules(steps, intent="a weather bot")}, llm=on(provider, **custom)
-    ) as bot:
-        assert await bot.say("t rain tomorrow?") == "weather step ran"
-        reply = await bot.ask("t tell me a joke")
-        assert reply.text == "tell me a joke" and reply.steps[0].skipped
-    judge = provider.seen()[0]
-    assert judge["temperature"] == 0.1
-    system = judge["messages"][0]["content"]
-    assert system.startswith("Judge strictly.\n\nIntent: a weather bot\n\nOutput format: 1-or-0")
-    assert judge["messages"][1]["content"] == (
-        "Condition: the message asks about the weather\n\nContent:\nrain tomorrow?"
-    )
-
-
-async def test_branch_scene_ambiguous_answer_retries_with_a_hint(provider: FakeProvider) -> None:
-    steps = """      - plugin: ADJUST
-        input: "ran"
-        when_llm: "it is a greeting"
-"""
-    provider.script("fake", [Reply("Probably yes"), Reply("1.")])
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
-        assert await bot.say("t hi") == "ran"
-    first, second = provider.seen()
-    assert "Retry hint:" not in first["messages"][0]["content"]
-    hinted = second["messages"][0]["content"]
-    assert (
-        "Retry hint: Your previous answer was rejected: the answer 'Probably yes' is neither"
-        in (hinted)
-    )
-    assert hinted.index("Retry hint:") < hinted.index("Output format: 1-or-0")
-
-
-async def test_branch_scene_keeps_ambiguous_then_errors(provider: FakeProvider) -> None:
-    steps = """      - plugin: ADJUST
-        when_llm: {condition: "it is a greeting", retries: 1}
-"""
-    provider.default = lambda body: Reply("I cannot say")
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
-        reply = await bot.ask("t hi")
-        assert reply.error.startswith(
-            "when_llm: the model's answer did not meet the output "
-            "contract after 2 attempts: the answer 'I cannot say'"
-        )
-    assert len(provider.seen()) == 2
-
-
-async def test_mock_fail_in_the_branch_scene_is_an_error() -> None:
-    steps = """      - plugin: ADJUST
-        when_llm: "anything"
-"""
-    async with Bot({"r.yaml": rules(steps)}) as bot:
-        reply = await bot.ask("t MOCK:FAIL")
-        assert reply.error is not None and reply.error.startswith("when_llm: ")
-        assert len(reply.steps[0].extra["when_llm"][0]["calls"]) == 3
-
-
-async def test_loop_scene_repeats_while_the_model_says_1() -> None:
-    text = """
-variables:
-  queue: {scope: user, default: ["MOCK:TRUE", "MOCK:TRUE", "MOCK:FALSE", "left over"]}
-rules:
-  - id: drain
-    triggers: ["drain"]
-    steps:
-      - plugin: ADJUST
-        input: SHIFT
-        INPUT: queue
-        while_llm: "there is more work"
-"""
-    async with Bot({"r.yaml": text}) as bot:
-        reply = await bot.ask("drain")
-        assert reply.text == "MOCK:FALSE"
-        assert await bot.var("queue") == ["left over"]
-        record = reply.steps[0]
-        assert record.extra["loops"] == 3 and len(record.extra["while_llm"]) == 3
-        assert all(j["scene"] == "loop" for j in record.extra["while_llm"])
-
-
-async def test_loop_scene_stops_at_max_loops() -> None:
-    steps = """      - plugin: ADJUST
-        input: "MOCK:TRUE again"
-        while_llm: "keep going"
-        max_loops: 4
-"""
-    async with Bot({"r.yaml": rules(steps)}) as bot:
-        reply = await bot.ask("t go")
-        assert reply.error is None
-        assert reply.steps[0].extra["loops"] == 4 and reply.steps[0].extra["loops_capped"]
-        assert len(reply.steps[0].extra["while_llm"]) == 3
-
-
-# -- contracts ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("option", "answer", "expected"),
-    [
-        ("returns: int", " 42. ", 42),
-        ("returns: float", "3.5", 3.5),
-        ("returns: bool", "False", False),
-        ("returns: list", 'Here: ```json\n["a", "b"]\n```', ["a", "b"]),
-        ("returns: dict", '{"k": 1}', {"k": 1}),
-        ("returns: str", "  plain  ", "plain"),
-        ('choices: ["red", "green"]', "Green.", "green"),
-    ],
-)
-async def test_returns_and_choices_parse_the_answer(
-    provider: FakeProvider, option: str, answer: str, expected: Any
-) -> None:
-    steps = ASK + f"        {option}\n        save: got\n"
-    provider.script("fake", [Reply(answer)])
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
-        reply = await bot.ask("t q")
-        assert reply.error is None
-        assert reply.steps[0].result == expected
-    system = provider.seen()[0]["messages"][0]["content"]
-    assert "Output format:" in system
-
-
-async def test_output_schema_forces_json_and_repairs(provider: FakeProvider) -> None:
+async def test_step_options_reach_the_request(provider: FakeProvider) -> None:
     steps = (
         ASK
-        + """        output:
-          type: object
-          properties:
-            translation: {type: string}
-            confidence: {type: number, minimum: 0, maximum: 1}
-          required: [translation, confidence]
+        + """        system: "You serve {USER_NAME}."
+        model: other
+        temperature: 0.3
+        max_tokens: 50
+        stream: true
 """
     )
-    provider.script(
-        "fake",
-        [Reply('{"translation": "Hallo"}'), Reply('{"translation": "Hallo", "confidence": 0.9}')],
-    )
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
-        reply = await bot.ask("t hello")
-        assert reply.error is None
-        assert reply.steps[0].result == {"translation": "Hallo", "confidence": 0.9}
-        assert reply.steps[0].extra["llm"]["repairs"] == 1
-    first, second = provider.seen()
-    assert first["response_format"] == {"type": "json_object"}
-    assert '"required": [\n    "translation"' in first["messages"][0]["content"]
-    assert "'confidence' is a required property" in second["messages"][0]["content"]
+    config = on(provider)
+    config["models"]["other"] = {"base_url": provider.base_url, "model": "other-id"}
+    async with Bot({"r.yaml": rules(steps)}, llm=config) as bot:
+        reply = await bot.ask("t hi", user_name="Ann")
+        assert reply.text == "echo: hi" and reply.steps[0].extra["llm"]["model"] == "other"
+    (body,) = provider.seen()
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("other-id", 0.3, 50)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"][0]["content"].endswith("\n\nYou serve Ann.")
 
 
-async def test_output_schema_gives_up_with_a_clear_error(provider: FakeProvider) -> None:
-    steps = ASK + "        output: {type: object, required: [n]}\n        retries: 1\n"
-    provider.default = lambda body: Reply("no JSON here")
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
-        reply = await bot.ask("t hi")
-        assert reply.error == (
-            "the model's answer did not meet the output contract after 2 "
-            "attempts: the answer is not valid JSON: 'no JSON here'"
-        )
-    assert len(provider.seen()) == 2
-
-
-async def test_output_yaml_on_the_mock() -> None:
-    steps = (
-        ASK
-        + """        format: yaml
-        output:
-          type: object
-          properties: {title: {type: string}, tags: {type: array, items: {type: string}}}
-          required: [title, tags]
-"""
-    )
-    async with Bot({"r.yaml": rules(steps)}) as bot:
-        reply = await bot.ask("t a poem")
-        assert reply.error is None
-        assert reply.steps[0].result == {"title": "a poem", "tags": ["a poem"]}
+async def test_model_settings_apply_when_the_step_sets_none(provider: FakeProvider) -> None:
+    config = on(provider)
+    config["models"]["fake"].update(temperature=0.2, max_tokens=99, headers={"X-Title": "tmy"})
+    async with Bot({"r.yaml": rules(ASK)}, llm=config) as bot:
+        await bot.say("t hi")
+    (body,) = provider.seen()
+    assert (body["temperature"], body["max_tokens"]) == (0.2, 99)
+    assert provider.requests[0]["headers"]["X-Title"] == "tmy"
 
 
 # -- prompt authoring -------------------------------------------------------------------------
@@ -394,6 +253,8 @@ async def test_history_is_kept_per_conversation_and_replaced_by_step_summary(
         await bot.say("chat one")
         await bot.say("chat two")
         await bot.say("chat other user", user="someone-else")
+        await bot.say("chat other chat", chat="room-7")
+        await bot.say("chat other platform", platform="irc")
         await bot.say("summarise")
         provider.script("fake", [Fault.http(400, "rejected")])
         assert (await bot.ask("chat lost")).error is not None  # a failed Q&A keeps the summary
@@ -407,12 +268,13 @@ async def test_history_is_kept_per_conversation_and_replaced_by_step_summary(
             is MISSING
         )
     bodies = provider.seen()
-    del bodies[3]  # the failed one
+    del bodies[5]  # the failed one
     roles = lambda body: [(m["role"], m["content"]) for m in body["messages"][1:-1]]  # noqa: E731
     assert roles(bodies[1]) == [("user", "one"), ("assistant", "echo: one")]
-    assert roles(bodies[2]) == []  # another user: another conversation
-    assert roles(bodies[3]) == [("user", "What did we discuss?"), ("assistant", "Cats and dogs.")]
-    assert roles(bodies[4]) == [
+    # another user, another chat, another platform: each is another conversation
+    assert roles(bodies[2]) == roles(bodies[3]) == roles(bodies[4]) == []
+    assert roles(bodies[5]) == [("user", "What did we discuss?"), ("assistant", "Cats and dogs.")]
+    assert roles(bodies[6]) == [
         ("user", "What did we discuss?"),
         ("assistant", "Cats and dogs."),
         ("user", "three"),
@@ -424,12 +286,29 @@ async def test_request_prefix_is_byte_identical_across_turns(provider: FakeProvi
     async with Bot({"r.yaml": CHAT}, llm=on(provider)) as bot:
         for word in ("first", "second", "third"):
             await bot.say(f"chat {word}")
-    bodies = provider.seen()
+        await bot.say("chat hello", user="zoe", user_name="Zoe")
+    *bodies, zoe = provider.seen()
     for before, after in itertools.pairwise(bodies):
         stable = len(before["messages"]) - 1  # all but the dynamic tail
         assert orjson.dumps(after["messages"][:stable]) == orjson.dumps(before["messages"][:stable])
         assert orjson.dumps(after["tools"]) == orjson.dumps(before["tools"])
-        assert after["messages"][-1]["content"].startswith("Time: ")
+    # system + tools are the same bytes for every turn and every user
+    assert orjson.dumps([zoe["messages"][0], zoe["tools"]]) == orjson.dumps(
+        [bodies[0]["messages"][0], bodies[0]["tools"]]
+    )
+    # the dynamic tail: time, who is asking, then the question
+    tail = bodies[-1]["messages"][-1]["content"].split("\n")
+    assert tail[0].startswith("Time: ") and tail[1:] == [
+        "From: tester (chat private:tester on test)",
+        "",
+        "third",
+    ]
+    assert zoe["messages"][-1]["content"].split("\n")[1:] == [
+        "From: Zoe (id zoe) (chat private:zoe on test)",
+        "",
+        "hello",
+    ]
+    assert "Time:" not in bodies[-1]["messages"][0]["content"]
 
 
 async def test_history_is_bounded_by_turns_and_tokens(provider: FakeProvider) -> None:

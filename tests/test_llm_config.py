@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_fake_provider import FakeProvider, Reply
+from llm_fake_provider import FakeProvider, Fault, Reply
 from structlog.testing import capture_logs
 
 import tmy.llm
@@ -23,6 +23,8 @@ from tmy.errors import ConfigError, RuleError
 from tmy.llm.config import MOCK, load_config
 from tmy.llm.executor import llm_step
 from tmy.llm.inspect import inspect
+from tmy.llm.usage import keys, today
+from tmy.message import Message
 from tmy.testing import Bot
 
 REPO = Path(__file__).resolve().parent.parent
@@ -209,6 +211,39 @@ async def test_daily_budget_for_everyone(provider: FakeProvider) -> None:
     assert len(provider.seen()) == 2
 
 
+@pytest.mark.parametrize(
+    ("limits", "counter", "message"),
+    [
+        (
+            {"per_user_daily_tokens": 100},
+            "user",
+            "the daily LLM budget for ann is used up (100 of 100 tokens today; "
+            "llm.budget.per_user_daily_tokens)",
+        ),
+        (
+            {"daily_tokens": 100},
+            "all",
+            "the daily LLM budget is used up (100 of 100 tokens today; llm.budget.daily_tokens)",
+        ),
+    ],
+)
+async def test_a_spent_budget_sends_no_request_at_all(
+    provider: FakeProvider, limits: dict[str, int], counter: str, message: str
+) -> None:
+    steps = BUDGET_RULES + '        system: "x"\n  - {id: j, triggers: ["judge *"], steps: '
+    steps += '[{plugin: ADJUST, when_llm: "it is a question"}]}\n'
+    async with Bot({"r.yaml": steps}, llm=budget(provider, **limits)) as bot:
+        ann = Message("", user="ann", platform="test")
+        spent = {"prompt": 60, "completion": 40, "cached": 0, "calls": 3}
+        await bot.engine.services.store.set(keys(today(bot.engine.tz), ann)[counter], spent)
+        reply = await bot.ask("ask anything", user="ann")
+        assert reply.error == message
+        assert reply.text == f"Not now: {message}"
+        reply = await bot.ask("judge anything?", user="ann")  # judgements are LLM calls too
+        assert reply.error == f"when_llm: {message}"
+    assert provider.requests == []  # the server saw nothing
+
+
 # -- the inspector and ask --json ---------------------------------------------------------------
 
 INSPECT_RULES = """
@@ -276,8 +311,8 @@ async def _cli(*args: str) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
-def _common(tmp_path: Path) -> list[str]:
-    (tmp_path / "tmy.yaml").write_text("llm: {}\n")
+def _common(tmp_path: Path, llm: dict[str, Any] | None = None) -> list[str]:
+    (tmp_path / "tmy.yaml").write_text(json.dumps({"llm": llm or {}}))  # JSON is YAML
     return [
         "--config",
         str(tmp_path / "tmy.yaml"),
@@ -291,19 +326,17 @@ def _common(tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "entry",
-    [
-        ["run.py"],
-        ["-m", "tmy.llm"],
-    ],
-)
-async def test_ctx_command(entry: list[str], tmp_path: Path) -> None:
-    code, out, err = await _cli(*entry, "ctx", *_common(tmp_path), "ai hello")
+async def test_ctx_command(tmp_path: Path) -> None:
+    code, out, err = await _cli("run.py", "ctx", *_common(tmp_path), "--chat", "team", "ai hello")
     assert code == 0, err
     assert out.startswith("# rule llm-chat · step llm-chat/0 · scene general\n")
-    code, out, _ = await _cli(*entry, "ctx", "--json", *_common(tmp_path), "ai hello")
+    assert "# tokens today for u1: 0 prompt" in out
+    body = json.loads(out[out.index("\n{") :])
+    assert "From: u1 (chat team on console)" in body["messages"][-1]["content"]
+    code, out, _ = await _cli("run.py", "ctx", "--json", *_common(tmp_path), "ai hello")
     assert json.loads(out)["messages"][-1]["content"].endswith("\n\nhello")
+    code, out, _ = await _cli("run.py", "ctx", *_common(tmp_path), "nothing matches this")
+    assert code == 1 and "no rule matched" in out
 
 
 @pytest.mark.slow
@@ -317,21 +350,35 @@ async def test_ask_json_shows_model_tokens_and_retries(tmp_path: Path) -> None:
     assert stats["prompt_tokens"] > 0 and stats["calls"][0]["completion_tokens"] > 0
 
 
-# -- the sample rules ----------------------------------------------------------------------------
-
-
-async def test_sample_rules_work_offline_on_the_mock() -> None:
-    async with Bot(REPO / "rules" / "llm.yaml") as bot:
-        assert await bot.say("ai hello") == "[TESTONLY mock · 0 earlier turns] You said: hello"
-        assert await bot.say("and then?") == (  # the session keeps the chat going
-            "[TESTONLY mock · 1 earlier turns] You said: and then?"
-        )
-        assert await bot.say("ai reset") == "Done — I start afresh."
-        assert (await bot.say("ai again")).startswith("[TESTONLY mock · 1 earlier turns]")
-        assert await bot.say("translate bonjour") == "bonjour (from bonjour)"
-        assert (await bot.say("question is the weather nice?")).startswith("(Tip: for a forecast")
-        assert not (await bot.say("question who wrote Hamlet?")).startswith("(Tip")
-        answer = await bot.say('assistant MOCK:TOOL:forecast:{"city": "Paris"}')
-        assert (
-            answer == "[TESTONLY mock] tool results: Paris: sunny, 21 °C, light wind (sample data)"
-        )
+@pytest.mark.slow
+async def test_cli_against_a_provider_ctx_sends_nothing_ask_json_shows_the_calls(
+    provider: FakeProvider, tmp_path: Path
+) -> None:
+    config = {
+        "models": {"fake": {"base_url": provider.base_url, "model": "fake-id"}},
+        "backoff_base": 0.001,
+    }
+    args = _common(tmp_path, config)
+    code, out, err = await _cli("run.py", "ctx", *args, "--chat", "room", "ai hello")
+    assert code == 0, err
+    assert f"# POST {provider.base_url}/chat/completions · model fake (fake-id)" in out
+    body = json.loads(out[out.index("\n{") :])
+    assert body["model"] == "fake-id" and "From: u1 (chat room on console)" in str(body)
+    assert provider.requests == []  # ctx sent nothing
+    provider.script("fake-id", [Fault.http(503, "busy"), Reply("hi there", cached_tokens=4)])
+    code, out, err = await _cli("run.py", "ask", "--json", *args, "--chat", "room", "ai hello")
+    assert code == 0, err
+    reply = json.loads(out)
+    assert reply["answer"] == "hi there"
+    stats = reply["steps"][0]["extra"]["llm"]
+    assert (stats["model"], stats["retries"], stats["prompt_tokens"]) == ("fake", 1, 10)
+    assert (stats["completion_tokens"], stats["cached_tokens"]) == (5, 4)
+    (call,) = stats["calls"]
+    assert call["requests"] == 2 and len(call["waited_s"]) == 1
+    assert len(provider.requests) == 2
+    # what ctx printed is what ask sent (but for the time in the dynamic tail)
+    sent = provider.seen()[1]
+    assert {**sent, "messages": None} == {**body, "messages": None}
+    assert sent["messages"][:-1] == body["messages"][:-1]
+    tail = lambda m: m[-1]["content"].split("\n")[1:]  # noqa: E731
+    assert tail(sent["messages"]) == tail(body["messages"])

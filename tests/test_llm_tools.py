@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from llm_fake_provider import FakeProvider, Reply
 
+from tmy import logs
 from tmy.llm.tools import allowed, parse_text_calls
 from tmy.testing import Bot
 
@@ -177,6 +179,54 @@ async def test_a_model_that_never_stops_calling_tools(provider: FakeProvider) ->
     assert ids == ["call_1_1", "call_2_1"]
 
 
+async def test_the_default_limit_is_12_turns(provider: FakeProvider) -> None:
+    provider.default = lambda body: Reply(
+        None, tool_calls=[{"name": "weather", "arguments": {"city": "Loop"}}]
+    )
+    async with Bot({"r.yaml": tool_rules()}, llm=on(provider)) as bot:
+        reply = await bot.ask("ask forever")
+        assert reply.error == (
+            "the model was still calling tools (weather) after 12 turns (max_tool_turns)"
+        )
+        assert len(reply.steps) == 1 + 11  # the LLM step, then one tool call per earlier turn
+        assert reply.steps[-1].uri == "assistant/0/tool/call_11_1"
+    assert len(provider.seen()) == 12
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "tmy.log"
+    logs.configure("info", path)
+    yield path
+    logs.configure("warning")
+
+
+async def test_each_tool_call_is_logged_as_a_step(provider: FakeProvider, log_file: Path) -> None:
+    provider.script(
+        "fake",
+        [
+            Reply(None, tool_calls=[{"name": "weather", "arguments": {"city": "Bern"}}]),
+            Reply(None, tool_calls=[{"name": "delete_user", "arguments": {}}]),
+            Reply("Bern is sunny."),
+        ],
+    )
+    async with Bot({"r.yaml": tool_rules()}, llm=on(provider)) as bot:
+        reply = await bot.ask("ask bern")
+        assert reply.text == "Bern is sunny."
+    logs.flush()
+    events = [json.loads(line) for line in log_file.read_text().splitlines()]
+    mine = [e for e in events if e.get("trace_id") == reply.trace_id]
+    done = {e["uri"]: e for e in mine if e["event"] == "step.done"}
+    assert done["assistant/0/tool/call_1_1"]["plugin"] == "tool:weather"
+    assert done["assistant/0/tool/call_1_1"]["result"] == "Sunny in Bern"
+    assert done["weather/0"]["result"] == "Sunny in Bern"  # the tool rule's own step
+    assert done["assistant/0/tool/call_2_1"]["error"].startswith("permission denied")
+    assert done["assistant/0"]["result"] == "Bern is sunny."
+    calls = [e for e in mine if e["event"] == "llm.call"]
+    assert [e["uri"] for e in calls] == ["assistant/0"] * 3
+    assert all(e["model"] == "fake" and e["prompt_tokens"] == 10 for e in calls)
+
+
 async def test_text_protocol_on_the_mock() -> None:
     async with Bot({"r.yaml": tool_rules("text")}) as bot:
         reply = await bot.ask('ask MOCK:TOOL:weather:{"city": "Lima"}')
@@ -250,3 +300,37 @@ def test_text_protocol_parsing() -> None:
     assert calls == [] and error.startswith("invalid JSON in <tool_call>")
     calls, _, _ = parse_text_calls('<tool_call>{"name": "c", "params": {"y": 2}}')  # unterminated
     assert calls == [{"name": "c", "arguments": '{"y": 2}'}]
+
+
+async def test_a_tool_rule_leaves_the_callers_session_and_summary_alone() -> None:
+    """A rule run as a tool must not open its session or store its STEP_SUMMARY
+    for the user's conversation: those belong to the rule the user reached."""
+    rules = """
+rules:
+  - id: caller
+    triggers: ["assistant *"]
+    steps:
+      - plugin: LLM
+        tools: [probe]
+  - id: probe
+    session: 60
+    tool:
+      description: "a tool that would open a session"
+      parameters: {type: object, properties: {}}
+    steps:
+      - plugin: ADJUST
+        input: ["asked", "answered"]
+        save: STEP_SUMMARY
+      - plugin: ADJUST
+        input: "probed"
+"""
+    from tmy.message import Message
+    from tmy.testing import Bot
+
+    async with Bot({"t.yaml": rules}) as bot:
+        reply = await bot.ask("assistant MOCK:TOOL:probe:{}")
+        assert reply.error is None and "probed" in reply.text
+        assert any(s.uri.startswith("caller/0/tool/") for s in reply.steps)
+        follow_up = await bot.ask("and now?")
+        assert follow_up.rule is None  # no session was opened by the tool rule
+        assert await bot.engine.summary_for(Message("", user="tester", platform="test")) is None

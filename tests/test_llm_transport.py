@@ -3,8 +3,10 @@
 Non-streaming and SSE answers, cached-token usage in both providers' shapes,
 and the faults: 429 with Retry-After, 500 then success, a slow answer past the
 timeout, a non-JSON body, a stream cut mid-way, fallback models — each with the
-number of requests the server saw. Backoff is shrunk (``backoff_base``,
-``retry_after_cap``) so the retries cost milliseconds; nothing asserts time.
+number of requests the server saw; odd bodies, the step deadline, API keys from
+the environment, and 100 concurrent conversations. Backoff is shrunk
+(``backoff_base``, ``retry_after_cap``) so the retries cost milliseconds; nothing
+asserts time. The retry policy in detail is in test_llm_retry.py.
 """
 
 from __future__ import annotations
@@ -77,9 +79,13 @@ async def test_non_streaming_answer_and_openai_cached_tokens(provider: FakeProvi
         assert body["messages"][-1]["content"].endswith("capital of France?")
         message = Message("", user="tester", platform="test")
         counters = keys(today(bot.engine.tz), message)
-        user = await bot.engine.services.store.get(counters["user"])
-        assert user["prompt"] == 120 and user["cached"] == 96 and user["calls"] == 1
-        assert user["models"] == {"main": 123}
+        store = bot.engine.services.store
+        for scope in ("user", "chat", "all"):  # per user, per chat, everyone; for today
+            counted = await store.get(counters[scope])
+            assert (counted["prompt"], counted["completion"], counted["cached"]) == (120, 3, 96)
+            assert counted["calls"] == 1 and counted["models"] == {"main": 123}
+            assert counted["latency_ms"] == stats["calls"][0]["latency_ms"] > 0
+        assert counters["user"].endswith("/user/test/tester")
 
 
 async def test_sse_stream_with_usage_chunk_and_deepseek_cache_field(provider: FakeProvider) -> None:
@@ -109,6 +115,8 @@ async def test_429_with_retry_after_is_retried(provider: FakeProvider) -> None:
         assert reply.text == "fine"
         assert len(provider.seen("main-model")) == 2
         assert llm_stats(reply)["retries"] == 1
+        # Retry-After: 1 was honoured, up to retry_after_cap (0.02 s here)
+        assert llm_stats(reply)["calls"][0]["waited_s"] == [0.02]
 
 
 async def test_429_retry_after_ms_then_exhausted_falls_back(provider: FakeProvider) -> None:
@@ -122,13 +130,18 @@ async def test_429_retry_after_ms_then_exhausted_falls_back(provider: FakeProvid
         call = llm_stats(reply)["calls"][0]
         assert call["model"] == "backup" and call["requests"] == 4
         assert "HTTP 429: quota" in call["failed_models"][0]
+        assert "(gave up after 3 attempts)" in call["failed_models"][0]
+        assert call["waited_s"] == [0.005, 0.005]  # retry-after-ms: 5, before each retry
 
 
 async def test_500_then_success(provider: FakeProvider) -> None:
     provider.script("main-model", [Fault.http(500, "internal"), Reply("recovered")])
     async with Bot({"r.yaml": RULES}, llm=llm(provider)) as bot:
-        assert await bot.say("ask hi") == "recovered"
+        reply = await bot.ask("ask hi")
+        assert reply.error is None and reply.text == "recovered"
         assert len(provider.seen("main-model")) == 2
+        (waited,) = llm_stats(reply)["calls"][0]["waited_s"]  # no Retry-After: backoff
+        assert 0.00075 <= waited <= 0.001  # backoff_base 0.001 · 2⁰, jitter in (0.75, 1]
 
 
 async def test_every_model_failing_names_each(provider: FakeProvider) -> None:
@@ -142,14 +155,6 @@ async def test_every_model_failing_names_each(provider: FakeProvider) -> None:
         assert "backup:" in reply.error and "HTTP 502: also down" in reply.error
         assert reply.text.startswith("LLM trouble: ")
         assert len(provider.seen()) == 4
-
-
-async def test_client_error_is_not_retried(provider: FakeProvider) -> None:
-    provider.script("main-model", [Fault.http(400, "context too long")])
-    async with Bot({"r.yaml": RULES}, llm=llm(provider)) as bot:
-        reply = await bot.ask("ask hi")
-        assert "HTTP 400: context too long" in reply.error
-        assert len(provider.seen()) == 1
 
 
 async def test_slow_answer_past_the_timeout(provider: FakeProvider) -> None:
@@ -170,6 +175,18 @@ async def test_step_deadline_bounds_the_whole_step(provider: FakeProvider) -> No
         assert len(provider.seen()) == 1
 
 
+async def test_a_stream_that_never_ends_is_stopped_by_the_step_deadline(
+    provider: FakeProvider,
+) -> None:
+    rules = RULES.replace('system: "Answer briefly."', "deadline: 0.3")
+    provider.script("main-model", [Fault.trickle(0.02)])  # never silent long enough to time out
+    async with Bot({"r.yaml": rules}, llm=llm(provider, timeout=30, stream=True)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error == "the LLM step ran past its deadline of 0.3 s"
+        assert reply.text == "LLM trouble: the LLM step ran past its deadline of 0.3 s"
+    assert len(provider.seen()) == 1
+
+
 async def test_non_json_body_is_a_clear_error(provider: FakeProvider) -> None:
     provider.script("main-model", [Fault.not_json("<html>Bad Gateway from the proxy</html>")])
     async with Bot({"r.yaml": RULES}, llm=llm(provider)) as bot:
@@ -179,6 +196,27 @@ async def test_non_json_body_is_a_clear_error(provider: FakeProvider) -> None:
             "<html>Bad Gateway from the proxy</html>"
         )
         assert len(provider.seen()) == 1  # the same answer would come again: not retried
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("", "Failed to parse API response as JSON. Raw response: "),
+        ('{"choices": 5}', "unexpected API response shape ("),
+        ('{"choices": [{"message": "hi"}]}', "unexpected API response shape ("),
+        ('{"choices": [{"message": {"tool_calls": [7]}}]}', "unexpected API response shape ("),
+        ("[1, 2]", "unexpected API response (not an object): [1, 2]"),
+        ('{"id": "x"}', 'the API response has no choices: {"id":"x"}'),
+        ('{"error": {"message": "quota exceeded"}}', "the provider returned an error: quota"),
+    ],
+)
+async def test_odd_bodies_are_clear_errors(provider: FakeProvider, body: str, error: str) -> None:
+    provider.script("main-model", [Fault.not_json(body)])
+    async with Bot({"r.yaml": RULES}, llm=llm(provider)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error is not None and reply.error.startswith(error), reply.error
+        assert reply.text == f"LLM trouble: {reply.error}"
+    assert len(provider.seen()) == 1
 
 
 async def test_non_json_body_is_truncated(provider: FakeProvider) -> None:
@@ -214,6 +252,20 @@ async def test_body_cut_mid_way_without_streaming(provider: FakeProvider) -> Non
         assert len(provider.seen()) == 1
 
 
+async def test_a_missing_key_is_named_when_the_provider_refuses(
+    provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MY_PROVIDER_KEY", raising=False)
+    provider.script("main-model", [Fault.http(401, "Incorrect API key provided")])
+    async with Bot({"r.yaml": RULES}, llm=llm(provider, api_key_env="MY_PROVIDER_KEY")) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error.endswith(
+            "answered HTTP 401: Incorrect API key provided "
+            "(no API key was sent: $MY_PROVIDER_KEY is not set)"
+        )
+    assert "Authorization" not in provider.requests[0]["headers"]
+
+
 async def test_api_key_from_the_named_environment_variable(
     provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,10 +275,13 @@ async def test_api_key_from_the_named_environment_variable(
     assert provider.requests[0]["headers"]["Authorization"] == "Bearer sk-test-123"
 
 
+@pytest.mark.parametrize("key_var", ["TMY_LLM_API_KEY", "OPENAI_API_KEY"])
 async def test_environment_alone_selects_the_endpoint(
-    provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+    provider: FakeProvider, monkeypatch: pytest.MonkeyPatch, key_var: str
 ) -> None:
-    monkeypatch.setenv("TMY_LLM_API_KEY", "sk-env")
+    for var in ("TMY_LLM_API_KEY", "OPENAI_API_KEY", "TMY_LLM_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(key_var, "sk-env")
     monkeypatch.setenv("OPENAI_BASE_URL", provider.base_url)
     monkeypatch.setenv("TMY_LLM_MODEL", "env-model")
     async with Bot({"r.yaml": RULES}) as bot:  # no llm config at all

@@ -223,8 +223,14 @@ class Engine:
             "NOW": self._now(),
         }
 
-    async def run_rule(self, match: Match, message: Message, trace_id: str, text: str) -> Reply:
-        """Run ``match.rule`` for ``message`` and build the reply."""
+    async def run_rule(
+        self, match: Match, message: Message, trace_id: str, text: str, *, finish: bool = True
+    ) -> Reply:
+        """Run ``match.rule`` for ``message`` and build the reply.
+
+        ``finish=False`` (a rule run as an LLM tool) leaves the conversation's
+        STEP_SUMMARY and session alone: they belong to the rule the user reached.
+        """
         rule = match.rule
         services = self.services
         variables = Variables(
@@ -243,7 +249,8 @@ class Engine:
             + to_text(loc.get("STEP_RESULT"))
             + to_text(loc.get("POST_ANSWER"))
         )
-        await self._after_run(run)
+        if finish:
+            await self._after_run(run)
         return Reply(answer, rule.id, trace_id, steps=run.records)
 
     async def _error_text(self, run: Run) -> str:

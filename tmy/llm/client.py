@@ -43,7 +43,15 @@ from tmy.llm.wire import (
 )
 from tmy.llm.wire import Stream as _Stream
 
-__all__ = ["Completion", "LLMError", "Request", "Usage", "complete"]
+__all__ = [
+    "Completion",
+    "LLMError",
+    "Request",
+    "Usage",
+    "complete",
+    "retry_after_seconds",
+    "retry_delay",
+]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 
@@ -93,11 +101,12 @@ async def complete(
     """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic)."""
     chain = [model, *(config.models[name] for name in model.fallback)]
     failures: list[str] = []
+    waits: list[float] = []  # every backoff slept, across the models tried
     requests = 0
     last: LLMError | None = None
     for candidate in chain:
         try:
-            done, sent = await _with_retries(http, config, candidate, req, deadline)
+            done, sent = await _with_retries(http, config, candidate, req, deadline, waits)
         except _Failed as failed:
             requests += failed.sent
             last = failed.error
@@ -107,6 +116,7 @@ async def complete(
             continue
         done.requests = requests + sent
         done.failures = failures
+        done.waits = waits
         return done
     assert last is not None
     if len(failures) == 1:
@@ -121,7 +131,12 @@ class _Failed(Exception):
 
 
 async def _with_retries(
-    http: httpx.AsyncClient, config: LLMConfig, model: ModelConfig, req: Request, deadline: float
+    http: httpx.AsyncClient,
+    config: LLMConfig,
+    model: ModelConfig,
+    req: Request,
+    deadline: float,
+    waits: list[float],
 ) -> tuple[Completion, int]:
     if model.is_mock:
         from tmy.llm.mock import respond
@@ -148,12 +163,13 @@ async def _with_retries(
                 if exc.retryable and attempts > 1:
                     exc = LLMError(f"{exc} (gave up after {attempts} attempts)")
                 raise _Failed(exc, n + 1) from None
-            delay = _delay(config, n, exc.retry_after)
+            delay = retry_delay(config, n, exc.retry_after)
             if time.monotonic() + delay >= deadline:
+                # not final: a fallback model may still answer in the time left
                 raise _Failed(
-                    LLMError(f"{exc} (no time left to retry before the step deadline)", final=True),
-                    n + 1,
+                    LLMError(f"{exc} (no time left to retry before the step deadline)"), n + 1
                 ) from None
+            waits.append(round(delay, 6))
             await asyncio.sleep(delay)
             continue
         done.latency_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -163,8 +179,14 @@ async def _with_retries(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
-    """Retry-After when the server said so (capped), else exponential backoff with jitter."""
+def retry_delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
+    """Seconds to wait before retry ``n + 1`` (the openai SDK's policy, so tmy behaves like it).
+
+    The server's ``Retry-After`` / ``retry-after-ms`` wins (capped at
+    ``retry_after_cap``: a server must not park a chat reply for minutes); else
+    ``backoff_base``·2ⁿ capped at ``backoff_cap``, times a jitter in (0.75, 1] so
+    many clients hit by one outage do not retry in lockstep.
+    """
     if retry_after is not None and retry_after >= 0:
         return min(retry_after, config.retry_after_cap)
     backoff = min(config.backoff_base * 2**n, config.backoff_cap)
@@ -237,7 +259,8 @@ def _transport_error(url: str, exc: httpx.TransportError) -> LLMError:
     return LLMError(f"{what} {url}: {type(exc).__name__}: {exc}", retryable=True)
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """What ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) ask for, if any."""
     ms = headers.get("retry-after-ms")
     if ms:
         try:
@@ -263,8 +286,12 @@ def _status_error(model: ModelConfig, status: int, headers: httpx.Headers, text:
     should = headers.get("x-should-retry")
     if should in ("true", "false"):
         retryable = should == "true"
+    hint = ""
+    if status in (401, 403) and not model.api_key:
+        where = f"${model.api_key_env} is not set" if model.api_key_env else "no api_key_env"
+        hint = f" (no API key was sent: {where})"
     return LLMError(
-        f"{model.describe()} answered HTTP {status}: {error_message(text)}",
+        f"{model.describe()} answered HTTP {status}: {error_message(text)}{hint}",
         retryable=retryable,
-        retry_after=_retry_after(headers) if retryable else None,
+        retry_after=retry_after_seconds(headers) if retryable else None,
     )

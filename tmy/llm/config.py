@@ -61,9 +61,11 @@ class ModelConfig:
 
     @property
     def is_mock(self) -> bool:
+        """The TESTONLY mock answers this model (no network)."""
         return self.base_url == MOCK
 
     def describe(self) -> str:
+        """How errors and logs name the model: which id at which endpoint (never the key)."""
         return f"{self.name} ({self.model} at {self.base_url})" if not self.is_mock else MOCK
 
 
@@ -87,10 +89,12 @@ class LLMConfig:
 
     @property
     def default_model(self) -> ModelConfig:
+        """The model a step without ``model:`` uses."""
         return self.models[self.default]
 
     @property
     def uses_mock(self) -> bool:
+        """The default model is the mock (the daemon says so once at start)."""
         return self.default_model.is_mock
 
     def model(self, name: str | None) -> ModelConfig:

@@ -86,7 +86,7 @@ class Contract:
     """What the answer must be: ``kind`` is text, judge, one of RETURNS, choice or schema."""
 
     kind: str = "text"
-    choices: tuple[str, ...] = ()
+    choices: tuple[str | int | float, ...] = ()  # as the rule wrote them: 2 stays an int
     schema: Any = None
     fmt: str = "json"
 
@@ -172,7 +172,7 @@ class Contract:
         if k == "choice":
             word = _bare(text)
             for choice in self.choices:
-                if word.casefold() == choice.casefold():
+                if word.casefold() == str(choice).casefold():
                     return choice
             raise ContractError(
                 f"the answer {_preview(text)!r} is not one of "
@@ -217,10 +217,10 @@ def _contract(cfg: dict[str, Any]) -> Contract:
         return Contract(returns)
     if choices:
         if not isinstance(choices, list) or not all(
-            isinstance(c, (str, int, float)) for c in choices
+            isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in choices
         ):
             raise ValueError("choices must be a list of words or numbers")
-        return Contract("choice", choices=tuple(str(c) for c in choices))
+        return Contract("choice", choices=tuple(choices))
     if output:
         if not isinstance(output, dict):
             raise ValueError("output must be a JSON Schema (a mapping)")

@@ -45,6 +45,7 @@ class Runtime:
 
     @property
     def tz(self) -> Any:
+        """The daemon's timezone: usage counters roll over at its midnight."""
         engine = self.services.engine
         return getattr(engine, "tz", None)
 
@@ -96,6 +97,7 @@ class Job:
                 "latency_ms": done.latency_ms,
                 "requests": done.requests,
                 "retries": done.retries,
+                **({"waited_s": done.waits} if done.waits else {}),
                 **({"failed_models": done.failures} if done.failures else {}),
             }
         )
@@ -130,7 +132,7 @@ async def send(job: Job, req: Request) -> Completion:
         job.stats.setdefault("errors", []).append(str(exc))
         log.warning("llm.failed", uri=job.ctx.uri, model=job.model.name, error=str(exc))
         raise
-    await add_usage(store, message, day, done.usage, done.model)
+    await add_usage(store, message, day, done.usage, done.model, done.latency_ms)
     job.note(done)
     log.info(
         "llm.call",

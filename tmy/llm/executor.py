@@ -163,7 +163,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         contract=contract,
         tools=tools,
         protocol=protocol,
-        permissions=toolkit.check_permissions(cfg.get("permissions")),
+        permissions=_permissions(cfg.get("permissions")),
         retries=int(cfg.get("retries") if cfg.get("retries") is not None else 2),
         max_turns=int(cfg.get("max_tool_turns") or config.max_tool_turns),
         temperature=cfg.get("temperature"),
@@ -175,6 +175,14 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     if turns:
         await history.append(store, ctx.message, question, text, config.history_turns, summary)
     return result
+
+
+def _permissions(value: Any) -> list[str]:
+    """Permissions computed at run time (an expression) are checked here, as a STEP_ERROR."""
+    try:
+        return toolkit.check_permissions(value)
+    except ValueError as exc:
+        raise ExecutorError(str(exc)) from None
 
 
 async def _render(ctx: StepContext, name: str, value: Any) -> str:
@@ -276,6 +284,7 @@ class WhenLLM:
     """``when_llm:`` — the branch scene decides whether the step runs."""
 
     async def before(self, run: Any, step: Any, record: Any) -> bool:
+        """Run the step only when the model judges the condition true."""
         return await judge(run, step, record, "branch", step.extras["when_llm"])
 
 
@@ -283,6 +292,7 @@ class WhileLLM:
     """``while_llm:`` — the loop scene decides whether the step runs again."""
 
     async def again(self, run: Any, step: Any, record: Any, count: int) -> bool:
+        """Run the step once more? No after ``max_loops`` runs, else the model decides."""
         limit = step.extras.get("max_loops", DEFAULT_MAX_LOOPS)
         if count >= limit:
             record.extra["loops"] = count

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -36,8 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Entry point for ``tmy ctx``; 0 when a request was printed, 1 when none would be sent."""
+    from tmy import logs
     from tmy.cli import identity
 
+    asked = getattr(args, "log_level", None) or os.environ.get("TMY_LOG_LEVEL")
+    if not asked and not settings.log_file:
+        # The dry run ends the run early on purpose: its "run.failed" warning (and the
+        # mock notice, which the header shows anyway) would only be noise here.
+        logs.configure("error")
     return asyncio.run(inspect(settings, args.text, identity(args), as_json=args.json))
 
 

@@ -138,8 +138,8 @@ def _derived(system: str, text: str, results: list[dict[str, Any]], earlier: int
     if kind == "choice":
         match = _CHOICES_RE.search(system)
         choices = json.loads(match.group(1)) if match else [""]
-        named = [c for c in choices if c.casefold() in question.casefold()]
-        return (named or choices)[0]
+        named = [c for c in choices if str(c).casefold() in question.casefold()]
+        return str((named or choices)[0])
     if kind in ("JSON", "YAML"):
         match = _SCHEMA_RE.search(system[found.end() :] if found else system)
         schema = json.loads(match.group(1)) if match else {}

@@ -308,7 +308,7 @@ async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record:
         groups = {k: v for k, v in args.items() if k.isidentifier() and k.upper() != k}
         match = Match(rule, None, tool.target, args, groups)  # type: ignore[arg-type]
         reply = await services.engine.run_rule(
-            match, ctx.message, ctx.run.trace_id, json.dumps(args, ensure_ascii=False)
+            match, ctx.message, ctx.run.trace_id, json.dumps(args, ensure_ascii=False), finish=False
         )
         record.extra["steps"] = [s.uri for s in reply.steps]
         if reply.error:

@@ -3,7 +3,8 @@
 Counters live in the store (so several daemons on one Redis share them) under
 ``llm/usage/<day>/all``, ``…/user/<platform>/<user>`` and
 ``…/chat/<platform>/<chat>``, each ``{prompt, completion, cached, calls,
-models: {name: tokens}}``, added to with the store's atomic ``update`` and kept
+latency_ms, models: {name: tokens}}`` (``latency_ms`` summed, so an average is
+``latency_ms / calls``), added to with the store's atomic ``update`` and kept
 for 40 days. ``<day>`` is the date in the daemon's timezone.
 
 Budgets are checked before each request: once the user's (or everyone's)
@@ -73,8 +74,10 @@ async def check_budget(store: Store, config: LLMConfig, message: Message, day: s
         )
 
 
-async def add_usage(store: Store, message: Message, day: str, usage: Usage, model: str) -> None:
-    """Add one call's tokens to the user's, the chat's and everyone's counters for ``day``."""
+async def add_usage(
+    store: Store, message: Message, day: str, usage: Usage, model: str, latency_ms: float = 0.0
+) -> None:
+    """Add one call's tokens and latency to the user's, the chat's and everyone's counters."""
 
     def add(current: Any) -> tuple[Any, None]:
         value = dict(current) if isinstance(current, dict) else {}
@@ -88,6 +91,7 @@ async def add_usage(store: Store, message: Message, day: str, usage: Usage, mode
         models = dict(value.get("models") or {})
         models[model] = int(models.get(model, 0)) + usage.total
         value["models"] = models
+        value["latency_ms"] = round(float(value.get("latency_ms", 0.0)) + latency_ms, 3)
         return value, None
 
     for key in keys(day, message).values():

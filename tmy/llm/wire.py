@@ -48,9 +48,11 @@ class Usage:
 
     @property
     def total(self) -> int:
+        """Tokens that count against budgets: prompt + completion (cached ones included)."""
         return self.prompt + self.completion
 
     def add(self, other: Usage) -> None:
+        """Sum another call into this one (a tool loop's usage adds up)."""
         self.prompt += other.prompt
         self.completion += other.completion
         self.cached += other.cached
@@ -86,6 +88,7 @@ class Completion:
     retries: int = 0
     latency_ms: float = 0.0
     failures: list[str] = field(default_factory=list)  # models that failed before this one
+    waits: list[float] = field(default_factory=list)  # seconds slept before each retry
 
 
 def truncate(text: str, limit: int = RAW_PREVIEW) -> str:
@@ -129,24 +132,39 @@ def parse_completion(data: Any) -> Completion:
                 f"the provider returned an error: {error_message(orjson.dumps(data).decode())}"
             )
         raise LLMError(f"the API response has no choices: {truncate(orjson.dumps(data).decode())}")
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") or {}
-    calls = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
-        calls.append(
-            {
-                "id": call.get("id") or "",
-                "name": fn.get("name") or "",
-                "arguments": fn.get("arguments") or "{}",
-            }
+    try:
+        choice = choices[0] if isinstance(choices, list) and isinstance(choices[0], dict) else None
+        message = choice.get("message") if choice is not None else None
+        if not isinstance(message, dict):
+            raise TypeError("choices[0].message is not an object")
+        calls = [_call(call) for call in message.get("tool_calls") or []]
+        return Completion(
+            content=_text(message.get("content")),
+            tool_calls=calls,
+            usage=Usage.from_api(data.get("usage")),
+            finish_reason=str(choice.get("finish_reason") or ""),
         )
-    return Completion(
-        content=_text(message.get("content")),
-        tool_calls=calls,
-        usage=Usage.from_api(data.get("usage")),
-        finish_reason=choice.get("finish_reason") or "",
-    )
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise _shape_error(exc, data) from None
+
+
+def _shape_error(exc: Exception, data: Any) -> LLMError:
+    """A body that is JSON but not a chat completion: say so, quoting it (not a TypeError)."""
+    raw = orjson.dumps(data, default=str).decode()
+    return LLMError(f"unexpected API response shape ({exc}): {truncate(raw)}")
+
+
+def _call(call: Any) -> dict[str, Any]:
+    """One ``tool_calls`` entry as {id, name, arguments: str}."""
+    if not isinstance(call, dict) or not isinstance(call.get("function") or {}, dict):
+        raise TypeError("a tool call is not an object with a function")
+    fn = call.get("function") or {}
+    arguments = fn.get("arguments") or "{}"
+    return {
+        "id": str(call.get("id") or ""),
+        "name": str(fn.get("name") or ""),
+        "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode(),
+    }
 
 
 def _text(content: Any) -> str:
@@ -192,6 +210,13 @@ class Stream:
                 f"the provider sent an error mid-stream: "
                 f"{error_message(orjson.dumps(chunk).decode())}"
             )
+        try:
+            self._take(chunk)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            raise _shape_error(exc, chunk) from None
+        return False
+
+    def _take(self, chunk: dict[str, Any]) -> None:
         if chunk.get("usage"):
             self.usage = Usage.from_api(chunk["usage"])
         for choice in chunk.get("choices") or []:
@@ -200,15 +225,14 @@ class Stream:
                 self.parts.append(_text(delta["content"]))
             for tc in delta.get("tool_calls") or []:
                 slot = self.calls.setdefault(
-                    tc.get("index", len(self.calls)), {"id": "", "name": "", "arguments": ""}
+                    int(tc.get("index", len(self.calls))), {"id": "", "name": "", "arguments": ""}
                 )
-                slot["id"] = tc.get("id") or slot["id"]
+                slot["id"] = str(tc.get("id") or slot["id"])
                 fn = tc.get("function") or {}
-                slot["name"] += fn.get("name") or ""
-                slot["arguments"] += fn.get("arguments") or ""
+                slot["name"] += str(fn.get("name") or "")
+                slot["arguments"] += str(fn.get("arguments") or "")
             if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-        return False
+                self.finish_reason = str(choice["finish_reason"])
 
     def completion(self) -> Completion:
         """The accumulated stream as one completion."""
