@@ -8,6 +8,7 @@ limit a 413; a failing rule is still a 200 whose ``error`` says why.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -18,6 +19,7 @@ from tmy.errors import AdapterError
 from tmy.message import Message
 
 MAX_BODY = 1024 * 1024
+_dumps = functools.partial(json.dumps, ensure_ascii=False)  # replies stay readable (中文, ·)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -84,10 +86,12 @@ class HttpAdapter:
         fields.setdefault("platform", "http")
         assert self._handle is not None
         reply = await self._handle(Message(text, **fields))
-        return web.json_response(reply.as_dict())
+        return web.json_response(reply.as_dict(), dumps=_dumps)
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.json_response(
-        {"rule": None, "answer": "", "error": message, "trace_id": None}, status=status
+        {"rule": None, "answer": "", "error": message, "trace_id": None},
+        status=status,
+        dumps=_dumps,
     )
