@@ -660,3 +660,37 @@ async def test_sqlite_gives_up_after_lock_timeout(tmp_path: Path) -> None:
         child.kill()
         await child.wait()
         await store.close()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_concurrent_updates_of_one_key_share_round_trips(redis_server: Any) -> None:
+    """Group commit: 64 concurrent updates of one key need far fewer than 64 CAS calls."""
+    server = redis_server()
+    store = await opened_redis(server.url, prefix="gc")
+    admin = server.client()
+    try:
+        await store.update("n", increment)  # warm-up
+        admin.config_resetstat()
+        results = await asyncio.gather(*(store.update("n", increment) for _ in range(64)))
+        assert sorted(results) == list(range(2, 66))  # every caller saw its own step
+        assert await store.get("n") == 65
+        assert command_calls(admin)["evalsha"] < 64
+    finally:
+        await store.close()
+
+
+async def test_a_failing_update_in_a_batch_leaves_the_others_applied(store: Store) -> None:
+    await store.set("n", 0)
+
+    def boom(current: Any) -> tuple[Any, Any]:
+        current += 1000  # changes its own copy, then fails: nothing of it may be written
+        raise ValueError("no")
+
+    outcomes = await asyncio.gather(
+        *(store.update("n", boom if i % 5 == 0 else increment) for i in range(50)),
+        return_exceptions=True,
+    )
+    failures = [o for o in outcomes if isinstance(o, ValueError)]
+    assert len(failures) == 10
+    assert await store.get("n") == 40
