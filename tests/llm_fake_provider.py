@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 
 @dataclass
@@ -152,7 +153,8 @@ class FakeProvider:
             body = json.loads(raw)
         except ValueError:
             return web.json_response({"error": {"message": "bad JSON"}}, status=400)
-        self.requests.append({"headers": dict(request.headers), "body": body})
+        # header names are case-insensitive; record them as CIMultiDict keeps them
+        self.requests.append({"headers": CIMultiDict(request.headers), "body": body})
         queue = self.scripts.get(body.get("model", ""))
         action = queue.popleft() if queue else self.default(body)
         if isinstance(action, Fault):

@@ -18,7 +18,10 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import aiohttp
 import httpx
+from httpx_aiohttp import HttpxAiohttpClient
+from httpx_aiohttp import transport as _aiohttp_transport
 
 from tmy import logs
 from tmy.config import Settings
@@ -35,6 +38,15 @@ from tmy.store.base import MISSING, Store
 
 log = get_logger("tmy")
 
+HTTP_MAX_CONNECTIONS = 2000  # one per in-flight LLM/HTTP call at peak; idle ones are kept
+
+# httpx-aiohttp 0.2 maps every aiohttp ClientConnectionError (a refused
+# connection, a server that hung up) to httpx.ConnectTimeout, so "connection
+# refused" would read as "timed out". Map the family to NetworkError instead;
+# its more specific entries (ClientConnectorError -> ConnectError, payload
+# errors -> ReadError, real timeouts) still win.
+_aiohttp_transport.AIOHTTP_EXC_MAP[aiohttp.ClientConnectionError] = httpx.NetworkError
+
 
 @dataclass
 class Services:
@@ -50,11 +62,19 @@ class Services:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """One pooled client for every HTTP call of the daemon (created on first use)."""
+        """One pooled client for every HTTP call of the daemon (created on first use).
+
+        It is an httpx client on aiohttp's connection pool (httpx-aiohttp, the
+        backend the openai SDK offers): httpcore's pool is quadratic in open
+        connections, which made 1,000 concurrent LLM calls take seconds of CPU.
+        """
         if self._http is None:
-            self._http = httpx.AsyncClient(
+            self._http = HttpxAiohttpClient(
                 timeout=httpx.Timeout(30.0),
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                limits=httpx.Limits(
+                    max_connections=HTTP_MAX_CONNECTIONS,
+                    max_keepalive_connections=HTTP_MAX_CONNECTIONS,
+                ),
                 follow_redirects=True,
             )
         return self._http
