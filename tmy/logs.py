@@ -138,6 +138,21 @@ INFO_ENABLED = True  # read by the engine to skip building previews nobody will 
 DEBUG_ENABLED = False
 
 
+def emit(level: str, event: str, **fields: Any) -> None:
+    """Log one of the engine's per-message events (received, matched, step, reply).
+
+    The same renderer and sink that :func:`configure` gives structlog, minus
+    structlog's bound-logger layers: these five events per message are the
+    daemon's hottest code. Callers check INFO_ENABLED / DEBUG_ENABLED first.
+    """
+    sink = _sink
+    if sink is None:  # not configured (a library user): go through structlog
+        getattr(structlog.get_logger("tmy"), level)(event, **fields)
+        return
+    fields["event"] = event
+    sink.msg(_render(None, level, fields))
+
+
 def flush() -> None:
     """Push buffered log lines out (the daemon calls this on a short timer)."""
     if _sink is not None:

@@ -158,7 +158,8 @@ class Engine:
             if self._inflight == 0:
                 self._idle.set()
         if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
-            (log.info if reply.rule is not None else log.debug)(
+            logs.emit(
+                "info" if reply.rule is not None else "debug",
                 "reply.sent",
                 rule=reply.rule,
                 answer=preview(reply.text),
@@ -190,11 +191,12 @@ class Engine:
             # noise, and logging them at info would dominate the daemon's cost.
             if logs.DEBUG_ENABLED:
                 self._log_received("debug", message, text)
-                log.debug("message.unmatched")
+                logs.emit("debug", "message.unmatched")
             return Reply("", None, trace_id)
         if logs.INFO_ENABLED:
             self._log_received("info", message, text)
-            log.info(
+            logs.emit(
+                "info",
                 "rule.matched",
                 rule=match.rule.id,
                 trigger=match.trigger.source if match.trigger else "<session>",
@@ -204,7 +206,8 @@ class Engine:
         return await self.run_rule(match, message, trace_id, text)
 
     def _log_received(self, level: str, message: Message, text: str) -> None:
-        getattr(log, level)(
+        logs.emit(
+            level,
             "message.received",
             text=preview(text),
             user=message.user,

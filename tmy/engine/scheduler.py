@@ -130,7 +130,8 @@ async def run_chain(run: Run) -> None:
         run.locals.pop("INPUT", None)  # the temporary INPUT lives for one step
         record.ms = round((time.perf_counter() - started) * 1000, 3)
         if not record.skipped and logs.INFO_ENABLED:
-            log.info(
+            logs.emit(
+                "info",
                 "step.done",
                 uri=uri,
                 plugin=step.plugin,
@@ -200,7 +201,8 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
 
 async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     v = run.vars
-    log.info("step.start", uri=uri, plugin=step.plugin)
+    if logs.INFO_ENABLED:
+        logs.emit("info", "step.start", uri=uri, plugin=step.plugin)
     value = await _step_input(run, step)
     record.input = value
     cfg = await _options(run, step)

@@ -125,7 +125,8 @@ class TriggerIndex:
         found.extend(self.sensitive.candidates(shown, shown))
         if not found:
             return None
-        found.sort(key=lambda c: c[0][0])
+        if len(found) > 1:
+            found.sort(key=lambda c: c[0][0])
         for (_, rule, trig), question, groups in found:
             if admits(rule):
                 magic = groups.pop("_magic", trig.magic)

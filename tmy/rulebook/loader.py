@@ -8,6 +8,7 @@ not at all, so a broken file never half-replaces the running rules.
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -86,13 +87,24 @@ def load_rulebook(root: Path | str, registry: Registry) -> Rulebook:
 
 
 def load_sources(sources: Iterable[tuple[Path, str | None]], registry: Registry) -> Rulebook:
-    """Load rules from (path, text) pairs; ``text=None`` reads the file."""
-    loader = _Loader(registry)
-    names = []
-    for path, text in sources:
-        names.append(str(path))
-        loader.load_file(path, text)
-    return loader.finish(tuple(names))
+    """Load rules from (path, text) pairs; ``text=None`` reads the file.
+
+    The cyclic collector is paused meanwhile: loading allocates millions of
+    objects that all stay alive, and each collection would walk them all again
+    (it more than doubles the time to load 100,000 rules).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        loader = _Loader(registry)
+        names = []
+        for path, text in sources:
+            names.append(str(path))
+            loader.load_file(path, text)
+        return loader.finish(tuple(names))
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _Loader:
