@@ -32,7 +32,7 @@ Why it is built this way:
   than its remaining PTTL); release is compare-and-delete. Leases are not
   renewed: a holder that outlives ``ttl`` may lose it.
 * **Failures.** redis-py reconnects on the next command after a Redis restart
-  (dead pooled connections are detected when checked out) and retries
+  (a command on a dead pooled connection fails and is retried on a new one) and retries
   connection errors and timeouts 3 times with capped exponential backoff;
   connect and socket timeouts are a few seconds, so nothing hangs: a stopped
   server fails a call in under a second, a frozen one after at most about
@@ -278,7 +278,6 @@ class RedisStore:
             socket_connect_timeout=self.connect_timeout,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            health_check_interval=30,
         )
 
     @contextmanager
