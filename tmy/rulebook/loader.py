@@ -58,6 +58,8 @@ RULE_KEYS = (
     "enabled",
 )
 STEP_KEYS = ("id", "plugin", "input", "INPUT", "save", "when", "on_error", "timeout", "description")
+_RULE_KEY_SET = frozenset(RULE_KEYS)
+_FILTER_KEYS = ("platforms", "chats", "private", "admin_only")
 _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _NAME_RE = re.compile(r"[^\W\d]\w*")
 
@@ -113,6 +115,8 @@ class _Loader:
         self.errors: list[RuleError] = []
         self.variables: dict[str, VariableDecl] = {}
         self.raw_rules: list[tuple[str, LineDict]] = []
+        self._known: frozenset[str] | None = None
+        self._allowed: dict[str, tuple[str, ...]] = {}
 
     def error(self, message: str, file: str, line: int | None) -> None:
         self.errors.append(RuleError(message, file=file, line=line))
@@ -206,7 +210,10 @@ class _Loader:
     def finish(self, files: tuple[str, ...]) -> Rulebook:
         rules: list[Rule] = []
         seen: dict[str, Rule] = {}
-        for file, raw in self.raw_rules:
+        raw_rules, self.raw_rules = self.raw_rules, []
+        raw_rules.reverse()
+        while raw_rules:  # popping frees each raw rule once compiled: a lower peak
+            file, raw = raw_rules.pop()
             rule = self.compile_rule(raw, file)
             if rule is None:
                 continue
@@ -245,7 +252,7 @@ class _Loader:
         before = len(self.errors)
         line = raw.line
         for key in raw:
-            if key not in RULE_KEYS and key not in RULE_EXTENSIONS:
+            if key not in _RULE_KEY_SET and key not in RULE_EXTENSIONS:
                 self.error(
                     _unknown("rule key", key, (*RULE_KEYS, *RULE_EXTENSIONS)),
                     file,
@@ -280,12 +287,14 @@ class _Loader:
         session = self.typed(raw, "session", (int, float), 0, file)
         if session < 0:
             self.error("'session:' is a number of seconds >= 0", file, raw.line_of("session"))
-        filters = Filters(
-            platforms=self.str_set(raw, "platforms", file),
-            chats=self.str_set(raw, "chats", file),
-            private=self.typed(raw, "private", bool, None, file),
-            admin_only=self.typed(raw, "admin_only", bool, False, file),
-        )
+        filters = OPEN_FILTERS
+        if any(k in raw for k in _FILTER_KEYS):
+            filters = Filters(
+                platforms=self.str_set(raw, "platforms", file),
+                chats=self.str_set(raw, "chats", file),
+                private=self.typed(raw, "private", bool, None, file),
+                admin_only=self.typed(raw, "admin_only", bool, False, file),
+            )
         extras = {}
         for key, validate in RULE_EXTENSIONS.items():
             if key in raw:
@@ -302,7 +311,10 @@ class _Loader:
             )
             raw_steps = LineList()
             raw_steps.item_lines = []
-        known = set(self.variables) | RUN_LOCALS | groups
+        if self._known is None:  # declared variables + run locals, shared by every rule
+            self._known = frozenset(self.variables) | RUN_LOCALS
+        known = set(self._known)
+        known |= groups
         for key, value in extras.items():
             if key in RULE_LOCALS:
                 known |= set(RULE_LOCALS[key](value))
@@ -339,7 +351,7 @@ class _Loader:
             priority=priority,
             case_sensitive=case_sensitive,
             on_error=on_error,
-            filters=filters if filters != OPEN_FILTERS else OPEN_FILTERS,
+            filters=OPEN_FILTERS if filters == OPEN_FILTERS else filters,
             session=float(session),
             description=str(raw.get("description", "")),
             intent=str(raw.get("intent", "")),
@@ -359,7 +371,9 @@ class _Loader:
             hint = self.registry.suggest(plugin) if isinstance(plugin, str) else ""
             self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file, raw.line_of("plugin"))
             return None
-        allowed = (*STEP_KEYS, *STEP_EXTENSIONS, *spec.options)
+        allowed = self._allowed.get(spec.name)
+        if allowed is None:
+            allowed = self._allowed[spec.name] = (*STEP_KEYS, *STEP_EXTENSIONS, *spec.options)
         for key in raw:
             if key not in allowed:
                 self.error(
@@ -374,8 +388,11 @@ class _Loader:
                 f"{where}: step id must be letters, digits, '_', '.', '-'", file, raw.line_of("id")
             )
         has_input_var = "INPUT" in raw
-        step_known = known | ({"INPUT"} if has_input_var else set())
-        step_known.discard("INPUT") if not has_input_var else None
+        step_known = set(known)
+        if has_input_var:
+            step_known.add("INPUT")
+        else:
+            step_known.discard("INPUT")
         INPUT = self.path(raw, "INPUT", file, step_known, dynamic, where)
         list_mode: Value | None = None
         input_value: Value | None = None
