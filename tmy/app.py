@@ -39,6 +39,13 @@ def build_registry(settings: Settings) -> Registry:
 EXTENSIONS: list[Any] = []
 
 
+def log_rule_warnings(app: App) -> None:
+    """Log triggers that can never fire (the daemon does this once it is serving)."""
+    assert app.engine is not None
+    for warning in app.engine.rulebook.warnings:
+        log.warning("rules.dead_trigger", detail=warning)
+
+
 class App:
     """Store + executors + rules + engine, opened and closed together."""
 
@@ -67,8 +74,6 @@ class App:
     async def __aenter__(self) -> App:
         self.registry = build_registry(self.settings)
         rulebook = self.load_rules()
-        for warning in rulebook.warnings:
-            log.warning("rules.dead_trigger", detail=warning)
         self.store = self._given_store or open_store(self.settings.store)
         await self.store.open()
         services = Services(self.settings, self.store, self.registry)
@@ -77,7 +82,8 @@ class App:
         self.engine = Engine(rulebook, services)
         # The rulebook lives as long as the daemon: move it out of the collector's
         # sight, or every full collection walks all rules (measurable at 10,000 rules).
-        gc.collect()
+        # No gc.collect() first: loading frees its garbage by reference counting,
+        # and a full collection over 100,000 rules costs most of a second.
         gc.freeze()
         log.info(
             "app.ready",

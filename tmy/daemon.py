@@ -14,7 +14,7 @@ from typing import Any
 from tmy import logs
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
-from tmy.app import App
+from tmy.app import App, log_rule_warnings
 from tmy.config import Settings
 from tmy.logs import get_logger
 
@@ -56,6 +56,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 log.info("adapter.started", adapter=adapter.name,
                          listen=f"{getattr(adapter, 'host', '')}:{getattr(adapter, 'port', '')}"
                          if adapter.name == "http" else None)  # fmt: skip
+            log_rule_warnings(app)
             console = next((a for a in started if isinstance(a, ConsoleAdapter)), None)
             ticker = asyncio.create_task(_flush_logs())
             waiters = [asyncio.create_task(stop.wait())]

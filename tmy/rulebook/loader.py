@@ -231,17 +231,11 @@ class _Loader:
         if self.errors:
             raise RuleErrors(self.errors)
         index = TriggerIndex(rules)
-        warnings = tuple(
-            f"{r.file}:{r.line}: trigger {t.source!r} of rule {r.id!r} can never fire: "
-            f"rule {u.id!r} ({u.file}:{u.line}) wins with {ut.source!r}"
-            for r, t, u, ut in index.dead_triggers()
-        )
         return Rulebook(
             rules=tuple(rules),
             variables=dict(self.variables),
             index=index,
             files=files,
-            warnings=warnings,
             by_id={r.id: r for r in rules},
             has_sessions=any(r.session > 0 for r in rules),
         )

@@ -113,10 +113,21 @@ def _compose(loader: Any) -> Any:
                         tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
                         if len(plain_tags) < 10_000:
                             plain_tags[event.value] = tag
-                else:
-                    tag = loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                else:  # quoted: always a string (what SafeLoader's resolver says too)
+                    tag = _STR
             if tag == _STR:
                 value: Any = event.value
+                if stack and not event.anchor:  # the common case, inlined
+                    top = stack[-1]
+                    if top.is_list:
+                        top.container.append(value)
+                        top.container.item_lines.append(line)
+                        continue
+                    if top.key is not _NOKEY and not top.merging:
+                        top.container[top.key] = value
+                        top.container.key_lines[top.key] = top.key_line
+                        top.key = _NOKEY
+                        continue
             elif (
                 tag == _MERGE
                 and stack
