@@ -345,7 +345,7 @@ class _Loader:
             priority=priority,
             case_sensitive=case_sensitive,
             on_error=on_error,
-            filters=OPEN_FILTERS if filters == OPEN_FILTERS else filters,
+            filters=filters,
             session=float(session),
             description=str(raw.get("description", "")),
             intent=str(raw.get("intent", "")),
@@ -405,7 +405,12 @@ class _Loader:
                 input_value = self.value(raw, "input", file, step_known, dynamic, where)
                 if isinstance(input_value, Expression) and INPUT is not None:
                     list_mode = input_value
-        save = self.path(raw, "save", file, known | {"INPUT"}, dynamic, where)
+        if has_input_var:
+            save_known = step_known
+        else:
+            save_known = set(known)
+            save_known.add("INPUT")
+        save = self.path(raw, "save", file, save_known, dynamic, where)
         when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
         on_error = raw.get("on_error", "stop")
         if on_error not in ("stop", "continue"):

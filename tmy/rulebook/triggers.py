@@ -19,9 +19,9 @@ from tmy.errors import RuleError
 KIND_RANK = {"exact": 0, "prefix": 1, "suffix": 2, "contains": 3, "regex": 4, "any": 5}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Trigger:
-    """One trigger of a rule, compiled."""
+    """One trigger of a rule, compiled; immutable by convention (see rulebook.model.Step)."""
 
     source: str  # as written in the rule
     kind: str
