@@ -6,7 +6,6 @@ file) are relative to the directory the daemon is started from.
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import yaml
 
 from tmy.errors import ConfigError
+from tmy.hints import did_you_mean
 
 DEFAULT_CONFIG = Path("config/tmy.yaml")
 
@@ -87,8 +87,7 @@ def _check(section: str, data: Any, source: str) -> None:
         raise ConfigError(f"{source}: '{section or 'top level'}' must be a mapping")
     for key, value in data.items():
         if key not in schema:
-            close = difflib.get_close_matches(str(key), list(schema), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(key, schema)
             where = f"{section}.{key}" if section else key
             raise ConfigError(
                 f"{source}: unknown key {where!r}{hint}; allowed: {', '.join(schema)}"

@@ -15,12 +15,12 @@ misses a required one is refused when the rules load, with file and line.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.errors import ConfigError
+from tmy.hints import did_you_mean
 
 Run = Callable[[Any, dict[str, Any], Any], Awaitable[Any]]
 
@@ -81,9 +81,7 @@ class Registry:
         return sorted(self._specs)
 
     def suggest(self, name: str) -> str:
-        close = difflib.get_close_matches(name, self._specs, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"{hint}known executors: {', '.join(self.names())}"
+        return f"known executors: {', '.join(self.names())}{did_you_mean(name, self._specs)}"
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs

@@ -16,13 +16,13 @@ Which model answers when a step names none (``default_model``):
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.errors import ConfigError
+from tmy.hints import did_you_mean
 
 MOCK = "TESTONLY"
 ENV_MODEL = "env"
@@ -148,8 +148,7 @@ def _check(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"'{where}' must be a mapping, got {data!r}")
     for key, value in data.items():
         if key not in schema:
-            close = difflib.get_close_matches(str(key), list(schema), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(key, schema)
             raise ConfigError(f"unknown key '{where}.{key}'{hint}; allowed: {', '.join(schema)}")
         types = schema[key]
         if value is None:

@@ -7,7 +7,6 @@ not at all, so a broken file never half-replaces the running rules.
 
 from __future__ import annotations
 
-import difflib
 import gc
 import re
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from tmy.engine.values import (
 )
 from tmy.errors import EvalError, RuleError, RuleErrors
 from tmy.executors.registry import Registry
+from tmy.hints import did_you_mean
 from tmy.rulebook.index import TriggerIndex
 from tmy.rulebook.model import (
     OPEN_FILTERS,
@@ -534,8 +534,7 @@ class _Loader:
         if dynamic:
             return
         for name in sorted(set(names) - known):
-            hint = difflib.get_close_matches(name, sorted(known), n=1)
-            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            extra = did_you_mean(name, sorted(known))
             self.error(
                 f"{where}: '{key}' reads {name!r}, which is never set{extra}: declare it under "
                 "'variables:', save it in an earlier step, or write {{ and }} for literal braces",
@@ -578,9 +577,7 @@ def _plain(value: Any) -> Any:
 
 
 def _unknown(what: str, key: Any, allowed: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(key), list(allowed), n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown {what} {key!r}; {hint}allowed: {', '.join(allowed)}"
+    return f"unknown {what} {key!r}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
 
 
 def _type_names(types: Any) -> str:

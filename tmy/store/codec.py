@@ -28,10 +28,7 @@ common write pays nothing for it.
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -105,54 +102,3 @@ def check_ttl(ttl: float, what: str = "ttl") -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
         raise StoreError(f"{what} must be a positive number of seconds, got {ttl!r}")
     return float(ttl)
-
-
-class KeyedLocks:
-    """One ``asyncio.Lock`` per key, created on demand and dropped when idle.
-
-    Both backends serialise same-key work inside a process with these (so local
-    contention queues instead of fighting in the database); dropping idle locks
-    keeps the map as small as the number of keys in use right now.
-    """
-
-    def __init__(self) -> None:
-        self._locks: dict[str, list[Any]] = {}  # key -> [Lock, users]
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-    async def acquire(self, key: str, timeout: float | None = None) -> None:
-        """Take the lock of ``key``; TimeoutError after ``timeout`` seconds of waiting."""
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        try:
-            if timeout is None:
-                await entry[0].acquire()
-            else:
-                async with asyncio.timeout(max(timeout, 0.0)):
-                    await entry[0].acquire()
-        except BaseException:
-            self._forget(key, entry)
-            raise
-
-    def release(self, key: str) -> None:
-        """Give back the lock of ``key`` taken with :meth:`acquire`."""
-        entry = self._locks[key]
-        entry[0].release()
-        self._forget(key, entry)
-
-    def _forget(self, key: str, entry: list[Any]) -> None:
-        entry[1] -= 1
-        if entry[1] == 0:
-            del self._locks[key]
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        """``async with locks.hold(key):`` — acquire and release around a block."""
-        await self.acquire(key)
-        try:
-            yield
-        finally:
-            self.release(key)

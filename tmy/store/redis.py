@@ -59,10 +59,9 @@ import asyncio
 import logging
 import math
 import random
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -77,7 +76,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
-from tmy.store.codec import KeyedLocks, check_key, check_ttl, decode, encode
+from tmy.store.codec import check_key, check_ttl, decode, encode
+from tmy.store.leases import KeyedLocks, hold_lease
 
 R = TypeVar("R")
 
@@ -469,41 +469,22 @@ class RedisStore:
 
     # -- locks ------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def lock(self, key: str, *, ttl: float = 30.0, wait: float = 30.0) -> AsyncIterator[None]:
+    def lock(
+        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
         """Hold the lease ``key`` across all processes on this Redis (see :meth:`Store.lock`)."""
         lkey = self._k(key) + ":lock"
         args = (uuid.uuid4().hex, _px(check_ttl(ttl, "lock ttl")))
-        deadline = time.monotonic() + wait
-        try:
-            await self._leases.acquire(key, timeout=wait)
-        except TimeoutError:
-            raise self._lock_timeout(key, wait) from None
-        try:
-            delay = 0.0005
-            while True:
-                with self._failing(f"lock {key!r}"):
-                    held_ms = await self._take(keys=[lkey], args=args, client=self._r())
-                if held_ms == 0:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._lock_timeout(key, wait)
-                await asyncio.sleep(min(delay, left, held_ms / 1000))
-                delay = min(delay * 2, 0.01)
-            try:
-                yield
-            finally:
-                try:
-                    await asyncio.shield(self._release(key, lkey, args[0]))
-                except StoreError as exc:
-                    log.warning("lease %r not released (%s); it expires in %ss", key, exc, ttl)
-        finally:
-            self._leases.release(key)
 
-    async def _release(self, key: str, lkey: str, token: str) -> None:
-        with self._failing(f"unlock {key!r}"):
-            await self._give(keys=[lkey], args=[token], client=self._r())
+        async def take() -> float | None:
+            with self._failing(f"lock {key!r}"):
+                held_ms = await self._take(keys=[lkey], args=args, client=self._r())
+            return None if held_ms == 0 else held_ms / 1000
 
-    def _lock_timeout(self, key: str, wait: float) -> StoreError:
-        return StoreError(f"{self.where}: lock {key!r} still held by someone else after {wait:g}s")
+        async def give() -> None:
+            with self._failing(f"unlock {key!r}"):
+                await self._give(keys=[lkey], args=[args[0]], client=self._r())
+
+        return hold_lease(
+            self._leases, key, where=self.where, ttl=ttl, wait=wait, take=take, give=give
+        )

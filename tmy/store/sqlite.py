@@ -35,17 +35,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
-from tmy.store.codec import KeyedLocks, check_key, check_ttl, decode, encode
+from tmy.store.codec import check_key, check_ttl, decode, encode
+from tmy.store.leases import KeyedLocks, hold_lease
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -332,44 +334,27 @@ class SQLiteStore:
 
     # -- locks ------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def lock(self, key: str, *, ttl: float = 30.0, wait: float = 30.0) -> AsyncIterator[None]:
+    def lock(
+        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
         """Hold the lease ``key`` across all processes on this file (see :meth:`Store.lock`)."""
         check_key(key)
         check_ttl(ttl, "lock ttl")
-        deadline = time.monotonic() + wait
         token = uuid.uuid4().hex
 
-        def take(db: sqlite3.Connection) -> bool:
+        def try_take(db: sqlite3.Connection) -> bool:
             now = time.time()
             return db.execute(_TAKE_LEASE, (key, token, now + ttl, now)).rowcount == 1
 
         def give_back(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM locks WHERE key = ? AND token = ?", (key, token))
 
-        try:
-            await self._leases.acquire(key, timeout=wait)
-        except TimeoutError:
-            raise self._lock_timeout(key, wait) from None
-        try:
-            delay = 0.0005
-            while not await self._run(take, f"lock {key!r}"):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._lock_timeout(key, wait)
-                await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, 0.01)
-            try:
-                yield
-            finally:
-                try:
-                    await asyncio.shield(self._run(give_back, f"unlock {key!r}"))
-                except StoreError:
-                    log.warning("lease %r not released; it expires in %ss", key, ttl)
-        finally:
-            self._leases.release(key)
+        async def take() -> float | None:
+            return None if await self._run(try_take, f"lock {key!r}") else math.inf
 
-    def _lock_timeout(self, key: str, wait: float) -> StoreError:
-        return StoreError(
-            f"sqlite {self.path}: lock {key!r} still held by someone else after {wait:g}s"
+        async def give() -> None:
+            await self._run(give_back, f"unlock {key!r}")
+
+        return hold_lease(
+            self._leases, key, where=f"sqlite {self.path}", ttl=ttl, wait=wait, take=take, give=give
         )
