@@ -33,6 +33,17 @@ _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
 
 
+_SIMPLE_INSTRUCTIONS = {
+    "judge": "1-or-0. Reply with exactly one character: 1 (yes) or 0 (no).",
+    "str": "text. Reply with the answer text only.",
+    "int": "int. Reply with one integer only (digits, no words, no units).",
+    "float": "float. Reply with one number only (no words, no units).",
+    "bool": "bool. Reply with true or false only.",
+    "list": "list. Reply with one JSON array only, no prose.",
+    "dict": "dict. Reply with one JSON object only, no prose.",
+}
+
+
 class ContractError(ValueError):
     """The answer does not meet the contract; the message goes into the retry hint."""
 
@@ -105,20 +116,8 @@ class Contract:
         k = self.kind
         if k == "text":
             return ""
-        if k == "judge":
-            return f"{FORMAT_MARK} 1-or-0. Reply with exactly one character: 1 (yes) or 0 (no)."
-        if k == "str":
-            return f"{FORMAT_MARK} text. Reply with the answer text only."
-        if k == "int":
-            return f"{FORMAT_MARK} int. Reply with one integer only (digits, no words, no units)."
-        if k == "float":
-            return f"{FORMAT_MARK} float. Reply with one number only (no words, no units)."
-        if k == "bool":
-            return f"{FORMAT_MARK} bool. Reply with true or false only."
-        if k == "list":
-            return f"{FORMAT_MARK} list. Reply with one JSON array only, no prose."
-        if k == "dict":
-            return f"{FORMAT_MARK} dict. Reply with one JSON object only, no prose."
+        if k in _SIMPLE_INSTRUCTIONS:
+            return f"{FORMAT_MARK} {_SIMPLE_INSTRUCTIONS[k]}"
         if k == "choice":
             return (
                 f"{FORMAT_MARK} choice. Reply with exactly one of these options, as written, "
