@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import threading
 from typing import Any
 
 from tmy import logs
@@ -40,11 +41,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run the daemon until ``stop`` is set or a signal arrives."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+    # Signal handlers can only be installed from the main thread (tests may
+    # run serve() elsewhere and stop it through ``stop``).
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - not main thread
-            pass
     async with App(settings) as app:
         assert app.engine is not None
         adapters = build_adapters(settings)

@@ -17,6 +17,7 @@ Template rules (str.format style):
 
 from __future__ import annotations
 
+import abc
 import copy
 import re
 from collections.abc import Mapping
@@ -37,14 +38,15 @@ _INNER_RE = re.compile(rf"\{{({_REF_BODY})\}}")
 LIST_MODES = ("SHIFT", "POPUP", "LOOPBACK", "LOOPFRONT")
 
 
-class Value:
+class Value(abc.ABC):
     """A compiled task_cfg value."""
 
     names: frozenset[str] = frozenset()
     constant: bool = False
 
+    @abc.abstractmethod
     def evaluate(self, scope: Scope) -> Any:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """The value in this run's scope."""
 
 
 @dataclass(frozen=True, slots=True)
