@@ -42,7 +42,7 @@ class Settings:
     admins: frozenset[str] = frozenset()
     step_timeout: float = 60.0
     max_message_chars: int = 20_000
-    error_reply: str = "Sorry, something went wrong ({STEP_ERROR})."
+    error_reply: str = "Sorry, something went wrong."
     log_level: str = "info"
     log_file: str = ""
     console: bool = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import json
 import logging
 import sys
 import time
@@ -186,7 +187,10 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
         event["exception"] = structlog.processors.format_exc_info(None, method, {"exc_info": exc})[
             "exception"
         ]
-    return orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS, default=str)
+    try:
+        return orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose the line
+        return json.dumps(event, default=str).encode()
 
 
 def configure(

@@ -8,7 +8,6 @@ limit a 413; a failing rule is still a 200 whose ``error`` says why.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -19,7 +18,16 @@ from tmy.errors import AdapterError
 from tmy.message import Message
 
 MAX_BODY = 1024 * 1024
-_dumps = functools.partial(json.dumps, ensure_ascii=False)  # replies stay readable (中文, ·)
+
+
+def _dumps(obj: Any) -> str:
+    """Readable UTF-8 JSON (中文, ·); ASCII escapes if a lone surrogate slipped in."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -32,12 +32,13 @@ from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
-from tmy.rulebook.model import Rulebook
+from tmy.rulebook.model import RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, normalise
 from tmy.store.base import MISSING, Store
 
 log = get_logger("tmy")
 
+LAST_RESORT_REPLY = "Sorry, something went wrong."
 HTTP_MAX_CONNECTIONS = 2000  # one per in-flight LLM/HTTP call at peak; idle ones are kept
 
 # httpx-aiohttp 0.2 maps every aiohttp ClientConnectionError (a refused
@@ -94,6 +95,18 @@ def _trace_id() -> str:
     return f"{_TRACE_PREFIX}{next(_trace_counter) & 0xFFFFFFFF:08x}"
 
 
+def _valid_unicode(text: str) -> str:
+    """Lone surrogates (valid in JSON's \\ud800, not in UTF-8) become U+FFFD.
+
+    Otherwise they reach logs, stores and replies that must encode to UTF-8.
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _timezone(name: str) -> tzinfo | None:
     if name in ("", "local"):
         return None
@@ -114,6 +127,12 @@ class Engine:
         self.settings = services.settings
         self.tz = _timezone(self.settings.timezone)
         self._error_reply = compile_template(self.settings.error_reply)
+        unknown = self._error_reply.names - RUN_LOCALS
+        if unknown:
+            raise ConfigError(
+                f"error_reply {self.settings.error_reply!r} refers to {sorted(unknown)[0]!r}; "
+                "it may use only run locals such as {STEP_ERROR}, {USER_NAME} or {QUESTION}"
+            )
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -171,6 +190,8 @@ class Engine:
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
+        if not text.isascii():
+            text = message.text = _valid_unicode(text)
         limit = self.settings.max_message_chars
         if len(text) > limit:
             error = f"message too long: {len(text)} characters (the limit is {limit})"
@@ -283,7 +304,10 @@ class Engine:
             return to_text(template.evaluate(run.vars))
         except TmyError as exc:
             log.warning("on_error.failed", rule=run.rule.id, error=str(exc))
+        try:
             return to_text(self._error_reply.evaluate(run.vars))
+        except TmyError:  # a run local the failed run never set: the reply must still go out
+            return LAST_RESORT_REPLY
 
     async def _after_run(self, run: Run) -> None:
         """Keep STEP_SUMMARY and the rule's session for this conversation."""

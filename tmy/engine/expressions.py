@@ -91,6 +91,19 @@ def _safe_power(a: Any, b: Any) -> Any:
     return operator.pow(a, b)
 
 
+def _safe_mult(a: Any, b: Any) -> Any:
+    """simpleeval's checks on repeating strings and lists, plus a bound on integer size:
+    repeated squaring (``[c*c for c in [b*b for b in [9**9999]]]``) doubles the digits
+    each time and would block the daemon for minutes."""
+    if (
+        isinstance(a, int)
+        and isinstance(b, int)
+        and a.bit_length() + b.bit_length() > MAX_POWER_BITS
+    ):
+        raise ExpressionError("a multiplication would give too large a number")
+    return simpleeval.safe_mult(a, b)
+
+
 def _safe_mod(a: Any, b: Any) -> Any:
     if isinstance(a, (str, bytes)):
         raise ExpressionError("'%' formatting of strings is not allowed; use a {template}")
@@ -134,6 +147,7 @@ FUNCTIONS: dict[str, Any] = {
 OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
 OPERATORS[ast.Pow] = _safe_power
 OPERATORS[ast.Mod] = _safe_mod
+OPERATORS[ast.Mult] = _safe_mult
 NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from tmy import logs
 from tmy.engine.paths import Path
-from tmy.engine.values import LIST_MODES, Constant, to_text, truthy
+from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
 from tmy.logs import get_logger, preview
@@ -181,6 +181,9 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
     """``when:`` and extension checks (``when_llm``); False skips the step."""
     v = run.vars
     if step.when is not None:
+        if step.INPUT is not None and "INPUT" in step.when.names:  # a condition on the input
+            await v.fetch(step.INPUT.names)
+            v.locals["INPUT"] = await v.read(step.INPUT.resolve(v))
         await v.fetch(step.when.names)
         if not truthy(step.when.evaluate(v)):
             log.info("step.skipped", uri=uri, plugin=step.plugin, reason="when")
@@ -227,7 +230,7 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
         await v.fetch(step.save.names)
         path = step.save.resolve(v)
         if path.root == "STEP_ERROR" and not path.segments:
-            error = to_text(result) if result not in (None, False) else ""
+            error = to_text(result) if result else ""  # "", None, 0, False, [], {}: no error
             run.locals["STEP_ERROR"] = error
             if error:
                 record.error = error
@@ -262,7 +265,13 @@ async def _step_input(run: Run, step: Step) -> Any:
         if path is not None:
             v.locals["INPUT"] = await v.read(path)
         await v.fetch(step.input.names)
-        return step.input.evaluate(v)
+        value = step.input.evaluate(v)
+        if isinstance(step.input, Expression) and isinstance(value, str) and value in LIST_MODES:
+            # seed 004: an input expression computing a list mode takes from INPUT's list
+            raise EvalError(
+                f"input computed {value}, a list mode, but the step has no INPUT naming the list"
+            )
+        return value
     if path is not None:
         return await v.read(path)
     return v.locals.get("STEP_RESULT")
@@ -279,5 +288,17 @@ async def _options(run: Run, step: Step) -> dict[str, Any]:
             cfg[name] = val
         else:
             await v.fetch(val.names)
-            cfg[name] = val.evaluate(v)
+            value = val.evaluate(v)
+            if opt.types and not val.constant and not isinstance(value, opt.types):
+                raise EvalError(
+                    f"option '{name}' of {step.plugin} must be {_type_names(opt.types)}, "
+                    f"got {type(value).__name__}"
+                )
+            cfg[name] = value
     return cfg
+
+
+def _type_names(types: Any) -> str:
+    if isinstance(types, tuple):
+        return " or ".join(t.__name__ for t in types)
+    return types.__name__

@@ -205,6 +205,17 @@ class Template(Value):
             raise type(exc)(f"{exc} (in template {self.source!r})") from None
 
 
+def _check_spec(spec: str, ref: str) -> None:
+    """A format spec that fits no value (``{x:>>>>}``) is a load-time error, not a surprise."""
+    for sample in ("", 0, 0.0):
+        try:
+            format(sample, spec)
+            return
+        except (ValueError, TypeError):
+            continue
+    raise EvalError(f"invalid format spec in {ref}: ':{spec}' fits no text or number")
+
+
 def compile_template(source: str) -> Template:
     """Split ``source`` into literal text and references."""
     parts: list[str | _Ref] = []
@@ -226,6 +237,8 @@ def compile_template(source: str) -> Template:
                 except PathError:
                     ref = None
                 if ref is not None:
+                    if m.group(3):
+                        _check_spec(m.group(3), m.group(0))
                     if buf:
                         parts.append("".join(buf))
                         buf = []

@@ -136,8 +136,8 @@ class Variables(Mapping[str, Any]):
         """Store ``value`` at ``path``: write-through for declared variables."""
         name = path.root
         if name not in self.declared:
-            if path.segments:
-                self.locals[name] = set_in(self.locals.get(name), path, value)
+            if path.segments:  # a copy: the old root may be shared (a global's value)
+                self.locals[name] = set_in(copy.deepcopy(self.locals.get(name)), path, value)
             else:
                 self.locals[name] = value
             return
@@ -157,10 +157,12 @@ class Variables(Mapping[str, Any]):
         """SHIFT/POPUP/LOOPBACK/LOOPFRONT on the list at ``path`` (atomic when persistent)."""
         name = path.root
         if name not in self.declared:
-            try:
-                target = get_in(self.locals[name], path) if path.segments else self.locals[name]
-            except KeyError:
-                raise EvalError(f"undefined variable {name!r}") from None
+            if name not in self.locals:
+                raise EvalError(f"undefined variable {name!r}")
+            # change a copy: the list may be shared with another variable (a template
+            # like "{jokes}" passes a global's list itself); this run sees the change
+            root = self.locals[name] = copy.deepcopy(self.locals[name])
+            target = get_in(root, path) if path.segments else root
             return list_take(target, mode, str(path))[1]
 
         def apply(current: Any) -> tuple[Any, Any]:

@@ -42,12 +42,17 @@ _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-class _Frame:
-    __slots__ = ("container", "is_list", "key", "key_line", "merges", "merging")
+MAX_ALIAS_VALUES = 100_000  # values that aliases may add by repetition (billion laughs)
 
-    def __init__(self, container: Any) -> None:
+
+class _Frame:
+    __slots__ = ("anchor", "container", "is_list", "key", "key_line", "merges", "merging", "size")
+
+    def __init__(self, container: Any, anchor: str | None) -> None:
         self.container = container
+        self.anchor = anchor
         self.is_list = isinstance(container, LineList)
+        self.size = 1  # values inside, counting what aliases repeat
         self.key: Any = _NOKEY
         self.key_line = 0
         self.merges: list[tuple[Any, int]] = []
@@ -65,17 +70,20 @@ def _compose(loader: Any) -> Any:
     error instead of a silent overwrite.
     """
     anchors: dict[str, Any] = {}
+    sizes: dict[str, int] = {}  # anchor -> values inside it
+    repeated = 0  # values added by aliases so far
     plain_tags: dict[str, str] = {}  # plain scalar -> resolved tag (keys repeat a lot)
     stack: list[_Frame] = []
     root: Any = None
     documents = 0
 
-    def add(value: Any, line: int) -> None:
+    def add(value: Any, line: int, size: int = 1) -> None:
         nonlocal root
         if not stack:
             root = value
             return
         top = stack[-1]
+        top.size += size
         box = top.container
         if top.is_list:
             box.append(value)
@@ -119,6 +127,7 @@ def _compose(loader: Any) -> Any:
                 value: Any = event.value
                 if stack and not event.anchor:  # the common case, inlined
                     top = stack[-1]
+                    top.size += 1
                     if top.is_list:
                         top.container.append(value)
                         top.container.item_lines.append(line)
@@ -153,17 +162,27 @@ def _compose(loader: Any) -> Any:
                 box.item_lines = []
             if event.anchor:
                 anchors[event.anchor] = box
-            stack.append(_Frame(box))
+            stack.append(_Frame(box, event.anchor))
         elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
             frame = stack.pop()
             box = frame.container
             if frame.merges:
                 _apply_merges(box, frame.merges)
-            add(box, box.line)
+            if frame.anchor:
+                sizes[frame.anchor] = frame.size
+            add(box, box.line, frame.size)
         elif kind is yaml.AliasEvent:
             if event.anchor not in anchors:
                 raise RuleError(f"YAML error: found undefined alias {event.anchor!r}", line=line)
-            add(anchors[event.anchor], line)
+            size = sizes.get(event.anchor, 1)
+            repeated += size
+            if repeated > MAX_ALIAS_VALUES:
+                raise RuleError(
+                    f"YAML aliases repeat more than {MAX_ALIAS_VALUES:,} values "
+                    f"(*{event.anchor} here): flatten the data or use fewer aliases",
+                    line=line,
+                )
+            add(anchors[event.anchor], line, size)
         elif kind is yaml.DocumentStartEvent:
             documents += 1
             if documents > 1:

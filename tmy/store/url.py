@@ -23,7 +23,7 @@ from tmy.errors import ConfigError, StoreError
 from tmy.store.base import Store
 
 _ACCEPTED = (
-    "accepted store URLs: sqlite:///relative/path.db (relative to the config directory), "
+    "accepted store URLs: sqlite:///relative/path.db (relative to where tmy is started), "
     "sqlite:////absolute/path.db, sqlite:///:memory:, redis://host:6379/0, rediss://host:6380/0 "
     "— e.g. store: sqlite:///data/tmy.db"
 )
