@@ -239,6 +239,11 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
                 )
             )
         elif args.action == "del":
+            if path.segments:
+                raise ConfigError(
+                    f"vars del takes a variable name, not a position ({args.name!r}); "
+                    f"to change one position use: vars set {args.name} VALUE"
+                )
             await app.store.delete(key)
             print(f"{path.root} reset to its default")
         else:
@@ -250,7 +255,9 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
                 value = args.value
             from tmy.engine.variables import Variables
 
-            variables = Variables({}, declared, app.store, msg)
+            variables = Variables(
+                {}, declared, app.store, msg, app.engine.rulebook.locked_variables
+            )
             await variables.write(path, value)
             print(json.dumps(await app.store.get(key), ensure_ascii=False))
     return 0

@@ -1,8 +1,16 @@
-"""Console adapter: one user typing at a terminal (``serve`` with a TTY, and ``chat``)."""
+"""Console adapter: one user typing at a terminal (``serve`` with a TTY, and ``chat``).
+
+Standard input is read with the event loop's reader callback, never with a
+blocking ``input()`` in a worker thread: such a thread cannot be interrupted, so
+a daemon stopped with SIGTERM would hang until someone pressed Enter. Stopping
+the adapter stops reading; a message being answered is answered first.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import sys
 from typing import TextIO
 
@@ -18,23 +26,62 @@ class ConsoleAdapter:
         self.user, self.chat, self.platform = user, chat, platform
         self.out = out or sys.stdout
         self.prompt = prompt
-        self._task: asyncio.Task[None] | None = None
         self.done = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._stopping = False
+        self._fd: int | None = None
+        self._pending = b""
 
     async def start(self, handle: Handler) -> None:
+        self._fd = _stdin_fd()
+        if self._fd is not None:
+            asyncio.get_running_loop().add_reader(self._fd, self._readable)
         self._task = asyncio.create_task(self._loop(handle), name="console")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        """Stop reading; a run in flight finishes and prints its reply (not cancelled)."""
+        self._stopping = True
+        self._stop_reading()
+        self._lines.put_nowait(None)
+
+    def _stop_reading(self) -> None:
+        if self._fd is not None:
+            asyncio.get_running_loop().remove_reader(self._fd)
+            self._fd = None
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, 65536) if self._fd is not None else b""
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # end of input (Ctrl-D, closed pipe)
+            self._stop_reading()
+            if self._pending:
+                self._lines.put_nowait(self._pending.decode("utf-8", "replace"))
+                self._pending = b""
+            self._lines.put_nowait(None)
+            return
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        for line in lines:
+            self._lines.put_nowait(line.decode("utf-8", "replace").rstrip("\r"))
+
+    async def _next_line(self) -> str | None:
+        if self._fd is None and not self._stopping and self._lines.empty():
+            line = sys.stdin.readline() if sys.stdin is not None else ""  # a StringIO in tests
+            return line.rstrip("\n") if line else None
+        return await self._lines.get()
 
     async def _loop(self, handle: Handler) -> None:
+        interactive = self._fd is not None and os.isatty(self._fd)
         try:
-            while True:
-                try:
-                    line = await asyncio.to_thread(input, self.prompt)
-                except EOFError:
+            while not self._stopping:
+                if interactive:
+                    print(self.prompt, end="", file=self.out, flush=True)
+                line = await self._next_line()
+                if line is None or self._stopping:
                     break
                 if not line.strip():
                     continue
@@ -50,4 +97,13 @@ class ConsoleAdapter:
                 elif reply.rule is None:
                     print("(no rule matched)", file=sys.stderr)
         finally:
+            self._stop_reading()
             self.done.set()
+
+
+def _stdin_fd() -> int | None:
+    """The file descriptor behind sys.stdin, or None (closed, or replaced in tests)."""
+    try:
+        return sys.stdin.fileno() if sys.stdin is not None else None
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return None

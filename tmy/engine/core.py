@@ -171,22 +171,26 @@ class Engine:
         started = time.perf_counter()
         token = logs.bind_trace(trace_id)
         try:
-            reply = await self._handle(message, trace_id)
+            try:
+                reply = await self._handle(message, trace_id)
+            except Exception as exc:  # an engine bug: answer, log it, keep serving
+                log.exception("message.crashed")
+                reply = Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
+            if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
+                logs.emit(
+                    "info" if reply.rule is not None else "debug",
+                    "reply.sent",
+                    rule=reply.rule,
+                    answer=preview(reply.text),
+                    error=reply.error,
+                    ms=round((time.perf_counter() - started) * 1000, 3),
+                )
+            return reply
         finally:
+            logs.TRACE.reset(token)
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-        if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
-            logs.emit(
-                "info" if reply.rule is not None else "debug",
-                "reply.sent",
-                rule=reply.rule,
-                answer=preview(reply.text),
-                error=reply.error,
-                ms=round((time.perf_counter() - started) * 1000, 3),
-            )
-        logs.TRACE.reset(token)
-        return reply
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
@@ -277,8 +281,13 @@ class Engine:
         """
         rule = match.rule
         services = self.services
+        rulebook = self.rulebook
         variables = Variables(
-            self.locals_for(match, message, text), self.rulebook.variables, services.store, message
+            self.locals_for(match, message, text),
+            rulebook.variables,
+            services.store,
+            message,
+            rulebook.locked_variables,
         )
         run = Run(rule, message, trace_id, variables, services)
         await run_chain(run)

@@ -146,11 +146,11 @@ async def run_chain(run: Run) -> None:
 
 async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first: bool) -> None:
     """One execution of ``step``, holding its variable's lock when it needs one."""
-    if step.lock_root is not None:
-        async with run.vars.store.lock(run.vars.key(step.lock_root)):
-            run.vars.forget()
-            await _run_step(run, step, uri, record, first=first)
-    else:
+    if not step.lock_roots:
+        await _run_step(run, step, uri, record, first=first)
+        return
+    async with run.vars.holding(step.lock_roots):
+        run.vars.forget()  # re-read what the lock now protects
         await _run_step(run, step, uri, record, first=first)
 
 

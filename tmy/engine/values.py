@@ -438,8 +438,11 @@ def to_text(value: Any) -> str:
 
         try:
             return json.dumps(value, ensure_ascii=False, default=str)
-        except ValueError:
-            return "<value too large to show>"
+        except (ValueError, TypeError):  # too deep / huge ints, or keys JSON cannot hold
+            try:
+                return repr(value)
+            except ValueError:
+                return "<value too large to show>"
     try:
         return str(value)
     except ValueError:  # int beyond the str-digit limit

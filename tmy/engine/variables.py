@@ -12,7 +12,8 @@ re-reads it after taking the variable's lock.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any
 
 from tmy.engine.paths import Path, get_in, set_in
@@ -72,13 +73,33 @@ class Variables(Mapping[str, Any]):
         declared: Mapping[str, VariableDecl],
         store: Store,
         message: Message,
+        locked: frozenset[str] = frozenset(),
     ) -> None:
         self.locals = locals_
         self.declared = declared
         self.store = store
         self.message = message
+        self.locked = locked  # variables whose every write takes their lock
+        self.held: set[str] = set()  # locks this run holds now
         self.cache: dict[str, Any] = {}
         self._keys: dict[str, str] = {}
+
+    @asynccontextmanager
+    async def holding(self, names: Iterable[str]) -> AsyncIterator[None]:
+        """Hold the store locks of ``names`` (in the order given) for a block."""
+        async with AsyncExitStack() as stack:
+            for name in names:
+                if name not in self.held:
+                    await stack.enter_async_context(self.store.lock(self.key(name)))
+                    self.held.add(name)
+                    stack.callback(self.held.discard, name)
+            yield
+
+    def _guard(self, name: str) -> AbstractAsyncContextManager[None]:
+        """The lock a write to ``name`` needs, if a locked step may be mid-way on it."""
+        if name in self.locked and name not in self.held:
+            return self.holding((name,))
+        return nullcontext()
 
     # -- Mapping (sync: values must have been fetched) ----------------------------------------
 
@@ -142,7 +163,8 @@ class Variables(Mapping[str, Any]):
                 self.locals[name] = value
             return
         if not path.segments:
-            await self.store.set(self.key(name), value)
+            async with self._guard(name):
+                await self.store.set(self.key(name), value)
             self.cache[name] = value
             return
 
@@ -151,7 +173,8 @@ class Variables(Mapping[str, Any]):
             root = set_in(root, path, value)
             return root, root
 
-        self.cache[name] = await self.store.update(self.key(name), apply)
+        async with self._guard(name):
+            self.cache[name] = await self.store.update(self.key(name), apply)
 
     async def take(self, path: Path, mode: str) -> Any:
         """SHIFT/POPUP/LOOPBACK/LOOPFRONT on the list at ``path`` (atomic when persistent)."""
@@ -174,6 +197,7 @@ class Variables(Mapping[str, Any]):
             _, member = list_take(target, mode, str(path))
             return root, (root, member)
 
-        root, member = await self.store.update(self.key(name), apply)
+        async with self._guard(name):
+            root, member = await self.store.update(self.key(name), apply)
         self.cache[name] = root
         return member

@@ -22,7 +22,7 @@ from tmy.engine.values import (
     compile_path,
     compile_value,
 )
-from tmy.errors import EvalError, RuleError, RuleErrors
+from tmy.errors import EvalError, RuleError, RuleErrors, StoreError
 from tmy.executors.registry import Registry
 from tmy.hints import did_you_mean
 from tmy.rulebook.index import TriggerIndex
@@ -38,6 +38,7 @@ from tmy.rulebook.model import (
 )
 from tmy.rulebook.triggers import parse_trigger
 from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
+from tmy.store.codec import encode
 
 FILE_KEYS = ("variables", "rules")
 VARIABLE_KEYS = ("scope", "default", "description")
@@ -196,6 +197,16 @@ class _Loader:
             )
             return
         default = _plain(decl.get("default"))
+        try:
+            encode(default, name)
+        except StoreError as exc:
+            self.error(
+                f"variable {name!r}: the default cannot be stored ({exc}); quote dates and "
+                "other special values to keep them as text",
+                file,
+                decl.line_of("default"),
+            )
+            return
         prior = self.variables.get(name)
         if prior and (prior.scope, prior.default) != (scope, default):
             self.error(
@@ -231,7 +242,9 @@ class _Loader:
         if self.errors:
             raise RuleErrors(self.errors)
         index = TriggerIndex(rules)
+        locked = frozenset(name for r in rules for st in r.steps for name in st.lock_roots)
         return Rulebook(
+            locked_variables=locked,
             rules=tuple(rules),
             variables=dict(self.variables),
             index=index,
@@ -459,13 +472,7 @@ class _Loader:
                 reads |= v.names
         if INPUT is not None:
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
-        lock_root = None
-        if (
-            save is not None
-            and save.root in self.variables
-            and (save.root in reads or (INPUT is not None and INPUT.root is None))
-        ):
-            lock_root = save.root
+        lock_roots = self.lock_roots(save, reads, INPUT is not None and INPUT.root is None)
         return Step(
             index=index,
             id=sid,
@@ -478,13 +485,33 @@ class _Loader:
             on_error=on_error,
             options=options,
             timeout=float(timeout) if timeout else None,
-            lock_root=lock_root,
+            lock_roots=lock_roots,
             extras=extras,
             file=file,
             line=raw.line,
         )
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def lock_roots(
+        self, save: PathValue | None, reads: set[str], dynamic_input: bool
+    ) -> tuple[str, ...]:
+        """Declared variables a step must hold locked: those it may read and then save.
+
+        A step that reads the variable it saves to is a read-modify-write; holding
+        the variable's lock from the read to the write keeps concurrent runs from
+        interleaving. A computed save position (``?=``) could be any variable the
+        step reads, so all of them are locked (in name order: no deadlocks); a
+        computed INPUT position could read any variable at all.
+        """
+        if save is None:
+            return ()
+        if save.root is not None:
+            if save.root in self.variables and (save.root in reads or dynamic_input):
+                return (save.root,)
+            return ()
+        candidates = set(self.variables) if dynamic_input else reads & set(self.variables)
+        return tuple(sorted(candidates))
 
     def value(
         self, raw: LineDict, key: str, file: str, known: set[str], dynamic: bool, where: str

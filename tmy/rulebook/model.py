@@ -80,7 +80,7 @@ class Step:
     on_error: str  # "stop" | "continue"
     options: dict[str, Value]
     timeout: float | None
-    lock_root: str | None  # persistent variable read and saved by this step: held locked
+    lock_roots: tuple[str, ...]  # declared variables read and saved by this step: held locked
     extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
     file: str
     line: int
@@ -122,6 +122,10 @@ class Rulebook:
     files: tuple[str, ...]
     by_id: dict[str, Rule] = field(default_factory=dict)
     has_sessions: bool = False
+    # variables some step holds locked across a read and a write: every other
+    # write to them (list modes, saves) takes the same lock, or it could land
+    # between that step's read and its write and be overwritten
+    locked_variables: frozenset[str] = frozenset()
 
     @functools.cached_property
     def warnings(self) -> tuple[str, ...]:

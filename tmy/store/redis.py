@@ -380,19 +380,22 @@ class RedisStore:
             queue.append(job)
             return await job.future
         queue = self._batches[key] = [job]
+        batch: list[_Job] = []
         try:
             while queue:
                 batch = queue[:]
                 queue.clear()
                 await self._commit(key, batch)
         except BaseException as exc:
+            # the leading caller was cancelled (or failed): everyone waiting on this
+            # batch or the next must hear about it instead of waiting forever
             failure = (
                 exc
                 if isinstance(exc, Exception)
                 else StoreError(f"{self.where}: update {key!r} was interrupted; try again")
             )
-            for pending in queue:
-                if not pending.future.done():
+            for pending in (*batch, *queue):
+                if pending is not job and not pending.future.done():
                     pending.future.set_exception(failure)
             raise
         finally:
@@ -418,7 +421,7 @@ class RedisStore:
                         self._cache.put(rkey, expected)
                         continue
                     outcomes, raw, _ = _apply(batch, expected, key, True)
-                if raw == expected:  # nothing to write (every fn failed, or no change)
+                if raw == expected and verified:  # no change to a value read from Redis
                     _settle(outcomes)
                     return
                 px = next((j.px for j, exc, _ in reversed(outcomes) if exc is None), "0")
