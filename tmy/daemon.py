@@ -28,7 +28,9 @@ ADAPTER_FACTORIES: list[Any] = []
 def build_adapters(settings: Settings, *, console: bool | None = None) -> list[Any]:
     adapters: list[Any] = []
     if settings.http_enabled:
-        adapters.append(HttpAdapter(settings.http_listen, settings.max_message_chars))
+        adapters.append(
+            HttpAdapter(settings.http_listen, settings.max_message_chars, settings.shutdown_grace)
+        )
     want_console = settings.console if console is None else console
     if want_console and sys.stdin is not None and sys.stdin.isatty():
         adapters.append(ConsoleAdapter())

@@ -41,9 +41,12 @@ def parse_listen(listen: str) -> tuple[str, int]:
 class HttpAdapter:
     name = "http"
 
-    def __init__(self, listen: str, max_message_chars: int = 20_000) -> None:
+    def __init__(
+        self, listen: str, max_message_chars: int = 20_000, shutdown_grace: float = 30.0
+    ) -> None:
         self.host, self.port = parse_listen(listen)
         self.max_chars = max_message_chars
+        self.shutdown_grace = shutdown_grace  # how long stop() lets requests in flight finish
         self._runner: web.AppRunner | None = None
         self._handle: Handler | None = None
 
@@ -54,7 +57,13 @@ class HttpAdapter:
         app.router.add_get("/healthz", self._health)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner,
+            self.host,
+            self.port,
+            reuse_address=True,
+            shutdown_timeout=self.shutdown_grace,
+        )
         try:
             await site.start()
         except OSError as exc:

@@ -149,7 +149,9 @@ async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first:
     if not step.lock_roots:
         await _run_step(run, step, uri, record, first=first)
         return
-    async with run.vars.holding(step.lock_roots):
+    # the lease must outlive the step, or a slow step could lose it to another daemon
+    lease = (step.timeout or run.services.settings.step_timeout) + 5.0
+    async with run.vars.holding(step.lock_roots, ttl=lease):
         run.vars.forget()  # re-read what the lock now protects
         await _run_step(run, step, uri, record, first=first)
 

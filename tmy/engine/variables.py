@@ -85,12 +85,12 @@ class Variables(Mapping[str, Any]):
         self._keys: dict[str, str] = {}
 
     @asynccontextmanager
-    async def holding(self, names: Iterable[str]) -> AsyncIterator[None]:
+    async def holding(self, names: Iterable[str], ttl: float = 30.0) -> AsyncIterator[None]:
         """Hold the store locks of ``names`` (in the order given) for a block."""
         async with AsyncExitStack() as stack:
             for name in names:
                 if name not in self.held:
-                    await stack.enter_async_context(self.store.lock(self.key(name)))
+                    await stack.enter_async_context(self.store.lock(self.key(name), ttl=ttl))
                     self.held.add(name)
                     stack.callback(self.held.discard, name)
             yield
