@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
@@ -207,3 +207,12 @@ def _quiet_logs() -> Iterator[None]:
 
     logs.configure("warning")
     yield
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[Any]:
+    """A fake chat-completions server on loopback (tests/llm_fake_provider.py)."""
+    from llm_fake_provider import FakeProvider
+
+    async with FakeProvider() as fake:
+        yield fake

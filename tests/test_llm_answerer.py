@@ -9,49 +9,18 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from llm_fake_provider import FakeProvider, Fault
+from llm_helpers import ASK, on, rules
 
 from tmy.engine.variables import conversation_key
 from tmy.message import Message
 from tmy.store.base import MISSING
 from tmy.testing import Bot
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-def on(provider: FakeProvider, **extra: Any) -> dict[str, Any]:
-    return {
-        "models": {"fake": {"base_url": provider.base_url, "model": "fake"}},
-        "backoff_base": 0.001,
-        **extra,
-    }
-
-
-def rules(steps: str, *, intent: str = "", extra: str = "") -> str:
-    head = f"    intent: {intent}\n" if intent else ""
-    return f"""
-rules:
-  - id: t
-    triggers: ["t *"]
-    on_error: "failed: {{STEP_ERROR}}"
-{head}    steps:
-{steps}
-{extra}"""
-
-
-ASK = """      - plugin: LLM
-"""
-
 
 # -- the TESTONLY mock --------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,6 @@ from tmy.message import Message
 from tmy.testing import Bot
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
 
 
 # -- config ---------------------------------------------------------------------------------------

@@ -12,51 +12,15 @@ from __future__ import annotations
 import email.utils
 import socket
 import time
-from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import pytest
 from llm_fake_provider import FakeProvider, Fault, Reply
+from llm_helpers import RULES, llm, llm_stats
 
 from tmy.llm.client import retry_after_seconds, retry_delay
 from tmy.llm.config import load_config
 from tmy.testing import Bot
-
-RULES = """
-rules:
-  - id: ask
-    triggers: ["ask *"]
-    on_error: "LLM trouble: {STEP_ERROR}"
-    steps:
-      - plugin: LLM
-        system: "Answer briefly."
-"""
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-def llm(provider: FakeProvider, *, retries: int = 2, **main: Any) -> dict[str, Any]:
-    """An llm config with two models on the fake provider: main (falling back) and backup."""
-    main = {"base_url": provider.base_url, "model": "main-model", **main}
-    return {
-        "retries": retries,
-        "backoff_base": 0.001,
-        "retry_after_cap": 0.02,
-        "models": {
-            "main": main,
-            "backup": {"base_url": provider.base_url, "model": "backup-model"},
-        },
-        "default": "main",
-    }
-
-
-def llm_stats(reply: Any) -> dict[str, Any]:
-    return reply.steps[0].extra["llm"]
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])

@@ -4,7 +4,6 @@ selected by the environment alone (as with a real key), each sample doing its jo
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,6 @@ from llm_fake_provider import FakeProvider, Reply
 from tmy.testing import Bot
 
 SAMPLES = Path(__file__).resolve().parent.parent / "rules" / "llm.yaml"
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
 
 
 async def test_sample_rules_work_offline_on_the_mock() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,6 @@ from llm_fake_provider import FakeProvider, Reply
 from tmy import logs
 from tmy.llm.tools import allowed, parse_text_calls
 from tmy.testing import Bot
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
 
 
 def on(provider: FakeProvider, **model: Any) -> dict[str, Any]:

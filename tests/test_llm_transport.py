@@ -13,50 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from llm_fake_provider import FakeProvider, Fault, Reply
+from llm_helpers import RULES, llm, llm_stats
 
 from tmy.llm.usage import keys, today
 from tmy.message import Message
 from tmy.testing import Bot
-
-RULES = """
-rules:
-  - id: ask
-    triggers: ["ask *"]
-    on_error: "LLM trouble: {STEP_ERROR}"
-    steps:
-      - plugin: LLM
-        system: "Answer briefly."
-"""
-
-
-@pytest.fixture
-async def provider() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider() as fake:
-        yield fake
-
-
-def llm(provider: FakeProvider, *, retries: int = 2, **main: Any) -> dict[str, Any]:
-    """An llm config with two models on the fake provider: main (falling back) and backup."""
-    main = {"base_url": provider.base_url, "model": "main-model", **main}
-    return {
-        "retries": retries,
-        "backoff_base": 0.001,
-        "retry_after_cap": 0.02,
-        "models": {
-            "main": main,
-            "backup": {"base_url": provider.base_url, "model": "backup-model"},
-        },
-        "default": "main",
-    }
-
-
-def llm_stats(reply: Any) -> dict[str, Any]:
-    return reply.steps[0].extra["llm"]
 
 
 async def test_non_streaming_answer_and_openai_cached_tokens(provider: FakeProvider) -> None:
