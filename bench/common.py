@@ -428,6 +428,18 @@ def settings_for(tmp: Path, *, rules: Path, store: str | None = None, **extra: A
     )
 
 
+def spawn_serve(tmp: Path, host: str, port: int) -> subprocess.Popen[bytes]:
+    """``python run.py serve --http HOST:PORT --no-console`` on the rules under ``tmp/rules``."""
+    return subprocess.Popen(
+        [sys.executable, str(RUN_PY), "serve", "--http", f"{host}:{port}", "--no-console"],
+        cwd=ROOT,
+        env=serve_env(tmp, tmp / "rules"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "serve.stderr").open("w"),
+    )
+
+
 def serve_env(tmp: Path, rules: Path, store: str | None = None, **more: str) -> dict[str, str]:
     """Environment for a ``python run.py serve`` subprocess with everything under ``tmp``."""
     (tmp / "no-plugins").mkdir(exist_ok=True)

@@ -261,22 +261,7 @@ def main() -> int:
     with common.temp_dir("http") as tmp:
         common.write_rules(tmp / "rules", common.dispatch_rules_yaml(n_rules, mix=False))
         port = common.free_port()
-        env = common.serve_env(tmp, tmp / "rules")
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                str(common.RUN_PY),
-                "serve",
-                "--http",
-                f"{HOST}:{port}",
-                "--no-console",
-            ],
-            cwd=common.ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp / "serve.stderr").open("w"),
-        )
+        server = common.spawn_serve(tmp, HOST, port)
         try:
             startup = common.wait_http(HOST, port, proc=server, timeout=120)
             url = f"http://{HOST}:{port}/v1/messages"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
@@ -47,23 +46,8 @@ def one_run(n_rules: int) -> dict[str, Any]:
     with common.temp_dir(f"startup-{n_rules}") as tmp:
         common.write_rules(tmp / "rules", common.dispatch_rules_yaml(n_rules, mix=False))
         port = common.free_port()
-        env = common.serve_env(tmp, tmp / "rules")
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(common.RUN_PY),
-                "serve",
-                "--http",
-                f"{HOST}:{port}",
-                "--no-console",
-            ],
-            cwd=common.ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp / "serve.stderr").open("w"),
-        )
+        proc = common.spawn_serve(tmp, HOST, port)
         try:
             common.wait_http(HOST, port, proc=proc, timeout=300)
             ready = time.perf_counter() - t0
