@@ -37,6 +37,8 @@ def build_registry(settings: Settings) -> Registry:
 
 # Callables (registry, settings) -> None that add executors/hooks (the LLM answerer registers here).
 EXTENSIONS: list[Any] = []
+# Callables (services) -> None run when services are built (e.g. to attach an LLM client).
+SERVICE_HOOKS: list[Any] = []
 
 
 def log_rule_warnings(app: App) -> None:
@@ -76,10 +78,14 @@ class App:
         rulebook = self.load_rules()
         self.store = self._given_store or open_store(self.settings.store)
         await self.store.open()
-        services = Services(self.settings, self.store, self.registry)
-        for hook in SERVICE_HOOKS:
-            hook(services)
-        self.engine = Engine(rulebook, services)
+        try:
+            services = Services(self.settings, self.store, self.registry)
+            for hook in SERVICE_HOOKS:
+                hook(services)
+            self.engine = Engine(rulebook, services)
+        except BaseException:  # a bad setting found now must not leave the store open
+            await self.__aexit__()
+            raise
         # The rulebook lives as long as the daemon: move it out of the collector's
         # sight, or every full collection walks all rules (measurable at 10,000 rules).
         # No gc.collect() first: loading frees its garbage by reference counting,
@@ -99,10 +105,6 @@ class App:
             await self.engine.services.aclose()
         if self.store is not None and self._given_store is None:
             await self.store.close()
-
-
-# Callables (services) -> None run when services are built (e.g. to attach an LLM client).
-SERVICE_HOOKS: list[Any] = []
 
 
 def _safe_url(url: str) -> str:
