@@ -203,8 +203,8 @@ async def cmd_chat(settings: Settings, who: dict[str, str]) -> int:
 
 async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, str]) -> int:
     from tmy.app import App
-    from tmy.engine.paths import get_in, parse_path
-    from tmy.engine.variables import variable_key
+    from tmy.engine.paths import parse_path
+    from tmy.engine.variables import Variables, variable_key
     from tmy.message import Message
     from tmy.store.base import MISSING
 
@@ -231,11 +231,11 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
             raise ConfigError(f"{path.root!r} is not a declared variable (declared: {known})")
         key = variable_key(decl, msg)
         if args.action == "get":
-            value = await app.store.get(key)
-            value = decl.default if value is MISSING else value
             print(
                 json.dumps(
-                    get_in(value, path) if path.segments else value, ensure_ascii=False, indent=2
+                    await Variables({}, declared, app.store, msg).read(path),
+                    ensure_ascii=False,
+                    indent=2,
                 )
             )
         elif args.action == "del":
@@ -253,8 +253,6 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
                 value = json.loads(args.value)
             except json.JSONDecodeError:
                 value = args.value
-            from tmy.engine.variables import Variables
-
             variables = Variables(
                 {}, declared, app.store, msg, app.engine.rulebook.locked_variables
             )

@@ -16,9 +16,8 @@ from typing import Any
 from tmy.app import App
 from tmy.config import Settings
 from tmy.engine.paths import parse_path
-from tmy.engine.variables import variable_key
+from tmy.engine.variables import Variables
 from tmy.message import Message, Reply
-from tmy.store.base import MISSING
 
 
 class Bot:
@@ -78,13 +77,7 @@ class Bot:
     async def var(self, path: str, *, user: str = "tester", chat: str = "",
                   platform: str = "test") -> Any:  # fmt: skip
         """A declared variable's stored value (its default when never written)."""
-        from tmy.engine.paths import get_in
-
-        p = parse_path(path)
         engine = self.app.engine
-        decl = engine.rulebook.variables[p.root]
         msg = Message("", user=user, chat=chat, platform=platform)
-        value = await engine.services.store.get(variable_key(decl, msg))
-        if value is MISSING:
-            value = decl.default
-        return get_in(value, p) if p.segments else value
+        variables = Variables({}, engine.rulebook.variables, engine.services.store, msg)
+        return await variables.read(parse_path(path))

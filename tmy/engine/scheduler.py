@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmy import logs
-from tmy.engine.paths import Path
+from tmy.engine.paths import Path, parse_path
 from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
@@ -84,14 +84,10 @@ class StepContext:
 
     async def get(self, path: str) -> Any:
         """Read a variable position (declared variables come from the store)."""
-        from tmy.engine.paths import parse_path
-
         return await self.run.vars.read(parse_path(path))
 
     async def set(self, path: str, value: Any) -> None:
         """Write a variable position (declared variables are written through)."""
-        from tmy.engine.paths import parse_path
-
         await self.run.vars.write(parse_path(path), value)
 
 
@@ -103,7 +99,7 @@ async def run_chain(run: Run) -> None:
     """Run every step of ``run.rule`` in order, honouring errors and ``when:``."""
     rule = run.rule
     for step in rule.steps:
-        uri = step.uri(rule.id)
+        uri = step.uri
         run.locals["STEP_URI"] = uri
         run.locals["STEP_ERROR"] = ""
         record = StepRecord(uri=uri, plugin=step.plugin)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -434,8 +435,6 @@ def to_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list, tuple)):
-        import json
-
         try:
             return json.dumps(value, ensure_ascii=False, default=str)
         except (ValueError, TypeError):  # too deep / huge ints, or keys JSON cannot hold

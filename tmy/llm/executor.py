@@ -239,7 +239,7 @@ async def judge(
     run: Any, step: Any, record: Any, scene: str, spec: Judgement, extra: str = ""
 ) -> bool:
     """Ask the model whether ``spec.condition`` holds for the current STEP_RESULT."""
-    uri = step.uri(run.rule.id)
+    uri = step.uri
     ctx = StepContext(run, step, uri, record)
     rt = runtime_of(run.services)
     config = rt.config
@@ -297,7 +297,7 @@ class WhileLLM:
         if count >= limit:
             record.extra["loops"] = count
             record.extra["loops_capped"] = True
-            log.info("llm.loop_capped", uri=step.uri(run.rule.id), loops=count, max_loops=limit)
+            log.info("llm.loop_capped", uri=step.uri, loops=count, max_loops=limit)
             return False
         extra = f"\nRuns so far: {count}"
         verdict = await judge(run, step, record, "loop", step.extras["while_llm"], extra)

@@ -485,6 +485,7 @@ class _Loader:
             on_error=on_error,
             options=options,
             timeout=float(timeout) if timeout else None,
+            uri=f"{rid}/{sid if sid is not None else index}",
             lock_roots=lock_roots,
             extras=extras,
             file=file,

@@ -80,6 +80,7 @@ class Step:
     on_error: str  # "stop" | "continue"
     options: dict[str, Value]
     timeout: float | None
+    uri: str  # STEP_URI: "<rule id>/<step id>" or "<rule id>/<position>"
     lock_roots: tuple[str, ...]  # declared variables read and saved by this step: held locked
     extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
     file: str
@@ -88,9 +89,6 @@ class Step:
     @property
     def plugin(self) -> str:
         return self.spec.name
-
-    def uri(self, rule_id: str) -> str:
-        return f"{rule_id}/{self.id if self.id is not None else self.index}"
 
 
 @dataclass(slots=True, eq=False)
