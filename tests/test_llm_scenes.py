@@ -264,16 +264,16 @@ async def test_output_schema_gives_up_with_a_clear_error(provider: FakeProvider)
     assert len(provider.seen()) == 2
 
 
-async def test_output_yaml_on_the_mock() -> None:
-    steps = (
-        ASK
-        + """        format: yaml
+YAML_OUTPUT = """        format: yaml
         output:
           type: object
           properties: {title: {type: string}, tags: {type: array, items: {type: string}}}
           required: [title, tags]
 """
-    )
+
+
+async def test_output_yaml_on_the_mock() -> None:
+    steps = ASK + YAML_OUTPUT
     async with Bot({"r.yaml": rules(steps)}) as bot:
         reply = await bot.ask("t a poem")
         assert reply.error is None
@@ -281,16 +281,7 @@ async def test_output_yaml_on_the_mock() -> None:
 
 
 async def test_output_yaml_is_parsed_validated_and_repaired(provider: FakeProvider) -> None:
-    steps = (
-        ASK
-        + """        format: yaml
-        output:
-          type: object
-          properties: {title: {type: string}, tags: {type: array, items: {type: string}}}
-          required: [title, tags]
-        save: poem
-"""
-    )
+    steps = ASK + YAML_OUTPUT + "        save: poem\n"
     provider.script(
         "fake",
         [
