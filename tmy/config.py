@@ -42,6 +42,8 @@ class Settings:
     admins: frozenset[str] = frozenset()
     step_timeout: float = 60.0
     max_message_chars: int = 20_000
+    max_reply_chars: int = 50_000
+    max_id_chars: int = 256
     error_reply: str = "Sorry, something went wrong."
     log_level: str = "info"
     log_file: str = ""
@@ -72,6 +74,8 @@ _SCHEMA: dict[str, dict[str, Any]] = {
     "limits": {
         "step_timeout": (int, float),
         "max_message_chars": int,
+        "max_reply_chars": int,
+        "max_id_chars": int,
         "shutdown_grace": (int, float),
     },
     "log": {"level": str, "file": str},
@@ -132,6 +136,8 @@ def load_settings(
         "error_reply": data.get("error_reply"),
         "step_timeout": limits.get("step_timeout"),
         "max_message_chars": limits.get("max_message_chars"),
+        "max_reply_chars": limits.get("max_reply_chars"),
+        "max_id_chars": limits.get("max_id_chars"),
         "shutdown_grace": limits.get("shutdown_grace"),
         "log_level": log.get("level"),
         "log_file": log.get("file"),

@@ -29,7 +29,12 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> list[A
     adapters: list[Any] = []
     if settings.http_enabled:
         adapters.append(
-            HttpAdapter(settings.http_listen, settings.max_message_chars, settings.shutdown_grace)
+            HttpAdapter(
+                settings.http_listen,
+                settings.max_message_chars,
+                settings.shutdown_grace,
+                settings.max_id_chars,
+            )
         )
     want_console = settings.console if console is None else console
     if want_console and sys.stdin is not None and sys.stdin.isatty():

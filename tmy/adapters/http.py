@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from tmy.adapters.base import Handler
+from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
 from tmy.message import Message
 
@@ -42,10 +43,15 @@ class HttpAdapter:
     name = "http"
 
     def __init__(
-        self, listen: str, max_message_chars: int = 20_000, shutdown_grace: float = 30.0
+        self,
+        listen: str,
+        max_message_chars: int = 20_000,
+        shutdown_grace: float = 30.0,
+        max_id_chars: int = 256,
     ) -> None:
         self.host, self.port = parse_listen(listen)
         self.max_chars = max_message_chars
+        self.max_id_chars = max_id_chars
         self.shutdown_grace = shutdown_grace  # how long stop() lets requests in flight finish
         self._runner: web.AppRunner | None = None
         self._handle: Handler | None = None
@@ -84,6 +90,8 @@ class HttpAdapter:
     async def _messages(self, request: web.Request) -> web.Response:
         try:
             body: Any = await request.json()
+        except RecursionError:
+            return _error(400, "the JSON body is nested too deeply")
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
             return _error(400, "the body must be a JSON object with a 'text' field")
         if not isinstance(body, dict):
@@ -96,10 +104,14 @@ class HttpAdapter:
         fields = {}
         for key in ("user", "chat", "platform", "user_name"):
             value = body.get(key)
-            if value is not None:
-                if not isinstance(value, (str, int)):
-                    return _error(400, f"'{key}' must be a string")
-                fields[key] = str(value)
+            if value is None:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)  # numeric ids, as several platforms send them
+            problem = id_problem(key, value, self.max_id_chars)
+            if problem is not None:
+                return _error(400, problem)
+            fields[key] = value
         fields.setdefault("platform", "http")
         assert self._handle is not None
         reply = await self._handle(Message(text, **fields))

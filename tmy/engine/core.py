@@ -107,6 +107,55 @@ def _valid_unicode(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+class Admins:
+    """Who is an admin: ``platform:user`` entries and bare user ids, matched apart.
+
+    ``platform:user`` matches that user on that platform only: the platform and
+    the user id of the message are compared separately, so ``user:
+    "telegram:42"`` sent on ``http`` is not ``telegram:42``. A bare id matches
+    that user id on any platform, but never a user id that contains ``:``
+    (otherwise a crafted id could read as a listed ``platform:user``).
+    """
+
+    __slots__ = ("bare", "pairs")
+
+    def __init__(self, entries: frozenset[str] | set[str] | list[str]) -> None:
+        self.pairs: set[tuple[str, str]] = set()
+        self.bare: set[str] = set()
+        for entry in entries:
+            platform, sep, user = entry.partition(":")
+            if sep and platform and user:
+                self.pairs.add((platform, user))
+            else:
+                self.bare.add(entry)
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs or self.bare)
+
+    def admits(self, platform: str, user: str) -> bool:
+        if (platform, user) in self.pairs:
+            return True
+        return ":" not in user and user in self.bare
+
+
+def id_problem(name: str, value: Any, limit: int) -> str | None:
+    """Why ``value`` cannot be a user/chat/platform id, or None when it can.
+
+    Ids become store keys, log fields and lock names: they must be text, valid
+    UTF-8 (no lone surrogates) and short.
+    """
+    if not isinstance(value, str):
+        return f"{name!r} must be a string, not {type(value).__name__}"
+    if len(value) > limit:
+        return f"{name!r} is {len(value)} characters long (the limit is {limit})"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name!r} contains a lone surrogate (not valid Unicode text)"
+    return None
+
+
 def _timezone(name: str) -> tzinfo | None:
     if name in ("", "local"):
         return None
@@ -133,6 +182,7 @@ class Engine:
                 f"error_reply {self.settings.error_reply!r} refers to {sorted(unknown)[0]!r}; "
                 "it may use only run locals such as {STEP_ERROR}, {USER_NAME} or {QUESTION}"
             )
+        self.admins = Admins(self.settings.admins)
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -202,11 +252,14 @@ class Engine:
             self._log_received("warning", message, text)
             log.warning("message.refused", reason=error)
             return Reply("", None, trace_id, error=error)
-        if not message.is_admin and self.settings.admins:
-            message.is_admin = (
-                f"{message.platform}:{message.user}" in self.settings.admins
-                or message.user in self.settings.admins
-            )
+        id_limit = self.settings.max_id_chars
+        for name in ("user", "chat", "platform"):
+            problem = id_problem(name, getattr(message, name), id_limit)
+            if problem is not None:
+                log.warning("message.refused", reason=problem)
+                return Reply("", None, trace_id, error=f"bad message: {problem}")
+        if not message.is_admin and self.admins:
+            message.is_admin = self.admins.admits(message.platform, message.user)
         rulebook = self.rulebook
         match = rulebook.index.match(text, lambda rule: rule.filters.admits(message))
         if match is None and rulebook.has_sessions:
@@ -302,6 +355,15 @@ class Engine:
             + to_text(loc.get("STEP_RESULT"))
             + to_text(loc.get("POST_ANSWER"))
         )
+        limit = self.settings.max_reply_chars
+        if len(answer) > limit:
+            error = (
+                f"the reply is {len(answer)} characters long (limits.max_reply_chars is {limit})"
+            )
+            loc["STEP_ERROR"] = error
+            log.warning("run.failed", rule=rule.id, uri=loc.get("STEP_URI"), error=error)
+            text_out = await self._error_text(run)
+            return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
         if finish:
             await self._after_run(run)
         return Reply(answer, rule.id, trace_id, steps=run.records)

@@ -305,6 +305,20 @@ async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record:
         rule = services.engine.rulebook.by_id.get(tool.target)
         if rule is None:
             raise _Refused(f"tool {tool.name!r}: rule {tool.target!r} is gone (rules reloaded?)")
+        if not rule.filters.admits(ctx.message):
+            # the model acts for the user who wrote to it: a rule that user could not
+            # reach by its trigger (admin_only, platform, chat, private/group) stays shut
+            log.warning(
+                "tool.refused",
+                uri=uri,
+                tool=tool.name,
+                rule=rule.id,
+                user=ctx.message.user,
+                reason="the rule's filters do not admit this user here",
+            )
+            raise _Refused(
+                f"permission denied: tool {tool.name!r} is not available to this user here"
+            )
         groups = {k: v for k, v in args.items() if k.isidentifier() and k.upper() != k}
         match = Match(rule, None, tool.target, args, groups)  # type: ignore[arg-type]
         reply = await services.engine.run_rule(
