@@ -244,3 +244,29 @@ async def test_reply_over_the_limit_is_a_clear_error(http_bot) -> None:
     assert "max_reply_chars" in data["error"] and "60000" in data["error"]
     assert len(data["answer"]) < 1000
     assert len(json.dumps(data)) < 5000
+
+
+GROW_RULES = """
+variables:
+  notes: {scope: global, default: []}
+rules:
+  - id: note
+    triggers: ["note *"]
+    steps:
+      - {plugin: ADJUST, input: "?= notes + [QUESTION]", save: notes}
+      - {plugin: ADJUST, input: "noted"}
+  - id: count
+    triggers: [count]
+    steps:
+      - {plugin: ADJUST, input: "?= len(notes)"}
+"""
+
+
+async def test_a_value_too_big_for_the_store_is_refused_and_nothing_is_lost() -> None:
+    async with Bot({"g.yaml": GROW_RULES}, max_value_bytes=50_000) as bot:
+        chunk = "x" * 15_000
+        for _ in range(3):
+            assert (await bot.ask(f"note {chunk}")).error is None
+        refused = await bot.ask(f"note {chunk}")
+        assert "max_value_bytes" in refused.error and "50,000" in refused.error
+        assert (await bot.say("count")) == "3"  # the stored list is intact

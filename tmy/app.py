@@ -12,6 +12,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
+from tmy import redact
 from tmy.config import Settings
 from tmy.engine.core import Engine, Services
 from tmy.executors import default_registry
@@ -20,7 +21,7 @@ from tmy.executors.registry import Registry
 from tmy.logs import get_logger
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
-from tmy.store import open_store
+from tmy.store import codec, open_store
 from tmy.store.base import Store
 
 log = get_logger("tmy")
@@ -64,6 +65,7 @@ class App:
         self.store: Store | None = None
         self.engine: Engine | None = None
         self.registry: Registry | None = None
+        self.daemon: Any = None  # the serving Daemon (adapters, send), when there is one
 
     def load_rules(self) -> Rulebook:
         assert self.registry is not None
@@ -76,6 +78,8 @@ class App:
     async def __aenter__(self) -> App:
         self.registry = build_registry(self.settings)
         rulebook = self.load_rules()
+        redact.add_url(self.settings.store)  # a store password never reaches an error or the log
+        codec.MAX_VALUE_BYTES = self.settings.max_value_bytes
         self.store = self._given_store or open_store(self.settings.store)
         await self.store.open()
         try:

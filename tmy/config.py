@@ -44,12 +44,16 @@ class Settings:
     max_message_chars: int = 20_000
     max_reply_chars: int = 50_000
     max_id_chars: int = 256
+    max_value_bytes: int = 4 * 1024 * 1024
     error_reply: str = "Sorry, something went wrong."
     log_level: str = "info"
     log_file: str = ""
     console: bool = True
     http_enabled: bool = True
     http_listen: str = "127.0.0.1:8080"
+    http_api_keys: tuple[str, ...] = ()
+    # chat-platform sections as validated from the file (+ env): {"onebot": {...}, ...}
+    adapters: dict[str, dict[str, Any]] = field(default_factory=dict)
     shutdown_grace: float = 30.0
     llm: dict[str, Any] = field(default_factory=dict)
     source: str = "<defaults>"
@@ -76,13 +80,52 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "max_message_chars": int,
         "max_reply_chars": int,
         "max_id_chars": int,
+        "max_value_bytes": int,
         "shutdown_grace": (int, float),
     },
     "log": {"level": str, "file": str},
-    "adapters": {"console": dict, "http": dict},
+    "adapters": {"console": dict, "http": dict, "onebot": dict, "discord": dict, "telegram": dict},
     "adapters.console": {"enabled": bool},
-    "adapters.http": {"enabled": bool, "listen": str},
+    "adapters.http": {"enabled": bool, "listen": str, "api_keys": list},
+    "adapters.onebot": {
+        "enabled": bool,
+        "mode": str,
+        "path": str,
+        "url": str,
+        "access_token": str,
+        "heartbeat_timeout": (int, float),
+        "send_interval": (int, float),
+        "action_timeout": (int, float),
+        "quote_reply": bool,
+        "at_sender": bool,
+    },
+    "adapters.discord": {"enabled": bool, "token_env": str, "shards": (int, str)},
+    "adapters.telegram": {
+        "enabled": bool,
+        "token_env": str,
+        "api_base": str,
+        "mode": str,
+        "webhook_url": str,
+        "webhook_path": str,
+        "webhook_secret": str,
+    },
 }
+# keys whose value must be one of a few words (or, for numbers, a range)
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "adapters.onebot.mode": ("reverse", "forward"),
+    "adapters.telegram.mode": ("polling", "webhook"),
+}
+_POSITIVE = (
+    "limits.step_timeout",
+    "limits.max_message_chars",
+    "limits.max_reply_chars",
+    "limits.max_id_chars",
+    "limits.max_value_bytes",
+    "adapters.onebot.heartbeat_timeout",
+    "adapters.onebot.action_timeout",
+)
+_NON_NEGATIVE = ("limits.shutdown_grace", "adapters.onebot.send_interval")
+PLATFORM_SECTIONS = ("onebot", "discord", "telegram")
 
 
 def _check(section: str, data: Any, source: str) -> None:
@@ -103,6 +146,20 @@ def _check(section: str, data: Any, source: str) -> None:
             where = f"{section}.{key}" if section else key
             raise ConfigError(f"{source}: {where!r} has the wrong type ({value!r})")
         sub = f"{section}.{key}" if section else key
+        if sub in _CHOICES and value not in _CHOICES[sub]:
+            raise ConfigError(
+                f"{source}: {sub!r} must be one of {', '.join(_CHOICES[sub])} (got {value!r})"
+            )
+        if sub in _POSITIVE and value <= 0:
+            raise ConfigError(f"{source}: {sub!r} must be > 0 (got {value!r})")
+        if sub in _NON_NEGATIVE and value < 0:
+            raise ConfigError(f"{source}: {sub!r} must be >= 0 (got {value!r})")
+        if sub == "adapters.discord.shards" and not (
+            value == "auto" or (isinstance(value, int) and value >= 1)
+        ):
+            raise ConfigError(f"{source}: {sub!r} must be a number >= 1 or 'auto' (got {value!r})")
+        if sub == "adapters.http.api_keys" and not all(isinstance(k, str) and k for k in value):
+            raise ConfigError(f"{source}: {sub!r} must be a list of non-empty strings")
         if sub in _SCHEMA:
             _check(sub, value, source)
 
@@ -138,14 +195,21 @@ def load_settings(
         "max_message_chars": limits.get("max_message_chars"),
         "max_reply_chars": limits.get("max_reply_chars"),
         "max_id_chars": limits.get("max_id_chars"),
+        "max_value_bytes": limits.get("max_value_bytes"),
         "shutdown_grace": limits.get("shutdown_grace"),
         "log_level": log.get("level"),
         "log_file": log.get("file"),
         "console": console.get("enabled"),
         "http_enabled": http.get("enabled"),
         "http_listen": http.get("listen"),
+        "http_api_keys": http.get("api_keys"),
         "llm": data.get("llm"),
+        "adapters": {k: dict(adapters.get(k) or {}) for k in PLATFORM_SECTIONS},
     }
+    if env.get("TMY_HTTP_API_KEYS"):
+        values["http_api_keys"] = [k.strip() for k in env["TMY_HTTP_API_KEYS"].split(",")]
+    if env.get("TMY_ONEBOT_TOKEN"):
+        values["adapters"]["onebot"]["access_token"] = env["TMY_ONEBOT_TOKEN"]
     for key, var in ENV.items():
         if env.get(var):
             values[
@@ -165,5 +229,7 @@ def load_settings(
         if isinstance(admins, str):
             admins = [a.strip() for a in admins.split(",") if a.strip()]
         kwargs["admins"] = frozenset(str(a) for a in admins)
+    if "http_api_keys" in kwargs:
+        kwargs["http_api_keys"] = tuple(k for k in kwargs["http_api_keys"] if k)
     kwargs["source"] = str(path) if path.exists() else "<defaults>"
     return Settings(**kwargs)

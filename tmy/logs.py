@@ -21,6 +21,8 @@ from typing import Any, ClassVar, TextIO
 import orjson
 import structlog
 
+from tmy import redact
+
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 PREVIEW = 200
 
@@ -188,9 +190,27 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
             "exception"
         ]
     try:
-        return orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS, default=str)
+        line = orjson.dumps(event, option=orjson.OPT_NON_STR_KEYS, default=str)
     except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose the line
-        return json.dumps(event, default=str).encode()
+        line = json.dumps(event, default=str).encode()
+    if redact.active():  # configured secrets (API keys, passwords) never reach the log
+        line = redact.redact_line(line)
+    return line
+
+
+class _Redacting(logging.Filter):
+    """Takes configured secrets out of what libraries log through the standard logging."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if redact.active():
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record: logging reports that itself
+                return True
+            clean = redact.redact(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
 
 
 def configure(
@@ -226,4 +246,7 @@ def configure(
     INFO_ENABLED = lvl <= LEVELS["info"]
     DEBUG_ENABLED = lvl <= LEVELS["debug"]
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # libraries' own warnings: redacted too
+        if not any(isinstance(f, _Redacting) for f in handler.filters):
+            handler.addFilter(_Redacting())
     atexit.register(flush)

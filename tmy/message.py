@@ -18,6 +18,10 @@ class Message:
     private: bool | None = None  # None: private when chat is ""
     is_admin: bool = False
     raw: Any = None  # the platform's own event, for adapters and plugins
+    mentions_bot: bool = False  # the bot was @-mentioned or replied to (group chats)
+    reply_to: str | None = None  # the platform's id of the message this one quotes
+    self_id: str = ""  # which bot account received it (several accounts on one platform)
+    message_id: str = ""  # the platform's id of this message
 
     def __post_init__(self) -> None:
         if self.private is None:

@@ -12,9 +12,9 @@ import asyncio
 import io
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
-from tmy.adapters.base import Handler
+from tmy.adapters.base import Handler, Target
 from tmy.message import Message
 
 
@@ -38,6 +38,13 @@ class ConsoleAdapter:
         if self._fd is not None:
             asyncio.get_running_loop().add_reader(self._fd, self._readable)
         self._task = asyncio.create_task(self._loop(handle), name="console")
+
+    async def send(self, target: Target, text: str) -> None:
+        """Print a message the bot sends on its own (a cron rule's reply, say)."""
+        print(f"[{target.chat or target.user}] {text}", file=self.out, flush=True)
+
+    def health(self) -> dict[str, Any]:
+        return {"state": "stopped" if self.done.is_set() else "connected"}
 
     async def stop(self) -> None:
         """Stop reading; a run in flight finishes and prints its reply (not cancelled)."""

@@ -1,19 +1,27 @@
-"""HTTP adapter: ``POST /v1/messages`` and ``GET /healthz`` (aiohttp).
+"""The daemon's one web server: ``POST /v1/messages``, ``GET /healthz`` and mounted routes.
 
 Request body ``{"text", "user", "chat", "platform", "user_name"}`` (only
 ``text`` is required); response ``{"rule", "answer", "error", "trace_id"}``.
 A malformed request is a 400 with an ``error`` field, a message over the size
 limit a 413; a failing rule is still a 200 whose ``error`` says why.
+
+Other adapters that need HTTP (the OneBot reverse WebSocket, the OpenAI
+facade, a Telegram webhook) ``mount`` their routes here, so the daemon listens
+on one ``host:port``. With API keys configured (``adapters.http.api_keys`` or
+``TMY_HTTP_API_KEYS``), ``/v1/messages`` needs ``Authorization: Bearer <key>``;
+:func:`api_key_problem` is the one check every keyed route uses.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from aiohttp import web
 
-from tmy.adapters.base import Handler
+from tmy.adapters.base import Handler, Target
 from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
 from tmy.message import Message
@@ -29,6 +37,25 @@ def _dumps(obj: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(obj)
     return text
+
+
+def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
+    """Why ``request`` may not use a keyed route (None when it may, or no keys are set).
+
+    Every configured key is compared in constant time, so a timing probe learns
+    neither which key is close nor how many there are.
+    """
+    if not keys:
+        return None
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return "missing API key: send 'Authorization: Bearer <key>'"
+    given_bytes = given.strip().encode()
+    ok = False
+    for key in keys:
+        ok |= hmac.compare_digest(given_bytes, key.encode())
+    return None if ok else "invalid API key"
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -48,19 +75,42 @@ class HttpAdapter:
         max_message_chars: int = 20_000,
         shutdown_grace: float = 30.0,
         max_id_chars: int = 256,
+        api_keys: Sequence[str] = (),
     ) -> None:
         self.host, self.port = parse_listen(listen)
         self.max_chars = max_message_chars
         self.max_id_chars = max_id_chars
+        self.api_keys = tuple(api_keys)
         self.shutdown_grace = shutdown_grace  # how long stop() lets requests in flight finish
         self._runner: web.AppRunner | None = None
         self._handle: Handler | None = None
+        self._mounted: list[web.RouteDef] = []
+        # the daemon's whole health report; without one, /healthz says only "ok"
+        self.health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
+
+    def mount(self, routes: Iterable[web.RouteDef]) -> None:
+        """Serve another adapter's routes on this listener (call before ``start``)."""
+        if self._runner is not None:
+            raise AdapterError("http: routes must be mounted before the listener starts")
+        self._mounted.extend(routes)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "state": "connected" if self._runner is not None else "stopped",
+            "listen": f"{self.host}:{self.port}",
+        }
+
+    async def send(self, target: Target, text: str) -> None:
+        raise AdapterError(
+            "http: the HTTP adapter answers requests; it cannot send on its own initiative"
+        )
 
     async def start(self, handle: Handler) -> None:
         self._handle = handle
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
+        app.router.add_routes(self._mounted)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(
@@ -85,9 +135,17 @@ class HttpAdapter:
             self._runner = None
 
     async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        if self.health_source is None:
+            return web.json_response({"status": "ok"})
+        report = await self.health_source()
+        # "degraded" (an adapter down) still serves the others: 200; a dead store is 503
+        status = 503 if report.get("status") == "error" else 200
+        return web.json_response(report, status=status, dumps=_dumps)
 
     async def _messages(self, request: web.Request) -> web.Response:
+        problem = api_key_problem(request, self.api_keys)
+        if problem is not None:
+            return _error(401, problem)
         try:
             body: Any = await request.json()
         except RecursionError:

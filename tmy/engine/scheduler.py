@@ -33,6 +33,7 @@ from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, StepRecord
+from tmy.redact import redact
 from tmy.rulebook.model import Rule, Step
 
 log = get_logger("tmy.run")
@@ -145,9 +146,9 @@ async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first:
     if not step.lock_roots:
         await _run_step(run, step, uri, record, first=first)
         return
-    # the lease must outlive the step, or a slow step could lose it to another daemon
-    lease = (step.timeout or run.services.settings.step_timeout) + 5.0
-    async with run.vars.holding(step.lock_roots, ttl=lease):
+    # a short lease the store renews while the step runs (a crashed daemon's lock
+    # frees within seconds); the step's own timeout bounds how long it is held
+    async with run.vars.holding(step.lock_roots):
         run.vars.forget()  # re-read what the lock now protects
         await _run_step(run, step, uri, record, first=first)
 
@@ -161,7 +162,7 @@ def _loop_hooks(run: Run, step: Step) -> list[Any]:
 
 
 def _fail(run: Run, step: Step, record: StepRecord, message: str) -> None:
-    message = message or "error"
+    message = redact(message) or "error"  # an upstream may have echoed a configured secret
     run.locals["STEP_ERROR"] = message
     record.error = message
     if step.on_error == "stop":

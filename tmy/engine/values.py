@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmy.engine import expressions
+from tmy.engine.expressions import MAX_RESULT_UNITS
 from tmy.engine.paths import Path, get_in, parse_path
 from tmy.errors import EvalError, PathError
 
@@ -37,6 +38,17 @@ _REF_RE = re.compile(rf"\{{({_REF_BODY})(?:!([rsa]))?(?::([^{{}}]*))?\}}")
 _INNER_RE = re.compile(rf"\{{({_REF_BODY})\}}")
 
 LIST_MODES = ("SHIFT", "POPUP", "LOOPBACK", "LOOPFRONT")
+
+MAX_TEXT_CHARS = 1_000_000  # characters one template may render
+MAX_FORMAT_WIDTH = 1_000  # {x:>N}: padding is allocated, so N is bounded at load
+MAX_FORMAT_PRECISION = 1_000  # {x:.Nf}: digits are allocated too
+MAX_TEMPLATE_REFS = 1_000  # references in one rule value (a template, or a list/map of them)
+
+# [[fill]align][sign][z][#][0][width][grouping][.precision][type]: Python's format spec
+_SPEC_RE = re.compile(
+    r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d*))?[bcdeEfFgGnosxX%]?",
+    re.DOTALL,
+)
 
 
 class Value(abc.ABC):
@@ -82,7 +94,7 @@ class PathTemplate:
             if isinstance(seg, Template):
                 value = seg.evaluate(scope)
                 if isinstance(value, bool) or not isinstance(value, (int, str)):
-                    value = to_text(value)
+                    value = render_text(value, f"key {seg.source!r} of {self.root!r}")
                 out.append(value)
             else:
                 out.append(seg)
@@ -181,22 +193,32 @@ class Template(Value):
         return self.render(scope)
 
     def render(self, scope: Scope) -> str:
+        """The text; refused once it passes ``MAX_TEXT_CHARS`` (a reference repeated
+        many times over a big value would otherwise take gigabytes)."""
         out: list[str] = []
+        total = 0
         for part in self.parts:
             if isinstance(part, str):
-                out.append(part)
-                continue
-            value = self._read(part, scope)
-            if part.conversion == "r":
-                value = repr(value)
-            elif part.conversion == "a":
-                value = ascii(value)
-            try:
-                out.append(format(value, part.spec) if part.spec else to_text(value))
-            except (ValueError, TypeError) as exc:
+                text = part
+            else:
+                value = self._read(part, scope)
+                if part.conversion == "r":
+                    value = repr(value)
+                elif part.conversion == "a":
+                    value = ascii(value)
+                try:
+                    text = format(value, part.spec) if part.spec else to_text(value)
+                except (ValueError, TypeError) as exc:
+                    raise EvalError(
+                        f"cannot format {{{part.ref.text}:{part.spec}}} in {self.source!r}: {exc}"
+                    ) from None
+            total += len(text)
+            if total > MAX_TEXT_CHARS:
                 raise EvalError(
-                    f"cannot format {{{part.ref.text}:{part.spec}}} in {self.source!r}: {exc}"
-                ) from None
+                    f"template {_clip(self.source)!r} renders a text that is too large"
+                    f" (more than {MAX_TEXT_CHARS:,} characters)"
+                )
+            out.append(text)
         return "".join(out)
 
     def _read(self, part: _Ref, scope: Scope) -> Any:
@@ -207,7 +229,15 @@ class Template(Value):
 
 
 def _check_spec(spec: str, ref: str) -> None:
-    """A format spec that fits no value (``{x:>>>>}``) is a load-time error, not a surprise."""
+    """A format spec that fits no value (``{x:>>>>}``) is a load-time error, not a surprise;
+    so is a width or precision that would allocate megabytes per message."""
+    m = _SPEC_RE.fullmatch(spec)
+    if m is None:
+        raise EvalError(f"invalid format spec in {ref}: ':{spec}' fits no text or number")
+    for name, limit in (("width", MAX_FORMAT_WIDTH), ("precision", MAX_FORMAT_PRECISION)):
+        digits = m.group(name)
+        if digits and (len(digits) > 9 or int(digits) > limit):
+            raise EvalError(f"format {name} in {_clip(ref)} is too large (limit {limit:,})")
     for sample in ("", 0, 0.0):
         try:
             format(sample, spec)
@@ -328,20 +358,51 @@ def _bind_references(source: str) -> tuple[str, list[tuple[str, PathRef, str | N
 
 
 def compile_value(raw: Any) -> Value:
-    """Compile any YAML value; strings inside lists and maps are compiled too."""
+    """Compile any YAML value; strings inside lists and maps are compiled too.
+
+    A value may hold at most ``MAX_TEMPLATE_REFS`` references: each costs a lookup
+    on every evaluation, and a rule value is no place for a hundred thousand.
+    """
+    value = _compile_value(raw)
+    count = _ref_count(value)
+    if count > MAX_TEMPLATE_REFS:
+        raise EvalError(
+            f"this value holds {count:,} references (limit {MAX_TEMPLATE_REFS:,});"
+            " build big texts in steps or keep the data in a variable"
+        )
+    return value
+
+
+def _compile_value(raw: Any) -> Value:
     if isinstance(raw, str):
         return compile_string(raw)
     if isinstance(raw, list):
-        items = [compile_value(v) for v in raw]
+        items = [_compile_value(v) for v in raw]
         if all(v.constant for v in items):
             return Constant(raw)
         return _ListValue(tuple(items), frozenset().union(*(v.names for v in items)))
     if isinstance(raw, dict):
-        entries = {str(k): compile_value(v) for k, v in raw.items()}
+        entries = {str(k): _compile_value(v) for k, v in raw.items()}
         if all(v.constant for v in entries.values()):
             return Constant(raw)
         return _MapValue(entries, frozenset().union(*(v.names for v in entries.values())))
     return Constant(raw)
+
+
+def _ref_count(value: Any) -> int:
+    """References a compiled value looks up when evaluated (nested keys included)."""
+    if isinstance(value, Template):
+        return sum(_ref_count(p) for p in value.parts if isinstance(p, _Ref))
+    if isinstance(value, _Ref):
+        inner = value.ref.inner
+        return 1 + (sum(map(_ref_count, inner.segments)) if inner is not None else 0)
+    if isinstance(value, Expression):
+        return len(value.refs)
+    if isinstance(value, _ListValue):
+        return sum(map(_ref_count, value.items))
+    if isinstance(value, _MapValue):
+        return sum(map(_ref_count, value.entries.values()))
+    return 0
 
 
 def compile_string(raw: str) -> Value:
@@ -363,7 +424,9 @@ class _ListValue(Value):
     names: frozenset[str] = frozenset()
 
     def evaluate(self, scope: Scope) -> Any:
-        return [v.evaluate(scope) for v in self.items]
+        result = [v.evaluate(scope) for v in self.items]
+        _check_built(result, "a list value")
+        return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,7 +435,9 @@ class _MapValue(Value):
     names: frozenset[str] = frozenset()
 
     def evaluate(self, scope: Scope) -> Any:
-        return {k: v.evaluate(scope) for k, v in self.entries.items()}
+        result = {k: v.evaluate(scope) for k, v in self.entries.items()}
+        _check_built(result.values(), "a map value")
+        return result
 
     def __hash__(self) -> int:  # entries is a dict; identity is enough
         return id(self)
@@ -422,6 +487,38 @@ def compile_path(raw: str) -> PathValue:
         return PathValue(raw, None, pt, _template_names(pt) - {pt.root})
     path = parse_path(raw)
     return PathValue(raw, path, None, frozenset())
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """Source text short enough for an error message."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def render_text(value: Any, where: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """:func:`to_text`, refused with an error naming ``where`` past ``limit`` characters."""
+    text = to_text(value)
+    if len(text) > limit:
+        raise EvalError(
+            f"{where} renders a text that is too large (more than {limit:,} characters)"
+        )
+    return text
+
+
+def _check_built(values: Any, what: str) -> None:
+    """Refuse a list/map value whose members add up past ``MAX_RESULT_UNITS``
+    (``["{big}", "{big}", …]`` shares one value many times; each counts)."""
+    sizes: dict[int, int] = {}
+    total = 0
+    for value in values:
+        size = sizes.get(id(value))
+        if size is None:
+            size = sizes[id(value)] = expressions.measure(value, MAX_RESULT_UNITS - total)[0]
+        total += size
+        if total > MAX_RESULT_UNITS:
+            raise EvalError(
+                f"{what} builds a value that is too large"
+                f" (more than {MAX_RESULT_UNITS:,} members and characters)"
+            )
 
 
 def to_text(value: Any) -> str:

@@ -22,6 +22,7 @@ from tmy.errors import EvalError, PathError
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store.base import MISSING, Store
+from tmy.store.leases import LEASE_TTL
 
 
 def _escape(part: str) -> str:
@@ -85,8 +86,11 @@ class Variables(Mapping[str, Any]):
         self._keys: dict[str, str] = {}
 
     @asynccontextmanager
-    async def holding(self, names: Iterable[str], ttl: float = 30.0) -> AsyncIterator[None]:
-        """Hold the store locks of ``names`` (in the order given) for a block."""
+    async def holding(self, names: Iterable[str], ttl: float = LEASE_TTL) -> AsyncIterator[None]:
+        """Hold the store locks of ``names`` (in the order given) for a block.
+
+        ``ttl`` is the lease length; the store renews it while the block runs.
+        """
         async with AsyncExitStack() as stack:
             for name in names:
                 if name not in self.held:

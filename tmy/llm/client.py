@@ -18,6 +18,9 @@ Why it looks like this:
 * A stream must end with ``[DONE]`` or a ``finish_reason``: a stream cut
   mid-way is an error (and retried like a dropped connection), never a silent
   half answer.
+* Bodies are read as they arrive and counted: a body, or a whole SSE stream,
+  over ``llm.max_response_bytes`` stops the read with a "too large" error (not
+  retried), so a provider that streams forever cannot fill the daemon's memory.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +46,7 @@ from tmy.llm.wire import (
     parse_json,
 )
 from tmy.llm.wire import Stream as _Stream
+from tmy.redact import safe_url
 
 __all__ = [
     "Completion",
@@ -54,6 +59,7 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
+_LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE allows all three
 
 
 @dataclass(slots=True)
@@ -145,6 +151,7 @@ async def _with_retries(
     body = orjson.dumps(req.body(model))
     stream = req.stream if req.stream is not None else model.stream
     attempts = config.retries + 1
+    limit = config.max_response_bytes
     for n in range(attempts):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -155,9 +162,9 @@ async def _with_retries(
         started = time.perf_counter()
         try:
             if stream:
-                done = await _stream_once(http, model, body, timeout)
+                done = await _stream_once(http, model, body, timeout, limit)
             else:
-                done = await _once(http, model, body, timeout)
+                done = await _once(http, model, body, timeout, limit)
         except LLMError as exc:
             if not exc.retryable or n == attempts - 1:
                 if exc.retryable and attempts > 1:
@@ -202,24 +209,29 @@ def _headers(model: ModelConfig) -> dict[str, str]:
 
 
 async def _once(
-    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float
+    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
     url = f"{model.base_url}/chat/completions"
     try:
-        resp = await http.post(url, content=body, headers=_headers(model), timeout=timeout)
+        async with http.stream(
+            "POST", url, content=body, headers=_headers(model), timeout=timeout
+        ) as resp:
+            raw = await _read(resp, model, limit)
     except httpx.TimeoutException:
         raise LLMError(
             f"{model.describe()} timed out after {timeout:g} s", retryable=True
         ) from None
     except httpx.TransportError as exc:
         raise _transport_error(url, exc) from None
+    except httpx.HTTPError as exc:  # e.g. a body that does not decompress
+        raise LLMError(f"{model.describe()} failed: {type(exc).__name__}: {exc}") from None
     if resp.status_code >= 400:
-        raise _status_error(model, resp.status_code, resp.headers, resp.text)
-    return parse_completion(parse_json(resp.content))
+        raise _status_error(model, resp.status_code, resp.headers, _decode(raw))
+    return parse_completion(parse_json(raw))
 
 
 async def _stream_once(
-    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float
+    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
     url = f"{model.base_url}/chat/completions"
     acc = _Stream()
@@ -227,13 +239,12 @@ async def _stream_once(
     try:
         async with http.stream("POST", url, content=body, headers=headers, timeout=timeout) as resp:
             if resp.status_code >= 400:
-                await resp.aread()
-                raise _status_error(model, resp.status_code, resp.headers, resp.text)
+                raw = await _read(resp, model, limit)
+                raise _status_error(model, resp.status_code, resp.headers, _decode(raw))
             if "text/event-stream" not in resp.headers.get("content-type", ""):
-                return parse_completion(parse_json(await resp.aread()))  # the server ignored stream
-            async for line in resp.aiter_lines():
-                if acc.feed(line):
-                    break
+                # the server ignored stream
+                return parse_completion(parse_json(await _read(resp, model, limit)))
+            await _read_events(resp, model, limit, acc)
     except httpx.TimeoutException:
         what = f"the stream stalled after {acc.chunks} chunks" if acc.chunks else "timed out"
         raise LLMError(f"{model.describe()} {what} ({timeout:g} s)", retryable=True) from None
@@ -245,6 +256,8 @@ async def _stream_once(
                 retryable=True,
             ) from None
         raise _transport_error(url, exc) from None
+    except httpx.HTTPError as exc:
+        raise LLMError(f"{model.describe()} failed: {type(exc).__name__}: {exc}") from None
     if not acc.done and not acc.finish_reason:
         raise LLMError(
             f"the stream from {model.describe()} was cut mid-way after {acc.chunks} "
@@ -254,9 +267,57 @@ async def _stream_once(
     return acc.completion()
 
 
+async def _read(resp: httpx.Response, model: ModelConfig, limit: int) -> bytes:
+    """A whole body, but never more than ``limit`` bytes of it."""
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(model, limit)
+    body = bytearray()
+    async for chunk in resp.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(model, limit)
+    return bytes(body)
+
+
+async def _read_events(resp: httpx.Response, model: ModelConfig, limit: int, acc: _Stream) -> None:
+    """Feed SSE lines to ``acc`` until ``[DONE]``, counting every byte against ``limit``.
+
+    Split here rather than with httpx's ``aiter_lines``: that one would buffer a
+    line that never ends without bound.
+    """
+    received = 0
+    pending = bytearray()
+    async for chunk in resp.aiter_bytes():
+        received += len(chunk)
+        if received > limit:
+            raise _too_large(model, limit)
+        pending += chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            continue
+        *lines, rest = _LINE_END.split(pending)
+        pending = bytearray(rest)
+        for line in lines:
+            if acc.feed(line.decode("utf-8", errors="replace")):
+                return
+    if pending:
+        acc.feed(pending.decode("utf-8", errors="replace"))
+
+
+def _too_large(model: ModelConfig, limit: int) -> LLMError:
+    return LLMError(
+        f"{model.describe()} sent a response that is too large: more than {limit} bytes; "
+        "stopped reading (llm.max_response_bytes)"
+    )
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
 def _transport_error(url: str, exc: httpx.TransportError) -> LLMError:
     what = "cannot reach" if isinstance(exc, httpx.ConnectError) else "the connection failed to"
-    return LLMError(f"{what} {url}: {type(exc).__name__}: {exc}", retryable=True)
+    return LLMError(f"{what} {safe_url(url)}: {type(exc).__name__}: {exc}", retryable=True)
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:

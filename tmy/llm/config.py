@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmy import redact
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
 
@@ -28,6 +29,10 @@ MOCK = "TESTONLY"
 ENV_MODEL = "env"
 SCENES = ("general", "branch", "loop")
 RESPONSE_FORMATS = ("json_object", "json_schema", "none")
+# A response body (or a whole SSE stream) bigger than this fails the call: a provider that
+# streams forever must not fill the daemon's memory. Streams repeat ~150 bytes of JSON per
+# token, so 8 MiB still holds answers of tens of thousands of tokens.
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 DEFAULT_SCENE_PROMPTS = {
     "general": "You are a helpful assistant in a chat. Answer in the language of the question.",
@@ -65,8 +70,10 @@ class ModelConfig:
         return self.base_url == MOCK
 
     def describe(self) -> str:
-        """How errors and logs name the model: which id at which endpoint (never the key)."""
-        return f"{self.name} ({self.model} at {self.base_url})" if not self.is_mock else MOCK
+        """How errors and logs name the model: which id at which endpoint (never a secret)."""
+        if self.is_mock:
+            return MOCK
+        return f"{self.name} ({self.model} at {redact.safe_url(self.base_url)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +93,7 @@ class LLMConfig:
     daily_tokens: int = 0
     history_turns: int = 20
     history_max_tokens: int = 3000
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def default_model(self) -> ModelConfig:
@@ -124,6 +132,7 @@ _TOP = {
     "scene_prompts": dict,
     "budget": dict,
     "history": dict,
+    "max_response_bytes": int,
 }
 _MODEL = {
     "base_url": str,
@@ -211,6 +220,14 @@ def _model(name: str, raw: Any, env: Mapping[str, str]) -> ModelConfig:
     )
 
 
+def _register_secrets(model: ModelConfig) -> None:
+    """Its API key, a password in its base URL and credential headers: redacted everywhere."""
+    redact.add(model.api_key)
+    redact.add_url(model.base_url)
+    for name, value in model.headers:
+        redact.add_header(name, value)
+
+
 def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> LLMConfig:
     """Validate ``settings.llm`` and resolve models; ConfigError naming the offending key."""
     env = os.environ if env is None else env
@@ -231,6 +248,8 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
                     f"'llm.models.{model.name}.fallback' names unknown model {fb!r}; "
                     f"{known_models(models)}"
                 )
+    for model in models.values():
+        _register_secrets(model)
     default = data.get("default") or ""
     if default and default not in models:
         raise ConfigError(f"'llm.default' names unknown model {default!r}; {known_models(models)}")
@@ -239,6 +258,9 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
     scenes = _check("llm.scene_prompts", data.get("scene_prompts"), dict.fromkeys(SCENES, str))
     budget = _check("llm.budget", data.get("budget"), _BUDGET)
     history = _check("llm.history", data.get("history"), _HISTORY)
+    max_bytes = data.get("max_response_bytes")
+    if max_bytes is not None and max_bytes < 1:
+        raise ConfigError("'llm.max_response_bytes' must be at least 1")
     tool_turns = data.get("max_tool_turns")
     if tool_turns is not None and tool_turns < 1:
         raise ConfigError("'llm.max_tool_turns' must be at least 1")
@@ -261,4 +283,5 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
         daily_tokens=int(budget.get("daily_tokens") or 0),
         history_turns=int(history.get("turns", 20) if history.get("turns") is not None else 20),
         history_max_tokens=int(history.get("max_tokens") or 3000),
+        max_response_bytes=int(pick("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),
     )

@@ -26,6 +26,7 @@ from typing import Any
 from tmy.config import Settings
 from tmy.llm.exchange import CAPTURE
 from tmy.llm.usage import today, usage_of
+from tmy.redact import safe_url
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +87,7 @@ async def inspect(
     if as_json:
         print(json.dumps(body, ensure_ascii=False, indent=2), file=out)
         return 0
-    url = model.base_url if model.is_mock else f"{model.base_url}/chat/completions"
+    url = model.base_url if model.is_mock else f"{safe_url(model.base_url)}/chat/completions"
     print(f"# rule {reply.rule} · step {request['uri']} · scene {request['scene']}", file=out)
     print(f"# POST {url} · model {model.name} ({model.model})", file=out)
     print(

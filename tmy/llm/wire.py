@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tmy.errors import ExecutorError
+from tmy.redact import redact
 
 RAW_PREVIEW = 500
 
@@ -32,7 +33,7 @@ class LLMError(ExecutorError):
         retry_after: float | None = None,
         final: bool = False,
     ) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))  # a provider may echo the API key it was sent
         self.retryable = retryable
         self.retry_after = retry_after
         self.final = final  # no fallback either (the deadline passed, the budget is spent)

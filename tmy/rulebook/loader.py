@@ -53,6 +53,7 @@ RULE_KEYS = (
     "chats",
     "private",
     "admin_only",
+    "mention",
     "session",
     "description",
     "intent",
@@ -60,7 +61,7 @@ RULE_KEYS = (
 )
 STEP_KEYS = ("id", "plugin", "input", "INPUT", "save", "when", "on_error", "timeout", "description")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
-_FILTER_KEYS = ("platforms", "chats", "private", "admin_only")
+_FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
 _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _NAME_RE = re.compile(r"[^\W\d]\w*")
 
@@ -301,6 +302,7 @@ class _Loader:
                 chats=self.str_set(raw, "chats", file),
                 private=self.typed(raw, "private", bool, None, file),
                 admin_only=self.typed(raw, "admin_only", bool, False, file),
+                mention=self.typed(raw, "mention", bool, False, file),
             )
         extras = {}
         for key, validate in RULE_EXTENSIONS.items():

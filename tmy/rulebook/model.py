@@ -42,6 +42,7 @@ class Filters:
     chats: frozenset[str] | None = None
     private: bool | None = None  # True: private chats only; False: group chats only
     admin_only: bool = False
+    mention: bool = False  # in group chats: only when the bot is @-mentioned or replied to
 
     @property
     def is_open(self) -> bool:
@@ -54,6 +55,8 @@ class Filters:
             return False
         if self.private is not None and bool(message.private) != self.private:
             return False
+        if self.mention and not (message.private or message.mentions_bot):
+            return False  # a private chat is always addressed to the bot
         return not (self.admin_only and not message.is_admin)
 
 

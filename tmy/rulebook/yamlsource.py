@@ -2,7 +2,9 @@
 
 Mappings load as :class:`LineDict` (``.line`` of the mapping, ``.key_lines``
 for each key) and sequences as :class:`LineList` (``.item_lines``). Duplicate
-keys, which PyYAML would silently collapse, are an error.
+keys, which PyYAML would silently collapse, are an error. So are nesting deeper
+than ``MAX_DEPTH`` (everything downstream recurses) and aliases that would
+repeat more than ``MAX_ALIAS_BYTES`` (a "billion laughs" file).
 """
 
 from __future__ import annotations
@@ -42,17 +44,21 @@ _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-MAX_ALIAS_VALUES = 100_000  # values that aliases may add by repetition (billion laughs)
+MAX_DEPTH = 200  # nested lists/maps in one file; the store keeps 254 levels at most
+MAX_ALIAS_BYTES = 4_000_000  # bytes that aliases may add by repetition (billion laughs)
+VALUE_BYTES = 32  # what each value counts for on top of its text (its memory, roughly)
 
 
 class _Frame:
-    __slots__ = ("anchor", "container", "is_list", "key", "key_line", "merges", "merging", "size")
+    __slots__ = ("anchor", "container", "height", "is_list", "key", "key_line", "merges",
+                 "merging", "size")  # fmt: skip
 
     def __init__(self, container: Any, anchor: str | None) -> None:
         self.container = container
         self.anchor = anchor
         self.is_list = isinstance(container, LineList)
-        self.size = 1  # values inside, counting what aliases repeat
+        self.size = VALUE_BYTES  # bytes inside, counting what aliases repeat
+        self.height = 0  # levels of lists/maps inside, aliased ones included
         self.key: Any = _NOKEY
         self.key_line = 0
         self.merges: list[tuple[Any, int]] = []
@@ -70,14 +76,16 @@ def _compose(loader: Any) -> Any:
     error instead of a silent overwrite.
     """
     anchors: dict[str, Any] = {}
-    sizes: dict[str, int] = {}  # anchor -> values inside it
-    repeated = 0  # values added by aliases so far
+    sizes: dict[str, int] = {}  # anchor -> bytes inside it
+    heights: dict[str, int] = {}  # anchor -> levels of lists/maps it is, itself included
+    repeated = 0  # bytes added by aliases so far
     plain_tags: dict[str, str] = {}  # plain scalar -> resolved tag (keys repeat a lot)
     stack: list[_Frame] = []
+    open_boxes: set[int] = set()  # ids of the collections still being read
     root: Any = None
     documents = 0
 
-    def add(value: Any, line: int, size: int = 1) -> None:
+    def add(value: Any, line: int, size: int = VALUE_BYTES) -> None:
         nonlocal root
         if not stack:
             root = value
@@ -127,7 +135,7 @@ def _compose(loader: Any) -> Any:
                 value: Any = event.value
                 if stack and not event.anchor:  # the common case, inlined
                     top = stack[-1]
-                    top.size += 1
+                    top.size += VALUE_BYTES + len(value)
                     if top.is_list:
                         top.container.append(value)
                         top.container.item_lines.append(line)
@@ -150,10 +158,18 @@ def _compose(loader: Any) -> Any:
             else:
                 node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
                 value = loader.construct_object(node, deep=True)
+            size = VALUE_BYTES + len(event.value)
             if event.anchor:
                 anchors[event.anchor] = value
-            add(value, line)
+                sizes[event.anchor] = size
+                heights.pop(event.anchor, None)  # a name may be anchored again
+            add(value, line, size)
         elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            if len(stack) >= MAX_DEPTH:
+                raise RuleError(
+                    f"YAML nested more than {MAX_DEPTH} levels deep: flatten the data",
+                    line=line,
+                )
             box: Any = LineDict() if kind is yaml.MappingStartEvent else LineList()
             box.line = line
             if kind is yaml.MappingStartEvent:
@@ -162,23 +178,43 @@ def _compose(loader: Any) -> Any:
                 box.item_lines = []
             if event.anchor:
                 anchors[event.anchor] = box
+                open_boxes.add(id(box))
             stack.append(_Frame(box, event.anchor))
         elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
             frame = stack.pop()
             box = frame.container
+            open_boxes.discard(id(box))
             if frame.merges:
                 _apply_merges(box, frame.merges)
+            height = frame.height + 1
             if frame.anchor:
                 sizes[frame.anchor] = frame.size
+                heights[frame.anchor] = height
+            if stack and stack[-1].height < height:
+                stack[-1].height = height
             add(box, box.line, frame.size)
         elif kind is yaml.AliasEvent:
             if event.anchor not in anchors:
                 raise RuleError(f"YAML error: found undefined alias {event.anchor!r}", line=line)
-            size = sizes.get(event.anchor, 1)
-            repeated += size
-            if repeated > MAX_ALIAS_VALUES:
+            if id(anchors[event.anchor]) in open_boxes:
                 raise RuleError(
-                    f"YAML aliases repeat more than {MAX_ALIAS_VALUES:,} values "
+                    f"YAML alias *{event.anchor} is inside the collection it names (a cycle)",
+                    line=line,
+                )
+            height = heights.get(event.anchor, 0)
+            if len(stack) + height > MAX_DEPTH:  # an alias of deep data, deep down
+                raise RuleError(
+                    f"YAML nested more than {MAX_DEPTH} levels deep (through *{event.anchor}):"
+                    " flatten the data",
+                    line=line,
+                )
+            if stack and stack[-1].height < height:
+                stack[-1].height = height
+            size = sizes.get(event.anchor, VALUE_BYTES)
+            repeated += size
+            if repeated > MAX_ALIAS_BYTES:
+                raise RuleError(
+                    f"YAML aliases repeat more than {MAX_ALIAS_BYTES:,} bytes "
                     f"(*{event.anchor} here): flatten the data or use fewer aliases",
                     line=line,
                 )

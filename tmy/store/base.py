@@ -10,6 +10,13 @@ A store is a key → JSON value map with three extra powers the engine relies on
   ``update`` call (a step that reads the variable it saves to).
 * ``ttl`` on ``set`` — sessions and other short-lived keys expire on their own.
 
+Every write is applied at most once, however the transport retries it: a
+client library that resends a command whose reply was lost (Redis stalled
+past the socket timeout, a connection cut after the command ran) must not
+change the data a second time. So a call that returns normally was applied
+exactly once; a call that raises :class:`~tmy.errors.StoreError` was applied
+once or not at all (its outcome is unknown, never doubled).
+
 Keys are logical, slash-separated strings built by the engine
 (``var/global/jokes``, ``var/user/console/alice/visits``, ``hist/…``); each
 backend maps them to its own layout. Values are anything JSON can hold; a value
@@ -22,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from tmy.store.leases import LEASE_TTL
 
 R = TypeVar("R")
 
@@ -102,15 +111,20 @@ class Store(Protocol):
         """
 
     def lock(
-        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
         """Hold an exclusive lease named ``key`` across all processes on this store.
 
-        Waits up to ``wait`` seconds to acquire (then StoreError); the lease
-        expires after ``ttl`` seconds if the holder dies. Not re-entrant, not
-        renewed: a holder that runs longer than ``ttl`` may lose the lease, and
-        its release then leaves the new holder's lease alone. Leases are a
-        namespace of their own: ``lock(k)`` does not block ``update(k)``.
+        Waits up to ``wait`` seconds to acquire (then StoreError). The lease
+        lasts ``ttl`` seconds (default :data:`~tmy.store.leases.LEASE_TTL`, 5)
+        and is renewed every ``ttl / 3`` while the body runs, so a live holder
+        keeps it however long it works, and a dead one (killed process) blocks
+        others for at most ``ttl`` — less when the dead holder was a process on
+        this machine, whose lease is cleared at once. A holder whose renewals
+        fail for a whole ``ttl`` (store unreachable, event loop blocked) may
+        lose the lease; its release then leaves the new holder's lease alone.
+        Not re-entrant. Leases are a namespace of their own: ``lock(k)`` does
+        not block ``update(k)``.
         """
 
     async def keys(self, prefix: str) -> list[str]:

@@ -18,6 +18,9 @@ Decisions, so that every backend stores exactly the same thing:
   would read back as a rounded float); ``NaN`` and ``±Infinity`` (orjson would
   silently write ``null``); strings with lone surrogates; nesting deeper than
   254 levels.
+* Values larger than :data:`MAX_VALUE_BYTES` encoded (``limits.max_value_bytes``)
+  are refused: one message must not be able to grow a stored list or map
+  without bound, nor make every later read of it slow.
 * The ``MISSING`` marker cannot be stored inside a value; at the top level it
   means "delete" (see the backends' ``set`` and ``update``).
 
@@ -38,6 +41,9 @@ from tmy.errors import StoreError
 _DUMPS_OPTIONS = (
     orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 )
+
+# the largest encoded value a store accepts; App sets it from limits.max_value_bytes
+MAX_VALUE_BYTES = 4 * 1024 * 1024
 
 _ALLOWED = "null, bool, int (64-bit), finite float, str, list/tuple and dict"
 
@@ -74,6 +80,11 @@ def encode(value: Any, key: str = "") -> bytes:
         raise StoreError(
             f"cannot store the value{_where(key)}: it contains NaN or Infinity, "
             "which JSON cannot hold"
+        )
+    if len(raw) > MAX_VALUE_BYTES:
+        raise StoreError(
+            f"cannot store the value{_where(key)}: it is {len(raw):,} bytes as JSON "
+            f"(limits.max_value_bytes is {MAX_VALUE_BYTES:,})"
         )
     return raw
 

@@ -3,15 +3,35 @@
 Inside one process, waiters for a key queue on an ``asyncio.Lock`` (no polling,
 first come first served); across processes a lease row or key is taken with a
 token, polled for with short, growing sleeps while someone else holds it, and
-given back only by its holder. Each backend supplies how to take and give back
-its own lease; the waiting, the deadline and the shielded release live here.
+given back only by its holder. Each backend supplies how to take, renew and
+give back its own lease; the waiting, the renewal, the deadline and the
+shielded release live here.
+
+Why leases are short and renewed: a lease must free soon after its holder
+dies (a killed daemon, or a Redis that restarts from its AOF with the lease in
+it), yet must not expire under a holder that is still working. So a lease
+lasts :data:`LEASE_TTL` seconds (5) and a background task renews it every
+third of that while the ``async with`` body runs: a dead holder blocks others
+for at most one lease length, a live one keeps its lease however long it works
+(a step's own timeout bounds that).
+
+Why tokens name their holder: a token is ``<holder>/<random>``, where the
+holder identity is this machine's boot id, this process's PID namespace, PID
+and start time (Linux ``/proc``; elsewhere it is empty). A contender that finds
+a lease held by a process of *its own machine and PID namespace* that no
+longer exists (or whose PID now belongs to a newer process) clears it at once
+instead of waiting for it to expire: a daemon restarted after ``kill -9`` does
+not wait on its previous life's locks. Holders elsewhere (another host,
+another container) are never judged; their leases just expire.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +39,94 @@ from typing import Any
 from tmy.errors import StoreError
 
 log = logging.getLogger("tmy.store")
+
+LEASE_TTL = 5.0
+"""Seconds a lease lives without renewal: how long a dead holder can block others."""
+
+RENEW_EVERY = 1 / 3
+"""A held lease is renewed after this fraction of its length has passed."""
+
+
+def _proc_stat(pid: int | str) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) of a process from ``/proc``; None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces and ")"
+    if len(fields) < 20:
+        return None
+    return fields[0], fields[19]
+
+
+def _machine() -> tuple[str, str] | None:
+    """(boot id, PID namespace) of this process, or None where ``/proc`` cannot tell."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    pidns = "".join(c for c in pidns if c.isdigit())
+    if not boot or not pidns or ":" in boot:
+        return None
+    return boot, pidns
+
+
+_identity: tuple[int, tuple[str, str] | None, str] | None = None  # (pid, machine, identity)
+
+
+def _this_process() -> tuple[tuple[str, str] | None, str]:
+    """(machine, identity) of this process, read once per PID (a fork recomputes it)."""
+    global _identity
+    pid = os.getpid()
+    if _identity is None or _identity[0] != pid:
+        machine, stat = _machine(), _proc_stat("self")
+        ident = "" if machine is None or stat is None else ":".join((*machine, str(pid), stat[1]))
+        _identity = (pid, machine, ident)
+    return _identity[1], _identity[2]
+
+
+def holder_identity() -> str:
+    """``boot:pidns:pid:start`` of this process ("" where it cannot be known)."""
+    return _this_process()[1]
+
+
+def new_token() -> str:
+    """A fresh lease token naming this process as its holder."""
+    return f"{holder_identity()}/{uuid.uuid4().hex}"
+
+
+def holder_is_gone(token: str) -> bool:
+    """True only when ``token``'s holder was a process of this machine and PID
+    namespace that has since died (or whose PID a newer process now has).
+
+    Anything uncertain — another machine or container, no ``/proc``, a process
+    whose state cannot be read — counts as alive: its lease is left to expire.
+    """
+    ident, sep, _ = token.rpartition("/")
+    parts = ident.split(":")
+    if not sep or len(parts) != 4:
+        return False
+    boot, pidns, pid_text, start = parts
+    machine, me = _this_process()
+    if machine != (boot, pidns) or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return ident != me  # our PID in an earlier process's token
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass  # exists, but not ours to signal
+    stat = _proc_stat(pid)
+    if stat is None:
+        return False  # hidden (hidepid) or vanished just now: be conservative
+    state, started = stat
+    return state in ("Z", "X", "x") or started != start
 
 
 class KeyedLocks:
@@ -73,12 +181,15 @@ async def hold_lease(
     wait: float,
     take: Callable[[], Awaitable[float | None]],
     give: Callable[[], Awaitable[None]],
+    renew: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[None]:
     """Hold the lease ``key`` for the body of an ``async with``.
 
     ``take()`` tries once: None when the lease is now ours, else the longest
-    sensible pause (in seconds) before trying again. ``give()`` releases it; it
-    runs shielded, so a cancelled holder still gives the lease back.
+    sensible pause (in seconds) before trying again. ``renew()`` extends a
+    lease we hold by ``ttl`` (False when it is no longer ours); it runs every
+    ``ttl / 3`` while the body runs. ``give()`` releases it; it runs shielded,
+    so a cancelled holder still gives the lease back.
     """
     deadline = time.monotonic() + wait
     try:
@@ -93,15 +204,46 @@ async def hold_lease(
                 raise _timeout(where, key, wait)
             await asyncio.sleep(min(delay, left, pause))
             delay = min(delay * 2, 0.01)
+        # most bodies end long before the first renewal is due: a timer, not a task,
+        # until then (cheap to cancel); the renewing task starts when it fires
+        loop = asyncio.get_running_loop()
+        renewing: list[asyncio.Task[None]] = []
+        every = ttl * RENEW_EVERY
+        timer = loop.call_later(
+            every, lambda: renewing.append(loop.create_task(_keep_renewed(renew, key, every)))
+        )
         try:
             yield
         finally:
+            # renew and give are both compare-token scripts/statements: a renewal
+            # still in flight cannot resurrect the lease once it is given back
+            timer.cancel()
+            for task in renewing:
+                task.cancel()
             try:
                 await asyncio.shield(give())
             except StoreError as exc:
                 log.warning("lease %r not released (%s); it expires in %ss", key, exc, ttl)
     finally:
         local.release(key)
+
+
+async def _keep_renewed(renew: Callable[[], Awaitable[bool]], key: str, every: float) -> None:
+    """Renew the lease now and every ``every`` seconds until cancelled or lost.
+
+    A failed renewal (store unreachable) is retried at the next tick: the lease
+    is only lost if the store stays unreachable for the rest of its length.
+    """
+    while True:
+        try:
+            if not await renew():
+                log.warning("lease %r was lost (expired or taken) while its holder worked", key)
+                return
+        except StoreError as exc:
+            log.warning("lease %r not renewed (%s); trying again in %.3gs", key, exc, every)
+        except Exception:  # never let the renewer die silently with the lease held
+            log.exception("lease %r: renewal crashed; trying again in %.3gs", key, every)
+        await asyncio.sleep(every)
 
 
 def _timeout(where: str, key: str, wait: float) -> StoreError:

@@ -1,15 +1,27 @@
 """The production store: Redis, shared by several daemons, one round-trip per operation.
 
-Layout (Redis Cluster safe — a key and its lock share one hash slot):
+Layout (Redis Cluster safe — a key, its lock and its write records share one hash slot):
 
 * logical key ``k`` → ``{prefix}:{{k}}`` holding the JSON text (a plain string);
-* its lease → ``{prefix}:{{k}}:lock`` holding the holder's token.
+* its lease → ``{prefix}:{{k}}:lock`` holding the holder's token;
+* a record of each write recently applied to it →
+  ``{prefix}:{{k}}:op:<operation id>`` (a short string, expiring after
+  ``op_ttl`` seconds — :data:`OP_RECORD_TTL`, 60, or more with long timeouts).
 
 The prefix is ``tmy`` unless the constructor or a ``?prefix=`` URL parameter
 (which wins) says otherwise, so several deployments can share one database.
 
 Why it is built this way:
 
+* **Every write is applied at most once.** redis-py resends a command whose
+  reply did not arrive in time (Redis stalled past ``socket_timeout``, a
+  connection cut after the command ran), and Redis then runs every copy it
+  received — a SHIFT would hand out one item and silently drop the next.
+  So each write (``update``, ``set``, ``delete``) is a script carrying an
+  operation id; the script records the id (with a TTL, next to the key) when
+  it applies the write, and a copy that finds the record applies nothing and
+  returns what the first copy did. A call that returns was applied exactly
+  once; a call that raises StoreError was applied once or not at all.
 * **update is optimistic compare-and-set.** A Lua script writes the new value
   only if the key still holds the raw value ``fn`` was computed from and
   otherwise *returns* the current raw value, so a conflict costs no extra GET.
@@ -18,19 +30,29 @@ Why it is built this way:
   round-trip (``EVALSHA``). An unknown key is first guessed absent. Updates of
   one key inside a process are batched (group commit: one CAS per batch) instead of thrashing
   the CAS; across processes a conflict recomputes ``fn`` on the value the
-  script returned, up to ``update_retries`` times, then StoreError. If ``fn``
-  raises (or returns a value JSON cannot hold) on a *guessed* value, one GET
-  checks the guess: the exception propagates only if the guess was the real
-  value, otherwise ``fn`` runs again on the real one.
+  script returned, up to ``update_retries`` times, then StoreError. All the
+  attempts of one batch share one operation id and are numbered: the record
+  names the attempt that was applied, so a resent copy of an earlier attempt
+  that lands after a later one (or the reverse) is recognised, and the callers
+  get the results of the attempt that was really written. If ``fn`` raises
+  (or returns a value JSON cannot hold) on a *guessed* value, one GET checks
+  the guess: the exception propagates only if the guess was the real value,
+  otherwise ``fn`` runs again on the real one.
 * ``update(ttl=None)`` keeps the key's current expiry (``SET … KEEPTTL``);
   ``set(ttl=None)`` stores a value that never expires; ``set(key, MISSING)``
   deletes the key.
 * **lock** is an in-process ``asyncio.Lock`` per key plus a lease taken by a
   script (``SET NX PX``; an existing lease with our own token also counts as
-  taken, so a retried call whose first reply was lost does not wait on
-  itself); a lease held elsewhere is polled for with short sleeps (never longer
-  than its remaining PTTL); release is compare-and-delete. Leases are not
-  renewed: a holder that outlives ``ttl`` may lose it.
+  taken, so a resent take does not wait on itself); a lease held elsewhere is
+  polled for with short sleeps (never longer than its remaining PTTL), and one
+  held by a dead process of this machine is cleared at once (see
+  :mod:`tmy.store.leases`). Leases are short (5 s by default) and renewed
+  every third of that by a compare-token-and-``PEXPIRE`` script while the
+  holder works, so a lease restored from the AOF after a crash, or left by a
+  killed daemon, frees within seconds. Release is compare-and-delete, so a
+  resent release never deletes a lease someone else took meanwhile; a resent
+  take that lands after its release can leave a lease with nobody behind it,
+  which expires within one lease length.
 * **Failures.** redis-py reconnects on the next command after a Redis restart
   (a command on a dead pooled connection fails and is retried on a new one) and retries
   connection errors and timeouts 3 times with capped exponential backoff;
@@ -41,25 +63,28 @@ Why it is built this way:
 * Needs Redis ≥ 6.0 (``KEEPTTL``). This client speaks to one Redis server;
   the key layout is ready for a Cluster client.
 
-Counting round-trips with ``INFO commandstats``: Redis counts the GET/SET/DEL a
-script runs as commands too. One ``update`` is one ``EVALSHA`` (plus the GET
-and SET inside it); ``get``/``set``/``delete``/``get_many`` are one
-GET/SET/DEL/MGET. ``open`` loads the scripts (one pipelined round-trip); after
-a Redis restart a NOSCRIPT reply makes redis-py load a script again, once.
+Counting round-trips with ``INFO commandstats``: Redis counts the commands a
+script runs as commands too. One ``update`` is one ``EVALSHA`` (inside it:
+``SET NX`` of the write record, ``GET`` and ``SET`` of the value); ``set`` and
+``delete`` are one ``EVALSHA`` each (``GET`` of the record, ``SET``/``DEL``,
+``SET`` of the record); ``get``/``get_many`` are one GET/MGET. ``open`` loads
+the scripts (one pipelined round-trip); after a Redis restart a NOSCRIPT reply
+makes redis-py load a script again, once (a NOSCRIPT reply means the script
+did not run).
 
-Known limit: redis-py retries a command whose reply was lost (connection cut
-or timed out after Redis ran it). For ``update`` such a retry sees its own
-write as a conflict and applies ``fn`` once more. Only a connection that dies
-mid-command can cause it; a restarted server is detected before sending.
+Memory: each write leaves one small record key for ``op_ttl`` seconds, so
+Redis holds about (writes per second × ``op_ttl``) records — about 100 bytes
+each — on top of the data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import random
-import uuid
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
@@ -77,7 +102,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
-from tmy.store.leases import KeyedLocks, hold_lease
+from tmy.store.leases import LEASE_TTL, KeyedLocks, hold_lease, holder_is_gone, new_token
 
 R = TypeVar("R")
 
@@ -131,18 +156,22 @@ def _settle(outcomes: list[tuple[_Job, BaseException | None, Any]]) -> None:
 
 log = logging.getLogger(__name__)
 
-# ARGV: expect ('1' a value / '0' absence), expected raw, op ('s' set / 'd' delete),
-# new raw, PX milliseconds ('0' keeps the current expiry).
-# Returns 1 when written, else {current raw} ({} when absent).
+# KEYS: the value, the write record. ARGV: expect ('1' a value / '0' absence),
+# expected raw, op ('s' set / 'd' delete), new raw, PX milliseconds ('0' keeps the
+# current expiry), attempt number, record PX milliseconds.
+# Returns the number of the attempt that applied this operation — this one, or an
+# earlier copy or attempt whose reply was lost — else {current raw} ({} when absent).
 _CAS = """
+if not redis.call('SET', KEYS[2], ARGV[6], 'NX', 'PX', ARGV[7]) then
+  return tonumber(redis.call('GET', KEYS[2]))
+end
 local cur = redis.call('GET', KEYS[1])
-if ARGV[1] == '1' then
-  if cur ~= ARGV[2] then
-    if cur then return {cur} end
-    return {}
-  end
-elseif cur then
-  return {cur}
+local stale
+if ARGV[1] == '1' then stale = cur ~= ARGV[2] else stale = cur ~= false end
+if stale then
+  redis.call('DEL', KEYS[2])
+  if cur then return {cur} end
+  return {}
 end
 if ARGV[3] == 'd' then
   if cur then redis.call('DEL', KEYS[1]) end
@@ -151,20 +180,50 @@ elseif ARGV[5] ~= '0' then
 else
   redis.call('SET', KEYS[1], ARGV[4], 'KEEPTTL')
 end
-return 1
+return tonumber(ARGV[6])
 """
-# ARGV: token, PX. Returns 0 when the lease is ours, else its remaining milliseconds.
+# KEYS: the value, the write record. ARGV: op ('s' set / 'd' delete), raw,
+# PX milliseconds ('0' never expires), record PX milliseconds.
+# Returns 1 for a set, the number of keys removed for a delete — recorded, so a
+# resent copy returns what the first one did and writes nothing.
+_PUT = """
+local done = redis.call('GET', KEYS[2])
+if done then return tonumber(done) end
+local result = 1
+if ARGV[1] == 'd' then
+  result = redis.call('DEL', KEYS[1])
+elseif ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+redis.call('SET', KEYS[2], result, 'PX', ARGV[4])
+return result
+"""
+# ARGV: token, PX. Returns 0 when the lease is ours, else {remaining ms, holder's token}.
 _TAKE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return 0 end
 local left = redis.call('PTTL', KEYS[1])
-if left < 1 then return 1 end
-return left
+if left < 1 then left = 1 end
+return {left, holder}
 """
+# ARGV: token. Deletes the lease only if it holds that token.
 _GIVE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# ARGV: token, PX. Extends the lease only if it holds that token; 1 when extended.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+OP_RECORD_TTL = 60.0
+"""Seconds (at least) a write's record is kept to recognise resent copies of it."""
+
+_REDIS_RETRIES = 3  # redis-py resends a timed-out or cut command this many times
 
 
 def _px(seconds: float) -> int:
@@ -211,8 +270,10 @@ class RedisStore:
     """A :class:`~tmy.store.base.Store` on Redis (``redis://`` or ``rediss://`` URL)."""
 
     _cas: AsyncScript  # the scripts, registered by open()
+    _put: AsyncScript
     _take: AsyncScript
     _give: AsyncScript
+    _renew: AsyncScript
 
     def __init__(
         self,
@@ -246,6 +307,13 @@ class RedisStore:
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
         self.update_retries = update_retries
+        # a write's record must outlive every resent copy of it: redis-py sends at
+        # most 1 + _REDIS_RETRIES copies, each within a connect and a socket timeout
+        window = (1 + _REDIS_RETRIES) * (socket_timeout + connect_timeout + 0.5)
+        self.op_ttl = max(OP_RECORD_TTL, 2 * window)
+        self._op_px = str(_px(self.op_ttl))
+        self._op_base = secrets.token_hex(8)  # this instance's operation ids: base + counter
+        self._op_seq = itertools.count(1)
         self._head = f"{prefix}:{{"
         try:  # no I/O: a bad query parameter is refused here rather than at first use
             self._pool().make_connection()
@@ -263,6 +331,10 @@ class RedisStore:
         check_key(key)
         return f"{self._head}{key}}}"
 
+    def _op(self, rkey: str) -> str:
+        """A new write record key for ``rkey``, in its hash slot."""
+        return f"{rkey}:op:{self._op_base}{next(self._op_seq):x}"
+
     def _r(self) -> Redis:
         if self._redis is None:
             raise StoreError(f"{self.where}: the store is not open (await store.open())")
@@ -276,7 +348,7 @@ class RedisStore:
             timeout=self.socket_timeout,  # wait for a free pooled connection
             socket_timeout=self.socket_timeout,
             socket_connect_timeout=self.connect_timeout,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=_REDIS_RETRIES),
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
         )
 
@@ -296,12 +368,14 @@ class RedisStore:
             return
         client = Redis.from_pool(self._pool())
         self._cas = client.register_script(_CAS)
+        self._put = client.register_script(_PUT)
         self._take = client.register_script(_TAKE)
         self._give = client.register_script(_GIVE)
+        self._renew = client.register_script(_RENEW)
         try:
             with self._failing("connect"):  # one round-trip: also proves Redis answers
                 pipe = client.pipeline(transaction=False)
-                for script in (self._cas, self._take, self._give):
+                for script in (self._cas, self._put, self._take, self._give, self._renew):
                     pipe.script_load(script.script)
                 await pipe.execute()
         except BaseException:
@@ -345,22 +419,27 @@ class RedisStore:
         return out
 
     async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
-        """Replace the value at ``key`` (one SET [PX]); MISSING deletes it."""
+        """Replace the value at ``key`` (one EVALSHA: a recorded SET [PX]); MISSING deletes it.
+
+        Recorded like every write, so a copy redis-py resends after a lost reply
+        cannot overwrite what another client wrote after the first copy.
+        """
         if value is MISSING:
             await self.delete(key)
             return
         rkey = self._k(key)
         raw = encode(value, key)
-        px = None if ttl is None else _px(check_ttl(ttl))
+        px = _ttl_arg(ttl)
         with self._failing(f"set {key!r}"):
-            await self._r().set(rkey, raw, px=px)
+            await self._put(keys=[rkey, self._op(rkey)], args=("s", raw, px, self._op_px))
         self._cache.put(rkey, raw)
 
     async def delete(self, key: str) -> bool:
-        """Remove ``key`` (one DEL); True when something was removed."""
+        """Remove ``key`` (one EVALSHA: a recorded DEL); True when something was removed."""
         rkey = self._k(key)
         with self._failing(f"delete {key!r}"):
-            removed = await self._r().delete(rkey)
+            args = ("d", b"", "0", self._op_px)
+            removed = await self._put(keys=[rkey, self._op(rkey)], args=args)
         self._cache.put(rkey, None)
         return bool(removed)
 
@@ -403,9 +482,17 @@ class RedisStore:
         return job.future.result()
 
     async def _commit(self, key: str, batch: list[_Job]) -> None:
-        """Apply a batch of update functions with one compare-and-set; settle their futures."""
+        """Apply a batch of update functions with one compare-and-set; settle their futures.
+
+        Every attempt of this batch carries the same write record and its own
+        number; whichever attempt Redis applied first is the one the callers
+        hear about, even when the reply that reaches us belongs to a resent
+        copy or a later attempt (see the module doc).
+        """
         rkey = self._k(key)
         redis = self._r()
+        record = self._op(rkey)
+        sent: dict[int, tuple[list[tuple[_Job, BaseException | None, Any]], bytes | None]] = {}
         expected = self._cache.get(rkey)  # a guess; absent when unknown
         verified = False  # True once ``expected`` was read from Redis during this commit
         try:
@@ -421,22 +508,32 @@ class RedisStore:
                         self._cache.put(rkey, expected)
                         continue
                     outcomes, raw, _ = _apply(batch, expected, key, True)
-                if raw == expected and verified:  # no change to a value read from Redis
-                    _settle(outcomes)
+                if raw == expected and verified and not sent:
+                    _settle(outcomes)  # no change to a value read from Redis: nothing to write
                     return
                 px = next((j.px for j, exc, _ in reversed(outcomes) if exc is None), "0")
+                number = len(sent) + 1
+                sent[number] = (outcomes, raw)
                 args = (
                     "0" if expected is None else "1",
                     expected or b"",
                     "d" if raw is None else "s",
                     raw or b"",
                     px,
+                    number,
+                    self._op_px,
                 )
                 with self._failing(f"update {key!r}"):
-                    reply = await self._cas(keys=[rkey], args=args, client=redis)
-                if reply == 1:
-                    self._cache.put(rkey, raw)
-                    _settle(outcomes)
+                    reply = await self._cas(keys=[rkey, record], args=args, client=redis)
+                if isinstance(reply, int):  # applied, by this attempt or an earlier one
+                    if reply not in sent:
+                        raise StoreError(
+                            f"{self.where}: update {key!r}: the write record names attempt "
+                            f"{reply}, which this process never sent (operation id clash?)"
+                        )
+                    applied, written = sent[reply]
+                    self._cache.put(rkey, written)
+                    _settle(applied)
                     return
                 expected = reply[0] if reply else None  # written elsewhere meanwhile
                 verified = True
@@ -473,21 +570,43 @@ class RedisStore:
     # -- locks ------------------------------------------------------------------
 
     def lock(
-        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
         """Hold the lease ``key`` across all processes on this Redis (see :meth:`Store.lock`)."""
         lkey = self._k(key) + ":lock"
-        args = (uuid.uuid4().hex, _px(check_ttl(ttl, "lock ttl")))
+        token = new_token()
+        args = (token, _px(check_ttl(ttl, "lock ttl")))
 
         async def take() -> float | None:
             with self._failing(f"lock {key!r}"):
-                held_ms = await self._take(keys=[lkey], args=args, client=self._r())
-            return None if held_ms == 0 else held_ms / 1000
+                reply = await self._take(keys=[lkey], args=args, client=self._r())
+                if reply == 0:
+                    return None
+                left_ms, holder = reply
+                holder = holder.decode(errors="replace")
+                if not holder_is_gone(holder):
+                    return left_ms / 1000
+                # its holder was a process of this machine that has died: clear it now
+                # (compare-and-delete, so a lease taken meanwhile by another is kept)
+                if await self._give(keys=[lkey], args=[holder], client=self._r()):
+                    log.warning("lock %r: cleared the lease of a dead holder (%s)", key, holder)
+                return 0.0
+
+        async def renew() -> bool:
+            with self._failing(f"renew lock {key!r}"):
+                return bool(await self._renew(keys=[lkey], args=args, client=self._r()))
 
         async def give() -> None:
             with self._failing(f"unlock {key!r}"):
-                await self._give(keys=[lkey], args=[args[0]], client=self._r())
+                await self._give(keys=[lkey], args=[token], client=self._r())
 
         return hold_lease(
-            self._leases, key, where=self.where, ttl=ttl, wait=wait, take=take, give=give
+            self._leases,
+            key,
+            where=self.where,
+            ttl=ttl,
+            wait=wait,
+            take=take,
+            give=give,
+            renew=renew,
         )

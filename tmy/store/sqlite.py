@@ -21,11 +21,28 @@ Why it is built this way:
 * ``update(ttl=None)`` keeps the key's current expiry (a counter inside a
   session keeps the session's lifetime); ``set(ttl=None)`` stores a value that
   never expires; ``set(key, MISSING)`` deletes the key.
+* **Every write is applied at most once.** The only retry is ``_run``'s, and
+  it re-runs an operation only after SQLITE_BUSY/SQLITE_LOCKED, which SQLite
+  reports *before* changing anything: a single statement (``set``,
+  ``delete``, the lease statements) that fails busy did not run, and an
+  ``update`` that fails busy — at ``BEGIN IMMEDIATE``, inside, or at
+  ``COMMIT`` (a COMMIT that fails busy leaves its transaction open) — is
+  rolled back before the retry. Nothing that runs after a COMMIT (the lazy
+  purge) lets a busy error escape to trigger a retry. So a retry is always
+  the first application, never a second, and writes need no operation ids
+  here (unlike Redis, whose client resends commands that may have run).
+  Any other error is a StoreError, raised without retrying.
 * **lock** is an in-process ``asyncio.Lock`` per key (waiters queue in order)
-  plus a lease row in ``locks`` (token = uuid4) that other processes see. A
-  lease is taken when absent or expired; another process's lease is polled for
-  with short sleeps; release deletes the row only if the token is still ours.
-  Leases are not renewed: a holder that outlives ``ttl`` may lose it.
+  plus a lease row in ``locks`` that other processes see. A lease is taken
+  when absent, expired, or already ours (so taking is idempotent); another
+  process's lease is polled for with short sleeps; release deletes the row
+  only if the token is still ours. Leases are short (5 s by default) and
+  renewed every third of that (``UPDATE … WHERE token = ?``) while the holder
+  works, so a killed daemon's lease frees within seconds. Tokens name their
+  holder process (:mod:`tmy.store.leases`): a lease whose holder was a process
+  of this machine that has died is cleared at once — at ``open`` (with every
+  expired row), and by a contender that finds it — so a restarted daemon never
+  waits on the locks of its previous life.
 
 One instance belongs to one event loop (one thread); open a second instance for
 another thread or process.
@@ -38,7 +55,6 @@ import logging
 import math
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -47,7 +63,7 @@ from typing import Any, TypeVar
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
-from tmy.store.leases import KeyedLocks, hold_lease
+from tmy.store.leases import LEASE_TTL, KeyedLocks, hold_lease, holder_is_gone, new_token
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,8 +82,11 @@ _UPSERT = (
 _TAKE_LEASE = (
     "INSERT INTO locks (key, token, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires = excluded.expires "
-    "WHERE locks.expires <= ?"
+    "WHERE locks.expires <= ? OR locks.token = excluded.token"
 )
+# an expired lease is lost, as on Redis, even if nobody has taken it yet
+_RENEW_LEASE = "UPDATE locks SET expires = ? WHERE key = ? AND token = ? AND expires > ?"
+_GIVE_LEASE = "DELETE FROM locks WHERE key = ? AND token = ?"
 _PURGE_EVERY = 60.0  # seconds between lazy purges of expired rows
 _CHUNK = 500  # keys per SELECT ... IN (...) in get_many
 
@@ -170,6 +189,20 @@ class SQLiteStore:
         except sqlite3.OperationalError:
             pass  # busy: try again at the next purge time
 
+    @staticmethod
+    def _clear_stale_leases(db: sqlite3.Connection) -> None:
+        """Delete expired lease rows and those of dead processes of this machine.
+
+        Run at open: a daemon restarted after a crash finds the leases its
+        previous process held (and those of any other dead local process)
+        gone, instead of waiting for them to expire.
+        """
+        db.execute("DELETE FROM locks WHERE expires <= ?", (time.time(),))
+        for key, token in db.execute("SELECT key, token FROM locks").fetchall():
+            if holder_is_gone(token):
+                db.execute(_GIVE_LEASE, (key, token))
+                log.warning("lock %r: cleared the lease of a dead holder (%s)", key, token)
+
     # -- lifecycle --------------------------------------------------------------
 
     async def open(self) -> None:
@@ -193,6 +226,7 @@ class SQLiteStore:
             d.execute("PRAGMA journal_mode = WAL").fetchall()
             d.execute("PRAGMA synchronous = NORMAL")
             d.executescript(_SCHEMA)
+            self._clear_stale_leases(d)
 
         try:
             await self._run(setup, "open")
@@ -335,26 +369,50 @@ class SQLiteStore:
     # -- locks ------------------------------------------------------------------
 
     def lock(
-        self, key: str, *, ttl: float = 30.0, wait: float = 30.0
+        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
     ) -> AbstractAsyncContextManager[None]:
         """Hold the lease ``key`` across all processes on this file (see :meth:`Store.lock`)."""
         check_key(key)
         check_ttl(ttl, "lock ttl")
-        token = uuid.uuid4().hex
+        token = new_token()
 
         def try_take(db: sqlite3.Connection) -> bool:
             now = time.time()
+            if db.execute(_TAKE_LEASE, (key, token, now + ttl, now)).rowcount == 1:
+                return True
+            row = db.execute("SELECT token FROM locks WHERE key = ?", (key,)).fetchone()
+            if row is None or not holder_is_gone(row[0]):
+                return False
+            # its holder was a process of this machine that has died: clear it now
+            # (compare-and-delete, so a lease taken meanwhile by another is kept)
+            if db.execute(_GIVE_LEASE, (key, row[0])).rowcount:
+                log.warning("lock %r: cleared the lease of a dead holder (%s)", key, row[0])
+            now = time.time()
             return db.execute(_TAKE_LEASE, (key, token, now + ttl, now)).rowcount == 1
 
+        def extend(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            return db.execute(_RENEW_LEASE, (now + ttl, key, token, now)).rowcount == 1
+
         def give_back(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM locks WHERE key = ? AND token = ?", (key, token))
+            db.execute(_GIVE_LEASE, (key, token))
 
         async def take() -> float | None:
             return None if await self._run(try_take, f"lock {key!r}") else math.inf
+
+        async def renew() -> bool:
+            return await self._run(extend, f"renew lock {key!r}")
 
         async def give() -> None:
             await self._run(give_back, f"unlock {key!r}")
 
         return hold_lease(
-            self._leases, key, where=f"sqlite {self.path}", ttl=ttl, wait=wait, take=take, give=give
+            self._leases,
+            key,
+            where=f"sqlite {self.path}",
+            ttl=ttl,
+            wait=wait,
+            take=take,
+            give=give,
+            renew=renew,
         )

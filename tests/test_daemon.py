@@ -1,0 +1,188 @@
+"""The daemon around the adapters: one failing platform, send(target), /healthz, mention."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tmy import daemon as daemon_mod
+from tmy.adapters.base import AdapterHealth, Target
+from tmy.config import load_settings
+from tmy.errors import AdapterError, ConfigError
+from tmy.testing import Bot
+
+RULES = """
+rules:
+  - id: ping
+    triggers: [ping]
+    steps:
+      - {plugin: ADJUST, input: pong}
+  - id: addressed
+    triggers: ["hey *"]
+    mention: true
+    steps:
+      - {plugin: ADJUST, input: "you said {QUESTION}"}
+"""
+
+
+class BrokenPlatform:
+    """A platform whose login is refused, as a bad token would be."""
+
+    name = "broken"
+
+    async def start(self, handle: Any) -> None:
+        raise AdapterError("broken: login refused (401 Unauthorized)")
+
+    async def stop(self) -> None:  # pragma: no cover - never started
+        raise AssertionError("a platform that did not start is not stopped")
+
+    async def send(self, target: Target, text: str) -> None:  # pragma: no cover
+        raise AssertionError("unreachable")
+
+    def health(self) -> dict[str, Any]:  # pragma: no cover
+        return {"state": "failed"}
+
+
+class RecordingPlatform:
+    """A platform that keeps what the daemon sends through it."""
+
+    name = "memo"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Target, str]] = []
+        self.state = AdapterHealth()
+
+    async def start(self, handle: Any) -> None:
+        self.state.set("connected")
+
+    async def stop(self) -> None:
+        self.state.set("stopped")
+
+    async def send(self, target: Target, text: str) -> None:
+        self.sent.append((target, text))
+
+    def health(self) -> dict[str, Any]:
+        return self.state.as_dict()
+
+
+@pytest.fixture
+async def running(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient, RecordingPlatform]]:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(RULES)
+    memo = RecordingPlatform()
+    factory = lambda settings: [BrokenPlatform(), memo]  # noqa: E731
+    daemon_mod.ADAPTER_FACTORIES.append(factory)
+    settings = load_settings(
+        env={},
+        rules=str(rules),
+        plugins=str(tmp_path / "none"),
+        store=f"sqlite:///{tmp_path / 'tmy.db'}",
+        http_listen="127.0.0.1:0",
+        console=False,
+    )
+    stop = asyncio.Event()
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
+    try:
+        done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
+        assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
+        daemon = ready.result()
+        base = f"http://127.0.0.1:{daemon.http.port}"
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            yield daemon, client, memo
+    finally:
+        daemon_mod.ADAPTER_FACTORIES.remove(factory)
+        stop.set()
+        await asyncio.wait_for(task, 15)
+
+
+async def test_a_platform_failing_to_start_leaves_the_others_serving(running) -> None:
+    _, client, _ = running
+    response = await client.post("/v1/messages", json={"text": "ping"})
+    assert response.json()["answer"] == "pong"
+    health = await client.get("/healthz")
+    assert health.status_code == 200
+    report = health.json()
+    assert report["status"] == "degraded"
+    assert report["store"]["state"] == "ok"
+    assert report["adapters"]["broken"] == {
+        "state": "failed",
+        "error": "broken: login refused (401 Unauthorized)",
+    }
+    assert report["adapters"]["memo"]["state"] == "connected"
+    assert report["adapters"]["http"]["state"] == "connected"
+
+
+async def test_send_goes_through_the_platform_adapter(running) -> None:
+    daemon, _, memo = running
+    await daemon.send(Target("memo", "group:1", "ann"), "hello")
+    assert memo.sent == [(Target("memo", "group:1", "ann"), "hello")]
+    with pytest.raises(AdapterError, match="failed to start: broken: login refused"):
+        await daemon.send(Target("broken", "c"), "x")
+    with pytest.raises(AdapterError, match="no running adapter for platform 'nowhere'"):
+        await daemon.send(Target("nowhere", "c"), "x")
+    with pytest.raises(AdapterError, match="cannot send on its own"):
+        await daemon.send(Target("http", "c"), "x")
+
+
+async def test_healthz_reports_a_dead_store(redis_server, tmp_path: Path) -> None:
+    server = redis_server()
+    async with Bot({"r.yaml": RULES}, store=server.url) as bot:
+        daemon = daemon_mod.Daemon(bot.app, daemon_mod.build_adapters(
+            bot.settings.with_(http_listen="127.0.0.1:0"), console=False))  # fmt: skip
+        await daemon.start()
+        try:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{daemon.http.port}", timeout=20
+            ) as client:
+                ok = await client.get("/healthz")
+                assert ok.status_code == 200 and ok.json()["store"]["state"] == "ok"
+                server.stop(kill=True)
+                down = await client.get("/healthz")
+                assert down.status_code == 503
+                assert down.json()["status"] == "error"
+                assert down.json()["store"]["state"] == "error"
+                assert down.json()["store"]["error"]
+        finally:
+            await daemon.stop()
+
+
+async def test_mention_true_answers_in_groups_only_when_addressed() -> None:
+    async with Bot({"r.yaml": RULES}) as bot:
+        assert (await bot.ask("hey there", chat="group:1")).rule is None
+        addressed = await bot.ask("hey there", chat="group:1", mentions_bot=True)
+        assert addressed.text == "you said there"
+        assert (await bot.ask("hey there")).rule == "addressed"  # private: always addressed
+        assert (await bot.ask("ping", chat="group:1")).text == "pong"  # no mention needed
+
+
+def test_platform_config_is_validated_naming_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "tmy.yaml"
+    config.write_text("adapters:\n  onebot:\n    enabled: true\n    mode: sideways\n")
+    with pytest.raises(
+        ConfigError, match=r"'adapters\.onebot\.mode' must be one of reverse, forward"
+    ):
+        load_settings(config, env={})
+    config.write_text("adapters:\n  onebot:\n    acess_token: x\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'adapters\.onebot\.acess_token'"):
+        load_settings(config, env={})
+    config.write_text("adapters:\n  discord:\n    shards: 0\n")
+    with pytest.raises(ConfigError, match=r"'adapters\.discord\.shards' must be a number >= 1"):
+        load_settings(config, env={})
+    config.write_text("adapters:\n  onebot:\n    send_interval: -1\n")
+    with pytest.raises(ConfigError, match=r"'adapters\.onebot\.send_interval' must be >= 0"):
+        load_settings(config, env={})
+    config.write_text("adapters:\n  onebot: {enabled: true, access_token: from-file}\n")
+    settings = load_settings(
+        config, env={"TMY_ONEBOT_TOKEN": "from-env", "TMY_HTTP_API_KEYS": "a, b,"}
+    )
+    assert settings.adapters["onebot"]["access_token"] == "from-env"
+    assert settings.http_api_keys == ("a", "b")

@@ -1,0 +1,228 @@
+"""One WebSocket to a OneBot implementation: events in, actions out, answers matched by echo.
+
+The same class serves both directions: the socket the implementation opened
+to tmy (reverse, an aiohttp ``WebSocketResponse``) and the one tmy opened to it
+(forward, a ``ClientWebSocketResponse``); both speak the OneBot "Universal"
+protocol: events and action responses arrive on one socket, actions leave on it.
+
+**Silence is death.** Half-open sockets (the peer is gone but no FIN ever
+arrived) are the most reported OneBot failure: the bot looks connected and
+never answers again. Any frame from the peer (an event, a heartbeat meta event,
+an action response, a WebSocket ping or pong) proves it alive. After half of
+``heartbeat_timeout`` without one, tmy sends a WebSocket ping, which every live
+peer's WebSocket library answers; a peer that stays silent for the whole
+``heartbeat_timeout`` is closed. So an implementation with OneBot heartbeats
+turned off stays connected in a quiet chat, and a dead one is noticed.
+
+**Actions** carry a unique ``echo``; the response with that echo resolves the
+call. No response within ``action_timeout``, a closed socket, or a ``retcode``
+other than 0 (or 1, which the spec defines as "accepted for asynchronous
+processing") raises :class:`~tmy.errors.AdapterError`, naming the retcode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import WSMsgType, web
+
+from tmy.errors import AdapterError
+from tmy.logs import get_logger, preview
+
+log = get_logger("tmy.adapter.onebot")
+
+# The largest frame accepted from an implementation (a message with a long
+# forwarded record or base64 image can be big; aiohttp's own default).
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+# Seconds a close waits for the peer's close frame; a dead peer never sends one.
+CLOSE_TIMEOUT = 2.0
+
+_ENDED = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
+
+EventSink = Callable[["Connection", dict[str, Any]], None]
+
+
+class ActionFailed(AdapterError):
+    """The implementation answered an action with a failure ``retcode``."""
+
+    def __init__(self, action: str, retcode: Any, detail: str = "") -> None:
+        self.action = action
+        self.retcode = retcode
+        super().__init__(
+            f"onebot: {action} failed with retcode {retcode}" + (f": {detail}" if detail else "")
+        )
+
+
+class Connection:
+    """A live socket to one OneBot implementation (one bot account once ``self_id`` is known)."""
+
+    def __init__(
+        self,
+        ws: aiohttp.ClientWebSocketResponse | web.WebSocketResponse,
+        *,
+        self_id: str,
+        peer: str,
+        heartbeat_timeout: float,
+        action_timeout: float,
+    ) -> None:
+        self.ws = ws
+        self.self_id = self_id  # "" on a forward socket until the first event names it
+        self.peer = peer  # for logs: the implementation's address or our URL
+        self.heartbeat_timeout = heartbeat_timeout
+        self.action_timeout = action_timeout
+        self.frames = 0  # frames received so far
+        self.connected_at = time.time()
+        self._last_frame = time.monotonic()
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._send_lock = asyncio.Lock()
+        self._echo_prefix = f"tmy-{secrets.token_hex(4)}-"
+        self._echo_ids = itertools.count(1)
+        self._close_reason: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.ws.closed
+
+    async def run(self, on_event: EventSink) -> str:
+        """Read frames until the socket closes or falls silent; return why it ended.
+
+        Every JSON object that is not an action response goes to ``on_event``,
+        which must not block (it schedules work); an exception from it is logged
+        and reading goes on.
+        """
+        probed = False
+        try:
+            while True:
+                idle = time.monotonic() - self._last_frame
+                if idle >= self.heartbeat_timeout:
+                    why = f"no frame for {self.heartbeat_timeout:g} s (the peer is gone)"
+                    await self.close(why)
+                    return why
+                half = self.heartbeat_timeout / 2
+                wait = half - idle if not probed and idle < half else self.heartbeat_timeout - idle
+                try:
+                    msg = await self.ws.receive(timeout=wait)
+                except TimeoutError:
+                    if not probed:
+                        probed = True
+                        await self._ping()
+                    continue
+                if msg.type in _ENDED:
+                    return self._close_reason or _ended(msg)
+                self._last_frame = time.monotonic()
+                probed = False
+                self.frames += 1
+                if msg.type == WSMsgType.PING:
+                    await self._pong(msg.data)
+                elif msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                    self._frame(msg.data, on_event)
+        finally:
+            self._fail_pending()
+
+    async def call(self, action: str, params: dict[str, Any]) -> Any:
+        """Run ``action`` on the implementation and return the response's ``data``."""
+        if self.ws.closed:
+            raise AdapterError(f"onebot: the connection for {self.self_id or self.peer} is closed")
+        echo = f"{self._echo_prefix}{next(self._echo_ids)}"
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[echo] = answer
+        try:
+            frame = _dumps({"action": action, "params": params, "echo": echo})
+            try:
+                async with self._send_lock:
+                    await self.ws.send_str(frame)
+            except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
+                why = str(exc) or type(exc).__name__
+                raise AdapterError(f"onebot: cannot send {action}: {why}") from None
+            try:
+                async with asyncio.timeout(self.action_timeout):
+                    response = await answer
+            except TimeoutError:
+                raise AdapterError(
+                    f"onebot: {action} got no answer within {self.action_timeout:g} s"
+                ) from None
+        finally:
+            self._pending.pop(echo, None)
+        return _result(action, response)
+
+    async def close(self, why: str, code: int = aiohttp.WSCloseCode.OK) -> None:
+        """Close the socket (idempotent); ``why`` is what ``run`` reports."""
+        if self._close_reason is None:
+            self._close_reason = why
+        try:
+            await self.ws.close(code=code, message=why.encode()[:120])
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+
+    def _frame(self, data: str | bytes, on_event: EventSink) -> None:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            log.warning("onebot.bad_frame", peer=self.peer, frame=preview(data))
+            return
+        if not isinstance(obj, dict):
+            log.warning("onebot.bad_frame", peer=self.peer, frame=preview(data))
+            return
+        if "post_type" not in obj and "echo" in obj:
+            waiter = self._pending.get(str(obj["echo"]))
+            if waiter is not None and not waiter.done():
+                waiter.set_result(obj)
+            return
+        try:
+            on_event(self, obj)
+        except Exception:
+            log.exception("onebot.event_failed", peer=self.peer, event=preview(obj))
+
+    async def _ping(self) -> None:
+        try:
+            await self.ws.ping()
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+
+    async def _pong(self, data: bytes) -> None:
+        try:
+            await self.ws.pong(data)
+        except (ConnectionError, RuntimeError, aiohttp.ClientError):
+            pass
+
+    def _fail_pending(self) -> None:
+        why = self._close_reason or "the connection closed"
+        for waiter in self._pending.values():
+            if not waiter.done():
+                waiter.set_exception(AdapterError(f"onebot: {why} before the action was answered"))
+
+
+def _result(action: str, response: dict[str, Any]) -> Any:
+    """``data`` of a successful response; ActionFailed naming the retcode otherwise."""
+    retcode = response.get("retcode")
+    status = response.get("status")
+    if retcode in (0, 1) or (retcode is None and status in ("ok", "async")):
+        return response.get("data")
+    detail = next((str(response[k]) for k in ("wording", "message", "msg") if response.get(k)), "")
+    if status and status != "failed":
+        detail = f"status {status}" + (f", {detail}" if detail else "")
+    raise ActionFailed(action, retcode, detail)
+
+
+def _ended(msg: aiohttp.WSMessage) -> str:
+    if msg.type == WSMsgType.ERROR:
+        return f"socket error: {msg.data}"
+    code = msg.data if isinstance(msg.data, int) else None
+    extra = f": {msg.extra}" if msg.extra else ""
+    return f"closed by the peer (code {code}{extra})" if code else "closed"
+
+
+def _dumps(obj: Any) -> str:
+    """UTF-8 JSON; ASCII escapes if a lone surrogate slipped into the text."""
+    try:
+        return orjson.dumps(obj).decode()
+    except TypeError:
+        return json.dumps(obj)
