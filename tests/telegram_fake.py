@@ -1,0 +1,274 @@
+"""A fake Telegram Bot API server on loopback, for tests.
+
+It answers ``/bot<token>/<method>`` the way api.telegram.org does — ``{"ok":
+true, "result": …}`` or ``{"ok": false, "error_code": …, "description": …}``
+with the same HTTP status — for the methods tmy uses: ``getMe``,
+``getUpdates`` (a real long poll: it returns the queued updates from
+``offset`` on, forgets those before ``offset`` as Telegram does, and waits up
+to ``timeout`` seconds for one to arrive), ``sendMessage`` (recorded, answered
+with a Message), ``deleteWebhook`` and ``setWebhook`` (recorded).
+
+Tests queue updates with :meth:`FakeTelegram.message` and read what the bot
+sent with :meth:`FakeTelegram.next_sent`; ``flood`` makes the next
+``sendMessage`` calls fail with 429 ``retry_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "123456:TEST-token-for-the-fake-api"
+BOT_ID = 123456
+BOT_USERNAME = "tmy_test_bot"
+USER = {"id": 777, "is_bot": False, "first_name": "Ann", "last_name": "Lee", "username": "ann"}
+GROUP = {"id": -100500, "type": "supergroup", "title": "Test group"}
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def entity(text: str, part: str, type: str, **extra: Any) -> dict[str, Any]:
+    """The entity Telegram would attach for ``part`` (its first occurrence) inside ``text``."""
+    start = text.index(part)
+    return {"type": type, "offset": utf16(text[:start]), "length": utf16(part), **extra}
+
+
+class FakeTelegram:
+    """One fake Bot API server; ``base`` is what ``api_base`` should be set to."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token = token
+        self.me = {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Tmy",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+        self.updates: list[dict[str, Any]] = []
+        self.calls: list[tuple[float, str, dict[str, Any]]] = []  # (arrival, method, params)
+        self.sent: list[tuple[float, dict[str, Any]]] = []  # successful sendMessage params
+        self.flood: list[int] = []  # retry_after for the next sendMessage calls, in order
+        # (error_code, description[, parameters]) for the next sendMessage calls, in order
+        self.fail_send: list[tuple[Any, ...]] = []
+        self.get_updates_offsets: list[int | None] = []
+        self._taken = 0
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(5000)
+        self._changed = asyncio.Condition()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, port: int = 0) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._call)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self._closing.clear()
+        return self
+
+    async def stop(self) -> None:
+        self._closing.set()
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeTelegram:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- what tests do -------------------------------------------------------------------------
+
+    async def push(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue a raw update (``update_id`` filled in when missing)."""
+        update.setdefault("update_id", next(self._update_ids))
+        async with self._changed:
+            self.updates.append(update)
+            self._changed.notify_all()
+        return update
+
+    def make_message(
+        self,
+        text: str | None = "hi",
+        *,
+        chat: dict[str, Any] | None = None,
+        sender: dict[str, Any] | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        reply_to: dict[str, Any] | None = None,
+        message_id: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A ``message`` object; the chat defaults to the sender's private chat."""
+        sender = sender or USER
+        chat = chat or {"id": sender["id"], "type": "private", "first_name": sender["first_name"]}
+        msg: dict[str, Any] = {
+            "message_id": message_id if message_id is not None else next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+            **extra,
+        }
+        if text is not None:
+            msg["text"] = text
+        if entities:
+            msg["entities"] = entities
+        if reply_to is not None:
+            msg["reply_to_message"] = reply_to
+        return msg
+
+    async def message(self, text: str | None = "hi", **kw: Any) -> dict[str, Any]:
+        """Queue a ``message`` update; returns the message object."""
+        msg = self.make_message(text, **kw)
+        await self.push({"message": msg})
+        return msg
+
+    def bot_message(self, text: str, chat: dict[str, Any] = GROUP) -> dict[str, Any]:
+        """A message the bot itself sent earlier (for replies to it)."""
+        return self.make_message(text, chat=chat, sender=self.me)
+
+    async def next_sent(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The next successful sendMessage not yet taken (waits for it)."""
+        taken = self._taken
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.sent) > taken)
+        self._taken = taken + 1
+        return self.sent[taken][1]
+
+    async def nothing_sent(self, wait: float = 0.3) -> None:
+        """Fail if a sendMessage not yet taken arrives within ``wait`` seconds."""
+        await asyncio.sleep(wait)
+        assert len(self.sent) == self._taken, f"unexpected send: {self.sent[self._taken][1]}"
+
+    async def wait_for_call(self, method: str, timeout: float = 10.0) -> dict[str, Any]:
+        """The params of the first call of ``method`` (waits for it)."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: any(m == method for _, m, _ in self.calls))
+        return next(p for _, m, p in self.calls if m == method)
+
+    def count(self, method: str) -> int:
+        return sum(1 for _, m, _ in self.calls if m == method)
+
+    # -- the Bot API ---------------------------------------------------------------------------
+
+    async def _call(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        params = await _params(request)
+        async with self._changed:
+            self.calls.append((time.monotonic(), method, params))
+            self._changed.notify_all()
+        handler = getattr(self, "_" + method, None)
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        return await handler(params)
+
+    async def _getMe(self, params: dict[str, Any]) -> web.Response:
+        return _ok(self.me)
+
+    async def _deleteWebhook(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _setWebhook(self, params: dict[str, Any]) -> web.Response:
+        if not str(params.get("url", "")).startswith(("https://", "http://")):
+            return _error(400, "Bad Request: bad webhook: HTTPS url must be provided for webhook")
+        return _ok(True)
+
+    async def _getUpdates(self, params: dict[str, Any]) -> web.Response:
+        offset = int(params["offset"]) if "offset" in params else None
+        self.get_updates_offsets.append(offset)
+        timeout = float(params.get("timeout", 0))
+        limit = int(params.get("limit", 100))
+        async with self._changed:
+            if offset is not None:  # confirmed: Telegram forgets them
+                self.updates = [u for u in self.updates if u["update_id"] >= offset]
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait_for(
+                        lambda: bool(self.updates) or self._closing.is_set()
+                    )
+            except TimeoutError:
+                pass
+            return _ok(self.updates[:limit])
+
+    async def _sendMessage(self, params: dict[str, Any]) -> web.Response:
+        if self.flood:
+            retry_after = self.flood.pop(0)
+            return _error(
+                429,
+                f"Too Many Requests: retry after {retry_after}",
+                parameters={"retry_after": retry_after},
+            )
+        if self.fail_send:
+            code, description, *parameters = self.fail_send.pop(0)
+            extra = {"parameters": parameters[0]} if parameters else {}
+            return _error(code, description, **extra)
+        text = params.get("text", "")
+        if not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16(text) > 4096:
+            return _error(400, "Bad Request: message is too long")
+        chat_id = params["chat_id"]
+        chat = (
+            {"id": int(chat_id), "type": "private", "first_name": "x"}
+            if not str(chat_id).startswith("-")
+            else {"id": int(chat_id), "type": "supergroup", "title": "g"}
+        )
+        result = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": self.me,
+            "text": text,
+        }
+        async with self._changed:
+            self.sent.append((time.monotonic(), params))
+            self._changed.notify_all()
+        return _ok(result)
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    """The call's parameters: form fields (JSON-encoded objects decoded) or a JSON body."""
+    if request.content_type == "application/json":
+        return dict(await request.json())
+    form = await request.post()
+    params: dict[str, Any] = {}
+    for key, value in form.items():
+        if isinstance(value, str) and value[:1] in "[{":
+            try:
+                params[key] = json.loads(value)
+                continue
+            except ValueError:
+                pass
+        params[key] = value
+    return params
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(code: int, description: str, **extra: Any) -> web.Response:
+    body = {"ok": False, "error_code": code, "description": description, **extra}
+    return web.json_response(body, status=code)
