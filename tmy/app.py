@@ -43,10 +43,10 @@ SERVICE_HOOKS: list[Any] = []
 
 
 def log_rule_warnings(app: App) -> None:
-    """Log triggers that can never fire (the daemon does this once it is serving)."""
+    """Log what `check` would warn about (the daemon does this once it is serving)."""
     assert app.engine is not None
     for warning in app.engine.rulebook.warnings:
-        log.warning("rules.dead_trigger", detail=warning)
+        log.warning("rules.warning", detail=warning)
 
 
 class App:

@@ -12,13 +12,17 @@ the first whose rule's filters admit the message wins.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick
 
-from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, fold, normalise
+from tmy.logs import get_logger
+from tmy.rulebook.triggers import KIND_RANK, REGEX_BUDGET, Match, Trigger, fold, normalise
+
+log = get_logger("tmy")
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
 
@@ -95,14 +99,39 @@ class _Side:
                 for e in self.contains[literal]:
                     yield e, question, {}
         if self.regex and (kinds is None or "regex" in kinds):
-            for e in self.regex:
-                m = e[2].regex.search(shown)  # type: ignore[union-attr]
-                if m:
-                    groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                    yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0)}
+            yield from _regex_candidates(self.regex, shown)
         if kinds is None or "any" in kinds:
             for e in self.any:
                 yield e, shown, {}
+
+
+def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry, str, dict]]:
+    """Regex triggers matching ``shown``, all of them within one time budget.
+
+    A trigger still matching when the budget runs out (catastrophic
+    backtracking, or simply too many slow patterns) is abandoned as no match,
+    with a warning naming it; later regex triggers are not tried for this
+    message. Other messages never wait on it for longer than the budget.
+    """
+    deadline = time.perf_counter() + REGEX_BUDGET
+    for e in entries:
+        left = deadline - time.perf_counter()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            m = e[2].regex.search(shown, timeout=left)
+        except TimeoutError:
+            log.warning(
+                "trigger.regex_timeout",
+                trigger=e[2].source,
+                rule=getattr(e[1], "id", None),
+                budget_ms=REGEX_BUDGET * 1000,
+                hint="this pattern backtracks too much on this text; avoid nested quantifiers",
+            )
+            return
+        if m:
+            groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0)}
 
 
 class TriggerIndex:

@@ -287,9 +287,12 @@ class _Loader:
         for i, src in enumerate(raw_triggers):
             tline = raw_triggers.line_of(i) if isinstance(raw_triggers, LineList) else line
             try:
-                triggers.append(parse_trigger(src, case_sensitive=case_sensitive))
+                trigger = parse_trigger(src, case_sensitive=case_sensitive)
             except RuleError as exc:
                 self.error(exc.message, file, tline)
+            else:
+                trigger.line = tline
+                triggers.append(trigger)
         groups = {g for t in triggers for g in t.groups}
         priority = self.typed(raw, "priority", int, 0, file)
         session = self.typed(raw, "session", (int, float), 0, file)

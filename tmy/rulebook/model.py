@@ -12,7 +12,7 @@ from typing import Any
 
 from tmy.engine.values import PathValue, Value
 from tmy.executors.registry import ExecutorSpec
-from tmy.rulebook.triggers import Trigger
+from tmy.rulebook.triggers import Trigger, trigger_warnings
 
 SCOPES = ("global", "chat", "user")
 
@@ -130,13 +130,21 @@ class Rulebook:
 
     @functools.cached_property
     def warnings(self) -> tuple[str, ...]:
-        """Triggers that can never fire, as ``file:line: …`` lines.
+        """What `check` warns about, as ``file:line: …`` lines: triggers that can never
+        fire, regex triggers with nested quantifiers, invisible characters in triggers.
 
         Computed on first use (``check``, or the daemon once it is serving):
         the analysis costs a third of a second per 100,000 rules of start-up.
         """
-        return tuple(
+        dead = (
             f"{r.file}:{r.line}: trigger {t.source!r} of rule {r.id!r} can never fire: "
             f"rule {u.id!r} ({u.file}:{u.line}) wins with {ut.source!r}"
             for r, t, u, ut in self.index.dead_triggers()
         )
+        lint = (
+            f"{r.file}:{t.line or r.line}: {warning}"
+            for r in self.rules
+            for t in r.triggers
+            for warning in trigger_warnings(t)
+        )
+        return (*dead, *lint)
