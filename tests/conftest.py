@@ -216,3 +216,16 @@ async def provider() -> AsyncIterator[Any]:
 
     async with FakeProvider() as fake:
         yield fake
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Iterator[Path]:
+    """The daemon's log at ``info`` into a file for this test (read with log_helpers.read_log)."""
+    from tmy import logs
+
+    path = tmp_path / "tmy.log"
+    logs.configure("info", path)
+    try:
+        yield path
+    finally:
+        logs.configure("warning")

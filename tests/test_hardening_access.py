@@ -9,13 +9,13 @@ non-string ids, lone surrogates).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from log_helpers import read_log
 
-from tmy import logs
 from tmy.adapters.http import HttpAdapter
 from tmy.testing import Bot
 
@@ -57,23 +57,10 @@ def _tool_steps(reply) -> list:  # the tool-call records of the LLM step
     return [s for s in reply.steps if "/tool/" in s.uri]
 
 
-@pytest.fixture
-def log_file(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmy.log"
-    logs.configure("info", path)
-    yield path
-    logs.configure("warning")
-
-
-def _events(path: Path) -> list[dict]:
-    logs.flush()
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 async def test_admin_only_rule_is_refused_as_a_tool_to_a_non_admin(log_file: Path) -> None:
     async with Bot({"t.yaml": TOOL_RULES}, admins=frozenset({"test:boss"})) as bot:
         reply = await bot.ask("assistant MOCK:TOOL:wipe:{}", user="mallory")
-        events = _events(log_file)
+        events = read_log(log_file)
         calls = _tool_steps(reply)
         assert len(calls) == 1
         assert calls[0].result.startswith("permission denied")

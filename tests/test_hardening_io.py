@@ -372,16 +372,6 @@ async def test_raw_url_opts_out_of_encoding(upstream: Upstream) -> None:
 API_KEY = "sk-test-5ecret-K3y-0123456789"
 
 
-@pytest.fixture
-def log_file(tmp_path: Path) -> Any:
-    path = tmp_path / "tmy.log"
-    logs.configure("info", file=path)
-    try:
-        yield path
-    finally:
-        logs.configure("warning")
-
-
 async def test_echoed_api_key_is_redacted(
     upstream: Upstream, log_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,15 +4,14 @@ invisible characters cannot smuggle a word past a trigger."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from log_helpers import read_log
 
-from tmy import logs
 from tmy.adapters.http import HttpAdapter
 from tmy.rulebook.triggers import nested_quantifier, normalise
 from tmy.testing import Bot
@@ -73,22 +72,13 @@ async def test_catastrophic_regex_does_not_stall_other_chats(served, attack: str
     assert attack_seconds < 2.0, f"the attack message took {attack_seconds:.2f}s"
 
 
-@pytest.fixture
-def log_file(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmy.log"
-    logs.configure("info", path)
-    yield path
-    logs.configure("warning")
-
-
 async def test_an_abandoned_regex_is_logged_and_the_others_still_match(log_file: Path) -> None:
     async with Bot({"r.yaml": REDOS_RULES}) as bot:
         assert (await bot.ask("aaaa")).rule == "nested"  # the patterns still work on a match
         reply = await bot.ask("a" * 80 + "!")
         assert reply.rule is None
         assert (await bot.ask("ping")).text == "pong"
-    logs.flush()
-    events = [json.loads(line) for line in log_file.read_text().splitlines()]
+    events = read_log(log_file)
     timeouts = [e for e in events if e["event"] == "trigger.regex_timeout"]
     assert timeouts and timeouts[0]["trigger"] == "re:^(a|aa)+$"
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from llm_fake_provider import FakeProvider, Reply
 
 from tmy import logs
@@ -185,14 +183,6 @@ async def test_the_default_limit_is_12_turns(provider: FakeProvider) -> None:
         assert len(reply.steps) == 1 + 11  # the LLM step, then one tool call per earlier turn
         assert reply.steps[-1].uri == "assistant/0/tool/call_11_1"
     assert len(provider.seen()) == 12
-
-
-@pytest.fixture
-def log_file(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmy.log"
-    logs.configure("info", path)
-    yield path
-    logs.configure("warning")
 
 
 async def test_each_tool_call_is_logged_as_a_step(provider: FakeProvider, log_file: Path) -> None:

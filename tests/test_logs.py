@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from log_helpers import read_log
 
 from tmy import logs
 from tmy.testing import Bot
@@ -32,25 +32,12 @@ rules:
 """
 
 
-@pytest.fixture
-def log_file(tmp_path: Path):
-    path = tmp_path / "tmy.log"
-    logs.configure("info", path)
-    yield path
-    logs.configure("warning")
-
-
-def read(path: Path) -> list[dict]:
-    logs.flush()
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 async def test_one_run_is_one_trace(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("count apples", user="ann")
         await bot.ask("count pears", user="bob")
     assert reply.text == "apples: 1"
-    events = [e for e in read(log_file) if e.get("trace_id") == reply.trace_id]
+    events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
     names = [e["event"] for e in events]
     assert names == [
         "message.received",
@@ -78,7 +65,7 @@ async def test_failed_run_logs_the_error(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("broken")
     assert reply.text.startswith("no: expression '1/0' failed")
-    events = [e for e in read(log_file) if e.get("trace_id") == reply.trace_id]
+    events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
     done = next(e for e in events if e["event"] == "step.done")
     assert "ZeroDivisionError" in done["error"]
     failed = next(e for e in events if e["event"] == "run.failed")
@@ -89,7 +76,7 @@ async def test_failed_run_logs_the_error(log_file: Path) -> None:
 async def test_previews_are_truncated(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("count " + "x" * 5000)
-    events = [e for e in read(log_file) if e.get("trace_id") == reply.trace_id]
+    events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
     received = events[0]
     assert len(received["text"]) < 300 and "…(+" in received["text"]
 
@@ -101,7 +88,7 @@ async def test_warning_level_hides_info(tmp_path: Path) -> None:
         async with Bot({"r.yaml": RULES}) as bot:
             await bot.ask("count a")
             await bot.ask("broken")
-        names = [e["event"] for e in read(path)]
+        names = [e["event"] for e in read_log(path)]
     finally:
         logs.configure("warning")
     assert "message.received" not in names and "run.failed" in names

@@ -8,9 +8,8 @@ and answers ``send_msg`` the way NapCat does; the tests read what tmy sent.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,10 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+from log_helpers import read_log
 
 from tests.onebot_fake import SELF_ID, FakeImpl, FakeServer, at, connect_reverse, meta, text
 from tmy import daemon as daemon_mod
-from tmy import logs
 from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig, from_settings
@@ -127,19 +126,6 @@ async def bot() -> AsyncIterator[Bot]:
 async def served(bot: Bot) -> AsyncIterator[Served]:
     async with reverse(bot, send_interval=0) as s:
         yield s
-
-
-@pytest.fixture
-def log_file(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "tmy.log"
-    logs.configure("info", path)
-    yield path
-    logs.configure("warning")
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    logs.flush()
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 # -- messages in, replies out ----------------------------------------------------------------
@@ -399,7 +385,7 @@ async def test_a_failed_action_is_logged_and_the_daemon_keeps_serving(
     await impl.next_action()  # answered with retcode 100
     await impl.group("echo second", message_id=2)
     assert sent_text(await impl.next_action()).endswith("|second")
-    failures = [e for e in events(log_file) if e["event"] == "onebot.send_failed"]
+    failures = [e for e in read_log(log_file) if e["event"] == "onebot.send_failed"]
     assert len(failures) == 1
     assert failures[0]["retcode"] == 100
     assert failures[0]["chat"] == "group:30003"
