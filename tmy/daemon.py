@@ -39,7 +39,7 @@ ADAPTER_FACTORIES: list[Any] = []
 PLATFORM_MODULES = {
     "openai": "tmy.adapters.openai",
     "onebot": "tmy.adapters.onebot",
-    "discord": "tmy.adapters.discord",
+    "discord": "tmy.adapters.discord_adapter",
     "telegram": "tmy.adapters.telegram",
 }
 
