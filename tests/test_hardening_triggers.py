@@ -4,7 +4,9 @@ invisible characters cannot smuggle a word past a trigger."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import pytest
 from log_helpers import read_log
 
 from tmy.adapters.http import HttpAdapter
-from tmy.rulebook.triggers import nested_quantifier, normalise
+from tmy.executors import default_registry
+from tmy.rulebook.loader import load_sources
+from tmy.rulebook.triggers import backtracking_risk, nested_quantifier, normalise
 from tmy.testing import Bot
 
 REDOS_RULES = """
@@ -209,6 +213,107 @@ async def test_questions_stay_aligned_and_triggers_with_invisible_characters_mat
 
 def test_normalise_removes_only_invisible_format_characters() -> None:
     assert normalise("  ａｂｃ\u200b  ") == "abc"  # NFKC + Cf removal + trim
+    assert normalise("cafe\u200b\u0301") == normalise("café") == "café"  # composed after
     assert normalise("naïve café") == "naïve café"
     assert normalise("plain ascii ") == "plain ascii"
     assert normalise("emoji 👍🏽 ok") == "emoji 👍🏽 ok"
+
+
+def rule_warnings(triggers: list[str]) -> list[str]:
+    """``check``'s warnings for one rule per trigger (rule ``r<n>``, trigger on line 3n+3)."""
+    text = "rules:\n" + "".join(
+        f"  - id: r{n}\n    triggers:\n      - {json.dumps(trigger)}\n"
+        "    steps: [{plugin: ADJUST, input: x}]\n"
+        for n, trigger in enumerate(triggers)
+    )
+    return list(load_sources([(Path("w.yaml"), text)], default_registry()).warnings)
+
+
+def test_check_warns_about_repeated_alternatives_that_overlap() -> None:
+    found = rule_warnings(["re:^(a|aa)+$", "re:(.|\\s)*x", "re:^(a|ab|b)+$", "re:^(?:foo|\\w)+$"])
+    assert found == [
+        "w.yaml:4: regex trigger 're:^(a|aa)+$' repeats a group that matches 'aa' both once"
+        " and as several repetitions: it can backtrack exponentially on a near-miss;"
+        " each message gives all regex triggers together 50 ms, then they are abandoned",
+        "w.yaml:8: regex trigger 're:(.|\\\\s)*x' repeats a choice whose alternatives both"
+        " match ' ': it can backtrack exponentially on a near-miss;"
+        " each message gives all regex triggers together 50 ms, then they are abandoned",
+        "w.yaml:12: regex trigger 're:^(a|ab|b)+$' repeats a group that matches 'ab' both once"
+        " and as several repetitions: it can backtrack exponentially on a near-miss;"
+        " each message gives all regex triggers together 50 ms, then they are abandoned",
+        "w.yaml:16: regex trigger 're:^(?:foo|\\\\w)+$' repeats a group that matches 'foo' both"
+        " once and as several repetitions: it can backtrack exponentially on a near-miss;"
+        " each message gives all regex triggers together 50 ms, then they are abandoned",
+    ]
+
+
+def test_backtracking_risk_spares_ordinary_patterns_and_reads_regex_module_syntax() -> None:
+    for pattern in ["^(a|aa)+$", "(?:a|a)*$", "(x|y|xy)*z", r"^(\p{Han}+)+$", r"^(?<n>a+)+$"]:
+        assert backtracking_risk(pattern), pattern
+    for pattern in [
+        "(foo|bar)+",
+        "(fo|foo)+$",  # every repetition starts with f: one way only
+        "(ab|ac)*",
+        r"(\w|\d)+$",  # one character class, not a choice
+        r"^(hi|hello|hey)\b (?P<QUESTION>.+)$",
+        r"^(?=.*tea)(?!.*coffee)",
+        r"^(\w)\1$",
+        r"(?:\s|,)+",
+        "[[:alpha:]]+",
+    ]:
+        assert backtracking_risk(pattern) is None, pattern
+
+
+def test_check_prints_no_stray_python_warnings_for_regex_module_syntax() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = rule_warnings(["re:^[[:alpha:]]+$", "re:^\\p{Han}+$"])
+    assert found == []
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize(
+    "sneaky",
+    [
+        "bad\u034fword",  # combining grapheme joiner (Mn, default-ignorable)
+        "bad\u3164word",  # Hangul filler (Lo, drawn blank)
+        "bad\ufe0fword",  # variation selector after a letter
+        "bad\U000e0101word",  # ideographic variation selector after a letter
+        "bad\u180bword",  # Mongolian free variation selector
+    ],
+)
+async def test_other_default_ignorable_characters_cannot_bypass_a_trigger(sneaky: str) -> None:
+    async with Bot({"r.yaml": INVISIBLE_RULES}) as bot:
+        reply = await bot.ask(f"you are a {sneaky} indeed")
+        assert reply.rule == "filter"
+        assert reply.text == "blocked: [you are a indeed]"
+
+
+async def test_emoji_keep_their_presentation_selectors_in_question() -> None:
+    async with Bot({"r.yaml": INVISIBLE_RULES}) as bot:
+        assert await bot.say("hello I \u2764\ufe0f you 1\ufe0f\u20e3") == (
+            "hi I \u2764\ufe0f you 1\ufe0f\u20e3"
+        )
+    assert normalise("I \u2764\ufe0f") == "I \u2764\ufe0f"
+
+
+async def test_a_regex_trigger_written_with_an_invisible_character_still_matches() -> None:
+    rules = (
+        "rules:\n  - id: r\n    triggers: ['re:^bad\u200bword (?P<QUESTION>.+)$']\n"
+        "    steps: [{plugin: ADJUST, input: 'got {QUESTION}'}]\n"
+    )
+    async with Bot({"r.yaml": rules}) as bot:
+        assert await bot.say("badword here") == "got here"
+        assert await bot.say("bad\u200bword there") == "got there"
+
+
+def test_check_names_every_invisible_character_it_ignores() -> None:
+    found = rule_warnings(["*bad\ufe0fword*", "*\u2764\ufe0f*", "x\u034fy", "re:a\u200bb"])
+    assert found == [
+        "w.yaml:4: trigger '*bad\ufe0fword*' contains invisible characters (U+FE0F):"
+        " they are ignored (removed from messages and triggers before matching)",
+        "w.yaml:12: trigger 'x\u034fy' contains invisible characters (U+034F):"
+        " they are ignored (removed from messages and triggers before matching)",
+        "w.yaml:16: trigger 're:a\\u200bb' contains invisible characters (U+200B):"
+        " they are ignored (removed from messages and triggers before matching)",
+    ]

@@ -438,3 +438,29 @@ def test_yaml_nested_50000_deep_is_an_error_with_file_and_line(
     assert got["rc"] == 1, got
     assert f"{path}:{line}:" in got["err"], got["err"]
     assert hint in got["err"] and "Traceback" not in got["err"], got["err"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["len(set(L))", "len(dict([[x, 1] for x in L[:9000]]))", "len({x: 1 for x in L[:9000]})"],
+)
+def test_values_crafted_to_share_one_hash_are_refused_before_the_quadratic_build(
+    source: str,
+) -> None:
+    colliding = [k * (2**61 - 1) for k in range(1, 40_001)]  # all hash to 0
+    with pytest.raises(ExpressionError, match="share one hash"):
+        expressions.evaluate(expressions.parse_expression(source), source, {"L": colliding}, {})
+
+
+def test_ordinary_sets_and_maps_with_repeats_still_build() -> None:
+    scope = {"L": [1, 2**61 - 1] * 20_000, "N": list(range(40_000))}
+    for source, expected in [
+        ("len(set(L))", 2),
+        ("len(set(N))", 40_000),
+        ("{x: 1 for x in L[:4]}", {1: 1, 2**61 - 1: 1}),
+        ("dict([[1, 'a'], [1, 'b']])", {1: "b"}),
+    ]:
+        assert (
+            expressions.evaluate(expressions.parse_expression(source), source, scope, {})
+            == expected
+        )

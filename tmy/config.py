@@ -207,7 +207,13 @@ def load_settings(
         "adapters": {k: dict(adapters.get(k) or {}) for k in PLATFORM_SECTIONS},
     }
     if env.get("TMY_HTTP_API_KEYS"):
-        values["http_api_keys"] = [k.strip() for k in env["TMY_HTTP_API_KEYS"].split(",")]
+        keys = [k.strip() for k in env["TMY_HTTP_API_KEYS"].split(",") if k.strip()]
+        if not keys:  # set but blank: fail closed rather than open the listener to everyone
+            raise ConfigError(
+                "TMY_HTTP_API_KEYS is set but holds no key (expected key1,key2,…); "
+                "unset it to use adapters.http.api_keys"
+            )
+        values["http_api_keys"] = keys
     if env.get("TMY_ONEBOT_TOKEN"):
         values["adapters"]["onebot"]["access_token"] = env["TMY_ONEBOT_TOKEN"]
     for key, var in ENV.items():

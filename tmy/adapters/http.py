@@ -51,7 +51,8 @@ def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return "missing API key: send 'Authorization: Bearer <key>'"
-    given_bytes = given.strip().encode()
+    # bytes that are not UTF-8 arrive as lone surrogates: compare them as the raw bytes
+    given_bytes = given.strip().encode(errors="surrogateescape")
     ok = False
     for key in keys:
         ok |= hmac.compare_digest(given_bytes, key.encode())
@@ -89,9 +90,25 @@ class HttpAdapter:
         self.health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     def mount(self, routes: Iterable[web.RouteDef]) -> None:
-        """Serve another adapter's routes on this listener (call before ``start``)."""
+        """Serve another adapter's routes on this listener (call before ``start``).
+
+        A route whose method and path are already served (``/healthz``, another
+        adapter's) is refused: aiohttp would silently answer with the first one,
+        and e.g. a OneBot implementation would retry an unreachable endpoint forever.
+        """
         if self._runner is not None:
             raise AdapterError("http: routes must be mounted before the listener starts")
+        taken = {("POST", "/v1/messages"), ("GET", "/healthz"), ("HEAD", "/healthz")}
+        taken |= {(r.method, r.path) for r in self._mounted if isinstance(r, web.RouteDef)}
+        routes = list(routes)
+        for route in routes:
+            if isinstance(route, web.RouteDef) and (route.method, route.path) in taken:
+                raise AdapterError(
+                    f"http: {route.method} {route.path} is already served on this listener; "
+                    "choose another path for it"
+                )
+            if isinstance(route, web.RouteDef):
+                taken.add((route.method, route.path))
         self._mounted.extend(routes)
 
     def health(self) -> dict[str, Any]:

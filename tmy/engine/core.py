@@ -24,6 +24,7 @@ from httpx_aiohttp import HttpxAiohttpClient
 from httpx_aiohttp import transport as _aiohttp_transport
 
 from tmy import logs
+from tmy.bodies import ACCEPT_ENCODING
 from tmy.config import Settings
 from tmy.engine.scheduler import Run, run_chain
 from tmy.engine.values import compile_template, to_text
@@ -77,6 +78,8 @@ class Services:
                     max_keepalive_connections=HTTP_MAX_CONNECTIONS,
                 ),
                 follow_redirects=True,
+                # only what tmy/bodies.py can inflate with a bound
+                headers={"Accept-Encoding": ACCEPT_ENCODING},
             )
         return self._http
 
@@ -369,16 +372,29 @@ class Engine:
         return Reply(answer, rule.id, trace_id, steps=run.records)
 
     async def _error_text(self, run: Run) -> str:
+        """The on_error text (else error_reply, else the last resort), never longer than
+        ``limits.max_reply_chars``: an ``on_error`` quoting ``{STEP_RESULT}`` must not
+        send the very reply the limit refused."""
+        limit = self.settings.max_reply_chars
         template = run.rule.on_error or self._error_reply
         try:
             await run.vars.fetch(template.names)
-            return to_text(template.evaluate(run.vars))
+            text = to_text(template.evaluate(run.vars))
+            if len(text) <= limit:
+                return text
+            log.warning(
+                "on_error.failed",
+                rule=run.rule.id,
+                error=f"the error text is {len(text)} characters long "
+                f"(limits.max_reply_chars is {limit})",
+            )
         except TmyError as exc:
             log.warning("on_error.failed", rule=run.rule.id, error=str(exc))
         try:
-            return to_text(self._error_reply.evaluate(run.vars))
+            text = to_text(self._error_reply.evaluate(run.vars))
         except TmyError:  # a run local the failed run never set: the reply must still go out
             return LAST_RESORT_REPLY
+        return text if len(text) <= limit else LAST_RESORT_REPLY
 
     async def _after_run(self, run: Run) -> None:
         """Keep STEP_SUMMARY and the rule's session for this conversation."""

@@ -48,6 +48,7 @@ MAX_EXPONENT = 10_000
 MAX_POWER_BITS = 100_000
 MAX_ROUND_DIGITS = 1_000  # round(x, n) with |n| above this is refused (10**n is costly)
 MAX_RESULT_UNITS = 1_000_000  # list members + map entries + characters, counted as serialised
+MAX_SHARED_HASH = 64  # distinct set members / map keys with one hash value (hash flooding)
 
 # -- the work budget ---------------------------------------------------------------------
 # One unit is about 4 ns here: touching one character in C. The constants were
@@ -491,6 +492,57 @@ def _round_cost(*args: Any, **kwargs: Any) -> int:
     return 0
 
 
+def _hash_flooding(keys: Any, where: str) -> int:
+    """Refuse set members or map keys crafted to share one hash, else charge the check.
+
+    Integers (and floats, and tuples of them) hash predictably: the multiples
+    of 2**61 - 1 all hash to 0. ``set()`` of 40,000 of them is one quadratic C
+    call that no budget check can interrupt once started, so it is looked at
+    before: more than :data:`MAX_SHARED_HASH` *different* values with one hash
+    never happen by chance. Strings hash randomly per process and are skipped.
+    """
+    members = [k for k in keys if type(k) not in (str, bytes)]
+    counts: dict[int, int] = {}
+    try:
+        for k in members:
+            h = hash(k)
+            counts[h] = counts.get(h, 0) + 1
+    except TypeError:
+        return 0  # unhashable: the call itself refuses it
+    crowded = {h: [] for h, n in counts.items() if n > MAX_SHARED_HASH}
+    if not crowded:
+        return len(members)
+    for k in members:
+        seen = crowded.get(hash(k))
+        if seen is not None and k not in seen:  # ``in`` on a short list: C, == per member
+            seen.append(k)
+            if len(seen) > MAX_SHARED_HASH:
+                raise ExpressionError(
+                    f"{where} is too costly: more than {MAX_SHARED_HASH} different values"
+                    " share one hash (hash flooding)"
+                )
+    return len(members) * MAX_SHARED_HASH
+
+
+def _set_cost(*args: Any, **kwargs: Any) -> int:
+    cost = _SET_WALK(*args, **kwargs)
+    if args and isinstance(args[0], (list, tuple, set, frozenset, *_VIEWS)):
+        cost += _hash_flooding(args[0], "set()")
+    return cost
+
+
+def _dict_cost(*args: Any, **kwargs: Any) -> int:
+    cost = _DICT_WALK(*args, **kwargs)
+    if args and isinstance(args[0], (list, tuple)):
+        pairs = [p for p in args[0] if isinstance(p, (list, tuple)) and len(p) == 2]
+        cost += _hash_flooding((p[0] for p in pairs), "dict()")
+    return cost
+
+
+_SET_WALK = _walking("set")
+_DICT_WALK = _walking("dict")
+
+
 def _json_loads(text: Any) -> Any:
     _meter.charge(2 * _shallow(text))
     value = json.loads(text)
@@ -527,9 +579,10 @@ _COSTS: dict[str, tuple[Callable[..., Any], Callable[..., int]]] = {
     "len": (len, _free), "bool": (bool, _free), "abs": (abs, _flat), "float": (float, _flat),
     "int": (int, _int_cost), "round": (round, _round_cost), "str": (str, _str_cost),
     "sorted": (sorted, _sorting), "json_loads": (_json_loads, _free),
+    "set": (set, _set_cost), "dict": (dict, _dict_cost),
     **{name: (fn, _walking(name)) for name, fn in {
-        "min": min, "max": max, "any": any, "all": all, "list": list, "dict": dict,
-        "tuple": tuple, "set": set, "sum": _sum, "json_dumps": _json_dumps}.items()},
+        "min": min, "max": max, "any": any, "all": all, "list": list,
+        "tuple": tuple, "sum": _sum, "json_dumps": _json_dumps}.items()},
 }  # fmt: skip
 FUNCTIONS: dict[str, Any] = {name: _function(name, *pair) for name, pair in _COSTS.items()}
 
@@ -618,6 +671,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             operators=OPERATORS, functions=dict(FUNCTIONS), allowed_attrs=ALLOWED_ATTRS
         )
         self.functions.update(FUNCTIONS)  # the base class put raw list/dict/tuple/set back
+        self.nodes[ast.DictComp] = self._eval_dictcomp
         for node_type in (ast.JoinedStr, ast.FormattedValue):
             self.nodes.pop(node_type, None)
 
@@ -657,6 +711,16 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         result = super()._eval_list(node)  # [*xs] copies xs
         _meter.charge(len(result) * ITEM_COST)
         return result
+
+    def _eval_dictcomp(self, node: ast.DictComp) -> Any:
+        """``{k: v for …}`` as pairs first, so keys sharing one hash are refused before
+        the map is built (each insertion would compare against all of them)."""
+        pairs_node = ast.ListComp(
+            elt=ast.Tuple(elts=[node.key, node.value], ctx=ast.Load()), generators=node.generators
+        )
+        pairs = self._eval_comprehension(pairs_node)
+        _meter.charge(_hash_flooding((k for k, _ in pairs), "a map comprehension"))
+        return dict(pairs)
 
     def _eval_dict(self, node: ast.Dict) -> Any:
         result = super()._eval_dict(node)  # {**m} copies m

@@ -40,7 +40,7 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from tmy import redact
+from tmy import bodies, redact
 from tmy.engine.values import Template, Value, to_text
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
@@ -186,24 +186,20 @@ async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
 
 
 async def _read(response: httpx.Response, cap: int, what: str) -> bytes:
-    """The body, read up to ``cap`` bytes; more than that is an error, and reading stops."""
+    """The decoded body, read up to ``cap`` bytes; more than that is an error, and reading stops."""
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise _too_large(what, cap, f"it declares {int(declared)} bytes")
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > cap:
-            raise _too_large(what, cap, "")
-    return bytes(body)
+    said = f" (it declares {declared} bytes)" if declared.isdigit() and int(declared) > cap else ""
 
+    def too_large() -> ExecutorError:
+        return ExecutorError(
+            f"the response of {what} is too large: more than {cap} bytes{said}; "
+            "stopped reading (raise the step's max_response_bytes if it is expected)"
+        )
 
-def _too_large(what: str, cap: int, detail: str) -> ExecutorError:
-    why = f" ({detail})" if detail else ""
-    return ExecutorError(
-        f"the response of {what} is too large: more than {cap} bytes{why}; "
-        "stopped reading (raise the step's max_response_bytes if it is expected)"
-    )
+    try:
+        return await bodies.read_capped(response, cap, too_large)
+    except bodies.BadEncoding as exc:
+        raise ExecutorError(f"the response of {what} cannot be read: {exc}") from None
 
 
 def _text(response: httpx.Response, raw: bytes) -> str:
@@ -217,6 +213,12 @@ def _text(response: httpx.Response, raw: bytes) -> str:
 def _request_secrets(cfg: dict[str, Any]) -> list[str]:
     """Credentials this request sends (computed header values too): kept out of errors."""
     found: list[str] = []
+    url = cfg.get("url")
+    if isinstance(url, str):  # ``?api_key=…`` written into the URL is as secret as in params
+        for pair in url.partition("?")[2].partition("#")[0].split("&"):
+            name, _, value = pair.partition("=")
+            found.extend(redact.header_secrets(unquote(name), value))
+            found.extend(redact.header_secrets(unquote(name), unquote(value)))
     for key in ("headers", "params"):
         given = cfg.get(key)
         if isinstance(given, dict):

@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 import orjson
 
+from tmy import bodies
 from tmy.llm.config import LLMConfig, ModelConfig
 from tmy.llm.wire import (
     Completion,
@@ -268,38 +269,34 @@ async def _stream_once(
 
 
 async def _read(resp: httpx.Response, model: ModelConfig, limit: int) -> bytes:
-    """A whole body, but never more than ``limit`` bytes of it."""
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_large(model, limit)
-    body = bytearray()
-    async for chunk in resp.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise _too_large(model, limit)
-    return bytes(body)
+    """A whole decoded body, but never more than ``limit`` bytes of it."""
+    try:
+        return await bodies.read_capped(resp, limit, lambda: _too_large(model, limit))
+    except bodies.BadEncoding as exc:
+        raise LLMError(f"{model.describe()} sent a response tmy cannot read: {exc}") from None
 
 
 async def _read_events(resp: httpx.Response, model: ModelConfig, limit: int, acc: _Stream) -> None:
-    """Feed SSE lines to ``acc`` until ``[DONE]``, counting every byte against ``limit``.
+    """Feed SSE lines to ``acc`` until ``[DONE]``, counting every decoded byte against ``limit``.
 
     Split here rather than with httpx's ``aiter_lines``: that one would buffer a
     line that never ends without bound.
     """
-    received = 0
     pending = bytearray()
-    async for chunk in resp.aiter_bytes():
-        received += len(chunk)
-        if received > limit:
-            raise _too_large(model, limit)
-        pending += chunk
-        if b"\n" not in chunk and b"\r" not in chunk:
-            continue
-        *lines, rest = _LINE_END.split(pending)
-        pending = bytearray(rest)
-        for line in lines:
-            if acc.feed(line.decode("utf-8", errors="replace")):
-                return
+    try:
+        async for chunk in bodies.decoded_chunks(resp, limit):
+            pending += chunk
+            if b"\n" not in chunk and b"\r" not in chunk:
+                continue
+            *lines, rest = _LINE_END.split(pending)
+            pending = bytearray(rest)
+            for line in lines:
+                if acc.feed(line.decode("utf-8", errors="replace")):
+                    return
+    except bodies.BodyTooLarge:
+        raise _too_large(model, limit) from None
+    except bodies.BadEncoding as exc:
+        raise LLMError(f"{model.describe()} sent a response tmy cannot read: {exc}") from None
     if pending:
         acc.feed(pending.decode("utf-8", errors="replace"))
 

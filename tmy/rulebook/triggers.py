@@ -2,8 +2,10 @@ r"""Trigger words: parsing, normalisation and the match result.
 
 ``word`` exact, ``word*`` prefix, ``*word`` suffix, ``*word*`` contains,
 ``re:<regex>`` regular expression, ``*`` anything. Matching is done on the
-message normalised to Unicode NFKC, stripped of invisible format characters and
-trimmed, and case-folded unless the rule is ``case_sensitive``.
+message stripped of characters drawn as nothing (format characters such as
+U+200B, other default-ignorables, variation selectors after a letter),
+normalised to Unicode NFKC, trimmed, and case-folded unless the rule is
+``case_sensitive``.
 
 Regex triggers are compiled with the ``regex`` module rather than ``re``: it
 reads the same syntax (Unicode ``\w``, lookarounds and backreferences keep
@@ -11,12 +13,15 @@ working, unlike a linear-time engine such as RE2) and, unlike ``re``, it can sto
 a match after a time limit. The index gives all regex triggers of one message a
 shared budget (:data:`REGEX_BUDGET`), so a pattern with catastrophic
 backtracking (``^(a+)+$``) costs one message at most that long instead of
-stalling every chat; ``check`` warns about nested quantifiers either way.
+stalling every chat; ``check`` warns about nested quantifiers and repeated
+alternatives that overlap (``(a|aa)+``) either way.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +43,17 @@ _INVISIBLE = {
     for cp in (*range(0x20000), *range(0xE0000, 0xE1000))
     if unicodedata.category(chr(cp)) == "Cf"
 }
+# Other characters Unicode marks default-ignorable (drawn as nothing) that are
+# not Cf: combining grapheme joiner, Hangul fillers, Khmer inherent vowels,
+# Mongolian free variation selectors. Same trick, same treatment.
+_INVISIBLE.update(
+    dict.fromkeys((0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F))
+    | dict.fromkeys((0x3164, 0xFFA0))
+)
+# Variation selectors are invisible too, but after an emoji they choose how it
+# is drawn (❤️, 1️⃣), so they are only removed after a letter ("bad\ufe0fword").
+_VARIATION = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+_VARIATION_AFTER_LETTER = re.compile("(?<=[^\\W\\d_])[\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
 
 # Precedence of kinds when several rules match (lower wins).
 KIND_RANK = {"exact": 0, "prefix": 1, "suffix": 2, "contains": 3, "regex": 4, "any": 5}
@@ -60,9 +76,14 @@ class Trigger:
 def trigger_warnings(trig: Trigger) -> list[str]:
     """What ``check`` should warn about in one trigger (it still loads)."""
     out = []
-    if trig.kind == "regex" and nested_quantifier(trig.magic):
+    risk = (
+        backtracking_risk(trig.magic, ignore_case=not trig.case_sensitive)
+        if trig.kind == "regex"
+        else None
+    )
+    if risk:
         out.append(
-            f"regex trigger {trig.source!r} has a nested quantifier (a repeat inside a repeat):"
+            f"regex trigger {trig.source!r} {risk}:"
             " it can backtrack exponentially on a near-miss; each message gives all regex"
             f" triggers together {REGEX_BUDGET * 1000:g} ms, then they are abandoned"
         )
@@ -76,15 +97,28 @@ def trigger_warnings(trig: Trigger) -> list[str]:
 
 
 def normalise(text: str) -> str:
-    """NFKC, invisible format characters removed, trimmed: what case-sensitive triggers see."""
+    """Invisible characters removed, NFKC, trimmed: what case-sensitive triggers see."""
     if text.isascii():
         return text.strip()  # NFKC and Cf removal change nothing in ASCII
-    return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).strip()
+    # Invisible characters go first, so that NFKC can compose what they kept
+    # apart ("e\u200b\u0301" is "é"); NFKC never produces one of them.
+    return unicodedata.normalize("NFKC", strip_invisible(text)).strip()
+
+
+def strip_invisible(text: str) -> str:
+    """``text`` without the characters a reader cannot see (see ``_INVISIBLE``)."""
+    text = text.translate(_INVISIBLE)
+    if _VARIATION.search(text) is None:  # the common case: one quick scan
+        return text
+    return _VARIATION_AFTER_LETTER.sub("", text)
 
 
 def invisible_characters(text: str) -> list[str]:
-    """The invisible format characters in ``text``, as ``U+200B`` names (for ``check``)."""
-    return sorted({f"U+{ord(c):04X}" for c in text if ord(c) in _INVISIBLE})
+    """What :func:`strip_invisible` removes from ``text``, as ``U+200B`` names (for ``check``)."""
+    found = {ord(c) for c in text if ord(c) in _INVISIBLE}
+    for m in _VARIATION_AFTER_LETTER.finditer(text.translate(_INVISIBLE)):
+        found.update(map(ord, m.group()))
+    return [f"U+{cp:04X}" for cp in sorted(found)]
 
 
 def _walk_repeats(items: Any, inside_repeat: bool) -> bool:
@@ -111,19 +145,191 @@ def _walk_repeats(items: Any, inside_repeat: bool) -> bool:
     return False
 
 
-def nested_quantifier(pattern: str) -> bool:
-    r"""Whether ``pattern`` repeats something that itself repeats (``(a+)+``, ``(\w*\s?)*``).
+# Spellings only the regex module reads that rules use most (``\p{Han}``,
+# ``(?<name>…)``), rewritten to what ``re``'s parser accepts for the analysis.
+_REGEX_ONLY_SYNTAX = re.compile(r"\\([pP])(?:\{[^}]*\}|[A-Za-z])|\\.|\(\?<(?![=!])", re.DOTALL)
 
-    Such patterns can backtrack exponentially on a near-miss; tmy bounds the
-    time they take, but they are almost always a mistake worth a warning.
-    """
+# Characters tried, after the pattern's own, when looking for a text that a
+# repeated part matches in two ways; and bounds on how many texts are tried.
+_PROBE = "a0_ x.-!\n\té中A"
+_MAX_SAMPLES = 32
+_MAX_SAMPLE_LEN = 16
+
+
+def _as_re_syntax(pattern: str) -> str:
+    def swap(m: re.Match[str]) -> str:
+        if m.group(1):
+            return r"\w" if m.group(1) == "p" else r"\W"
+        return "(?P<" if m.group(0) == "(?<" else m.group(0)  # other escapes stay
+
+    return _REGEX_ONLY_SYNTAX.sub(swap, pattern)
+
+
+def _parse(pattern: str, flags: int) -> Any:
+    """``re``'s parse tree of ``pattern``, or None for syntax only the regex module knows."""
     from re import _parser  # type: ignore[attr-defined]
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. "possible nested set" for [[:alpha:]]
+        try:
+            return _parser.parse(_as_re_syntax(pattern), flags)
+        except Exception:
+            return None
+
+
+def backtracking_risk(pattern: str, *, ignore_case: bool = False) -> str | None:
+    r"""Why ``pattern`` can backtrack exponentially on a near-miss, or None.
+
+    Two shapes cause nearly all catastrophic backtracking: a repeat inside a
+    repeat (``(a+)+``) and a repeat over a part that matches one text in more
+    than one way (``(a|aa)+``, ``(.|\s)*``). The first shows in the parse tree;
+    the second is found by generating short texts the repeated part matches and
+    checking whether one is also two or more repetitions of it, or is matched
+    by two alternatives of one branch. A heuristic for ``check`` (tmy bounds
+    the time regex triggers take either way): it can miss a pattern, and it
+    says nothing about syntax only the regex module reads.
+    """
+    parsed = _parse(pattern, re.IGNORECASE if ignore_case else 0)
+    if parsed is None:
+        return None
+    if _walk_repeats(parsed, False):
+        return "has a nested quantifier (a repeat inside a repeat)"
     try:
-        parsed = _parser.parse(pattern)
-    except Exception:  # syntax only the regex module knows: no verdict
-        return False
-    return _walk_repeats(parsed, False)
+        return _Ambiguity(parsed, pattern).find(parsed)
+    except Exception:  # re's private parser or compiler changed: no verdict
+        return None
+
+
+def nested_quantifier(pattern: str) -> bool:
+    r"""Whether ``pattern`` repeats something that itself repeats (``(a+)+``, ``(\w*\s?)*``)."""
+    parsed = _parse(pattern, 0)
+    return parsed is not None and _walk_repeats(parsed, False)
+
+
+class _Ambiguity:
+    """Finds a repeat whose body matches one text in two ways (see :func:`backtracking_risk`).
+
+    Works on ``re``'s parse tree and compiles sub-trees with ``re``'s compiler
+    to test texts against them (``fullmatch``), so it agrees with real matching.
+    """
+
+    def __init__(self, parsed: Any, pattern: str) -> None:
+        from re import _compiler, _constants, _parser  # type: ignore[attr-defined]
+
+        self.c = _constants
+        self.state = parsed.state
+        self.compile = _compiler.compile
+        self.subpattern = _parser.SubPattern
+        self.probe = "".join(dict.fromkeys(pattern + _PROBE))[:48]
+        self.matchers: dict[str, Any] = {}
+
+    def matches(self, items: Any, text: str) -> bool:
+        key = repr(items)
+        m = self.matchers.get(key)
+        if m is None:
+            m = self.matchers[key] = self.compile(
+                self.subpattern(self.state, list(items))
+            ).fullmatch
+        return m(text) is not None
+
+    def find(self, items: Any) -> str | None:
+        """The description of the first ambiguous repeat in ``items``, or None."""
+        c = self.c
+        for op, arg in items:
+            found = None
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                low, high, sub = arg
+                if (high is c.MAXREPEAT or high > 1) and high != low:
+                    found = self.repeat_ambiguity(sub)
+                found = found or self.find(sub)
+            elif op is c.POSSESSIVE_REPEAT:  # never backtracks into itself
+                found = self.find(arg[2])
+            elif op is c.SUBPATTERN:
+                found = self.find(arg[-1])
+            elif op is c.BRANCH:
+                found = next(filter(None, map(self.find, arg[1])), None)
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                found = self.find(arg[1])
+            elif op is c.ATOMIC_GROUP:
+                found = self.find(arg)
+            if found:
+                return found
+        return None
+
+    def repeat_ambiguity(self, body: Any) -> str | None:
+        c = self.c
+        twice = [(c.MAX_REPEAT, (2, c.MAXREPEAT, body))]
+        for text in self.samples(body) or ():
+            if text and self.matches(body, text) and self.matches(twice, text):
+                return f"repeats a group that matches {text!r} both once and as several repetitions"
+        overlap = self.branch_overlap(body)
+        if overlap is not None:
+            what = repr(overlap) if overlap else "the empty text"
+            return f"repeats a choice whose alternatives both match {what}"
+        return None
+
+    def branch_overlap(self, items: Any) -> str | None:
+        """A text that two alternatives of one branch in ``items`` both match."""
+        c = self.c
+        for op, arg in items:
+            found = None
+            if op is c.BRANCH:
+                alts = arg[1]
+                for i, alt in enumerate(alts):
+                    for text in self.samples(alt) or ():
+                        if self.matches(alt, text) and any(
+                            self.matches(other, text) for j, other in enumerate(alts) if j != i
+                        ):
+                            return text
+                found = next((t for t in map(self.branch_overlap, alts) if t is not None), None)
+            elif op is c.SUBPATTERN:
+                found = self.branch_overlap(arg[-1])
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                found = self.branch_overlap(arg[2])
+            if found is not None:
+                return found
+        return None
+
+    def samples(self, items: Any) -> list[str] | None:
+        """Some short texts ``items`` may match (checked by the caller), or None when unknown."""
+        out = [""]
+        for op, arg in items:
+            part = self.item_samples(op, arg)
+            if not part:
+                return None
+            out = [a + b for a in out for b in part if len(a) + len(b) <= _MAX_SAMPLE_LEN]
+            out = out[:_MAX_SAMPLES]
+        return out or None
+
+    def item_samples(self, op: Any, arg: Any) -> list[str] | None:
+        c = self.c
+        if op is c.LITERAL:
+            return [chr(arg)]
+        if op in (c.NOT_LITERAL, c.ANY, c.IN):
+            return [ch for ch in self.probe if self.matches([(op, arg)], ch)][:4]
+        if op in (c.AT, c.ASSERT, c.ASSERT_NOT):
+            return [""]
+        if op is c.SUBPATTERN:
+            return self.samples(arg[-1])
+        if op is c.ATOMIC_GROUP:
+            return self.samples(arg)
+        if op is c.BRANCH:
+            texts = [t for alt in arg[1] for t in self.samples(alt) or ()]
+            return list(dict.fromkeys(texts))[:_MAX_SAMPLES] or None
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            low, high, sub = arg
+            part = self.samples(sub)
+            if part is None or low > 4:
+                return None
+            texts = []
+            for count in sorted({low, min(low + 1, high), min(max(low, 2), high)}):
+                got = [""]
+                for _ in range(count):
+                    got = [a + b for a in got for b in part if len(a) + len(b) <= _MAX_SAMPLE_LEN]
+                    got = got[:_MAX_SAMPLES]
+                texts.extend(got)
+            return list(dict.fromkeys(texts))[:_MAX_SAMPLES] or None
+        return None  # backreferences, conditionals: no samples
 
 
 def fold(text: str) -> str:
@@ -135,7 +341,7 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
     if not isinstance(source, str) or not source.strip():
         raise RuleError(f"a trigger must be a non-empty string, got {source!r}")
     if source.startswith("re:"):
-        pattern = source[3:]
+        pattern = strip_invisible(source[3:])  # messages reach it without them
         flags = regex.V0 if case_sensitive else regex.V0 | regex.IGNORECASE
         try:
             compiled = regex.compile(pattern, flags)
@@ -143,7 +349,7 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
             raise RuleError(f"trigger {source!r}: invalid regular expression: {exc}") from None
         groups = tuple(compiled.groupindex)
         return Trigger(source, "regex", "", pattern, case_sensitive, compiled, groups)
-    text = unicodedata.normalize("NFKC", source).translate(_INVISIBLE)
+    text = unicodedata.normalize("NFKC", strip_invisible(source))
     if text.strip() == "*":
         return Trigger(source, "any", "", "", case_sensitive)
     starts, ends = text.startswith("*"), text.endswith("*")

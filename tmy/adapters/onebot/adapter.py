@@ -224,7 +224,9 @@ class OneBotAdapter:
     async def send(self, target: Target, text: str) -> None:
         """Post ``text`` to ``group:<id>`` or ``private:<id>`` (or ``target.user``).
 
-        The most recently connected bot account sends it.
+        In a group, ``target.user`` (when given) is @-mentioned, as
+        :class:`~tmy.adapters.base.Target` promises. The most recently
+        connected bot account sends it.
         """
         chat = target.chat or (f"private:{target.user}" if target.user else "")
         kind, _, ident = chat.partition(":")
@@ -234,9 +236,12 @@ class OneBotAdapter:
             )
         if not text.strip():
             raise AdapterError("onebot: refusing to send an empty message")
+        at = target.user if kind == "group" and target.user else None
+        if at is not None and not _ID.fullmatch(at):
+            raise AdapterError(f"onebot: the target user must be an account id (got {at!r})")
         if not self._bots:
             raise AdapterError("onebot: no bot account connected")
-        await self._deliver(next(reversed(self._bots)), chat, text)
+        await self._deliver(next(reversed(self._bots)), chat, text, at=at)
 
     async def _deliver(
         self, self_id: str, chat: str, text: str, *, quote: Any = None, at: str | None = None
