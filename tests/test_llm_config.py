@@ -124,12 +124,19 @@ def test_install_is_idempotent_and_replaces_the_placeholder() -> None:
     assert build_registry(Settings(plugins=Path("/nonexistent"))).get("LLM").run is llm_step
 
 
-async def test_the_mock_is_announced_once(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_mock_is_announced_once_by_serve_and_never_by_one_shot_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tmy.app import SERVE_NOTICES
+
     monkeypatch.setattr(tmy.llm, "_announced", False)
     with capture_logs() as logs:
-        for _ in range(2):
-            async with Bot({"r.yaml": "rules: []"}):
-                pass
+        async with Bot({"r.yaml": "rules: []"}) as bot:  # what ask/vars/ctx open
+            pass
+        assert [e["event"] for e in logs].count("llm.mock") == 0
+        for _ in range(2):  # what serve does once it is up
+            for notice in SERVE_NOTICES:
+                notice(bot.engine.services)
     assert [e["event"] for e in logs].count("llm.mock") == 1
 
 

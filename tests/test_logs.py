@@ -99,3 +99,36 @@ def test_unknown_level_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="log level 'loud'"):
         logs.configure("loud")
+
+
+class _Terminal:
+    """A stream that says it is a terminal (what ``serve`` sees when run by hand)."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.BytesIO()
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("fmt", "readable"), [("auto", True), ("json", False)])
+def test_serve_prints_readable_lines_on_a_terminal_and_json_when_asked(
+    fmt: str, readable: bool
+) -> None:
+    import json
+
+    terminal = _Terminal()
+    try:
+        logs.configure("info", stream=terminal, fmt=fmt)  # type: ignore[arg-type]
+        logs.get_logger("tmy").info("adapter.started", adapter="http")
+        logs.flush()
+        out = terminal.buffer.getvalue().decode()
+    finally:
+        logs.configure("warning")
+    assert "adapter.started" in out
+    if readable:
+        assert not out.lstrip().startswith("{") and "adapter" in out and "http" in out
+    else:
+        assert json.loads(out.splitlines()[0])["adapter"] == "http"

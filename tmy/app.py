@@ -12,17 +12,20 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from tmy import redact
+from tmy import metrics, redact
+from tmy.admin import AdminCommands
 from tmy.config import Settings
 from tmy.engine.core import Engine, Services
 from tmy.executors import default_registry
 from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger
+from tmy.reload import Reloader
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
 from tmy.store import codec, open_store
 from tmy.store.base import Store
+from tmy.store.metered import metered
 
 log = get_logger("tmy")
 
@@ -40,6 +43,8 @@ def build_registry(settings: Settings) -> Registry:
 EXTENSIONS: list[Any] = []
 # Callables (services) -> None run when services are built (e.g. to attach an LLM client).
 SERVICE_HOOKS: list[Any] = []
+# Callables (services) -> None that ``serve`` runs once started (e.g. "the mock answers").
+SERVE_NOTICES: list[Any] = []
 
 
 def log_rule_warnings(app: App) -> None:
@@ -66,27 +71,36 @@ class App:
         self.engine: Engine | None = None
         self.registry: Registry | None = None
         self.daemon: Any = None  # the serving Daemon (adapters, send), when there is one
+        self.reloader: Reloader | None = None
+        self.commands: AdminCommands | None = None
 
-    def load_rules(self) -> Rulebook:
-        assert self.registry is not None
+    def load_rules(self, registry: Registry | None = None) -> Rulebook:
+        """Load every rule against ``registry`` (default: the App's own)."""
+        registry = registry or self.registry
+        assert registry is not None
         if self._rule_texts is not None:
             return load_sources(
-                ((Path(name), text) for name, text in self._rule_texts.items()), self.registry
+                ((Path(name), text) for name, text in self._rule_texts.items()), registry
             )
-        return load_rulebook(self.settings.rules, self.registry)
+        return load_rulebook(self.settings.rules, registry)
 
     async def __aenter__(self) -> App:
         self.registry = build_registry(self.settings)
         rulebook = self.load_rules()
         redact.add_url(self.settings.store)  # a store password never reaches an error or the log
         codec.MAX_VALUE_BYTES = self.settings.max_value_bytes
-        self.store = self._given_store or open_store(self.settings.store)
+        self.store = self._given_store or metered(open_store(self.settings.store))
         await self.store.open()
         try:
             services = Services(self.settings, self.store, self.registry)
             for hook in SERVICE_HOOKS:
                 hook(services)
             self.engine = Engine(rulebook, services)
+            self.reloader = Reloader(self, on_result=metrics.reload)
+            self.commands = AdminCommands(self, self.settings.admin_prefix)
+            self.commands.reload = self.reloader.reload
+            self.engine.commands = self.commands
+            self.engine.switch = self.commands.switch
         except BaseException:  # a bad setting found now must not leave the store open
             await self.__aexit__()
             raise

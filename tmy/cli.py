@@ -1,4 +1,4 @@
-"""``python run.py …`` / ``tmy …``: serve, chat, ask, check, vars.
+"""``python run.py …`` / ``tmy …``: serve, chat, ask, check, vars, cron, reload.
 
 Common options work before or after the command: ``--config``, ``--rules``,
 ``--store``, ``--user``, ``--chat``, ``--platform``, ``--log-level`` (each has a
@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "get", "set", "del"])
     p.add_argument("name", nargs="?", help="variable name (or path for get)")
     p.add_argument("value", nargs="?", help="for set: JSON, or a plain string")
+    p = sub.add_parser("cron", parents=[common], help="scheduled rules: next fire times, last runs")
+    p.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    p = sub.add_parser("reload", parents=[common], help="make the running daemon reload its rules")
+    p.add_argument("--url", help="the daemon's listener (default: from adapters.http.listen)")
+    p.add_argument("--key", help="API key for the listener [TMY_API_KEY]")
     import tmy.app  # noqa: F401  (installs extensions, which add their commands)
 
     for name, (configure, _) in COMMANDS.items():
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         if command == "serve":
             if getattr(args, "http", None):
                 settings = settings.with_(http_listen=args.http, http_enabled=True)
-            logs.configure(settings.log_level, settings.log_file or None)
+            logs.configure(settings.log_level, settings.log_file or None, fmt=settings.log_format)
             from tmy.daemon import serve
 
             if getattr(args, "no_console", False):
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         logs.configure(
             "warning" if quiet and not settings.log_file else settings.log_level,
             settings.log_file or None,
+            fmt="json" if settings.log_format == "auto" else settings.log_format,
         )
         if command == "check":
             return cmd_check(settings, args.path)
@@ -123,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(cmd_chat(settings, identity(args)))
         if command == "vars":
             return asyncio.run(cmd_vars(settings, args, identity(args)))
+        if command == "cron":
+            return asyncio.run(cmd_cron(settings, args.json))
+        if command == "reload":
+            return cmd_reload(settings, args.url, args.key)
         return COMMANDS[command][1](args, settings)
     except RuleError as exc:
         print(str(exc), file=sys.stderr)
@@ -202,60 +212,73 @@ async def cmd_chat(settings: Settings, who: dict[str, str]) -> int:
 
 
 async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, str]) -> int:
+    from tmy.admin import CommandError, vars_command
     from tmy.app import App
-    from tmy.engine.paths import parse_path
-    from tmy.engine.variables import Variables, variable_key
     from tmy.message import Message
-    from tmy.store.base import MISSING
 
     async with App(settings.with_(console=False, http_enabled=False)) as app:
         assert app.engine is not None and app.store is not None
-        declared = app.engine.rulebook.variables
-        msg = Message("", **who)
-        if args.action == "list":
-            for name, decl in sorted(declared.items()):
-                value = await app.store.get(variable_key(decl, msg))
-                shown = (
-                    "(default) " + json.dumps(decl.default, ensure_ascii=False)
-                    if value is MISSING
-                    else json.dumps(value, ensure_ascii=False)
-                )
-                print(f"{name}\t{decl.scope}\t{shown}")
-            return 0
-        if not args.name:
-            raise ConfigError(f"vars {args.action} needs a variable name")
-        path = parse_path(args.name)
-        decl = declared.get(path.root)
-        if decl is None:
-            known = ", ".join(sorted(declared)) or "none"
-            raise ConfigError(f"{path.root!r} is not a declared variable (declared: {known})")
-        key = variable_key(decl, msg)
-        if args.action == "get":
-            print(
-                json.dumps(
-                    await Variables({}, declared, app.store, msg).read(path),
-                    ensure_ascii=False,
-                    indent=2,
-                )
+        try:
+            out = await vars_command(
+                app.engine.rulebook,
+                app.store,
+                Message("", **who),
+                args.action,
+                args.name,
+                args.value,
             )
-        elif args.action == "del":
-            if path.segments:
-                raise ConfigError(
-                    f"vars del takes a variable name, not a position ({args.name!r}); "
-                    f"to change one position use: vars set {args.name} VALUE"
-                )
-            await app.store.delete(key)
-            print(f"{path.root} reset to its default")
-        else:
-            if args.value is None:
-                raise ConfigError("vars set needs a value (JSON, or a plain string)")
-            try:
-                value = json.loads(args.value)
-            except json.JSONDecodeError:
-                value = args.value
-            variables = Variables(
-                {}, declared, app.store, msg, app.engine.rulebook.locked_variables
-            )
-            await variables.write(path, value)
-            print(json.dumps(await app.store.get(key), ensure_ascii=False))
+        except CommandError as exc:
+            raise ConfigError(str(exc)) from None
+        if out:
+            print(out)
     return 0
+
+
+async def cmd_cron(settings: Settings, as_json: bool) -> int:
+    from tmy.app import App
+    from tmy.cron import format_report, jobs_report
+
+    async with App(settings.with_(console=False, http_enabled=False)) as app:
+        assert app.engine is not None and app.store is not None
+        jobs = await jobs_report(app.engine.rulebook, app.store, settings.timezone)
+    print(json.dumps(jobs, ensure_ascii=False, indent=2) if as_json else format_report(jobs))
+    return 0
+
+
+def cmd_reload(settings: Settings, url: str | None, key: str | None) -> int:
+    """Ask the running daemon (on its HTTP listener) to reload; print the outcome."""
+    import httpx
+
+    from tmy.adapters.http import parse_listen
+
+    if url is None:
+        host, port = parse_listen(settings.http_listen)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.post(f"{url.rstrip('/')}/admin/reload", headers=headers, timeout=120)
+    except httpx.HTTPError as exc:
+        print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = response.json()
+    except ValueError:
+        print(
+            f"error: {url} answered {response.status_code}: {response.text[:200]}", file=sys.stderr
+        )
+        return 2
+    if response.status_code == 401:
+        print(f"error: {result.get('error')} (--key, or TMY_API_KEY)", file=sys.stderr)
+        return 2
+    if result.get("ok"):
+        print(f"reloaded: {result['rules']} rules from {result['files']} files ({result['ms']} ms)")
+        for warning in result.get("warnings", []):
+            print(f"warning: {warning}")
+        return 0
+    print("reload failed, the running rules are unchanged:", file=sys.stderr)
+    for line in result.get("errors") or [result.get("error", "unknown error")]:
+        print(line, file=sys.stderr)
+    return 1

@@ -25,6 +25,9 @@ ENV = {
     "store": "TMY_STORE",
     "timezone": "TMY_TIMEZONE",
     "admins": "TMY_ADMINS",
+    "admin_prefix": "TMY_ADMIN_PREFIX",
+    "watch": "TMY_WATCH",
+    "log.format": "TMY_LOG_FORMAT",
     "log.level": "TMY_LOG_LEVEL",
     "log.file": "TMY_LOG_FILE",
     "http.listen": "TMY_HTTP",
@@ -40,6 +43,8 @@ class Settings:
     store: str = "sqlite:///data/tmy.db"
     timezone: str = "local"
     admins: frozenset[str] = frozenset()
+    admin_prefix: str = ".tmy"
+    watch: bool = True  # reload when rule or plugin files change
     step_timeout: float = 60.0
     max_message_chars: int = 20_000
     max_reply_chars: int = 50_000
@@ -48,6 +53,7 @@ class Settings:
     error_reply: str = "Sorry, something went wrong."
     log_level: str = "info"
     log_file: str = ""
+    log_format: str = "auto"  # auto: readable lines on a terminal, JSON otherwise
     console: bool = True
     http_enabled: bool = True
     http_listen: str = "127.0.0.1:8080"
@@ -69,6 +75,8 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "store": str,
         "timezone": str,
         "admins": list,
+        "admin_prefix": str,
+        "watch": bool,
         "limits": dict,
         "log": dict,
         "adapters": dict,
@@ -83,7 +91,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "max_value_bytes": int,
         "shutdown_grace": (int, float),
     },
-    "log": {"level": str, "file": str},
+    "log": {"level": str, "file": str, "format": str},
     "adapters": {"console": dict, "http": dict, "onebot": dict, "discord": dict, "telegram": dict},
     "adapters.console": {"enabled": bool},
     "adapters.http": {"enabled": bool, "listen": str, "api_keys": list},
@@ -114,6 +122,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "adapters.onebot.mode": ("reverse", "forward"),
     "adapters.telegram.mode": ("polling", "webhook"),
+    "log.format": ("auto", "json", "console"),
 }
 _POSITIVE = (
     "limits.step_timeout",
@@ -190,6 +199,8 @@ def load_settings(
         "store": data.get("store"),
         "timezone": data.get("timezone"),
         "admins": data.get("admins"),
+        "admin_prefix": data.get("admin_prefix"),
+        "watch": data.get("watch"),
         "error_reply": data.get("error_reply"),
         "step_timeout": limits.get("step_timeout"),
         "max_message_chars": limits.get("max_message_chars"),
@@ -199,6 +210,7 @@ def load_settings(
         "shutdown_grace": limits.get("shutdown_grace"),
         "log_level": log.get("level"),
         "log_file": log.get("file"),
+        "log_format": log.get("format"),
         "console": console.get("enabled"),
         "http_enabled": http.get("enabled"),
         "http_listen": http.get("listen"),
@@ -222,6 +234,7 @@ def load_settings(
                 {
                     "log.level": "log_level",
                     "log.file": "log_file",
+                    "log.format": "log_format",
                     "http.listen": "http_listen",
                 }.get(key, key)
             ] = env[var]
@@ -237,5 +250,12 @@ def load_settings(
         kwargs["admins"] = frozenset(str(a) for a in admins)
     if "http_api_keys" in kwargs:
         kwargs["http_api_keys"] = tuple(k for k in kwargs["http_api_keys"] if k)
+    if isinstance(kwargs.get("watch"), str):  # TMY_WATCH=0/false/no
+        kwargs["watch"] = kwargs["watch"].strip().lower() not in ("0", "false", "no", "off", "")
+    prefix = kwargs.get("admin_prefix", ".tmy")
+    if not prefix.strip() or prefix != prefix.strip():
+        raise ConfigError(f"admin_prefix {prefix!r} must be a non-empty word without spaces")
+    if kwargs.get("log_format", "auto") not in ("auto", "json", "console"):
+        raise ConfigError(f"log.format {kwargs['log_format']!r} must be auto, json or console")
     kwargs["source"] = str(path) if path.exists() else "<defaults>"
     return Settings(**kwargs)

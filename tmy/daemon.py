@@ -1,4 +1,4 @@
-"""``serve``: the App plus adapters, until SIGINT/SIGTERM; then a graceful stop.
+"""``serve``: the App plus adapters, cron and the file watcher, until SIGINT/SIGTERM.
 
 The :class:`Daemon` owns the adapters: it mounts the routes of those that need
 HTTP on the one web server, starts each on its own (a chat platform that fails
@@ -6,7 +6,10 @@ to start is logged and shown in ``/healthz``; the others keep serving), offers
 ``send(target, text)`` to whatever wants to post on the bot's own initiative
 (cron rules, admin commands), and reports health.
 
-Stopping closes the adapters first (no new messages), waits for runs in flight
+Once adapters are up, scheduled rules start firing (:mod:`tmy.cron`) and the
+rules and plugin folders are watched (:mod:`tmy.reload`); SIGHUP reloads too.
+Stopping ends the watcher and the schedules (firings already started finish),
+closes the adapters (no new messages), waits for runs in flight
 (``limits.shutdown_grace``), then closes the store.
 """
 
@@ -21,14 +24,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tmy import logs
+from tmy import logs, metrics
 from tmy.adapters.base import Target
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
-from tmy.app import App, log_rule_warnings
+from tmy.app import SERVE_NOTICES, App, log_rule_warnings
 from tmy.config import Settings
+from tmy.cron import Cron
 from tmy.errors import AdapterError, TmyError
 from tmy.logs import get_logger
+from tmy.reload import watch
 
 log = get_logger("tmy")
 
@@ -92,6 +97,7 @@ class Daemon:
         self.started: list[Any] = []
         self.failed: dict[str, str] = {}  # adapter name -> why it did not start
         self.http = next((a for a in adapters if isinstance(a, HttpAdapter)), None)
+        self.cron: Cron | None = None
 
     async def start(self) -> None:
         """Start every adapter; only the HTTP listener's failure is fatal (a bad port)."""
@@ -177,26 +183,55 @@ async def serve(
     *,
     on_ready: Callable[[Daemon], Any] | None = None,
 ) -> None:
-    """Run the daemon until ``stop`` is set or a signal arrives.
+    """Run the daemon until ``stop`` is set or SIGINT/SIGTERM arrives; SIGHUP reloads.
 
     ``on_ready(daemon)`` is called once every adapter has been started (tests
     and embedders use it to reach the daemon's port and ``send``).
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    # Signal handlers can only be installed from the main thread (tests may
-    # run serve() elsewhere and stop it through ``stop``).
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
     async with App(settings) as app:
-        assert app.engine is not None
+        assert app.engine is not None and app.reloader is not None and app.store is not None
+        reloader = app.reloader
+        background: set[asyncio.Task[Any]] = set()
+
+        def reload_now(reason: str) -> None:
+            task = asyncio.create_task(reloader.reload(reason))
+            background.add(task)
+            task.add_done_callback(background.discard)
+
+        # Signal handlers can only be installed from the main thread (tests may
+        # run serve() elsewhere and stop it through ``stop``).
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(signal.SIGHUP, reload_now, "SIGHUP")
         daemon = Daemon(app, build_adapters(settings, store=app.store))
         app.daemon = daemon
         app.engine.services.extra["daemon"] = daemon
+        cron = Cron(
+            app.engine,
+            app.store,
+            daemon.send,
+            default_zone=settings.timezone,
+            on_fire=metrics.cron_fire,
+        )
+        daemon.cron = cron
+        watching = asyncio.Event()
+        watcher: asyncio.Task[None] | None = None
         try:
             await daemon.start()
+            if daemon.http is not None:
+                daemon.http.reload_source = reloader.reload
             log_rule_warnings(app)
+            for notice in SERVE_NOTICES:
+                notice(app.engine.services)
+            cron.start(app.engine.rulebook)
+            reloader.listeners.append(cron.update)
+            if settings.watch:
+                watcher = asyncio.create_task(
+                    watch([settings.rules, settings.plugins], reloader.reload, watching)
+                )
             if on_ready is not None:
                 on_ready(daemon)
             console = next((a for a in daemon.started if isinstance(a, ConsoleAdapter)), None)
@@ -209,6 +244,13 @@ async def serve(
                 w.cancel()
             log.info("daemon.stopping", inflight=app.engine.inflight)
         finally:
+            watching.set()
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            if threading.current_thread() is threading.main_thread():
+                loop.remove_signal_handler(signal.SIGHUP)
+            await cron.stop(settings.shutdown_grace)  # no new firings; started ones finish
             await daemon.stop()
     log.info("daemon.stopped")
     logs.flush()

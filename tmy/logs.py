@@ -136,6 +136,28 @@ class JsonLines:
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
 
+class ConsoleLines(JsonLines):
+    """Readable lines for a person at a terminal (structlog's console renderer).
+
+    The line is rendered to JSON first (the same redaction applies), then
+    re-rendered: only ``serve`` on a terminal pays for it.
+    """
+
+    def __init__(self, stream: Any, colors: bool) -> None:
+        super().__init__(stream, interactive=True)
+        self.renderer = structlog.dev.ConsoleRenderer(colors=colors)
+
+    def msg(self, line: bytes) -> None:
+        try:
+            event = orjson.loads(line)
+            text = self.renderer(None, event.get("level", "info"), event)
+        except Exception:  # never lose a line to the pretty printer
+            text = line.decode("utf-8", errors="replace")
+        super().msg(text.encode("utf-8", errors="replace"))
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
 _sink: JsonLines | None = None
 INFO_ENABLED = True  # read by the engine to skip building previews nobody will see
 DEBUG_ENABLED = False
@@ -214,10 +236,15 @@ class _Redacting(logging.Filter):
 
 
 def configure(
-    level: str = "info", file: str | Path | None = None, stream: TextIO | None = None
+    level: str = "info",
+    file: str | Path | None = None,
+    stream: TextIO | None = None,
+    fmt: str = "json",
 ) -> None:
     """Send JSON lines to ``file`` (appended) or ``stream`` (default stderr).
 
+    ``fmt``: ``json``; ``console`` for readable lines; ``auto`` for readable
+    lines when the stream is a terminal and no file is given (``serve``).
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
     global _sink, INFO_ENABLED, DEBUG_ENABLED
@@ -234,7 +261,11 @@ def configure(
     else:
         target = stream or sys.stderr
         raw = getattr(target, "buffer", target)
-        _sink = JsonLines(raw, interactive=bool(getattr(target, "isatty", lambda: False)()))
+        tty = bool(getattr(target, "isatty", lambda: False)())
+        if fmt == "console" or (fmt == "auto" and tty):
+            _sink = ConsoleLines(raw, colors=tty)
+        else:
+            _sink = JsonLines(raw, interactive=tty)
     sink = _sink
     structlog.configure(
         processors=[_render],

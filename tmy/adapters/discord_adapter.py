@@ -50,7 +50,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
     import discord
 
-from tmy import redact
+from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
@@ -141,6 +141,7 @@ class DiscordAdapter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
+        self._ready_before = False  # metrics: a later on_ready is a reconnect
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -280,6 +281,8 @@ class DiscordAdapter:
         self._health.set("connected")
         self._health.event()
         self._backoff.reset()
+        metrics.adapter_connected(self.name, reconnect=self._ready_before)
+        self._ready_before = True
         log.info(
             "discord.connected",
             bot_id=str(user.id) if user else None,
@@ -290,6 +293,7 @@ class DiscordAdapter:
     async def _on_resumed(self) -> None:
         self._health.set("connected")
         self._health.event()
+        metrics.adapter_connected(self.name, reconnect=True)
 
     async def _on_disconnect(self) -> None:
         if not self._stopping and self._health.state != "failed":

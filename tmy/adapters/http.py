@@ -1,4 +1,5 @@
-"""The daemon's one web server: ``POST /v1/messages``, ``GET /healthz`` and mounted routes.
+"""The daemon's one web server: ``POST /v1/messages``, ``GET /healthz``, ``GET /metrics``,
+``POST /admin/reload`` and mounted routes.
 
 Request body ``{"text", "user", "chat", "platform", "user_name"}`` (only
 ``text`` is required); response ``{"rule", "answer", "error", "trace_id"}``.
@@ -9,7 +10,8 @@ Other adapters that need HTTP (the OneBot reverse WebSocket, the OpenAI
 facade, a Telegram webhook) ``mount`` their routes here, so the daemon listens
 on one ``host:port``. With API keys configured (``adapters.http.api_keys`` or
 ``TMY_HTTP_API_KEYS``), ``/v1/messages`` needs ``Authorization: Bearer <key>``;
-:func:`api_key_problem` is the one check every keyed route uses.
+:func:`api_key_problem` is the one check every keyed route uses (``/admin/reload``
+too); ``/healthz`` and ``/metrics`` stay open (states and counts, no content).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class HttpAdapter:
         self._mounted: list[web.RouteDef] = []
         # the daemon's whole health report; without one, /healthz says only "ok"
         self.health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        self.reload_source: Callable[[str], Awaitable[Any]] | None = None  # -> ReloadResult
 
     def mount(self, routes: Iterable[web.RouteDef]) -> None:
         """Serve another adapter's routes on this listener (call before ``start``).
@@ -98,7 +101,14 @@ class HttpAdapter:
         """
         if self._runner is not None:
             raise AdapterError("http: routes must be mounted before the listener starts")
-        taken = {("POST", "/v1/messages"), ("GET", "/healthz"), ("HEAD", "/healthz")}
+        taken = {
+            ("POST", "/v1/messages"),
+            ("GET", "/healthz"),
+            ("HEAD", "/healthz"),
+            ("GET", "/metrics"),
+            ("HEAD", "/metrics"),
+            ("POST", "/admin/reload"),
+        }
         taken |= {(r.method, r.path) for r in self._mounted if isinstance(r, web.RouteDef)}
         routes = list(routes)
         for route in routes:
@@ -127,6 +137,8 @@ class HttpAdapter:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/admin/reload", self._reload)
         app.router.add_routes(self._mounted)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -158,6 +170,23 @@ class HttpAdapter:
         # "degraded" (an adapter down) still serves the others: 200; a dead store is 503
         status = 503 if report.get("status") == "error" else 200
         return web.json_response(report, status=status, dumps=_dumps)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text format; open like ``/healthz`` (counts, no message content)."""
+        from tmy import metrics
+
+        body, content_type = metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _reload(self, request: web.Request) -> web.Response:
+        """``run.py reload``: reload rules and plugins now; 200 when live, 422 when refused."""
+        problem = api_key_problem(request, self.api_keys)
+        if problem is not None:
+            return _error(401, problem)
+        if self.reload_source is None:
+            return _error(503, "this listener cannot reload (no daemon behind it)")
+        result = await self.reload_source(f"http {request.remote}")
+        return web.json_response(result.as_dict(), status=200 if result.ok else 422, dumps=_dumps)
 
     async def _messages(self, request: web.Request) -> web.Response:
         problem = api_key_problem(request, self.api_keys)

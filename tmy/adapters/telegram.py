@@ -89,7 +89,7 @@ from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 from pydantic import ValidationError
 
-from tmy import redact
+from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
@@ -217,6 +217,7 @@ class TelegramAdapter:
         self._bot: Bot | None = None
         self._me: User | None = None
         self._health = AdapterHealth()
+        self._connected_before = False  # metrics: a later "connected" is a reconnect
         self._runner: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._runs = asyncio.Semaphore(MAX_RUNS)
@@ -351,6 +352,8 @@ class TelegramAdapter:
     def _connected(self) -> None:
         if self._health.state != "connected":
             self._health.set("connected")
+            metrics.adapter_connected(self.name, reconnect=self._connected_before)
+            self._connected_before = True
             log.info(
                 "telegram.connected",
                 username=self._me.username if self._me else None,

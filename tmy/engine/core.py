@@ -23,7 +23,7 @@ import httpx
 from httpx_aiohttp import HttpxAiohttpClient
 from httpx_aiohttp import transport as _aiohttp_transport
 
-from tmy import logs
+from tmy import logs, metrics
 from tmy.bodies import ACCEPT_ENCODING
 from tmy.config import Settings
 from tmy.engine.scheduler import Run, run_chain
@@ -191,6 +191,8 @@ class Engine:
         self._idle.set()
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
+        self.commands: Any = None  # tmy.admin.AdminCommands: "<prefix> …" for admins
+        self.switch: Any = None  # tmy.admin.ChatSwitch: chats where the bot is off
 
     def _now(self) -> str:
         """NOW for this second (formatting a datetime per message is measurable)."""
@@ -229,6 +231,8 @@ class Engine:
             except Exception as exc:  # an engine bug: answer, log it, keep serving
                 log.exception("message.crashed")
                 reply = Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
+            if reply.rule is not None:
+                metrics.run(reply.rule, reply.error is None)
             if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
                 logs.emit(
                     "info" if reply.rule is not None else "debug",
@@ -263,16 +267,28 @@ class Engine:
                 return Reply("", None, trace_id, error=f"bad message: {problem}")
         if not message.is_admin and self.admins:
             message.is_admin = self.admins.admits(message.platform, message.user)
+        commands = self.commands
+        if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
+            self._log_received("info", message, text)
+            metrics.message(message.platform, False)
+            answer = await commands.run(message, text)  # never reaches the rules
+            return Reply(answer or "", None, trace_id)
         rulebook = self.rulebook
         match = rulebook.index.match(text, lambda rule: rule.filters.admits(message))
         if match is None and rulebook.has_sessions:
             match = await self._session_match(rulebook, message, text)
+        metrics.message(message.platform, match is not None)
         if match is None:
             # Most messages in a group chat match nothing: they are debug-level
             # noise, and logging them at info would dominate the daemon's cost.
             if logs.DEBUG_ENABLED:
                 self._log_received("debug", message, text)
                 logs.emit("debug", "message.unmatched")
+            return Reply("", None, trace_id)
+        if self.switch is not None and await self.switch.is_off(message):
+            if logs.DEBUG_ENABLED:
+                self._log_received("debug", message, text)
+                logs.emit("debug", "chat.off", rule=match.rule.id)
             return Reply("", None, trace_id)
         if logs.INFO_ENABLED:
             self._log_received("info", message, text)
@@ -327,19 +343,56 @@ class Engine:
             "NOW": self._now(),
         }
 
+    async def run_scheduled(
+        self, rule: Any, message: Message, question: str, extra: dict[str, Any]
+    ) -> Reply:
+        """Run ``rule`` without a trigger (a cron firing): traced, logged and drained
+        like a message; ``extra`` adds run locals (``FIRE_TIME``). Never raises."""
+        trace_id = _trace_id()
+        self._inflight += 1
+        self._idle.clear()
+        token = logs.bind_trace(trace_id)
+        try:
+            log.info(
+                "cron.fired", rule=rule.id, platform=message.platform, chat=message.chat, **extra
+            )
+            match = Match(rule, None, "", question)
+            reply = await self.run_rule(match, message, trace_id, question, extra=extra)
+            metrics.run(rule.id, reply.error is None)
+            return reply
+        except Exception as exc:  # an engine bug: log it, keep the scheduler alive
+            log.exception("cron.crashed", rule=rule.id)
+            return Reply(LAST_RESORT_REPLY, rule.id, trace_id, error=f"internal error: {exc!r}")
+        finally:
+            logs.TRACE.reset(token)
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
     async def run_rule(
-        self, match: Match, message: Message, trace_id: str, text: str, *, finish: bool = True
+        self,
+        match: Match,
+        message: Message,
+        trace_id: str,
+        text: str,
+        *,
+        finish: bool = True,
+        extra: dict[str, Any] | None = None,
     ) -> Reply:
         """Run ``match.rule`` for ``message`` and build the reply.
 
         ``finish=False`` (a rule run as an LLM tool) leaves the conversation's
         STEP_SUMMARY and session alone: they belong to the rule the user reached.
+        ``extra`` adds run locals (a cron run's ``FIRE_TIME``).
         """
         rule = match.rule
         services = self.services
         rulebook = self.rulebook
+        start_locals = self.locals_for(match, message, text)
+        if extra:
+            start_locals.update(extra)
         variables = Variables(
-            self.locals_for(match, message, text),
+            start_locals,
             rulebook.variables,
             services.store,
             message,

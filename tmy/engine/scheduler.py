@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmy import logs
+from tmy import logs, metrics
 from tmy.engine.paths import Path, parse_path
 from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
@@ -125,7 +125,10 @@ async def run_chain(run: Run) -> None:
             log.exception("step.crashed", uri=uri, plugin=step.plugin)
             _fail(run, step, record, f"{type(exc).__name__}: {exc}")
         run.locals.pop("INPUT", None)  # the temporary INPUT lives for one step
-        record.ms = round((time.perf_counter() - started) * 1000, 3)
+        seconds = time.perf_counter() - started
+        record.ms = round(seconds * 1000, 3)
+        if not record.skipped:
+            metrics.step(step.plugin, seconds)
         if not record.skipped and logs.INFO_ENABLED:
             logs.emit(
                 "info",

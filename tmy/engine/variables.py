@@ -29,6 +29,9 @@ def _escape(part: str) -> str:
     return part.replace("%", "%25").replace("/", "%2F")
 
 
+escape_key_part = _escape  # for other modules' keys built from ids (admin's chat switch)
+
+
 def variable_key(decl: VariableDecl, message: Message) -> str:
     """Store key of a declared variable for the conversation of ``message``."""
     if decl.scope == "global":

@@ -23,7 +23,7 @@ _announced = False
 
 def install() -> None:
     """Register everything once; calling it again changes nothing."""
-    from tmy.app import EXTENSIONS, SERVICE_HOOKS
+    from tmy.app import EXTENSIONS, SERVE_NOTICES, SERVICE_HOOKS
     from tmy.cli import COMMANDS
     from tmy.llm import executor, inspect, tools
     from tmy.rulebook.loader import RULE_EXTENSIONS, RULE_LOCALS, STEP_EXTENSIONS
@@ -37,6 +37,8 @@ def install() -> None:
         EXTENSIONS.append(_register)
     if _attach not in SERVICE_HOOKS:
         SERVICE_HOOKS.append(_attach)
+    if _announce not in SERVE_NOTICES:
+        SERVE_NOTICES.append(_announce)
     COMMANDS["ctx"] = (inspect.configure, inspect.run)
 
 
@@ -58,10 +60,7 @@ def _register(registry: Any, settings: Any) -> None:
 
 
 def _attach(services: Any) -> None:
-    """Attach the runtime and the scene hooks; say once when the mock is answering."""
-    global _announced
-    import structlog
-
+    """Attach the runtime and the scene hooks."""
     from tmy.llm.config import load_config
     from tmy.llm.exchange import Runtime
     from tmy.llm.executor import WhenLLM, WhileLLM
@@ -70,14 +69,24 @@ def _attach(services: Any) -> None:
     services.extra["llm"] = runtime
     services.step_hooks["when_llm"] = WhenLLM()
     services.step_hooks["while_llm"] = WhileLLM()
+
+
+def _announce(services: Any) -> None:
+    """``serve`` says once which model answers (one-shot commands stay quiet)."""
+    global _announced
+    import structlog
+
+    runtime = services.extra.get("llm")
+    if runtime is None or _announced:
+        return
+    _announced = True
     model = runtime.config.default_model
-    if model.is_mock and not _announced:
-        _announced = True
+    if model.is_mock:
         structlog.get_logger("tmy.llm").warning(
             "llm.mock",
             detail="no LLM API key is configured: the default model is the TESTONLY mock. "
             "Set OPENAI_API_KEY (or TMY_LLM_API_KEY, with OPENAI_BASE_URL / TMY_LLM_MODEL) "
             "or configure llm.models in config/tmy.yaml.",
         )
-    elif not model.is_mock:
+    else:
         structlog.get_logger("tmy.llm").info("llm.model", default=model.describe())

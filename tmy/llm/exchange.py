@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import structlog
 
+from tmy import metrics
 from tmy.errors import ExecutorError
 from tmy.llm import tools as toolkit
 from tmy.llm.client import Completion, LLMError, Request, complete
@@ -130,8 +131,11 @@ async def send(job: Job, req: Request) -> Completion:
         done = await complete(rt.services.http, rt.config, job.model, req, job.deadline)
     except LLMError as exc:
         job.stats.setdefault("errors", []).append(str(exc))
+        metrics.llm_request(job.model.name)  # a failed call: no tokens to count
         log.warning("llm.failed", uri=job.ctx.uri, model=job.model.name, error=str(exc))
         raise
+    usage = done.usage
+    metrics.llm_request(done.model, usage.prompt, usage.completion, usage.cached, done.requests - 1)
     await add_usage(store, message, day, done.usage, done.model, done.latency_ms)
     job.note(done)
     log.info(

@@ -73,6 +73,17 @@ STEP_EXTENSIONS: dict[str, Any] = {}
 RULE_LOCALS: dict[str, Any] = {}
 
 
+def _schedule_key() -> None:
+    """``schedule:`` (tmy/cron.py) is validated like any extension key, with file:line."""
+    from tmy.cron import validate_schedule
+
+    RULE_EXTENSIONS["schedule"] = validate_schedule
+    RULE_LOCALS["schedule"] = lambda _schedule: ("FIRE_TIME",)
+
+
+_schedule_key()
+
+
 def rule_files(root: Path) -> list[Path]:
     """Every ``*.yaml``/``*.yml`` under ``root`` (or ``root`` itself), in a stable order."""
     if root.is_file():

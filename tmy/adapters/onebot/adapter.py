@@ -53,6 +53,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tmy import metrics
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
 from tmy.adapters.http import parse_listen
 from tmy.adapters.onebot.codec import (
@@ -166,6 +167,7 @@ class OneBotAdapter:
         self._forward: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._stopping = False
+        self._connected_before: set[str] = set()  # accounts (reverse) / "" (forward), for metrics
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -322,6 +324,7 @@ class OneBotAdapter:
             )
         await ws.prepare(request)
         conn = self._connection(ws, request.headers["X-Self-ID"].strip(), request.remote or "?")
+        self._count_connect(conn.self_id)
         self._register(conn)
         why = "closed"
         try:
@@ -385,6 +388,7 @@ class OneBotAdapter:
                 conn = self._connection(ws, "", url)
                 self._conns.add(conn)
                 self._health.set("connected")
+                self._count_connect("")
                 log.info("onebot.connected", url=url)
                 why = "closed"
                 try:
@@ -398,6 +402,13 @@ class OneBotAdapter:
                 break
             self._health.set("reconnecting", why)
             await backoff.sleep()
+
+    def _count_connect(self, account: str) -> None:
+        """Metrics: a socket was established; a reconnect when this account had one before."""
+        again = account in self._connected_before
+        if not again and len(self._connected_before) < metrics.MAX_LABEL_VALUES:
+            self._connected_before.add(account)
+        metrics.adapter_connected(self.name, reconnect=again)
 
     def _connection(self, ws: Any, self_id: str, peer: str) -> Connection:
         return Connection(

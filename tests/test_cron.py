@@ -1,0 +1,355 @@
+"""Scheduled rules: validation with file:line, fire times, exactly once across daemons.
+
+The exactly-once tests start real ``serve`` processes sharing one Redis (or one
+SQLite file), let an ``every: 1s`` rule fire for over ten seconds, SIGKILL one
+daemon and check that every occurrence ran exactly once: no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.onebot_fake import connect_reverse
+from tmy import daemon as daemon_mod
+from tmy.config import load_settings
+from tmy.cron import Schedule, Timing, validate_schedule
+from tmy.errors import RuleError
+from tmy.executors import default_registry
+from tmy.rulebook.loader import load_sources
+from tmy.store import open_store
+
+REPO = Path(__file__).resolve().parent.parent
+
+TICK_RULES = """
+variables:
+  ticks: {scope: global, default: 0}
+  fired: {scope: global, default: []}
+rules:
+  - id: tick
+    schedule: {every: 1s, misfire_grace: 30}
+    steps:
+      - {plugin: ADJUST, input: "?= ticks + 1", save: ticks}
+      - {plugin: ADJUST, input: "?= fired + [FIRE_TIME]", save: fired}
+"""
+
+
+def load(text: str) -> Any:
+    return load_sources([(Path("c.yaml"), text)], default_registry())
+
+
+def rule_with(schedule: str) -> str:
+    return (
+        "rules:\n  - id: job\n    schedule:\n"
+        + "".join(f"      {line}\n" for line in schedule.strip().splitlines())
+        + "    steps: [{plugin: ADJUST, input: 'at {FIRE_TIME}'}]\n"
+    )
+
+
+# -- validation -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        ('{cron: "61 * * * *"}', "bad cron expression '61 * * * *'"),
+        ('{cron: "* * *"}', "Wrong number of fields"),
+        ("{every: 10x}", "'every:' must be a positive interval"),
+        ("{every: 0s}", "'every:' must be a positive interval"),
+        ('{cron: "* * * * *", every: 5s}', "exactly one of"),
+        ("{every: 5s, timezone: Mars/Olympus}", "unknown timezone 'Mars/Olympus'"),
+        ("{every: 5s, send_to: [{platform: icq, chat: '1'}]}", "unknown platform 'icq'"),
+        ("{every: 5s, send_to: [{platform: onebot}]}", "needs a text 'chat:'"),
+        ("{every: 5s, misfire_grace: -1}", "misfire_grace"),
+        ("{every: 5s, at: noon}", "unknown key 'at'"),
+    ],
+)
+def test_check_refuses_bad_schedules_with_file_and_line(schedule: str, message: str) -> None:
+    text = f"rules:\n  - id: job\n    schedule: {schedule}\n    steps: [{{plugin: ADJUST}}]\n"
+    with pytest.raises(RuleError) as caught:
+        load(text)
+    assert "c.yaml:3" in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_a_rule_may_have_triggers_and_a_schedule_and_fire_time_is_known() -> None:
+    book = load(
+        "rules:\n  - id: both\n    triggers: [digest]\n"
+        "    schedule: {cron: '0 9 * * 1-5', timezone: Asia/Shanghai,"
+        " send_to: [{platform: onebot, chat: 'group:1'}], input: daily}\n"
+        "    steps: [{plugin: ADJUST, input: '{QUESTION} {FIRE_TIME}'}]\n"
+    )
+    schedule = book.by_id["both"].extras["schedule"]
+    assert schedule.cron == "0 9 * * 1-5" and schedule.input == "daily"
+    assert schedule.send_to[0].chat == "group:1"
+
+
+def test_every_is_aligned_to_the_epoch_so_every_daemon_agrees() -> None:
+    schedule = validate_schedule({"every": "30s"})
+    timing = Timing(schedule, "UTC")
+    moment = datetime(2026, 11, 24, 10, 0, 17, 500_000, tzinfo=UTC)
+    assert timing.after(moment) == datetime(2026, 11, 24, 10, 0, 30, tzinfo=UTC)
+    assert timing.after(datetime(2026, 11, 24, 10, 0, 30, tzinfo=UTC)).second == 0  # strictly after
+    assert timing.latest(moment, 60) == datetime(2026, 11, 24, 10, 0, 0, tzinfo=UTC)
+    assert timing.latest(moment, 10) is None  # 17.5 s late: outside a 10 s grace
+
+
+def test_cron_times_are_computed_in_the_schedules_time_zone() -> None:
+    timing = Timing(validate_schedule({"cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai"}), "UTC")
+    # Tuesday 2026-11-24 02:00 UTC is 10:00 in Shanghai: next is Wednesday 09:00 +08:00
+    fire = timing.after(datetime(2026, 11, 24, 2, 0, tzinfo=UTC))
+    assert fire.isoformat() == "2026-11-25T09:00:00+08:00"
+    friday = timing.after(datetime(2026, 11, 27, 2, 0, tzinfo=UTC))
+    assert friday.isoformat() == "2026-11-30T09:00:00+08:00"  # the weekend is skipped
+
+
+def test_after_downtime_only_the_latest_missed_occurrence_is_run() -> None:
+    timing = Timing(validate_schedule({"cron": "*/5 * * * *"}), "UTC")
+    now = datetime(2026, 11, 24, 10, 17, 0, tzinfo=UTC)
+    assert timing.latest(now, 3600) == datetime(2026, 11, 24, 10, 15, tzinfo=UTC)
+    assert timing.latest(now, 60) is None
+
+
+def test_schedules_compare_by_value_for_reload() -> None:
+    a = validate_schedule({"every": "1m", "send_to": [{"platform": "discord", "chat": "9"}]})
+    b = validate_schedule({"every": 60, "send_to": [{"platform": "discord", "chat": 9}]})
+    assert a == b and isinstance(a, Schedule)
+
+
+# -- exactly once across daemons --------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(rules: Path, store: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
+    env.update(TMY_LOG_FILE=str(log), TMY_WATCH="0", TMY_TIMEZONE="UTC")
+    return subprocess.Popen(
+        [sys.executable, "run.py", "serve", "--no-console", "--rules", str(rules),
+         "--store", store, "--http", f"127.0.0.1:{_free_port()}"],
+        cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def _read_fired(store_url: str) -> tuple[int, list[str]]:
+    store = open_store(store_url)
+    await store.open()
+    try:
+        ticks = await store.get("var/global/ticks")
+        fired = await store.get("var/global/fired")
+    finally:
+        await store.close()
+    return (ticks or 0), (fired or [])
+
+
+def _assert_each_second_once(ticks: int, fired: list[str]) -> None:
+    seconds = [int(datetime.fromisoformat(f).timestamp()) for f in fired]
+    assert len(seconds) == len(set(seconds)), f"an occurrence ran twice: {sorted(seconds)}"
+    ordered = sorted(seconds)
+    gaps = [b for a, b in itertools.pairwise(ordered) if b - a != 1]
+    assert not gaps, f"occurrences missing before {gaps}: {ordered}"
+    assert ticks == len(fired), "the counter and the list disagree"
+
+
+async def _two_daemons_exactly_once(tmp_path: Path, store_url: str) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "tick.yaml").write_text(TICK_RULES)
+    daemons = [_spawn(rules, store_url, tmp_path / f"d{i}.log") for i in range(2)]
+    try:
+        await asyncio.sleep(12)
+        ticks, fired = await _read_fired(store_url)
+        assert len(fired) >= 9, fired
+        _assert_each_second_once(ticks, fired)
+        logs = [(tmp_path / f"d{i}.log").read_text() for i in range(2)]
+        assert all('"cron.done"' in log for log in logs), "both daemons should take turns"
+        daemons[0].send_signal(signal.SIGKILL)
+        daemons[0].wait()
+        await asyncio.sleep(5)
+        after_ticks, after = await _read_fired(store_url)
+        assert len(after) >= len(fired) + 4, (fired, after)
+        _assert_each_second_once(after_ticks, after)
+    finally:
+        for d in daemons:
+            if d.poll() is None:
+                d.send_signal(signal.SIGTERM)
+        for d in daemons:
+            try:
+                d.wait(20)
+            except subprocess.TimeoutExpired:
+                d.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.timeout(90)
+async def test_two_daemons_on_one_redis_run_each_occurrence_exactly_once(
+    tmp_path: Path, redis_url: str
+) -> None:
+    prefix = f"crontest{uuid.uuid4().hex[:8]}"
+    await _two_daemons_exactly_once(tmp_path, f"{redis_url}?prefix={prefix}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_two_processes_on_one_sqlite_file_run_each_occurrence_exactly_once(
+    tmp_path: Path,
+) -> None:
+    await _two_daemons_exactly_once(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}")
+
+
+# -- the reply goes out through an adapter ----------------------------------------------------
+
+SEND_RULES = """
+rules:
+  - id: digest
+    schedule:
+      every: 1s
+      send_to: [{platform: onebot, chat: "group:777"}]
+      input: daily digest
+    steps:
+      - {plugin: ADJUST, input: "{QUESTION} for {CHAT} at {FIRE_TIME} by {USER}"}
+"""
+
+
+@pytest.mark.timeout(60)
+async def test_a_cron_reply_reaches_a_chat_through_onebot(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(SEND_RULES)
+    settings = load_settings(
+        env={},
+        rules=str(rules),
+        plugins=str(tmp_path / "none"),
+        store=f"sqlite:///{tmp_path / 'tmy.db'}",
+        http_listen="127.0.0.1:0",
+        console=False,
+        watch=False,
+        timezone="UTC",
+        adapters={"onebot": {"enabled": True, "send_interval": 0}},
+    )
+    stop = asyncio.Event()
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
+    try:
+        await asyncio.wait_for(asyncio.shield(ready), 20)
+        daemon = ready.result()
+        async with aiohttp.ClientSession() as session:
+            impl = await connect_reverse(
+                session, f"ws://127.0.0.1:{daemon.http.port}/onebot/v11/ws"
+            )
+            action = await asyncio.wait_for(impl.next_action(), 10)
+            assert action["action"] == "send_msg"
+            assert action["params"]["group_id"] == 777
+            text = "".join(
+                seg["data"]["text"] for seg in action["params"]["message"] if seg["type"] == "text"
+            )
+            assert text.startswith("daily digest for group:777 at ")
+            assert text.endswith(" by cron")
+            fire = datetime.fromisoformat(text.split(" at ")[1].split(" by ")[0])
+            assert fire.microsecond == 0 and abs(time.time() - fire.timestamp()) < 5
+            await impl.ws.close()
+        # runs are kept in the history with their trace ids and send results (a firing
+        # before the test client connected is kept too, with the send's error)
+        for _ in range(50):
+            jobs = await _cron_json(settings)
+            if any(r["sent"] == "ok" for r in jobs[0]["last_runs"]):
+                break
+            await asyncio.sleep(0.1)
+        run = next(r for r in jobs[0]["last_runs"] if r["sent"] == "ok")
+        assert run["outcome"] == "ok" and len(run["trace_id"]) == 16
+        assert {r["sent"] for r in jobs[0]["last_runs"]} <= {
+            "ok",
+            "error: onebot: no bot account connected",
+        }
+        assert run["target"] == "onebot:group:777:"
+        assert len(jobs[0]["next"]) == 3
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+
+
+async def _cron_json(settings: Any) -> list[dict[str, Any]]:
+    from tmy.app import App
+    from tmy.cron import jobs_report
+
+    async with App(settings.with_(http_enabled=False)) as app:
+        return await jobs_report(app.engine.rulebook, app.store, "UTC")
+
+
+def test_run_py_cron_lists_jobs_and_their_next_fire_times(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(rule_with("cron: '30 8 * * *'\ntimezone: Asia/Tokyo"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    base = [
+        sys.executable,
+        "run.py",
+        "--rules",
+        str(rules),
+        "--store",
+        f"sqlite:///{tmp_path / 'x.db'}",
+    ]
+    out = subprocess.run(
+        [*base, "cron", "--json"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    jobs = json.loads(out.stdout)
+    assert [j["rule"] for j in jobs] == ["job"]
+    assert all(n.endswith("T08:30:00+09:00") for n in jobs[0]["next"])
+    assert jobs[0]["last_runs"] == []
+    text = subprocess.run([*base, "cron"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert "job  cron '30 8 * * *' (Asia/Tokyo)" in text.stdout and "no runs yet" in text.stdout
+
+
+async def test_a_failing_send_is_recorded_and_the_scheduler_keeps_going(tmp_path: Path) -> None:
+    """No adapter for the target: the run is kept with the send error; nothing crashes."""
+    from tmy.cron import Cron, validate_schedule
+    from tmy.testing import Bot
+
+    async with Bot({"r.yaml": rule_with("every: 1s")}) as bot:
+
+        async def refuse(target: Any, text: str) -> None:
+            raise RuntimeError("no running adapter for platform 'discord'")
+
+        cron = Cron(bot.engine, bot.app.store, refuse, default_zone="UTC")
+        rule = bot.engine.rulebook.by_id["job"]
+        schedule = validate_schedule(
+            {"every": 1, "send_to": [{"platform": "discord", "chat": "9"}]}
+        )
+        entry = await cron.run(
+            rule, schedule, datetime(2026, 1, 1, tzinfo=UTC), schedule.send_to[0]
+        )
+        assert entry["outcome"] == "ok"
+        assert entry["sent"] == "error: no running adapter for platform 'discord'"
+
+
+@pytest.mark.parametrize(
+    ("weekdays", "expected"),
+    [("1-5", "mon,tue,wed,thu,fri"), ("0", "sun"), ("7", "sun"), ("0,6", "sun,sat"),
+     ("*/2", "sun,tue,thu,sat"), ("mon-fri", "mon-fri"), ("*", "*")],
+)  # fmt: skip
+def test_cron_weekday_numbers_mean_what_they_mean_in_crontab(weekdays: str, expected: str) -> None:
+    from tmy.cron import _standard_weekdays
+
+    assert _standard_weekdays(weekdays) == expected

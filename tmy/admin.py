@@ -1,0 +1,279 @@
+"""Admin commands in chat: ``.tmy reload``, ``.tmy off``, ``.tmy vars get …``.
+
+A message that starts with the prefix (``admin_prefix``, default ``.tmy``) is a
+command and never reaches the rules, on every adapter (``/v1/messages``
+included). Only admins (``admins:``, matched per platform) get an answer;
+anyone else gets no reply at all and a ``admin.refused`` warning is logged, so
+the bot does not even confirm that the command exists.
+
+``on``/``off`` silence the bot in the chat the command is sent in: the switch
+is stored (``off/<platform>/<chat>``), so every daemon on the store honours it;
+each daemon caches it for :data:`OFF_CACHE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from tmy.engine.paths import parse_path
+from tmy.engine.variables import Variables, escape_key_part, variable_key
+from tmy.errors import TmyError
+from tmy.logs import get_logger, preview
+from tmy.message import Message
+from tmy.store.base import MISSING, Store
+
+log = get_logger("tmy.admin")
+
+DEFAULT_PREFIX = ".tmy"
+OFF_CACHE_SECONDS = 2.0
+_OFF_CACHE_MAX = 10_000
+HELP = (
+    "commands: reload | rules [ID] | vars get|set|del PATH [VALUE] | on | off | cron | "
+    "budget [USER] | trace ID | explain TEXT"
+)
+
+
+class CommandError(TmyError):
+    """A command used wrongly: the text goes back to the admin."""
+
+
+def off_key(message: Message) -> str:
+    return f"off/{escape_key_part(message.platform)}/{escape_key_part(message.chat)}"
+
+
+class ChatSwitch:
+    """Which chats are switched off, read through a short per-daemon cache."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cache: dict[str, tuple[bool, float]] = {}
+
+    async def is_off(self, message: Message) -> bool:
+        key = off_key(message)
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        try:
+            off = await self.store.get(key) is not MISSING
+        except TmyError as exc:  # the switch must not silence the bot when the store stalls
+            log.warning("chat_switch.lookup_failed", error=str(exc))
+            return False
+        if len(self._cache) >= _OFF_CACHE_MAX:
+            self._cache.clear()
+        self._cache[key] = (off, now + OFF_CACHE_SECONDS)
+        return off
+
+    async def set(self, message: Message, off: bool) -> None:
+        key = off_key(message)
+        if off:
+            await self.store.set(key, {"by": f"{message.platform}:{message.user}"})
+        else:
+            await self.store.delete(key)
+        self._cache[key] = (off, time.monotonic() + OFF_CACHE_SECONDS)
+
+
+async def vars_command(
+    rulebook: Any, store: Store, who: Message, action: str, name: str | None, value: str | None
+) -> str:
+    """``vars list|get|set|del`` for the CLI and the admin command: the text to show."""
+    declared = rulebook.variables
+    if action == "list":
+        lines = []
+        for var, decl in sorted(declared.items()):
+            got = await store.get(variable_key(decl, who))
+            shown = (
+                "(default) " + json.dumps(decl.default, ensure_ascii=False)
+                if got is MISSING
+                else json.dumps(got, ensure_ascii=False)
+            )
+            lines.append(f"{var}\t{decl.scope}\t{shown}")
+        return "\n".join(lines)
+    if action not in ("get", "set", "del"):
+        raise CommandError("vars takes list, get, set or del")
+    if not name:
+        raise CommandError(f"vars {action} needs a variable name")
+    path = parse_path(name)
+    decl = declared.get(path.root)
+    if decl is None:
+        known = ", ".join(sorted(declared)) or "none"
+        raise CommandError(f"{path.root!r} is not a declared variable (declared: {known})")
+    key = variable_key(decl, who)
+    if action == "get":
+        got = await Variables({}, declared, store, who).read(path)
+        return json.dumps(got, ensure_ascii=False, indent=2)
+    if action == "del":
+        if path.segments:
+            raise CommandError(
+                f"vars del takes a variable name, not a position ({name!r}); "
+                f"to change one position use: vars set {name} VALUE"
+            )
+        await store.delete(key)
+        return f"{path.root} reset to its default"
+    if value is None:
+        raise CommandError("vars set needs a value (JSON, or a plain string)")
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    await Variables({}, declared, store, who, rulebook.locked_variables).write(path, parsed)
+    return json.dumps(await store.get(key), ensure_ascii=False)
+
+
+def describe_rules(rulebook: Any, rule_id: str | None) -> str:
+    """``rules`` (one line a rule) or ``rules ID`` (one rule in detail)."""
+    if not rule_id:
+        lines = [f"{len(rulebook.rules)} rules in {len(rulebook.files)} files"]
+        for rule in rulebook.rules[:50]:
+            triggers = ", ".join(t.source for t in rule.triggers) or "(no trigger)"
+            sched = " [scheduled]" if "schedule" in rule.extras else ""
+            lines.append(f"{rule.id}: {preview(triggers, 80)}{sched}")
+        if len(rulebook.rules) > 50:
+            lines.append(f"… and {len(rulebook.rules) - 50} more (rules ID for one)")
+        return "\n".join(lines)
+    rule = rulebook.by_id.get(rule_id)
+    if rule is None:
+        raise CommandError(f"no rule {rule_id!r}")
+    f = rule.filters
+    lines = [
+        f"{rule.id} ({rule.file}:{rule.line}), priority {rule.priority}",
+        "triggers: " + (", ".join(t.source for t in rule.triggers) or "(none)"),
+        "steps: " + " -> ".join(f"{s.uri} [{s.plugin}]" for s in rule.steps),
+    ]
+    if not f.is_open:
+        lines.append(
+            f"filters: platforms={sorted(f.platforms) if f.platforms else 'any'} "
+            f"chats={sorted(f.chats) if f.chats else 'any'} private={f.private} "
+            f"admin_only={f.admin_only} mention={f.mention}"
+        )
+    if rule.session:
+        lines.append(f"session: {rule.session:g} s")
+    if "schedule" in rule.extras:
+        lines.append(f"schedule: {rule.extras['schedule'].describe()}")
+    return "\n".join(lines)
+
+
+def trace_lines(log_file: str, trace_id: str, limit: int = 40) -> str:
+    """The log lines of one trace id, as ``event key=value …`` (from the JSON log file)."""
+    if not log_file:
+        raise CommandError("no log file is configured (log.file): traces are not kept")
+    path = Path(log_file)
+    if not path.exists():
+        raise CommandError(f"the log file {log_file} does not exist yet")
+    needle = f'"trace_id":"{trace_id}"'
+    found = []
+    with path.open("rb") as f:
+        for raw in f:
+            if needle.encode() not in raw.replace(b'": "', b'":"'):
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            event = entry.pop("event", "?")
+            for k in ("trace_id", "timestamp", "logger"):
+                entry.pop(k, None)
+            fields = " ".join(f"{k}={preview(v, 60)}" for k, v in entry.items())
+            found.append(f"{event} {fields}".strip())
+    if not found:
+        return f"no log lines for trace {trace_id}"
+    return "\n".join(found[-limit:])
+
+
+class AdminCommands:
+    """Parses and runs ``<prefix> <command> …`` for admins."""
+
+    def __init__(
+        self,
+        app: Any,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        self.app = app
+        self.prefix = prefix
+        self.switch = ChatSwitch(app.store)
+        self.reload: Callable[[str], Awaitable[Any]] | None = None  # set by the App
+
+    def is_command(self, text: str) -> bool:
+        if not text.startswith(self.prefix):
+            return False
+        rest = text[len(self.prefix) :]
+        return not rest or rest[0].isspace()
+
+    async def run(self, message: Message, text: str) -> str | None:
+        """The answer for an admin, or None (refused: no reply at all)."""
+        if not message.is_admin:
+            log.warning(
+                "admin.refused",
+                user=message.user,
+                platform=message.platform,
+                chat=message.chat,
+                command=preview(text, 80),
+            )
+            return None
+        words = text[len(self.prefix) :].split(maxsplit=1)
+        name = words[0].lower() if words else "help"
+        rest = words[1].strip() if len(words) > 1 else ""
+        log.info("admin.command", command=name, user=message.user, platform=message.platform)
+        try:
+            return await self._dispatch(message, name, rest)
+        except TmyError as exc:
+            return f"error: {exc}"
+
+    async def _dispatch(self, message: Message, name: str, rest: str) -> str:
+        engine = self.app.engine
+        store = self.app.store
+        if name == "help":
+            return HELP
+        if name == "reload":
+            if self.reload is None:
+                raise CommandError("reload is not available here")
+            result = await self.reload(f"admin {message.platform}:{message.user}")
+            return result.summary()
+        if name == "rules":
+            return describe_rules(engine.rulebook, rest or None)
+        if name == "vars":
+            parts = rest.split(maxsplit=2)
+            if not parts:
+                raise CommandError("usage: vars get|set|del PATH [VALUE] (or vars list)")
+            action = parts[0]
+            path = parts[1] if len(parts) > 1 else None
+            value = parts[2] if len(parts) > 2 else None
+            return await vars_command(engine.rulebook, store, message, action, path, value) or "-"
+        if name in ("on", "off"):
+            await self.switch.set(message, name == "off")
+            log.info("chat.switched", chat=message.chat, platform=message.platform, state=name)
+            return (
+                f"the bot is off in this chat ({message.chat}); '{self.prefix} on' turns it back on"
+                if name == "off"
+                else f"the bot is on in this chat ({message.chat})"
+            )
+        if name == "cron":
+            from tmy.cron import format_report, jobs_report
+
+            jobs = await jobs_report(engine.rulebook, store, self.app.settings.timezone)
+            return format_report(jobs)
+        if name == "budget":
+            return await self._budget(message, rest or None)
+        if name == "trace":
+            if not rest:
+                raise CommandError("usage: trace TRACE_ID")
+            return trace_lines(self.app.settings.log_file, rest.split()[0])
+        if name == "explain":
+            raise CommandError(
+                "explain is not available in this version yet; use 'trace ID' on a reply's trace id"
+            )
+        raise CommandError(f"unknown command {name!r}; {HELP}")
+
+    async def _budget(self, message: Message, user: str | None) -> str:
+        from tmy.llm.usage import today, usage_of
+
+        who = message if user is None else Message("", user=user, platform=message.platform)
+        day = today(self.app.engine.tz)
+        usage = await usage_of(self.app.store, who, day)
+        return f"LLM usage on {day} for {who.platform}:{who.user}: " + json.dumps(
+            usage, ensure_ascii=False, sort_keys=True
+        )

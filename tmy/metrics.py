@@ -1,0 +1,292 @@
+"""Prometheus metrics: what ``GET /metrics`` serves.
+
+Every metric lives on :data:`REGISTRY`, a registry of tmy's own (not
+prometheus-client's process-wide default), so importing tmy in another program
+adds nothing to that program's metrics and tests can read tmy's alone.
+
+The rest of the code calls the small functions below (:func:`message`,
+:func:`run`, :func:`step`, …), never the metric objects: each function keeps
+the labelled children it has made in a dict keyed by the label value, so a call
+on the hot path is a dict lookup and an ``inc``/``observe`` (about a
+microsecond). Label values that come from outside (platform, rule, plugin,
+model, store op, adapter) are capped at :data:`MAX_LABEL_VALUES` distinct
+values per metric; later ones are counted under ``"other"``, so a flood of
+invented names cannot grow memory or the scrape without limit. Outcome-like
+labels take a fixed set of values; anything else is counted as ``"other"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import generate_latest as _generate_latest
+
+__all__ = [
+    "MAX_LABEL_VALUES",
+    "REGISTRY",
+    "adapter_connected",
+    "cron_fire",
+    "llm_request",
+    "message",
+    "reload",
+    "render",
+    "run",
+    "step",
+    "store_error",
+    "store_op",
+]
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+MAX_LABEL_VALUES = 1000  # distinct values of a free label per metric; the rest count as "other"
+OTHER = "other"
+_MAX_LABEL_CHARS = 120  # a label value longer than this is cut (it is still one cache entry)
+
+# Seconds: steps range from microseconds (ADJUST) to a minute or more (LLM with tools).
+_STEP_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+)  # fmt: skip
+# Store round-trips: sub-millisecond (SQLite, local Redis) up to a lock wait (30 s default).
+_STORE_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+MESSAGES_RECEIVED = Counter(
+    "tmy_messages_received",
+    "Messages received from chat platforms.",
+    ["platform"],
+    registry=REGISTRY,
+)
+MESSAGES_MATCHED = Counter(
+    "tmy_messages_matched",
+    "Received messages that matched a rule.",
+    ["platform"],
+    registry=REGISTRY,
+)
+MESSAGES_UNMATCHED = Counter(
+    "tmy_messages_unmatched",
+    "Received messages that matched no rule.",
+    ["platform"],
+    registry=REGISTRY,
+)
+RUNS = Counter(
+    "tmy_runs",
+    "Rule runs by rule and outcome (ok | error).",
+    ["rule", "outcome"],
+    registry=REGISTRY,
+)
+STEP_SECONDS = Histogram(
+    "tmy_step_seconds",
+    "Duration of one executed step, by executor (plugin).",
+    ["plugin"],
+    buckets=_STEP_BUCKETS,
+    registry=REGISTRY,
+)
+STORE_OP_SECONDS = Histogram(
+    "tmy_store_op_seconds",
+    "Duration of one store operation (get, set, update, lock acquire, …).",
+    ["op"],
+    buckets=_STORE_BUCKETS,
+    registry=REGISTRY,
+)
+STORE_ERRORS = Counter(
+    "tmy_store_errors",
+    "Store operations that failed with a StoreError.",
+    ["op"],
+    registry=REGISTRY,
+)
+LLM_REQUESTS = Counter(
+    "tmy_llm_requests",
+    "Model calls (one per completion a step asked for, fallbacks and retries included).",
+    ["model"],
+    registry=REGISTRY,
+)
+LLM_TOKENS = Counter(
+    "tmy_llm_tokens",
+    "Tokens used, by model and kind (prompt | completion | cached).",
+    ["model", "kind"],
+    registry=REGISTRY,
+)
+LLM_RETRIES = Counter(
+    "tmy_llm_retries",
+    "HTTP requests re-sent to a model (retries and fallbacks) beyond the first.",
+    ["model"],
+    registry=REGISTRY,
+)
+CRON_FIRES = Counter(
+    "tmy_cron_fires",
+    "Scheduled (cron) rule firings by rule and outcome (ok | error | skipped).",
+    ["rule", "outcome"],
+    registry=REGISTRY,
+)
+ADAPTER_CONNECTS = Counter(
+    "tmy_adapter_connects",
+    "Connections an adapter established to its platform (first ones and reconnects).",
+    ["adapter"],
+    registry=REGISTRY,
+)
+ADAPTER_RECONNECTS = Counter(
+    "tmy_adapter_reconnects",
+    "Connections an adapter re-established after losing one.",
+    ["adapter"],
+    registry=REGISTRY,
+)
+RELOADS = Counter(
+    "tmy_reloads",
+    "Rule / config reloads by outcome (ok | error).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+
+
+class _Children:
+    """Labelled children per free label value, made on first use, at most ``cap`` values.
+
+    ``make(value)`` builds whatever a call site needs for one value (a child, or
+    a tuple of children). Values past the cap share the ``"other"`` entry.
+    """
+
+    __slots__ = ("cache", "cap", "make", "other")
+
+    def __init__(self, make: Callable[[str], Any], cap: int = MAX_LABEL_VALUES) -> None:
+        self.make = make
+        self.cap = cap
+        self.cache: dict[Any, Any] = {}
+        self.other: Any = None
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.cache[value]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable: not a label value anyone meant
+            value = repr(value)
+            got = self.cache.get(value)
+            if got is not None:
+                return got
+        if len(self.cache) >= self.cap:
+            if self.other is None:
+                self.other = self.make(OTHER)
+            return self.other
+        made = self.cache[value] = self.make(_label(value))
+        return made
+
+
+def _label(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    if not text:
+        return "none"
+    return text if len(text) <= _MAX_LABEL_CHARS else text[:_MAX_LABEL_CHARS] + "…"
+
+
+def _outcomes(metric: Counter, allowed: tuple[str, ...]) -> Callable[[str], Any]:
+    """``make`` for a [free label, outcome] counter: {outcome: child}, ``"other"`` included."""
+
+    def make(value: str) -> dict[str, Any]:
+        return {o: metric.labels(value, o) for o in (*allowed, OTHER)}
+
+    return make
+
+
+_messages = _Children(
+    lambda p: (
+        MESSAGES_RECEIVED.labels(p),
+        MESSAGES_MATCHED.labels(p),
+        MESSAGES_UNMATCHED.labels(p),
+    )
+)
+_runs = _Children(lambda r: (RUNS.labels(r, "ok"), RUNS.labels(r, "error")))
+_steps = _Children(lambda p: STEP_SECONDS.labels(p))
+_store_ops = _Children(lambda op: STORE_OP_SECONDS.labels(op))
+_store_errors = _Children(lambda op: STORE_ERRORS.labels(op))
+_llm = _Children(
+    lambda m: (
+        LLM_REQUESTS.labels(m),
+        LLM_TOKENS.labels(m, "prompt"),
+        LLM_TOKENS.labels(m, "completion"),
+        LLM_TOKENS.labels(m, "cached"),
+        LLM_RETRIES.labels(m),
+    )
+)
+_CRON_OUTCOMES = ("ok", "error", "skipped")
+_cron = _Children(_outcomes(CRON_FIRES, _CRON_OUTCOMES))
+_adapters = _Children(lambda a: (ADAPTER_CONNECTS.labels(a), ADAPTER_RECONNECTS.labels(a)))
+_RELOAD_OK = RELOADS.labels("ok")
+_RELOAD_ERROR = RELOADS.labels("error")
+
+
+def message(platform: str, matched: bool) -> None:
+    """One message received from ``platform``; ``matched`` when it hit a rule."""
+    received, hit, missed = _messages(platform)
+    received.inc()
+    (hit if matched else missed).inc()
+
+
+def run(rule: str, ok: bool) -> None:
+    """One run of ``rule`` ended (``ok`` False when it ended with an error)."""
+    children = _runs(rule)
+    children[0 if ok else 1].inc()
+
+
+def step(plugin: str, seconds: float) -> None:
+    """One executed step of executor ``plugin`` took ``seconds``."""
+    _steps(plugin).observe(seconds)
+
+
+def store_op(op: str, seconds: float) -> None:
+    """One store operation ``op`` (get, set, update, lock, …) took ``seconds``."""
+    _store_ops(op).observe(seconds)
+
+
+def store_error(op: str) -> None:
+    """One store operation ``op`` failed with a StoreError."""
+    _store_errors(op).inc()
+
+
+def llm_request(
+    model: str,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    cached_tokens: int = 0,
+    retries: int = 0,
+) -> None:
+    """One model call: its tokens by kind and the requests re-sent for it."""
+    requests, prompt, completion, cached, resent = _llm(model)
+    requests.inc()
+    if prompt_tokens > 0:
+        prompt.inc(prompt_tokens)
+    if completion_tokens > 0:
+        completion.inc(completion_tokens)
+    if cached_tokens > 0:
+        cached.inc(cached_tokens)
+    if retries > 0:
+        resent.inc(retries)
+
+
+def cron_fire(rule: str, outcome: str) -> None:
+    """One scheduled firing of ``rule``: ``outcome`` is ok, error or skipped."""
+    children = _cron(rule)
+    child = children.get(outcome) if isinstance(outcome, str) else None
+    (child if child is not None else children[OTHER]).inc()
+
+
+def adapter_connected(adapter: str, reconnect: bool) -> None:
+    """``adapter`` established a connection; ``reconnect`` when it had one before."""
+    connects, reconnects = _adapters(adapter)
+    connects.inc()
+    if reconnect:
+        reconnects.inc()
+
+
+def reload(ok: bool) -> None:
+    """One reload of rules / config ended (``ok`` False when it was refused)."""
+    (_RELOAD_OK if ok else _RELOAD_ERROR).inc()
+
+
+def render() -> tuple[bytes, str]:
+    """The body and content type of ``GET /metrics`` (Prometheus text format)."""
+    return _generate_latest(REGISTRY), CONTENT_TYPE_LATEST

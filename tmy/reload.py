@@ -1,0 +1,153 @@
+"""Hot reload: load and validate everything, then swap the rules in one assignment.
+
+A reload builds a fresh executor registry (built-ins, the LLM answerer, and the
+``plugins/`` files executed anew, so an edited plugin is live too) and loads
+every rules file against it, off the event loop. Only when all of it loads
+without an error are the rulebook and the registry replaced, together; a
+broken file changes nothing and its ``file:line`` errors are logged and
+returned to whoever asked. Runs in flight keep the rules and executors they
+started with (each holds its own compiled rule); open sessions go on while
+their rule id still exists; listeners (the cron scheduler) follow the new
+rulebook. A plugin's module-level state starts afresh on each reload.
+
+Reloads are serialised: a second request waits for the first and then loads
+the files as they are by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tmy.errors import ConfigError, RuleError
+from tmy.logs import get_logger
+
+log = get_logger("tmy.reload")
+
+
+@dataclass(slots=True)
+class ReloadResult:
+    ok: bool
+    reason: str
+    rules: int = 0
+    files: int = 0
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    ms: float = 0.0
+
+    def summary(self) -> str:
+        if self.ok:
+            return (
+                f"reloaded: {self.rules} rules from {self.files} files, plugins reloaded"
+                f" ({self.ms:.0f} ms)"
+            )
+        return "reload failed, the running rules are unchanged:\n" + "\n".join(self.errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "reason": self.reason,
+            "rules": self.rules,
+            "files": self.files,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "ms": round(self.ms, 1),
+        }
+
+
+class Reloader:
+    """Reloads one App's rules and plugins; ``listeners`` get each new rulebook."""
+
+    def __init__(self, app: Any, on_result: Callable[[bool], None] | None = None) -> None:
+        self.app = app
+        self.listeners: list[Callable[[Any], None]] = []
+        self.on_result = on_result  # metrics
+        self._lock = asyncio.Lock()
+
+    async def reload(self, reason: str) -> ReloadResult:
+        async with self._lock:
+            started = time.perf_counter()
+            try:
+                registry, rulebook = await asyncio.to_thread(self._load)
+            except (RuleError, ConfigError) as exc:
+                errors = [line for line in str(exc).splitlines() if line.strip()]
+                result = ReloadResult(False, reason, errors=errors, ms=_ms(started))
+                log.error("reload.failed", reason=reason, errors=errors)
+                self._count(False)
+                return result
+            engine = self.app.engine
+            engine.replace_rulebook(rulebook)
+            engine.services.registry = registry
+            self.app.registry = registry
+            for listener in self.listeners:
+                try:
+                    listener(rulebook)
+                except Exception:  # a listener's bug must not undo a good reload
+                    log.exception("reload.listener_failed")
+            warnings = list(rulebook.warnings)
+            for warning in warnings:
+                log.warning("rules.warning", detail=warning)
+            result = ReloadResult(
+                True,
+                reason,
+                rules=len(rulebook.rules),
+                files=len(rulebook.files),
+                warnings=warnings,
+                ms=_ms(started),
+            )
+            log.info("reload.done", reason=reason, rules=result.rules, files=result.files)
+            self._count(True)
+            return result
+
+    def _load(self) -> tuple[Any, Any]:
+        from tmy.app import build_registry
+
+        registry = build_registry(self.app.settings)
+        return registry, self.app.load_rules(registry)
+
+    def _count(self, ok: bool) -> None:
+        if self.on_result is not None:
+            self.on_result(ok)
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def _relevant(_change: Any, path: str) -> bool:
+    """Rules and plugin files; not editor swap files or caches."""
+    name = path.rsplit("/", 1)[-1]
+    if name.startswith((".", "#")) or name.endswith("~") or "__pycache__" in path:
+        return False
+    return name.endswith((".yaml", ".yml", ".py"))
+
+
+async def watch(
+    paths: list[Path], reload: Callable[[str], Awaitable[Any]], stop: asyncio.Event
+) -> None:
+    """Reload after the rules or plugin files change, until ``stop`` is set.
+
+    The *directories* are watched (a file is watched through its folder):
+    editors save by writing a new file and renaming it over the old one, which
+    a watch on the file itself would lose. Changes are debounced, so a save
+    that touches several files is one reload.
+    """
+    from watchfiles import awatch
+
+    folders = sorted({str(p if p.is_dir() else p.parent) for p in paths if p.exists()})
+    if not folders:
+        return
+    log.info("reload.watching", folders=folders)
+    try:
+        async for changes in awatch(
+            *folders, watch_filter=_relevant, debounce=300, step=50, stop_event=stop
+        ):
+            names = sorted({Path(path).name for _, path in changes})
+            shown = ", ".join(names[:5]) + (f" (+{len(names) - 5})" if len(names) > 5 else "")
+            await reload(f"files changed: {shown}")
+    except Exception as exc:  # no inotify here, a folder removed: serving goes on
+        log.warning("reload.watch_failed", error=str(exc))

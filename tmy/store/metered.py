@@ -1,0 +1,194 @@
+"""A store wrapper that times every operation into the Prometheus metrics.
+
+``metered(store)`` wraps any :class:`~tmy.store.base.Store`: each call of
+``open``, ``close``, ``ping``, ``get``, ``get_many``, ``set``, ``delete``,
+``update`` and ``keys`` is observed in ``tmy_store_op_seconds{op=…}``; one that
+raises :class:`~tmy.errors.StoreError` also counts in
+``tmy_store_errors_total{op=…}`` and is re-raised unchanged. ``lock(…)``
+times the acquire as op ``lock`` (not the time the lease is held). Anything
+else (``url``, backend-specific attributes) passes through to the wrapped
+store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from time import perf_counter
+from types import TracebackType
+from typing import Any, TypeVar
+
+from tmy import metrics
+from tmy.errors import StoreError
+from tmy.store.base import Store
+from tmy.store.leases import LEASE_TTL
+
+R = TypeVar("R")
+
+# one histogram child / error counter per op, resolved once (a call pays no label lookup)
+_OPS = ("open", "close", "ping", "get", "get_many", "set", "delete", "update", "keys", "lock")
+
+
+class MeteredStore:
+    """``store`` with every operation timed (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.inner = store
+        self._seconds = {op: metrics.STORE_OP_SECONDS.labels(op) for op in _OPS}
+        self._errors = {op: metrics.STORE_ERRORS.labels(op) for op in _OPS}
+
+    def __repr__(self) -> str:
+        return f"MeteredStore({self.inner!r})"
+
+    @property
+    def url(self) -> str:
+        """The wrapped store's URL."""
+        return self.inner.url
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes this wrapper lacks; ``inner`` itself is always set
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def open(self) -> None:
+        started = perf_counter()
+        try:
+            await self.inner.open()
+        except StoreError:
+            self._errors["open"].inc()
+            raise
+        finally:
+            self._seconds["open"].observe(perf_counter() - started)
+
+    async def close(self) -> None:
+        started = perf_counter()
+        try:
+            await self.inner.close()
+        except StoreError:
+            self._errors["close"].inc()
+            raise
+        finally:
+            self._seconds["close"].observe(perf_counter() - started)
+
+    async def ping(self) -> None:
+        started = perf_counter()
+        try:
+            await self.inner.ping()
+        except StoreError:
+            self._errors["ping"].inc()
+            raise
+        finally:
+            self._seconds["ping"].observe(perf_counter() - started)
+
+    async def get(self, key: str) -> Any:
+        started = perf_counter()
+        try:
+            return await self.inner.get(key)
+        except StoreError:
+            self._errors["get"].inc()
+            raise
+        finally:
+            self._seconds["get"].observe(perf_counter() - started)
+
+    async def get_many(self, keys: Sequence[str]) -> list[Any]:
+        started = perf_counter()
+        try:
+            return await self.inner.get_many(keys)
+        except StoreError:
+            self._errors["get_many"].inc()
+            raise
+        finally:
+            self._seconds["get_many"].observe(perf_counter() - started)
+
+    async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        started = perf_counter()
+        try:
+            await self.inner.set(key, value, ttl=ttl)
+        except StoreError:
+            self._errors["set"].inc()
+            raise
+        finally:
+            self._seconds["set"].observe(perf_counter() - started)
+
+    async def delete(self, key: str) -> bool:
+        started = perf_counter()
+        try:
+            return await self.inner.delete(key)
+        except StoreError:
+            self._errors["delete"].inc()
+            raise
+        finally:
+            self._seconds["delete"].observe(perf_counter() - started)
+
+    async def update(
+        self,
+        key: str,
+        fn: Callable[[Any], tuple[Any, R]],
+        *,
+        ttl: float | None = None,
+    ) -> R:
+        started = perf_counter()
+        try:
+            return await self.inner.update(key, fn, ttl=ttl)
+        except StoreError:
+            self._errors["update"].inc()
+            raise
+        finally:
+            self._seconds["update"].observe(perf_counter() - started)
+
+    async def keys(self, prefix: str) -> list[str]:
+        started = perf_counter()
+        try:
+            return await self.inner.keys(prefix)
+        except StoreError:
+            self._errors["keys"].inc()
+            raise
+        finally:
+            self._seconds["keys"].observe(perf_counter() - started)
+
+    def lock(
+        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[None]:
+        try:
+            inner = self.inner.lock(key, ttl=ttl, wait=wait)
+        except StoreError:  # a bad key or ttl is refused before anything is awaited
+            self._errors["lock"].inc()
+            raise
+        return _TimedLock(inner, self._seconds["lock"], self._errors["lock"])
+
+
+class _TimedLock:
+    """The wrapped store's lock context, its acquire (``__aenter__``) timed."""
+
+    __slots__ = ("_errors", "_inner", "_seconds")
+
+    def __init__(self, inner: AbstractAsyncContextManager[None], seconds: Any, errors: Any) -> None:
+        self._inner = inner
+        self._seconds = seconds
+        self._errors = errors
+
+    async def __aenter__(self) -> None:
+        started = perf_counter()
+        try:
+            return await self._inner.__aenter__()
+        except StoreError:
+            self._errors.inc()
+            raise
+        finally:
+            self._seconds.observe(perf_counter() - started)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc, tb)
+
+
+def metered(store: Store) -> Store:
+    """``store`` wrapped in a :class:`MeteredStore` (a store already wrapped is returned as is)."""
+    if isinstance(store, MeteredStore):
+        return store
+    return MeteredStore(store)  # type: ignore[return-value]
