@@ -391,23 +391,22 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def test_metrics_are_served_and_move_as_messages_flow(tmp_path: Path) -> None:
     write_rules(
         tmp_path,
-        HELLO.format(answer="hi")
-        + "  - id: broken\n    triggers: [broken]\n"
+        HELLO.format(answer="hi") + "  - id: broken\n    triggers: [broken]\n"
         "    steps: [{plugin: ADJUST, input: '?= 1 / 0'}]\n",
     )
     async with served(tmp_path) as daemon:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http.port}") as client:
 
-            async def scrape() -> dict[Any, float]:
-                r = await client.get("/metrics")
-                assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-                return _samples(r.text)
+        async def scrape() -> dict[Any, float]:
+            async with httpx.AsyncClient() as client:
+                r = await client.get(f"http://127.0.0.1:{daemon.http.port}/metrics")
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+            return _samples(r.text)
 
-            before = await scrape()
-            for text in ("hello", "hello", "nothing here", "broken"):
-                await say(daemon, text)
-            assert (await daemon.app.reloader.reload("test")).ok
-            after = await scrape()
+        before = await scrape()
+        for text in ("hello", "hello", "nothing here", "broken"):
+            await say(daemon, text)
+        assert (await daemon.app.reloader.reload("test")).ok
+        after = await scrape()
 
     def moved(name: str, **labels: str) -> float:
         key = (name, tuple(sorted(labels.items())))
