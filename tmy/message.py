@@ -61,6 +61,8 @@ class Reply:
     trace_id: str
     error: str | None = None
     steps: list[StepRecord] = field(default_factory=list)
+    stopped: bool = False  # a step's ``stop:`` ended the run (an answer, not an error)
+    reason: str | None = None  # why there is no run: no trigger, a filter, a cooldown, …
 
     @property
     def matched(self) -> bool:
@@ -73,6 +75,10 @@ class Reply:
             "error": self.error,
             "trace_id": self.trace_id,
         }
+        if self.stopped:
+            out["stopped"] = True
+        if self.reason is not None:
+            out["reason"] = self.reason
         if steps:
             out["steps"] = [s.as_dict() for s in self.steps]
         return out

@@ -102,7 +102,7 @@ class ConsoleAdapter:
                 if reply.text:
                     print(reply.text, file=self.out, flush=True)
                 elif reply.rule is None:
-                    print("(no rule matched)", file=sys.stderr)
+                    print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
         finally:
             self._stop_reading()
             self.done.set()

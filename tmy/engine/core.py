@@ -28,7 +28,7 @@ from tmy.bodies import ACCEPT_ENCODING
 from tmy.config import Settings
 from tmy.engine.scheduler import Run, run_chain
 from tmy.engine.values import compile_template, to_text
-from tmy.engine.variables import Variables, conversation_key
+from tmy.engine.variables import Variables, conversation_key, escape_key_part
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
@@ -193,9 +193,12 @@ class Engine:
         self._now_cache: tuple[int, str] = (0, "")
         self.commands: Any = None  # tmy.admin.AdminCommands: "<prefix> …" for admins
         self.switch: Any = None  # tmy.admin.ChatSwitch: chats where the bot is off
+        self.fixed_now: str | None = None  # pins NOW (YAML rule tests' ``now:``)
 
     def _now(self) -> str:
         """NOW for this second (formatting a datetime per message is measurable)."""
+        if self.fixed_now is not None:
+            return self.fixed_now
         sec = int(time.time())
         if sec != self._now_cache[0]:
             now = datetime.fromtimestamp(sec, self.tz).astimezone(self.tz)
@@ -279,17 +282,17 @@ class Engine:
             match = await self._session_match(rulebook, message, text)
         metrics.message(message.platform, match is not None)
         if match is None:
-            # Most messages in a group chat match nothing: they are debug-level
-            # noise, and logging them at info would dominate the daemon's cost.
-            if logs.DEBUG_ENABLED:
-                self._log_received("debug", message, text)
-                logs.emit("debug", "message.unmatched")
-            return Reply("", None, trace_id)
+            return self._unmatched(rulebook, message, text, trace_id)
         if self.switch is not None and await self.switch.is_off(message):
-            if logs.DEBUG_ENABLED:
-                self._log_received("debug", message, text)
-                logs.emit("debug", "chat.off", rule=match.rule.id)
-            return Reply("", None, trace_id)
+            reason = "the bot is switched off in this chat (an admin can say '.tmy on')"
+            if self.commands is not None:
+                reason = reason.replace(".tmy", self.commands.prefix)
+            return self._no_run(message, text, trace_id, reason, rule=match.rule.id)
+        cooldown = match.rule.cooldown
+        if cooldown is not None:
+            left = await self.cooldown_claim(match.rule, message)
+            if left > 0:
+                return await self._cooled(match, message, text, trace_id, left)
         if logs.INFO_ENABLED:
             self._log_received("info", message, text)
             logs.emit(
@@ -301,6 +304,91 @@ class Engine:
                 QUESTION=preview(match.question),
             )
         return await self.run_rule(match, message, trace_id, text)
+
+    def _unmatched(self, rulebook: Rulebook, message: Message, text: str, trace_id: str) -> Reply:
+        """No rule for this message: one cheap info line, so its trace id leads somewhere.
+
+        The reason is found only now (a second lookup without filters), so the
+        matched path pays nothing for it.
+        """
+        reason = "no trigger matched"
+        refused = rulebook.index.match(text)
+        if refused is not None:
+            why = refused.rule.filters.refusal(message)
+            reason = f"rule {refused.rule.id!r} matched but {why or 'its filters refused it'}"
+        return self._no_run(message, text, trace_id, reason)
+
+    def _no_run(
+        self, message: Message, text: str, trace_id: str, reason: str, rule: str | None = None
+    ) -> Reply:
+        if logs.INFO_ENABLED:
+            logs.emit(
+                "info",
+                "message.unmatched",
+                text=preview(text),
+                user=message.user,
+                chat=message.chat,
+                platform=message.platform,
+                rule=rule,
+                reason=reason,
+            )
+        return Reply("", None, trace_id, reason=reason)
+
+    def _cooldown_key(self, rule: Any, message: Message) -> str:
+        per = rule.cooldown.per
+        if per == "global":
+            return f"cooldown/{rule.id}"
+        where = escape_key_part(message.platform)
+        if per == "chat":
+            return f"cooldown/{rule.id}/chat/{where}/{escape_key_part(message.chat)}"
+        return f"cooldown/{rule.id}/user/{where}/{escape_key_part(message.user)}"
+
+    async def cooldown_claim(self, rule: Any, message: Message) -> float:
+        """Start the rule's cooldown window for this message, or the seconds still left.
+
+        One atomic store update (kept in the store, so the window holds across
+        daemons): 0 means the window was free and is now started.
+        """
+        seconds = rule.cooldown.seconds
+        now = time.time()
+
+        def claim(current: Any) -> tuple[Any, float]:
+            if isinstance(current, (int, float)) and current > now:
+                return current, current - now
+            return now + seconds, 0.0
+
+        return await self.services.store.update(
+            self._cooldown_key(rule, message), claim, ttl=seconds + 1
+        )
+
+    async def cooldown_left(self, rule: Any, message: Message) -> float:
+        """Seconds left in the rule's cooldown for this message (0 when free); reads only."""
+        if rule.cooldown is None:
+            return 0.0
+        until = await self.services.store.get(self._cooldown_key(rule, message))
+        return max(0.0, until - time.time()) if isinstance(until, (int, float)) else 0.0
+
+    async def _cooled(
+        self, match: Match, message: Message, text: str, trace_id: str, left: float
+    ) -> Reply:
+        rule = match.rule
+        reason = f"rule {rule.id!r} is cooling down ({left:.0f} s left)"
+        if logs.INFO_ENABLED:
+            self._log_received("info", message, text)
+            logs.emit("info", "run.cooldown", rule=rule.id, left=round(left, 1))
+        template = rule.cooldown.reply
+        if template is None:
+            return Reply("", rule.id, trace_id, reason=reason)
+        loc = self.locals_for(match, message, text)
+        loc["COOLDOWN_LEFT"] = max(1, round(left))
+        variables = Variables(loc, self.rulebook.variables, self.services.store, message)
+        try:
+            await variables.fetch(template.names)
+            answer = to_text(template.evaluate(variables))
+        except TmyError as exc:
+            log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))
+            return Reply("", rule.id, trace_id, error=f"cooldown reply: {exc}", reason=reason)
+        return Reply(answer, rule.id, trace_id, reason=reason)
 
     def _log_received(self, level: str, message: Message, text: str) -> None:
         logs.emit(
@@ -422,7 +510,7 @@ class Engine:
             return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
         if finish:
             await self._after_run(run)
-        return Reply(answer, rule.id, trace_id, steps=run.records)
+        return Reply(answer, rule.id, trace_id, steps=run.records, stopped=run.stopped)
 
     async def _error_text(self, run: Run) -> str:
         """The on_error text (else error_reply, else the last resort), never longer than

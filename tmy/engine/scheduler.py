@@ -50,6 +50,7 @@ class Run:
     services: Any  # tmy.engine.core.Services
     records: list[StepRecord] = field(default_factory=list)
     failed: bool = False
+    stopped: bool = False  # a step's ``stop:`` held: the chain ended normally
 
     @property
     def locals(self) -> dict[str, Any]:
@@ -97,9 +98,31 @@ class StepFailed(Exception):
 
 
 async def run_chain(run: Run) -> None:
-    """Run every step of ``run.rule`` in order, honouring errors and ``when:``."""
+    """Run every step of ``run.rule`` in order, honouring errors, ``when:`` and ``stop:``.
+
+    A rule with an atomic span (a variable read in one step and written in a
+    later one) holds those variables' locks from the span's first step to its
+    last, taken together in name order, so concurrent runs cannot interleave
+    between the guard and the write.
+    """
     rule = run.rule
-    for step in rule.steps:
+    if not rule.atomic_vars:
+        await _steps(run, rule.steps)
+        return
+    first, last = rule.atomic_span
+    await _steps(run, rule.steps[:first])
+    if run.failed or run.stopped:
+        return
+    async with run.vars.holding(rule.atomic_vars):
+        run.vars.forget()  # re-read what the locks now protect
+        await _steps(run, rule.steps[first : last + 1])
+    if run.failed or run.stopped:
+        return
+    await _steps(run, rule.steps[last + 1 :])
+
+
+async def _steps(run: Run, steps: tuple[Step, ...]) -> None:
+    for step in steps:
         uri = step.uri
         run.locals["STEP_URI"] = uri
         run.locals["STEP_ERROR"] = ""
@@ -142,6 +165,25 @@ async def run_chain(run: Run) -> None:
             )
         if run.failed:
             return
+        if step.stop is not None and not record.skipped and await _stops(run, step, record):
+            return
+
+
+async def _stops(run: Run, step: Step, record: StepRecord) -> bool:
+    """Evaluate ``stop:`` after the step: true ends the run with the usual reply."""
+    v = run.vars
+    try:
+        await v.fetch(step.stop.names)
+        stop = truthy(step.stop.evaluate(v))
+    except TmyError as exc:
+        _fail(run, step, record, f"stop: {exc}")
+        run.failed = True
+        return True
+    if stop:
+        run.stopped = True
+        record.extra["stopped"] = True
+        log.info("run.stopped", uri=step.uri, rule=run.rule.id)
+    return stop
 
 
 async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first: bool) -> None:

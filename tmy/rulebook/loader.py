@@ -30,9 +30,11 @@ from tmy.rulebook.model import (
     OPEN_FILTERS,
     RUN_LOCALS,
     SCOPES,
+    Cooldown,
     Filters,
     Rule,
     Rulebook,
+    RuleTest,
     Step,
     VariableDecl,
 )
@@ -40,7 +42,7 @@ from tmy.rulebook.triggers import parse_trigger
 from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
 from tmy.store.codec import encode
 
-FILE_KEYS = ("variables", "rules")
+FILE_KEYS = ("variables", "rules", "tests")
 VARIABLE_KEYS = ("scope", "default", "description")
 RULE_KEYS = (
     "id",
@@ -58,8 +60,13 @@ RULE_KEYS = (
     "description",
     "intent",
     "enabled",
+    "atomic",
+    "cooldown",
 )
-STEP_KEYS = ("id", "plugin", "input", "INPUT", "save", "when", "on_error", "timeout", "description")
+STEP_KEYS = (
+    "id", "plugin", "input", "INPUT", "save", "when", "stop", "on_error", "timeout", "description",
+)  # fmt: skip
+COOLDOWN_KEYS = ("seconds", "per", "reply")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
 _FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
 _ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
@@ -128,6 +135,7 @@ class _Loader:
         self.errors: list[RuleError] = []
         self.variables: dict[str, VariableDecl] = {}
         self.raw_rules: list[tuple[str, LineDict]] = []
+        self.tests: list[RuleTest] = []
         self._known: frozenset[str] | None = None
         self._allowed: dict[str, tuple[str, ...]] = {}
 
@@ -161,6 +169,7 @@ class _Loader:
         else:
             for name, decl in variables.items():
                 self.declare(name, decl, file, variables.line_of(name))
+        self.collect_tests(doc, file)
         rules = doc.get("rules")
         if rules is None:
             return
@@ -176,6 +185,22 @@ class _Loader:
                 )
                 continue
             self.raw_rules.append((file, raw))
+
+    def collect_tests(self, doc: LineDict, file: str) -> None:
+        """Keep ``tests:`` cases with their lines; tmy/ruletests.py validates and runs them."""
+        tests = doc.get("tests")
+        if tests is None:
+            return
+        if not isinstance(tests, LineList):
+            self.error("'tests:' must be a list of cases like {send: …, expect: …}", file,
+                       doc.line_of("tests"))  # fmt: skip
+            return
+        for i, case in enumerate(tests):
+            if not isinstance(case, LineDict):
+                self.error("each test case must be a mapping with 'send:'", file, tests.line_of(i))
+                continue
+            lines = {str(k): case.line_of(k) for k in case}
+            self.tests.append(RuleTest(file, tests.line_of(i), {**_plain(case), "_lines": lines}))
 
     def declare(self, name: Any, decl: Any, file: str, line: int) -> None:
         if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
@@ -207,7 +232,7 @@ class _Loader:
                 file,
                 decl.line_of("scope"),
             )
-            return
+            scope = "global"  # declared anyway: rules using it must not say "declare it"
         default = _plain(decl.get("default"))
         try:
             encode(default, name)
@@ -218,7 +243,7 @@ class _Loader:
                 file,
                 decl.line_of("default"),
             )
-            return
+            default = None
         prior = self.variables.get(name)
         if prior and (prior.scope, prior.default) != (scope, default):
             self.error(
@@ -255,7 +280,9 @@ class _Loader:
             raise RuleErrors(self.errors)
         index = TriggerIndex(rules)
         locked = frozenset(name for r in rules for st in r.steps for name in st.lock_roots)
+        locked |= {name for r in rules for name in r.atomic_vars}
         return Rulebook(
+            tests=tuple(self.tests),
             locked_variables=locked,
             rules=tuple(rules),
             variables=dict(self.variables),
@@ -365,9 +392,15 @@ class _Loader:
         on_error = None
         if "on_error" in raw:
             on_error = self.value(raw, "on_error", file, known, dynamic_save, rid)
+        cooldown = self.cooldown(raw, file, rid) if "cooldown" in raw else None
+        atomic = self.typed(raw, "atomic", bool, True, file)
         if len(self.errors) > before:
             return None
+        atomic_vars, span = self.atomic_span(steps) if atomic else ((), (0, -1))
         return Rule(
+            cooldown=cooldown,
+            atomic_vars=atomic_vars,
+            atomic_span=span,
             id=rid,
             triggers=tuple(triggers),
             steps=tuple(steps),
@@ -382,6 +415,91 @@ class _Loader:
             file=file,
             line=line,
         )
+
+    def cooldown(self, raw: LineDict, file: str, rid: str) -> Cooldown | None:
+        spec = raw["cooldown"]
+        line = raw.line_of("cooldown")
+        where = f"rule {rid!r}: cooldown"
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            spec = {"seconds": spec}
+        if not isinstance(spec, dict):
+            self.error(f"{where} must be {{seconds: N, per: user|chat|global, reply: …}}",
+                       file, line)  # fmt: skip
+            return None
+        for key in spec:
+            if key not in COOLDOWN_KEYS:
+                self.error(f"{where}: " + _unknown("key", key, COOLDOWN_KEYS), file, line)
+        seconds = spec.get("seconds")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+            self.error(f"{where}: 'seconds' must be a number > 0 (got {seconds!r})", file, line)
+            return None
+        per = spec.get("per", "user")
+        if per not in SCOPES:
+            self.error(f"{where}: 'per' must be user, chat or global (got {per!r})", file, line)
+            return None
+        reply: Value | None = None
+        if spec.get("reply") not in (None, ""):
+            if not isinstance(spec["reply"], str):
+                self.error(f"{where}: 'reply' must be text", file, line)
+                return None
+            try:
+                reply = compile_value(spec["reply"])
+            except EvalError as exc:
+                self.error(f"{where}: 'reply': {exc}", file, line)
+                return None
+            allowed = RUN_LOCALS | {"COOLDOWN_LEFT"} | set(self.variables)
+            for name in sorted(reply.names - allowed):
+                self.error(
+                    f"{where}: 'reply' reads {name!r}; it may use run locals such as "
+                    "{USER_NAME} and {COOLDOWN_LEFT} (seconds left) and declared variables",
+                    file,
+                    line,
+                )
+        return Cooldown(float(seconds), per, reply)
+
+    def atomic_span(self, steps: list[Step]) -> tuple[tuple[str, ...], tuple[int, int]]:
+        """The variables a rule must hold across steps, and from which step to which.
+
+        A declared variable read in one step and written in a later one (the
+        check-in pattern: a guard, an increment, a date stamp) is a
+        read-modify-write spread over the chain; two concurrent runs could both
+        pass the guard. Such variables are held from the first step that reads
+        one to the last that writes one. Everything the steps in between lock or
+        write joins the set, so the run takes all its locks at once, in name
+        order, and never waits for a lock while holding another (no deadlock).
+        """
+        declared = set(self.variables)
+        reads: list[set[str]] = []
+        writes: list[set[str]] = []
+        for st in steps:
+            names: set[str] = set()
+            for v in (st.input, st.list_mode, st.when, st.stop, *st.options.values()):
+                if v is not None:
+                    names |= v.names
+            if st.INPUT is not None:
+                names |= st.INPUT.names
+                names |= {st.INPUT.root} if st.INPUT.root else declared
+            if st.save is not None:
+                names |= st.save.names
+            wrote: set[str] = set(st.lock_roots)
+            if st.save is not None and st.save.root in declared:
+                wrote.add(st.save.root)
+            if st.list_mode is not None and st.INPUT is not None:
+                wrote |= {st.INPUT.root} if st.INPUT.root else declared
+            reads.append(names & declared)
+            writes.append(wrote & declared)
+        first, last, held = len(steps), -1, set()
+        for name in declared:
+            read_at = [i for i, r in enumerate(reads) if name in r]
+            write_at = [i for i, w in enumerate(writes) if name in w]
+            if read_at and write_at and read_at[0] < write_at[-1]:
+                held.add(name)
+                first, last = min(first, read_at[0]), max(last, write_at[-1])
+        if not held:
+            return (), (0, -1)
+        for i in range(first, last + 1):
+            held |= writes[i]
+        return tuple(sorted(held)), (first, last)
 
     def compile_step(
         self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
@@ -430,6 +548,21 @@ class _Loader:
                         file,
                         raw.line_of("input"),
                     )
+                elif (
+                    INPUT.static is not None
+                    and not INPUT.static.segments
+                    and INPUT.root in self.variables
+                ):
+                    decl = self.variables[INPUT.root]
+                    if not isinstance(decl.default, list):
+                        self.error(
+                            f"{where}: input {raw_input.strip()} takes from the list "
+                            f"{INPUT.root!r}, but its declared default is "
+                            f"{type(decl.default).__name__} {decl.default!r} "
+                            f"({decl.file}:{decl.line}); declare it with 'default: []'",
+                            file,
+                            raw.line_of("input"),
+                        )
             else:
                 input_value = self.value(raw, "input", file, step_known, dynamic, where)
                 if isinstance(input_value, Expression) and INPUT is not None:
@@ -441,6 +574,12 @@ class _Loader:
             save_known.add("INPUT")
         save = self.path(raw, "save", file, save_known, dynamic, where)
         when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
+        stop: Value | None = None
+        if "stop" in raw and raw["stop"] not in (None, False, ""):
+            stop_known = set(step_known)
+            if save is not None and save.root:
+                stop_known.add(save.root)
+            stop = self.value(raw, "stop", file, stop_known, dynamic, where)
         on_error = raw.get("on_error", "stop")
         if on_error not in ("stop", "continue"):
             self.error(
@@ -503,6 +642,7 @@ class _Loader:
             timeout=float(timeout) if timeout else None,
             uri=f"{rid}/{sid if sid is not None else index}",
             lock_roots=lock_roots,
+            stop=stop,
             extras=extras,
             file=file,
             line=raw.line,

@@ -59,6 +59,24 @@ class Filters:
             return False  # a private chat is always addressed to the bot
         return not (self.admin_only and not message.is_admin)
 
+    def refusal(self, message: Any) -> str | None:
+        """Why these filters refuse ``message`` (one short phrase), or None when admitted.
+
+        Used where a refusal must be explained (unmatched log line, ``explain``);
+        :meth:`admits` stays the fast path.
+        """
+        if self.platforms is not None and message.platform not in self.platforms:
+            return f"it answers on {', '.join(sorted(self.platforms))} only"
+        if self.chats is not None and message.chat not in self.chats:
+            return f"it answers in chats {', '.join(sorted(self.chats))} only"
+        if self.private is not None and bool(message.private) != self.private:
+            return "it answers private chats only" if self.private else "it answers groups only"
+        if self.mention and not (message.private or message.mentions_bot):
+            return "in groups it answers only when the bot is mentioned or replied to (mention)"
+        if self.admin_only and not message.is_admin:
+            return "it answers admins only (admin_only)"
+        return None
+
 
 OPEN_FILTERS = Filters()
 
@@ -85,6 +103,7 @@ class Step:
     timeout: float | None
     uri: str  # STEP_URI: "<rule id>/<step id>" or "<rule id>/<position>"
     lock_roots: tuple[str, ...]  # declared variables read and saved by this step: held locked
+    stop: Value | None  # ends the run normally after this step when true
     extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
     file: str
     line: int
@@ -111,6 +130,30 @@ class Rule:
     extras: dict[str, Any]  # keys owned by engine extensions (e.g. tool)
     file: str
     line: int
+    cooldown: Cooldown | None = None
+    # Atomic span: the declared variables a step reads and a later step writes
+    # (plus what the steps in between lock or write), held from step
+    # ``atomic_span[0]`` to ``atomic_span[1]`` inclusive; ``()`` when none.
+    atomic_vars: tuple[str, ...] = ()
+    atomic_span: tuple[int, int] = (0, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class Cooldown:
+    """``cooldown:`` — within ``seconds`` of a run the rule answers ``reply`` instead."""
+
+    seconds: float
+    per: str  # "user" | "chat" | "global"
+    reply: Value | None  # None: no reply at all
+
+
+@dataclass(frozen=True, slots=True)
+class RuleTest:
+    """One case of a rules file's ``tests:`` (validated and run by tmy/ruletests.py)."""
+
+    file: str
+    line: int
+    case: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -127,6 +170,21 @@ class Rulebook:
     # write to them (list modes, saves) takes the same lock, or it could land
     # between that step's read and its write and be overwritten
     locked_variables: frozenset[str] = frozenset()
+    tests: tuple[RuleTest, ...] = ()
+
+    @functools.cached_property
+    def atomic_report(self) -> tuple[str, ...]:
+        """For ``check``: the rules that hold variables locked across steps, and why."""
+        out = []
+        for r in self.rules:
+            if r.atomic_vars:
+                first, last = r.atomic_span
+                out.append(
+                    f"{r.file}:{r.line}: rule {r.id!r} holds {', '.join(r.atomic_vars)} "
+                    f"from step {r.steps[first].uri} to {r.steps[last].uri} "
+                    "(read in one step, written in a later one; 'atomic: false' opts out)"
+                )
+        return tuple(out)
 
     @functools.cached_property
     def warnings(self) -> tuple[str, ...]:
