@@ -430,3 +430,18 @@ def test_a_bad_scope_gives_one_error_not_follow_on_ones() -> None:
     text = str(caught.value)
     assert "scope 'users' must be one of global, chat, user" in text
     assert "never set" not in text and "declare it" not in text
+
+
+# -- explain through the admin command ----------------------------------------------------------
+
+
+async def test_admin_explain_command_explains_without_changing_anything() -> None:
+    async with Bot({"c.yaml": CHECKIN}, admins=["test:root"]) as bot:
+        assert bot.engine.commands is not None, "admin commands are wired in every App"
+        out = (await bot.ask(".tmy explain 签到", user="root")).text
+        assert "checkin" in out and "签到成功" in out
+        assert await bot.var("checkins", user="root") == 0  # a dry run: nothing stored
+        assert await bot.say("签到", user="root") == "签到成功，累计 1 次"
+        usage = (await bot.ask(".tmy explain", user="root")).text
+        assert "usage: explain TEXT" in usage
+        assert (await bot.ask(".tmy explain 签到", user="mallory")).text == ""  # not an admin

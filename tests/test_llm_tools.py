@@ -200,7 +200,9 @@ async def test_each_tool_call_is_logged_as_a_step(provider: FakeProvider, log_fi
     logs.flush()
     events = [json.loads(line) for line in log_file.read_text().splitlines()]
     mine = [e for e in events if e.get("trace_id") == reply.trace_id]
-    done = {e["uri"]: e for e in mine if e["event"] == "step.done"}
+    runs = [e for e in mine if e["event"] == "run.done"]  # the tool rule's run, then the caller's
+    assert [r["rule"] for r in runs] == ["weather", "assistant"]
+    done = {s["uri"]: s for r in runs for s in r["steps"]}
     assert done["assistant/0/tool/call_1_1"]["plugin"] == "tool:weather"
     assert done["assistant/0/tool/call_1_1"]["result"] == "Sunny in Bern"
     assert done["weather/0"]["result"] == "Sunny in Bern"  # the tool rule's own step

@@ -32,12 +32,35 @@ rules:
 """
 
 
-async def test_one_run_is_one_trace(log_file: Path) -> None:
+async def test_one_run_is_one_line_at_info(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("count apples", user="ann")
         await bot.ask("count pears", user="bob")
     assert reply.text == "apples: 1"
     events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
+    assert [e["event"] for e in events] == ["run.done"]
+    (run,) = events
+    assert run["text"] == "count apples" and run["user"] == "ann"
+    assert run["rule"] == "count" and run["trigger"] == "count *"
+    assert run["question"] == "apples" and run["answer"] == "apples: 1"
+    assert run["error"] is None and run["stopped"] is False and isinstance(run["ms"], float)
+    steps = run["steps"]
+    assert [d["uri"] for d in steps] == ["count/add", "count/1"]
+    assert steps[0]["input"] == 1 and steps[0]["result"] == 1 and steps[0]["error"] is None
+    assert steps[1]["result"] == "apples: 1" and steps[1]["plugin"] == "ADJUST"
+    assert all(isinstance(d["ms"], float) and d["skipped"] is False for d in steps)
+    assert run["level"] == "info" and run["timestamp"].endswith("Z")
+
+
+async def test_debug_level_logs_every_event_of_a_run(tmp_path: Path) -> None:
+    path = tmp_path / "d.log"
+    logs.configure("debug", path)
+    try:
+        async with Bot({"r.yaml": RULES}) as bot:
+            reply = await bot.ask("count apples", user="ann")
+        events = [e for e in read_log(path) if e.get("trace_id") == reply.trace_id]
+    finally:
+        logs.configure("warning")
     names = [e["event"] for e in events]
     assert names == [
         "message.received",
@@ -46,19 +69,12 @@ async def test_one_run_is_one_trace(log_file: Path) -> None:
         "step.done",
         "step.start",
         "step.done",
+        "run.done",
         "reply.sent",
     ]
-    received, matched = events[0], events[1]
-    assert received["text"] == "count apples" and received["user"] == "ann"
+    matched = events[1]
     assert matched["rule"] == "count" and matched["MAGIC"] == "count"
     assert matched["QUESTION"] == "apples"
-    done = [e for e in events if e["event"] == "step.done"]
-    assert [d["uri"] for d in done] == ["count/add", "count/1"]
-    assert done[0]["input"] == 1 and done[0]["result"] == 1 and done[0]["error"] is None
-    assert done[1]["result"] == "apples: 1"
-    assert all(isinstance(d["ms"], float) for d in done)
-    assert events[-1]["answer"] == "apples: 1" and events[-1]["rule"] == "count"
-    assert all(e["level"] == "info" and e["timestamp"].endswith("Z") for e in events)
 
 
 async def test_failed_run_logs_the_error(log_file: Path) -> None:
@@ -66,19 +82,57 @@ async def test_failed_run_logs_the_error(log_file: Path) -> None:
         reply = await bot.ask("broken")
     assert reply.text.startswith("no: expression '1/0' failed")
     events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
-    done = next(e for e in events if e["event"] == "step.done")
-    assert "ZeroDivisionError" in done["error"]
     failed = next(e for e in events if e["event"] == "run.failed")
     assert failed["uri"] == "broken/0" and failed["level"] == "warning"
-    assert events[-1]["event"] == "reply.sent" and "ZeroDivisionError" in events[-1]["error"]
+    run = events[-1]
+    assert run["event"] == "run.done" and "ZeroDivisionError" in run["error"]
+    assert "ZeroDivisionError" in run["steps"][0]["error"]
 
 
 async def test_previews_are_truncated(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("count " + "x" * 5000)
     events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
-    received = events[0]
-    assert len(received["text"]) < 300 and "…(+" in received["text"]
+    run = events[-1]
+    assert len(run["text"]) < 300 and "…(+" in run["text"]
+    assert len(run["steps"][1]["result"]) < 300 and "…(+" in run["steps"][1]["result"]
+
+
+HANG = """
+rules:
+  - id: hang
+    triggers: ["hang"]
+    steps:
+      - {plugin: HTTP, url: "http://127.0.0.1:{port}/", timeout: 3}
+"""
+
+
+async def test_a_step_still_running_after_the_threshold_is_logged(log_file: Path) -> None:
+    """The run's line comes at its end: a hung step must be visible before that."""
+    import asyncio
+
+    from aiohttp import web
+
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(1.5)
+        return web.Response(text="late")
+
+    app = web.Application()
+    app.router.add_get("/", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with Bot({"h.yaml": HANG.replace("{port}", str(port))}, slow_step=0.5) as bot:
+            reply = await bot.ask("hang")
+    finally:
+        await runner.cleanup()
+    assert reply.text == "late"
+    events = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
+    assert [e["event"] for e in events] == ["step.running", "run.done"]
+    assert events[0]["uri"] == "hang/0" and events[0]["seconds"] == 0.5
 
 
 async def test_warning_level_hides_info(tmp_path: Path) -> None:

@@ -367,7 +367,7 @@ async def test_admin_vars_cron_and_trace_commands(tmp_path: Path, log_file: Path
 
         logs.flush()
         trace = (await say(daemon, f".tmy trace {hit['trace_id']}", "root"))["answer"]
-        assert "rule.matched" in trace and "reply.sent" in trace
+        assert "rule      hit" in trace and "step 1    hit/0  ADJUST" in trace
         assert "budget" in (await say(daemon, ".tmy help", "root"))["answer"]
         assert "LLM usage" in (await say(daemon, ".tmy budget", "root"))["answer"]
         # a command never reaches the rules, even one that a catch-all would match

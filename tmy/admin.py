@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from tmy.engine.paths import parse_path
@@ -50,14 +49,21 @@ class ChatSwitch:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: dict[str, tuple[bool, float]] = {}
+        self._cache: dict[tuple[str, str], tuple[bool, float]] = {}
+
+    def cached(self, message: Message) -> bool | None:
+        """The cached answer for this chat, or None when it must be read (the hot path)."""
+        hit = self._cache.get((message.platform, message.chat))
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        return None
 
     async def is_off(self, message: Message) -> bool:
-        key = off_key(message)
         now = time.monotonic()
-        hit = self._cache.get(key)
+        hit = self._cache.get((message.platform, message.chat))
         if hit is not None and hit[1] > now:
             return hit[0]
+        key = off_key(message)
         try:
             off = await self.store.get(key) is not MISSING
         except TmyError as exc:  # the switch must not silence the bot when the store stalls
@@ -65,7 +71,7 @@ class ChatSwitch:
             return False
         if len(self._cache) >= _OFF_CACHE_MAX:
             self._cache.clear()
-        self._cache[key] = (off, now + OFF_CACHE_SECONDS)
+        self._cache[(message.platform, message.chat)] = (off, now + OFF_CACHE_SECONDS)
         return off
 
     async def set(self, message: Message, off: bool) -> None:
@@ -74,7 +80,7 @@ class ChatSwitch:
             await self.store.set(key, {"by": f"{message.platform}:{message.user}"})
         else:
             await self.store.delete(key)
-        self._cache[key] = (off, time.monotonic() + OFF_CACHE_SECONDS)
+        self._cache[(message.platform, message.chat)] = (off, time.monotonic() + OFF_CACHE_SECONDS)
 
 
 async def vars_command(
@@ -157,33 +163,6 @@ def describe_rules(rulebook: Any, rule_id: str | None) -> str:
     return "\n".join(lines)
 
 
-def trace_lines(log_file: str, trace_id: str, limit: int = 40) -> str:
-    """The log lines of one trace id, as ``event key=value …`` (from the JSON log file)."""
-    if not log_file:
-        raise CommandError("no log file is configured (log.file): traces are not kept")
-    path = Path(log_file)
-    if not path.exists():
-        raise CommandError(f"the log file {log_file} does not exist yet")
-    needle = f'"trace_id":"{trace_id}"'
-    found = []
-    with path.open("rb") as f:
-        for raw in f:
-            if needle.encode() not in raw.replace(b'": "', b'":"'):
-                continue
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            event = entry.pop("event", "?")
-            for k in ("trace_id", "timestamp", "logger"):
-                entry.pop(k, None)
-            fields = " ".join(f"{k}={preview(v, 60)}" for k, v in entry.items())
-            found.append(f"{event} {fields}".strip())
-    if not found:
-        return f"no log lines for trace {trace_id}"
-    return "\n".join(found[-limit:])
-
-
 class AdminCommands:
     """Parses and runs ``<prefix> <command> …`` for admins."""
 
@@ -261,11 +240,15 @@ class AdminCommands:
         if name == "trace":
             if not rest:
                 raise CommandError("usage: trace TRACE_ID")
-            return trace_lines(self.app.settings.log_file, rest.split()[0])
+            from tmy.tracelog import trace_text
+
+            return trace_text(self.app.settings.log_file, rest.split()[0])
         if name == "explain":
-            raise CommandError(
-                "explain is not available in this version yet; use 'trace ID' on a reply's trace id"
-            )
+            if not rest:
+                raise CommandError("usage: explain TEXT")
+            from tmy.explain import explain_text
+
+            return await explain_text(engine, message, rest)
         raise CommandError(f"unknown command {name!r}; {HELP}")
 
     async def _budget(self, message: Message, user: str | None) -> str:

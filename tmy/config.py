@@ -54,6 +54,7 @@ class Settings:
     log_level: str = "info"
     log_file: str = ""
     log_format: str = "auto"  # auto: readable lines on a terminal, JSON otherwise
+    slow_step: float = 5.0  # a step still running after this many seconds logs step.running
     console: bool = True
     http_enabled: bool = True
     http_listen: str = "127.0.0.1:8080"
@@ -91,7 +92,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "max_value_bytes": int,
         "shutdown_grace": (int, float),
     },
-    "log": {"level": str, "file": str, "format": str},
+    "log": {"level": str, "file": str, "format": str, "slow_step": (int, float)},
     "adapters": {"console": dict, "http": dict, "onebot": dict, "discord": dict, "telegram": dict},
     "adapters.console": {"enabled": bool},
     "adapters.http": {"enabled": bool, "listen": str, "api_keys": list},
@@ -130,6 +131,7 @@ _POSITIVE = (
     "limits.max_reply_chars",
     "limits.max_id_chars",
     "limits.max_value_bytes",
+    "log.slow_step",
     "adapters.onebot.heartbeat_timeout",
     "adapters.onebot.action_timeout",
 )
@@ -211,6 +213,7 @@ def load_settings(
         "log_level": log.get("level"),
         "log_file": log.get("file"),
         "log_format": log.get("format"),
+        "slow_step": log.get("slow_step"),
         "console": console.get("enabled"),
         "http_enabled": http.get("enabled"),
         "http_listen": http.get("listen"),

@@ -17,11 +17,13 @@ labels take a fixed set of values; anything else is counted as ``"other"``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter
 from prometheus_client import generate_latest as _generate_latest
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 __all__ = [
     "MAX_LABEL_VALUES",
@@ -55,45 +57,133 @@ _STORE_BUCKETS = (
     0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
 
-MESSAGES_RECEIVED = Counter(
+
+class _Count:
+    """One labelled counter value: a plain int (prometheus-client's child takes a lock)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+
+class _Observed:
+    """One labelled histogram: per-bucket counts and a sum, cumulated only at scrape."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+
+class _HotMetric:
+    """A counter or histogram for the per-message hot path, exported by a collector.
+
+    prometheus-client's metric children take a lock and build objects per
+    ``inc``/``observe`` (about a microsecond each, several per message); these
+    are plain ints and floats in this single-threaded daemon, turned into
+    metric families only when ``/metrics`` is scraped. Same names, labels and
+    ``labels(...)`` interface as the client's metrics.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        doc: str,
+        labelnames: list[str],
+        *,
+        registry: CollectorRegistry,
+        buckets: tuple[float, ...] | None = None,
+    ) -> None:
+        self.name = name
+        self.doc = doc
+        self.labelnames = labelnames
+        self.buckets = buckets
+        self.children: dict[tuple[str, ...], Any] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> Any:
+        key = tuple(values)
+        child = self.children.get(key)
+        if child is None:
+            child = _Observed(self.buckets) if self.buckets is not None else _Count()
+            self.children[key] = child
+        return child
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def _family(self) -> Any:
+        if self.buckets is None:
+            return CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
+        return HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for key, child in list(self.children.items()):
+            if self.buckets is None:
+                family.add_metric(list(key), child.value)
+                continue
+            total, buckets = 0, []
+            for bound, count in zip((*self.buckets, float("inf")), child.counts, strict=True):
+                total += count
+                buckets.append((_bound(bound), total))
+            family.add_metric(list(key), buckets, child.sum)
+        yield family
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+MESSAGES_RECEIVED = _HotMetric(
     "tmy_messages_received",
     "Messages received from chat platforms.",
     ["platform"],
     registry=REGISTRY,
 )
-MESSAGES_MATCHED = Counter(
+MESSAGES_MATCHED = _HotMetric(
     "tmy_messages_matched",
     "Received messages that matched a rule.",
     ["platform"],
     registry=REGISTRY,
 )
-MESSAGES_UNMATCHED = Counter(
+MESSAGES_UNMATCHED = _HotMetric(
     "tmy_messages_unmatched",
     "Received messages that matched no rule.",
     ["platform"],
     registry=REGISTRY,
 )
-RUNS = Counter(
+RUNS = _HotMetric(
     "tmy_runs",
     "Rule runs by rule and outcome (ok | error).",
     ["rule", "outcome"],
     registry=REGISTRY,
 )
-STEP_SECONDS = Histogram(
+STEP_SECONDS = _HotMetric(
     "tmy_step_seconds",
     "Duration of one executed step, by executor (plugin).",
     ["plugin"],
     buckets=_STEP_BUCKETS,
     registry=REGISTRY,
 )
-STORE_OP_SECONDS = Histogram(
+STORE_OP_SECONDS = _HotMetric(
     "tmy_store_op_seconds",
     "Duration of one store operation (get, set, update, lock acquire, …).",
     ["op"],
     buckets=_STORE_BUCKETS,
     registry=REGISTRY,
 )
-STORE_ERRORS = Counter(
+STORE_ERRORS = _HotMetric(
     "tmy_store_errors",
     "Store operations that failed with a StoreError.",
     ["op"],

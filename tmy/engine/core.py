@@ -31,7 +31,7 @@ from tmy.engine.values import compile_template, to_text
 from tmy.engine.variables import Variables, conversation_key, escape_key_part
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
-from tmy.logs import get_logger, preview
+from tmy.logs import PREVIEW, get_logger, preview
 from tmy.message import Message, Reply
 from tmy.rulebook.model import RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, normalise
@@ -89,6 +89,7 @@ class Services:
             self._http = None
 
 
+_NESTED = {"nested": True}  # run.done of a rule run as an LLM tool, inside another run
 _TRACE_PREFIX = os.urandom(4).hex()
 _trace_counter = itertools.count(1)
 
@@ -225,9 +226,10 @@ class Engine:
         """Answer one message. Never raises for bad input or a failing step."""
         trace_id = _trace_id()
         self._inflight += 1
-        self._idle.clear()
+        if self._inflight == 1:
+            self._idle.clear()
         started = time.perf_counter()
-        token = logs.bind_trace(trace_id)
+        token = logs.TRACE.set(trace_id)
         try:
             try:
                 reply = await self._handle(message, trace_id)
@@ -236,9 +238,9 @@ class Engine:
                 reply = Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
             if reply.rule is not None:
                 metrics.run(reply.rule, reply.error is None)
-            if (logs.INFO_ENABLED and reply.rule is not None) or logs.DEBUG_ENABLED:
+            if logs.DEBUG_ENABLED:  # at info, the run's one line (run.done) says it all
                 logs.emit(
-                    "info" if reply.rule is not None else "debug",
+                    "debug",
                     "reply.sent",
                     rule=reply.rule,
                     answer=preview(reply.text),
@@ -263,11 +265,19 @@ class Engine:
             log.warning("message.refused", reason=error)
             return Reply("", None, trace_id, error=error)
         id_limit = self.settings.max_id_chars
-        for name in ("user", "chat", "platform"):
-            problem = id_problem(name, getattr(message, name), id_limit)
-            if problem is not None:
-                log.warning("message.refused", reason=problem)
-                return Reply("", None, trace_id, error=f"bad message: {problem}")
+        user, chat, platform = message.user, message.chat, message.platform
+        if not (  # the usual ids: short ASCII text (checked in full below otherwise)
+            type(user) is str
+            and type(chat) is str
+            and type(platform) is str
+            and len(user) + len(chat) + len(platform) <= id_limit
+            and (user + chat + platform).isascii()
+        ):
+            for name in ("user", "chat", "platform"):
+                problem = id_problem(name, getattr(message, name), id_limit)
+                if problem is not None:
+                    log.warning("message.refused", reason=problem)
+                    return Reply("", None, trace_id, error=f"bad message: {problem}")
         if not message.is_admin and self.admins:
             message.is_admin = self.admins.admits(message.platform, message.user)
         commands = self.commands
@@ -283,20 +293,25 @@ class Engine:
         metrics.message(message.platform, match is not None)
         if match is None:
             return self._unmatched(rulebook, message, text, trace_id)
-        if self.switch is not None and await self.switch.is_off(message):
-            reason = "the bot is switched off in this chat (an admin can say '.tmy on')"
-            if self.commands is not None:
-                reason = reason.replace(".tmy", self.commands.prefix)
-            return self._no_run(message, text, trace_id, reason, rule=match.rule.id)
+        switch = self.switch
+        if switch is not None:
+            off = switch.cached(message)
+            if off is None:
+                off = await switch.is_off(message)
+            if off:
+                reason = "the bot is switched off in this chat (an admin can say '.tmy on')"
+                if self.commands is not None:
+                    reason = reason.replace(".tmy", self.commands.prefix)
+                return self._no_run(message, text, trace_id, reason, rule=match.rule.id)
         cooldown = match.rule.cooldown
         if cooldown is not None:
             left = await self.cooldown_claim(match.rule, message)
             if left > 0:
                 return await self._cooled(match, message, text, trace_id, left)
-        if logs.INFO_ENABLED:
-            self._log_received("info", message, text)
+        if logs.DEBUG_ENABLED:
+            self._log_received("debug", message, text)
             logs.emit(
-                "info",
+                "debug",
                 "rule.matched",
                 rule=match.rule.id,
                 trigger=match.trigger.source if match.trigger else "<session>",
@@ -373,11 +388,9 @@ class Engine:
     ) -> Reply:
         rule = match.rule
         reason = f"rule {rule.id!r} is cooling down ({left:.0f} s left)"
-        if logs.INFO_ENABLED:
-            self._log_received("info", message, text)
-            logs.emit("info", "run.cooldown", rule=rule.id, left=round(left, 1))
         template = rule.cooldown.reply
         if template is None:
+            self._log_cooldown(message, text, rule.id, left, "")
             return Reply("", rule.id, trace_id, reason=reason)
         loc = self.locals_for(match, message, text)
         loc["COOLDOWN_LEFT"] = max(1, round(left))
@@ -388,7 +401,24 @@ class Engine:
         except TmyError as exc:
             log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))
             return Reply("", rule.id, trace_id, error=f"cooldown reply: {exc}", reason=reason)
+        self._log_cooldown(message, text, rule.id, left, answer)
         return Reply(answer, rule.id, trace_id, reason=reason)
+
+    def _log_cooldown(
+        self, message: Message, text: str, rule: str, left: float, answer: str
+    ) -> None:
+        if logs.INFO_ENABLED:
+            logs.emit(
+                "info",
+                "run.cooldown",
+                rule=rule,
+                left=round(left, 1),
+                answer=preview(answer),
+                text=preview(text),
+                user=message.user,
+                chat=message.chat,
+                platform=message.platform,
+            )
 
     def _log_received(self, level: str, message: Message, text: str) -> None:
         logs.emit(
@@ -473,6 +503,70 @@ class Engine:
         STEP_SUMMARY and session alone: they belong to the rule the user reached.
         ``extra`` adds run locals (a cron run's ``FIRE_TIME``).
         """
+        started = time.perf_counter()
+        reply = await self._run(match, message, trace_id, text, finish, extra)
+        if logs.INFO_ENABLED:
+            self._log_run(match, message, text, reply, time.perf_counter() - started, finish)
+        return reply
+
+    def _log_run(
+        self,
+        match: Match,
+        message: Message,
+        text: str,
+        reply: Reply,
+        seconds: float,
+        finish: bool = True,
+    ) -> None:
+        """The run's one line at ``info``: enough for ``trace`` to rebuild it.
+
+        One line per run instead of one per event (received, matched, each
+        step's start and end, reply) is most of what a matched message costs;
+        per-event lines remain at ``debug``, and a step still running after
+        ``log.slow_step`` seconds logs ``step.running`` (a hung step stays visible).
+        """
+        q = match.question
+        answer = reply.text
+        logs.emit(
+            "info",
+            "run.done",
+            rule=match.rule.id,
+            trigger=match.trigger.source if match.trigger else "<session>",
+            text=text if len(text) <= PREVIEW else preview(text),
+            question=q if type(q) is str and len(q) <= PREVIEW else preview(q),
+            user=message.user,
+            chat=message.chat,
+            platform=message.platform,
+            answer=answer if len(answer) <= PREVIEW else preview(answer),
+            error=reply.error,
+            stopped=reply.stopped,
+            ms=round(seconds * 1000, 3),
+            steps=[
+                {
+                    "uri": r.uri,
+                    "plugin": r.plugin,
+                    "input": r.input if type(r.input) is str and len(r.input) <= PREVIEW
+                    else preview(r.input),
+                    "result": r.result if type(r.result) is str and len(r.result) <= PREVIEW
+                    else preview(r.result),
+                    "error": r.error or None,
+                    "ms": r.ms,
+                    "skipped": r.skipped,
+                }
+                for r in reply.steps
+            ],
+            **_NESTED if not finish else {},
+        )  # fmt: skip
+
+    async def _run(
+        self,
+        match: Match,
+        message: Message,
+        trace_id: str,
+        text: str,
+        finish: bool,
+        extra: dict[str, Any] | None,
+    ) -> Reply:
         rule = match.rule
         services = self.services
         rulebook = self.rulebook
@@ -494,11 +588,11 @@ class Engine:
             log.warning("run.failed", rule=rule.id, uri=loc.get("STEP_URI"), error=error)
             text_out = await self._error_text(run)
             return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
-        answer = (
-            to_text(loc.get("PRE_ANSWER"))
-            + to_text(loc.get("STEP_RESULT"))
-            + to_text(loc.get("POST_ANSWER"))
-        )
+        pre, result, post = loc.get("PRE_ANSWER"), loc.get("STEP_RESULT"), loc.get("POST_ANSWER")
+        if pre == "" and post == "" and type(result) is str:  # the usual reply: the result
+            answer = result
+        else:
+            answer = to_text(pre) + to_text(result) + to_text(post)
         limit = self.settings.max_reply_chars
         if len(answer) > limit:
             error = (
@@ -508,7 +602,7 @@ class Engine:
             log.warning("run.failed", rule=rule.id, uri=loc.get("STEP_URI"), error=error)
             text_out = await self._error_text(run)
             return Reply(text_out, rule.id, trace_id, error=error, steps=run.records)
-        if finish:
+        if finish and (rule.session > 0 or loc.get("STEP_SUMMARY")):
             await self._after_run(run)
         return Reply(answer, rule.id, trace_id, steps=run.records, stopped=run.stopped)
 

@@ -39,7 +39,7 @@ from tmy.rulebook.model import Rule, Step
 log = get_logger("tmy.run")
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
     """The state of one rule run."""
 
@@ -122,22 +122,28 @@ async def run_chain(run: Run) -> None:
 
 
 async def _steps(run: Run, steps: tuple[Step, ...]) -> None:
+    loc = run.vars.locals
+    records = run.records
+    perf_counter = time.perf_counter
     for step in steps:
         uri = step.uri
-        run.locals["STEP_URI"] = uri
-        run.locals["STEP_ERROR"] = ""
-        record = StepRecord(uri=uri, plugin=step.plugin)
-        run.records.append(record)
-        started = time.perf_counter()
+        loc["STEP_URI"] = uri
+        loc["STEP_ERROR"] = ""
+        record = StepRecord(uri, step.spec.name)
+        records.append(record)
+        started = perf_counter()
         try:
-            await _guarded(run, step, uri, record, first=True)
-            loops = _loop_hooks(run, step) if not record.skipped else []
-            count = 1
-            for hook in loops:
-                while not run.failed and await hook.again(run, step, record, count):
-                    count += 1
-                    run.locals["STEP_ERROR"] = ""
-                    await _guarded(run, step, uri, record, first=False)
+            if step.lock_roots or step.when is not None or step.extras:
+                await _guarded(run, step, uri, record, first=True)
+            else:  # the common step: no lock, no condition, no extension keys
+                await _execute(run, step, uri, record)
+            if step.extras and not record.skipped:
+                count = 1
+                for hook in _loop_hooks(run, step):
+                    while not run.failed and await hook.again(run, step, record, count):
+                        count += 1
+                        loc["STEP_ERROR"] = ""
+                        await _guarded(run, step, uri, record, first=False)
         except StepFailed:
             pass
         except TmyError as exc:
@@ -147,14 +153,15 @@ async def _steps(run: Run, steps: tuple[Step, ...]) -> None:
         except Exception as exc:  # a plugin bug must not take the daemon down
             log.exception("step.crashed", uri=uri, plugin=step.plugin)
             _fail(run, step, record, f"{type(exc).__name__}: {exc}")
-        run.locals.pop("INPUT", None)  # the temporary INPUT lives for one step
-        seconds = time.perf_counter() - started
+        if "INPUT" in loc:
+            del loc["INPUT"]  # the temporary INPUT lives for one step
+        seconds = perf_counter() - started
         record.ms = round(seconds * 1000, 3)
         if not record.skipped:
             metrics.step(step.plugin, seconds)
-        if not record.skipped and logs.INFO_ENABLED:
+        if not record.skipped and logs.DEBUG_ENABLED:  # at info: in the run's one line
             logs.emit(
-                "info",
+                "debug",
                 "step.done",
                 uri=uri,
                 plugin=step.plugin,
@@ -230,6 +237,7 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
             v.locals["INPUT"] = await v.read(step.INPUT.resolve(v))
         await v.fetch(step.when.names)
         if not truthy(step.when.evaluate(v)):
+            record.extra["skipped_by"] = "when"
             log.info("step.skipped", uri=uri, plugin=step.plugin, reason="when")
             return False
     if step.extras:
@@ -241,6 +249,7 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
                 and hasattr(hook, "before")
                 and not await hook.before(run, step, record)
             ):
+                record.extra["skipped_by"] = key
                 log.info("step.skipped", uri=uri, plugin=step.plugin, reason=key)
                 return False
     return True
@@ -248,12 +257,15 @@ async def _admitted(run: Run, step: Step, uri: str, record: StepRecord) -> bool:
 
 async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     v = run.vars
-    if logs.INFO_ENABLED:
-        logs.emit("info", "step.start", uri=uri, plugin=step.plugin)
-    value = await _step_input(run, step)
+    if logs.DEBUG_ENABLED:
+        logs.emit("debug", "step.start", uri=uri, plugin=step.plugin)
+    if type(step.input) is Constant and step.INPUT is None:  # a constant: nothing to fetch
+        value = step.input.evaluate(v)
+    else:
+        value = await _step_input(run, step)
     record.input = value
-    cfg = await _options(run, step)
     spec = step.spec
+    cfg = await _options(run, step) if spec.options else {}
     if spec.takes is str and not isinstance(value, str):
         value = (
             value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
@@ -262,13 +274,23 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     if spec.instant:
         result = await spec.run(value, cfg, ctx)
     else:
-        timeout = step.timeout or run.services.settings.step_timeout
+        settings = run.services.settings
+        timeout = step.timeout or settings.step_timeout
+        slow = None
+        after = settings.slow_step
+        if logs.INFO_ENABLED and not logs.DEBUG_ENABLED and after < timeout:
+            slow = asyncio.get_running_loop().call_later(
+                after, _still_running, uri, step.plugin, after
+            )
         try:
             async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
                 result = await spec.run(value, cfg, ctx)
         except TimeoutError:
             raise EvalError(f"step {uri} ({step.plugin}) timed out after {timeout:g} s") from None
-    run.locals["STEP_RESULT"] = result
+        finally:
+            if slow is not None:
+                slow.cancel()
+    v.locals["STEP_RESULT"] = result
     record.result = result
     if step.save is not None:
         await v.fetch(step.save.names)
@@ -282,6 +304,12 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
                 raise StepFailed
             return
         await v.write(path, result)
+
+
+def _still_running(uri: str, plugin: str, after: float) -> None:
+    """A step that has not finished ``after`` seconds in: logged so a hung step is visible
+    (the run's own line comes only when it ends). Runs in the step's context: same trace_id."""
+    logs.emit("info", "step.running", uri=uri, plugin=plugin, seconds=after)
 
 
 async def _step_input(run: Run, step: Step) -> Any:

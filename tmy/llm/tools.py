@@ -268,8 +268,8 @@ async def run_call(
         text = text[:RESULT_LIMIT] + f"\n…(cut: {len(text)} characters in all)"
     record.result = text
     record.ms = round((time.perf_counter() - started) * 1000, 3)
-    ctx.run.records.append(record)
-    log.info(
+    ctx.run.records.append(record)  # so the run's one line (run.done) lists the call
+    log.debug(
         "step.done",
         uri=uri,
         plugin=record.plugin,
