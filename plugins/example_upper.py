@@ -23,4 +23,5 @@ def register(registry: Registry) -> None:
         takes=str,
         options={"suffix": Option(str, default="", doc="text appended to the result")},
         doc="upper-cases its input",
+        pure=True,  # no I/O: "save: x" of a step reading x is one atomic store update
     )

@@ -199,10 +199,11 @@ async def store(store_url: str) -> AsyncIterator[Store]:
         await opened.close()
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True)
 def _quiet_logs() -> Iterator[None]:
     """JSON logs at warning level to stderr, as one-shot CLI commands do (tests that
-    inspect logs configure their own file)."""
+    inspect logs configure their own file). Per test: a command run in an earlier
+    test may have pointed the log at a captured stream pytest has closed since."""
     from tmy import logs
 
     logs.configure("warning")

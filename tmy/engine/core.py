@@ -581,6 +581,11 @@ class Engine:
             rulebook.locked_variables,
         )
         run = Run(rule, message, trace_id, variables, services)
+        if rule.prefetch:  # every declared variable the chain reads: one round-trip
+            try:
+                await variables.fetch(rule.prefetch)
+            except TmyError:
+                pass  # the step that needs it reports the store's error where it happens
         await run_chain(run)
         loc = variables.locals
         if run.failed:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmy import logs, metrics
-from tmy.engine.paths import Path, parse_path
+from tmy.engine.paths import Path, parse_path, set_in
 from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
@@ -35,6 +35,7 @@ from tmy.logs import get_logger, preview
 from tmy.message import Message, StepRecord
 from tmy.redact import redact
 from tmy.rulebook.model import Rule, Step
+from tmy.store.base import MISSING
 
 log = get_logger("tmy.run")
 
@@ -114,7 +115,7 @@ async def run_chain(run: Run) -> None:
     if run.failed or run.stopped:
         return
     async with run.vars.holding(rule.atomic_vars):
-        run.vars.forget()  # re-read what the locks now protect
+        run.vars.forget(rule.atomic_vars)  # re-read what the locks now protect
         await _steps(run, rule.steps[first : last + 1])
     if run.failed or run.stopped:
         return
@@ -198,10 +199,16 @@ async def _guarded(run: Run, step: Step, uri: str, record: StepRecord, *, first:
     if not step.lock_roots:
         await _run_step(run, step, uri, record, first=first)
         return
+    if step.atomic_update:  # pure: read, execute and write inside one store update
+        if first and not await _admitted(run, step, uri, record):
+            record.skipped = True
+            return
+        await _execute_atomic(run, step, uri, record)
+        return
     # a short lease the store renews while the step runs (a crashed daemon's lock
     # frees within seconds); the step's own timeout bounds how long it is held
     async with run.vars.holding(step.lock_roots):
-        run.vars.forget()  # re-read what the lock now protects
+        run.vars.forget(step.lock_roots)  # re-read what the lock now protects
         await _run_step(run, step, uri, record, first=first)
 
 
@@ -306,6 +313,82 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
         await v.write(path, result)
 
 
+async def _execute_atomic(run: Run, step: Step, uri: str, record: StepRecord) -> None:
+    """A pure step that reads and saves one variable, as one atomic store update.
+
+    Everything else the step reads is fetched first; then the input, options,
+    executor and save position are computed inside the store's update function
+    on the variable's current value, so a concurrent change makes the store
+    recompute it (compare-and-set) instead of every run waiting for a lock.
+    The function may run more than once: only pure executors get here.
+    """
+    v = run.vars
+    if logs.DEBUG_ENABLED:
+        logs.emit("debug", "step.start", uri=uri, plugin=step.plugin, atomic_update=True)
+    assert step.save is not None and step.save.root is not None
+    name = step.save.root
+    others = set(step.save.names)
+    for value in (step.input, *step.options.values()):
+        if value is not None:
+            others |= value.names
+    if step.INPUT is not None:
+        others |= step.INPUT.names | ({step.INPUT.root} if step.INPUT.root else set())
+    others.discard(name)
+    await v.fetch(others)
+    spec = step.spec
+    ctx = StepContext(run, step, uri, record)
+
+    def apply(current: Any) -> tuple[Any, tuple[Any, Any]]:
+        root = v.default(name) if current is MISSING else current
+        v.cache[name] = root
+        value = _input_now(run, step)
+        cfg = _options_now(run, step)
+        if spec.takes is str and not isinstance(value, str):
+            value = (
+                value.decode("utf-8", errors="replace")
+                if isinstance(value, bytes)
+                else to_text(value)
+            )
+        result = _drive(spec.run(value, cfg, ctx), step)
+        path = step.save.resolve(v)
+        new = set_in(root, path, result) if path.segments else result
+        return new, (new, (value, result))
+
+    new, (value, result) = await v.store.update(v.key(name), apply)
+    v.cache[name] = new
+    record.input = value
+    record.result = result
+    v.locals["STEP_RESULT"] = result
+
+
+def _drive(coro: Any, step: Step) -> Any:
+    """The result of a pure executor's coroutine, run to its end without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise EvalError(f"executor {step.plugin} is declared pure but waited on I/O")
+
+
+def _input_now(run: Run, step: Step) -> Any:
+    """:func:`_step_input` for a step whose values are all fetched (no list modes)."""
+    v = run.vars
+    path = step.INPUT.resolve(v) if step.INPUT is not None else None
+    if step.input is not None:
+        if path is not None:
+            v.locals["INPUT"] = v.peek(path)
+        value = step.input.evaluate(v)
+        if isinstance(step.input, Expression) and isinstance(value, str) and value in LIST_MODES:
+            raise EvalError(
+                f"input computed {value}, a list mode, but the step has no INPUT naming the list"
+            )
+        return value
+    if path is not None:
+        return v.peek(path)
+    return v.locals.get("STEP_RESULT")
+
+
 def _still_running(uri: str, plugin: str, after: float) -> None:
     """A step that has not finished ``after`` seconds in: logged so a hung step is visible
     (the run's own line comes only when it ends). Runs in the step's context: same trace_id."""
@@ -351,6 +434,14 @@ async def _step_input(run: Run, step: Step) -> Any:
 
 async def _options(run: Run, step: Step) -> dict[str, Any]:
     v = run.vars
+    for val in step.options.values():
+        await v.fetch(val.names)
+    return _options_now(run, step)
+
+
+def _options_now(run: Run, step: Step) -> dict[str, Any]:
+    """The step's options evaluated (every name they use already fetched)."""
+    v = run.vars
     cfg: dict[str, Any] = {}
     for name, opt in step.spec.options.items():
         val = step.options.get(name)
@@ -359,7 +450,6 @@ async def _options(run: Run, step: Step) -> dict[str, Any]:
         elif not opt.evaluate:
             cfg[name] = val
         else:
-            await v.fetch(val.names)
             value = val.evaluate(v)
             if opt.types and not val.constant and not isinstance(value, opt.types):
                 raise EvalError(

@@ -139,9 +139,13 @@ class Variables(Mapping[str, Any]):
     def is_persistent(self, name: str) -> bool:
         return name in self.declared
 
-    def forget(self) -> None:
-        """Drop cached persistent values (between steps, after taking a lock)."""
-        self.cache.clear()
+    def forget(self, names: Iterable[str] | None = None) -> None:
+        """Drop cached persistent values (all, or ``names``): re-read after taking a lock."""
+        if names is None:
+            self.cache.clear()
+            return
+        for name in names:
+            self.cache.pop(name, None)
 
     async def fetch(self, names: Iterable[str]) -> None:
         """Load the declared variables among ``names`` that are not cached yet."""
@@ -154,6 +158,10 @@ class Variables(Mapping[str, Any]):
 
     async def read(self, path: Path) -> Any:
         await self.fetch((path.root,))
+        return self.peek(path)
+
+    def peek(self, path: Path) -> Any:
+        """:meth:`read` for a root already fetched (inside a store update: no awaiting)."""
         try:
             root = self[path.root]
         except KeyError:

@@ -14,7 +14,7 @@ def default_registry() -> Registry:
     """A registry holding the built-in executors (ADJUST, HTTP, LLM)."""
     registry = Registry()
     registry.add(
-        "ADJUST", adjust, instant=True, doc="returns its input: copy, combine and store values"
+        "ADJUST", adjust, pure=True, doc="returns its input: copy, combine and store values"
     )
     registry.add(
         "HTTP",

@@ -45,6 +45,10 @@ class ExecutorSpec:
     doc: str = ""
     check: Callable[[dict[str, Any]], None] | None = None  # extra load-time check of constants
     instant: bool = False  # never waits on I/O (ADJUST): no step timeout is armed
+    # a function of its input and options only: no I/O, no side effects, never awaits.
+    # A pure step that reads and saves one variable is applied as one atomic store
+    # update (compare-and-set) instead of lock + read + write + unlock.
+    pure: bool = False
 
 
 class Registry:
@@ -64,13 +68,16 @@ class Registry:
         check: Callable[[dict[str, Any]], None] | None = None,
         replace: bool = False,
         instant: bool = False,
+        pure: bool = False,
     ) -> ExecutorSpec:
         """Register ``run`` under ``name``; a second registration of a name is refused."""
         if not name or not name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"executor name {name!r} must be letters, digits, '_' or '-'")
         if name in self._specs and not replace:
             raise ConfigError(f"executor {name!r} is registered twice")
-        spec = ExecutorSpec(name, run, dict(options or {}), takes, doc, check, instant)
+        spec = ExecutorSpec(
+            name, run, dict(options or {}), takes, doc, check, instant or pure, pure
+        )
         self._specs[name] = spec
         return spec
 

@@ -28,6 +28,7 @@ log = get_logger("tmy")
 _IGNORECASE = regex_module.IGNORECASE
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
+_RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
 
 
 @dataclass
@@ -64,6 +65,38 @@ class _Side:
                 auto.add_word(literal, literal)
             auto.make_automaton()
             self.automaton = auto
+
+    @property
+    def used(self) -> bool:
+        return bool(
+            self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
+        )
+
+    def collect(self, text: str, shown: str) -> list[tuple[Entry, str, dict[str, str]]]:
+        """:meth:`candidates` as a list, without a generator on the per-message path.
+
+        Exact and prefix literals (nearly every trigger) are plain dict lookups
+        here; the rarer kinds fall back to :meth:`candidates`.
+        """
+        src = shown if len(shown) == len(text) else text
+        size = len(text)
+        found: list[tuple[Entry, str, dict[str, str]]] = []
+        exact = self.exact.get(text)
+        if exact is not None:
+            for e in exact:
+                found.append((e, "", {}))
+        prefix = self.prefix
+        for n in self.prefix_lengths:
+            if n > size:
+                break
+            hit = prefix.get(text[:n])
+            if hit is not None:
+                question = src[n:].strip()
+                for e in hit:
+                    found.append((e, question, {}))
+        if self.suffix or self.contains or self.regex or self.any:
+            found.extend(self.candidates(text, shown, _RARE_KINDS))
+        return found
 
     def candidates(
         self, text: str, shown: str, kinds: frozenset[str] | None = None
@@ -153,8 +186,9 @@ class TriggerIndex:
     def match(self, text: str, admits: Callable[[Any], bool] = lambda rule: True) -> Match | None:
         """The best rule for ``text`` whose filters admit the message, or None."""
         shown = normalise(text)
-        found = list(self.folded.candidates(fold(shown), shown))
-        found.extend(self.sensitive.candidates(shown, shown))
+        found = self.folded.collect(fold(shown), shown)
+        if self.sensitive.used:
+            found.extend(self.sensitive.candidates(shown, shown))
         if not found:
             return None
         if len(found) > 1:

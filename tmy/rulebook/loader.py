@@ -281,6 +281,7 @@ class _Loader:
         index = TriggerIndex(rules)
         locked = frozenset(name for r in rules for st in r.steps for name in st.lock_roots)
         locked |= {name for r in rules for name in r.atomic_vars}
+        locked -= _atomic_updates(rules)
         return Rulebook(
             tests=tuple(self.tests),
             locked_variables=locked,
@@ -397,7 +398,10 @@ class _Loader:
         if len(self.errors) > before:
             return None
         atomic_vars, span = self.atomic_span(steps) if atomic else ((), (0, -1))
+        locked = {name for st in steps for name in st.lock_roots} | set(atomic_vars)
+        reads = set().union(*(self.access(st)[0] for st in steps)) if steps else set()
         return Rule(
+            prefetch=tuple(sorted(reads - locked)),
             cooldown=cooldown,
             atomic_vars=atomic_vars,
             atomic_span=span,
@@ -472,22 +476,9 @@ class _Loader:
         reads: list[set[str]] = []
         writes: list[set[str]] = []
         for st in steps:
-            names: set[str] = set()
-            for v in (st.input, st.list_mode, st.when, st.stop, *st.options.values()):
-                if v is not None:
-                    names |= v.names
-            if st.INPUT is not None:
-                names |= st.INPUT.names
-                names |= {st.INPUT.root} if st.INPUT.root else declared
-            if st.save is not None:
-                names |= st.save.names
-            wrote: set[str] = set(st.lock_roots)
-            if st.save is not None and st.save.root in declared:
-                wrote.add(st.save.root)
-            if st.list_mode is not None and st.INPUT is not None:
-                wrote |= {st.INPUT.root} if st.INPUT.root else declared
-            reads.append(names & declared)
-            writes.append(wrote & declared)
+            r, w = self.access(st)
+            reads.append(r)
+            writes.append(w)
         first, last, held = len(steps), -1, set()
         for name in declared:
             read_at = [i for i, r in enumerate(reads) if name in r]
@@ -500,6 +491,25 @@ class _Loader:
         for i in range(first, last + 1):
             held |= writes[i]
         return tuple(sorted(held)), (first, last)
+
+    def access(self, st: Step) -> tuple[set[str], set[str]]:
+        """The declared variables a step may read, and those it may write."""
+        declared = set(self.variables)
+        names: set[str] = set()
+        for v in (st.input, st.list_mode, st.when, st.stop, *st.options.values()):
+            if v is not None:
+                names |= v.names
+        if st.INPUT is not None:
+            names |= st.INPUT.names
+            names |= {st.INPUT.root} if st.INPUT.root else declared
+        if st.save is not None:
+            names |= st.save.names
+        wrote: set[str] = set(st.lock_roots)
+        if st.save is not None and st.save.root in declared:
+            wrote.add(st.save.root)
+        if st.list_mode is not None and st.INPUT is not None:
+            wrote |= {st.INPUT.root} if st.INPUT.root else declared
+        return names & declared, wrote & declared
 
     def compile_step(
         self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
@@ -749,6 +759,47 @@ class _Loader:
             self.error(f"'{key}' must be a list of names", file, raw.line_of(key))
             return None
         return frozenset(str(v) for v in val)
+
+
+def _atomic_updates(rules: list[Rule]) -> set[str]:
+    """Mark the steps applied as one atomic store update; return the variables they free.
+
+    A step qualifies when its executor is pure and the only variable it holds
+    locked is the one it saves (``input: "?= hits + 1", save: hits``): the read,
+    the executor and the write then run inside the store's compare-and-set, and
+    a concurrent change makes it recompute instead of waiting for a lock. That
+    is safe only if no other step in the rulebook holds that variable's lock
+    across I/O (an impure read-modify-write, or a multi-step span): an update
+    landing inside such a step's lock would be overwritten. Those variables keep
+    the lock everywhere.
+    """
+    steps_of: dict[str, list[Step]] = {}
+    for r in rules:
+        for st in r.steps:
+            for name in st.lock_roots:
+                steps_of.setdefault(name, []).append(st)
+    spans = {name for r in rules for name in r.atomic_vars}
+    freed = set()
+    for name, steps in steps_of.items():
+        if name in spans or not all(_updatable(st, name) for st in steps):
+            continue
+        for st in steps:
+            st.atomic_update = True
+        freed.add(name)
+    return freed
+
+
+def _updatable(st: Step, name: str) -> bool:
+    return (
+        st.spec.pure
+        and st.lock_roots == (name,)
+        and st.save is not None
+        and st.save.root == name
+        and name not in st.save.names
+        and st.list_mode is None
+        and not st.extras
+        and (st.when is None or name not in st.when.names)
+    )
 
 
 def _plain(value: Any) -> Any:

@@ -107,6 +107,9 @@ class Step:
     extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
     file: str
     line: int
+    # set by the loader: a pure step that reads and saves one variable nothing else
+    # locks, applied as one atomic store update (no lock round-trips)
+    atomic_update: bool = False
 
     @property
     def plugin(self) -> str:
@@ -136,6 +139,8 @@ class Rule:
     # ``atomic_span[0]`` to ``atomic_span[1]`` inclusive; ``()`` when none.
     atomic_vars: tuple[str, ...] = ()
     atomic_span: tuple[int, int] = (0, -1)
+    # declared variables the run reads, fetched in one round-trip when it starts
+    prefetch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
