@@ -173,3 +173,22 @@ rules:
         assert await bot.say("inc yes") == "n=1"
         expected = "n=1" if when.startswith("?=") else "n=2"
         assert await bot.say("inc no") == expected
+
+
+def test_a_rule_prefetches_what_it_reads_but_not_what_it_only_takes_from() -> None:
+    book = load(
+        """
+variables:
+  items: {default: [a, b]}
+  last: {scope: user, default: ""}
+  greeting: {default: hi}
+rules:
+  - id: chain
+    triggers: [chain]
+    steps:
+      - {plugin: ADJUST, input: "{greeting} {last}"}
+      - {plugin: ADJUST, save: last}
+      - {plugin: ADJUST, input: LOOPBACK, INPUT: items}
+"""
+    )
+    assert book.by_id["chain"].prefetch == ("greeting", "last")

@@ -400,6 +400,16 @@ class _Loader:
         atomic_vars, span = self.atomic_span(steps) if atomic else ((), (0, -1))
         locked = {name for st in steps for name in st.lock_roots} | set(atomic_vars)
         reads = set().union(*(self.access(st)[0] for st in steps)) if steps else set()
+        # a constant list mode takes from its list inside one store update: nothing to prefetch
+        taken = {
+            st.INPUT.root
+            for st in steps
+            if isinstance(st.list_mode, Constant) and st.INPUT is not None and st.INPUT.root
+        }
+        untaken = set().union(
+            *(self.access(st)[0] for st in steps if not isinstance(st.list_mode, Constant))
+        ) if steps else set()  # fmt: skip
+        reads -= taken - untaken
         return Rule(
             prefetch=tuple(sorted(reads - locked)),
             cooldown=cooldown,
