@@ -186,9 +186,12 @@ rules:
   - id: chain
     triggers: [chain]
     steps:
-      - {plugin: ADJUST, input: "{greeting} {last}"}
+      - {plugin: ADJUST, input: "{greeting}"}
       - {plugin: ADJUST, save: last}
       - {plugin: ADJUST, input: LOOPBACK, INPUT: items}
+      - {plugin: ADJUST, input: "{STEP_RESULT} {last}"}
 """
     )
-    assert book.by_id["chain"].prefetch == ("greeting", "last")
+    rule = book.by_id["chain"]
+    assert rule.atomic_vars == ()
+    assert rule.prefetch == ("greeting", "last")  # items: only taken from; last: read at the end
