@@ -25,7 +25,11 @@ COMMON = {
     "config": ("config file (default config/tmy.yaml)", "TMY_CONFIG"),
     "rules": ("rules directory", "TMY_RULES"),
     "store": ("store URL: sqlite:///data/tmy.db or redis://host:6379/0", "TMY_STORE"),
-    "user": ("user id for chat/ask/vars (default: you)", "TMY_USER"),
+    "user": ("user id for chat/ask/vars/explain (default: $USER, else console)", "TMY_USER"),
+    "user-name": (
+        "display name (USER_NAME) for chat/ask/explain (default: the user id)",
+        "TMY_USER_NAME",
+    ),
     "chat": ("chat id for chat/ask/vars (default: private chat)", "TMY_CHAT"),
     "platform": ("platform name for chat/ask/vars (default: console)", "TMY_PLATFORM"),
     "log-level": ("debug | info | warning | error", "TMY_LOG_LEVEL"),
@@ -33,6 +37,15 @@ COMMON = {
 
 # Extra subcommands: name -> (configure(subparser), run(args, settings) -> int).
 COMMANDS: dict[str, Any] = {}
+# The modules that add them when imported (after this module is loaded: they import it).
+COMMAND_MODULES = ("tmy.app", "tmy.explain", "tmy.tracelog", "tmy.ruletests")
+# One help line each for ``--help`` (the modules' own descriptions are longer).
+COMMAND_HELP = {
+    "ctx": "print the LLM request a message would send, without sending it",
+    "explain": "why the bot answers a message (or not): matches, near misses, each step",
+    "trace": "rebuild a past run from the JSON log (--follow tails it)",
+    "test": "run the tests: of rules files; exit 1 when a case fails",
+}
 
 
 def _common() -> argparse.ArgumentParser:
@@ -68,10 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reload", parents=[common], help="make the running daemon reload its rules")
     p.add_argument("--url", help="the daemon's listener (default: from adapters.http.listen)")
     p.add_argument("--key", help="API key for the listener [TMY_API_KEY]")
-    import tmy.app  # noqa: F401  (installs extensions, which add their commands)
+    import importlib
 
+    for module in COMMAND_MODULES:  # installs extensions, which add their commands
+        importlib.import_module(module)
     for name, (configure, _) in COMMANDS.items():
-        configure(sub.add_parser(name, parents=[common]))
+        configure(sub.add_parser(name, parents=[common], help=COMMAND_HELP.get(name)))
     return parser
 
 
@@ -92,11 +107,15 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def identity(args: argparse.Namespace) -> dict[str, str]:
-    return {
+    who = {
         "user": _opt(args, "user") or os.environ.get("USER") or "console",
         "chat": _opt(args, "chat") or "",
         "platform": _opt(args, "platform") or "console",
     }
+    name = _opt(args, "user-name")
+    if name:
+        who["user_name"] = name
+    return who
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +176,8 @@ def cmd_check(settings: Settings, path: str | None) -> int:
         f"ok: {len(rulebook.rules)} rules, {triggers} triggers, "
         f"{len(rulebook.variables)} variables in {len(rulebook.files)} files"
     )
+    for line in rulebook.atomic_report:
+        print(f"atomic: {line}")
     return 0
 
 
@@ -171,7 +192,7 @@ async def cmd_ask(settings: Settings, text: str, as_json: bool, who: dict[str, s
         print(json.dumps(_jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
     else:
         if reply.rule is None:
-            print("(no rule matched)", file=sys.stderr)
+            print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
         if reply.error:
             print(f"error: {reply.error}", file=sys.stderr)
         if reply.text:

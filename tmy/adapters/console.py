@@ -22,8 +22,10 @@ class ConsoleAdapter:
     name = "console"
 
     def __init__(self, user: str = "console", chat: str = "", platform: str = "console",
-                 out: TextIO | None = None, prompt: str = "> ") -> None:  # fmt: skip
+                 out: TextIO | None = None, prompt: str = "> ",
+                 user_name: str = "") -> None:  # fmt: skip
         self.user, self.chat, self.platform = user, chat, platform
+        self.user_name = user_name
         self.out = out or sys.stdout
         self.prompt = prompt
         self.done = asyncio.Event()
@@ -95,7 +97,13 @@ class ConsoleAdapter:
                 if line.strip() in ("/quit", "/exit"):
                     break
                 reply = await handle(
-                    Message(line, user=self.user, chat=self.chat, platform=self.platform)
+                    Message(
+                        line,
+                        user=self.user,
+                        chat=self.chat,
+                        platform=self.platform,
+                        user_name=self.user_name,
+                    )
                 )
                 if reply.error:
                     print(f"[{reply.rule}] error: {reply.error}", file=sys.stderr)
