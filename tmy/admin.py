@@ -51,13 +51,6 @@ class ChatSwitch:
         self.store = store
         self._cache: dict[tuple[str, str], tuple[bool, float]] = {}
 
-    def cached(self, message: Message) -> bool | None:
-        """The cached answer for this chat, or None when it must be read (the hot path)."""
-        hit = self._cache.get((message.platform, message.chat))
-        if hit is not None and hit[1] > time.monotonic():
-            return hit[0]
-        return None
-
     async def is_off(self, message: Message) -> bool:
         now = time.monotonic()
         hit = self._cache.get((message.platform, message.chat))

@@ -224,9 +224,12 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
                 None, method, {"exc_info": exc}
             )["exception"]
     try:
-        line = orjson.dumps(event, option=_NON_STR_KEYS, default=str)
-    except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose the line
-        line = json.dumps(event, default=str).encode()
+        line = orjson.dumps(event)  # the usual line: plain JSON values (options cost a third)
+    except TypeError:
+        try:  # non-string keys, objects JSON cannot hold (rendered with str)
+            line = orjson.dumps(event, option=_NON_STR_KEYS, default=str)
+        except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose it
+            line = json.dumps(event, default=str).encode()
     if redact.active():  # configured secrets (API keys, passwords) never reach the log
         line = redact.redact_line(line)
     return line

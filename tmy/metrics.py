@@ -312,19 +312,26 @@ _RELOAD_ERROR = RELOADS.labels("error")
 def message(platform: str, matched: bool) -> None:
     """One message received from ``platform``; ``matched`` when it hit a rule."""
     received, hit, missed = _messages(platform)
-    received.inc()
-    (hit if matched else missed).inc()
+    received.value += 1
+    if matched:
+        hit.value += 1
+    else:
+        missed.value += 1
 
 
 def run(rule: str, ok: bool) -> None:
     """One run of ``rule`` ended (``ok`` False when it ended with an error)."""
-    children = _runs(rule)
-    children[0 if ok else 1].inc()
+    _runs(rule)[0 if ok else 1].value += 1
 
 
 def step(plugin: str, seconds: float) -> None:
     """One executed step of executor ``plugin`` took ``seconds``."""
     _steps(plugin).observe(seconds)
+
+
+def step_meter(plugin: str) -> Any:
+    """The histogram child of ``plugin``'s steps, for a caller that keeps it (``observe``)."""
+    return _steps(plugin)
 
 
 def store_op(op: str, seconds: float) -> None:

@@ -31,6 +31,7 @@ from tmy.engine.paths import Path, parse_path, set_in
 from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
+from tmy.executors.adjust import adjust
 from tmy.logs import get_logger, preview
 from tmy.message import Message, StepRecord
 from tmy.redact import redact
@@ -108,21 +109,22 @@ async def run_chain(run: Run) -> None:
     """
     rule = run.rule
     if not rule.atomic_vars:
-        await _steps(run, rule.steps)
+        await run_steps(run, rule.steps)
         return
     first, last = rule.atomic_span
-    await _steps(run, rule.steps[:first])
+    await run_steps(run, rule.steps[:first])
     if run.failed or run.stopped:
         return
     async with run.vars.holding(rule.atomic_vars):
         run.vars.forget(rule.atomic_vars)  # re-read what the locks now protect
-        await _steps(run, rule.steps[first : last + 1])
+        await run_steps(run, rule.steps[first : last + 1])
     if run.failed or run.stopped:
         return
-    await _steps(run, rule.steps[last + 1 :])
+    await run_steps(run, rule.steps[last + 1 :])
 
 
-async def _steps(run: Run, steps: tuple[Step, ...]) -> None:
+async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
+    """Run ``steps`` in order (the chain of a rule without an atomic span)."""
     loc = run.vars.locals
     records = run.records
     perf_counter = time.perf_counter
@@ -159,7 +161,10 @@ async def _steps(run: Run, steps: tuple[Step, ...]) -> None:
         seconds = perf_counter() - started
         record.ms = round(seconds * 1000, 3)
         if not record.skipped:
-            metrics.step(step.plugin, seconds)
+            meter = step.meter
+            if meter is None:
+                meter = step.meter = metrics.step_meter(step.spec.name)
+            meter.observe(seconds)
         if not record.skipped and logs.DEBUG_ENABLED:  # at info: in the run's one line
             logs.emit(
                 "debug",
@@ -277,10 +282,12 @@ async def _execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
         value = (
             value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
         )
-    ctx = StepContext(run, step, uri, record)
-    if spec.instant:
-        result = await spec.run(value, cfg, ctx)
+    if spec.run is adjust:  # ADJUST returns its input: no coroutine, no context to build
+        result = value
+    elif spec.instant:
+        result = await spec.run(value, cfg, StepContext(run, step, uri, record))
     else:
+        ctx = StepContext(run, step, uri, record)
         settings = run.services.settings
         timeout = step.timeout or settings.step_timeout
         slow = None

@@ -110,6 +110,7 @@ class Step:
     # set by the loader: a pure step that reads and saves one variable nothing else
     # locks, applied as one atomic store update (no lock round-trips)
     atomic_update: bool = False
+    meter: Any = None  # this executor's step-duration histogram, looked up on first use
 
     @property
     def plugin(self) -> str:
