@@ -138,6 +138,8 @@ async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
         try:
             if step.lock_roots or step.when is not None or step.extras:
                 await _guarded(run, step, uri, record, first=True)
+            elif step.constant is not None:  # ADJUST of a constant: the reply of a FAQ rule
+                record.input = record.result = loc["STEP_RESULT"] = step.constant.evaluate(None)
             else:  # the common step: no lock, no condition, no extension keys
                 await _execute(run, step, uri, record)
             if step.extras and not record.skipped:

@@ -23,6 +23,7 @@ from tmy.engine.values import (
     compile_value,
 )
 from tmy.errors import EvalError, RuleError, RuleErrors, StoreError
+from tmy.executors.adjust import adjust
 from tmy.executors.registry import Registry
 from tmy.hints import did_you_mean
 from tmy.rulebook.index import TriggerIndex
@@ -648,7 +649,7 @@ class _Loader:
         if INPUT is not None:
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         lock_roots = self.lock_roots(save, reads, INPUT is not None and INPUT.root is None)
-        return Step(
+        step = Step(
             index=index,
             id=sid,
             spec=spec,
@@ -667,6 +668,16 @@ class _Loader:
             file=file,
             line=raw.line,
         )
+        if (
+            spec.run is adjust
+            and isinstance(input_value, Constant)
+            and INPUT is None
+            and save is None
+            and stop is None
+            and not options
+        ):
+            step.constant = input_value
+        return step
 
     # -- helpers -----------------------------------------------------------------------------
 

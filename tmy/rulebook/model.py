@@ -111,6 +111,9 @@ class Step:
     # locks, applied as one atomic store update (no lock round-trips)
     atomic_update: bool = False
     meter: Any = None  # this executor's step-duration histogram, looked up on first use
+    # set by the loader: the Constant an ADJUST step without INPUT, save or options
+    # returns (no input to compute, nothing to store): run without an executor call
+    constant: Any = None
 
     @property
     def plugin(self) -> str:
