@@ -75,12 +75,37 @@ async def test_mock_response_is_checked_by_the_contract() -> None:
 async def test_mock_fail_exhausts_the_retries() -> None:
     async with Bot({"r.yaml": rules(ASK + "        retries: 1\n")}) as bot:
         reply = await bot.ask("t MOCK:FAIL")
+        assert reply.error == (  # no output contract: the answer itself was unusable (seed 000)
+            "the model's answer was unusable after 2 attempts: the answer was empty"
+        )
+        assert "contract" not in reply.error
+        assert reply.text.startswith("failed: ")
+        assert len(reply.steps[0].extra["llm"]["calls"]) == 2
+
+
+async def test_mock_fail_on_a_contract_step_is_a_contract_error() -> None:
+    async with Bot({"r.yaml": rules(ASK + "        returns: int\n        retries: 1\n")}) as bot:
+        reply = await bot.ask("t MOCK:FAIL")
         assert reply.error == (
             "the model's answer did not meet the output contract after 2 attempts: "
             "the answer was empty"
         )
-        assert reply.text.startswith("failed: ")
-        assert len(reply.steps[0].extra["llm"]["calls"]) == 2
+
+
+async def test_mock_repair_on_a_judgement_is_true_after_one_retry() -> None:
+    rules_text = """
+rules:
+  - id: j
+    triggers: ["j *"]
+    steps:
+      - {plugin: ADJUST, input: "branch taken", when_llm: "is it so: {QUESTION}"}
+      - {plugin: ADJUST, input: "?= STEP_RESULT or 'skipped'"}
+"""
+    async with Bot({"r.yaml": rules_text}) as bot:
+        reply = await bot.ask("j MOCK:REPAIR")
+        assert reply.error is None and reply.text == "branch taken"
+        stats = reply.steps[0].extra["when_llm"]
+        assert len(stats[0]["calls"]) == 2  # unusable first, then 1 once the hint is there
 
 
 async def test_mock_repair_succeeds_once_the_retry_hint_is_there() -> None:

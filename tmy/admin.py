@@ -76,11 +76,84 @@ class ChatSwitch:
         self._cache[(message.platform, message.chat)] = (off, time.monotonic() + OFF_CACHE_SECONDS)
 
 
+_TYPE_NAMES = {list: "list", dict: "dict", bool: "bool", int: "int", float: "float", str: "str"}
+_FORCE = "--force"
+
+
+def _type_name(value: Any) -> str:
+    """The JSON-ish type word of ``value``: list, dict, bool, int, float, str (or null)."""
+    if value is None:
+        return "null"
+    for kind, word in _TYPE_NAMES.items():  # bool before int: True is not a number here
+        if isinstance(value, kind):
+            return word
+    return type(value).__name__
+
+
+def _fits(declared: str, value: Any) -> bool:
+    """Whether ``value`` may replace a variable whose default is a ``declared`` (int for float)."""
+    got = _type_name(value)
+    return declared in ("null", got) or (declared == "float" and got == "int")
+
+
+def _split_force(value: str | None, force: bool) -> tuple[str | None, bool]:
+    """A trailing word ``--force`` (the admin command's form) taken off the value."""
+    if value is not None and (value == _FORCE or value.endswith(" " + _FORCE)):
+        value = value[: -len(_FORCE)].rstrip() or None
+        force = True
+    return value, force
+
+
+def _typed_value(name: str, default: Any, text: str, force: bool) -> Any:
+    """VALUE as JSON, or as plain text, whichever has the default's type; CommandError if none.
+
+    ``vars set greeting 42`` stores the text "42" when greeting's default is a string;
+    a value of another type than the default is refused unless ``force``.
+    """
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = text
+    if force:
+        return parsed
+    declared = _type_name(default)
+    for candidate in (parsed, text):
+        if _fits(declared, candidate):
+            return candidate
+    got = _type_name(parsed)
+    shown = preview(text, 60)
+    article = "an" if got[0] in "aeiou" else "a"
+    want = {
+        "list": 'a JSON list, e.g. ["a", "b"]',
+        "dict": 'a JSON object, e.g. {"key": "value"}',
+        "bool": "true or false",
+        "int": "a whole number, e.g. 3",
+        "float": "a number, e.g. 2.5",
+    }.get(declared, "a value of that type")
+    raise CommandError(
+        f"{name} is declared as {declared} (default {json.dumps(default, ensure_ascii=False)}), "
+        f"but {shown!r} is {article} {got}: give {want}, or add --force to store it anyway"
+    )
+
+
 async def vars_command(
-    rulebook: Any, store: Store, who: Message, action: str, name: str | None, value: str | None
+    rulebook: Any,
+    store: Store,
+    who: Message,
+    action: str,
+    name: str | None,
+    value: str | None,
+    force: bool = False,
 ) -> str:
-    """``vars list|get|set|del`` for the CLI and the admin command: the text to show."""
+    """``vars list|get|set|del`` for the CLI and the admin command: the text to show.
+
+    ``set`` of a whole variable checks VALUE against the type of its declared default
+    (list, dict, int, float, str, bool; an int is fine where a float is declared) and
+    refuses a mismatch unless ``force`` — or a trailing word ``--force`` in VALUE, the
+    form the admin command ``.tmy vars set NAME VALUE --force`` passes.
+    """
     declared = rulebook.variables
+    value, force = _split_force(value, force)
     if action == "list":
         lines = []
         for var, decl in sorted(declared.items()):
@@ -115,10 +188,13 @@ async def vars_command(
         return f"{path.root} reset to its default"
     if value is None:
         raise CommandError("vars set needs a value (JSON, or a plain string)")
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = value
+    if path.segments:  # one position inside: the default says nothing about its type
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+    else:
+        parsed = _typed_value(path.root, decl.default, value, force)
     await Variables({}, declared, store, who, rulebook.locked_variables).write(path, parsed)
     return json.dumps(await store.get(key), ensure_ascii=False)
 

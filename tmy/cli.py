@@ -1,9 +1,9 @@
 """``python run.py …`` / ``tmy …``: serve, chat, ask, check, vars, cron, reload.
 
 Common options work before or after the command: ``--config``, ``--rules``,
-``--store``, ``--user``, ``--chat``, ``--platform``, ``--log-level`` (each has a
-``TMY_*`` environment twin). Exit codes: 0 ok, 1 the command failed (rule
-errors, a failed run with ``ask``), 2 bad usage or configuration.
+``--store``, ``--user``, ``--user-name``, ``--chat``, ``--platform``,
+``--log-level`` (each has a ``TMY_*`` environment twin). Exit codes: 0 ok, 1 the
+command failed (rule errors, a failed run with ``ask``), 2 bad usage or configuration.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from tmy.errors import ConfigError, RuleError, TmyError
 
 # name -> (help, env var)
 COMMON = {
-    "config": ("config file (default config/tmy.yaml)", "TMY_CONFIG"),
+    "config": (
+        "config file; its relative paths are relative to its directory (default: "
+        "./config/tmy.yaml, else the checkout's config/tmy.yaml)",
+        "TMY_CONFIG",
+    ),
     "rules": ("rules directory", "TMY_RULES"),
     "store": ("store URL: sqlite:///data/tmy.db or redis://host:6379/0", "TMY_STORE"),
     "user": ("user id for chat/ask/vars/explain (default: $USER, else console)", "TMY_USER"),
@@ -35,7 +39,9 @@ COMMON = {
     "log-level": ("debug | info | warning | error", "TMY_LOG_LEVEL"),
 }
 
-# Extra subcommands: name -> (configure(subparser), run(args, settings) -> int).
+# Extra subcommands: name -> (configure(subparser), run(args, settings) -> int[, help]).
+# The --help line is the optional third element, else COMMAND_HELP[name], else the
+# first sentence of the parser description configure() sets, else its docstring's.
 COMMANDS: dict[str, Any] = {}
 # The modules that add them when imported (after this module is loaded: they import it).
 COMMAND_MODULES = ("tmy.app", "tmy.explain", "tmy.tracelog", "tmy.ruletests")
@@ -76,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "get", "set", "del"])
     p.add_argument("name", nargs="?", help="variable name (or path for get)")
     p.add_argument("value", nargs="?", help="for set: JSON, or a plain string")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="set: store VALUE even when its type differs from the declared default's",
+    )
     p = sub.add_parser("cron", parents=[common], help="scheduled rules: next fire times, last runs")
     p.add_argument("--json", action="store_true", help="print the jobs as JSON")
     p = sub.add_parser("reload", parents=[common], help="make the running daemon reload its rules")
@@ -85,9 +96,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in COMMAND_MODULES:  # installs extensions, which add their commands
         importlib.import_module(module)
-    for name, (configure, _) in COMMANDS.items():
-        configure(sub.add_parser(name, parents=[common], help=COMMAND_HELP.get(name)))
+    for name, entry in COMMANDS.items():
+        configure = entry[0]
+        configure(sub.add_parser(name, parents=[common], help=_command_help(name, entry)))
     return parser
+
+
+def _first_sentence(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    for end in (". ", "; "):
+        text = text.split(end, 1)[0]
+    return text.rstrip(".")
+
+
+def _command_help(name: str, entry: tuple[Any, ...]) -> str:
+    """The one ``--help`` line of an extension command (never empty: it must be listed)."""
+    if len(entry) > 2 and entry[2]:
+        return str(entry[2])
+    if name in COMMAND_HELP:
+        return COMMAND_HELP[name]
+    probe = argparse.ArgumentParser(add_help=False)  # configure() only adds arguments
+    entry[0](probe)
+    return (
+        _first_sentence(probe.description)
+        or _first_sentence(entry[0].__doc__)
+        or f"the {name} command"
+    )
 
 
 def _opt(args: argparse.Namespace, name: str) -> Any:
@@ -247,6 +281,7 @@ async def cmd_vars(settings: Settings, args: argparse.Namespace, who: dict[str, 
                 args.action,
                 args.name,
                 args.value,
+                force=args.force,
             )
         except CommandError as exc:
             raise ConfigError(str(exc)) from None

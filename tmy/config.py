@@ -1,7 +1,15 @@
 """Settings: ``config/tmy.yaml``, then ``TMY_*`` environment variables, then CLI flags.
 
-Relative paths (rules, plugins, a ``sqlite:///relative.db`` store, the log
-file) are relative to the directory the daemon is started from.
+Relative paths written in a config file (``rules``, ``plugins``, a
+``sqlite:///relative.db`` store, ``log.file``) are relative to the directory of
+that file, so the daemon finds the same files whatever directory it is started
+from; paths from the environment or the command line (and the built-in defaults,
+used when there is no config file) are relative to the working directory.
+
+Without ``--config`` / ``TMY_CONFIG`` the config is ``config/tmy.yaml`` in the
+working directory, else the one of the checkout tmy runs from (next to the
+``tmy`` package: ``python /path/to/checkout/run.py`` works from anywhere), else
+none: the built-in defaults.
 """
 
 from __future__ import annotations
@@ -15,8 +23,12 @@ import yaml
 
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
+from tmy.rulebook.yamlhints import diagnose, message
 
 DEFAULT_CONFIG = Path("config/tmy.yaml")
+# A checkout's own config: <checkout>/config/tmy.yaml beside <checkout>/tmy/ (absent when
+# tmy is installed as a package, whose directory holds no config/).
+CHECKOUT_CONFIG = Path(__file__).resolve().parent.parent / DEFAULT_CONFIG
 
 # config key -> environment variable
 ENV = {
@@ -175,16 +187,50 @@ def _check(section: str, data: Any, source: str) -> None:
             _check(sub, value, source)
 
 
+def _relative_to(value: str, base: Path) -> str:
+    """``value`` (a path) read relative to ``base``; kept short when it lies below the cwd."""
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path)
+    full = Path(os.path.normpath(base / path))
+    try:
+        return str(full.relative_to(Path.cwd()))
+    except ValueError:
+        return str(full)
+
+
+def _resolve_paths(values: dict[str, Any], base: Path) -> None:
+    """Relative paths from the config file: relative to its directory ``base``."""
+    for key in ("rules", "plugins"):
+        if isinstance(values.get(key), str):
+            values[key] = _relative_to(values[key], base)
+    if values.get("log_file"):
+        values["log_file"] = _relative_to(values["log_file"], base)
+    store = values.get("store")
+    if isinstance(store, str) and store.lower().startswith("sqlite:///"):
+        rest = store[len("sqlite:///") :]
+        if rest and not rest.startswith("/") and rest != ":memory:":
+            resolved = _relative_to(rest, base)  # an absolute path makes four slashes
+            values["store"] = f"{store[: len('sqlite:///')]}{resolved}"
+
+
 def load_settings(
     config: Path | str | None = None, env: dict[str, str] | None = None, **overrides: Any
 ) -> Settings:
     """Read the config file (optional when it is the default path), env, then overrides."""
     env = dict(os.environ if env is None else env)
     path = Path(config or env.get("TMY_CONFIG") or DEFAULT_CONFIG)
+    if not (config or env.get("TMY_CONFIG")) and not path.exists() and CHECKOUT_CONFIG.exists():
+        path = CHECKOUT_CONFIG
     data: dict[str, Any] = {}
     if path.exists():
+        text = path.read_text(encoding="utf-8")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = yaml.safe_load(text) or {}
+        except yaml.MarkedYAMLError as exc:
+            line, what, hint = diagnose(text, exc)
+            where = f"{path}:{line}" if line else str(path)
+            raise ConfigError(f"{where}: {message(what, hint, where)}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: invalid YAML: {exc}") from None
         _check("", data, str(path))
@@ -221,6 +267,8 @@ def load_settings(
         "llm": data.get("llm"),
         "adapters": {k: dict(adapters.get(k) or {}) for k in PLATFORM_SECTIONS},
     }
+    if data:
+        _resolve_paths(values, path.absolute().parent)
     if env.get("TMY_HTTP_API_KEYS"):
         keys = [k.strip() for k in env["TMY_HTTP_API_KEYS"].split(",") if k.strip()]
         if not keys:  # set but blank: fail closed rather than open the listener to everyone

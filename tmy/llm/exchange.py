@@ -188,7 +188,9 @@ async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
     """Ask until the answer meets the contract: (parsed value, answer text).
 
     A failed contract re-asks with the validation error as the retry hint in the
-    system prompt (seed 000), keeping tool results already gathered.
+    system prompt (seed 000), keeping tool results already gathered. A step
+    without a declared contract still needs a usable (non-empty) answer: when
+    none comes the error says the answer was unusable, not that a contract failed.
     """
     last: ContractError | None = None
     for attempt in range(plan.retries + 1):
@@ -206,9 +208,11 @@ async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
         except ContractError as exc:
             last = exc
             log.info("llm.contract_failed", uri=job.ctx.uri, attempt=attempt + 1, error=str(exc))
+    attempts = plan.retries + 1
+    if plan.contract.kind == "text":  # no contract was declared: nothing to "meet"
+        raise ExecutorError(f"the model's answer was unusable after {attempts} attempts: {last}")
     raise ExecutorError(
-        f"the model's answer did not meet the output contract after "
-        f"{plan.retries + 1} attempts: {last}"
+        f"the model's answer did not meet the output contract after {attempts} attempts: {last}"
     )
 
 

@@ -7,8 +7,13 @@ the last user message:
 
 * ``MOCK:RESPONSE:<content>`` — answer ``<content>`` (everything after the prefix);
 * ``MOCK:TRUE`` / ``MOCK:FALSE`` — answer ``1`` / ``0`` (judgements);
-* ``MOCK:FAIL`` — an empty, unusable answer: drives the retry path to its error;
-* ``MOCK:REPAIR`` — unusable until the system prompt carries a retry hint, then fine;
+* ``MOCK:FAIL`` — an empty, unusable answer on every attempt: the retries run
+  out and the step fails (with a contract: "did not meet the output contract";
+  without one: "the model's answer was unusable");
+* ``MOCK:REPAIR`` — unusable on the first attempt; once the system prompt
+  carries a retry hint, a success: ``1`` for a judgement (``when_llm``,
+  ``while_llm``, as ``MOCK:TRUE`` would), else the answer ``MOCK:RESPONSE:``
+  names or the derived one below (a valid value for a contract);
 * ``MOCK:TOOL:<name>:<json args>`` — call tool ``<name>`` (several may be given);
   once the tool results are back, answer with a summary of them.
 
@@ -75,6 +80,8 @@ def respond(body: dict[str, Any], model_name: str = "TESTONLY") -> Completion:
             calls = []
     elif "MOCK:FAIL" in text or ("MOCK:REPAIR" in text and HINT_MARK not in system):
         content = ""
+    elif "MOCK:REPAIR" in text and _judging(system):
+        content = "1"  # repaired: a judgement succeeds, as MOCK:TRUE would
     elif "MOCK:RESPONSE:" in text:
         content = text.split("MOCK:RESPONSE:", 1)[1].strip()
     elif "MOCK:TRUE" in text:
@@ -109,6 +116,12 @@ def _tool_calls(text: str) -> list[dict[str, Any]]:
             arguments = rest.split()[0] if rest.split() else ""
         calls.append({"id": f"mock_{i}", "name": match.group(1), "arguments": arguments})
     return calls
+
+
+def _judging(system: str) -> bool:
+    """Whether the request is a judgement (branch or loop scene: the answer is 1 or 0)."""
+    found = _FORMAT_RE.search(system)
+    return found is not None and found.group(1) == "1-or-0"
 
 
 def _derived(system: str, text: str, results: list[dict[str, Any]], earlier: int) -> str:

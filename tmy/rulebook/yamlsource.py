@@ -4,7 +4,8 @@ Mappings load as :class:`LineDict` (``.line`` of the mapping, ``.key_lines``
 for each key) and sequences as :class:`LineList` (``.item_lines``). Duplicate
 keys, which PyYAML would silently collapse, are an error. So are nesting deeper
 than ``MAX_DEPTH`` (everything downstream recurses) and aliases that would
-repeat more than ``MAX_ALIAS_BYTES`` (a "billion laughs" file).
+repeat more than ``MAX_ALIAS_BYTES`` (a "billion laughs" file). A syntax
+error names the line to fix, with a hint (:mod:`tmy.rulebook.yamlhints`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from tmy.errors import RuleError
+from tmy.rulebook.yamlhints import diagnose, message
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -195,7 +197,11 @@ def _compose(loader: Any) -> Any:
             add(box, box.line, frame.size)
         elif kind is yaml.AliasEvent:
             if event.anchor not in anchors:
-                raise RuleError(f"YAML error: found undefined alias {event.anchor!r}", line=line)
+                raise RuleError(
+                    f"YAML error: found undefined alias {event.anchor!r} ('*' starts an alias "
+                    f'in YAML: quote a value that starts with it, "*{event.anchor}")',
+                    line=line,
+                )
             if id(anchors[event.anchor]) in open_boxes:
                 raise RuleError(
                     f"YAML alias *{event.anchor} is inside the collection it names (a cycle)",
@@ -264,9 +270,8 @@ def read_yaml(path: Path, text: str | None = None) -> Any:
     except RuleError as exc:
         raise RuleError(exc.message, file=name, line=exc.line) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        what = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise RuleError(f"YAML syntax error: {what}", file=name, line=line) from None
+        line, what, hint = diagnose(text, exc)
+        where = f"{name}:{line}" if line else name
+        raise RuleError(message(what, hint, where), file=name, line=line) from None
     except yaml.YAMLError as exc:
         raise RuleError(f"YAML error: {exc}", file=name) from None

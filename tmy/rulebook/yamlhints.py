@@ -1,0 +1,275 @@
+"""YAML syntax errors that name the line to fix, with a one-line hint.
+
+PyYAML reports where its parser gave up, which is often not where the mistake
+is: a missing ':' or an unclosed '[' is only noticed on the next line, an
+unclosed quote at the end of the file. :func:`diagnose` reads the text around
+the marks and names the line that is wrong — a tab in the indentation, a
+mapping where a list item was expected (a missing '-'), inconsistent
+indentation, an unclosed quote or bracket, a value that must be quoted — with a
+hint that says how to fix it. It works with both of PyYAML's parsers (libyaml's
+and the pure-Python one), whose messages differ.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+_TAB_HINT = "YAML forbids tabs for indentation; use spaces"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _content_col(line: str) -> int:
+    """Where the line's own content starts: after the indentation and any '- ' markers."""
+    col = _indent(line)
+    while line[col : col + 2] == "- " or line[col:].rstrip() == "-":
+        col += 2
+        col += len(line[col:]) - len(line[col:].lstrip(" "))
+    return col
+
+
+def _blank(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def _key_value(text: str) -> bool:
+    """Whether ``text`` (a line's content) is ``key: value`` or ``key:`` (a plain key)."""
+    body = text.split(" #", 1)[0].rstrip()
+    return ": " in body or body.endswith(":")
+
+
+def _unclosed_quote(line: str) -> int | None:
+    """The column of a quote that opens a value on this line and is not closed on it."""
+    col, n = 0, len(line)
+    starts = True  # at a place where a quoted scalar may begin
+    while col < n:
+        ch = line[col]
+        if ch == "#" and (col == 0 or line[col - 1] in " \t"):
+            return None
+        if ch in "\"'" and starts:
+            end = col + 1
+            while end < n:
+                if ch == '"' and line[end] == "\\":
+                    end += 2
+                    continue
+                if line[end] == ch:
+                    if ch == "'" and line[end + 1 : end + 2] == "'":
+                        end += 2
+                        continue
+                    break
+                end += 1
+            if end >= n:
+                return col
+            col = end + 1
+            starts = False
+            continue
+        spaced = line[col + 1 : col + 2] in (" ", "")  # ': ' and '- ' need the space
+        if ch in "[{," or (ch == ":" and spaced):
+            starts = True
+        elif ch == "-" and spaced and not line[:col].strip(" -"):
+            starts = True  # a list item's dash
+        elif ch != " ":
+            starts = False
+        col += 1
+    return None
+
+
+def _previous(lines: list[str], index: int) -> int | None:
+    """The nearest line above ``index`` with content (not blank, not only a comment)."""
+    for i in range(min(index, len(lines)) - 1, -1, -1):
+        if not _blank(lines[i]):
+            return i
+    return None
+
+
+def message(what: str, hint: str, where: str) -> str:
+    """The error text: what is wrong, then the hint on a line of its own that says where
+    too (``file:line: hint: …``, as compilers print notes), so every line names its place."""
+    return f"YAML syntax error: {what}\n{where}: hint: {hint}"
+
+
+def diagnose(text: str, exc: yaml.MarkedYAMLError) -> tuple[int | None, str, str]:
+    """The line that is wrong (1-based), what is wrong there, and a one-line hint.
+
+    PyYAML reports where it gave up, which is often the line *after* the
+    mistake (a missing ':' or an unclosed bracket is only noticed on the next
+    line) or the end of the file (an unclosed quote). This looks at the text
+    around the marks and names the line to fix.
+    """
+    lines = text.splitlines() or [""]
+    pm, cm = exc.problem_mark, exc.context_mark
+    context, problem = exc.context or "", exc.problem or ""
+    raw = " ".join(p for p in (context, problem) if p)
+    last = len(lines) - 1
+    p_line = min(pm.line, last) if pm else None
+    p_col = pm.column if pm else 0
+    c_line = min(cm.line, last) if cm else None
+    c_col = cm.column if cm else 0
+
+    def out(index: int | None, what: str, hint: str) -> tuple[int | None, str, str]:
+        return (index + 1 if index is not None else None), what, hint
+
+    # A tab in the indentation: on the problem line, or between the two marks.
+    first = min(i for i in (p_line, c_line) if i is not None) if pm or cm else None
+    if first is not None and p_line is not None:
+        for i in range(first, p_line + 1):
+            head = lines[i][: len(lines[i]) - len(lines[i].lstrip(" \t"))]
+            if "\t" in head:
+                return out(i, "a tab character in the indentation", _TAB_HINT)
+    if p_line is not None and lines[p_line][p_col : p_col + 1] == "\t":
+        return out(p_line, "a tab character", _TAB_HINT + " (quote a value that holds a tab)")
+
+    if "quoted scalar" in context and c_line is not None:
+        opened = lines[c_line][c_col : c_col + 1] or '"'
+        if "escape" in problem:
+            return out(
+                p_line,
+                f"{problem} in a double-quoted string",
+                "in double quotes a backslash starts an escape: write \\\\ for one backslash, "
+                "or use single quotes ('re:^\\d+')",
+            )
+        return out(
+            c_line,
+            f"unclosed quote: the {opened} opened at column {c_col + 1} is never closed",
+            f"close the string with {opened} on this line (a quote inside it: "
+            + ('\\" in double quotes)' if opened == '"' else "'' in single quotes)"),
+        )
+
+    if "flow sequence" in context or "flow mapping" in context:
+        opener, closer = ("[", "]") if "sequence" in context else ("{", "}")
+        if c_line is not None and (p_line != c_line or closer not in lines[c_line][c_col:]):
+            return out(
+                c_line,
+                f"unclosed '{opener}': the {'list' if opener == '[' else 'mapping'} opened at "
+                f"column {c_col + 1} is not closed on this line",
+                f"close it with '{closer}' (and quote an item that holds ': ', ',' or '#')",
+            )
+        return out(
+            p_line,
+            f"inside the '{opener}…{closer}' opened at column {c_col + 1}: expected ',' or "
+            f"'{closer}' at column {p_col + 1}",
+            f"quote an item that holds ': ', ',' or '{closer}' (\"a: b\")",
+        )
+
+    if "simple key" in context and "':'" in problem and c_line is not None:
+        return out(
+            c_line,
+            "a line that is neither 'key: value' nor a list item ('- …')",
+            "missing ':'? write 'key: value' (a colon and a space), or '- ' for a list item",
+        )
+
+    if "alias" in context:
+        return out(
+            p_line if p_line is not None else c_line,
+            "a value starting with '*' reads as an alias (a reference to an '&anchor')",
+            "'*' starts an alias in YAML: quote a value that starts with '*' (\"*word*\")",
+        )
+
+    if "cannot start any token" in problem and p_line is not None:
+        ch = lines[p_line][p_col : p_col + 1]
+        return out(
+            p_line,
+            f"a plain value cannot start with {ch!r}",
+            f'quote the value ("{ch}…")',
+        )
+
+    if "mapping values are not allowed" in problem and p_line is not None:
+        line = lines[p_line]
+        start = _content_col(line)
+        if _key_value(line[start:p_col]):
+            return out(
+                p_line,
+                f"a second ': ' on one line (column {p_col + 1})",
+                "quote the value when it holds ': ' (key: \"a: b\")",
+            )
+        prev = _previous(lines, p_line)
+        if prev is not None:
+            above = lines[prev][_content_col(lines[prev]) :]
+            if not _key_value(above) and ":" in above.split(" #", 1)[0]:
+                return out(
+                    prev,
+                    "a key without a space after ':'",
+                    "write 'key: value' with a space after the colon (quote a value with ':')",
+                )
+            return out(
+                p_line,
+                f"inconsistent indentation: this line is indented {_indent(line)} spaces, "
+                f"deeper than line {prev + 1} ({_content_col(lines[prev])}), so it reads as "
+                f"the continuation of that line's value",
+                f"indent it by {_content_col(lines[prev])} spaces to be a key next to line "
+                f"{prev + 1}, or put it under a key that ends with ':'",
+            )
+
+    block = "block mapping" in context or "block collection" in context
+    if block and p_line is not None and c_line is not None:
+        # A quote left open further up swallows lines until the next quote.
+        for i in range(c_line, p_line):
+            col = _unclosed_quote(lines[i])
+            if col is not None:
+                q = lines[i][col]
+                return out(
+                    i,
+                    f"unclosed quote: the {q} opened at column {col + 1} is not closed "
+                    f"on this line",
+                    f"close the string with {q} on this line",
+                )
+        line = lines[p_line]
+        col = _content_col(line)
+        if p_col > _indent(line):  # mid-line: more text after a complete value
+            return out(
+                p_line,
+                f"unexpected text at column {p_col + 1}, after a complete value",
+                'quote the whole value (key: "…"), or start a new line for the next key',
+            )
+        is_item = line[_indent(line) : _indent(line) + 1] == "-"
+        if "block collection" in context:
+            if p_col == c_col and not is_item:
+                return out(
+                    p_line,
+                    f"a mapping where a list item was expected: this line is at the "
+                    f"indentation of the list items above (line {c_line + 1}) but has no '-'",
+                    f"missing '-'? start the item with '- ' ('- {line[col:].strip()}')",
+                )
+            return out(
+                p_line,
+                f"inconsistent indentation: this line is indented {p_col} spaces, but the "
+                f"list around it (line {c_line + 1}) has its items ('- ') at {c_col}",
+                f"indent it by {c_col} spaces with '- ' for a new item, or by "
+                f"{_content_col(lines[c_line])} to continue the item on line {c_line + 1}",
+            )
+        if is_item and p_col == c_col:
+            starts_item = lines[c_line][:c_col].strip(" ") == "-" or lines[c_line][
+                :c_col
+            ].rstrip().endswith("-")
+            if not starts_item:
+                return out(
+                    c_line,
+                    f"a mapping where a list item was expected: line {p_line + 1} at the "
+                    f"same indentation is a list item ('- ')",
+                    f"missing '-'? start this line with '- ' like line {p_line + 1} "
+                    f"(or drop the '-' there if this is meant to be a mapping)",
+                )
+            return out(
+                p_line,
+                f"a list item ('- ') where a key of the mapping on line {c_line + 1} was expected",
+                "indent the item under the key it belongs to (a key ending with ':'), "
+                "or remove the '-'",
+            )
+        return out(
+            p_line,
+            f"inconsistent indentation: this line is indented {p_col} spaces, but the keys "
+            f"of the mapping it continues (line {c_line + 1}) are at {c_col}",
+            f"indent it by exactly {c_col} spaces (spaces only), or more under a key that "
+            f"ends with ':'",
+        )
+
+    index = p_line if p_line is not None else c_line
+    return out(
+        index,
+        raw or str(exc),
+        "check the indentation (spaces only, the same for keys of one mapping) and the "
+        "quoting on this line and the one above",
+    )
