@@ -31,7 +31,7 @@ DEFAULT_PREFIX = ".tmy"
 OFF_CACHE_SECONDS = 2.0
 _OFF_CACHE_MAX = 10_000
 HELP = (
-    "commands: reload | rules [ID] | vars get|set|del PATH [VALUE] | on | off | cron | "
+    "commands: reload | rules [ID] | vars get|set|del PATH [VALUE] [--force] | on | off | cron | "
     "budget [USER] | trace ID | explain TEXT"
 )
 
