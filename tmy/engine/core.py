@@ -32,7 +32,7 @@ from tmy.engine.variables import Variables, conversation_key, escape_key_part
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import PREVIEW, get_logger, preview
-from tmy.message import Message, Reply, StepRecord
+from tmy.message import Message, Reply
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, normalise
 from tmy.store.base import MISSING, Store
@@ -104,25 +104,9 @@ def _plain_value(x: Any) -> bool:
     return x is None or t is float or t is bool
 
 
-def _step_lines(records: list[StepRecord]) -> list[dict[str, Any]]:
-    """The steps of a run.done line, values previewed only when they need it."""
-    return [
-        {
-            "uri": r.uri,
-            "plugin": r.plugin,
-            "input": r.input if _plain_value(r.input) else preview(r.input),
-            "result": r.result if _plain_value(r.result) else preview(r.result),
-            "error": r.error or None,
-            "ms": r.ms,
-            "skipped": r.skipped,
-        }
-        for r in records
-    ]
-
-
 def _trace_id() -> str:
     """Unique across processes (random prefix) and cheap (a counter): 16 hex digits."""
-    return f"{_TRACE_PREFIX}{next(_trace_counter) & 0xFFFFFFFF:08x}"
+    return _TRACE_PREFIX + "%08x" % (next(_trace_counter) & 0xFFFFFFFF)
 
 
 def _valid_unicode(text: str) -> str:
@@ -577,7 +561,18 @@ class Engine:
             error=reply.error,
             stopped=reply.stopped,
             ms=round(seconds * 1000, 3),
-            steps=_step_lines(reply.steps),
+            steps=[
+                {
+                    "uri": r.uri,
+                    "plugin": r.plugin,
+                    "input": r.input if _plain_value(r.input) else preview(r.input),
+                    "result": r.result if _plain_value(r.result) else preview(r.result),
+                    "error": r.error or None,
+                    "ms": r.ms,
+                    "skipped": r.skipped,
+                }
+                for r in reply.steps
+            ],
             **_NESTED if not finish else {},
         )  # fmt: skip
 
