@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis, real SQLite files, and stores on both.
+"""Shared fixtures: a real Redis, a real Redis Cluster, real SQLite files, and stores on them.
 
 Redis is found in this order: ``TMY_TEST_REDIS_URL`` (default
 ``redis://127.0.0.1:6379/15``); else a private ``redis-server`` started for the
@@ -6,6 +6,11 @@ session. With ``CI`` set an unreachable Redis fails the run instead — CI must
 never skip the Redis half of the suite. Tests only touch keys under their own
 random prefix and delete them afterwards (never FLUSHDB: a developer's data may
 live in that database).
+
+The Redis Cluster (``redis_cluster_url``) is ``TMY_TEST_REDIS_CLUSTER_URL`` if
+set, else three private cluster-mode ``redis-server`` masters started for the
+session (``local_redis_cluster``, tests/redis_cluster.py); with ``CI`` set,
+failing to find or start one fails the run, never skips it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
+from redis_cluster import LocalCluster, cluster_client, cluster_tools
 
 if TYPE_CHECKING:
     from tmy.store import Store
@@ -176,14 +182,87 @@ def redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
         server.stop(kill=True)
 
 
+@pytest.fixture(scope="session")
+def local_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three private cluster-mode ``redis-server`` masters joined into a cluster for the
+    session, killed after it (tests/redis_cluster.py). Locally, a missing redis-server or
+    redis-cli skips its tests (loudly); with ``CI`` set it fails them, as does a cluster
+    that does not come up (anywhere: with the binaries there, that is a real fault)."""
+    tools = cluster_tools()
+    if isinstance(tools, str):
+        if os.environ.get("CI"):
+            pytest.fail(f"!!! CI must run every Redis Cluster test: {tools}", pytrace=False)
+        pytest.skip(
+            f"!!! REDIS CLUSTER TESTS SKIPPED !!! {tools}; install Redis or set "
+            "TMY_TEST_REDIS_CLUSTER_URL to a cluster to run them"
+        )
+    for _ in range(3):  # a free port picked may be taken by someone else before its node binds it
+        cluster = LocalCluster(*tools, tmp_path_factory.mktemp("redis-cluster"))
+        try:
+            cluster.start()
+            break
+        except RuntimeError as exc:
+            problem = exc
+    else:
+        pytest.fail(f"!!! could not start the test Redis Cluster !!! {problem}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(request: pytest.FixtureRequest) -> str:
+    """The Redis Cluster the suite tests against, as a store URL without a prefix:
+    ``TMY_TEST_REDIS_CLUSTER_URL`` (``redis+cluster://host:port,…/``) if set, else the
+    session's private cluster (``local_redis_cluster``)."""
+    url = os.environ.get("TMY_TEST_REDIS_CLUSTER_URL")
+    if url:
+        return url
+    cluster: LocalCluster = request.getfixturevalue("local_redis_cluster")
+    return cluster.url
+
+
+@pytest.fixture
+def redis_cluster_namespace(redis_cluster_url: str) -> Iterator[str]:
+    """A key prefix unique to this test; every key under it, on every master, is deleted after."""
+    namespace = f"tmytest-{uuid.uuid4().hex[:8]}"
+    yield namespace
+    client = cluster_client(redis_cluster_url)
+    try:
+        for key in list(client.scan_iter(match=f"{namespace}:*", count=1000)):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def sqlite_store_url(tmp_path: Path) -> str:
+    """A fresh SQLite file."""
+    return f"sqlite:///{tmp_path / 'store.db'}"  # tmp_path is absolute: four slashes
+
+
+@pytest.fixture
+def redis_store_url(redis_url: str, redis_namespace: str) -> str:
+    """The test Redis under this test's own prefix."""
+    return f"{redis_url}{'&' if '?' in redis_url else '?'}prefix={redis_namespace}"
+
+
+@pytest.fixture
+def cluster_store_url(redis_cluster_url: str, redis_cluster_namespace: str) -> str:
+    """The test Redis Cluster under this test's own prefix."""
+    sep = "&" if "?" in redis_cluster_url else "?"
+    return f"{redis_cluster_url}{sep}prefix={redis_cluster_namespace}"
+
+
 @pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A store URL on each backend: a fresh SQLite file, or Redis under a unique prefix."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"  # tmp_path is absolute: four slashes
-    url: str = request.getfixturevalue("redis_url")
-    namespace: str = request.getfixturevalue("redis_namespace")
-    return f"{url}{'&' if '?' in url else '?'}prefix={namespace}"
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A store URL on each backend: a fresh SQLite file, or Redis under a unique prefix.
+
+    (The store's own test modules override it to add the Redis Cluster:
+    tests/redis_cluster.py ``STORE_BACKENDS_WITH_CLUSTER``.)
+    """
+    return str(request.getfixturevalue(f"{request.param}_store_url"))
 
 
 @pytest.fixture

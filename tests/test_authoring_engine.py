@@ -445,3 +445,45 @@ async def test_admin_explain_command_explains_without_changing_anything() -> Non
         usage = (await bot.ask(".tmy explain", user="root")).text
         assert "usage: explain TEXT" in usage
         assert (await bot.ask(".tmy explain 签到", user="mallory")).text == ""  # not an admin
+
+
+async def test_explain_dry_runs_are_marked_in_the_log_and_trace(log_file: Path) -> None:
+    from tmy.explain import explain
+    from tmy.tracelog import build_view, render
+
+    async with Bot({"c.yaml": CHECKIN}) as bot:
+        from tmy.message import Message
+
+        ex = await explain(bot.engine, Message("签到", user="ann", platform="test"))
+        assert ex.reply["text"] == "签到成功，累计 1 次"
+    events = [e for e in read_log(log_file) if e.get("trace_id") == ex.trace_id]
+    (run,) = [e for e in events if e["event"] == "run.done"]
+    assert run["dry_run"] is True
+    assert "dry run" in render(build_view(ex.trace_id, events))
+
+
+async def test_explain_shows_what_a_rule_in_cooldown_answers() -> None:
+    from tmy.explain import explain
+    from tmy.message import Message
+
+    async with Bot({"c.yaml": COOL}) as bot:
+        assert await bot.say("roll", user="ann") == "rolled"
+        ex = await explain(
+            bot.engine, Message("roll", user="ann", user_name="Ann", platform="test")
+        )
+        assert ex.reply["text"].startswith("slow down Ann, ")
+        assert "cooling down" in (ex.reason or "")
+
+
+def test_ask_on_an_admin_command_prints_only_the_answer(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
+    env["TMY_ADMINS"] = "boss"
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "c.yaml").write_text(CHECKIN)
+    out = subprocess.run(
+        [sys.executable, "run.py", "--rules", str(tmp_path / "rules"), "--store",
+         f"sqlite:///{tmp_path / 'x.db'}", "--user", "boss", "ask", ".tmy rules checkin"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0 and "checkin" in out.stdout
+    assert "no reply" not in out.stderr

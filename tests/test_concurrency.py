@@ -1,15 +1,25 @@
-"""Concurrent runs never lose an update on persistent variables (both stores, via the engine)."""
+"""Concurrent runs never lose an update on persistent variables (every store, via the engine)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import pytest
+from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
+
 from tmy.testing import Bot
 
 N_ITEMS = 200
 N_INCREMENTS = 500
 N_USERS = 100
+
+
+@pytest.fixture(params=STORE_BACKENDS_WITH_CLUSTER)
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's ``store_url`` plus a Redis Cluster: these tests run on all three."""
+    return str(request.getfixturevalue(f"{request.param}_store_url"))
+
 
 RULES = f"""
 variables:

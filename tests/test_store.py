@@ -1,4 +1,5 @@
-"""The Store contract, run against both backends (real SQLite files, a real Redis).
+"""The Store contract, run against every backend (real SQLite files, a real Redis,
+a real Redis Cluster — cluster specifics are in test_redis_cluster.py).
 
 Backend-specific behaviour (Redis round-trips, restarts and outages; SQLite
 URLs and a database locked by another process) follows the shared tests.
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from redis.crc import key_slot
+from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store import MISSING, Store, open_store
@@ -24,6 +26,12 @@ from tmy.store.redis import RedisStore, _RawCache
 from tmy.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=STORE_BACKENDS_WITH_CLUSTER)
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's ``store_url`` plus a Redis Cluster: these tests run on all three."""
+    return str(request.getfixturevalue(f"{request.param}_store_url"))
 
 
 async def eventually_missing(store: Store, key: str, within: float = 10.0) -> None:

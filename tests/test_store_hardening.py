@@ -4,6 +4,13 @@ Redis tests start their own ``redis-server`` and freeze it (SIGSTOP) longer than
 the client's socket timeout, so redis-py resends commands Redis then runs twice,
 or kill -9 it under load with ``appendfsync always``. Lock tests kill or freeze
 a real holder process.
+
+The tests taking ``store``/``store_url`` run on SQLite, Redis and a Redis Cluster.
+The ``test_redis_*`` ones freeze or kill *one* private ``redis-server`` and stay
+single-Redis: the write records they exercise are the same scripts on a cluster,
+and test_redis_cluster.py freezes a cluster master under a SHIFT (the
+cluster-specific part: redis-py refreshes the layout through another master,
+then resends).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 import tmy
 from tmy.errors import StoreError
@@ -33,6 +41,12 @@ TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import th
 
 STALL = 3.0  # seconds Redis is frozen; longer than the client's socket timeout
 SOCKET_TIMEOUT = 1.0
+
+
+@pytest.fixture(params=STORE_BACKENDS_WITH_CLUSTER)
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's ``store_url`` plus a Redis Cluster: these tests run on all three."""
+    return str(request.getfixturevalue(f"{request.param}_store_url"))
 
 
 def shift(value: Any) -> tuple[Any, Any]:

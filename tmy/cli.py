@@ -225,7 +225,7 @@ async def cmd_ask(settings: Settings, text: str, as_json: bool, who: dict[str, s
     if as_json:
         print(json.dumps(_jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
     else:
-        if reply.rule is None:
+        if reply.rule is None and not reply.text:  # (an admin command answers with no rule)
             print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
         if reply.error:
             print(f"error: {reply.error}", file=sys.stderr)

@@ -203,6 +203,11 @@ async def explain(engine: Engine, message: Message, *, run: bool = False) -> Exp
         reply = await engine.handle(_copy(message, ex.text))
         _take_reply(ex, rulebook, reply)
         return ex
+    if ex._answers_anyway and ex._match is not None:  # a cooldown: what it answers instead
+        left = float(await engine.cooldown_left(ex._match.rule, message))
+        cooled = await engine.cooldown_reply(ex._match, message, ex.text, max(left, 1.0))
+        ex.reply = {"text": cooled.text, "error": cooled.error}
+        return ex
     if ex._match is None or ex._blocked:
         return ex
     ex.trace_id = f"explain-{os.urandom(6).hex()}"
@@ -621,6 +626,7 @@ async def _dry_run(
     for hook in SERVICE_HOOKS:
         hook(services)
     dry = _DryEngine(rulebook, services)
+    dry.dry_run = True  # its run.done lines say so: trace and log readers tell them apart
     dry.fixed_now = engine.fixed_now
     dry.tz = engine.tz
     recorder = _Recorder(dry, _dry_llm(services))

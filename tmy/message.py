@@ -49,6 +49,7 @@ class StepRecord:
         out = asdict(self)
         if not out["extra"]:
             del out["extra"]
+        out["error"] = self.error or None  # null when none, as in the log and explain
         return out
 
 

@@ -72,6 +72,7 @@ class TraceView:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # other lines, in order
     lines: int = 0
+    dry_run: bool = False  # an explain dry run: nothing was stored or sent
 
     @property
     def complete(self) -> bool:
@@ -211,6 +212,7 @@ def build_view(trace_id: str, entries: Iterable[dict[str, Any]]) -> TraceView:
             view.reply = {k: entry.get(k) for k in ("answer", "error", "ms")}
         elif event == "run.done" and i == main:
             _run_done(view, entry)
+            view.dry_run = bool(entry.get("dry_run"))
         else:
             if event == "run.failed":
                 view.failed_at = entry.get("uri")
@@ -320,6 +322,8 @@ def render(view: TraceView, limit: int = 200) -> str:
     """The run as a person reads it: message, rule, each step, warnings, the reply."""
     pad = " " * 10
     out = [f"trace     {view.trace_id}" + (f"  {view.started}" if view.started else "")]
+    if view.dry_run:
+        out.append("dry run   an explain dry run: nothing was stored or sent")
     msg = view.message
     if msg:
         where = f"{msg.get('user')} in {msg.get('chat') or '-'} ({msg.get('platform')})"

@@ -90,6 +90,7 @@ class Services:
 
 
 _NESTED = {"nested": True}  # run.done of a rule run as an LLM tool, inside another run
+_DRY = {"dry_run": True}  # run.done of an explain dry run (nothing was stored or sent)
 _TRACE_PREFIX = os.urandom(4).hex()
 _trace_counter = itertools.count(1)
 
@@ -205,6 +206,7 @@ class Engine:
         self.commands: Any = None  # tmy.admin.AdminCommands: "<prefix> …" for admins
         self.switch: Any = None  # tmy.admin.ChatSwitch: chats where the bot is off
         self.fixed_now: str | None = None  # pins NOW (YAML rule tests' ``now:``)
+        self.dry_run = False  # explain's engine: nothing is stored or sent; logged as such
 
     def _now(self) -> str:
         """NOW for this second (formatting a datetime per message is measurable)."""
@@ -401,14 +403,26 @@ class Engine:
         until = await self.services.store.get(self._cooldown_key(rule, message))
         return max(0.0, until - time.time()) if isinstance(until, (int, float)) else 0.0
 
+    async def cooldown_reply(self, match: Match, message: Message, text: str, left: float) -> Reply:
+        """What a rule in its cooldown window answers (for ``explain``); logs nothing."""
+        return await self._cooled(match, message, text, "", left, log_it=False)
+
     async def _cooled(
-        self, match: Match, message: Message, text: str, trace_id: str, left: float
+        self,
+        match: Match,
+        message: Message,
+        text: str,
+        trace_id: str,
+        left: float,
+        *,
+        log_it: bool = True,
     ) -> Reply:
         rule = match.rule
         reason = f"rule {rule.id!r} is cooling down ({left:.0f} s left)"
         template = rule.cooldown.reply
         if template is None:
-            self._log_cooldown(message, text, rule.id, left, "")
+            if log_it:
+                self._log_cooldown(message, text, rule.id, left, "")
             return Reply("", rule.id, trace_id, reason=reason)
         loc = self.locals_for(match, message, text)
         loc["COOLDOWN_LEFT"] = max(1, round(left))
@@ -419,7 +433,8 @@ class Engine:
         except TmyError as exc:
             log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))
             return Reply("", rule.id, trace_id, error=f"cooldown reply: {exc}", reason=reason)
-        self._log_cooldown(message, text, rule.id, left, answer)
+        if log_it:
+            self._log_cooldown(message, text, rule.id, left, answer)
         return Reply(answer, rule.id, trace_id, reason=reason)
 
     def _log_cooldown(
@@ -574,6 +589,7 @@ class Engine:
                 for r in reply.steps
             ],
             **_NESTED if not finish else {},
+            **_DRY if self.dry_run else {},
         )  # fmt: skip
 
     async def _run(

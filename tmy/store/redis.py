@@ -1,6 +1,9 @@
 """The production store: Redis, shared by several daemons, one round-trip per operation.
 
-Layout (Redis Cluster safe — a key, its lock and its write records share one hash slot):
+One server (``redis://``, ``rediss://``: :class:`RedisStore`) or a Redis Cluster
+(``redis+cluster://``, ``rediss+cluster://``: :class:`RedisClusterStore`), with
+the same key layout on both. Layout (a key, its lock and its write records share
+one hash slot, so every script's keys live on one cluster node):
 
 * logical key ``k`` → ``{prefix}:{{k}}`` holding the JSON text (a plain string);
 * its lease → ``{prefix}:{{k}}:lock`` holding the holder's token;
@@ -59,9 +62,33 @@ Why it is built this way:
   connect and socket timeouts are a few seconds, so nothing hangs: a stopped
   server fails a call in under a second, a frozen one after at most about
   4 × ``socket_timeout``. Every Redis failure surfaces as
-  ``StoreError("redis at host:port: …")``, never as a redis-py exception.
-* Needs Redis ≥ 6.0 (``KEEPTTL``). This client speaks to one Redis server;
-  the key layout is ready for a Cluster client.
+  ``StoreError("redis at host:port: …")`` (``redis cluster at host:port,…``
+  on a cluster), never as a redis-py exception.
+* Needs Redis ≥ 6.0 (``KEEPTTL``).
+
+On a Redis Cluster (:class:`RedisClusterStore`, redis-py's cluster client) the
+layout is the same — data written through a plain ``redis://`` URL reads the
+same through ``redis+cluster://`` once the keys are on the cluster, and the
+reverse. The hash tag ``{k}`` puts a key, its write records and its lease in
+one slot, so every script runs on one node. What differs:
+
+* ``get_many`` reads keys of several slots with one MGET per slot, sent as one
+  pipeline per node (redis-py's ``mget_nonatomic``): each value is read
+  atomically, the set of them is not (on one server it is one MGET);
+* ``keys`` SCANs every master; ``ping`` pings every master;
+* a failed or timed-out command makes redis-py refresh the cluster layout
+  before it resends (so the write records are kept longer: every resend may
+  follow a refresh), and a MOVED/ASK redirection (a slot moved to another
+  node) is followed; a script redirected or refused does not run, so neither
+  changes the at-most-once guarantee. While a slot is being migrated
+  (resharding), writes to its keys may fail with a StoreError (``TRYAGAIN``:
+  a script's keys are split between two nodes) until the slot has moved;
+* redis-py's cluster client does not queue for a free connection, it fails; so
+  the store lets at most ``max_connections`` commands be in flight at once and
+  queues the rest (waiting up to ``socket_timeout``);
+* the prefix may not contain ``{`` or ``}``, and a logical key may not start
+  with ``}`` (its hash tag would be empty and its keys would scatter over
+  slots); the engine's keys (``var/…``, ``hist/…``, ``cron/…``) never do.
 
 Counting round-trips with ``INFO commandstats``: Redis counts the commands a
 script runs as commands too. One ``update`` is one ``EVALSHA`` (inside it:
@@ -85,18 +112,19 @@ import logging
 import math
 import random
 import secrets
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tmy.errors import StoreError
@@ -275,6 +303,9 @@ class RedisStore:
     _give: AsyncScript
     _renew: AsyncScript
 
+    _SCHEMES = ("redis", "rediss")
+    _REFRESH_COST = 0  # connect+reply rounds a resend may wait for besides its own (see op_ttl)
+
     def __init__(
         self,
         url: str,
@@ -289,11 +320,11 @@ class RedisStore:
         """``url``'s ``?prefix=`` overrides ``prefix``; other query parameters go to redis-py."""
         try:
             parts = urlsplit(url)
-            host, port = parts.hostname or "localhost", parts.port or 6379
         except ValueError as exc:
             raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
-        if parts.scheme not in ("redis", "rediss"):
-            raise StoreError(f"not a Redis URL (redis:// or rediss://): {url!r}")
+        if parts.scheme not in self._SCHEMES:
+            schemes = " or ".join(f"{s}://" for s in self._SCHEMES)
+            raise StoreError(f"not a {self._kind()} URL ({schemes}): {url!r}")
         query = parse_qsl(parts.query, keep_blank_values=True)
         rest = [(k, v) for k, v in query if k != "prefix"]
         prefix = next((v for k, v in reversed(query) if k == "prefix"), prefix)
@@ -301,31 +332,49 @@ class RedisStore:
             raise StoreError(f"the key prefix may not be empty: {url!r}")
         self.prefix = prefix
         self.url = urlunsplit(parts._replace(query=urlencode([*rest, ("prefix", prefix)])))
-        self.where = f"redis at {host}:{port}"
-        self._connect_url = urlunsplit(parts._replace(query=urlencode(rest)))
         self.socket_timeout = socket_timeout
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
         self.update_retries = update_retries
+        self._locate(url, parts, rest)  # sets where and what the client connects to
         # a write's record must outlive every resent copy of it: redis-py sends at
         # most 1 + _REDIS_RETRIES copies, each within a connect and a socket timeout
-        window = (1 + _REDIS_RETRIES) * (socket_timeout + connect_timeout + 0.5)
-        self.op_ttl = max(OP_RECORD_TTL, 2 * window)
+        # (and, on a cluster, after a refresh of the layout that may cost as much again)
+        attempt = (1 + self._REFRESH_COST) * (socket_timeout + connect_timeout) + 0.5
+        self.op_ttl = max(OP_RECORD_TTL, 2 * (1 + _REDIS_RETRIES) * attempt)
         self._op_px = str(_px(self.op_ttl))
         self._op_base = secrets.token_hex(8)  # this instance's operation ids: base + counter
         self._op_seq = itertools.count(1)
         self._head = f"{prefix}:{{"
         try:  # no I/O: a bad query parameter is refused here rather than at first use
-            self._pool().make_connection()
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
-        self._redis: Redis | None = None
+            self._validate()
+        except (TypeError, ValueError, RedisClusterException) as exc:
+            raise StoreError(f"invalid {self._kind()} URL {url!r}: {exc}") from None
+        self._redis: Any = None  # the client (Redis or RedisCluster) while open
+        self._gate: asyncio.Semaphore | None = None  # bounds commands in flight, if needed
         self._cache = _RawCache(cache_keys)
         self._batches: dict[str, list[_Job]] = {}
         self._leases = KeyedLocks()
 
+    @classmethod
+    def _kind(cls) -> str:
+        return "Redis"
+
+    def _locate(self, url: str, parts: SplitResult, rest: list[tuple[str, str]]) -> None:
+        """Set ``where`` (for messages) and the URL redis-py connects to."""
+        try:
+            host, port = parts.hostname or "localhost", parts.port or 6379
+        except ValueError as exc:
+            raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
+        self.where = f"redis at {host}:{port}"
+        self._connect_url = urlunsplit(parts._replace(query=urlencode(rest)))
+
+    def _validate(self) -> None:
+        """Build (without I/O) what open() would, so a bad option fails now."""
+        self._pool().make_connection()
+
     def __repr__(self) -> str:
-        return f"RedisStore({self.where!r}, prefix={self.prefix!r})"
+        return f"{type(self).__name__}({self.where!r}, prefix={self.prefix!r})"
 
     def _k(self, key: str) -> str:
         check_key(key)
@@ -335,7 +384,7 @@ class RedisStore:
         """A new write record key for ``rkey``, in its hash slot."""
         return f"{rkey}:op:{self._op_base}{next(self._op_seq):x}"
 
-    def _r(self) -> Redis:
+    def _r(self) -> Any:
         if self._redis is None:
             raise StoreError(f"{self.where}: the store is not open (await store.open())")
         return self._redis
@@ -357,27 +406,60 @@ class RedisStore:
         """Re-raise any Redis failure as StoreError naming the server and the operation."""
         try:
             yield
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             raise StoreError(f"{self.where}: {what} failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def _io(self, what: str) -> AsyncIterator[None]:
+        """Around the commands of one operation: failures as StoreError (see
+        :meth:`_failing`) and, where the client does not queue for connections
+        itself (a cluster), a turn among at most ``max_connections`` in flight."""
+        with self._failing(what):
+            gate = self._gate
+            if gate is None:
+                yield
+                return
+            try:
+                async with asyncio.timeout(self.socket_timeout):
+                    await gate.acquire()
+            except TimeoutError:
+                raise StoreError(
+                    f"{self.where}: {what} failed: no free connection after "
+                    f"{self.socket_timeout:g}s ({self.max_connections} commands in flight)"
+                ) from None
+            try:
+                yield
+            finally:
+                gate.release()
 
     # -- lifecycle --------------------------------------------------------------
 
+    def _client(self) -> Any:
+        """A new client (one per open: asyncio objects belong to the loop that first uses them)."""
+        return Redis.from_pool(self._pool())
+
+    async def _prepare(self, client: Any, scripts: Sequence[AsyncScript]) -> None:
+        """Load the scripts: one round-trip, which also proves Redis answers."""
+        pipe = client.pipeline(transaction=False)
+        for script in scripts:
+            pipe.script_load(script.script)
+        await pipe.execute()
+
     async def open(self) -> None:
-        """Create the connection pool, load the scripts (proving Redis answers); idempotent."""
+        """Connect, load the scripts (proving Redis answers); idempotent."""
         if self._redis is not None:
             return
-        client = Redis.from_pool(self._pool())
+        client = self._client()
         self._cas = client.register_script(_CAS)
         self._put = client.register_script(_PUT)
         self._take = client.register_script(_TAKE)
         self._give = client.register_script(_GIVE)
         self._renew = client.register_script(_RENEW)
         try:
-            with self._failing("connect"):  # one round-trip: also proves Redis answers
-                pipe = client.pipeline(transaction=False)
-                for script in (self._cas, self._put, self._take, self._give, self._renew):
-                    pipe.script_load(script.script)
-                await pipe.execute()
+            with self._failing("connect"):
+                await self._prepare(
+                    client, (self._cas, self._put, self._take, self._give, self._renew)
+                )
         except BaseException:
             await client.aclose()
             raise
@@ -392,7 +474,7 @@ class RedisStore:
 
     async def ping(self) -> None:
         """Raise StoreError unless Redis answers PING."""
-        with self._failing("ping"):
+        async with self._io("ping"):
             await self._r().ping()
 
     # -- values -----------------------------------------------------------------
@@ -400,7 +482,7 @@ class RedisStore:
     async def get(self, key: str) -> Any:
         """The value at ``key``, or ``MISSING`` (one GET)."""
         rkey = self._k(key)
-        with self._failing(f"get {key!r}"):
+        async with self._io(f"get {key!r}"):
             raw = await self._r().get(rkey)
         self._cache.put(rkey, raw)
         return MISSING if raw is None else decode(raw, key)
@@ -410,8 +492,8 @@ class RedisStore:
         rkeys = [self._k(k) for k in keys]
         if not rkeys:
             return []
-        with self._failing("get_many"):
-            raws = await self._r().mget(rkeys)
+        async with self._io("get_many"):
+            raws = await self._mget(rkeys)
         out = []
         for key, rkey, raw in zip(keys, rkeys, raws, strict=True):
             self._cache.put(rkey, raw)
@@ -430,14 +512,14 @@ class RedisStore:
         rkey = self._k(key)
         raw = encode(value, key)
         px = _ttl_arg(ttl)
-        with self._failing(f"set {key!r}"):
+        async with self._io(f"set {key!r}"):
             await self._put(keys=[rkey, self._op(rkey)], args=("s", raw, px, self._op_px))
         self._cache.put(rkey, raw)
 
     async def delete(self, key: str) -> bool:
         """Remove ``key`` (one EVALSHA: a recorded DEL); True when something was removed."""
         rkey = self._k(key)
-        with self._failing(f"delete {key!r}"):
+        async with self._io(f"delete {key!r}"):
             args = ("d", b"", "0", self._op_px)
             removed = await self._put(keys=[rkey, self._op(rkey)], args=args)
         self._cache.put(rkey, None)
@@ -500,7 +582,7 @@ class RedisStore:
                 outcomes, raw, guess_failed = _apply(batch, expected, key, verified)
                 if guess_failed:
                     # fn (or encoding) failed on a guessed value: fail only if it is real
-                    with self._failing(f"update {key!r}"):
+                    async with self._io(f"update {key!r}"):
                         actual = await redis.get(rkey)
                     verified = True
                     if actual != expected:
@@ -523,7 +605,7 @@ class RedisStore:
                     number,
                     self._op_px,
                 )
-                with self._failing(f"update {key!r}"):
+                async with self._io(f"update {key!r}"):
                     reply = await self._cas(keys=[rkey, record], args=args, client=redis)
                 if isinstance(reply, int):  # applied, by this attempt or an earlier one
                     if reply not in sent:
@@ -549,22 +631,20 @@ class RedisStore:
                 if not job.future.done():
                     job.future.set_exception(exc)
 
+    async def _mget(self, rkeys: list[str]) -> list[bytes | None]:
+        return await self._r().mget(rkeys)
+
     async def keys(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, sorted (SCAN MATCH, glob-escaped)."""
         pattern = _glob_escape(self._head) + _glob_escape(prefix) + "*"
         head = len(self._head.encode())
         found: set[str] = set()
-        cursor = 0
-        with self._failing(f"keys {prefix!r}"):
-            while True:
-                cursor, batch = await self._r().scan(cursor, match=pattern, count=1000)
-                for rkey in batch:
-                    if rkey.endswith(b"}"):  # lock keys end in ":lock"
-                        key = rkey[head:-1].decode()
-                        if key.startswith(prefix):  # "a}" also matches the key of "a"
-                            found.add(key)
-                if cursor == 0:
-                    break
+        async with self._io(f"keys {prefix!r}"):
+            async for rkey in self._r().scan_iter(match=pattern, count=1000):
+                if rkey.endswith(b"}"):  # lock keys end in ":lock", write records in ":op:…"
+                    key = rkey[head:-1].decode()
+                    if key.startswith(prefix):  # "a}" also matches the key of "a"
+                        found.add(key)
         return sorted(found)
 
     # -- locks ------------------------------------------------------------------
@@ -578,7 +658,7 @@ class RedisStore:
         args = (token, _px(check_ttl(ttl, "lock ttl")))
 
         async def take() -> float | None:
-            with self._failing(f"lock {key!r}"):
+            async with self._io(f"lock {key!r}"):
                 reply = await self._take(keys=[lkey], args=args, client=self._r())
                 if reply == 0:
                     return None
@@ -593,11 +673,11 @@ class RedisStore:
                 return 0.0
 
         async def renew() -> bool:
-            with self._failing(f"renew lock {key!r}"):
+            async with self._io(f"renew lock {key!r}"):
                 return bool(await self._renew(keys=[lkey], args=args, client=self._r()))
 
         async def give() -> None:
-            with self._failing(f"unlock {key!r}"):
+            async with self._io(f"unlock {key!r}"):
                 await self._give(keys=[lkey], args=[token], client=self._r())
 
         return hold_lease(
@@ -610,3 +690,99 @@ class RedisStore:
             give=give,
             renew=renew,
         )
+
+
+class RedisClusterStore(RedisStore):
+    """A :class:`~tmy.store.base.Store` on a Redis Cluster (``redis+cluster://`` or
+    ``rediss+cluster://`` URL naming one or more of its nodes, comma-separated).
+
+    The same layout, scripts and guarantees as :class:`RedisStore`; see the
+    module doc for what differs on a cluster.
+    """
+
+    _SCHEMES = ("redis+cluster", "rediss+cluster")
+    _REFRESH_COST = 1  # a resend may first wait for a refresh of the cluster layout
+
+    @classmethod
+    def _kind(cls) -> str:
+        return "Redis Cluster"
+
+    def _locate(self, url: str, parts: SplitResult, rest: list[tuple[str, str]]) -> None:
+        if "{" in self.prefix or "}" in self.prefix:
+            raise StoreError(
+                f"the key prefix may not contain '{{' or '}}' on a Redis Cluster "
+                f"(it would change the hash slots of the keys): {url!r}"
+            )
+        userinfo, at, hosts = parts.netloc.rpartition("@")
+        nodes: list[tuple[str, int]] = []
+        for item in hosts.split(","):
+            try:
+                node = urlsplit(f"//{item}")
+                host, port = node.hostname, node.port or 6379
+            except ValueError as exc:
+                raise StoreError(f"invalid Redis Cluster URL {url!r}: {exc}") from None
+            if not host:
+                raise StoreError(
+                    f"invalid Redis Cluster URL {url!r}: {item!r} is not host:port "
+                    "(name nodes as host:port,host:port)"
+                )
+            nodes.append((host, port))
+        if parts.path not in ("", "/", "/0"):
+            raise StoreError(
+                f"invalid Redis Cluster URL {url!r}: a cluster has only database 0 "
+                f"(drop the path {parts.path!r})"
+            )
+        self.nodes = nodes
+        self.where = "redis cluster at " + ",".join(
+            f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in nodes
+        )
+        # redis-py reads credentials, TLS and options from a one-node URL; the
+        # other nodes are extra startup nodes (any one that answers is enough)
+        scheme = parts.scheme.removesuffix("+cluster")
+        first = hosts.split(",")[0]
+        self._connect_url = urlunsplit((scheme, userinfo + at + first, "", urlencode(rest), ""))
+
+    def _validate(self) -> None:
+        self._client()
+
+    def _k(self, key: str) -> str:
+        check_key(key)
+        if key[0] == "}":
+            raise StoreError(
+                f"store key {key!r} cannot be stored on a Redis Cluster: it starts with '}}', "
+                "so its hash tag would be empty and its keys would land in different slots"
+            )
+        return f"{self._head}{key}}}"
+
+    def _client(self) -> Any:
+        return RedisCluster.from_url(
+            self._connect_url,
+            startup_nodes=[ClusterNode(host, port) for host, port in self.nodes[1:]],
+            # per node; the gate keeps the commands in flight below it (a few spare
+            # for the client's own layout refreshes)
+            max_connections=self.max_connections + 8,
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=_REDIS_RETRIES),
+        )
+
+    async def _prepare(self, client: Any, scripts: Sequence[AsyncScript]) -> None:
+        """Discover the nodes and slots, load the scripts on every master."""
+        await client.initialize()
+        for script in scripts:
+            await client.script_load(script.script)  # sent to every master
+
+    async def open(self) -> None:
+        """Discover the cluster, load the scripts on every master (proving they answer)."""
+        if self._redis is None:
+            self._gate = asyncio.Semaphore(self.max_connections)
+        await super().open()
+
+    async def ping(self) -> None:
+        """Raise StoreError unless every master answers PING."""
+        async with self._io("ping"):
+            await self._r().ping(target_nodes=RedisCluster.PRIMARIES)
+
+    async def _mget(self, rkeys: list[str]) -> list[bytes | None]:
+        # one MGET per slot (a cluster refuses an MGET across slots), one pipeline per node
+        return await self._r().mget_nonatomic(rkeys)

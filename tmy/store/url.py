@@ -8,7 +8,11 @@ Accepted forms, SQLAlchemy style for SQLite so the URLs look familiar:
 * ``sqlite:////var/lib/tmy/tmy.db`` — four slashes: an absolute path;
 * ``sqlite:///:memory:`` — a private in-memory database (tests, one-off runs);
 * ``redis://[user:password@]host:port/db`` and ``rediss://…`` (TLS), with an
-  optional ``?prefix=name`` for the key prefix (default ``tmy``).
+  optional ``?prefix=name`` for the key prefix (default ``tmy``);
+* ``redis+cluster://[user:password@]host:port[,host2:port2…]/`` and
+  ``rediss+cluster://…`` (TLS) for a Redis Cluster: one or more of its nodes
+  (any one that answers is enough to find the rest), database 0 only, the same
+  ``?prefix=``.
 
 The SQLite path is taken literally (no ``~`` expansion, no percent-decoding)
 and SQLite URLs take no query parameters, so a typo cannot silently pick
@@ -24,7 +28,8 @@ from tmy.store.base import Store
 
 _ACCEPTED = (
     "accepted store URLs: sqlite:///relative/path.db (relative to where tmy is started), "
-    "sqlite:////absolute/path.db, sqlite:///:memory:, redis://host:6379/0, rediss://host:6380/0 "
+    "sqlite:////absolute/path.db, sqlite:///:memory:, redis://host:6379/0, rediss://host:6380/0, "
+    "redis+cluster://host1:6379,host2:6379/ (a Redis Cluster; rediss+cluster:// for TLS) "
     "— e.g. store: sqlite:///data/tmy.db"
 )
 
@@ -44,11 +49,12 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
         from tmy.store.sqlite import SQLiteStore
 
         return SQLiteStore(_sqlite_path(url, rest, base_dir))
-    if scheme in ("redis", "rediss"):
-        from tmy.store.redis import RedisStore
+    if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
+        from tmy.store.redis import RedisClusterStore, RedisStore
 
+        backend = RedisClusterStore if scheme.endswith("+cluster") else RedisStore
         try:
-            return RedisStore(url)
+            return backend(url)
         except StoreError as exc:
             raise ConfigError(f"{exc}; {_ACCEPTED}") from None
     raise ConfigError(f"unsupported store URL scheme {scheme!r} in {url!r}; {_ACCEPTED}")
