@@ -156,13 +156,14 @@ async def test_redis_resent_copies_of_a_write_apply_nothing(redis_server: Any) -
 
         # update: attempt 1 of a batch writes 2; a resent copy after another write
         record = store._op(rkey)
-        args = ("1", b"1", "s", b"2", "0", 1, store._op_px)
-        assert await store._cas(keys=[rkey, record], args=args) == 1
+        turn = rkey + ":turn"
+        args = ("1", b"1", "s", b"2", "0", 1, store._op_px, store._turn_token)
+        assert await store._cas(keys=[rkey, record, turn], args=args) == 1
         await other.update("n", increment)  # 3
-        assert await store._cas(keys=[rkey, record], args=args) == 1  # recognised
+        assert await store._cas(keys=[rkey, record, turn], args=args) == 1  # recognised
         # a later attempt of the same batch hears which attempt was applied
-        later = ("1", b"3", "s", b"4", "0", 2, store._op_px)
-        assert await store._cas(keys=[rkey, record], args=later) == 1
+        later = ("1", b"3", "s", b"4", "0", 2, store._op_px, store._turn_token)
+        assert await store._cas(keys=[rkey, record, turn], args=later) == 1
         assert await store.get("n") == 3
 
         # set: a resent copy must not overwrite what was written after the first
@@ -444,3 +445,34 @@ async def test_a_locked_step_holds_a_short_lease(tmp_path: Path) -> None:
         assert (await asking).text == "1"
     assert leases, "the step ran without holding its variable's lock"
     assert max(leases) <= FREED_WITHIN - 2  # the 5 s lease, not step_timeout + 5 s
+
+
+@pytest.mark.redis
+async def test_redis_a_process_holding_a_hot_keys_turn_writes_before_the_others(
+    redis_url: str, redis_namespace: str
+) -> None:
+    """A daemon that keeps losing compare-and-sets claims the key's turn; the others
+    wait for it instead of starving it (and nobody gives up)."""
+    url = f"{redis_url}?prefix={redis_namespace}"
+    winner, loser = await opened_redis(url), await opened_redis(url)
+    try:
+        await winner.set("hits", 0)
+        turn = loser._k("hits") + ":turn"
+        client = loser._r()
+        assert await client.set(turn, loser._turn_token, nx=True, px=300)  # the loser's turn
+        started = time.monotonic()
+        waiting = asyncio.create_task(winner.update("hits", increment))
+        await asyncio.sleep(0.05)
+        assert not waiting.done(), "the other process must wait while the turn is held"
+        assert await loser.update("hits", increment) == 1  # the turn holder goes first
+        await client.delete(turn)
+        assert await waiting == 2
+        assert time.monotonic() - started < 2
+        # under real contention: two stores, 200 concurrent increments each, all applied
+        results = await asyncio.gather(
+            *(s.update("hits", increment) for _ in range(200) for s in (winner, loser))
+        )
+        assert sorted(results) == list(range(3, 403))
+    finally:
+        await winner.close()
+        await loser.close()

@@ -92,12 +92,20 @@ one slot, so every script runs on one node. What differs:
 
 Counting round-trips with ``INFO commandstats``: Redis counts the commands a
 script runs as commands too. One ``update`` is one ``EVALSHA`` (inside it:
-``SET NX`` of the write record, ``GET`` and ``SET`` of the value); ``set`` and
+``SET NX`` of the write record, ``GET`` of the key's turn, ``GET`` and ``SET``
+of the value); ``set`` and
 ``delete`` are one ``EVALSHA`` each (``GET`` of the record, ``SET``/``DEL``,
 ``SET`` of the record); ``get``/``get_many`` are one GET/MGET. ``open`` loads
 the scripts (one pipelined round-trip); after a Redis restart a NOSCRIPT reply
 makes redis-py load a script again, once (a NOSCRIPT reply means the script
 did not run).
+
+Fairness on a hot key: a process whose compare-and-set loses
+:data:`TURN_AFTER` times in a row (another daemon committing the same key back
+to back) claims the key's turn, ``{prefix}:{{k}}:turn``, for at most
+:data:`TURN_PX` ms; other processes' compare-and-sets on that key then wait
+until it has written. Without it, two daemons on one global counter could
+starve one another (one request failing after ``update_retries`` attempts).
 
 Memory: each write leaves one small record key for ``op_ttl`` seconds, so
 Redis holds about (writes per second × ``op_ttl``) records — about 100 bytes
@@ -112,6 +120,7 @@ import logging
 import math
 import random
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -184,14 +193,21 @@ def _settle(outcomes: list[tuple[_Job, BaseException | None, Any]]) -> None:
 
 log = logging.getLogger(__name__)
 
-# KEYS: the value, the write record. ARGV: expect ('1' a value / '0' absence),
-# expected raw, op ('s' set / 'd' delete), new raw, PX milliseconds ('0' keeps the
-# current expiry), attempt number, record PX milliseconds.
+# KEYS: the value, the write record, the key's turn. ARGV: expect ('1' a value /
+# '0' absence), expected raw, op ('s' set / 'd' delete), new raw, PX milliseconds
+# ('0' keeps the current expiry), attempt number, record PX milliseconds, this
+# store's turn token.
 # Returns the number of the attempt that applied this operation — this one, or an
-# earlier copy or attempt whose reply was lost — else {current raw} ({} when absent).
+# earlier copy or attempt whose reply was lost — else {current raw} ({} when absent),
+# or {'', '', ms} when another process holds the key's turn for ms more milliseconds.
 _CAS = """
 if not redis.call('SET', KEYS[2], ARGV[6], 'NX', 'PX', ARGV[7]) then
   return tonumber(redis.call('GET', KEYS[2]))
+end
+local turn = redis.call('GET', KEYS[3])
+if turn and turn ~= ARGV[8] then
+  redis.call('DEL', KEYS[2])
+  return {'', '', redis.call('PTTL', KEYS[3])}
 end
 local cur = redis.call('GET', KEYS[1])
 local stale
@@ -247,6 +263,10 @@ _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
+
+TURN_AFTER = 3  # compare-and-sets lost in a row before a process claims the key's turn
+TURN_PX = 2000  # how long a claimed turn lasts at most (a dead claimer blocks no longer)
+TURN_WAIT = 30.0  # seconds an update waits, in all, while other processes hold turns
 
 OP_RECORD_TTL = 60.0
 """Seconds (at least) a write's record is kept to recognise resent copies of it."""
@@ -343,6 +363,7 @@ class RedisStore:
         attempt = (1 + self._REFRESH_COST) * (socket_timeout + connect_timeout) + 0.5
         self.op_ttl = max(OP_RECORD_TTL, 2 * (1 + _REDIS_RETRIES) * attempt)
         self._op_px = str(_px(self.op_ttl))
+        self._turn_token = new_token()  # this store's claim on a hot key's turn
         self._op_base = secrets.token_hex(8)  # this instance's operation ids: base + counter
         self._op_seq = itertools.count(1)
         self._head = f"{prefix}:{{"
@@ -574,11 +595,17 @@ class RedisStore:
         rkey = self._k(key)
         redis = self._r()
         record = self._op(rkey)
+        turn = rkey + ":turn"
         sent: dict[int, tuple[list[tuple[_Job, BaseException | None, Any]], bytes | None]] = {}
         expected = self._cache.get(rkey)  # a guess; absent when unknown
         verified = False  # True once ``expected`` was read from Redis during this commit
+        lost = 0  # compare-and-sets lost to other processes
+        holding_turn = False
+        waited_until = time.monotonic() + TURN_WAIT
         try:
-            for attempt in range(self.update_retries):
+            attempt = 0
+            while attempt < self.update_retries:
+                attempt += 1
                 outcomes, raw, guess_failed = _apply(batch, expected, key, verified)
                 if guess_failed:
                     # fn (or encoding) failed on a guessed value: fail only if it is real
@@ -604,9 +631,10 @@ class RedisStore:
                     px,
                     number,
                     self._op_px,
+                    self._turn_token,
                 )
                 async with self._io(f"update {key!r}"):
-                    reply = await self._cas(keys=[rkey, record], args=args, client=redis)
+                    reply = await self._cas(keys=[rkey, record, turn], args=args, client=redis)
                 if isinstance(reply, int):  # applied, by this attempt or an earlier one
                     if reply not in sent:
                         raise StoreError(
@@ -617,10 +645,28 @@ class RedisStore:
                     self._cache.put(rkey, written)
                     _settle(applied)
                     return
+                if len(reply) == 3:  # another process has the key's turn: let it write
+                    if time.monotonic() > waited_until:
+                        raise StoreError(
+                            f"{self.where}: update {key!r} waited {TURN_WAIT:g} s for its turn"
+                        )
+                    attempt -= 1  # waiting for a turn is not a lost attempt
+                    left = max(int(reply[2]), 1) / 1000
+                    await asyncio.sleep(random.uniform(0.0002, min(left, 0.002)))
+                    continue
                 expected = reply[0] if reply else None  # written elsewhere meanwhile
                 verified = True
                 self._cache.put(rkey, expected)
-                if attempt >= 2:  # a busy key: spread the contenders out a little
+                lost += 1
+                if lost >= TURN_AFTER and not holding_turn:
+                    # A process that keeps losing (another daemon commits this key back
+                    # to back) claims the key's turn: others' compare-and-sets wait
+                    # until it has written, so no daemon starves on a hot key.
+                    async with self._io(f"update {key!r}"):
+                        holding_turn = bool(
+                            await redis.set(turn, self._turn_token, nx=True, px=TURN_PX)
+                        )
+                elif attempt >= 2:  # a busy key: spread the contenders out a little
                     await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
             raise StoreError(
                 f"{self.where}: update {key!r} gave up after {self.update_retries} "
@@ -630,6 +676,13 @@ class RedisStore:
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(exc)
+        finally:
+            if holding_turn:
+                try:
+                    async with self._io(f"update {key!r}"):
+                        await self._give(keys=[turn], args=(self._turn_token,), client=redis)
+                except StoreError:
+                    pass  # the turn expires by itself within TURN_PX milliseconds
 
     async def _mget(self, rkeys: list[str]) -> list[bytes | None]:
         return await self._r().mget(rkeys)
