@@ -476,3 +476,22 @@ async def test_redis_a_process_holding_a_hot_keys_turn_writes_before_the_others(
     finally:
         await winner.close()
         await loser.close()
+
+
+@pytest.mark.redis
+async def test_redis_concurrent_writes_share_one_pipeline_and_each_lands(
+    redis_url: str, redis_namespace: str
+) -> None:
+    store = await opened_redis(f"{redis_url}?prefix={redis_namespace}")
+    try:
+        await asyncio.gather(*(store.set(f"k{i}", i) for i in range(300)))
+        deleted = await asyncio.gather(
+            *(store.delete(f"k{i}") for i in range(0, 300, 2)),
+            *(store.set(f"k{i}", -i) for i in range(1, 300, 2)),
+        )
+        assert deleted[:150] == [True] * 150
+        values = await store.get_many([f"k{i}" for i in range(300)])
+        assert values == [MISSING if i % 2 == 0 else -i for i in range(300)]
+        assert store._putting is False and not store._put_queue
+    finally:
+        await store.close()
