@@ -32,7 +32,8 @@ OFF_CACHE_SECONDS = 2.0
 _OFF_CACHE_MAX = 10_000
 HELP = (
     "commands: reload | rules [ID] | vars get|set|del PATH [VALUE] [--force] | on | off | cron | "
-    "budget [USER] | trace ID | explain TEXT"
+    "budget [USER] | trace ID | explain TEXT | memory [USER] | memory del ID | "
+    "dialog [USER|clear]"
 )
 
 
@@ -318,6 +319,10 @@ class AdminCommands:
             from tmy.explain import explain_text
 
             return await explain_text(engine, message, rest)
+        if name in ("memory", "dialog"):  # long-term memory (tmy/memory/admin.py)
+            from tmy.memory.admin import command
+
+            return await command(self.app, message, name, rest)
         raise CommandError(f"unknown command {name!r}; {HELP}")
 
     async def _budget(self, message: Message, user: str | None) -> str:

@@ -134,3 +134,4 @@ def _safe_url(url: str) -> str:
 
 
 import tmy.llm.autoinstall  # noqa: E402, F401  (the LLM answerer: runs tmy.llm.install())
+from tmy.memory import autoinstall as _memory  # noqa: E402, F401  (REMEMBER, FORGET, memory:)

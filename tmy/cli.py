@@ -44,13 +44,20 @@ COMMON = {
 # first sentence of the parser description configure() sets, else its docstring's.
 COMMANDS: dict[str, Any] = {}
 # The modules that add them when imported (after this module is loaded: they import it).
-COMMAND_MODULES = ("tmy.app", "tmy.explain", "tmy.tracelog", "tmy.ruletests")
+COMMAND_MODULES = (
+    "tmy.app",
+    "tmy.explain",
+    "tmy.tracelog",
+    "tmy.ruletests",
+    "tmy.memory.autoinstall",
+)
 # One help line each for ``--help`` (the modules' own descriptions are longer).
 COMMAND_HELP = {
     "ctx": "print the LLM request a message would send, without sending it",
     "explain": "why the bot answers a message (or not): matches, near misses, each step",
     "trace": "rebuild a past run from the JSON log (--follow tails it)",
     "test": "run the tests: of rules files; exit 1 when a case fails",
+    "memory": "long-term memory: list, delete or export entries (list --dialog: summaries)",
 }
 
 

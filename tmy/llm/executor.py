@@ -30,6 +30,8 @@ from tmy.llm import tools as toolkit
 from tmy.llm.config import LLMConfig, known_models
 from tmy.llm.contracts import JUDGE, contract_from
 from tmy.llm.exchange import Job, Plan, converse, runtime_of
+from tmy.memory import hooks as memory_hooks  # long-term memory (docs/memory.md)
+from tmy.memory.config import recall_spec
 
 log = structlog.get_logger("tmy.llm")
 
@@ -61,6 +63,11 @@ OPTIONS = {
     "permissions": Option((list, str), doc='glob allow/deny of tool calls: ["w*", "!delete_*"]'),
     "stream": Option(bool, doc="stream the answer (SSE); default: the model's setting"),
     "deadline": Option((int, float), doc="seconds for the whole step (default llm.deadline)"),
+    # long-term memory (tmy/memory, docs/memory.md): recalled into the dynamic tail
+    "memory": Option(
+        (int, dict),
+        doc="recall memory: N entries, or {max, scopes, min_score, dialogue, summarize}",
+    ),
 }
 
 
@@ -86,6 +93,8 @@ def make_check(config: LLMConfig) -> Any:
             if isinstance(cfg.get(key), int) and cfg[key] < 0:
                 raise ValueError(f"{key} must not be negative")
         prompt.few_shot(cfg.get("messages"))
+        if cfg.get("memory") is not None:  # long-term memory (tmy/memory)
+            recall_spec(cfg["memory"])
 
     return check
 
@@ -144,7 +153,10 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         )
 
     shots = prompt.few_shot(cfg.get("messages"))
-    tail = question
+    recalled = ""  # -- long-term memory (tmy/memory): a block in the tail, never the prefix
+    if cfg.get("memory"):
+        recalled = await memory_hooks.before_request(job, cfg["memory"], to_text(value))
+    tail = f"{recalled}\n\n{question}" if recalled else question
     if cfg.get("context", True):
         m = ctx.message
         who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
@@ -153,6 +165,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
             now=str(ctx.vars.locals.get("NOW", "")),
             who=who,
             where=f"chat {m.chat} on {m.platform}",
+            memory=recalled,
         )
     messages = prompt.layout(system_for(None), shots, pairs, tail)
     job.prefix_len = len(messages) - 1 - 2 * len(pairs)
@@ -174,6 +187,8 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     result, text = await converse(job, plan)
     if turns:
         await history.append(store, ctx.message, question, text, config.history_turns, summary)
+    if cfg.get("memory"):  # long-term memory: this turn counts towards the dialogue summary
+        await memory_hooks.after_answer(job, cfg["memory"], question, text)
     return result
 
 

@@ -103,5 +103,10 @@ async def inspect(
         f"{mine.get('completion', 0)} completion ({mine.get('cached', 0)} cached)",
         file=out,
     )
+    for record in reply.steps:  # long-term memory (tmy/memory): what was recalled, and why
+        if record.uri == request["uri"] and "memory" in record.extra:
+            from tmy.memory.report import ctx_lines
+
+            print("\n".join(ctx_lines(record.extra["memory"])), file=out)
     print(json.dumps(body, ensure_ascii=False, indent=2), file=out)
     return 0

@@ -124,13 +124,19 @@ def select_history(pairs: Sequence[Sequence[str]], turns: int, max_tokens: int) 
     return chosen
 
 
-def tail(question: str, *, now: str = "", who: str = "", where: str = "") -> str:
-    """The dynamic tail: time and who is asking (when known), then the question."""
+def tail(question: str, *, now: str = "", who: str = "", where: str = "", memory: str = "") -> str:
+    """The dynamic tail: time and who is asking (when known), then the question.
+
+    ``memory`` (the recalled ``<memory>…</memory>`` block, tmy/memory) goes between
+    the time/sender lines and the question: in the tail, never in the stable prefix.
+    """
     lines = []
     if now:
         lines.append(f"Time: {now}")
     if who:
         lines.append(f"From: {who}" + (f" ({where})" if where else ""))
+    if memory:  # long-term memory (docs/memory.md)
+        question = f"{memory}\n\n{question}"
     return "\n".join(lines) + "\n\n" + question if lines else question
 
 
