@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tmy.rulebook.triggers import parse_trigger
 from tmy.testing import Bot
 
 
@@ -270,3 +271,36 @@ async def test_no_warning_when_the_trigger_can_still_fire() -> None:
     )
     async with Bot(rules) as bot:
         assert bot.engine.rulebook.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("source", "case_sensitive", "anchor"),
+    [
+        (r"re:^rx0-(?P<word>\w+)$", False, "rx0-"),
+        (r"re:^Hello (?P<n>\w+)", True, "Hello "),
+        (r"re:^HeLLo", False, "hello"),
+        ("re:(?i)^Hello", True, ""),
+        ("re:hello", False, ""),
+        ("re:(?m)^ab", False, ""),
+        (r"re:^\p{Han}+", False, ""),
+    ],
+)
+def test_a_regex_anchored_on_literal_text_is_skipped_for_other_texts(
+    source: str, case_sensitive: bool, anchor: str
+) -> None:
+    assert parse_trigger(source, case_sensitive=case_sensitive).anchor == anchor
+
+
+def test_anchored_regexes_still_match_what_they_should() -> None:
+    from tmy.executors import default_registry
+    from tmy.rulebook.loader import load_sources
+
+    book = load_sources(
+        [(Path("r.yaml"), "rules:\n  - id: rx\n    triggers: ['re:^RX-(?P<QUESTION>\\w+)$']\n"
+          "    steps: [{plugin: ADJUST}]\n")],
+        default_registry(),
+    )  # fmt: skip
+    index = book.index
+    assert index.match("rx-abc").question == "abc"  # case folded like any trigger
+    assert index.match("  RX-abc ").question == "abc"
+    assert index.match("xrx-abc") is None

@@ -347,7 +347,8 @@ class Engine:
         matched path pays nothing for it.
         """
         reason = "no trigger matched"
-        refused = rulebook.index.match(text)
+        # without any filtered rule, a second look (filters ignored) cannot find one
+        refused = rulebook.index.match(text) if rulebook.has_filters else None
         if refused is not None:
             why = refused.rule.filters.refusal(message)
             reason = f"rule {refused.rule.id!r} matched but {why or 'its filters refused it'}"

@@ -151,6 +151,11 @@ def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry,
     """
     deadline = time.perf_counter() + REGEX_BUDGET
     for e in entries:
+        anchor = e[2].anchor
+        if anchor:  # "^literal…": a text that does not start so cannot match
+            head = shown[: len(anchor)]
+            if (head if e[2].case_sensitive else head.lower()) != anchor:
+                continue
         left = deadline - time.perf_counter()
         try:
             if left <= 0:

@@ -292,6 +292,7 @@ class _Loader:
             files=files,
             by_id={r.id: r for r in rules},
             has_sessions=any(r.session > 0 for r in rules),
+            has_filters=any(r.filters is not OPEN_FILTERS for r in rules),
         )
 
     # -- rules -------------------------------------------------------------------------------

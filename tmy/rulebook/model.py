@@ -175,6 +175,7 @@ class Rulebook:
     files: tuple[str, ...]
     by_id: dict[str, Rule] = field(default_factory=dict)
     has_sessions: bool = False
+    has_filters: bool = False  # some rule has platforms/chats/private/admin_only/mention
     # variables some step holds locked across a read and a write: every other
     # write to them (list modes, saves) takes the same lock, or it could land
     # between that step's read and its write and be overwritten

@@ -71,6 +71,10 @@ class Trigger:
     regex: Any = None  # a compiled ``regex`` pattern
     groups: tuple[str, ...] = ()
     line: int = 0  # where it is written (set by the loader), for warnings
+    # a regex anchored at the start with literal ASCII text (``^rx-…``): a text that
+    # does not start with it cannot match, and is not searched (lower case unless
+    # case_sensitive); "" when the pattern has no such prefix
+    anchor: str = ""
 
 
 def trigger_warnings(trig: Trigger) -> list[str]:
@@ -336,6 +340,42 @@ def fold(text: str) -> str:
     return text.casefold()
 
 
+def _anchor(pattern: str, case_sensitive: bool) -> str:
+    """The ASCII literal a match of ``pattern`` must start the text with, or "".
+
+    Read with the standard library's parser: a pattern it cannot read (syntax
+    only the ``regex`` module knows), a multi-line one, or one that does not
+    start with ``^`` and literal characters has no anchor and is always searched.
+    """
+    import re
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from re import _parser as sre_parse  # type: ignore[attr-defined]
+        except ImportError:  # pragma: no cover - Python < 3.11
+            import sre_parse  # type: ignore[no-redef]
+        try:
+            parsed = sre_parse.parse(pattern, 0 if case_sensitive else re.IGNORECASE)
+        except Exception:
+            return ""
+    if parsed.state.flags & (re.MULTILINE | re.VERBOSE):
+        return ""
+    items = list(parsed)
+    if not items or items[0] != (sre_parse.AT, sre_parse.AT_BEGINNING):
+        return ""
+    chars = []
+    for op, arg in items[1:]:
+        if op is not sre_parse.LITERAL or arg > 127:
+            break
+        chars.append(chr(arg))
+    literal = "".join(chars)
+    if case_sensitive and parsed.state.flags & re.IGNORECASE:
+        return ""  # an inline (?i) in a case-sensitive trigger: compared as written, rare
+    return literal if case_sensitive else literal.lower()
+
+
 def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
     """Compile one trigger string; RuleError (without location) when it is malformed."""
     if not isinstance(source, str) or not source.strip():
@@ -348,7 +388,8 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
         except (regex.error, ValueError, OverflowError) as exc:
             raise RuleError(f"trigger {source!r}: invalid regular expression: {exc}") from None
         groups = tuple(compiled.groupindex)
-        return Trigger(source, "regex", "", pattern, case_sensitive, compiled, groups)
+        anchor = _anchor(pattern, case_sensitive)
+        return Trigger(source, "regex", "", pattern, case_sensitive, compiled, groups, 0, anchor)
     text = unicodedata.normalize("NFKC", strip_invisible(source))
     if text.strip() == "*":
         return Trigger(source, "any", "", "", case_sensitive)
