@@ -319,6 +319,11 @@ def message(platform: str, matched: bool) -> None:
         missed.value += 1
 
 
+def message_meters(platform: str) -> tuple[Any, Any, Any]:
+    """(received, matched, unmatched) counters of ``platform``, for a caller that keeps them."""
+    return _messages(platform)
+
+
 def run(rule: str, ok: bool) -> None:
     """One run of ``rule`` ended (``ok`` False when it ended with an error)."""
     _runs(rule)[0 if ok else 1].value += 1
