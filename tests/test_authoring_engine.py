@@ -487,3 +487,22 @@ def test_ask_on_an_admin_command_prints_only_the_answer(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0 and "checkin" in out.stdout
     assert "no reply" not in out.stderr
+
+
+def test_a_rule_tests_now_also_moves_the_cooldown_clock(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "rules:\n  - id: roll\n    triggers: [roll]\n"
+        '    cooldown: {seconds: 60, reply: "wait {COOLDOWN_LEFT}s"}\n'
+        "    steps: [{plugin: ADJUST, input: rolled}]\n"
+        "tests:\n"
+        '  - {send: roll, now: "2026-11-24T10:00:00+00:00", expect: rolled}\n'
+        '  - {send: roll, now: "2026-11-24T10:00:30+00:00", expect: "wait 30s"}\n'
+        '  - {send: roll, now: "2026-11-24T10:01:01+00:00", expect: rolled}\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
+    out = subprocess.run(
+        [sys.executable, "run.py", "test", str(tmp_path / "c.yaml")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "3 passed, 0 failed" in out.stdout

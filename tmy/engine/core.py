@@ -393,7 +393,7 @@ class Engine:
         daemons): 0 means the window was free and is now started.
         """
         seconds = rule.cooldown.seconds
-        now = time.time()
+        now = self._epoch()
 
         def claim(current: Any) -> tuple[Any, float]:
             if isinstance(current, (int, float)) and current > now:
@@ -409,7 +409,16 @@ class Engine:
         if rule.cooldown is None:
             return 0.0
         until = await self.services.store.get(self._cooldown_key(rule, message))
-        return max(0.0, until - time.time()) if isinstance(until, (int, float)) else 0.0
+        return max(0.0, until - self._epoch()) if isinstance(until, (int, float)) else 0.0
+
+    def _epoch(self) -> float:
+        """Now, in seconds: the pinned NOW of a rule test when there is one (cooldowns)."""
+        if self.fixed_now is not None:
+            try:
+                return datetime.fromisoformat(self.fixed_now).timestamp()
+            except ValueError:
+                pass
+        return time.time()
 
     async def cooldown_reply(self, match: Match, message: Message, text: str, left: float) -> Reply:
         """What a rule in its cooldown window answers (for ``explain``); logs nothing."""
