@@ -509,3 +509,24 @@ def test_check_lists_the_rules_that_hold_variables_across_steps(
     assert code == 0 and lines[0].startswith("ok: 1 rules")
     assert len(lines) == 2 and lines[1].startswith(f"atomic: {folder / 'bank.yaml'}:4: ")
     assert "rule 'deposit' holds balance" in lines[1]
+
+
+def test_a_list_item_missing_its_colon_is_named_with_the_fix(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(
+        'rules:\n  - id: a\n    triggers: ["a"]\n    steps:\n'
+        "      - plugin ADJUST\n        input: x\n"
+    )
+    import contextlib
+    import io
+
+    from tmy.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["check", str(rules)])
+    assert code == 1
+    text = err.getvalue()
+    assert "r.yaml:5: YAML syntax error: a list item" in text
+    assert "'- plugin: ADJUST'" in text and "deeper than" not in text

@@ -194,6 +194,17 @@ def diagnose(text: str, exc: yaml.MarkedYAMLError) -> tuple[int | None, str, str
                     "a key without a space after ':'",
                     "write 'key: value' with a space after the colon (quote a value with ':')",
                 )
+            if (
+                lines[prev].lstrip().startswith("- ")
+                and ":" not in above.split(" #", 1)[0]
+                and _indent(line) == _content_col(lines[prev])
+            ):  # "- plugin ADJUST" followed by that item's keys: the item lacks its ':'
+                return out(
+                    prev,
+                    "a list item that is neither '- key: value' nor a plain value: "
+                    "the keys below it belong to it",
+                    "missing ':'? write '- key: value' (a colon and a space): '- plugin: ADJUST'",
+                )
             return out(
                 p_line,
                 f"inconsistent indentation: this line is indented {_indent(line)} spaces, "
