@@ -43,7 +43,7 @@ async def test_one_run_is_one_line_at_info(log_file: Path) -> None:
     assert run["text"] == "count apples" and run["user"] == "ann"
     assert run["rule"] == "count" and run["trigger"] == "count *"
     assert run["question"] == "apples" and run["answer"] == "apples: 1"
-    assert run["error"] is None and run["stopped"] is False and isinstance(run["ms"], float)
+    assert run["error"] is None and "stopped" not in run and isinstance(run["ms"], float)
     steps = run["steps"]
     assert [d["uri"] for d in steps] == ["count/add", "count/1"]
     assert steps[0]["input"] == 1 and steps[0]["result"] == 1 and steps[0]["error"] is None

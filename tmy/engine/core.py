@@ -89,6 +89,7 @@ class Services:
             self._http = None
 
 
+_STOPPED = {"stopped": True}  # run.done of a run a step's stop: ended (omitted otherwise)
 _NESTED = {"nested": True}  # run.done of a rule run as an LLM tool, inside another run
 _DRY = {"dry_run": True}  # run.done of an explain dry run (nothing was stored or sent)
 _TRACE_PREFIX = os.urandom(4).hex()
@@ -591,7 +592,6 @@ class Engine:
             platform=message.platform,
             answer=answer if len(answer) <= PREVIEW else preview(answer),
             error=reply.error,
-            stopped=reply.stopped,
             ms=round(seconds * 1000, 3),
             steps=[
                 {
@@ -605,6 +605,7 @@ class Engine:
                 }
                 for r in reply.steps
             ],
+            **_STOPPED if reply.stopped else {},
             **_NESTED if not finish else {},
             **_DRY if self.dry_run else {},
         )  # fmt: skip
