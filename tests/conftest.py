@@ -279,6 +279,19 @@ async def store(store_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture(autouse=True)
+def _own_secrets() -> Iterator[None]:
+    """Each test starts with the redaction secrets the session had: a config loaded in
+    one test (an API key "secret") must not mask that word in another test's log."""
+    from tmy import redact
+
+    saved = (set(redact._secrets), redact._text, redact._raw)
+    yield
+    redact._secrets.clear()
+    redact._secrets.update(saved[0])
+    redact._text, redact._raw = saved[1], saved[2]
+
+
+@pytest.fixture(autouse=True)
 def _quiet_logs() -> Iterator[None]:
     """JSON logs at warning level to stderr, as one-shot CLI commands do (tests that
     inspect logs configure their own file). Per test: a command run in an earlier
