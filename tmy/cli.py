@@ -230,7 +230,7 @@ async def cmd_ask(settings: Settings, text: str, as_json: bool, who: dict[str, s
         assert app.engine is not None
         reply = await app.engine.handle(Message(text, **who))
     if as_json:
-        print(json.dumps(_jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
+        print(json.dumps(jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
     else:
         if reply.rule is None and not reply.text:  # (an admin command answers with no rule)
             print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
@@ -241,12 +241,13 @@ async def cmd_ask(settings: Settings, text: str, as_json: bool, who: dict[str, s
     return 1 if reply.error else 0
 
 
-def _jsonable(value: Any) -> Any:
-    """Step inputs/results as JSON: bytes decoded, anything odd as its repr."""
+def jsonable(value: Any) -> Any:
+    """Step inputs/results as JSON: bytes decoded, anything odd as its repr, huge ints as text
+    (for ``ask --json`` and ``explain --json``)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if value is None or isinstance(value, (str, bool, float)):

@@ -42,7 +42,7 @@ import httpx
 
 from tmy import logs, redact
 from tmy.bodies import ACCEPT_ENCODING
-from tmy.cli import COMMANDS
+from tmy.cli import COMMANDS, jsonable
 from tmy.engine.core import Engine, Services, id_problem
 from tmy.engine.values import Constant, Expression, to_text
 from tmy.engine.variables import conversation_key
@@ -120,7 +120,7 @@ class Explanation:
             "trace_id": self.trace_id,
             "notes": self.notes,
         }
-        return _plain(out)
+        return jsonable(out)
 
     @property
     def ran(self) -> bool:
@@ -328,14 +328,11 @@ async def _analyse(engine: Engine, rulebook: Any, message: Message) -> Explanati
             ex._blocked = True
             ex.near_misses.insert(0, _near(rule, ex.trigger or "<session>", ex.reason))
             return ex
-    if getattr(rule, "cooldown", None) is not None:
-        left = 0.0
-        cooldown_left = getattr(engine, "cooldown_left", None)
-        if cooldown_left is not None:
-            try:
-                left = float(await cooldown_left(rule, message))
-            except TmyError:
-                left = 0.0
+    if rule.cooldown is not None:
+        try:
+            left = await engine.cooldown_left(rule, message)
+        except TmyError:
+            left = 0.0
         if left > 0:
             answers = (
                 "it answers its cooldown reply instead"
@@ -350,12 +347,7 @@ async def _analyse(engine: Engine, rulebook: Any, message: Message) -> Explanati
 
 
 def _refusal(rule: Any, message: Message) -> str | None:
-    filters = rule.filters
-    if filters.admits(message):
-        return None
-    refusal = getattr(filters, "refusal", None)
-    why = refusal(message) if refusal is not None else None
-    return why or "its filters refuse it"
+    return rule.filters.refusal(message)
 
 
 def _candidate(cand: Any, winner: Any, message: Message) -> dict[str, Any]:
@@ -637,9 +629,8 @@ async def _dry_run(
     )
     token = logs.bind_trace(ex.trace_id)
     try:
-        claim = getattr(dry, "cooldown_claim", None)
-        if getattr(match.rule, "cooldown", None) is not None and claim is not None:
-            await claim(match.rule, message)  # the window the run would start (overlay only)
+        if match.rule.cooldown is not None:  # the window the run would start (overlay only)
+            await dry.cooldown_claim(match.rule, message)
         reply = await dry.run_rule(match, message, ex.trace_id, ex.text)
     finally:
         logs.TRACE.reset(token)
@@ -751,21 +742,6 @@ def _source(value: Any) -> str:
 
 
 # -- output -----------------------------------------------------------------------------------
-
-
-def _plain(value: Any) -> Any:
-    """JSON-safe: bytes decoded, odd objects as their repr, huge ints as text."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if value is None or isinstance(value, (str, bool, float)):
-        return value
-    if isinstance(value, int):
-        return value if value.bit_length() <= 64 else str(value)
-    return repr(value)
 
 
 def _show(value: Any, limit: int) -> str:
@@ -914,12 +890,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Any) -> int:
     """``tmy explain``: 0 when explained, 1 when the run failed."""
-    from tmy.cli import COMMON, _opt, identity
+    from tmy.cli import identity
 
-    who = dict(identity(args))
-    name = who.pop("user_name", None) or getattr(args, "user_name", None)
-    if not name and "user-name" in COMMON:  # the common option (and its TMY_* twin)
-        name = _opt(args, "user-name")
+    who = dict(identity(args))  # --user-name / TMY_USER_NAME included
+    name = who.pop("user_name", None)
     private = True if args.private else (False if args.group else None)
     message = message_for(
         args.text,

@@ -151,14 +151,17 @@ _BUDGET = {"per_user_daily_tokens": int, "daily_tokens": int}
 _HISTORY = {"turns": int, "max_tokens": int}
 
 
-def _check(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
+def check_section(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a mapping under config key ``where``) checked against ``schema``
+    (key -> allowed types): unknown keys with a did-you-mean, wrong types, negative
+    numbers are ConfigErrors naming the key. Also used by ``llm.memory``."""
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"'{where}' must be a mapping, got {data!r}")
     for key, value in data.items():
         if key not in schema:
-            hint = did_you_mean(key, schema)
+            hint = did_you_mean(str(key), schema)
             raise ConfigError(f"unknown key '{where}.{key}'{hint}; allowed: {', '.join(schema)}")
         types = schema[key]
         if value is None:
@@ -187,7 +190,7 @@ def _env_model(env: Mapping[str, str]) -> ModelConfig | None:
 
 def _model(name: str, raw: Any, env: Mapping[str, str]) -> ModelConfig:
     where = f"llm.models.{name}"
-    data = _check(where, raw, _MODEL)
+    data = check_section(where, raw, _MODEL)
     base = data.get("base_url")
     if not base:
         raise ConfigError(f"'{where}.base_url' is required (e.g. https://api.openai.com/v1)")
@@ -232,7 +235,7 @@ def _register_secrets(model: ModelConfig) -> None:
 def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> LLMConfig:
     """Validate ``settings.llm`` and resolve models; ConfigError naming the offending key."""
     env = os.environ if env is None else env
-    data = _check("llm", dict(raw or {}), _TOP)
+    data = check_section("llm", dict(raw or {}), _TOP)
     models: dict[str, ModelConfig] = {MOCK: ModelConfig(MOCK, MOCK, MOCK)}
     env_model = _env_model(env)
     raw_models = data.get("models") or {}
@@ -256,9 +259,11 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
         raise ConfigError(f"'llm.default' names unknown model {default!r}; {known_models(models)}")
     if not default:
         default = ENV_MODEL if env_model is not None else next(iter(raw_models), MOCK)
-    scenes = _check("llm.scene_prompts", data.get("scene_prompts"), dict.fromkeys(SCENES, str))
-    budget = _check("llm.budget", data.get("budget"), _BUDGET)
-    history = _check("llm.history", data.get("history"), _HISTORY)
+    scenes = check_section(
+        "llm.scene_prompts", data.get("scene_prompts"), dict.fromkeys(SCENES, str)
+    )
+    budget = check_section("llm.budget", data.get("budget"), _BUDGET)
+    history = check_section("llm.history", data.get("history"), _HISTORY)
     max_bytes = data.get("max_response_bytes")
     if max_bytes is not None and max_bytes < 1:
         raise ConfigError("'llm.max_response_bytes' must be at least 1")

@@ -14,6 +14,7 @@ from typing import Any
 
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
+from tmy.llm.config import check_section
 
 SCOPES = ("user", "chat", "global")
 DEFAULT_MIN_SCORE = 0.35
@@ -85,22 +86,8 @@ _EMBEDDINGS = {"model": str, "id": str, "min_similarity": (int, float), "timeout
 
 
 def _check(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"'{where}' must be a mapping, got {data!r}")
-    for key, value in data.items():
-        if key not in schema:
-            hint = did_you_mean(str(key), schema)
-            raise ConfigError(f"unknown key '{where}.{key}'{hint}; allowed: {', '.join(schema)}")
-        types = schema[key]
-        if value is None:
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-            raise ConfigError(f"'{where}.{key}' has the wrong type: {value!r}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"'{where}.{key}' must not be negative: {value!r}")
-    return {k: v for k, v in data.items() if v is not None}
+    """The llm config's section check, keys set to null dropped (they mean "the default")."""
+    return {k: v for k, v in check_section(where, data, schema).items() if v is not None}
 
 
 def load_memory_config(llm: Mapping[str, Any] | None) -> MemoryConfig:
