@@ -264,6 +264,19 @@ class Timing:
         return out
 
 
+def cron_message(schedule: Schedule, target: Target | None) -> Message:
+    """The message a scheduled run answers: its input, from user "cron", in the target's chat
+    (a rule test's ``fire:`` builds the same one)."""
+    return Message(
+        schedule.input,
+        user="cron",
+        chat=target.chat if target else "cron",
+        platform=target.platform if target else "cron",
+        user_name="cron",
+        private=False,
+    )
+
+
 def fire_time_text(fire: datetime) -> str:
     return fire.isoformat(timespec="seconds")
 
@@ -435,14 +448,7 @@ class Cron:
         self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None
     ) -> dict[str, Any]:
         """Run one occurrence for one target (no claim) and send its reply; the history entry."""
-        message = Message(
-            schedule.input,
-            user="cron",
-            chat=target.chat if target else "cron",
-            platform=target.platform if target else "cron",
-            user_name="cron",
-            private=False,
-        )
+        message = cron_message(schedule, target)
         fire_text = fire_time_text(fire)
         reply: Reply = await self.engine.run_scheduled(
             rule, message, schedule.input, {"FIRE_TIME": fire_text}

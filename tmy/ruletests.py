@@ -42,12 +42,12 @@ from datetime import date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
-from zoneinfo import ZoneInfo
 
 import httpx
 
 from tmy.config import Settings
-from tmy.errors import RuleError, RuleErrors, StoreError, TmyError
+from tmy.cron import cron_message, fire_time_text
+from tmy.errors import ConfigError, RuleError, RuleErrors, StoreError, TmyError
 from tmy.hints import did_you_mean
 
 CASE_KEYS = (
@@ -166,12 +166,14 @@ class Outcome:
 
 
 def _timezone(name: str) -> tzinfo | None:
-    if name in ("", "local"):
-        return None
+    """The engine's reading of a timezone setting; None for a bad one (the engine
+    refuses it with its own clear error when the cases run)."""
+    from tmy.engine.core import _timezone as engine_timezone
+
     try:
-        return ZoneInfo(name)
-    except Exception:
-        return None  # the engine refuses a bad timezone with its own clear error
+        return engine_timezone(name)
+    except ConfigError:
+        return None
 
 
 def normalise_now(value: Any, tz: tzinfo | None) -> str:
@@ -575,7 +577,6 @@ def _message(case: Case, text: str) -> Any:
 
 async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
     from tmy.engine.variables import variable_key
-    from tmy.message import Message
 
     engine.fixed_now = case.now
     outbound.canned = case.http
@@ -585,14 +586,7 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
         rule = rulebook.by_id[case.fire]
         schedule = rule.extras["schedule"]
         target = schedule.send_to[0] if schedule.send_to else None
-        message = Message(
-            schedule.input,
-            user="cron",
-            chat=target.chat if target else "cron",
-            platform=target.platform if target else "cron",
-            user_name="cron",
-            private=False,
-        )
+        message = cron_message(schedule, target)
     else:
         message = _message(case, case.send or "")
     try:
@@ -603,7 +597,7 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
     if case.fire is not None:
         tz = _timezone(schedule.timezone) if schedule.timezone else engine.tz
         moment = datetime.fromisoformat(case.now) if case.now else datetime.now(tz)
-        fire_time = moment.astimezone(tz).isoformat(timespec="seconds")
+        fire_time = fire_time_text(moment.astimezone(tz))
         reply = await engine.run_scheduled(rule, message, schedule.input, {"FIRE_TIME": fire_time})
     else:
         reply = await engine.handle(message)
