@@ -350,7 +350,7 @@ async def _execute_atomic(run: Run, step: Step, uri: str, record: StepRecord) ->
     def apply(current: Any) -> tuple[Any, tuple[Any, Any]]:
         root = v.default(name) if current is MISSING else current
         v.cache[name] = root
-        value = _input_now(run, step)
+        value = _input_now(run, step, step.INPUT.resolve(v) if step.INPUT is not None else None)
         cfg = _options_now(run, step)
         if spec.takes is str and not isinstance(value, str):
             value = (
@@ -380,15 +380,16 @@ def _drive(coro: Any, step: Step) -> Any:
     raise EvalError(f"executor {step.plugin} is declared pure but waited on I/O")
 
 
-def _input_now(run: Run, step: Step) -> Any:
-    """:func:`_step_input` for a step whose values are all fetched (no list modes)."""
+def _input_now(run: Run, step: Step, path: Path | None) -> Any:
+    """A step's input when it takes no list member, every value it names fetched
+    (``path``: its resolved INPUT position). Sync: an atomic update computes it too."""
     v = run.vars
-    path = step.INPUT.resolve(v) if step.INPUT is not None else None
     if step.input is not None:
         if path is not None:
             v.locals["INPUT"] = v.peek(path)
         value = step.input.evaluate(v)
         if isinstance(step.input, Expression) and isinstance(value, str) and value in LIST_MODES:
+            # seed 004: an input expression computing a list mode takes from INPUT's list
             raise EvalError(
                 f"input computed {value}, a list mode, but the step has no INPUT naming the list"
             )
@@ -425,20 +426,11 @@ async def _step_input(run: Run, step: Step) -> Any:
     if mode is not None:
         assert path is not None
         return await v.take(path, mode)
-    if step.input is not None:
-        if path is not None:
-            v.locals["INPUT"] = await v.read(path)
-        await v.fetch(step.input.names)
-        value = step.input.evaluate(v)
-        if isinstance(step.input, Expression) and isinstance(value, str) and value in LIST_MODES:
-            # seed 004: an input expression computing a list mode takes from INPUT's list
-            raise EvalError(
-                f"input computed {value}, a list mode, but the step has no INPUT naming the list"
-            )
-        return value
+    names = set(step.input.names) if step.input is not None else set()
     if path is not None:
-        return await v.read(path)
-    return v.locals.get("STEP_RESULT")
+        names.add(path.root)
+    await v.fetch(names)  # INPUT's variable and the input's names: one round-trip
+    return _input_now(run, step, path)
 
 
 async def _options(run: Run, step: Step) -> dict[str, Any]:
