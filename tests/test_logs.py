@@ -52,6 +52,42 @@ async def test_one_run_is_one_line_at_info(log_file: Path) -> None:
     assert run["level"] == "info" and run["timestamp"].endswith("Z")
 
 
+ECHO = """
+rules:
+  - id: echo
+    triggers: ["echo *"]
+    steps:
+      - plugin: ADJUST
+"""
+
+
+async def test_the_run_line_is_redacted(log_file: Path) -> None:
+    """run.done takes its own fast path to the sink: the same redaction applies."""
+    from tmy import redact
+
+    redact.add("sk-live-0123456789abcdef")
+    async with Bot({"r.yaml": ECHO}) as bot:
+        reply = await bot.ask("echo key sk-live-0123456789abcdef")
+    assert reply.text == "key sk-live-0123456789abcdef"  # the user still gets the answer
+    assert "sk-live-0123456789abcdef" not in log_file.read_text()
+    (run,) = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
+    assert run["event"] == "run.done" and run["answer"].startswith("key ")
+    assert "sk-live" not in run["answer"] and "sk-live" not in run["text"]
+
+
+async def test_the_run_line_carries_what_plugins_bound(log_file: Path) -> None:
+    import structlog
+
+    structlog.contextvars.bind_contextvars(tenant="acme")
+    try:
+        async with Bot({"r.yaml": ECHO}) as bot:
+            reply = await bot.ask("echo hi")
+    finally:
+        structlog.contextvars.unbind_contextvars("tenant")
+    (run,) = [e for e in read_log(log_file) if e.get("trace_id") == reply.trace_id]
+    assert run["event"] == "run.done" and run["tenant"] == "acme" and run["answer"] == "hi"
+
+
 async def test_debug_level_logs_every_event_of_a_run(tmp_path: Path) -> None:
     path = tmp_path / "d.log"
     logs.configure("debug", path)

@@ -161,6 +161,21 @@ async def test_matching_many_rules_picks_the_right_one() -> None:
         assert (await bot.ask("cmd2000 go")).rule is None
 
 
+async def test_word_prefixes_and_longer_prefixes_of_the_same_length_both_fire() -> None:
+    """ "say *" is looked up by the text's first word; "a b *" (same length, two words)
+    and "sa*" by length: each fires where it should, and the longest literal wins."""
+    rules = book(rule("word", "say *"), rule("two", "a b *"), rule("short", "sa*"))
+    async with Bot(rules) as bot:
+        assert (await bot.ask("say hi there")).text == "word|say|hi there"
+        assert (await bot.ask("a b c")).text == "two|a b|c"
+        assert (await bot.ask("sa")).text == "short|sa|"
+        assert (await bot.ask("sayonara")).text == "short|sa|yonara"
+        assert (await bot.ask("say")).text == "word|say|"  # "say *" fires on a bare "say"
+        assert (await bot.ask("a bc")).rule is None
+        low = await bot.ask("SAY  Loud ")  # folded match, the user's capitals in QUESTION
+        assert low.text == "word|say|Loud"
+
+
 # -- filters --------------------------------------------------------------------------
 
 

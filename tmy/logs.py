@@ -110,6 +110,7 @@ def _stamp_ms(ms: int) -> str:
 _stamp: list[Any] = [0, ""]  # (millisecond, its timestamp)
 _second: list[Any] = [0, ""]  # (second, its date-and-time prefix)
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 
 class JsonLines:
@@ -127,7 +128,11 @@ class JsonLines:
         self.last = time.monotonic()
 
     def msg(self, line: bytes) -> None:
-        self.stream.write(line + b"\n")
+        self.write(line + b"\n")
+
+    def write(self, line: bytes) -> None:
+        """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
+        self.stream.write(line)
         if self.interactive:
             self.stream.flush()
             return
@@ -159,13 +164,16 @@ class ConsoleLines(JsonLines):
         super().__init__(stream, interactive=True)
         self.renderer = structlog.dev.ConsoleRenderer(colors=colors)
 
+    def write(self, line: bytes) -> None:
+        self.msg(line.rstrip(b"\n"))
+
     def msg(self, line: bytes) -> None:
         try:
             event = orjson.loads(line)
             text = self.renderer(None, event.get("level", "info"), event)
         except Exception:  # never lose a line to the pretty printer
             text = line.decode("utf-8", errors="replace")
-        super().msg(text.encode("utf-8", errors="replace"))
+        super().write(text.encode("utf-8", errors="replace") + b"\n")
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
@@ -188,6 +196,52 @@ def emit(level: str, event: str, **fields: Any) -> None:
         return
     fields["event"] = event
     sink.msg(_render(None, level, fields))
+
+
+def emit_event(level: str, event: dict[str, Any], trace_id: str | None) -> None:
+    """Log a line whose fields the caller built as one dict (``event`` key included).
+
+    The engine's one line per run: :func:`emit` plus :func:`_render` without a
+    keyword-argument repack, a context-variable read for the trace id the
+    caller already holds, or a copy of the rendered bytes to add the newline.
+    Same line, same redaction. Callers check INFO_ENABLED / DEBUG_ENABLED first.
+    """
+    sink = _sink
+    if sink is None:  # not configured (a library user): through structlog
+        name = event.pop("event")
+        token = TRACE.set(trace_id)
+        try:
+            emit(level, name, **event)
+        finally:
+            TRACE.reset(token)
+        return
+    if trace_id is not None:
+        event["trace_id"] = trace_id
+    if _BOUND:  # what plugins bound themselves (see _render)
+        ctx = structlog.contextvars.get_contextvars()
+        if ctx:
+            event = {**ctx, **event}
+    event["level"] = level
+    ms = int(time.time() * 1000)
+    if ms != _stamp[0]:
+        _stamp[1] = _stamp_ms(ms)
+        _stamp[0] = ms
+    event["timestamp"] = _stamp[1]
+    try:
+        line = orjson.dumps(event, option=_NEWLINE)
+    except TypeError:
+        line = _dumps_any(event) + b"\n"
+    if redact._raw:  # redact.active(), inlined
+        line = redact.redact_line(line)
+    sink.write(line)
+
+
+def _dumps_any(event: dict[str, Any]) -> bytes:
+    """JSON for a line orjson refused as it is: non-string keys, other objects, surrogates."""
+    try:
+        return orjson.dumps(event, option=_NON_STR_KEYS, default=str)
+    except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose it
+        return json.dumps(event, default=str).encode()
 
 
 def flush() -> None:
@@ -236,10 +290,7 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
     try:
         line = orjson.dumps(event)  # the usual line: plain JSON values (options cost a third)
     except TypeError:
-        try:  # non-string keys, objects JSON cannot hold (rendered with str)
-            line = orjson.dumps(event, option=_NON_STR_KEYS, default=str)
-        except TypeError:  # e.g. a lone surrogate from a plugin: escape rather than lose it
-            line = json.dumps(event, default=str).encode()
+        line = _dumps_any(event)
     if redact.active():  # configured secrets (API keys, passwords) never reach the log
         line = redact.redact_line(line)
     return line

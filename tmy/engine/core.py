@@ -32,7 +32,7 @@ from tmy.engine.variables import Variables, conversation_key, escape_key_part
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import PREVIEW, get_logger, preview
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, normalise
 from tmy.store.base import MISSING, Store
@@ -89,11 +89,10 @@ class Services:
             self._http = None
 
 
-_STOPPED = {"stopped": True}  # run.done of a run a step's stop: ended (omitted otherwise)
-_NESTED = {"nested": True}  # run.done of a rule run as an LLM tool, inside another run
-_DRY = {"dry_run": True}  # run.done of an explain dry run (nothing was stored or sent)
 _TRACE_PREFIX = os.urandom(4).hex()
 _trace_counter = itertools.count(1)
+_TRACE_SET = logs.TRACE.set
+_TRACE_RESET = logs.TRACE.reset
 
 
 def _plain_value(x: Any) -> bool:
@@ -104,6 +103,20 @@ def _plain_value(x: Any) -> bool:
     if t is int:
         return -(2**63) <= x < 2**63
     return x is None or t is float or t is bool
+
+
+def _step_fields(r: StepRecord) -> dict[str, Any]:
+    """One step of a run.done line: values as they are when short and JSON-native."""
+    x, y = r.input, r.result
+    return {
+        "uri": r.uri,
+        "plugin": r.plugin,
+        "input": x if (type(x) is str and len(x) <= PREVIEW) or _plain_value(x) else preview(x),
+        "result": y if (type(y) is str and len(y) <= PREVIEW) or _plain_value(y) else preview(y),
+        "error": r.error or None,
+        "ms": r.ms,
+        "skipped": r.skipped,
+    }
 
 
 def _trace_id() -> str:
@@ -200,8 +213,7 @@ class Engine:
             )
         self.admins = Admins(self.settings.admins)
         self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._idle: asyncio.Event | None = None  # set when the last run in flight ends
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
         self.commands: Any = None  # tmy.admin.AdminCommands: "<prefix> …" for admins
@@ -230,43 +242,54 @@ class Engine:
 
     async def drain(self, timeout: float) -> bool:
         """Wait until no run is in flight; False when ``timeout`` passed first."""
+        if self._inflight == 0:
+            return True
+        if self._idle is None:  # made only when someone waits: the hot path never pays
+            self._idle = asyncio.Event()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
             return True
         except TimeoutError:
             return False
 
+    def _settled(self) -> None:
+        """No run is in flight any more: wake :meth:`drain`."""
+        idle = self._idle
+        if idle is not None:
+            self._idle = None
+            idle.set()
+
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
-        trace_id = _trace_id()
+        trace_id = _TRACE_PREFIX + "%08x" % (next(_trace_counter) & 0xFFFFFFFF)  # _trace_id()
         self._inflight += 1
-        if self._inflight == 1:
-            self._idle.clear()
-        started = time.perf_counter() if logs.DEBUG_ENABLED else 0.0
-        token = logs.TRACE.set(trace_id)
+        token = _TRACE_SET(trace_id)
         try:
-            try:
-                reply = await self._handle(message, trace_id)
-            except Exception as exc:  # an engine bug: answer, log it, keep serving
-                log.exception("message.crashed")
-                reply = Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
-            if reply.rule is not None:
-                metrics.run(reply.rule, reply.error is None)
-            if logs.DEBUG_ENABLED:  # at info, the run's one line (run.done) says it all
-                logs.emit(
-                    "debug",
-                    "reply.sent",
-                    rule=reply.rule,
-                    answer=preview(reply.text),
-                    error=reply.error,
-                    ms=round((time.perf_counter() - started) * 1000, 3),
-                )
-            return reply
+            if logs.DEBUG_ENABLED:
+                return await self._handle_debug(message, trace_id)
+            return await self._handle(message, trace_id)
+        except Exception as exc:  # an engine bug: answer, log it, keep serving
+            log.exception("message.crashed")
+            return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
         finally:
-            logs.TRACE.reset(token)
+            _TRACE_RESET(token)
             self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+            if self._inflight == 0 and self._idle is not None:
+                self._settled()
+
+    async def _handle_debug(self, message: Message, trace_id: str) -> Reply:
+        """:meth:`_handle` plus the per-event ``reply.sent`` line of ``debug`` logging."""
+        started = time.perf_counter()
+        reply = await self._handle(message, trace_id)
+        logs.emit(
+            "debug",
+            "reply.sent",
+            rule=reply.rule,
+            answer=preview(reply.text),
+            error=reply.error,
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return reply
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
@@ -346,6 +369,7 @@ class Engine:
         reply = await self._run(match, message, trace_id, text, True, None)
         if logs.INFO_ENABLED:
             self._log_run(match, message, text, reply, time.perf_counter() - started)
+        metrics.run(reply.rule, reply.error is None)
         return reply
 
     def _unmatched(self, rulebook: Rulebook, message: Message, text: str, trace_id: str) -> Reply:
@@ -521,7 +545,6 @@ class Engine:
         like a message; ``extra`` adds run locals (``FIRE_TIME``). Never raises."""
         trace_id = _trace_id()
         self._inflight += 1
-        self._idle.clear()
         token = logs.bind_trace(trace_id)
         try:
             log.info(
@@ -538,7 +561,7 @@ class Engine:
             logs.TRACE.reset(token)
             self._inflight -= 1
             if self._inflight == 0:
-                self._idle.set()
+                self._settled()
 
     async def run_rule(
         self,
@@ -580,35 +603,27 @@ class Engine:
         """
         q = match.question
         answer = reply.text
-        logs.emit(
-            "info",
-            "run.done",
-            rule=match.rule.id,
-            trigger=match.trigger.source if match.trigger else "<session>",
-            text=text if len(text) <= PREVIEW else preview(text),
-            question=q if type(q) is str and len(q) <= PREVIEW else preview(q),
-            user=message.user,
-            chat=message.chat,
-            platform=message.platform,
-            answer=answer if len(answer) <= PREVIEW else preview(answer),
-            error=reply.error,
-            ms=round(seconds * 1000, 3),
-            steps=[
-                {
-                    "uri": r.uri,
-                    "plugin": r.plugin,
-                    "input": r.input if _plain_value(r.input) else preview(r.input),
-                    "result": r.result if _plain_value(r.result) else preview(r.result),
-                    "error": r.error or None,
-                    "ms": r.ms,
-                    "skipped": r.skipped,
-                }
-                for r in reply.steps
-            ],
-            **_STOPPED if reply.stopped else {},
-            **_NESTED if not finish else {},
-            **_DRY if self.dry_run else {},
-        )  # fmt: skip
+        event = {
+            "rule": match.rule.id,
+            "trigger": match.trigger.source if match.trigger else "<session>",
+            "text": text if len(text) <= PREVIEW else preview(text),
+            "question": q if type(q) is str and len(q) <= PREVIEW else preview(q),
+            "user": message.user,
+            "chat": message.chat,
+            "platform": message.platform,
+            "answer": answer if len(answer) <= PREVIEW else preview(answer),
+            "error": reply.error,
+            "ms": round(seconds * 1000, 3),
+            "steps": [_step_fields(r) for r in reply.steps],
+            "event": "run.done",
+        }
+        if reply.stopped:
+            event["stopped"] = True
+        if not finish:
+            event["nested"] = True
+        if self.dry_run:
+            event["dry_run"] = True
+        logs.emit_event("info", event, logs.TRACE.get())
 
     async def _run(
         self,

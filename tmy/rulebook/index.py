@@ -41,7 +41,10 @@ class _Side:
     contains: dict[str, list[Entry]] = field(default_factory=dict)
     regex: list[Entry] = field(default_factory=list)
     any: list[Entry] = field(default_factory=list)
+    # lengths of the prefix literals other than "word " (one word and its space), which
+    # are found with a single lookup of the text's first word, whatever their number
     prefix_lengths: tuple[int, ...] = ()
+    word_prefixes: bool = False
     suffix_lengths: tuple[int, ...] = ()
     automaton: Any = None
 
@@ -57,7 +60,8 @@ class _Side:
                 self.exact.setdefault(bare, []).append(entry)
 
     def freeze(self) -> None:
-        self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix}))
+        self.word_prefixes = any(map(_is_word_prefix, self.prefix))
+        self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not _is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
         if self.contains:
             auto = ahocorasick.Automaton()
@@ -86,9 +90,18 @@ class _Side:
             for e in exact:
                 found.append((e, "", {}))
         prefix = self.prefix
+        word = text.find(" ") + 1 if self.word_prefixes else 0  # "kw5 " of "kw5 hello"
+        if word > 1:
+            hit = prefix.get(text[:word])
+            if hit is not None:
+                question = src[word:].strip()
+                for e in hit:
+                    found.append((e, question, {}))
         for n in self.prefix_lengths:
             if n > size:
                 break
+            if n == word:  # the same key: looked up above
+                continue
             hit = prefix.get(text[:n])
             if hit is not None:
                 question = src[n:].strip()
@@ -113,9 +126,15 @@ class _Side:
             for e in self.exact[text]:
                 yield e, "", {}
         if kinds is None or "prefix" in kinds:
+            word = text.find(" ") + 1 if self.word_prefixes else 0
+            if word > 1:
+                for e in self.prefix.get(text[:word], ()):
+                    yield e, src[word:].strip(), {}
             for n in self.prefix_lengths:
                 if n > size:
                     break
+                if n == word:
+                    continue
                 for e in self.prefix.get(text[:n], ()):
                     yield e, src[n:].strip(), {}
         if kinds is None or "suffix" in kinds:
@@ -139,6 +158,12 @@ class _Side:
         if kinds is None or "any" in kinds:
             for e in self.any:
                 yield e, shown, {}
+
+
+def _is_word_prefix(literal: str) -> bool:
+    """One word and the space after it: a text starts with it exactly when its first
+    word and space are it (the only space of ``literal`` is its last character)."""
+    return literal.find(" ") == len(literal) - 1 > 0
 
 
 def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry, str, dict]]:
