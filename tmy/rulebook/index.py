@@ -47,6 +47,7 @@ class _Side:
     word_prefixes: bool = False
     suffix_lengths: tuple[int, ...] = ()
     automaton: Any = None
+    used: bool = False  # holds any trigger (set by freeze)
 
     def add(self, entry: Entry) -> None:
         trig = entry[2]
@@ -60,6 +61,7 @@ class _Side:
                 self.exact.setdefault(bare, []).append(entry)
 
     def freeze(self) -> None:
+        self.used = self._any_trigger()  # read per message: a plain attribute
         self.word_prefixes = any(map(_is_word_prefix, self.prefix))
         self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not _is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
@@ -70,8 +72,7 @@ class _Side:
             auto.make_automaton()
             self.automaton = auto
 
-    @property
-    def used(self) -> bool:
+    def _any_trigger(self) -> bool:
         return bool(
             self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
         )
