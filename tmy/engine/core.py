@@ -390,17 +390,17 @@ class Engine:
         self, message: Message, text: str, trace_id: str, reason: str, rule: str | None = None
     ) -> Reply:
         if logs.INFO_ENABLED:
-            logs.emit(
-                "info",
-                "message.unmatched",
-                text=preview(text),
-                user=message.user,
-                chat=message.chat,
-                platform=message.platform,
-                rule=rule,
-                reason=reason,
-            )
-        return Reply("", None, trace_id, reason=reason)
+            event = {
+                "text": text if len(text) <= PREVIEW else preview(text),
+                "user": message.user,
+                "chat": message.chat,
+                "platform": message.platform,
+                "rule": rule,
+                "reason": reason,
+                "event": "message.unmatched",
+            }
+            logs.emit_event("info", event, logs.TRACE.get())
+        return Reply("", None, trace_id, None, [], False, reason)
 
     def _cooldown_key(self, rule: Any, message: Message) -> str:
         per = rule.cooldown.per
