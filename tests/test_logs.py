@@ -113,6 +113,37 @@ async def test_debug_level_logs_every_event_of_a_run(tmp_path: Path) -> None:
     assert matched["QUESTION"] == "apples"
 
 
+class _BrokenSwitch:
+    """Stands in for an engine bug: the chat-switch lookup blows up mid-message."""
+
+    @property
+    def _cache(self) -> dict:
+        raise RuntimeError("switch state lost")
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+async def test_an_engine_crash_answers_and_is_logged_at_every_level(
+    tmp_path: Path, level: str
+) -> None:
+    path = tmp_path / "c.log"
+    logs.configure(level, path)
+    try:
+        async with Bot({"r.yaml": RULES}) as bot:
+            bot.engine.switch = _BrokenSwitch()
+            reply = await bot.ask("count apples", user="ann")
+            assert bot.engine.inflight == 0 and await bot.engine.drain(0.1)
+        events = [e for e in read_log(path) if e.get("trace_id") == reply.trace_id]
+    finally:
+        logs.configure("warning")
+    assert reply.rule is None and reply.text and "switch state lost" in reply.error
+    names = [e["event"] for e in events]
+    (crashed,) = [e for e in events if e["event"] == "message.crashed"]
+    assert "switch state lost" in crashed["exception"]  # with its traceback
+    if level == "debug":  # the reply still closes the run's events
+        assert names[-1] == "reply.sent"
+        assert events[-1]["error"] == reply.error and events[-1]["answer"] == reply.text
+
+
 async def test_failed_run_logs_the_error(log_file: Path) -> None:
     async with Bot({"r.yaml": RULES}) as bot:
         reply = await bot.ask("broken")

@@ -103,6 +103,28 @@ def test_run_counts_by_rule_and_outcome() -> None:
     assert d.moved() == [1, 2]
 
 
+async def test_only_a_chain_that_ran_counts_as_a_run() -> None:
+    """A message a cooldown holds back matched its rule, but its chain did not run."""
+    rules = """
+rules:
+  - id: unit-cool
+    triggers: ["cool"]
+    cooldown: {seconds: 60, per: global, reply: "wait"}
+    steps:
+      - plugin: ADJUST
+        input: "done"
+"""
+    d = Delta(
+        ("tmy_runs_total", {"rule": "unit-cool", "outcome": "ok"}),
+        ("tmy_runs_total", {"rule": "unit-cool", "outcome": "error"}),
+        ("tmy_messages_matched_total", {"platform": "unit-cool-p"}),
+    )
+    async with Bot({"r.yaml": rules}) as bot:
+        answers = [(await bot.ask("cool", platform="unit-cool-p")).text for _ in range(3)]
+    assert answers == ["done", "wait", "wait"]
+    assert d.moved() == [1, 0, 3]
+
+
 def test_step_and_store_op_observe_histograms() -> None:
     d = Delta(
         ("tmy_step_seconds_count", {"plugin": "UNIT"}),

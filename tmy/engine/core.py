@@ -269,8 +269,7 @@ class Engine:
                 return await self._handle_debug(message, trace_id)
             return await self._handle(message, trace_id)
         except Exception as exc:  # an engine bug: answer, log it, keep serving
-            log.exception("message.crashed")
-            return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
+            return self._crashed(trace_id, exc)
         finally:
             _TRACE_RESET(token)
             self._inflight -= 1
@@ -280,7 +279,10 @@ class Engine:
     async def _handle_debug(self, message: Message, trace_id: str) -> Reply:
         """:meth:`_handle` plus the per-event ``reply.sent`` line of ``debug`` logging."""
         started = time.perf_counter()
-        reply = await self._handle(message, trace_id)
+        try:
+            reply = await self._handle(message, trace_id)
+        except Exception as exc:
+            reply = self._crashed(trace_id, exc)
         logs.emit(
             "debug",
             "reply.sent",
@@ -290,6 +292,11 @@ class Engine:
             ms=round((time.perf_counter() - started) * 1000, 3),
         )
         return reply
+
+    def _crashed(self, trace_id: str, exc: Exception) -> Reply:
+        """An engine bug while answering: log it with its traceback, answer anyway."""
+        log.exception("message.crashed")
+        return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
         text = message.text if isinstance(message.text, str) else to_text(message.text)
