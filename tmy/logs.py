@@ -86,20 +86,8 @@ def get_logger(name: str) -> Log:
     return Log(name)
 
 
-def _timestamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-    """ISO-8601 UTC to the millisecond, formatted once per millisecond.
-
-    A busy daemon writes dozens of lines per millisecond; they share one string.
-    """
-    ms = int(time.time() * 1000)
-    if ms != _stamp[0]:
-        _stamp[1] = _stamp_ms(ms)
-        _stamp[0] = ms
-    event["timestamp"] = _stamp[1]
-    return event
-
-
 def _stamp_ms(ms: int) -> str:
+    """ISO-8601 UTC to the millisecond; the date and time part is formatted once a second."""
     sec, frac = divmod(ms, 1000)
     if sec != _second[0]:
         _second[0] = sec
@@ -215,25 +203,7 @@ def emit_event(level: str, event: dict[str, Any], trace_id: str | None) -> None:
         finally:
             TRACE.reset(token)
         return
-    if trace_id is not None:
-        event["trace_id"] = trace_id
-    if _BOUND:  # what plugins bound themselves (see _render)
-        ctx = structlog.contextvars.get_contextvars()
-        if ctx:
-            event = {**ctx, **event}
-    event["level"] = level
-    ms = int(time.time() * 1000)
-    if ms != _stamp[0]:
-        _stamp[1] = _stamp_ms(ms)
-        _stamp[0] = ms
-    event["timestamp"] = _stamp[1]
-    try:
-        line = orjson.dumps(event, option=_NEWLINE)
-    except TypeError:
-        line = _dumps_any(event) + b"\n"
-    if redact._raw:  # redact.active(), inlined
-        line = redact.redact_line(line)
-    sink.write(line)
+    sink.write(_line(level, event, trace_id, _NEWLINE))
 
 
 def _dumps_any(event: dict[str, Any]) -> bytes:
@@ -263,20 +233,25 @@ def bind_trace(trace_id: str) -> contextvars.Token[str | None]:
 
 
 def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
-    """trace_id + structlog contextvars + level + timestamp + JSON in one processor.
+    """structlog's one processor: :func:`_line` for an event logged through structlog."""
+    return _line("warning" if method == "warn" else method, event, TRACE.get(), 0)
 
-    One fused processor instead of structlog's chain: five events per message
-    make each microsecond here count.
+
+def _line(level: str, event: dict[str, Any], trace_id: str | None, option: int) -> bytes:
+    """trace_id + structlog contextvars + level + timestamp + JSON + redaction: every line.
+
+    One fused step instead of structlog's processor chain: this runs for every
+    line the daemon writes. ``option`` is orjson's (``_NEWLINE`` for the sink's
+    fast path, which takes the line with its newline).
     """
-    trace_id = TRACE.get()
     if trace_id is not None:
         event["trace_id"] = trace_id
     if _BOUND:  # what plugins bind themselves (copying the context costs; skip when none)
         ctx = structlog.contextvars.get_contextvars()
         if ctx:
             event = {**ctx, **event}
-    event["level"] = "warning" if method == "warn" else method
-    ms = int(time.time() * 1000)  # _timestamp, inlined: this runs for every line
+    event["level"] = level
+    ms = int(time.time() * 1000)  # the timestamp, formatted once per millisecond
     if ms != _stamp[0]:
         _stamp[1] = _stamp_ms(ms)
         _stamp[0] = ms
@@ -285,13 +260,13 @@ def _render(_: Any, method: str, event: dict[str, Any]) -> bytes:
         exc = event.pop("exc_info")
         if exc:
             event["exception"] = structlog.processors.format_exc_info(
-                None, method, {"exc_info": exc}
+                None, level, {"exc_info": exc}
             )["exception"]
     try:
-        line = orjson.dumps(event)  # the usual line: plain JSON values (options cost a third)
+        line = orjson.dumps(event, option=option)  # plain JSON values, the usual line
     except TypeError:
-        line = _dumps_any(event)
-    if redact.active():  # configured secrets (API keys, passwords) never reach the log
+        line = _dumps_any(event) + (b"\n" if option else b"")
+    if redact._raw:  # configured secrets (API keys, passwords) never reach the log
         line = redact.redact_line(line)
     return line
 

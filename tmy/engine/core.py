@@ -111,8 +111,8 @@ def _step_fields(r: StepRecord) -> dict[str, Any]:
     return {
         "uri": r.uri,
         "plugin": r.plugin,
-        "input": x if (type(x) is str and len(x) <= PREVIEW) or _plain_value(x) else preview(x),
-        "result": y if (type(y) is str and len(y) <= PREVIEW) or _plain_value(y) else preview(y),
+        "input": x if _plain_value(x) else preview(x),
+        "result": y if _plain_value(y) else preview(y),
         "error": r.error or None,
         "ms": r.ms,
         "skipped": r.skipped,
@@ -261,7 +261,7 @@ class Engine:
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
-        trace_id = _TRACE_PREFIX + "%08x" % (next(_trace_counter) & 0xFFFFFFFF)  # _trace_id()
+        trace_id = _trace_id()
         self._inflight += 1
         token = _TRACE_SET(trace_id)
         try:

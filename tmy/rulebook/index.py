@@ -61,7 +61,9 @@ class _Side:
                 self.exact.setdefault(bare, []).append(entry)
 
     def freeze(self) -> None:
-        self.used = self._any_trigger()  # read per message: a plain attribute
+        self.used = bool(  # read per message: a plain attribute
+            self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
+        )
         self.word_prefixes = any(map(_is_word_prefix, self.prefix))
         self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not _is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
@@ -71,11 +73,6 @@ class _Side:
                 auto.add_word(literal, literal)
             auto.make_automaton()
             self.automaton = auto
-
-    def _any_trigger(self) -> bool:
-        return bool(
-            self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
-        )
 
     def collect(self, text: str, shown: str) -> list[tuple[Entry, str, dict[str, str]]]:
         """:meth:`candidates` as a list, without a generator on the per-message path.
