@@ -22,7 +22,7 @@ from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store import MISSING, Store, open_store
-from tmy.store.redis import RedisStore, _RawCache
+from tmy.store.redis import _SPARE_CONNECTIONS, RedisStore, _RawCache
 from tmy.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -446,6 +446,50 @@ async def test_redis_key_layout_is_cluster_safe(redis_store: RedisStore) -> None
     assert [value, lock] == [f"{prefix}:{{var/global/x}}", f"{prefix}:{{var/global/x}}:lock"]
     assert record.startswith(f"{prefix}:{{var/global/x}}:op:")
     assert len({key_slot(name.encode()) for name in names}) == 1
+
+
+@pytest.mark.redis
+async def test_redis_more_concurrent_calls_than_connections_queue_instead_of_failing(
+    redis_url: str, redis_namespace: str
+) -> None:
+    """The store's own gate, not redis-py's pool, queues calls beyond max_connections:
+    every call lands and the pool never grows past the gate plus its spares."""
+    store = await opened_redis(redis_url, prefix=redis_namespace, max_connections=2)
+    try:
+        calls = [store.update(f"n{i % 3}", increment) for i in range(150)]
+        calls += [store.get_many(["n0", "n1", "n2"]) for _ in range(50)]
+        calls += [store.set(f"s{i}", i) for i in range(100)]
+
+        async def locked(i: int) -> None:
+            async with store.lock(f"l{i % 4}"):
+                await store.update("locked", increment)
+
+        calls += [locked(i) for i in range(40)]
+        await asyncio.gather(*calls)
+        assert await store.get_many(["n0", "n1", "n2", "locked"]) == [50, 50, 50, 40]
+        assert await store.get_many([f"s{i}" for i in range(100)]) == list(range(100))
+        pool = store._r().connection_pool
+        pooled = len(pool._available_connections) + len(pool._in_use_connections)
+        assert pooled <= 2 + _SPARE_CONNECTIONS
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_values_larger_than_a_socket_buffer_are_written_and_read_back(
+    redis_store: RedisStore,
+) -> None:
+    """Commands too big to go out in one write take redis-py's timed path; small ones
+    its untimed one. Both land, and every pooled connection keeps its read timeout."""
+    big = {"text": "x" * 3_000_000, "n": list(range(1000))}
+    await asyncio.gather(*(redis_store.set(f"big{i}", big) for i in range(3)))
+    await redis_store.set("small", 1)
+    assert await redis_store.get_many(["big0", "big1", "big2", "small"]) == [big, big, big, 1]
+    assert await redis_store.update("big0", lambda v: ({**v, "n": []}, len(v["n"]))) == 1000
+    assert (await redis_store.get("big0"))["n"] == []
+    pool = redis_store._r().connection_pool
+    for connection in pool._available_connections:
+        assert connection.socket_timeout == redis_store.socket_timeout
 
 
 @pytest.mark.redis

@@ -83,9 +83,9 @@ one slot, so every script runs on one node. What differs:
   changes the at-most-once guarantee. While a slot is being migrated
   (resharding), writes to its keys may fail with a StoreError (``TRYAGAIN``:
   a script's keys are split between two nodes) until the slot has moved;
-* redis-py's cluster client does not queue for a free connection, it fails; so
-  the store lets at most ``max_connections`` commands be in flight at once and
-  queues the rest (waiting up to ``socket_timeout``);
+* recorded writes (``set``/``delete``) that arrive while one is in flight are
+  each sent on their own rather than as one pipeline (their keys may be on
+  several nodes);
 * the prefix may not contain ``{`` or ``}``, and a logical key may not start
   with ``}`` (its hash tag would be empty and its keys would scatter over
   slots); the engine's keys (``var/…``, ``hist/…``, ``cron/…``) never do.
@@ -107,6 +107,14 @@ to back) claims the key's turn, ``{prefix}:{{k}}:turn``, for at most
 until it has written. Without it, two daemons on one global counter could
 starve one another (one request failing after ``update_retries`` attempts).
 
+Connections: redis-py's pools do not queue cheaply (its blocking pool costs
+about a third of a command's client CPU; its plain pool and its cluster client
+fail when they run out), so the store itself lets at most
+``max_connections`` operations be in flight at once and queues the rest
+(waiting up to ``socket_timeout``) in front of a plain pool with a few spare
+connections (a batch of pipelined writes, the cluster client's own layout
+refreshes).
+
 Memory: each write leaves one small record key for ``op_ttl`` seconds, so
 Redis holds about (writes per second × ``op_ttl``) records — about 100 bytes
 each — on top of the data.
@@ -127,7 +135,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Connection, ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -272,6 +280,7 @@ OP_RECORD_TTL = 60.0
 """Seconds (at least) a write's record is kept to recognise resent copies of it."""
 
 _REDIS_RETRIES = 3  # redis-py resends a timed-out or cut command this many times
+_SPARE_CONNECTIONS = 8  # pooled connections beyond the gate's (see the module doc)
 
 
 def _px(seconds: float) -> int:
@@ -281,6 +290,37 @@ def _px(seconds: float) -> int:
 def _glob_escape(text: str) -> str:
     """``text`` matched literally by SCAN MATCH."""
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
+
+
+class _Connection(Connection):
+    """redis-py's connection, minus a timer task for each command it sends.
+
+    redis-py bounds every write with ``asyncio.wait_for`` (on Python 3.11 a new
+    task and two more turns of the event loop per command, about an eighth of
+    a command's client CPU). A write into an empty socket buffer that fits
+    under the transport's high-water mark cannot wait at all, so it needs no
+    timer: such writes go through redis-py's own untimed branch (same error
+    handling); any other write is bounded as before. Reads keep their timeout.
+    """
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        writer = self._writer
+        if (
+            writer is None
+            or self.health_check_interval
+            or not isinstance(command, list)
+            or writer.transport.get_write_buffer_size()
+            or sum(map(len, command)) > writer.transport.get_write_buffer_limits()[1]
+        ):
+            await super().send_packed_command(command, check_health)
+            return
+        # drain() returns without waiting (nothing can pause the transport), so
+        # nothing else runs on this connection while its timeout is lifted
+        timeout, self.socket_timeout = self.socket_timeout, None
+        try:
+            await super().send_packed_command(command, check_health)
+        finally:
+            self.socket_timeout = timeout
 
 
 class _RawCache:
@@ -325,6 +365,7 @@ class RedisStore:
 
     _SCHEMES = ("redis", "rediss")
     _REFRESH_COST = 0  # connect+reply rounds a resend may wait for besides its own (see op_ttl)
+    _PIPELINED_WRITES = True  # writes queued behind one in flight go as one pipeline
 
     def __init__(
         self,
@@ -372,7 +413,7 @@ class RedisStore:
         except (TypeError, ValueError, RedisClusterException) as exc:
             raise StoreError(f"invalid {self._kind()} URL {url!r}: {exc}") from None
         self._redis: Any = None  # the client (Redis or RedisCluster) while open
-        self._gate: asyncio.Semaphore | None = None  # bounds commands in flight, if needed
+        self._gate = asyncio.Semaphore(max_connections)  # bounds operations in flight
         # recorded writes (set/delete) waiting while one is in flight: sent as one pipeline
         self._put_queue: list[tuple[list[str], tuple[Any, ...], asyncio.Future[Any]]] = []
         self._putting = False
@@ -414,12 +455,16 @@ class RedisStore:
             raise StoreError(f"{self.where}: the store is not open (await store.open())")
         return self._redis
 
-    def _pool(self) -> BlockingConnectionPool:
-        """A new pool (one per open: asyncio objects belong to the loop that first uses them)."""
-        return BlockingConnectionPool.from_url(
+    def _pool(self) -> ConnectionPool:
+        """A new pool (one per open: asyncio objects belong to the loop that first uses them).
+
+        The gate (:meth:`_io`) keeps the operations in flight at ``max_connections``;
+        the spare connections are for the pipeline of queued writes.
+        """
+        return ConnectionPool.from_url(
             self._connect_url,
-            max_connections=self.max_connections,
-            timeout=self.socket_timeout,  # wait for a free pooled connection
+            connection_class=_Connection,  # rediss:// URLs keep redis-py's SSLConnection
+            max_connections=self.max_connections + _SPARE_CONNECTIONS,
             socket_timeout=self.socket_timeout,
             socket_connect_timeout=self.connect_timeout,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=_REDIS_RETRIES),
@@ -437,21 +482,21 @@ class RedisStore:
     @asynccontextmanager
     async def _io(self, what: str) -> AsyncIterator[None]:
         """Around the commands of one operation: failures as StoreError (see
-        :meth:`_failing`) and, where the client does not queue for connections
-        itself (a cluster), a turn among at most ``max_connections`` in flight."""
+        :meth:`_failing`) and a turn among at most ``max_connections`` in flight
+        (see the module doc on connections)."""
         with self._failing(what):
             gate = self._gate
-            if gate is None:
-                yield
-                return
-            try:
-                async with asyncio.timeout(self.socket_timeout):
-                    await gate.acquire()
-            except TimeoutError:
-                raise StoreError(
-                    f"{self.where}: {what} failed: no free connection after "
-                    f"{self.socket_timeout:g}s ({self.max_connections} commands in flight)"
-                ) from None
+            if gate.locked():  # all taken: queue, for at most socket_timeout
+                try:
+                    async with asyncio.timeout(self.socket_timeout):
+                        await gate.acquire()
+                except TimeoutError:
+                    raise StoreError(
+                        f"{self.where}: {what} failed: no free connection after "
+                        f"{self.socket_timeout:g}s ({self.max_connections} commands in flight)"
+                    ) from None
+            else:  # the usual case: a free turn, taken without a timer
+                await gate.acquire()
             try:
                 yield
             finally:
@@ -474,6 +519,7 @@ class RedisStore:
         """Connect, load the scripts (proving Redis answers); idempotent."""
         if self._redis is not None:
             return
+        self._gate = asyncio.Semaphore(self.max_connections)  # of this loop
         client = self._client()
         self._cas = client.register_script(_CAS)
         self._put = client.register_script(_PUT)
@@ -557,7 +603,7 @@ class RedisStore:
         resent pipeline applies nothing twice. On a cluster (keys on several
         nodes) every write goes on its own.
         """
-        if self._gate is not None:
+        if not self._PIPELINED_WRITES:
             async with self._io(what):
                 return await self._put(keys=keys, args=args)
         if self._putting:
@@ -819,6 +865,7 @@ class RedisClusterStore(RedisStore):
 
     _SCHEMES = ("redis+cluster", "rediss+cluster")
     _REFRESH_COST = 1  # a resend may first wait for a refresh of the cluster layout
+    _PIPELINED_WRITES = False  # queued writes may be on several nodes: each goes alone
 
     @classmethod
     def _kind(cls) -> str:
@@ -877,7 +924,7 @@ class RedisClusterStore(RedisStore):
             startup_nodes=[ClusterNode(host, port) for host, port in self.nodes[1:]],
             # per node; the gate keeps the commands in flight below it (a few spare
             # for the client's own layout refreshes)
-            max_connections=self.max_connections + 8,
+            max_connections=self.max_connections + _SPARE_CONNECTIONS,
             socket_timeout=self.socket_timeout,
             socket_connect_timeout=self.connect_timeout,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=_REDIS_RETRIES),
@@ -888,12 +935,6 @@ class RedisClusterStore(RedisStore):
         await client.initialize()
         for script in scripts:
             await client.script_load(script.script)  # sent to every master
-
-    async def open(self) -> None:
-        """Discover the cluster, load the scripts on every master (proving they answer)."""
-        if self._redis is None:
-            self._gate = asyncio.Semaphore(self.max_connections)
-        await super().open()
 
     async def ping(self) -> None:
         """Raise StoreError unless every master answers PING."""
