@@ -123,14 +123,16 @@ async def drive(engine: Any, msgs: list[tuple[str, str, str]], concurrency: int)
             else:
                 members[member] += 1
 
-    start = clock()
+    start, cpu = clock(), time.process_time()
     await asyncio.gather(*(worker(q) for q in queues))
     wall = (clock() - start) / 1e9
+    cpu = time.process_time() - cpu  # this process's CPU (user + system), all threads
     return {
         "messages": len(msgs),
         "concurrency": concurrency,
         "wall_s": round(wall, 3),
         "msgs_per_s": round(len(msgs) / wall, 1),
+        "client_cpu_us_per_msg": round(cpu / len(msgs) * 1e6, 1),
         **common.summarize_ns(lat),
         "wrong": wrong,
         "wrong_examples": examples,
@@ -344,6 +346,7 @@ def report(rows: list[dict], targets: list[dict]) -> str:
         "p50 µs",
         "p99 µs",
         "wrong",
+        "client CPU µs/msg",
         "redis calls/msg",
         "round-trips/msg",
         "lua-internal/msg",
@@ -356,6 +359,7 @@ def report(rows: list[dict], targets: list[dict]) -> str:
             r["p50_us"],
             r["p99_us"],
             r["wrong"] + len(r["state_problems"]),
+            r["client_cpu_us_per_msg"],
             r.get("redis_calls_per_msg"),
             r.get("roundtrips_per_msg"),
             r.get("lua_internal_per_msg"),
@@ -408,6 +412,7 @@ async def amain(args: Any) -> list[dict]:
                 print(
                     f"  {store:6} c={conc:<3} {r['msgs_per_s']:>8,.0f} msgs/s "
                     f"p50 {r['p50_us']:.0f}µs p99 {r['p99_us']:.0f}µs "
+                    f"cpu {r['client_cpu_us_per_msg']:.0f}µs/msg "
                     f"calls/msg {r.get('redis_calls_per_msg')} rt/msg {r.get('roundtrips_per_msg')}"
                     f" ({time.perf_counter() - t:.0f}s)",
                     file=sys.stderr,

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio import Connection
 from redis.crc import key_slot
 from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store import MISSING, Store, open_store
-from tmy.store.redis import _SPARE_CONNECTIONS, RedisStore, _RawCache
+from tmy.store.redis import _SPARE_CONNECTIONS, RedisStore, _Connection, _RawCache
 from tmy.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -446,6 +447,21 @@ async def test_redis_key_layout_is_cluster_safe(redis_store: RedisStore) -> None
     assert [value, lock] == [f"{prefix}:{{var/global/x}}", f"{prefix}:{{var/global/x}}:lock"]
     assert record.startswith(f"{prefix}:{{var/global/x}}:op:")
     assert len({key_slot(name.encode()) for name in names}) == 1
+
+
+def test_redis_commands_pack_to_the_same_bytes_as_redis_py_packs_them() -> None:
+    """With hiredis the store packs commands in C; the bytes on the wire are redis-py's."""
+    assert _Connection.pack_command is not Connection.pack_command  # hiredis is installed
+    ours, theirs = _Connection(), Connection()
+    commands = [
+        ("GET", "tmy:{var/global/x}"),
+        ("EVALSHA", "a" * 40, 3, "k", "k:op:1", "k:turn", "1", b"\x00\xff", "s", b"v" * 70_000),
+        ("SET", "café ☕", 12345678901234567890, "PX", "30000"),
+        ("CONFIG GET", "maxmemory"),
+    ]
+    for command in commands:
+        assert b"".join(ours.pack_command(*command)) == b"".join(theirs.pack_command(*command))
+    assert b"".join(ours.pack_commands(commands)) == b"".join(theirs.pack_commands(commands))
 
 
 @pytest.mark.redis

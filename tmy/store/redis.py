@@ -292,8 +292,19 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
 
 
+try:  # hiredis >= 3.2 (the ``redis[hiredis]`` extra) and a redis-py that packs with it
+    from redis.connection import HiredisRespSerializer
+    from redis.utils import HIREDIS_AVAILABLE
+
+    _PACKER = HiredisRespSerializer()
+except ImportError:
+    HIREDIS_AVAILABLE = False
+
+
 class _Connection(Connection):
-    """redis-py's connection, minus a timer task for each command it sends.
+    """redis-py's connection, minus a timer task for each command it sends, and
+    packing commands with hiredis (as redis-py's sync connection does) when it
+    is installed.
 
     redis-py bounds every write with ``asyncio.wait_for`` (on Python 3.11 a new
     task and two more turns of the event loop per command, about an eighth of
@@ -302,6 +313,11 @@ class _Connection(Connection):
     timer: such writes go through redis-py's own untimed branch (same error
     handling); any other write is bounded as before. Reads keep their timeout.
     """
+
+    if HIREDIS_AVAILABLE:  # the sync client packs in C; redis-py's asyncio one in Python
+
+        def pack_command(self, *args: Any) -> list[bytes]:
+            return _PACKER.pack(*args)
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         writer = self._writer
