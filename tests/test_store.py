@@ -609,6 +609,48 @@ def test_redis_url_prefix_and_errors() -> None:
         open_store("redis://h/0?socket_timeout=soon")
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "max_connections=0",
+        "max_connections=1.5",
+        "max_connections=many",
+        "timeout=-1",
+        "socket_timeout=nan",
+        "socket_connect_timeout=inf",
+    ],
+)
+def test_redis_url_connection_options_must_be_positive(query: str) -> None:
+    with pytest.raises(ConfigError, match=query.split("=")[0]):
+        open_store(f"redis://h/0?{query}")
+    with pytest.raises(StoreError, match="max_connections"):
+        RedisStore("redis://h/0", max_connections=-1)
+
+
+def test_redis_url_connection_options_size_the_store_not_only_redis_py() -> None:
+    """The gate, its wait and the write records follow the URL's options."""
+    store = RedisStore("redis://h/0?max_connections=3&timeout=2&socket_timeout=1.5&db=0")
+    assert (store.max_connections, store.queue_timeout, store.socket_timeout) == (3, 2.0, 1.5)
+    pool = store._pool()
+    assert pool.max_connections == 3 + _SPARE_CONNECTIONS
+    assert pool.connection_kwargs["socket_timeout"] == 1.5
+    assert "timeout" not in pool.connection_kwargs  # not redis-py's: it has no such option
+    plain = RedisStore("redis://h/0?socket_timeout=7")
+    assert plain.queue_timeout == 7.0 and plain.op_ttl > RedisStore("redis://h/0").op_ttl
+
+
+@pytest.mark.redis
+async def test_redis_url_max_connections_queue_instead_of_failing(
+    redis_url: str, redis_namespace: str
+) -> None:
+    store = await opened_redis(f"{redis_url}?prefix={redis_namespace}&max_connections=2&timeout=9")
+    try:
+        await asyncio.gather(*(store.update(f"n{i % 4}", increment) for i in range(400)))
+        assert await store.get_many([f"n{i}" for i in range(4)]) == [100] * 4
+    finally:
+        await store.close()
+
+
 # -- SQLite -----------------------------------------------------------------------------
 
 

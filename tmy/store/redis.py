@@ -111,9 +111,11 @@ Connections: redis-py's pools do not queue cheaply (its blocking pool costs
 about a third of a command's client CPU; its plain pool and its cluster client
 fail when they run out), so the store itself lets at most
 ``max_connections`` operations be in flight at once and queues the rest
-(waiting up to ``socket_timeout``) in front of a plain pool with a few spare
-connections (a batch of pipelined writes, the cluster client's own layout
-refreshes).
+(waiting up to the URL's ``timeout``, by default ``socket_timeout``) in front
+of a plain pool with a few spare connections (a batch of pipelined writes, the
+cluster client's own layout refreshes). The URL's ``max_connections``,
+``timeout``, ``socket_timeout`` and ``socket_connect_timeout`` are the store's
+own settings; other query parameters go to redis-py.
 
 Memory: each write leaves one small record key for ``op_ttl`` seconds, so
 Redis holds about (writes per second × ``op_ttl``) records — about 100 bytes
@@ -281,6 +283,21 @@ OP_RECORD_TTL = 60.0
 
 _REDIS_RETRIES = 3  # redis-py resends a timed-out or cut command this many times
 _SPARE_CONNECTIONS = 8  # pooled connections beyond the gate's (see the module doc)
+# URL query parameters the store reads itself (the rest go to redis-py)
+_OWN_OPTIONS = ("max_connections", "timeout", "socket_timeout", "socket_connect_timeout")
+
+
+def _positive(name: str, value: Any, url: str) -> float:
+    """A connection option (from the URL or the arguments): a positive number, else StoreError."""
+    try:
+        number = float(value) if not isinstance(value, bool) else 0.0
+    except (TypeError, ValueError):
+        number = 0.0
+    whole = name != "max_connections" or number.is_integer()
+    if not (number > 0 and math.isfinite(number) and whole):
+        kind = "a whole number" if name == "max_connections" else "a number of seconds"
+        raise StoreError(f"store {url!r}: {name} must be {kind} above 0, not {value!r}")
+    return number
 
 
 def _px(seconds: float) -> int:
@@ -292,10 +309,12 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
 
 
-try:  # hiredis >= 3.2 (the ``redis[hiredis]`` extra) and a redis-py that packs with it
+try:  # hiredis (the ``redis[hiredis]`` extra) and a redis-py that packs with it
+    import hiredis
     from redis.connection import HiredisRespSerializer
     from redis.utils import HIREDIS_AVAILABLE
 
+    HIREDIS_AVAILABLE = HIREDIS_AVAILABLE and hasattr(hiredis, "pack_command")
     _PACKER = HiredisRespSerializer()
 except ImportError:
     HIREDIS_AVAILABLE = False
@@ -394,7 +413,11 @@ class RedisStore:
         update_retries: int = 100,
         cache_keys: int = 10_000,
     ) -> None:
-        """``url``'s ``?prefix=`` overrides ``prefix``; other query parameters go to redis-py."""
+        """``url``'s ``?prefix=`` overrides ``prefix``, and its ``max_connections``,
+        ``timeout`` (the wait for a free connection; default: ``socket_timeout``),
+        ``socket_timeout`` and ``socket_connect_timeout`` override the arguments
+        (the store sizes its gate and write records by them); other query
+        parameters go to redis-py."""
         try:
             parts = urlsplit(url)
         except ValueError as exc:
@@ -409,9 +432,19 @@ class RedisStore:
             raise StoreError(f"the key prefix may not be empty: {url!r}")
         self.prefix = prefix
         self.url = urlunsplit(parts._replace(query=urlencode([*rest, ("prefix", prefix)])))
-        self.socket_timeout = socket_timeout
-        self.connect_timeout = connect_timeout
-        self.max_connections = max_connections
+        own = {k: v for k, v in rest if k in _OWN_OPTIONS}  # the last one of each wins
+        rest = [(k, v) for k, v in rest if k not in _OWN_OPTIONS]
+        self.max_connections = int(
+            _positive("max_connections", own.get("max_connections", max_connections), url)
+        )
+        self.socket_timeout = _positive(
+            "socket_timeout", own.get("socket_timeout", socket_timeout), url
+        )
+        self.connect_timeout = _positive(
+            "socket_connect_timeout", own.get("socket_connect_timeout", connect_timeout), url
+        )
+        self.queue_timeout = _positive("timeout", own.get("timeout", self.socket_timeout), url)
+        socket_timeout, connect_timeout = self.socket_timeout, self.connect_timeout
         self.update_retries = update_retries
         self._locate(url, parts, rest)  # sets where and what the client connects to
         # a write's record must outlive every resent copy of it: redis-py sends at
@@ -502,14 +535,14 @@ class RedisStore:
         (see the module doc on connections)."""
         with self._failing(what):
             gate = self._gate
-            if gate.locked():  # all taken: queue, for at most socket_timeout
+            if gate.locked():  # all taken: queue, for at most queue_timeout
                 try:
-                    async with asyncio.timeout(self.socket_timeout):
+                    async with asyncio.timeout(self.queue_timeout):
                         await gate.acquire()
                 except TimeoutError:
                     raise StoreError(
                         f"{self.where}: {what} failed: no free connection after "
-                        f"{self.socket_timeout:g}s ({self.max_connections} commands in flight)"
+                        f"{self.queue_timeout:g}s ({self.max_connections} commands in flight)"
                     ) from None
             else:  # the usual case: a free turn, taken without a timer
                 await gate.acquire()
