@@ -462,7 +462,7 @@ class RedisStore:
         except (TypeError, ValueError, RedisClusterException) as exc:
             raise StoreError(f"invalid {self._kind()} URL {url!r}: {exc}") from None
         self._redis: Any = None  # the client (Redis or RedisCluster) while open
-        self._gate = asyncio.Semaphore(max_connections)  # bounds operations in flight
+        self._gate = asyncio.Semaphore(self.max_connections)  # bounds operations in flight
         # recorded writes (set/delete) waiting while one is in flight: sent as one pipeline
         self._put_queue: list[tuple[list[str], tuple[Any, ...], asyncio.Future[Any]]] = []
         self._putting = False
