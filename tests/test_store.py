@@ -492,6 +492,30 @@ async def test_redis_more_concurrent_calls_than_connections_queue_instead_of_fai
 
 
 @pytest.mark.redis
+async def test_redis_calls_queued_when_the_store_closes_fail_and_leave_nothing_behind(
+    redis_url: str, redis_namespace: str
+) -> None:
+    """Calls waiting for a turn when close() runs fail as "not open" rather than run
+    on the closed store's connections, and a reopened store starts clean."""
+    store = await opened_redis(redis_url, prefix=redis_namespace, max_connections=1)
+    try:
+        await store.set("k", 1)
+        calls = [asyncio.ensure_future(store.get("k")) for _ in range(5)]
+        await asyncio.sleep(0)  # the first is on the wire, the others wait for a turn
+        await store.close()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(r == 1 or isinstance(r, StoreError) for r in results), results
+        assert sum(isinstance(r, StoreError) for r in results) >= 4
+        assert all("not open" in str(r) for r in results if isinstance(r, StoreError))
+        assert store._lanes == []
+        await store.open()
+        assert await asyncio.gather(*(store.get("k") for _ in range(20))) == [1] * 20
+        assert len(store._lanes) == 1  # one turn, one lane, on the new pool
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
 async def test_redis_values_larger_than_a_socket_buffer_are_written_and_read_back(
     redis_store: RedisStore,
 ) -> None:
@@ -504,7 +528,9 @@ async def test_redis_values_larger_than_a_socket_buffer_are_written_and_read_bac
     assert await redis_store.update("big0", lambda v: ({**v, "n": []}, len(v["n"]))) == 1000
     assert (await redis_store.get("big0"))["n"] == []
     pool = redis_store._r().connection_pool
-    for connection in pool._available_connections:
+    connections = [*pool._available_connections, *pool._in_use_connections]
+    assert connections  # the store's lanes hold theirs (in use, from the pool's view)
+    for connection in connections:
         assert connection.socket_timeout == redis_store.socket_timeout
 
 

@@ -103,6 +103,39 @@ async def test_redis_stall_during_a_shift_loses_no_item(redis_server: Any) -> No
 
 @pytest.mark.redis
 @pytest.mark.slow
+async def test_redis_calls_cancelled_on_the_wire_leave_no_reply_behind(
+    redis_server: Any,
+) -> None:
+    """A call cancelled while Redis holds its reply must not leave that reply on the
+    connection (the store's lane) for the next caller to read as its own."""
+    server = redis_server()
+    store = await opened_redis(server.url, prefix="cancel", max_connections=4)
+    timer: threading.Timer | None = None
+    keys = [f"k{i}" for i in range(8)]
+    try:
+        await asyncio.gather(*(store.set(k, i) for i, k in enumerate(keys)))
+        timer = freeze(server.proc.pid, 0.6)
+        calls = [asyncio.ensure_future(store.get(k)) for k in keys]
+        calls += [asyncio.ensure_future(store.update(k, increment)) for k in keys[:2]]
+        await asyncio.sleep(0.2)  # their commands are on the wire, Redis is frozen
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        timer.join()  # Redis answers again, with the replies nobody waits for
+        values = await store.get_many(keys)
+        assert values[2:] == list(range(2, 8))
+        assert values[0] in (0, 1) and values[1] in (1, 2)  # a cancelled update ran or not
+        for _ in range(25):
+            assert await asyncio.gather(*(store.get(k) for k in keys)) == values
+    finally:
+        if timer is not None:
+            timer.join()
+        os.kill(server.proc.pid, signal.SIGCONT)
+        await store.close()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
 async def test_redis_stall_under_load_hands_out_every_item_exactly_once(
     redis_server: Any,
 ) -> None:
