@@ -450,13 +450,12 @@ class RedisStore:
             "socket_connect_timeout", own.get("socket_connect_timeout", connect_timeout), url
         )
         self.queue_timeout = _positive("timeout", own.get("timeout", self.socket_timeout), url)
-        socket_timeout, connect_timeout = self.socket_timeout, self.connect_timeout
         self.update_retries = update_retries
         self._locate(url, parts, rest)  # sets where and what the client connects to
         # a write's record must outlive every resent copy of it: redis-py sends at
         # most 1 + _REDIS_RETRIES copies, each within a connect and a socket timeout
         # (and, on a cluster, after a refresh of the layout that may cost as much again)
-        attempt = (1 + self._REFRESH_COST) * (socket_timeout + connect_timeout) + 0.5
+        attempt = (1 + self._REFRESH_COST) * (self.socket_timeout + self.connect_timeout) + 0.5
         self.op_ttl = max(OP_RECORD_TTL, 2 * (1 + _REDIS_RETRIES) * attempt)
         self._op_px = str(_px(self.op_ttl))
         self._turn_token = new_token()  # this store's claim on a hot key's turn
