@@ -29,7 +29,11 @@ __all__ = [
     "MAX_LABEL_VALUES",
     "REGISTRY",
     "adapter_connected",
+    "chat_dropped",
     "cron_fire",
+    "cron_send_failed",
+    "http_refused",
+    "lease_lost",
     "llm_request",
     "message",
     "reload",
@@ -225,6 +229,31 @@ ADAPTER_RECONNECTS = Counter(
     ["adapter"],
     registry=REGISTRY,
 )
+HTTP_REFUSED = Counter(
+    "tmy_http_refused",
+    "Connections or requests the listener refused or closed, by reason "
+    "(busy | conn_cap | header_timeout | idle | host | cross_site | content_type).",
+    ["reason"],
+    registry=REGISTRY,
+)
+CHAT_DROPPED = Counter(
+    "tmy_chat_dropped",
+    "Messages or replies dropped (or merged) because one chat's own queue was full.",
+    ["adapter", "what"],
+    registry=REGISTRY,
+)
+CRON_SEND_FAILURES = Counter(
+    "tmy_cron_send_failures",
+    "Failed sends of scheduled replies (each attempt; the outbox retries them).",
+    ["rule", "outcome"],
+    registry=REGISTRY,
+)
+LEASES_LOST = Counter(
+    "tmy_leases_lost",
+    "Runs that lost their store lease before they could write (their writes were refused).",
+    ["kind"],
+    registry=REGISTRY,
+)
 RELOADS = Counter(
     "tmy_reloads",
     "Rule / config reloads by outcome (ok | error).",
@@ -387,6 +416,38 @@ def adapter_connected(adapter: str, reconnect: bool) -> None:
 def reload(ok: bool) -> None:
     """One reload of rules / config ended (``ok`` False when it was refused)."""
     (_RELOAD_OK if ok else _RELOAD_ERROR).inc()
+
+
+_http_refused = _Children(lambda reason: HTTP_REFUSED.labels(reason), cap=32)
+_chat_dropped = _Children(
+    lambda adapter: {w: CHAT_DROPPED.labels(adapter, w) for w in ("message", "reply", OTHER)}
+)
+_CRON_SEND_OUTCOMES = ("retry", "gave_up")
+_cron_send = _Children(_outcomes(CRON_SEND_FAILURES, _CRON_SEND_OUTCOMES))
+_leases_lost = _Children(lambda kind: LEASES_LOST.labels(kind), cap=32)
+
+
+def http_refused(reason: str) -> None:
+    """The listener refused a request or closed a connection for ``reason``."""
+    _http_refused(reason).inc()
+
+
+def chat_dropped(adapter: str, what: str) -> None:
+    """One chat's own queue on ``adapter`` was full: a ``message`` or ``reply`` was dropped."""
+    children = _chat_dropped(adapter)
+    children.get(what, children[OTHER]).inc()
+
+
+def cron_send_failed(rule: str, outcome: str) -> None:
+    """A scheduled reply of ``rule`` failed to send: ``retry`` (kept in the outbox) or
+    ``gave_up`` (its retry window ended)."""
+    children = _cron_send(rule)
+    children.get(outcome, children[OTHER]).inc()
+
+
+def lease_lost(kind: str) -> None:
+    """A run (``kind``: ``span``, ``step``, ``cron``) lost its lease; its writes were refused."""
+    _leases_lost(kind).inc()
 
 
 def render() -> tuple[bytes, str]:
