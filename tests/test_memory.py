@@ -414,6 +414,47 @@ async def test_entries_are_bounded_per_user_least_used_then_oldest_dropped_first
         assert len(ids) == 1000 and all(len(i) <= 16 for i in ids)
 
 
+async def test_one_user_flooding_a_shared_scope_only_pushes_out_their_own_entries(
+    provider: FakeProvider,
+) -> None:
+    llm = llm_on(provider, max_entries=5, max_shared_entries_per_user=2)
+    async with Bot({"m.yaml": RULES}, llm=llm, admins=frozenset({"test:root"})) as bot:
+        store = bot.engine.services.store
+        key = entries.chat_key("test", "g")
+
+        async def owners() -> list[tuple[str, str]]:
+            return [(e["user"], e["text"]) for e in entries.entries_of(await store.get(key))]
+
+        note = "note for everyone here"
+        await bot.say(f"{note} the meeting is on Friday", user="bob", chat="g")
+        await bot.say(f"{note} lunch is at noon", user="carl", chat="g")
+        for i in range(12):  # the flood: only mallory's own entries make room
+            reply = await bot.ask(f"{note} spam number {i}", user="mallory", chat="g")
+            assert reply.text.startswith("OK"), reply.error
+        assert await owners() == [
+            ("bob", "the meeting is on Friday"),
+            ("carl", "lunch is at noon"),
+            ("mallory", "spam number 10"),
+            ("mallory", "spam number 11"),
+        ]
+        await bot.say(f"{note} the wifi password changes monthly", user="dave", chat="g")
+        # Full (5) with none of erin's own entries: refused, nobody else's entry goes.
+        refused = await bot.ask(f"{note} erin was here", user="erin", chat="g")
+        assert refused.error and "memory is full of other people's entries" in refused.error
+        assert "llm.memory.max_entries is 5" in refused.error
+        assert len(await owners()) == 5 and "erin" not in dict(await owners())
+        # At the scope-wide bound, mallory still pushes out only mallory's.
+        await bot.say(f"{note} spam number 12", user="mallory", chat="g")
+        assert [u for u, _ in await owners()] == ["bob", "carl", "mallory", "dave", "mallory"]
+        # An admin keeps the scope-wide order (here: the oldest least used entry, bob's).
+        await bot.say(f"{note} the office moved", user="root", chat="g")
+        assert [u for u, _ in await owners()] == ["carl", "mallory", "dave", "mallory", "root"]
+        # The user scope is not shared: the per-user bound does not apply there.
+        for i in range(4):
+            await bot.say(f"remember private fact {i}", user="mallory", chat="g")
+        assert len(entries.entries_of(await store.get(entries.user_key("test", "mallory")))) == 4
+
+
 async def test_admins_forget_chat_entries_and_manage_memory_in_chat(
     provider: FakeProvider,
 ) -> None:
@@ -552,6 +593,9 @@ def test_config_and_step_keys_are_validated() -> None:
         load_memory_config({"memory": {"secrets": ["("]}})
     cfg = load_memory_config({"memory": {"max_entries": 5, "dialogue": {"keep": 9}}})
     assert cfg.max_entries == 5 and cfg.dialogue.keep == 9 and cfg.dialogue.max_chars == 40
+    assert cfg.max_shared_entries_per_user == 20  # the default
+    with pytest.raises(ConfigError, match="max_shared_entries_per_user' must not be negative"):
+        load_memory_config({"memory": {"max_shared_entries_per_user": -1}})
     assert recall_spec(6).max == 6 and recall_spec(0) is None
     spec = recall_spec({"max": 2, "scopes": ["user", "global"], "min_score": 0.5})
     assert spec.scopes == ("user", "global") and spec.min_score == 0.5

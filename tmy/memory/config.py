@@ -54,6 +54,9 @@ class MemoryConfig:
     """Everything ``llm.memory`` configures; see docs/memory.md."""
 
     max_entries: int = 200  # per user, per chat and global; least used / oldest dropped first
+    # In a chat / global scope: one (non-admin) user's entries. At it, that user's own entry
+    # goes first, so one user cannot push out everyone else's; 0 = no per-user bound.
+    max_shared_entries_per_user: int = 20
     max_entry_chars: int = 300  # REMEMBER refuses longer entries; recall cuts at this
     max_block_chars: int = 1500  # the recalled lines together (the headers come on top)
     min_score: float = DEFAULT_MIN_SCORE  # default threshold of memory: steps
@@ -65,6 +68,7 @@ class MemoryConfig:
 
 _TOP = {
     "max_entries": int,
+    "max_shared_entries_per_user": int,
     "max_entry_chars": int,
     "max_block_chars": int,
     "min_score": (int, float),

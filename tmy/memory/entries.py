@@ -147,12 +147,20 @@ async def add(
     scope: str = "user",
     importance: int = 3,
     limit: int = 200,
+    per_owner: int = 0,
 ) -> tuple[dict[str, Any], bool, list[str]]:
     """Store ``text`` as an entry: (the entry, whether it is new, ids evicted to make room).
 
     The same text remembered again (by the same owner in the same scope) is not
     duplicated: the existing entry is refreshed (enabled again, its time renewed);
     it counts as new only when it had been forgotten.
+
+    In a shared scope (``chat``, ``global``) a non-admin sender can only push out
+    their own entries, so one user flooding a chat cannot evict everyone else's:
+    at ``per_owner`` entries of theirs (0: no such bound) their own first-to-go
+    entry makes room; when the whole list is at ``limit``, again only one of
+    their own goes, and with none of their own the entry is refused
+    (:class:`MemoryFull`). Admins keep the scope-wide order (anyone's entry).
     """
     now = time.time()
     entry = {
@@ -178,18 +186,42 @@ async def add(
                 fresh = not item.get("enabled", True)
                 item.update(enabled=True, created=now, importance=importance)
                 return items, (dict(item), fresh, [])
-        items.append(dict(entry))
         evicted: list[str] = []
+        if guarded:
+            own = [i for i in items if _owner(i) == owner]
+            while own and (len(own) >= per_owner > 0 or len(items) >= max(1, limit)):
+                victim = min(own, key=_evict_order)
+                own.remove(victim)
+                items.remove(victim)
+                evicted.append(victim["id"])
+            if len(items) >= max(1, limit):  # full of other people's entries
+                return current, None
+        items.append(dict(entry))
         while len(items) > max(1, limit):
             victim = min(items[:-1] or items, key=_evict_order)
             items.remove(victim)
             evicted.append(victim["id"])
         return items, (dict(entry), True, evicted)
 
-    result: tuple[dict[str, Any], bool, list[str]] = await store.update(
+    owner = (message.platform, message.user)
+    guarded = scope != "user" and not message.is_admin
+    result: tuple[dict[str, Any], bool, list[str]] | None = await store.update(
         scope_key(scope, message), put
     )
+    if result is None:
+        raise MemoryFull(
+            f"not remembered: the {scope} memory is full of other people's entries "
+            f"(llm.memory.max_entries is {limit}); an admin can delete some"
+        )
     return result
+
+
+class MemoryFull(ExecutorError):
+    """A shared scope is at its bound with none of the sender's own entries to push out."""
+
+
+def _owner(entry: dict[str, Any]) -> tuple[Any, Any]:
+    return entry.get("platform"), entry.get("user")
 
 
 async def set_enabled(store: Store, key: str, ids: set[str], enabled: bool) -> list[dict[str, Any]]:

@@ -93,7 +93,13 @@ async def remember(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     text = entries.check_text(to_text(value), mcfg.max_entry_chars, mcfg.secrets)
     store = ctx.services.store
     entry, new, evicted = await entries.add(
-        store, ctx.message, text, scope=scope, importance=importance, limit=mcfg.max_entries
+        store,
+        ctx.message,
+        text,
+        scope=scope,
+        importance=importance,
+        limit=mcfg.max_entries,
+        per_owner=mcfg.max_shared_entries_per_user,
     )
     ctx.record.extra["memory"] = {"remembered": entry, "new": new, "evicted": evicted}
     log.info(
