@@ -12,6 +12,8 @@ fault it was::
     │   └── ExpressionError
     ├── ExecutorError      an executor failed while running a step
     ├── StoreError         the store (SQLite / Redis) failed or refused a value
+    │   ├── LeaseLost      a lease expired or was taken before its holder wrote
+    │   └── ValueRefused   a key, value or ttl no store can hold (nothing was sent)
     └── AdapterError       a chat-platform adapter failed
 
 Messages name the culprit (the file and line, the variable path, the key) and,
@@ -74,6 +76,21 @@ class ExecutorError(TmyError):
 
 class StoreError(TmyError):
     """The store failed (unreachable, locked too long) or refused a value."""
+
+
+class LeaseLost(StoreError):
+    """A lease (``Store.lock``) was lost — expired while its holder was paused or
+    cut off, or taken by another holder — so a write fenced by it was refused
+    and nothing was written. ``key`` names the lease."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class ValueRefused(StoreError):
+    """A key, value or ttl was refused before anything reached the store (the
+    store itself is healthy: ``/healthz`` does not count these as write failures)."""
 
 
 class AdapterError(TmyError):

@@ -9,6 +9,12 @@ A store is a key → JSON value map with three extra powers the engine relies on
   store, for a read → (await executor) → write sequence that cannot be one
   ``update`` call (a step that reads the variable it saves to).
 * ``ttl`` on ``set`` — sessions and other short-lived keys expire on their own.
+* ``commit`` — several writes applied all together or not at all (one
+  transaction / one script), fenced by leases: refused (``LeaseLost``, nothing
+  written) when a fencing lease is no longer held by its holder. An atomic
+  span's buffered writes and a locked step's write go through it, so a crash
+  leaves all or none of them and a paused holder cannot write after its lease
+  expired.
 
 Every write is applied at most once, however the transport retries it: a
 client library that resends a command whose reply was lost (Redis stalled
@@ -30,7 +36,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tmy.store.leases import LEASE_TTL
+from tmy.store.leases import Lease
 
 R = TypeVar("R")
 
@@ -110,13 +116,32 @@ class Store(Protocol):
         extend or cancel the session's lifetime).
         """
 
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        """Apply every write of ``writes`` atomically, fenced by ``fence``'s leases.
+
+        ``writes`` are ``(key, value, ttl)`` triples (``value`` ``MISSING``
+        deletes the key; ``ttl`` None: no expiry). In one transaction/script the
+        store checks that each lease of ``fence`` is still held by its token and
+        unexpired, then applies all the writes; if any is not, it writes nothing
+        and raises :class:`~tmy.errors.LeaseLost` naming the lease's key (a
+        lease already :attr:`~tmy.store.leases.Lease.lost` locally is refused
+        before anything is sent). Values are checked (codec, size) before
+        anything is written. Applied at most once, like every write. On a Redis
+        Cluster every key and lease must share one hash slot (else StoreError).
+        """
+
     def lock(
-        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
         """Hold an exclusive lease named ``key`` across all processes on this store.
 
-        Waits up to ``wait`` seconds to acquire (then StoreError). The lease
-        lasts ``ttl`` seconds (default :data:`~tmy.store.leases.LEASE_TTL`, 5)
+        Yields the :class:`~tmy.store.leases.Lease` (key, token, ``lost``) to
+        fence writes with (:meth:`commit`). Waits up to ``wait`` seconds to
+        acquire (then StoreError). The lease lasts ``ttl`` seconds (default: the
+        store's ``lease_ttl``, URL ``?lease_ttl=``, else
+        :data:`~tmy.store.leases.LEASE_TTL`, 5)
         and is renewed every ``ttl / 3`` while the body runs, so a live holder
         keeps it however long it works, and a dead one (killed process) blocks
         others for at most ``ttl`` — less when the dead holder was a process on

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from tmy.errors import StoreError
+from tmy.errors import StoreError, ValueRefused
 
 _DUMPS_OPTIONS = (
     orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -73,16 +73,16 @@ def encode(value: Any, key: str = "") -> bytes:
         raw = orjson.dumps(value, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         why = str(exc).replace(": _Missing", ": MISSING (delete the key instead)")
-        raise StoreError(
+        raise ValueRefused(
             f"cannot store the value{_where(key)}: {why}; a stored value may hold only {_ALLOWED}"
         ) from None
     if b"null" in raw and _has_nonfinite(value):
-        raise StoreError(
+        raise ValueRefused(
             f"cannot store the value{_where(key)}: it contains NaN or Infinity, "
             "which JSON cannot hold"
         )
     if len(raw) > MAX_VALUE_BYTES:
-        raise StoreError(
+        raise ValueRefused(
             f"cannot store the value{_where(key)}: it is {len(raw):,} bytes as JSON "
             f"(limits.max_value_bytes is {MAX_VALUE_BYTES:,})"
         )
@@ -100,16 +100,16 @@ def decode(raw: bytes | str, key: str = "") -> Any:
 def check_key(key: str) -> None:
     """Refuse keys no backend can hold the same way (empty, not str, lone surrogates)."""
     if not isinstance(key, str) or not key:
-        raise StoreError(f"store keys are non-empty strings, got {key!r}")
+        raise ValueRefused(f"store keys are non-empty strings, got {key!r}")
     if not key.isascii():
         try:
             key.encode()
         except UnicodeEncodeError:
-            raise StoreError(f"store key {key!r} is not valid Unicode") from None
+            raise ValueRefused(f"store key {key!r} is not valid Unicode") from None
 
 
 def check_ttl(ttl: float, what: str = "ttl") -> float:
     """``ttl`` as a positive finite float, else StoreError (0 would mean "already gone")."""
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
-        raise StoreError(f"{what} must be a positive number of seconds, got {ttl!r}")
+        raise ValueRefused(f"{what} must be a positive number of seconds, got {ttl!r}")
     return float(ttl)

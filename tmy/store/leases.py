@@ -23,12 +23,25 @@ longer exists (or whose PID now belongs to a newer process) clears it at once
 instead of waiting for it to expire: a daemon restarted after ``kill -9`` does
 not wait on its previous life's locks. Holders elsewhere (another host,
 another container) are never judged; their leases just expire.
+
+Why leases fence writes: a holder paused (SIGSTOP, a long GC, a frozen VM) or
+cut off from the store for longer than the lease loses it — another process
+may take it and do the same work — yet the paused holder, once resumed, does
+not know. So ``lock`` yields a :class:`Lease` carrying its token, and writes
+made under it go through ``Store.commit(writes, fence=[lease])``, which checks
+*in the store, in the same transaction/script as the writes* that the lease
+still holds this token and has not expired; otherwise nothing is written and
+:class:`~tmy.errors.LeaseLost` is raised. The holder also counts the lease lost
+on its own, with a monotonic clock, once ``ttl`` has passed since the last
+take/renew that succeeded (measured from when that call was *sent*): a
+resumed process refuses to write before even asking the store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 import uuid
@@ -36,7 +49,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from tmy.errors import StoreError
+from tmy.errors import LeaseLost, StoreError
 
 log = logging.getLogger("tmy.store")
 
@@ -129,6 +142,73 @@ def holder_is_gone(token: str) -> bool:
     return state in ("Z", "X", "x") or started != start
 
 
+class Lease:
+    """A held lease, as ``async with store.lock(key) as lease`` yields it.
+
+    ``token`` is what the store holds for it (the fence ``Store.commit``
+    compares); ``lost`` turns True once a renewal found the lease gone, or once
+    its locally computed expiry (``ttl`` after the last take/renew that
+    succeeded, on the monotonic clock, counted from when that call was sent)
+    has passed — and stays True. ``check()`` raises :class:`LeaseLost` then.
+    """
+
+    __slots__ = ("_expires", "_lost", "key", "token", "ttl")
+
+    def __init__(self, key: str, token: str, ttl: float) -> None:
+        self.key = key
+        self.token = token
+        self.ttl = ttl
+        self._expires = math.inf  # set by the holder once taken
+        self._lost = False
+
+    def __repr__(self) -> str:
+        return f"Lease({self.key!r}, lost={self.lost})"
+
+    def _held_from(self, sent_at: float) -> None:
+        """A take/renew sent at ``sent_at`` (monotonic) succeeded: it lives ``ttl`` from then."""
+        if not self._lost:
+            self._expires = sent_at + self.ttl
+
+    def _mark_lost(self) -> None:
+        self._lost = True
+
+    @property
+    def lost(self) -> bool:
+        """True once the lease is known or presumed lost (see the class docstring)."""
+        if not self._lost and time.monotonic() >= self._expires:
+            self._lost = True
+        return self._lost
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` when :attr:`lost`."""
+        if self.lost:
+            raise LeaseLost(
+                f"lease {self.key!r} was lost (expired after {self.ttl:g}s without renewal, "
+                "or taken by another holder): nothing more is written under it",
+                self.key,
+            )
+
+
+def check_fence(fence: Any) -> list[Lease]:
+    """The leases of a ``commit``'s ``fence``, each checked locally first (LeaseLost)."""
+    leases = list(fence)
+    for lease in leases:
+        if not isinstance(lease, Lease):
+            raise StoreError(f"commit fence takes the Lease objects lock() yields, not {lease!r}")
+        lease.check()
+    return leases
+
+
+def lost_in_store(lease: Lease, where: str) -> LeaseLost:
+    """The error of a fenced commit the store refused: ``lease`` no longer holds."""
+    lease._mark_lost()
+    return LeaseLost(
+        f"{where}: lease {lease.key!r} is no longer held by this holder (expired or taken "
+        "by another): the fenced write was refused, nothing was written",
+        lease.key,
+    )
+
+
 class KeyedLocks:
     """One ``asyncio.Lock`` per key, created on demand and dropped when idle.
 
@@ -182,15 +262,18 @@ async def hold_lease(
     take: Callable[[], Awaitable[float | None]],
     give: Callable[[], Awaitable[None]],
     renew: Callable[[], Awaitable[bool]],
-) -> AsyncIterator[None]:
-    """Hold the lease ``key`` for the body of an ``async with``.
+    token: str = "",
+) -> AsyncIterator[Lease]:
+    """Hold the lease ``key`` for the body of an ``async with``; yields its :class:`Lease`.
 
     ``take()`` tries once: None when the lease is now ours, else the longest
     sensible pause (in seconds) before trying again. ``renew()`` extends a
     lease we hold by ``ttl`` (False when it is no longer ours); it runs every
     ``ttl / 3`` while the body runs. ``give()`` releases it; it runs shielded,
-    so a cancelled holder still gives the lease back.
+    so a cancelled holder still gives the lease back. ``token`` is the token
+    ``take`` stores (carried by the Lease for fenced commits).
     """
+    lease = Lease(key, token, ttl)
     deadline = time.monotonic() + wait
     try:
         await local.acquire(key, timeout=wait)
@@ -198,7 +281,11 @@ async def hold_lease(
         raise _timeout(where, key, wait) from None
     try:
         delay = 0.0005
-        while (pause := await take()) is not None:
+        while True:
+            sent = time.monotonic()
+            if (pause := await take()) is None:
+                lease._held_from(sent)
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _timeout(where, key, wait)
@@ -210,10 +297,10 @@ async def hold_lease(
         renewing: list[asyncio.Task[None]] = []
         every = ttl * RENEW_EVERY
         timer = loop.call_later(
-            every, lambda: renewing.append(loop.create_task(_keep_renewed(renew, key, every)))
+            every, lambda: renewing.append(loop.create_task(_keep_renewed(renew, lease, every)))
         )
         try:
-            yield
+            yield lease
         finally:
             # renew and give are both compare-token scripts/statements: a renewal
             # still in flight cannot resurrect the lease once it is given back
@@ -228,22 +315,45 @@ async def hold_lease(
         local.release(key)
 
 
-async def _keep_renewed(renew: Callable[[], Awaitable[bool]], key: str, every: float) -> None:
+async def _keep_renewed(renew: Callable[[], Awaitable[bool]], lease: Lease, every: float) -> None:
     """Renew the lease now and every ``every`` seconds until cancelled or lost.
 
     A failed renewal (store unreachable) is retried at the next tick: the lease
-    is only lost if the store stays unreachable for the rest of its length.
+    is only lost if the store stays unreachable for the rest of its length. A
+    lease already presumed lost locally is not renewed (it stays lost: a
+    renewal that still finds the token in the store must not revive a holder
+    that may have been paused while another took its work).
     """
+    key = lease.key
     while True:
+        if lease.lost:
+            log.warning("lease %r expired before it could be renewed (holder paused?)", key)
+            return
         try:
+            sent = time.monotonic()
             if not await renew():
+                lease._mark_lost()
                 log.warning("lease %r was lost (expired or taken) while its holder worked", key)
                 return
+            lease._held_from(sent)
         except StoreError as exc:
             log.warning("lease %r not renewed (%s); trying again in %.3gs", key, exc, every)
         except Exception:  # never let the renewer die silently with the lease held
             log.exception("lease %r: renewal crashed; trying again in %.3gs", key, every)
         await asyncio.sleep(every)
+
+
+def lease_ttl_option(value: Any, url: str) -> float:
+    """The ``?lease_ttl=`` store URL option: the default lease length in seconds."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (0 < number < math.inf):
+        raise StoreError(
+            f"store {url!r}: lease_ttl must be a number of seconds above 0, not {value!r}"
+        )
+    return number
 
 
 def _timeout(where: str, key: str, wait: float) -> StoreError:

@@ -5,9 +5,18 @@
 ``update`` and ``keys`` is observed in ``tmy_store_op_seconds{op=…}``; one that
 raises :class:`~tmy.errors.StoreError` also counts in
 ``tmy_store_errors_total{op=…}`` and is re-raised unchanged. ``lock(…)``
-times the acquire as op ``lock`` (not the time the lease is held). Anything
-else (``url``, backend-specific attributes) passes through to the wrapped
-store.
+times the acquire as op ``lock`` (not the time the lease is held); ``commit``
+is op ``commit``. Anything else (``url``, backend-specific attributes) passes
+through to the wrapped store.
+
+It also remembers the last write (``set``, ``delete``, ``update``, ``commit``)
+that failed in the store — "database or disk is full", Redis OOM or
+unreachable — until a later write succeeds, and ``ping`` then fails with
+``StoreError("last write failed: …")``: a store that answers reads but refuses
+every write is not healthy, and ``/healthz`` reports it. Refusals that say
+nothing about the store's health — a value no store can hold
+(:class:`~tmy.errors.ValueRefused`), a lost lease
+(:class:`~tmy.errors.LeaseLost`) — are not remembered.
 """
 
 from __future__ import annotations
@@ -19,14 +28,26 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from tmy import metrics
-from tmy.errors import StoreError
+from tmy.errors import LeaseLost, StoreError, ValueRefused
 from tmy.store.base import Store
-from tmy.store.leases import LEASE_TTL
+from tmy.store.leases import Lease
 
 R = TypeVar("R")
 
 # one histogram child / error counter per op, resolved once (a call pays no label lookup)
-_OPS = ("open", "close", "ping", "get", "get_many", "set", "delete", "update", "keys", "lock")
+_OPS = (
+    "open",
+    "close",
+    "ping",
+    "get",
+    "get_many",
+    "set",
+    "delete",
+    "update",
+    "commit",
+    "keys",
+    "lock",
+)
 
 
 class MeteredStore:
@@ -36,6 +57,14 @@ class MeteredStore:
         self.inner = store
         self._seconds = {op: metrics.STORE_OP_SECONDS.labels(op) for op in _OPS}
         self._errors = {op: metrics.STORE_ERRORS.labels(op) for op in _OPS}
+        self.last_write_error: str | None = None  # see the module docstring
+
+    def _write_failed(self, exc: StoreError) -> None:
+        if not isinstance(exc, ValueRefused | LeaseLost):
+            self.last_write_error = str(exc)
+
+    def _write_ok(self) -> None:
+        self.last_write_error = None
 
     def __repr__(self) -> str:
         return f"MeteredStore({self.inner!r})"
@@ -75,6 +104,8 @@ class MeteredStore:
         started = perf_counter()
         try:
             await self.inner.ping()
+            if self.last_write_error is not None:
+                raise StoreError(f"last write failed: {self.last_write_error}")
         except StoreError:
             self._errors["ping"].inc()
             raise
@@ -105,8 +136,10 @@ class MeteredStore:
         started = perf_counter()
         try:
             await self.inner.set(key, value, ttl=ttl)
-        except StoreError:
+            self._write_ok()
+        except StoreError as exc:
             self._errors["set"].inc()
+            self._write_failed(exc)
             raise
         finally:
             self._seconds["set"].observe(perf_counter() - started)
@@ -114,9 +147,12 @@ class MeteredStore:
     async def delete(self, key: str) -> bool:
         started = perf_counter()
         try:
-            return await self.inner.delete(key)
-        except StoreError:
+            result = await self.inner.delete(key)
+            self._write_ok()
+            return result
+        except StoreError as exc:
             self._errors["delete"].inc()
+            self._write_failed(exc)
             raise
         finally:
             self._seconds["delete"].observe(perf_counter() - started)
@@ -130,12 +166,29 @@ class MeteredStore:
     ) -> R:
         started = perf_counter()
         try:
-            return await self.inner.update(key, fn, ttl=ttl)
-        except StoreError:
+            result = await self.inner.update(key, fn, ttl=ttl)
+            self._write_ok()
+            return result
+        except StoreError as exc:
             self._errors["update"].inc()
+            self._write_failed(exc)
             raise
         finally:
             self._seconds["update"].observe(perf_counter() - started)
+
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        started = perf_counter()
+        try:
+            await self.inner.commit(writes, fence=fence)
+            self._write_ok()
+        except StoreError as exc:
+            self._errors["commit"].inc()
+            self._write_failed(exc)
+            raise
+        finally:
+            self._seconds["commit"].observe(perf_counter() - started)
 
     async def keys(self, prefix: str) -> list[str]:
         started = perf_counter()
@@ -148,8 +201,8 @@ class MeteredStore:
             self._seconds["keys"].observe(perf_counter() - started)
 
     def lock(
-        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
         try:
             inner = self.inner.lock(key, ttl=ttl, wait=wait)
         except StoreError:  # a bad key or ttl is refused before anything is awaited
@@ -163,12 +216,14 @@ class _TimedLock:
 
     __slots__ = ("_errors", "_inner", "_seconds")
 
-    def __init__(self, inner: AbstractAsyncContextManager[None], seconds: Any, errors: Any) -> None:
+    def __init__(
+        self, inner: AbstractAsyncContextManager[Lease], seconds: Any, errors: Any
+    ) -> None:
         self._inner = inner
         self._seconds = seconds
         self._errors = errors
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> Lease:
         started = perf_counter()
         try:
             return await self._inner.__aenter__()

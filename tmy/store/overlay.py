@@ -15,7 +15,9 @@ ever read (``get``, ``get_many``, ``keys``, ``ping``).
   read, ``fn`` and write); it cannot be atomic with the real store, which it
   never writes.
 * ``lock`` is a local ``asyncio`` lock: it neither waits for nor blocks the
-  real store's leases, so an explanation never stalls a live run.
+  real store's leases, so an explanation never stalls a live run. Its
+  :class:`~tmy.store.leases.Lease` never expires; ``commit`` applies its
+  writes to the overlay together (a fence fails only for a lease marked lost).
 * ``ttl`` is honoured for what the overlay holds; ``update`` without ``ttl``
   keeps the expiry the overlay knows (a key it takes from the real store is
   treated as not expiring: an overlay lives for one explanation).
@@ -31,7 +33,7 @@ from typing import Any, TypeVar
 from tmy.errors import StoreError
 from tmy.store.base import MISSING, Store
 from tmy.store.codec import check_key, check_ttl, decode, encode
-from tmy.store.leases import LEASE_TTL, KeyedLocks
+from tmy.store.leases import KeyedLocks, Lease, check_fence, new_token
 
 R = TypeVar("R")
 
@@ -151,21 +153,36 @@ class OverlayStore:
         finally:
             self._updates.release(key)
 
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        """Apply ``writes`` to the overlay together (each value checked first)."""
+        check_fence(fence)
+        staged = []
+        now = time.time()
+        for key, value, ttl in writes:
+            check_key(key)
+            expires = None if ttl is None else now + check_ttl(ttl)
+            staged.append((key, MISSING if value is MISSING else encode(value, key), expires))
+        for key, raw, expires in staged:
+            self._mine[key] = (_DELETED, None) if raw is MISSING else (raw, expires)
+
     def lock(
-        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
         check_key(key)
-        check_ttl(ttl)
-        return self._lease(key, wait)
+        if ttl is not None:
+            check_ttl(ttl)
+        return self._lease(key, ttl or 5.0, wait)
 
     @asynccontextmanager
-    async def _lease(self, key: str, wait: float) -> AsyncIterator[None]:
+    async def _lease(self, key: str, ttl: float, wait: float) -> AsyncIterator[Lease]:
         try:
             await self._leases.acquire(key, timeout=wait)
         except TimeoutError:
             raise StoreError(f"lock {key!r} still held after waiting {wait:g} s") from None
         try:
-            yield
+            yield Lease(key, new_token(), ttl)  # local only: never expires
         finally:
             self._leases.release(key)
 

@@ -148,6 +148,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -155,7 +156,17 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
-from tmy.store.leases import LEASE_TTL, KeyedLocks, hold_lease, holder_is_gone, new_token
+from tmy.store.leases import (
+    LEASE_TTL,
+    KeyedLocks,
+    Lease,
+    check_fence,
+    hold_lease,
+    holder_is_gone,
+    lease_ttl_option,
+    lost_in_store,
+    new_token,
+)
 
 R = TypeVar("R")
 
@@ -280,6 +291,32 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[
 return 0
 """
 
+# KEYS: the write record, then N lease keys, then the keys written. ARGV: N,
+# record PX milliseconds, the N lease tokens, then per key written: op ('s' set /
+# 'd' delete), raw, PX milliseconds ('0' never expires).
+# Returns 0 when applied (by this copy or an earlier one whose reply was lost),
+# else i: the i-th lease no longer holds its token (nothing was written).
+_COMMIT = """
+if redis.call('GET', KEYS[1]) then return 0 end
+local n = tonumber(ARGV[1])
+for i = 1, n do
+  if redis.call('GET', KEYS[1 + i]) ~= ARGV[2 + i] then return i end
+end
+local a = 3 + n
+for j = 2 + n, #KEYS do
+  if ARGV[a] == 'd' then
+    redis.call('DEL', KEYS[j])
+  elseif ARGV[a + 2] ~= '0' then
+    redis.call('SET', KEYS[j], ARGV[a + 1], 'PX', ARGV[a + 2])
+  else
+    redis.call('SET', KEYS[j], ARGV[a + 1])
+  end
+  a = a + 3
+end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+return 0
+"""
+
 TURN_AFTER = 3  # compare-and-sets lost in a row before a process claims the key's turn
 TURN_PX = 2000  # how long a claimed turn lasts at most (a dead claimer blocks no longer)
 TURN_WAIT = 30.0  # seconds an update waits, in all, while other processes hold turns
@@ -290,7 +327,13 @@ OP_RECORD_TTL = 60.0
 _REDIS_RETRIES = 3  # redis-py resends a timed-out or cut command this many times
 _SPARE_CONNECTIONS = 8  # pooled connections beyond the gate's (see the module doc)
 # URL query parameters the store reads itself (the rest go to redis-py)
-_OWN_OPTIONS = ("max_connections", "timeout", "socket_timeout", "socket_connect_timeout")
+_OWN_OPTIONS = (
+    "max_connections",
+    "timeout",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "lease_ttl",
+)
 
 
 def _positive(name: str, value: Any, url: str) -> float:
@@ -403,6 +446,7 @@ class RedisStore:
     _take: AsyncScript
     _give: AsyncScript
     _renew: AsyncScript
+    _commit_script: AsyncScript
 
     _SCHEMES = ("redis", "rediss")
     _REFRESH_COST = 0  # connect+reply rounds a resend may wait for besides its own (see op_ttl)
@@ -450,6 +494,9 @@ class RedisStore:
             "socket_connect_timeout", own.get("socket_connect_timeout", connect_timeout), url
         )
         self.queue_timeout = _positive("timeout", own.get("timeout", self.socket_timeout), url)
+        self.lease_ttl = (
+            lease_ttl_option(own["lease_ttl"], url) if "lease_ttl" in own else LEASE_TTL
+        )
         self.update_retries = update_retries
         self._locate(url, parts, rest)  # sets where and what the client connects to
         # a write's record must outlive every resent copy of it: redis-py sends at
@@ -599,11 +646,11 @@ class RedisStore:
         self._take = client.register_script(_TAKE)
         self._give = client.register_script(_GIVE)
         self._renew = client.register_script(_RENEW)
+        self._commit_script = client.register_script(_COMMIT)
+        scripts = (self._cas, self._put, self._take, self._give, self._renew, self._commit_script)
         try:
             with self._failing("connect"):
-                await self._prepare(
-                    client, (self._cas, self._put, self._take, self._give, self._renew)
-                )
+                await self._prepare(client, scripts)
         except BaseException:
             await client.aclose()
             raise
@@ -886,15 +933,62 @@ class RedisStore:
                         found.add(key)
         return sorted(found)
 
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        """Apply ``writes`` with ONE script, only if every ``fence`` lease still holds.
+
+        ``writes`` are ``(key, value, ttl)`` (``MISSING`` deletes; ``ttl`` None:
+        no expiry). The script compares each fence lease's key with its token
+        (an expired lease key is gone, so it fails too) and then applies every
+        write, or none (:class:`~tmy.errors.LeaseLost` naming the key). It is
+        recorded like every write: a copy redis-py resends after a lost reply
+        applies nothing again. On a Redis Cluster every key written and every
+        fence lease must share one hash slot (else StoreError, nothing sent).
+        """
+        leases = check_fence(fence)
+        wkeys: list[str] = []
+        args: list[Any] = []
+        raws: list[bytes | None] = []
+        for key, value, ttl in writes:
+            rkey = self._k(key)
+            raw = None if value is MISSING else encode(value, key)
+            wkeys.append(rkey)
+            raws.append(raw)
+            args += ["d", b"", "0"] if raw is None else ["s", raw, _ttl_arg(ttl)]
+        if not wkeys and not leases:
+            return
+        lkeys = [self._k(lease.key) + ":lock" for lease in leases]
+        self._one_slot([*wkeys, *lkeys], [k for k, _, _ in writes], [x.key for x in leases])
+        record = self._op(wkeys[0] if wkeys else self._k(leases[0].key))
+        keys = [record, *lkeys, *wkeys]
+        argv = [len(leases), self._op_px, *(x.token for x in leases), *args]
+        what = f"commit of {len(wkeys)} writes"
+        async with self._io(what) as redis:
+            failed = await self._commit_script(keys=keys, args=argv, client=redis)
+        if failed:
+            for rkey in wkeys:  # nothing written: forget any guess about these keys
+                self._cache.put(rkey, None)
+            raise lost_in_store(leases[int(failed) - 1], self.where)
+        for rkey, raw in zip(wkeys, raws, strict=True):
+            self._cache.put(rkey, raw)
+
+    def _one_slot(self, rkeys: list[str], keys: list[str], leases: list[str]) -> None:
+        """On one Redis any keys go together in a script; see RedisClusterStore."""
+
     # -- locks ------------------------------------------------------------------
 
     def lock(
-        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        """Hold the lease ``key`` across all processes on this Redis (see :meth:`Store.lock`)."""
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
+        """Hold the lease ``key`` across all processes on this Redis (see :meth:`Store.lock`).
+
+        ``ttl`` defaults to the store's ``lease_ttl`` (URL ``?lease_ttl=``, else 5 s).
+        """
         lkey = self._k(key) + ":lock"
         token = new_token()
-        args = (token, _px(check_ttl(ttl, "lock ttl")))
+        ttl = self.lease_ttl if ttl is None else check_ttl(ttl, "lock ttl")
+        args = (token, _px(ttl))
 
         async def take() -> float | None:
             async with self._io(f"lock {key!r}") as redis:
@@ -928,6 +1022,7 @@ class RedisStore:
             take=take,
             give=give,
             renew=renew,
+            token=token,
         )
 
 
@@ -1019,6 +1114,16 @@ class RedisClusterStore(RedisStore):
         """Raise StoreError unless every master answers PING."""
         async with self._io("ping") as redis:
             await redis.ping(target_nodes=RedisCluster.PRIMARIES)
+
+    def _one_slot(self, rkeys: list[str], keys: list[str], leases: list[str]) -> None:
+        """Refuse a commit whose keys are in several hash slots (a script runs on one node)."""
+        slots = {key_slot(k.encode()) for k in rkeys}
+        if len(slots) > 1:
+            raise StoreError(
+                f"{self.where}: cannot commit keys {keys} fenced by leases {leases} in one "
+                f"script: on a Redis Cluster they fall in {len(slots)} hash slots, and one "
+                "atomic commit needs them all in one slot"
+            )
 
     async def _mget(self, redis: Any, rkeys: list[str]) -> list[bytes | None]:
         # one MGET per slot (a cluster refuses an MGET across slots), one pipeline per node

@@ -43,6 +43,12 @@ Why it is built this way:
   of this machine that has died is cleared at once — at ``open`` (with every
   expired row), and by a contender that finds it — so a restarted daemon never
   waits on the locks of its previous life.
+* **commit** applies several writes in one ``BEGIN IMMEDIATE`` transaction,
+  after checking in that same transaction that each fencing lease's row still
+  holds its token and is unexpired (``LeaseLost`` and nothing written
+  otherwise): an atomic span's writes land all together or not at all, and
+  never after its lease was lost. ``?lease_ttl=`` in the URL sets the default
+  lease length (tests use 1 s).
 
 One instance belongs to one event loop (one thread); open a second instance for
 another thread or process.
@@ -63,7 +69,16 @@ from typing import Any, TypeVar
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
-from tmy.store.leases import LEASE_TTL, KeyedLocks, hold_lease, holder_is_gone, new_token
+from tmy.store.leases import (
+    LEASE_TTL,
+    KeyedLocks,
+    Lease,
+    check_fence,
+    hold_lease,
+    holder_is_gone,
+    lost_in_store,
+    new_token,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -113,11 +128,20 @@ class SQLiteStore:
     """A :class:`~tmy.store.base.Store` in one SQLite file (or ``:memory:``)."""
 
     def __init__(
-        self, path: str | Path, *, lock_timeout: float = 10.0, busy_timeout_ms: int = 20
+        self,
+        path: str | Path,
+        *,
+        lock_timeout: float = 10.0,
+        busy_timeout_ms: int = 20,
+        lease_ttl: float = LEASE_TTL,
     ) -> None:
-        """``lock_timeout``: how long to wait for another process's write lock."""
+        """``lock_timeout``: how long to wait for another process's write lock;
+        ``lease_ttl``: the default length of ``lock``'s leases (URL ``?lease_ttl=``)."""
         self.path: str | Path = path if str(path) == ":memory:" else Path(path)
+        self.lease_ttl = check_ttl(lease_ttl, "lease_ttl")
         self.url = f"sqlite:///{self.path}"
+        if lease_ttl != LEASE_TTL:
+            self.url += f"?lease_ttl={lease_ttl:g}"
         self.lock_timeout = lock_timeout
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite3.Connection | None = None
@@ -366,14 +390,57 @@ class SQLiteStore:
 
         return await self._run(op, f"keys {prefix!r}")
 
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        """Apply ``writes`` in ONE transaction, only if every ``fence`` lease still holds.
+
+        ``writes`` are ``(key, value, ttl)`` (``MISSING`` deletes; ``ttl`` None:
+        no expiry). Inside ``BEGIN IMMEDIATE`` each fence lease's row must still
+        hold its token and not be expired; otherwise the transaction is rolled
+        back (nothing written) and :class:`~tmy.errors.LeaseLost` names the key.
+        """
+        leases = check_fence(fence)
+        rows: list[tuple[str, str | None, float | None]] = []
+        for key, value, ttl in writes:
+            check_key(key)
+            raw = None if value is MISSING else encode(value, key).decode()
+            rows.append((key, raw, None if ttl is None else check_ttl(ttl)))
+        if not rows and not leases:
+            return
+
+        def body(db: sqlite3.Connection) -> None:
+            now = time.time()
+            for lease in leases:
+                row = db.execute(
+                    "SELECT token, expires FROM locks WHERE key = ?", (lease.key,)
+                ).fetchone()
+                if row is None or row[0] != lease.token or row[1] <= now:
+                    raise _FnFailed(lost_in_store(lease, f"sqlite {self.path}"))
+            for key, raw, expires_in in rows:
+                if raw is None:
+                    db.execute("DELETE FROM kv WHERE key = ?", (key,))
+                else:
+                    expires = None if expires_in is None else now + expires_in
+                    db.execute(_UPSERT, (key, raw, expires))
+
+        def op(db: sqlite3.Connection) -> None:
+            self._in_transaction(db, lambda: body(db))
+            self._maybe_purge(db, time.time())
+
+        await self._run(op, f"commit of {len(rows)} writes")
+
     # -- locks ------------------------------------------------------------------
 
     def lock(
-        self, key: str, *, ttl: float = LEASE_TTL, wait: float = 30.0
-    ) -> AbstractAsyncContextManager[None]:
-        """Hold the lease ``key`` across all processes on this file (see :meth:`Store.lock`)."""
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
+        """Hold the lease ``key`` across all processes on this file (see :meth:`Store.lock`).
+
+        ``ttl`` defaults to the store's ``lease_ttl``.
+        """
         check_key(key)
-        check_ttl(ttl, "lock ttl")
+        ttl = self.lease_ttl if ttl is None else check_ttl(ttl, "lock ttl")
         token = new_token()
 
         def try_take(db: sqlite3.Connection) -> bool:
@@ -415,4 +482,5 @@ class SQLiteStore:
             take=take,
             give=give,
             renew=renew,
+            token=token,
         )

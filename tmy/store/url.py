@@ -15,16 +15,21 @@ Accepted forms, SQLAlchemy style for SQLite so the URLs look familiar:
   ``?prefix=``.
 
 The SQLite path is taken literally (no ``~`` expansion, no percent-decoding)
-and SQLite URLs take no query parameters, so a typo cannot silently pick
-another file.
+and SQLite URLs take one query parameter only, ``?lease_ttl=<seconds>`` (any
+other is refused, so a typo cannot silently pick another file). Every backend
+reads ``?lease_ttl=``: the default length of ``Store.lock``'s leases (5 s),
+i.e. how long a paused or dead holder can keep others waiting; tests set it
+short.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store.base import Store
+from tmy.store.leases import lease_ttl_option
 
 _ACCEPTED = (
     "accepted store URLs: sqlite:///relative/path.db (relative to where tmy is started), "
@@ -48,7 +53,10 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
     if scheme == "sqlite":
         from tmy.store.sqlite import SQLiteStore
 
-        return SQLiteStore(_sqlite_path(url, rest, base_dir))
+        rest, lease_ttl = _sqlite_options(url, rest)
+        if lease_ttl is None:
+            return SQLiteStore(_sqlite_path(url, rest, base_dir))
+        return SQLiteStore(_sqlite_path(url, rest, base_dir), lease_ttl=lease_ttl)
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
         from tmy.store.redis import RedisClusterStore, RedisStore
 
@@ -58,6 +66,22 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
         except StoreError as exc:
             raise ConfigError(f"{exc}; {_ACCEPTED}") from None
     raise ConfigError(f"unsupported store URL scheme {scheme!r} in {url!r}; {_ACCEPTED}")
+
+
+def _sqlite_options(url: str, rest: str) -> tuple[str, float | None]:
+    """Split ``?lease_ttl=`` off a SQLite URL's rest (the only query parameter it takes)."""
+    if "#" in rest or "?" not in rest:
+        return rest, None
+    rest, _, query = rest.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not pairs or any(k != "lease_ttl" for k, _ in pairs):
+        raise ConfigError(
+            f"SQLite URLs take no query parameters but ?lease_ttl=<seconds>: {url!r}; {_ACCEPTED}"
+        )
+    try:
+        return rest, lease_ttl_option(pairs[-1][1], url)
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _sqlite_path(url: str, rest: str, base_dir: Path | None) -> Path | str:
