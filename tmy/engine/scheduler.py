@@ -17,6 +17,12 @@ A step that reads the persistent variable it saves to runs holding that
 variable's store lock, so concurrent runs cannot interleave between its read
 and its write (no lost increments). List modes and nested saves on persistent
 variables are single atomic store updates.
+
+Writes under a lock are fenced by its lease, and an atomic span's writes are
+buffered and applied together in one fenced store commit when the span ends
+(see :func:`run_chain`): a run whose lease was lost (its daemon paused or cut
+off from the store longer than the lease) ends with an error and writes
+nothing more, and a crash mid-span leaves all of the span's writes or none.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from tmy import logs, metrics
 from tmy.engine.paths import Path, parse_path, set_in
 from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
-from tmy.errors import EvalError, TmyError
+from tmy.errors import EvalError, LeaseLost, TmyError
 from tmy.executors.adjust import adjust
 from tmy.logs import get_logger, preview
 from tmy.message import Message, StepRecord
@@ -108,7 +114,12 @@ async def run_chain(run: Run) -> None:
     A rule with an atomic span (a variable read in one step and written in a
     later one) holds those variables' locks from the span's first step to its
     last, taken together in name order, so concurrent runs cannot interleave
-    between the guard and the write.
+    between the guard and the write. The span's writes to those variables are
+    buffered (its own later steps read them) and applied in ONE store commit,
+    fenced by the span's leases, when the span ends: all of them or none. A
+    span that fails (a step error that stops the run, a lost lease, a crash)
+    writes none of them. Side effects that are not store writes (an HTTP or
+    LLM request already sent, a reply) are not undone.
     """
     rule = run.rule
     if not rule.atomic_vars:
@@ -118,12 +129,36 @@ async def run_chain(run: Run) -> None:
     await run_steps(run, rule.steps[:first])
     if run.failed or run.stopped:
         return
-    async with run.vars.holding(rule.atomic_vars):
-        run.vars.forget(rule.atomic_vars)  # re-read what the locks now protect
+    v = run.vars
+    async with v.holding(rule.atomic_vars), v.buffering():
+        v.forget(rule.atomic_vars)  # re-read what the locks now protect
         await run_steps(run, rule.steps[first : last + 1])
+        if not run.failed:
+            try:
+                await v.flush(rule.atomic_vars)
+            except LeaseLost as exc:
+                _lease_lost(run, rule.steps[last], run.records[-1], exc, "span")
+            except TmyError as exc:
+                _fail(run, rule.steps[last], run.records[-1], str(exc))
+                run.failed = True
+        elif v.pending:
+            log.warning(
+                "span.dropped",
+                rule=rule.id,
+                writes=len(v.pending),
+                reason="the run failed inside its atomic span: none of its writes were applied",
+            )
     if run.failed or run.stopped:
         return
     await run_steps(run, rule.steps[last + 1 :])
+
+
+def _lease_lost(run: Run, step: Step, record: StepRecord, exc: LeaseLost, kind: str) -> None:
+    """A run lost its lease: a clear error in the log, a metric, and the run ends."""
+    metrics.lease_lost(kind)
+    log.error("lease.lost", rule=run.rule.id, uri=step.uri, key=exc.key, kind=kind, error=str(exc))
+    _fail(run, step, record, str(exc))
+    run.failed = True  # whatever on_error says: nothing more is written under a lost lease
 
 
 async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
@@ -154,6 +189,8 @@ async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
                         await _guarded(run, step, uri, record, first=False)
         except StepFailed:
             pass
+        except LeaseLost as exc:
+            _lease_lost(run, step, record, exc, "span" if run.vars.pending is not None else "step")
         except TmyError as exc:
             _fail(run, step, record, str(exc))
         except asyncio.CancelledError:

@@ -7,6 +7,14 @@ writes — so a five-step chain does not re-read the same variable five times.
 Where freshness matters it is guaranteed: list modes and nested saves are
 atomic updates in the store, and a step that reads the variable it saves to
 re-reads it after taking the variable's lock.
+
+Writes to a variable the run holds locked are fenced by its lease
+(``Store.commit(…, fence=[lease])``): a run paused or cut off past its lease
+writes nothing. Inside an atomic span (:meth:`Variables.buffering`) those
+writes are not sent at all until the span ends: they are kept in ``pending``
+(and in the snapshot, so the run's later steps read its own writes) and
+applied together by :meth:`Variables.flush` in one fenced store commit — a
+crash in between leaves all of them or none.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from tmy.errors import EvalError, PathError
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store.base import MISSING, Store
-from tmy.store.leases import LEASE_TTL
+from tmy.store.leases import Lease
 
 
 def _escape(part: str) -> str:
@@ -85,28 +93,85 @@ class Variables(Mapping[str, Any]):
         self.message = message
         self.locked = locked  # variables whose every write takes their lock
         self.held: set[str] = set()  # locks this run holds now
+        self.leases: dict[str, Lease] = {}  # the lease of each held lock
+        self.pending: dict[str, Any] | None = None  # an atomic span's buffered writes
         self.cache: dict[str, Any] = {}
         self._keys: dict[str, str] = {}
 
     @asynccontextmanager
-    async def holding(self, names: Iterable[str], ttl: float = LEASE_TTL) -> AsyncIterator[None]:
+    async def holding(self, names: Iterable[str], ttl: float | None = None) -> AsyncIterator[None]:
         """Hold the store locks of ``names`` (in the order given) for a block.
 
-        ``ttl`` is the lease length; the store renews it while the block runs.
+        ``ttl`` is the lease length (default: the store's ``lease_ttl``); the
+        store renews it while the block runs.
         """
         async with AsyncExitStack() as stack:
             for name in names:
                 if name not in self.held:
-                    await stack.enter_async_context(self.store.lock(self.key(name), ttl=ttl))
+                    key = self.key(name)
+                    lock = self.store.lock(key) if ttl is None else self.store.lock(key, ttl=ttl)
+                    lease = await stack.enter_async_context(lock)
                     self.held.add(name)
+                    self.leases[name] = lease
+                    stack.callback(self.leases.pop, name, None)
                     stack.callback(self.held.discard, name)
             yield
+
+    @asynccontextmanager
+    async def buffering(self) -> AsyncIterator[None]:
+        """Keep writes to held variables in ``pending`` for a block (an atomic span).
+
+        The caller applies them with :meth:`flush` before the locks are given
+        back; whatever is still pending when the block ends (an error, a
+        cancelled run) is dropped: none of the span's writes reach the store.
+        """
+        self.pending = {}
+        try:
+            yield
+        finally:
+            self.pending = None
+
+    async def flush(self, names: Iterable[str]) -> int:
+        """Apply the buffered writes in ONE store commit fenced by the leases of ``names``.
+
+        Returns the number of keys written. Raises ``LeaseLost`` (nothing
+        written) when a lease was lost meanwhile.
+        """
+        pending = self.pending
+        if not pending:
+            return 0
+        writes = [(self.key(name), value, None) for name, value in pending.items()]
+        fence = [self.leases[n] for n in names if n in self.leases]
+        await self.store.commit(writes, fence=fence)
+        pending.clear()
+        return len(writes)
+
+    def lost_lease(self) -> Lease | None:
+        """A held lease found lost (expired or taken), if any."""
+        return next((lease for lease in self.leases.values() if lease.lost), None)
+
+    async def _put_held(self, name: str, root: Any) -> None:
+        """Write a held variable's new value: buffered in a span, else one fenced commit."""
+        if self.pending is not None:
+            lease = self.lost_lease()
+            if lease is not None:
+                lease.check()  # raises LeaseLost: the span ends, nothing is written
+            self.pending[name] = root
+        else:
+            await self.store.commit([(self.key(name), root, None)], fence=[self.leases[name]])
+        self.cache[name] = root
 
     def _guard(self, name: str) -> AbstractAsyncContextManager[None]:
         """The lock a write to ``name`` needs, if a locked step may be mid-way on it."""
         if name in self.locked and name not in self.held:
-            return self.holding((name,))
+            return self._holding_fresh(name)
         return nullcontext()
+
+    @asynccontextmanager
+    async def _holding_fresh(self, name: str) -> AsyncIterator[None]:
+        async with self.holding((name,)):
+            self.forget((name,))  # what the run read before the lock may be stale now
+            yield
 
     # -- Mapping (sync: values must have been fetched) ----------------------------------------
 
@@ -140,12 +205,14 @@ class Variables(Mapping[str, Any]):
         return name in self.declared
 
     def forget(self, names: Iterable[str] | None = None) -> None:
-        """Drop cached persistent values (all, or ``names``): re-read after taking a lock."""
-        if names is None:
-            self.cache.clear()
-            return
-        for name in names:
-            self.cache.pop(name, None)
+        """Drop cached persistent values (all, or ``names``): re-read after taking a lock.
+
+        A value with a buffered write is kept: it is newer than the store's.
+        """
+        pending = self.pending or {}
+        for name in list(self.cache) if names is None else names:
+            if name not in pending:
+                self.cache.pop(name, None)
 
     async def fetch(self, names: Iterable[str]) -> None:
         """Load the declared variables among ``names`` that are not cached yet."""
@@ -177,10 +244,15 @@ class Variables(Mapping[str, Any]):
             else:
                 self.locals[name] = value
             return
+        if name in self.held:  # the lock is ours: compute on the fresh snapshot, fenced write
+            if path.segments:
+                await self.fetch((name,))
+                value = set_in(copy.deepcopy(self.cache[name]), path, value)
+            await self._put_held(name, value)
+            return
         if not path.segments:
             async with self._guard(name):
-                await self.store.set(self.key(name), value)
-            self.cache[name] = value
+                await self._write_root(name, value)
             return
 
         def apply(current: Any) -> tuple[Any, Any]:
@@ -189,7 +261,18 @@ class Variables(Mapping[str, Any]):
             return root, root
 
         async with self._guard(name):
-            self.cache[name] = await self.store.update(self.key(name), apply)
+            if name in self.held:  # the guard took the lock: write fenced by it
+                await self.fetch((name,))
+                await self._put_held(name, set_in(copy.deepcopy(self.cache[name]), path, value))
+            else:
+                self.cache[name] = await self.store.update(self.key(name), apply)
+
+    async def _write_root(self, name: str, value: Any) -> None:
+        if name in self.held:
+            await self._put_held(name, value)
+        else:
+            await self.store.set(self.key(name), value)
+            self.cache[name] = value
 
     async def take(self, path: Path, mode: str) -> Any:
         """SHIFT/POPUP/LOOPBACK/LOOPFRONT on the list at ``path`` (atomic when persistent)."""
@@ -213,6 +296,11 @@ class Variables(Mapping[str, Any]):
             return root, (root, member)
 
         async with self._guard(name):
+            if name in self.held:  # the lock is ours: take from the snapshot, fenced write
+                await self.fetch((name,))
+                root, member = apply(copy.deepcopy(self.cache[name]))[1]
+                await self._put_held(name, root)
+                return member
             root, member = await self.store.update(self.key(name), apply)
         self.cache[name] = root
         return member
