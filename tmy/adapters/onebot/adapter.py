@@ -17,12 +17,16 @@ sends the token as ``Authorization: Bearer``, learns the account from the
 lifecycle ``connect`` event (or any event's ``self_id``), and reconnects with
 capped exponential backoff and jitter when the socket drops or goes silent.
 
-**Inbound**: each ``message`` event runs as its own task, so a long LLM run
-never stops the socket reader (which must keep reading to receive the answers
-to our own ``send_msg`` actions). At most :data:`MAX_RUNS` runs of this adapter
-(all accounts together) are in the engine at once; up to :data:`MAX_WAITING`
-more wait for a slot; beyond that a message is dropped with an
-``onebot.overloaded`` warning. A message id seen again within
+**Inbound**: each ``message`` event is queued for its chat and runs as its
+own task, so a long LLM run never stops the socket reader (which must keep
+reading to receive the answers to our own ``send_msg`` actions). Chats are
+served fairly (:mod:`tmy.adapters.fairness`): at most :data:`MAX_RUNS` runs of
+this adapter (all accounts together) are in the engine at once, at most
+:data:`MAX_RUNS_PER_CHAT` of them from one chat, slots go round-robin over the
+chats that have messages waiting, and at most ``max_pending_per_chat``
+messages wait per chat (:data:`MAX_WAITING` in all): past that the chat's
+oldest waiting message is dropped (``onebot.chat_dropped``, the
+``tmy_chat_dropped`` metric). A message id seen again within
 :data:`DEDUP_WINDOW` seconds (a replay after a reconnect, or the same account on
 two transports) runs once: the claim is an atomic ``update`` in the store, so it
 also holds across daemons sharing Redis. If the store cannot be reached the
@@ -31,30 +35,38 @@ message runs anyway (answering twice beats never answering).
 **Outbound**: ``send_msg`` with the message as an array of segments (so no
 text is ever read as a CQ code); sends to one chat keep at least
 ``send_interval`` apart (QQ's risk control punishes bursts) without delaying
-other chats; replies longer than
+other chats: each chat's replies wait in that chat's own queue (at most
+``max_pending_per_chat``; past that the oldest is dropped, logged and
+counted), a reply waiting for its chat's turn holds no adapter-wide slot, and
+the :data:`MAX_SENDS` sends in flight go round-robin over the chats; replies longer than
 :data:`~tmy.adapters.onebot.codec.MAX_TEXT_PER_MESSAGE` go out as several
 messages. ``send(target, …)`` on the bot's own initiative uses the most
 recently connected account.
+
+**Anonymous** group messages (``user_id`` 80000000 with an ``anonymous``
+object) are keyed on the anonymous id: ``USER`` is ``anonymous:<id>``, so two
+anonymous senders never share memory or variables. ``anonymous: ignore``
+drops them instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import ipaddress
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import Hashable
 from dataclasses import dataclass, fields
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from tmy import metrics
+from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
+from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.http import parse_listen
 from tmy.adapters.onebot.codec import (
     parse_cq,
@@ -71,7 +83,7 @@ from tmy.adapters.onebot.connection import (
 )
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError, StoreError
-from tmy.logs import get_logger
+from tmy.logs import get_logger, preview
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
@@ -79,13 +91,16 @@ log = get_logger("tmy.adapter.onebot")
 
 DEDUP_WINDOW = 300.0  # seconds a message id is remembered (store key dedup/onebot/<self>/<id>)
 MAX_RUNS = 64  # messages of this adapter in the engine at once
-MAX_WAITING = 1000  # more messages waiting for a run slot; beyond: dropped with a warning
+MAX_RUNS_PER_CHAT = 16  # of those, from one chat (the rest stay free for the other chats)
+MAX_WAITING = 1000  # messages (and, separately, replies) waiting in all chats together
+MAX_SENDS = 32  # send_msg actions in flight at once (all chats)
 MAX_SENT_IDS = 1000  # ids of sent messages remembered per account (a reply to one = a mention)
-MAX_PACED_CHATS = 4096  # per-chat pacing entries kept before idle ones are forgotten
+HEALTHY_SESSION = 10.0  # forward: a session this long without a failure frame resets the backoff
 
 # account, user, group ids: QQ numbers, or the string ids of other OneBot platforms
 _ID = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
 _LOOPBACK_NAMES = ("localhost", "")
+ANONYMOUS_PREFIX = "anonymous:"  # USER of an anonymous group sender: anonymous:<anonymous.id>
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +116,8 @@ class OneBotConfig:
     action_timeout: float = 10.0
     quote_reply: bool = False
     at_sender: bool = False
+    max_pending_per_chat: int = 20
+    anonymous: str = "key"
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> OneBotConfig:
@@ -116,6 +133,16 @@ class OneBotConfig:
         if config.mode == "forward" and not config.url.startswith(("ws://", "wss://")):
             raise ConfigError(
                 f"adapters.onebot.url must be a ws:// or wss:// URL (got {config.url!r})"
+            )
+        cap = config.max_pending_per_chat
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_WAITING:
+            raise ConfigError(
+                f"adapters.onebot.max_pending_per_chat must be a whole number from 1 to "
+                f"{MAX_WAITING} (got {cap!r})"
+            )
+        if config.anonymous not in ("key", "ignore"):
+            raise ConfigError(
+                f"adapters.onebot.anonymous must be key or ignore (got {config.anonymous!r})"
             )
         return config
 
@@ -143,6 +170,7 @@ class OneBotAdapter:
     # forward-mode reconnect pauses: first ~backoff_base, doubling up to backoff_cap (tests shrink)
     backoff_base = 1.0
     backoff_cap = 30.0
+    healthy_after = HEALTHY_SESSION  # forward: seconds a session must last to reset the backoff
 
     def __init__(
         self,
@@ -159,10 +187,19 @@ class OneBotAdapter:
         self._bots: dict[str, Connection] = {}  # account -> live connection, most recent last
         self._conns: set[Connection] = set()  # every open socket, accounts known or not
         self._sent: dict[str, OrderedDict[str, None]] = {}  # account -> ids of sent messages
-        self._pacing: dict[tuple[str, str], _Pace] = {}
         self._seen: OrderedDict[str, float] = OrderedDict()  # dedup without a store
-        self._runs = asyncio.Semaphore(MAX_RUNS)
-        self._tasks: set[asyncio.Task[None]] = set()  # message runs
+        redact.add(self.config.access_token)  # a secret: masked in every log line and error
+        cap = self.config.max_pending_per_chat
+        # keyed (account, chat): messages waiting to run, replies waiting for their chat's turn
+        self._inbound: ChatQueues[tuple[Message, dict[str, Any]]] = ChatQueues(
+            self.name, "message", self._run, per_chat=cap, total=MAX_WAITING,
+            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )  # fmt: skip
+        self._outbound: ChatQueues[_Outgoing] = ChatQueues(
+            self.name, "reply", self._send_piece, per_chat=cap, total=MAX_WAITING,
+            in_flight=MAX_SENDS, interval=self.config.send_interval, on_drop=_Outgoing.dropped,
+        )  # fmt: skip
+        self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._aux: set[asyncio.Task[Any]] = set()  # closing replaced sockets
         self._forward: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -195,11 +232,12 @@ class OneBotAdapter:
     async def stop(self) -> None:
         """Take no new messages, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        if self._tasks:
-            _, late = await asyncio.wait(set(self._tasks), timeout=self.shutdown_grace)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        self._inbound.accepting = False
+        deadline = time.monotonic() + self.shutdown_grace
+        await self._inbound.join(self.shutdown_grace)  # runs end; their replies are queued
+        await self._outbound.join(deadline - time.monotonic())
+        await self._inbound.close()
+        await self._outbound.close()
         if self._forward is not None:
             self._forward.cancel()
             await asyncio.gather(self._forward, return_exceptions=True)
@@ -219,6 +257,7 @@ class OneBotAdapter:
         report["mode"] = self.config.mode
         report["endpoint"] = self._endpoint()
         report["self_ids"] = list(self._bots)
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
         return report
 
     # -- sending -------------------------------------------------------------------------------
@@ -243,61 +282,59 @@ class OneBotAdapter:
             raise AdapterError(f"onebot: the target user must be an account id (got {at!r})")
         if not self._bots:
             raise AdapterError("onebot: no bot account connected")
-        await self._deliver(next(reversed(self._bots)), chat, text, at=at)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue_reply(next(reversed(self._bots)), chat, text, at=at, done=done)
+        await done
 
-    async def _deliver(
-        self, self_id: str, chat: str, text: str, *, quote: Any = None, at: str | None = None
+    def _queue_reply(
+        self,
+        self_id: str,
+        chat: str,
+        text: str,
+        *,
+        quote: Any = None,
+        at: str | None = None,
+        done: asyncio.Future[None] | None = None,
     ) -> None:
-        """``send_msg`` each piece of ``text`` to ``chat``, paced; AdapterError (logged) if not."""
+        """Queue ``text`` for ``chat``: its pieces go out paced, fairly among the chats."""
         kind, _, ident = chat.partition(":")
         id_key = "group_id" if kind == "group" else "user_id"
+        pieces = [
+            # the quote and the @ go with the first piece only
+            reply_segments(piece, quote=quote if i == 0 else None, at=at if i == 0 else None)
+            for i, piece in enumerate(split_text(text))
+        ]
         where = {"message_type": kind, id_key: _num(ident)}
-        for i, piece in enumerate(split_text(text)):
-            first = i == 0  # the quote and the @ go with the first piece only
-            message = reply_segments(
-                piece, quote=quote if first else None, at=at if first else None
+        self._outbound.put((self_id, chat), _Outgoing(where, pieces, done))
+
+    async def _send_piece(self, key: Hashable, out: _Outgoing) -> float | None:
+        """``send_msg`` the next piece of ``out`` (a ChatQueues work: 0 = more pieces to go)."""
+        self_id, chat = key  # type: ignore[misc]
+        conn = self._bots.get(self_id)
+        try:
+            if conn is None:
+                raise AdapterError(f"onebot: bot account {self_id} is not connected")
+            data = await conn.call("send_msg", {**out.where, "message": out.pieces[out.index]})
+        except AdapterError as exc:
+            log.warning(
+                "onebot.send_failed",
+                self_id=self_id,
+                chat=chat,
+                retcode=exc.retcode if isinstance(exc, ActionFailed) else None,
+                error=str(exc),
             )
-            async with self._paced(self_id, chat):
-                conn = self._bots.get(self_id)
-                try:
-                    if conn is None:
-                        raise AdapterError(f"onebot: bot account {self_id} is not connected")
-                    data = await conn.call("send_msg", {**where, "message": message})
-                except AdapterError as exc:
-                    log.warning(
-                        "onebot.send_failed",
-                        self_id=self_id,
-                        chat=chat,
-                        retcode=exc.retcode if isinstance(exc, ActionFailed) else None,
-                        error=str(exc),
-                    )
-                    raise
-            if isinstance(data, dict) and data.get("message_id") is not None:
-                self._remember_sent(self_id, str(data["message_id"]))
-
-    @contextlib.asynccontextmanager
-    async def _paced(self, self_id: str, chat: str) -> AsyncIterator[None]:
-        """Hold this chat's turn: at least ``send_interval`` after its previous send ended."""
-        key = (self_id, chat)
-        pace = self._pacing.get(key)
-        if pace is None:
-            if len(self._pacing) >= MAX_PACED_CHATS:
-                self._forget_idle_pacing()
-            pace = self._pacing[key] = _Pace()
-        async with pace.lock:
-            wait = pace.last + self.config.send_interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            try:
-                yield
-            finally:
-                pace.last = time.monotonic()
-
-    def _forget_idle_pacing(self) -> None:
-        now = time.monotonic()
-        for key, pace in list(self._pacing.items()):
-            if not pace.lock.locked() and now - pace.last >= self.config.send_interval:
-                del self._pacing[key]
+            out.finish(exc)
+            return None
+        except asyncio.CancelledError:
+            out.finish(AdapterError(f"onebot: tmy stopped before the message to {chat} went out"))
+            raise
+        if isinstance(data, dict) and data.get("message_id") is not None:
+            self._remember_sent(self_id, str(data["message_id"]))
+        out.index += 1
+        if out.index < len(out.pieces):
+            return 0.0  # the next piece, after this chat's send_interval
+        out.finish(None)
+        return None
 
     def _remember_sent(self, self_id: str, message_id: str) -> None:
         ids = self._sent.setdefault(self_id, OrderedDict())
@@ -360,7 +397,7 @@ class OneBotAdapter:
     async def _forward_loop(self) -> None:
         """Forward mode: connect, serve, and reconnect with capped backoff until stopped."""
         assert self._session is not None
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        backoff = self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         token = self.config.access_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         url = self.config.url
@@ -391,17 +428,25 @@ class OneBotAdapter:
                 self._count_connect("")
                 log.info("onebot.connected", url=url)
                 why = "closed"
+                started = time.monotonic()
                 try:
                     why = await conn.run(self._on_event)
                 finally:
                     await conn.close(why)
                     self._drop(conn, why)
-                if conn.frames:
-                    backoff.reset()  # it worked for a while: start over from a short pause
+                if conn.failure is not None:
+                    why = f"{why}; the implementation said: {conn.failure}"
+                elif time.monotonic() - started >= self.healthy_after:
+                    backoff.reset()  # a healthy session: start over from a short pause
             if self._stopping:
                 break
             self._health.set("reconnecting", why)
-            await backoff.sleep()
+            delay = backoff.next()
+            log.warning(
+                "onebot.reconnecting", url=url, reason=why, attempt=backoff.attempt,
+                retry_in=round(delay, 2),
+            )  # fmt: skip
+            await asyncio.sleep(delay)
 
     def _count_connect(self, account: str) -> None:
         """Metrics: a socket was established; a reconnect when this account had one before."""
@@ -437,7 +482,10 @@ class OneBotAdapter:
         if conn.self_id and self._bots.get(conn.self_id) is conn:
             del self._bots[conn.self_id]
         if not self._stopping:
-            log.warning("onebot.disconnected", self_id=conn.self_id, peer=conn.peer, reason=why)
+            log.warning(
+                "onebot.disconnected", self_id=conn.self_id, peer=conn.peer, reason=why,
+                failure=conn.failure,
+            )  # fmt: skip
         if self._stopping:
             self._health.set("stopped")
         elif self._bots:
@@ -448,7 +496,10 @@ class OneBotAdapter:
     # -- events --------------------------------------------------------------------------------
 
     def _on_event(self, conn: Connection, event: dict[str, Any]) -> None:
-        """One event from a socket: learn the account, consume meta events, schedule messages."""
+        """One frame from a socket: learn the account, consume meta events, queue messages."""
+        if "post_type" not in event:  # not an event: a failure an implementation sent unasked
+            self._failure_frame(conn, event)
+            return
         self._health.event()
         if not conn.self_id:  # forward: the lifecycle connect event (or any event) names it
             self_id = event.get("self_id")
@@ -459,44 +510,60 @@ class OneBotAdapter:
         post_type = event.get("post_type")
         if post_type != "message" or self._stopping:
             return  # meta events (heartbeat, lifecycle), notices, requests, own sent messages
-        if len(self._tasks) >= MAX_RUNS + MAX_WAITING:
-            log.warning(
-                "onebot.overloaded",
-                self_id=conn.self_id,
-                message_id=event.get("message_id"),
-                waiting=len(self._tasks),
-            )
-            return
-        task = asyncio.create_task(self._run(conn.self_id, event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        message = self._message(conn.self_id, event)
+        if message is not None:
+            self._inbound.put((conn.self_id, message.chat), (message, event))
 
-    async def _run(self, self_id: str, event: dict[str, Any]) -> None:
-        """Answer one message event; nothing here may escape into the reader."""
+    def _failure_frame(self, conn: Connection, frame: dict[str, Any]) -> None:
+        """Log what an implementation said outside any event (a refused token, say) and keep it
+        as the session's failure, so the close reason and the reconnect backoff know."""
+        detail = next(
+            (str(frame[k]) for k in ("wording", "message", "msg", "error") if frame.get(k)), ""
+        )
+        retcode = frame.get("retcode")
+        status = frame.get("status")
+        failed = status == "failed" or retcode not in (None, 0, 1) or bool(frame.get("error"))
+        text = redact.redact(
+            f"status {status}, retcode {retcode}" + (f": {detail}" if detail else "")
+            if failed
+            else preview(frame)
+        )
+        if failed:
+            conn.failure = text
+        log.warning(
+            "onebot.failure_frame" if failed else "onebot.unknown_frame",
+            self_id=conn.self_id,
+            peer=conn.peer,
+            retcode=retcode,
+            error=text,
+        )
+
+    async def _run(self, key: Hashable, incoming: tuple[Message, dict[str, Any]]) -> None:
+        """Answer one message (a ChatQueues work): dedup, the engine, then queue the reply."""
+        self_id, chat = key  # type: ignore[misc]
+        message, event = incoming
         try:
-            message = self._message(self_id, event)
-            if message is None:
-                return
             if not await self._first_delivery(self_id, message.message_id):
                 log.info("onebot.duplicate", self_id=self_id, message_id=message.message_id)
-                return
+                return None
+            if message.reply_to is not None and message.reply_to in self._sent.get(self_id, ()):
+                message.mentions_bot = True  # quotes a send whose id arrived after the event
             assert self._handle is not None
-            async with self._runs:
-                reply = await self._handle(message)
+            reply = await self._handle(message)
             if not reply.text:
-                return
+                return None
             group = not message.private
-            await self._deliver(
+            anonymous = message.user.startswith(ANONYMOUS_PREFIX)
+            self._queue_reply(
                 self_id,
-                message.chat,
+                chat,
                 reply.text,
                 quote=event.get("message_id") if group and self.config.quote_reply else None,
-                at=message.user if group and self.config.at_sender else None,
+                at=message.user if group and self.config.at_sender and not anonymous else None,
             )
-        except AdapterError:
-            pass  # logged where it happened (onebot.send_failed)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
+        return None
 
     def _message(self, self_id: str, event: dict[str, Any]) -> Message | None:
         """The engine's Message for a ``message`` event, or None when it is not one we answer."""
@@ -514,6 +581,20 @@ class OneBotAdapter:
                 log.warning("onebot.ignored", reason="group message without a group_id")
                 return None
             chat = f"group:{group_id}"
+            anonymous = event.get("anonymous")
+            if anonymous is not None or event.get("sub_type") == "anonymous":
+                # all anonymous senders share user_id 80000000: never let them share its identity
+                if self.config.anonymous == "ignore":
+                    log.debug("onebot.ignored", reason="anonymous (adapters.onebot.anonymous)")
+                    return None
+                anon_id = _anonymous_id(anonymous)
+                if anon_id is None:
+                    log.warning(
+                        "onebot.ignored", reason="anonymous message without an anonymous id",
+                        chat=chat,
+                    )  # fmt: skip
+                    return None
+                user = ANONYMOUS_PREFIX + anon_id
         else:
             chat = f"private:{user}"
         segments = segments_of(event.get("message"))
@@ -561,14 +642,34 @@ class OneBotAdapter:
         return self.config.path if self.config.mode == "reverse" else self.config.url
 
 
-class _Pace:
-    """One chat's send turn: a lock, and when its last send ended."""
+class _Outgoing:
+    """One reply (or ``send``) waiting in its chat's queue: its pieces and who waits for it."""
 
-    __slots__ = ("last", "lock")
+    __slots__ = ("done", "index", "pieces", "where")
 
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.last = -1e9
+    def __init__(
+        self, where: dict[str, Any], pieces: list[list[Any]], done: asyncio.Future[None] | None
+    ) -> None:
+        self.where = where  # message_type and group_id / user_id
+        self.pieces = pieces  # each piece's segments
+        self.index = 0  # the next piece to send
+        self.done = done  # send() waits on it; None for replies
+
+    def finish(self, error: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def dropped(self) -> None:
+        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
+        self.finish(
+            AdapterError(
+                "onebot: not sent: its chat had too many messages waiting (the oldest are "
+                "dropped), or tmy stopped"
+            )
+        )
 
 
 def _claim(current: Any) -> tuple[Any, bool]:
@@ -584,6 +685,20 @@ def _given_token(request: web.Request) -> str | None:
         return value.strip()
     query = request.query.get("access_token", "")
     return query or None
+
+
+def _anonymous_id(anonymous: Any) -> str | None:
+    """The sender's anonymous id (``anonymous.id``, an int64), or None when there is none."""
+    if not isinstance(anonymous, dict):
+        return None
+    value = anonymous.get("id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and _ID.fullmatch(value):
+        return value
+    return None
 
 
 def _display_name(event: dict[str, Any]) -> str:

@@ -79,6 +79,7 @@ class Connection:
         self.heartbeat_timeout = heartbeat_timeout
         self.action_timeout = action_timeout
         self.frames = 0  # frames received so far
+        self.failure: str | None = None  # a failure the implementation reported unasked
         self.connected_at = time.time()
         self._last_frame = time.monotonic()
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}

@@ -1,0 +1,351 @@
+"""Per-chat queues served fairly: one busy chat cannot starve the others.
+
+**Why.** A chat adapter used to hold every message it took (waiting for a run
+slot, running, and waiting for its chat's send pacing) under one
+adapter-wide limit. One group at 10 messages/s with replies paced 0.5 s apart
+filled that limit with its own paced replies in about two minutes; from then
+on messages from every other group were dropped, and the busy group's own
+replies went out minutes late. The same held for a Telegram chat under a 429
+flood wait.
+
+**What this does.** An adapter keeps two :class:`ChatQueues`: one for
+messages waiting to run in the engine (``what="message"``) and one for
+replies waiting to be sent (``what="reply"``). Each chat has its own FIFO
+queue and its own drain task:
+
+* **Bounded per chat.** At most ``per_chat`` items wait in one chat; at the
+  cap the oldest waiting item of that chat is dropped, with a warning
+  ``<adapter>.chat_dropped`` naming the adapter and the chat (at most one line
+  per chat every :data:`LOG_EVERY` seconds, carrying the count) and
+  ``metrics.chat_dropped(adapter, what)`` for each one.
+* **Bounded in total.** All chats together hold at most ``total`` waiting
+  items; past that the oldest item of the *longest* queue is dropped, so a
+  chat that has nothing waiting always gets in while another floods.
+* **Only work in flight counts toward the adapter-wide limit.** ``in_flight``
+  slots are held only while an item is being worked on (a run in the engine,
+  one send request). A chat waiting for its pacing (``interval`` after its
+  previous send, or a platform's retry-after) holds no slot.
+* **Fair.** Each chat's drain task is at most one waiter for a slot, and slots
+  are granted first come, first served (:class:`FairSlots`), so with N chats
+  that have work each gets every N-th slot: a round robin. One chat also uses
+  at most ``per_chat_in_flight`` slots at once, so a chat whose runs are slow
+  (an LLM) leaves the other slots to the other chats.
+
+Items in flight are neither counted as waiting nor droppable. ``interval``
+paces one chat's items (a reply's pieces too): the next starts at least
+``interval`` seconds after the previous one ended; with ``per_chat_in_flight``
+of 1 the chat's items run one after another, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+from tmy import metrics
+from tmy.logs import get_logger
+
+T = TypeVar("T")
+
+LOG_EVERY = 10.0  # seconds between two chat_dropped lines of one chat (the count is carried)
+MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forgotten
+
+# work(chat, item): None when the item is done; seconds to wait before calling it again
+# with the same item (another piece of a reply, a platform's retry-after) otherwise.
+Work = Callable[[Hashable, T], Awaitable[float | None]]
+
+
+class FairSlots:
+    """A limit on work in flight, granted strictly first come, first served.
+
+    ``asyncio.Semaphore`` lets a task that arrives just as a slot is released
+    take it ahead of the tasks already waiting; here a released slot goes to
+    the longest waiter, which is what makes :class:`ChatQueues` a round robin.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("FairSlots needs at least one slot")
+        self.size = size
+        self.free = size
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def busy(self) -> int:
+        return self.size - self.free
+
+    async def acquire(self) -> None:
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # granted and cancelled at once: hand it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes straight to the longest waiter
+                return
+        self.free += 1
+
+
+class _Lane(Generic[T]):
+    """One chat: what waits, how much of it is in flight, its drain task, drops not yet logged."""
+
+    __slots__ = ("dropped", "items", "logged_at", "room", "running", "task")
+
+    def __init__(self, per_chat_in_flight: int) -> None:
+        self.items: deque[T] = deque()
+        self.running = 0
+        self.room = asyncio.Semaphore(per_chat_in_flight)  # one acquirer (the drain task): fair
+        self.task: asyncio.Task[None] | None = None
+        self.dropped = 0  # drops since the last log line
+        self.logged_at = -1e9
+
+
+class ChatQueues(Generic[T]):
+    """Per-chat bounded queues with fair, adapter-wide-limited service; see the module docstring."""
+
+    def __init__(
+        self,
+        adapter: str,
+        what: str,
+        work: Work[T],
+        *,
+        per_chat: int,
+        total: int,
+        in_flight: int,
+        per_chat_in_flight: int = 1,
+        interval: float = 0.0,
+        on_drop: Callable[[T], None] | None = None,
+    ) -> None:
+        if per_chat < 1 or total < 1 or per_chat_in_flight < 1:
+            raise ValueError("ChatQueues bounds must be at least 1")
+        self.adapter = adapter
+        self.what = what  # "message" or "reply": the metric's label and the log's wording
+        self.per_chat = per_chat
+        self.total = total
+        self.per_chat_in_flight = per_chat_in_flight
+        self.interval = interval
+        self.slots = FairSlots(in_flight)
+        self._work = work
+        self._on_drop = on_drop
+        self._log = get_logger(f"tmy.adapter.{adapter}")
+        self._lanes: dict[Hashable, _Lane[T]] = {}
+        self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
+        self._runs: set[asyncio.Task[None]] = set()  # items in flight on their own task
+        self._waiting = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._room = asyncio.Event()  # set while fewer than ``total`` items wait
+        self._room.set()
+        self.accepting = True
+
+    # -- what adapters call ----------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Items waiting (not in flight) in all chats together."""
+        return self._waiting
+
+    @property
+    def in_flight(self) -> int:
+        return self.slots.busy
+
+    def pending(self, chat: Hashable) -> int:
+        """Items of ``chat`` waiting (not in flight)."""
+        lane = self._lanes.get(chat)
+        return len(lane.items) if lane is not None else 0
+
+    async def room(self) -> None:
+        """Return once fewer than ``total`` items wait (for sources that can hold back)."""
+        await self._room.wait()
+
+    def put(self, chat: Hashable, item: T) -> bool:
+        """Queue ``item`` for ``chat``; False when not accepting (then ``on_drop`` got it).
+
+        At the chat's cap (or the total cap) an older item is dropped instead, as
+        the module docstring says; the new item is always kept.
+        """
+        if not self.accepting:
+            if self._on_drop is not None:
+                self._on_drop(item)
+            return False
+        lane = self._lanes.get(chat)
+        if lane is None:
+            lane = self._lanes[chat] = _Lane(self.per_chat_in_flight)
+            self._idle.clear()
+        if len(lane.items) >= self.per_chat:
+            self._drop_oldest(chat, lane)
+        elif self._waiting >= self.total:
+            victim, longest = max(self._lanes.items(), key=lambda kv: len(kv[1].items))
+            if len(longest.items) > len(lane.items):
+                self._drop_oldest(victim, longest)
+            else:
+                self._drop_oldest(chat, lane)
+        lane.items.append(item)
+        self._waiting += 1
+        if self._waiting >= self.total:
+            self._room.clear()
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._drain(chat, lane), name=f"{self.adapter}-lane")
+        return True
+
+    async def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until nothing waits or runs; True if it got there."""
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Stop: cancel what is in flight, hand what still waits to ``on_drop`` (no metric)."""
+        self.accepting = False
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        tasks += list(self._runs)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for lane in self._lanes.values():
+            while lane.items:
+                item = lane.items.popleft()
+                if self._on_drop is not None:
+                    self._on_drop(item)
+        self._lanes.clear()
+        self._waiting = 0
+        self._idle.set()
+        self._room.set()
+
+    # -- the drain ---------------------------------------------------------------------------------
+
+    async def _drain(self, chat: Hashable, lane: _Lane[T]) -> None:
+        """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
+        try:
+            while lane.items:
+                delay = self._ready_at.get(chat, 0.0) - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    continue
+                await lane.room.acquire()
+                try:
+                    await self.slots.acquire()
+                except BaseException:
+                    lane.room.release()
+                    raise
+                if not lane.items:  # dropped meanwhile (the total cap took them)
+                    self.slots.release()
+                    lane.room.release()
+                    break
+                item = lane.items.popleft()
+                self._took()
+                lane.running += 1
+                if self.per_chat_in_flight == 1:
+                    await self._execute(chat, lane, item)  # in order, one at a time
+                else:
+                    run = asyncio.create_task(self._execute(chat, lane, item))
+                    self._runs.add(run)
+                    run.add_done_callback(self._runs.discard)
+        finally:
+            lane.task = None
+            self._retire(chat, lane)
+
+    async def _execute(self, chat: Hashable, lane: _Lane[T], item: T) -> None:
+        """Work on one item holding a slot (released while it waits to be called again)."""
+        try:
+            while True:
+                try:
+                    again = await self._work(chat, item)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
+                    again = None
+                finally:
+                    self.slots.release()
+                pause = max(again or 0.0, self.interval)
+                if pause > 0:
+                    self._pace(chat, time.monotonic() + pause)
+                if again is None:
+                    return
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                await self.slots.acquire()
+        finally:
+            lane.running -= 1
+            lane.room.release()
+            if lane.task is None:
+                self._retire(chat, lane)
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+
+    def _took(self) -> None:
+        self._waiting -= 1
+        if self._waiting < self.total:
+            self._room.set()
+
+    def _pace(self, chat: Hashable, ready_at: float) -> None:
+        ready = self._ready_at
+        if chat not in ready and len(ready) >= MAX_READY_ENTRIES:
+            now = time.monotonic()
+            for key in [k for k, t in ready.items() if t <= now]:
+                del ready[key]
+        ready[chat] = ready_at
+
+    def _retire(self, chat: Hashable, lane: _Lane[T]) -> None:
+        """Forget a chat that has nothing waiting or in flight (logging drops not yet logged)."""
+        if lane.items or lane.running or lane.task is not None:
+            return
+        if lane.dropped:
+            self._log_drops(chat, lane)
+        if self._lanes.get(chat) is lane:
+            del self._lanes[chat]
+        if not self._lanes:
+            self._idle.set()
+
+    def _drop_oldest(self, chat: Hashable, lane: _Lane[T]) -> None:
+        item = lane.items.popleft()
+        self._took()
+        metrics.chat_dropped(self.adapter, self.what)
+        lane.dropped += 1
+        if time.monotonic() - lane.logged_at >= LOG_EVERY:
+            self._log_drops(chat, lane)
+        if self._on_drop is not None:
+            self._on_drop(item)
+
+    def _log_drops(self, chat: Hashable, lane: _Lane[T]) -> None:
+        self._log.warning(
+            f"{self.adapter}.chat_dropped",
+            adapter=self.adapter,
+            chat=_label(chat),
+            what=self.what,
+            dropped=lane.dropped,
+            waiting=len(lane.items),
+            max_pending_per_chat=self.per_chat,
+            hint=f"this chat's oldest waiting {self.what}s were dropped: it sends faster "
+            "than it can be answered",
+        )
+        lane.dropped = 0
+        lane.logged_at = time.monotonic()
+
+
+def _label(chat: Hashable) -> str:
+    """A chat key for the log: tuples (account, chat) read ``chat@account``."""
+    if isinstance(chat, tuple):
+        return "@".join(str(part) for part in reversed(chat) if part != "")
+    return str(chat)
