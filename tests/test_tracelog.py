@@ -412,3 +412,81 @@ def test_follow_command_until_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- .tmy trace in chat: a checked id, a bounded read off the event loop ---------------------------
+
+_OPENED_FROM: list[tuple[str, bool]] = []  # (path, opened on the main thread?) while recording
+_RECORDING: list[str] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    path = str(args[0]) if event == "open" and args and isinstance(args[0], str | Path) else ""
+    if _RECORDING and path.startswith(_RECORDING[0]):
+        _OPENED_FROM.append((path, threading.current_thread() is threading.main_thread()))
+
+
+sys.addaudithook(_audit)  # cannot be removed: it only records while _RECORDING is set
+
+
+def _run_lines(tid: str, n: int = 3) -> list[str]:
+    stamp = "2026-01-01T00:00:00Z"
+    return [
+        json.dumps({"event": "step.note", "uri": f"r/{i}", "trace_id": tid, "timestamp": stamp})
+        for i in range(n)
+    ]
+
+
+async def test_chat_trace_refuses_a_malformed_id_and_reads_the_log_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "tmy.log"
+    # Every line holds "a" and "abc": the old command JSON-parsed the whole log for them.
+    lines = _run_lines("abcabcab00000001") + [
+        json.dumps({"event": "reply.sent", "answer": "a abc", "trace_id": f"{i:016x}"})
+        for i in range(200)
+    ]
+    log.write_text("\n".join(lines) + "\n")
+    async with Bot({"r.yaml": RULES}, admins=frozenset({"test:root"}), log_file=str(log)) as bot:
+        for bad in ("a", "abc", "abc1234", "../../etc/passwd", "x" * 65, "abcd\u00e9fgh1"):
+            reply = await bot.ask(f".tmy trace {bad}", user="root")
+            assert "is not a trace id: give a whole trace id, 8 to 64" in reply.text, (bad, reply)
+        _RECORDING.append(str(log))
+        try:
+            reply = await bot.ask(".tmy trace abcabcab00000001", user="root")
+        finally:
+            _RECORDING.clear()
+    assert "trace     abcabcab00000001" in reply.text and "step.note" in reply.text
+    assert "search stopped" not in reply.text
+    assert _OPENED_FROM and not any(main for _, main in _OPENED_FROM), _OPENED_FROM
+
+
+def test_chat_trace_reads_newest_first_within_its_bounds_and_says_when_one_stopped_it(
+    tmp_path: Path,
+) -> None:
+    from tmy.tracelog import Bound, search
+
+    log = tmp_path / "tmy.log"
+    old = _run_lines("0123456789abcdef", 2)
+    filler = [json.dumps({"event": "noise", "n": i, "pad": "x" * 80}) for i in range(2000)]
+    new = _run_lines("fedcba9876543210", 2)
+    log.write_text("\n".join(old + filler + new + old[:1]) + "\n")
+    small = Bound(max_bytes=50_000)
+    # The newest line of the old run is within the bound, its older lines are not.
+    text = trace_text(str(log), "0123456789abcdef", bound=small)
+    assert "search stopped at the last 50000 bytes: older lines of the log were not read" in text
+    found = search(log, "0123456789abcdef", small)
+    assert len(found.entries) == 1 and found.cut == "the last 50000 bytes"
+    assert found.scanned <= 50_000
+    # A run near the end is found whole; the old one whole without a bound.
+    assert search(log, "fedcba9876543210", small).entries == [json.loads(x) for x in new]
+    everything = search(log, "0123456789abcdef")
+    assert [e["uri"] for e in everything.entries] == ["r/0", "r/1", "r/0"]
+    assert everything.cut is None
+    # At most max_lines lines of the trace, the newest ones, oldest first.
+    capped = search(log, "0123456789abcdef", Bound(max_lines=2))
+    assert [e["uri"] for e in capped.entries] == ["r/1", "r/0"] and capped.cut == "2 lines"
+    # Rotated file: read after the current one, while bytes remain.
+    (tmp_path / "tmy.log.1").write_text("\n".join(_run_lines("0123456789abcdef", 1)) + "\n")
+    assert len(search(log, "0123456789abcdef").entries) == 4
+    assert len(search(log, "0123456789abcdef", Bound(max_bytes=log.stat().st_size)).entries) == 3

@@ -310,9 +310,9 @@ class AdminCommands:
         if name == "trace":
             if not rest:
                 raise CommandError("usage: trace TRACE_ID")
-            from tmy.tracelog import trace_text
+            from tmy.tracelog import trace_reply
 
-            return trace_text(self.app.settings.log_file, rest.split()[0])
+            return await trace_reply(self.app.settings.log_file, rest.split()[0])
         if name == "explain":
             if not rest:
                 raise CommandError("usage: explain TEXT")
