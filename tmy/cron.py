@@ -46,18 +46,33 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
+from tmy import metrics
 from tmy.adapters.base import Target
-from tmy.errors import RuleError, StoreError, TmyError
+from tmy.cron_run import Write, run_buffered, store_of
+from tmy.errors import LeaseLost, RuleError, StoreError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
 from tmy.store.base import MISSING, Store
+from tmy.store.leases import Lease
 
 log = get_logger("tmy.cron")
 
 HISTORY = 20  # runs kept per job
-SCHEDULE_KEYS = ("cron", "every", "timezone", "send_to", "input", "misfire_grace")
+SCHEDULE_KEYS = ("cron", "every", "timezone", "send_to", "input", "misfire_grace", "send_retry")
 TARGET_PLATFORMS = ("onebot", "discord", "telegram", "console")  # adapters that can send
 DEFAULT_GRACE = 60.0
+MAX_GRACE = 86_400.0
+"""The largest ``misfire_grace`` / ``send_retry`` (a day): done marks live this long (+2 min),
+so no grace a hot reload may set can make an occurrence that already ran runnable again."""
+DONE_TTL = MAX_GRACE + 120
+ON_TIME_SLACK = 1.0
+"""How late the scheduler's own timer may wake and still count as on time (``misfire_grace: 0``
+means "on time only", not "never"); no catch-up after downtime is ever allowed by it."""
+RETRY_FIRST = 2.0  # s before the first resend of a failed scheduled send; doubles each time
+RETRY_MAX = 60.0  # longest pause between resends
+RETRY_POLL = 1.0  # how often each daemon looks for due resends in the outbox
+OUTBOX_PREFIX = "cron/outbox/"
+SKIPPED_OFF = "skipped: chat off"
 MAX_CATCH_UP = 100_000  # occurrences looked at when finding the latest missed one
 _EVERY = re.compile(r"\s*(\d+)\s*([smhd])\s*")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -75,9 +90,15 @@ class Schedule:
     send_to: tuple[Target, ...]
     input: str
     misfire_grace: float
+    send_retry: float | None = None  # None: failed sends are retried within misfire_grace
 
     def describe(self) -> str:
         return f"cron {self.cron!r}" if self.cron else f"every {self.every}s"
+
+    @property
+    def retry_window(self) -> float:
+        """Seconds after the fire time a failed send is still retried."""
+        return self.misfire_grace if self.send_retry is None else self.send_retry
 
 
 def validate_schedule(raw: Any) -> Schedule:
@@ -105,9 +126,8 @@ def validate_schedule(raw: Any) -> Schedule:
         if not isinstance(zone, str):
             raise RuleError(f"'timezone:' must be an IANA name, got {zone!r}")
         resolve_timezone(zone)
-    grace = raw.get("misfire_grace", DEFAULT_GRACE)
-    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or grace < 0:
-        raise RuleError(f"'misfire_grace:' must be seconds >= 0, got {grace!r}")
+    grace = _seconds(raw, "misfire_grace", DEFAULT_GRACE)
+    retry = _seconds(raw, "send_retry", None)
     text = raw.get("input", "")
     if not isinstance(text, str):
         raise RuleError(f"'input:' must be text, got {text!r}")
@@ -117,8 +137,24 @@ def validate_schedule(raw: Any) -> Schedule:
         timezone=zone,
         send_to=tuple(_targets(raw.get("send_to"))),
         input=text,
-        misfire_grace=float(grace),
+        misfire_grace=grace,
+        send_retry=retry,
     )
+
+
+def _seconds(raw: dict[str, Any], key: str, default: float | None) -> Any:
+    """A duration key in seconds, 0 to :data:`MAX_GRACE`."""
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise RuleError(f"'{key}:' must be seconds >= 0, got {value!r}")
+    if value > MAX_GRACE:
+        raise RuleError(
+            f"'{key}:' must be at most {MAX_GRACE:g} seconds (one day; done marks are kept "
+            f"that long so an occurrence never runs twice), got {value!r}"
+        )
+    return float(value)
 
 
 def parse_every(value: Any) -> int:
@@ -289,6 +325,75 @@ def history_key(rule_id: str) -> str:
     return f"cron/hist/{rule_id}"
 
 
+def occurrence_id(rule_id: str, target: Target | None, fire: datetime) -> str:
+    return f"{rule_id}/{target_key(target)}/{int(fire.timestamp())}"
+
+
+def done_key(occ: str) -> str:
+    """The occurrence's done mark; also the name of its claim lease (one slot on a cluster)."""
+    return f"cron/done/{occ}"
+
+
+def outbox_key(occ: str) -> str:
+    return f"{OUTBOX_PREFIX}{occ}"
+
+
+def _mark(entry: dict[str, Any]) -> dict[str, Any]:
+    """The done mark: small (an every-second rule keeps a day of them)."""
+    return {"daemon": entry["daemon"], "trace_id": entry["trace_id"], "outcome": entry["outcome"]}
+
+
+def _outbox_item(
+    rule_id: str, target: Target, reply: Reply, fire: datetime, schedule: Schedule, token: str
+) -> dict[str, Any]:
+    return {
+        "rule": rule_id,
+        "platform": target.platform,
+        "chat": target.chat,
+        "user": target.user,
+        "text": reply.text,
+        "fire_time": fire_time_text(fire),
+        "deadline": fire.timestamp() + schedule.retry_window,
+        "trace_id": reply.trace_id,
+        "attempts": 1,
+        "state": "sending",  # sending (someone holds its claim and sends) | retry
+        "token": token,
+        "next_at": None,
+        "error": None,
+    }
+
+
+def _outbox_ttl(item: dict[str, Any]) -> float:
+    """An entry outlives its retry window by two minutes (then the store drops it)."""
+    return max(item["deadline"] - time.time(), 0.0) + 120
+
+
+async def outbox_entries(store: Store) -> list[tuple[str, dict[str, Any]]]:
+    """Every outbox entry (key, entry), oldest fire time first."""
+    keys = await store.keys(OUTBOX_PREFIX)
+    values = await store.get_many(keys) if keys else []
+    found = [(k, v) for k, v in zip(keys, values, strict=True) if isinstance(v, dict)]
+    return sorted(found, key=lambda kv: str(kv[1].get("fire_time", "")))
+
+
+def outbox_summary(entries: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``{"pending": n, "oldest": fire time or None, "sending": n}`` for health reports."""
+    items = [v for _, v in entries]
+    oldest = min((str(v.get("fire_time")) for v in items), default=None)
+    return {
+        "pending": len(items),
+        "sending": sum(1 for v in items if v.get("state") == "sending"),
+        "oldest": oldest,
+    }
+
+
+def _one_slot_commits(store: Store) -> bool:
+    """A Redis Cluster commits one hash slot at a time."""
+    from tmy.store.redis import RedisClusterStore
+
+    return isinstance(store_of(store), RedisClusterStore)
+
+
 def daemon_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -327,10 +432,14 @@ class Cron:
         self.on_fire = on_fire  # (rule id, outcome): metrics
         self.daemon = daemon_id()
         self.jobs: dict[str, _Job] = {}
-        self._runs: set[asyncio.Task[Any]] = set()
+        self._runs: set[asyncio.Future[Any]] = set()
+        self._retrying: set[str] = set()  # outbox keys this daemon is resending now
+        self._retrier: asyncio.Task[None] | None = None
 
     def start(self, rulebook: Any) -> None:
         self.update(rulebook)
+        if self._retrier is None:
+            self._retrier = asyncio.create_task(self._retry_loop(), name="cron outbox")
 
     def update(self, rulebook: Any) -> None:
         """Follow a new rulebook: start new jobs, stop removed ones, restart changed ones.
@@ -372,6 +481,10 @@ class Cron:
         for job in self.jobs.values():
             self._cancel(job)
         tasks = [j.task for j in self.jobs.values() if j.task is not None]
+        if self._retrier is not None:
+            self._retrier.cancel()
+            tasks.append(self._retrier)
+            self._retrier = None
         self.jobs.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._runs:
@@ -382,52 +495,55 @@ class Cron:
         now = datetime.now(timing.tz)
         missed = timing.latest(now, grace)
         if missed is not None:
-            self._fire(job, missed)  # coalesced: only the latest missed occurrence
+            self._fire(job, missed, on_time=False)  # coalesced: only the latest missed one
         previous = missed or now
         while True:
             fire = timing.after(previous)
             while (delay := fire.timestamp() - time.time()) > 0:
                 await asyncio.sleep(delay)
             late = time.time() - fire.timestamp()
-            if late > grace:  # the loop was held up: run only the latest occurrence
+            on_time = True
+            # the timer's own slack is not lateness: misfire_grace 0 still fires on time
+            if late > max(grace, ON_TIME_SLACK):  # held up: run only the latest occurrence
                 latest = timing.latest(datetime.now(timing.tz), grace)
                 log.warning("cron.behind", rule=job.rule.id, late_s=round(late, 3))
                 if latest is None:
                     previous = datetime.now(timing.tz)
                     continue
-                fire = latest
-            self._fire(job, fire)
+                fire, on_time = latest, False
+            self._fire(job, fire, on_time=on_time)
             previous = fire
 
-    def _fire(self, job: _Job, fire: datetime) -> None:
+    def _fire(self, job: _Job, fire: datetime, *, on_time: bool) -> None:
         targets: tuple[Target | None, ...] = job.schedule.send_to or (None,)
         for target in targets:
-            task = asyncio.create_task(self._occurrence(job.rule, job.schedule, fire, target))
-            self._runs.add(task)
-            task.add_done_callback(self._runs.discard)
+            self._spawn(self._occurrence(job.rule, job.schedule, fire, target, on_time))
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
 
     async def _occurrence(
-        self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None
+        self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None, on_time: bool
     ) -> None:
-        """Claim, run, mark done: once across every daemon on the store."""
-        stamp = int(fire.timestamp())
-        occurrence = f"{rule.id}/{target_key(target)}/{stamp}"
-        deadline = fire.timestamp() + schedule.misfire_grace
+        """Claim, run, mark done (fenced by the claim), send: once across every daemon."""
+        occ = occurrence_id(rule.id, target, fire)
+        deadline = fire.timestamp() + schedule.misfire_grace + (ON_TIME_SLACK if on_time else 0.0)
         try:
             async with self.store.lock(
-                f"cron/claim/{occurrence}", wait=max(deadline - time.time(), 0.0)
-            ):
-                if await self.store.get(f"cron/done/{occurrence}") is not MISSING:
+                done_key(occ), wait=max(deadline - time.time(), 0.0)
+            ) as lease:
+                if await self.store.get(done_key(occ)) is not MISSING:
                     return  # another daemon ran it
                 if time.time() > deadline:
                     log.warning("cron.missed", rule=rule.id, fire_time=fire_time_text(fire))
                     self._count(rule.id, "skipped")
                     return
-                entry = await self.run(rule, schedule, fire, target)
-                # kept past every daemon's last chance to try this occurrence
-                await self.store.set(
-                    f"cron/done/{occurrence}", entry, ttl=schedule.misfire_grace + 120
-                )
+                entry = await self._run_fenced(lease, occ, rule, schedule, fire, target)
+        except LeaseLost as exc:
+            self._lease_lost(rule.id, fire_time_text(fire), target, exc)
+            return
         except StoreError as exc:
             # the lease stayed taken past the grace window, or the store is down
             log.warning(
@@ -439,10 +555,311 @@ class Cron:
         except Exception:
             log.exception("cron.crashed", rule=rule.id)
             return
+        await self._remember(rule.id, entry)
+
+    async def _run_fenced(
+        self,
+        lease: Lease,
+        occ: str,
+        rule: Any,
+        schedule: Schedule,
+        fire: datetime,
+        target: Target | None,
+    ) -> dict[str, Any]:
+        """Run one claimed occurrence; its writes, done mark and outbox entry land together.
+
+        The steps run on a buffer (:mod:`tmy.cron_run`); one ``commit`` fenced by
+        the claim lease applies their writes, the done mark and (when there is a
+        reply to post) the outbox entry in state ``sending`` — or, when the lease
+        was lost meanwhile, nothing at all (``LeaseLost``: the new holder runs it).
+        """
+        fire_text = fire_time_text(fire)
+        message = cron_message(schedule, target)
+        if target is not None and await self._chat_off(message):
+            # not run at all: a rotating tip does not advance while the chat is off
+            entry = self._entry(fire_text, target, None, SKIPPED_OFF, None, "not sent")
+            await self._commit([(done_key(occ), _mark(entry), DONE_TTL)], lease)
+            log.info(
+                "cron.skipped",
+                rule=rule.id,
+                fire_time=fire_text,
+                target=target_key(target),
+                reason="chat off",
+            )
+            self._count(rule.id, "skipped")
+            return entry
+        reply, writes = await run_buffered(
+            self.engine, rule, message, schedule.input, {"FIRE_TIME": fire_text}
+        )
+        outcome = "error" if reply.error else "ok"
+        item = None
+        if target is not None and reply.text and self.send is not None:
+            item = _outbox_item(rule.id, target, reply, fire, schedule, lease.token)
+        entry = self._entry(fire_text, target, reply.trace_id, outcome, reply.error, "")
+        commit: list[Write] = [*writes, (done_key(occ), _mark(entry), DONE_TTL)]
+        if item is not None:
+            commit.append((outbox_key(occ), item, _outbox_ttl(item)))
+        await self._commit(commit, lease)
+        if target is None:
+            sent = "logged only"
+        elif not reply.text:
+            sent = "nothing to send"
+        elif item is None:
+            sent = "error: no adapters running"
+        else:
+            sent = await self._send_claimed(lease, occ, item)
+        entry["sent"] = sent
+        log.info(
+            "cron.done",
+            trace_id=reply.trace_id,
+            rule=rule.id,
+            fire_time=fire_text,
+            target=target_key(target),
+            outcome=outcome,
+            sent=sent,
+            answer=preview(reply.text),
+        )
+        self._count(rule.id, outcome)
+        return entry
+
+    async def _commit(self, writes: list[Write], lease: Lease) -> None:
+        """``store.commit`` fenced by ``lease``; on a Redis Cluster, one slot at a time.
+
+        A cluster runs a script on one node, so a commit there may only touch the
+        lease's own slot: the done mark goes first, fenced; every other write
+        then goes alone after a local check of the lease (not fenced in the store).
+        """
+        if not _one_slot_commits(self.store):
+            await self.store.commit(writes, fence=[lease])
+            return
+        first = [w for w in writes if w[0] == lease.key]
+        await self.store.commit(first, fence=[lease])
+        for write in writes:
+            if write[0] != lease.key:
+                lease.check()
+                await self.store.commit([write])
+
+    async def _send_claimed(self, lease: Lease, occ: str, item: dict[str, Any]) -> str:
+        """Post an outbox entry (state ``sending``) under its claim; what the history says.
+
+        The lease is checked right before the send: a holder that lost it sends
+        nothing and puts the entry back to ``retry`` (it knows it did not send),
+        so a live daemon sends it. Nobody ever resends an entry left in
+        ``sending``: its holder may have sent it (a holder paused between that
+        check and the send still sends once, late) — at most once, never twice.
+        """
+        assert self.send is not None
+        target = Target(item["platform"], item["chat"], item["user"])
         try:
-            await self.store.update(history_key(rule.id), lambda h: _append(h, entry))
+            lease.check()
+        except LeaseLost:
+            await self._unclaim(occ, item)
+            raise
+        try:
+            await self.send(target, item["text"])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an adapter's failure must not stop the scheduler
+            return await self._send_failed(lease, occ, item, exc)
+        # sent: nothing may resend it, so the entry goes whoever holds the lease now
+        try:
+            await self.store.delete(outbox_key(occ))
+        except StoreError as exc:
+            log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
+        return "ok" if item["attempts"] == 1 else f"ok (attempt {item['attempts']})"
+
+    async def _unclaim(self, occ: str, item: dict[str, Any]) -> None:
+        """Put our own ``sending`` entry back to ``retry`` (only if it is still ours)."""
+
+        def back(current: Any) -> tuple[Any, None]:
+            if (
+                isinstance(current, dict)
+                and current.get("state") == "sending"
+                and current.get("token") == item["token"]
+            ):
+                current.update(state="retry", next_at=time.time(), token=None)
+            return current, None
+
+        try:
+            await self.store.update(outbox_key(occ), back)
+        except StoreError as exc:
+            log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
+
+    async def _send_failed(
+        self, lease: Lease, occ: str, item: dict[str, Any], exc: Exception
+    ) -> str:
+        """Keep a failed send in the outbox for a retry with backoff, or give it up."""
+        error = str(exc) or type(exc).__name__
+        attempt = item["attempts"]
+        now = time.time()
+        pause = min(RETRY_FIRST * 2 ** (attempt - 1), RETRY_MAX)
+        if now + pause > item["deadline"]:
+            await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            self._send_failure(item, error, "gave_up")
+            return f"error: {error} (gave up after {attempt} attempt{'s' * (attempt > 1)})"
+        item.update(state="retry", next_at=now + pause, error=error, token=None)
+        await self._commit([(outbox_key(occ), item, _outbox_ttl(item))], lease)
+        self._send_failure(item, error, "retry", retry_in_s=pause)
+        return f"error: {error} (retrying in {pause:g}s)"
+
+    def _send_failure(self, item: dict[str, Any], error: str, outcome: str, **more: Any) -> None:
+        log.warning(
+            "cron.send_failed",
+            rule=item["rule"],
+            fire_time=item["fire_time"],
+            target=f"{item['platform']}:{item['chat']}:{item['user']}",
+            attempt=item["attempts"],
+            outcome=outcome,
+            error=error,
+            **more,
+        )
+        metrics.cron_send_failed(item["rule"], outcome)
+
+    def _lease_lost(
+        self, rule_id: str, fire_text: str, target: Target | None, exc: Exception
+    ) -> None:
+        log.error(
+            "cron.lease_lost",
+            rule=rule_id,
+            fire_time=fire_text,
+            target=target_key(target),
+            error=str(exc),
+            detail="this daemon lost the occurrence's lease (paused or cut off from the store): "
+            "it wrote and sent nothing more; the daemon that took the lease runs or sends it",
+        )
+        metrics.lease_lost("cron")
+
+    async def _chat_off(self, message: Message) -> bool:
+        """Whether ``.tmy off`` silenced the target chat (the engine's chat switch)."""
+        switch = getattr(self.engine, "switch", None)
+        return switch is not None and bool(await switch.is_off(message))
+
+    async def _remember(self, rule_id: str, entry: dict[str, Any]) -> None:
+        try:
+            await self.store.update(history_key(rule_id), lambda h: _append(h, entry))
         except TmyError as exc:
-            log.warning("cron.history_failed", rule=rule.id, error=str(exc))
+            log.warning("cron.history_failed", rule=rule_id, error=str(exc))
+
+    def _entry(
+        self,
+        fire_text: str,
+        target: Target | None,
+        trace_id: str | None,
+        outcome: str,
+        error: str | None,
+        sent: str,
+    ) -> dict[str, Any]:
+        return {
+            "fire_time": fire_text,
+            "daemon": self.daemon,
+            "target": target_key(target),
+            "trace_id": trace_id,
+            "outcome": outcome,
+            "error": error,
+            "sent": sent,
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+    # -- the outbox: failed sends, retried by whichever daemon claims them first ---------------
+
+    async def _retry_loop(self) -> None:
+        """Every :data:`RETRY_POLL` s, resend due outbox entries (each under its claim)."""
+        while True:
+            await asyncio.sleep(RETRY_POLL)
+            try:
+                entries = await outbox_entries(self.store)
+            except TmyError as exc:
+                log.warning("cron.outbox_failed", error=str(exc))
+                continue
+            now = time.time()
+            for key, item in entries:
+                if key in self._retrying:
+                    continue
+                due = item.get("state") == "retry" and (item.get("next_at") or 0) <= now
+                stale = item.get("state") == "sending" and now > item.get("deadline", 0)
+                if due or stale:
+                    self._retrying.add(key)
+                    self._spawn(self._retry(key))
+
+    async def _retry(self, key: str) -> None:
+        occ = key[len(OUTBOX_PREFIX) :]
+        item: dict[str, Any] | None = None
+        try:
+            async with self.store.lock(done_key(occ), wait=0.0) as lease:
+                item = await self.store.get(key)
+                if not isinstance(item, dict):
+                    return
+                entry = await self._retry_claimed(lease, occ, item)
+        except LeaseLost as exc:
+            if item is not None:
+                self._lease_lost(item.get("rule", "?"), item.get("fire_time", "?"), None, exc)
+            return
+        except StoreError:
+            return  # another daemon holds the claim (or the store is down): next poll
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("cron.crashed", rule=item.get("rule") if item else None)
+            return
+        finally:
+            self._retrying.discard(key)
+        if entry is not None:
+            await self._remember(item["rule"], entry)
+
+    async def _retry_claimed(
+        self, lease: Lease, occ: str, item: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        now = time.time()
+        target = Target(item["platform"], item["chat"], item["user"])
+        entry = self._entry(item["fire_time"], target, item.get("trace_id"), "retry", None, "")
+        entry["attempt"] = item["attempts"] + 1
+        if item.get("state") == "sending":
+            if now <= item["deadline"]:
+                return None
+            # its sender stopped mid-send (crashed or paused): it may have been sent
+            await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            error = "its sender stopped mid-send; not resent (it may have gone out)"
+            self._send_failure(item, error, "gave_up")
+            entry.update(attempt=item["attempts"], sent=f"unknown: {error}")
+            return entry
+        if item.get("state") != "retry" or (item.get("next_at") or 0) > now:
+            return None
+        if now > item["deadline"]:
+            await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            self._send_failure(item, item.get("error") or "?", "gave_up")
+            entry.update(attempt=item["attempts"], sent=f"error: {item.get('error')} (gave up)")
+            return entry
+        message = Message("", user="cron", chat=target.chat, platform=target.platform)
+        if await self._chat_off(message):
+            await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            log.info(
+                "cron.skipped",
+                rule=item["rule"],
+                fire_time=item["fire_time"],
+                target=target_key(target),
+                reason="chat off",
+            )
+            entry.update(outcome=SKIPPED_OFF, sent="not sent")
+            return entry
+        if self.send is None:
+            return None
+        item.update(state="sending", attempts=item["attempts"] + 1, token=lease.token)
+        await self._commit([(outbox_key(occ), item, _outbox_ttl(item))], lease)
+        entry["sent"] = await self._send_claimed(lease, occ, item)
+        entry["outcome"] = "ok"
+        log.info(
+            "cron.resent",
+            rule=item["rule"],
+            fire_time=item["fire_time"],
+            target=target_key(target),
+            attempt=item["attempts"],
+            sent=entry["sent"],
+        )
+        return entry
+
+    async def outbox_health(self) -> dict[str, Any]:
+        """The outbox for ``/healthz``: pending sends and the oldest one's fire time."""
+        return outbox_summary(await outbox_entries(self.store))
 
     async def run(
         self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None
@@ -504,6 +921,9 @@ async def jobs_report(
 ) -> list[dict[str, Any]]:
     """Every scheduled rule with its next fire times and last runs (``run.py cron``)."""
     out = []
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for _, item in await outbox_entries(store):
+        pending.setdefault(str(item.get("rule")), []).append(_outbox_view(item))
     for rule in scheduled_rules(rulebook):
         schedule: Schedule = rule.extras["schedule"]
         timing = Timing(schedule, default_zone)
@@ -516,11 +936,33 @@ async def jobs_report(
                 "timezone": str(timing.tz),
                 "send_to": [target_key(t) for t in schedule.send_to],
                 "misfire_grace": schedule.misfire_grace,
+                "send_retry": schedule.retry_window,
                 "next": [fire_time_text(f) for f in timing.upcoming(upcoming)],
                 "last_runs": history if isinstance(history, list) else [],
+                "outbox": pending.pop(rule.id, []),
             }
         )
     return out
+
+
+def _outbox_view(item: dict[str, Any]) -> dict[str, Any]:
+    """An outbox entry as ``run.py cron`` shows it (times as ISO text, no lease token)."""
+
+    def when(ts: Any) -> str | None:
+        if not isinstance(ts, (int, float)):
+            return None
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+    return {
+        "fire_time": item.get("fire_time"),
+        "target": f"{item.get('platform')}:{item.get('chat')}:{item.get('user')}",
+        "state": item.get("state"),
+        "attempts": item.get("attempts"),
+        "last_error": item.get("error"),
+        "next_attempt": when(item.get("next_at")),
+        "gives_up_at": when(item.get("deadline")),
+        "trace_id": item.get("trace_id"),
+    }
 
 
 def format_report(jobs: list[dict[str, Any]]) -> str:
@@ -533,10 +975,17 @@ def format_report(jobs: list[dict[str, Any]]) -> str:
         lines.append(f"{job['rule']}  {job['schedule']} ({job['timezone']}) -> {targets}")
         lines.append(f"  next: {', '.join(job['next'])}")
         for run in job["last_runs"][-5:]:
+            verb = f"retry {run['attempt']} of" if "attempt" in run else "ran"
             lines.append(
-                f"  ran {run['fire_time']} on {run['daemon']} [{run['target']}]: "
+                f"  {verb} {run['fire_time']} on {run['daemon']} [{run['target']}]: "
                 f"{run['outcome']}, sent {run['sent']} (trace {run['trace_id']})"
             )
         if not job["last_runs"]:
             lines.append("  no runs yet")
+        for item in job.get("outbox", []):
+            lines.append(
+                f"  pending send {item['fire_time']} [{item['target']}]: {item['state']}, "
+                f"{item['attempts']} attempt(s), last error {item['last_error']}, "
+                f"next {item['next_attempt'] or '-'}, gives up {item['gives_up_at']}"
+            )
     return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""A scheduled run whose store writes are kept back, to be committed fenced.
+
+Why: a daemon that holds an occurrence's claim lease can be paused (SIGSTOP, a
+frozen VM, a store link cut off) for longer than the lease. Another daemon then
+takes the lease and runs the occurrence. If the first one's steps wrote to the
+store as they went, both runs' writes would land (a counter bumped twice, a
+rotating tip moved twice). So a scheduled run works on a :class:`RunBuffer` —
+it reads through to the real store and keeps every write to itself — and the
+caller commits what it wrote together with the occurrence's done mark in one
+``Store.commit`` fenced by the claim lease: all of it lands, under a lease still
+held, or none of it.
+
+What is not buffered: side effects outside the store (HTTP and LLM steps are
+sent when they run; the LLM runtime keeps its own history and memory in the
+real store). A read-modify-write in a scheduled rule reads when its step runs
+and lands at the commit, so a chat-triggered run writing the same variable in
+between (the scheduled run's own duration) is overwritten; variables a
+schedule rotates or counts are normally its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from tmy.message import Message, Reply
+from tmy.store.base import MISSING, Store
+from tmy.store.codec import decode
+from tmy.store.overlay import OverlayStore
+
+Write = tuple[str, Any, float | None]
+
+
+class RunBuffer(OverlayStore):
+    """An overlay whose writes can be handed to ``Store.commit`` (key, value, ttl)."""
+
+    def pending(self) -> list[Write]:
+        """What the run wrote, as commit writes: deleted and expired keys become deletions."""
+        now = time.time()
+        out: list[Write] = []
+        for key, (raw, expires) in sorted(self._mine.items()):
+            if raw is None or (expires is not None and expires <= now):
+                out.append((key, MISSING, None))
+            else:
+                out.append((key, decode(raw, key), None if expires is None else expires - now))
+        return out
+
+
+async def run_buffered(
+    engine: Any, rule: Any, message: Message, question: str, extra: dict[str, Any]
+) -> tuple[Reply, Sequence[Write]]:
+    """Run ``rule`` as a scheduled run on a second engine over a :class:`RunBuffer`.
+
+    The second engine shares the real one's rules, settings, executors, hooks
+    and HTTP client; only its store differs. Returns the reply and the writes
+    to commit (nothing has reached the real store).
+    """
+    from tmy.engine.core import Engine  # the engine imports cron's neighbours: import late
+
+    real = engine.services
+    buffer = RunBuffer(real.store)
+    services = replace(real, store=buffer, engine=None, _http=real.http)
+    shadow = Engine(engine.rulebook, services)
+    shadow.tz = engine.tz
+    shadow.fixed_now = engine.fixed_now
+    try:
+        reply = await shadow.run_scheduled(rule, message, question, extra)
+        return reply, buffer.pending()
+    finally:
+        buffer._mine.clear()  # the real store is not ours to close
+
+
+def store_of(store: Store) -> Any:
+    """The backend under a metering wrapper (for backend-specific limits)."""
+    return getattr(store, "inner", store)
