@@ -68,6 +68,12 @@ def build_adapters(
                 settings.shutdown_grace,
                 settings.max_id_chars,
                 api_keys=settings.http_api_keys,
+                header_timeout=settings.http_header_timeout,
+                body_timeout=settings.http_body_timeout,
+                keepalive_timeout=settings.http_keepalive_timeout,
+                max_connections=settings.http_max_connections,
+                max_requests_in_flight=settings.http_max_requests_in_flight,
+                allowed_hosts=settings.http_allowed_hosts,
             )
         )
     want_console = settings.console if console is None else console
@@ -174,6 +180,12 @@ class Daemon:
             if report["status"] == "ok":
                 report["status"] = "degraded"
         report["adapters"] = adapters
+        if self.cron is not None:  # scheduled sends waiting in the outbox (failed, retried)
+            try:
+                async with asyncio.timeout(2):
+                    report["cron"] = {"outbox": await self.cron.outbox_health()}
+            except (TmyError, TimeoutError) as exc:
+                report["cron"] = {"outbox": {"error": str(exc) or "no answer within 2 s"}}
         return report
 
 
