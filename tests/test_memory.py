@@ -11,6 +11,7 @@ import asyncio
 import io
 import json
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -389,6 +390,18 @@ async def test_secrets_and_api_keys_are_refused(
             "我的生日是1990年5月3日",
         ):
             assert (await bot.say(f"remember {ok}", user="ann")).startswith(("OK", "好的")), ok
+
+
+async def test_every_registered_secret_is_refused_not_only_llm_keys() -> None:
+    """What adapters register (the OneBot access_token, the listener's api_keys) is refused."""
+    from tmy import redact
+
+    token = f"onebot-token-{secrets.token_hex(8)}"  # unique: the registry is process-wide
+    redact.add(token)
+    async with Bot({"m.yaml": RULES}) as bot:
+        reply = await bot.ask(f"remember the bot token is {token} ok", user="ann")
+        assert reply.error and "a credential this bot is configured with" in reply.error
+        assert token not in (reply.error or "")
 
 
 # -- bounds, ids, admins --------------------------------------------------------------------------

@@ -88,6 +88,8 @@ class App:
         self.registry = build_registry(self.settings)
         rulebook = self.load_rules()
         redact.add_url(self.settings.store)  # a store password never reaches an error or the log
+        for key in self.settings.http_api_keys:  # the listener's keys: masked, never remembered
+            redact.add(key)
         codec.MAX_VALUE_BYTES = self.settings.max_value_bytes
         self.store = self._given_store or metered(open_store(self.settings.store))
         await self.store.open()

@@ -1,0 +1,47 @@
+"""The App's start: secrets it is configured with are registered before anything is logged.
+
+The listener's API keys (``adapters.http.api_keys`` / ``TMY_HTTP_API_KEYS``) are
+credentials like the LLM keys: masked in every log line and refused by
+``REMEMBER``. A real App on a real SQLite file, logging into a real file.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from log_helpers import read_log
+
+from tmy.memory import entries
+from tmy.testing import Bot
+
+RULES = """
+rules:
+  - id: remember
+    triggers: ["remember *"]
+    on_error: "{STEP_ERROR}"
+    steps: [{plugin: REMEMBER}]
+  - id: echo
+    triggers: ["echo *"]
+    steps: [{plugin: ADJUST, input: "{QUESTION}"}]
+"""
+
+
+async def test_listener_api_keys_are_masked_in_the_log_and_refused_by_remember(
+    log_file: Path,
+) -> None:
+    key = f"lk-{secrets.token_hex(12)}"  # unique: the registry of secrets is process-wide
+    async with Bot({"r.yaml": RULES}, http_api_keys=(key, "other-key-" + key)) as bot:
+        reply = await bot.ask(f"remember the listener key is {key}", user="ann")
+        assert reply.error and "a credential this bot is configured with" in reply.error
+        stored = await bot.engine.services.store.get(entries.user_key("test", "ann"))
+        assert entries.entries_of(stored) == []
+        assert await bot.say("remember my cat is called Mimi", user="ann") == (
+            "OK, I'll remember: my cat is called Mimi"
+        )
+        await bot.say(f"echo {key}", user="ann")
+    raw = log_file.read_text()
+    assert key not in raw
+    runs = [e for e in read_log(log_file) if e.get("event") == "run.done"]
+    assert runs[0]["text"] == "remember the listener key is ***"
+    assert runs[-1]["text"] == "echo ***" and runs[-1]["answer"] == "***"
