@@ -71,6 +71,13 @@ class Settings:
     http_enabled: bool = True
     http_listen: str = "127.0.0.1:8080"
     http_api_keys: tuple[str, ...] = ()
+    # the listener's guards (tmy.adapters.listener, tmy.adapters.origin); see config/tmy.yaml
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_keepalive_timeout: float = 15.0
+    http_max_connections: int = 1000
+    http_max_requests_in_flight: int = 256
+    http_allowed_hosts: tuple[str, ...] = ()
     # chat-platform sections as validated from the file (+ env): {"onebot": {...}, ...}
     adapters: dict[str, dict[str, Any]] = field(default_factory=dict)
     shutdown_grace: float = 30.0
@@ -105,9 +112,27 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "shutdown_grace": (int, float),
     },
     "log": {"level": str, "file": str, "format": str, "slow_step": (int, float)},
-    "adapters": {"console": dict, "http": dict, "onebot": dict, "discord": dict, "telegram": dict},
+    "adapters": {
+        "console": dict,
+        "http": dict,
+        "openai": dict,
+        "onebot": dict,
+        "discord": dict,
+        "telegram": dict,
+    },
     "adapters.console": {"enabled": bool},
-    "adapters.http": {"enabled": bool, "listen": str, "api_keys": list},
+    "adapters.http": {
+        "enabled": bool,
+        "listen": str,
+        "api_keys": list,
+        "header_timeout": (int, float),
+        "body_timeout": (int, float),
+        "keepalive_timeout": (int, float),
+        "max_connections": int,
+        "max_requests_in_flight": int,
+        "allowed_hosts": list,
+    },
+    "adapters.openai": {"user_header": str, "user_header_trusted": bool, "unmatched_reply": str},
     "adapters.onebot": {
         "enabled": bool,
         "mode": str,
@@ -146,9 +171,16 @@ _POSITIVE = (
     "log.slow_step",
     "adapters.onebot.heartbeat_timeout",
     "adapters.onebot.action_timeout",
+    "adapters.http.header_timeout",
+    "adapters.http.body_timeout",
+    "adapters.http.keepalive_timeout",
+    "adapters.http.max_connections",
+    "adapters.http.max_requests_in_flight",
 )
 _NON_NEGATIVE = ("limits.shutdown_grace", "adapters.onebot.send_interval")
 PLATFORM_SECTIONS = ("onebot", "discord", "telegram")
+# sections kept as validated in Settings.adapters, platforms and the OpenAI facade
+ADAPTER_SECTIONS = (*PLATFORM_SECTIONS, "openai")
 
 
 def _check(section: str, data: Any, source: str) -> None:
@@ -181,7 +213,9 @@ def _check(section: str, data: Any, source: str) -> None:
             value == "auto" or (isinstance(value, int) and value >= 1)
         ):
             raise ConfigError(f"{source}: {sub!r} must be a number >= 1 or 'auto' (got {value!r})")
-        if sub == "adapters.http.api_keys" and not all(isinstance(k, str) and k for k in value):
+        if sub in ("adapters.http.api_keys", "adapters.http.allowed_hosts") and not all(
+            isinstance(k, str) and k.strip() for k in value
+        ):
             raise ConfigError(f"{source}: {sub!r} must be a list of non-empty strings")
         if sub in _SCHEMA:
             _check(sub, value, source)
@@ -264,8 +298,14 @@ def load_settings(
         "http_enabled": http.get("enabled"),
         "http_listen": http.get("listen"),
         "http_api_keys": http.get("api_keys"),
+        "http_header_timeout": http.get("header_timeout"),
+        "http_body_timeout": http.get("body_timeout"),
+        "http_keepalive_timeout": http.get("keepalive_timeout"),
+        "http_max_connections": http.get("max_connections"),
+        "http_max_requests_in_flight": http.get("max_requests_in_flight"),
+        "http_allowed_hosts": http.get("allowed_hosts"),
         "llm": data.get("llm"),
-        "adapters": {k: dict(adapters.get(k) or {}) for k in PLATFORM_SECTIONS},
+        "adapters": {k: dict(adapters.get(k) or {}) for k in ADAPTER_SECTIONS},
     }
     if data:
         _resolve_paths(values, path.absolute().parent)
@@ -301,6 +341,8 @@ def load_settings(
         kwargs["admins"] = frozenset(str(a) for a in admins)
     if "http_api_keys" in kwargs:
         kwargs["http_api_keys"] = tuple(k for k in kwargs["http_api_keys"] if k)
+    if "http_allowed_hosts" in kwargs:
+        kwargs["http_allowed_hosts"] = tuple(str(h).strip() for h in kwargs["http_allowed_hosts"])
     if isinstance(kwargs.get("watch"), str):  # TMY_WATCH=0/false/no
         kwargs["watch"] = kwargs["watch"].strip().lower() not in ("0", "false", "no", "off", "")
     prefix = kwargs.get("admin_prefix", ".tmy")

@@ -12,10 +12,28 @@ on one ``host:port``. With API keys configured (``adapters.http.api_keys`` or
 ``TMY_HTTP_API_KEYS``), ``/v1/messages`` needs ``Authorization: Bearer <key>``;
 :func:`api_key_problem` is the one check every keyed route uses (``/admin/reload``
 too); ``/healthz`` and ``/metrics`` stay open (states and counts, no content).
+
+Every request passes the listener's middleware first (mounted routes too):
+
+* **connections** (:mod:`tmy.adapters.listener`): a connection must complete a
+  request header within ``header_timeout`` and its body within
+  ``body_timeout`` (408); an idle keep-alive connection closes after
+  ``keepalive_timeout``; at ``max_connections`` the oldest connection that has
+  sent no request gives way; past ``max_requests_in_flight`` requests being
+  handled a new one is answered 503 with ``Retry-After``.
+* **where from** (:mod:`tmy.adapters.origin`): the ``Host`` header must name
+  this listener (its listen address, loopback names when it listens on
+  loopback, any IP literal when it listens on a wildcard) or an
+  ``allowed_hosts`` entry (else 421), so a DNS-rebinding page cannot read
+  replies; a state-changing request (any POST, a WebSocket upgrade) with a
+  cross-site ``Origin`` or ``Sec-Fetch-Site: cross-site`` is 403; the JSON
+  routes take only ``Content-Type: application/json`` (415), which a web page
+  cannot send cross-site without a CORS preflight this listener never grants.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -23,12 +41,22 @@ from typing import Any
 
 from aiohttp import web
 
+from tmy import metrics
 from tmy.adapters.base import Handler, Target
+from tmy.adapters.listener import ConnectionGuard, effective_max_connections
+from tmy.adapters.origin import HostPolicy
 from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
+from tmy.logs import get_logger
 from tmy.message import Message
 
+log = get_logger("tmy.adapter.http")
+
 MAX_BODY = 1024 * 1024
+# Routes whose body is JSON: anything else is refused (415) before it is read.
+JSON_ROUTES = frozenset({"/v1/messages", "/v1/chat/completions", "/admin/reload"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+RETRY_AFTER = "1"  # seconds, in the 503 past max_requests_in_flight
 
 
 def _dumps(obj: Any) -> str:
@@ -79,11 +107,26 @@ class HttpAdapter:
         shutdown_grace: float = 30.0,
         max_id_chars: int = 256,
         api_keys: Sequence[str] = (),
+        *,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        keepalive_timeout: float = 15.0,
+        max_connections: int = 1000,
+        max_requests_in_flight: int = 256,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self.host, self.port = parse_listen(listen)
         self.max_chars = max_message_chars
         self.max_id_chars = max_id_chars
         self.api_keys = tuple(api_keys)
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.keepalive_timeout = keepalive_timeout
+        self.max_connections = max_connections
+        self.max_in_flight = max_requests_in_flight
+        self.in_flight = 0
+        self.hosts = HostPolicy(self.host, allowed_hosts)
+        self.guard: ConnectionGuard | None = None
         self.shutdown_grace = shutdown_grace  # how long stop() lets requests in flight finish
         self._runner: web.AppRunner | None = None
         self._handle: Handler | None = None
@@ -122,10 +165,14 @@ class HttpAdapter:
         self._mounted.extend(routes)
 
     def health(self) -> dict[str, Any]:
-        return {
+        report: dict[str, Any] = {
             "state": "connected" if self._runner is not None else "stopped",
             "listen": f"{self.host}:{self.port}",
         }
+        if self.guard is not None:
+            report["connections"] = self.guard.counts()
+            report["in_flight"] = self.in_flight
+        return report
 
     async def send(self, target: Target, text: str) -> None:
         raise AdapterError(
@@ -134,14 +181,28 @@ class HttpAdapter:
 
     async def start(self, handle: Handler) -> None:
         self._handle = handle
-        app = web.Application(client_max_size=MAX_BODY)
+        app = web.Application(client_max_size=MAX_BODY, middlewares=[self._guarded])
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/admin/reload", self._reload)
         app.router.add_routes(self._mounted)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self.guard = ConnectionGuard(
+            header_timeout=self.header_timeout,
+            keepalive_timeout=self.keepalive_timeout,
+            max_connections=effective_max_connections(self.max_connections),
+        )
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            # the guard's deadlines come first; aiohttp's own idle timer is only a backstop
+            keepalive_timeout=max(self.header_timeout, self.keepalive_timeout) + 5,
+            lingering_time=min(5.0, self.body_timeout),
+        )
         await self._runner.setup()
+        assert self._runner.server is not None
+        self.guard.attach(self._runner.server)
         site = web.TCPSite(
             self._runner,
             self.host,
@@ -157,11 +218,114 @@ class HttpAdapter:
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        if self.guard.max_connections < self.max_connections:
+            log.info(
+                "http.max_connections",
+                configured=self.max_connections,
+                effective=self.guard.max_connections,
+                why="held to half the soft open-file limit",
+            )
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.guard is not None:
+            self.guard.close_all()
+
+    # -- the middleware every request passes (mounted routes too) ----------------------------
+
+    @web.middleware
+    async def _guarded(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Connection state, Host, cross-site, in-flight bound, content type, body deadline."""
+        guard = self.guard
+        protocol = request.protocol
+        if guard is not None:
+            guard.request_started(protocol)
+        try:
+            return await self._checked(request, handler)
+        finally:
+            if guard is not None:
+                guard.request_finished(protocol)
+
+    async def _checked(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        problem = self.hosts.host_problem(request.headers.get("Host"))
+        if problem is not None:
+            return self._refuse(request, 421, problem, "host")
+        upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
+        if request.method in BODY_METHODS or upgrade:
+            problem = self.hosts.cross_site_problem(request.headers)
+            if problem is not None:
+                return self._refuse(request, 403, problem, "cross_site")
+        if upgrade:  # a long-lived socket, bounded by max_connections and its adapter
+            return await self._body_then(request, handler)
+        if self.in_flight >= self.max_in_flight:
+            return self._refuse(
+                request,
+                503,
+                f"too many requests in flight ({self.max_in_flight}); retry shortly",
+                "max_requests_in_flight",
+                headers={"Retry-After": RETRY_AFTER},
+            )
+        self.in_flight += 1
+        try:
+            return await self._body_then(request, handler)
+        finally:
+            self.in_flight -= 1
+
+    async def _body_then(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        json_route = request.method in BODY_METHODS and request.path in JSON_ROUTES
+        if json_route and request.content_type != "application/json":
+            sent = request.headers.get("Content-Type") or "none"
+            return self._refuse(
+                request,
+                415,
+                f"send the body as JSON with 'Content-Type: application/json' (got {sent})",
+                "content_type",
+            )
+        if request.method in BODY_METHODS and request.body_exists:
+            try:
+                async with asyncio.timeout(self.body_timeout):
+                    await request.read()  # kept by aiohttp: the handler's json() reuses it
+            except TimeoutError:
+                response = self._refuse(
+                    request,
+                    408,
+                    f"the request body did not arrive within {self.body_timeout:g} s",
+                    "body_timeout",
+                )
+                response.force_close()
+                return response
+            except web.HTTPRequestEntityTooLarge as exc:
+                return self._refuse(
+                    request, 413, exc.text or "the request body is too large", "too_large"
+                )
+        return await handler(request)
+
+    def _refuse(
+        self,
+        request: web.Request,
+        status: int,
+        message: str,
+        reason: str,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        """A refusal in the shape the route's clients expect (OpenAI's, or tmy's own)."""
+        if self.guard is not None and reason in ("max_requests_in_flight", "body_timeout"):
+            self.guard.count(reason)  # attack-driven: counted and summarised, no line each
+        else:
+            metrics.http_refused(reason)
+            # the same refusal repeated is one line per interval (tmy.logs' repeat limiter)
+            log.warning("http.refused", reason=reason, status=status, path=request.path,
+                        error=message)  # fmt: skip
+        if request.path.startswith(("/v1/chat/", "/v1/models")):
+            body: dict[str, Any] = {
+                "error": {"message": message, "type": "invalid_request_error",
+                          "param": None, "code": reason},
+            }  # fmt: skip
+        else:
+            body = {"rule": None, "answer": "", "error": message, "trace_id": None}
+        return web.json_response(body, status=status, headers=headers, dumps=_dumps)
 
     async def _health(self, request: web.Request) -> web.Response:
         if self.health_source is None:
