@@ -139,7 +139,9 @@ async def run_chain(run: Run) -> None:
             except LeaseLost as exc:
                 _lease_lost(run, rule.steps[last], run.records[-1], exc, "span")
             except TmyError as exc:
-                _fail(run, rule.steps[last], run.records[-1], str(exc))
+                where = f"{rule.file}:{rule.line}: rule {rule.id!r}"
+                error = f"{where}: the atomic span's writes were not applied: {exc}"
+                _fail(run, rule.steps[last], run.records[-1], error)
                 run.failed = True
         elif v.pending:
             log.warning(

@@ -102,19 +102,31 @@ def rule_files(root: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def load_rulebook(root: Path | str, registry: Registry) -> Rulebook:
-    """Load every rules file under ``root``; RuleErrors listing every problem found."""
+def load_rulebook(
+    root: Path | str, registry: Registry, *, store_url: str | None = None
+) -> Rulebook:
+    """Load every rules file under ``root``; RuleErrors listing every problem found.
+
+    With ``store_url``, rules the store cannot run are refused too (see
+    :func:`check_store`).
+    """
     root = Path(root)
     files = rule_files(root)
-    return load_sources(((p, None) for p in files), registry)
+    return load_sources(((p, None) for p in files), registry, store_url=store_url)
 
 
-def load_sources(sources: Iterable[tuple[Path, str | None]], registry: Registry) -> Rulebook:
+def load_sources(
+    sources: Iterable[tuple[Path, str | None]],
+    registry: Registry,
+    *,
+    store_url: str | None = None,
+) -> Rulebook:
     """Load rules from (path, text) pairs; ``text=None`` reads the file.
 
     The cyclic collector is paused meanwhile: loading allocates millions of
     objects that all stay alive, and each collection would walk them all again
-    (it more than doubles the time to load 100,000 rules).
+    (it more than doubles the time to load 100,000 rules). With ``store_url``,
+    rules the store cannot run are refused too (see :func:`check_store`).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -124,10 +136,42 @@ def load_sources(sources: Iterable[tuple[Path, str | None]], registry: Registry)
         for path, text in sources:
             names.append(str(path))
             loader.load_file(path, text)
-        return loader.finish(tuple(names))
+        rulebook = loader.finish(tuple(names))
     finally:
         if was_enabled:
             gc.enable()
+    if store_url is not None:
+        check_store(rulebook, store_url)
+    return rulebook
+
+
+def check_store(rulebook: Rulebook, store_url: str) -> None:
+    """Refuse (RuleErrors naming file:line) the rules the store at ``store_url`` cannot run.
+
+    On a Redis Cluster (``redis+cluster://``, ``rediss+cluster://``) an atomic
+    span's writes are applied by ONE script, which runs on one node: every key
+    it writes and every lease fencing it must be in one hash slot. Each
+    variable's keys are tagged by the variable's own key, so a span holding
+    two or more variables spans several slots: such a rule is refused here
+    rather than failing at every run.
+    """
+    scheme = store_url.split("://", 1)[0].lower()
+    if not scheme.endswith("+cluster"):
+        return
+    errors = [
+        RuleError(
+            f"rule {r.id!r}: its atomic span holds {', '.join(r.atomic_vars)}, whose keys are "
+            "in different hash slots on a Redis Cluster, so the span's writes cannot be "
+            "committed together in one script; keep that state in one variable (a map such "
+            "as {count: 0, last: ''}), or opt out with 'atomic: false'",
+            r.file,
+            r.line,
+        )
+        for r in rulebook.rules
+        if len(r.atomic_vars) > 1
+    ]
+    if errors:
+        raise RuleErrors(errors)
 
 
 class _Loader:
