@@ -140,12 +140,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(rules: Path, store: str, log: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    rules: Path, store: str, log: Path, *, port: int | None = None, config: Path | None = None
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
     env.update(TMY_LOG_FILE=str(log), TMY_WATCH="0", TMY_TIMEZONE="UTC")
+    if config is not None:
+        env["TMY_CONFIG"] = str(config)
     return subprocess.Popen(
         [sys.executable, "run.py", "serve", "--no-console", "--rules", str(rules),
-         "--store", store, "--http", f"127.0.0.1:{_free_port()}"],
+         "--store", store, "--http", f"127.0.0.1:{port or _free_port()}"],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -354,3 +358,134 @@ def test_cron_weekday_numbers_mean_what_they_mean_in_crontab(weekdays: str, expe
     from tmy.cron import _standard_weekdays
 
     assert _standard_weekdays(weekdays) == expected
+
+
+# -- fenced by the claim lease: a paused daemon writes and sends nothing more -----------------
+
+STALL_RULES = """
+variables:
+  ticks: {scope: global, default: 0}
+  fired: {scope: global, default: []}
+rules:
+  - id: stall
+    schedule:
+      every: 3s
+      misfire_grace: 30
+      send_to: [{platform: onebot, chat: "group:42"}]
+    steps:
+      - {plugin: HTTP, url: "http://127.0.0.1:%(port)d/%(name)s?fire={FIRE_TIME}", result: text}
+      - {plugin: ADJUST, input: "?= ticks + 1", save: ticks}
+      - {plugin: ADJUST, input: "?= fired + [FIRE_TIME]", save: fired}
+      - {plugin: ADJUST, input: "tick {FIRE_TIME}"}
+"""
+STALLS = 2  # occurrences whose first claimant is paused while it holds the lease
+STALL_S = 2.5  # more than the tests' 1 s lease
+
+
+def _sent_texts(impls: list[Any]) -> list[str]:
+    texts = []
+    for impl in impls:
+        for _, frame in impl.actions:
+            if frame.get("action") == "send_msg":
+                segments = frame["params"]["message"]
+                texts.append("".join(s["data"]["text"] for s in segments if s["type"] == "text"))
+    return texts
+
+
+async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
+    """Two daemons share ``store_url`` (1 s leases); the first to claim each of two
+    occurrences is SIGSTOPped for 2.5 s in the middle of its run (its HTTP step): the
+    other takes the lease and runs it; the paused one, resumed, must write and send nothing."""
+    from aiohttp import web
+
+    daemons: dict[str, subprocess.Popen[bytes]] = {}
+    stalled: dict[str, str] = {}  # fire time -> the daemon paused in it
+    loop = asyncio.get_running_loop()
+
+    async def step(request: web.Request) -> web.Response:
+        name, fire = request.match_info["name"], request.query["fire"]
+        if fire not in stalled and len(stalled) < STALLS and len(daemons) == 2:
+            stalled[fire] = name
+            pid = daemons[name].pid
+            os.kill(pid, signal.SIGSTOP)  # it holds the claim: its renewals stop too
+            loop.call_later(STALL_S, os.kill, pid, signal.SIGCONT)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/{name}", step)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    config = tmp_path / "tmy.yaml"
+    config.write_text("adapters:\n  onebot: {enabled: true, send_interval: 0}\n")
+    ports = {}
+    for name in ("a", "b"):
+        rules = tmp_path / f"rules-{name}"
+        rules.mkdir()
+        (rules / "stall.yaml").write_text(STALL_RULES % {"port": port, "name": name})
+        ports[name] = _free_port()
+        daemons[name] = _spawn(
+            rules, store_url, tmp_path / f"{name}.log", port=ports[name], config=config
+        )
+    impls: list[Any] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            for name in ("a", "b"):
+                impls.append(await _connect_when_up(session, ports[name]))
+            for _ in range(300):  # both stalls done, and a clean occurrence after them
+                if len(stalled) == STALLS:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(stalled) == STALLS, "no occurrence was claimed while both daemons ran"
+            await asyncio.sleep(STALL_S + 4)
+            ticks, fired = await _read_fired(store_url)
+            assert len(fired) == len(set(fired)), f"an occurrence ran twice: {sorted(fired)}"
+            assert ticks == len(fired), "the run's two writes landed apart"
+            for fire in stalled:
+                assert fired.count(fire) == 1, (fire, fired)
+            texts = _sent_texts(impls)
+            assert len(texts) == len(set(texts)), f"a scheduled post went out twice: {texts}"
+            for fire in stalled:
+                assert texts.count(f"tick {fire}") == 1, (fire, texts)
+        logs = "".join((tmp_path / f"{n}.log").read_text() for n in ("a", "b"))
+        assert '"cron.lease_lost"' in logs, "the paused daemon did not say it lost its lease"
+    finally:
+        for d in daemons.values():
+            if d.poll() is None:
+                d.send_signal(signal.SIGCONT)
+                d.send_signal(signal.SIGTERM)
+        for d in daemons.values():
+            try:
+                d.wait(20)
+            except subprocess.TimeoutExpired:
+                d.kill()
+        await runner.cleanup()
+
+
+async def _connect_when_up(session: aiohttp.ClientSession, port: int) -> Any:
+    """A fake NapCat connected to the daemon on ``port`` once it listens."""
+    for _ in range(200):
+        try:
+            return await connect_reverse(session, f"ws://127.0.0.1:{port}/onebot/v11/ws")
+        except (aiohttp.ClientError, OSError):
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"no daemon listening on {port}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_daemon_paused_past_its_lease_on_sqlite_writes_and_sends_nothing(
+    tmp_path: Path,
+) -> None:
+    await _stall_one_of_two(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}?lease_ttl=1")
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.timeout(90)
+async def test_a_daemon_paused_past_its_lease_on_redis_writes_and_sends_nothing(
+    tmp_path: Path, redis_url: str, redis_namespace: str
+) -> None:
+    await _stall_one_of_two(tmp_path, f"{redis_url}?prefix={redis_namespace}&lease_ttl=1")
