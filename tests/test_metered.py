@@ -1,0 +1,101 @@
+"""The metered store's health (tmy/store/metered.py): a store that answers reads but
+refuses every write is not ``ok``.
+
+A real SQLite file is made "full" with ``PRAGMA max_page_count`` (SQLite then
+fails writes with SQLITE_FULL, "database or disk is full", exactly as on a full
+disk); ``ping`` — what ``/healthz`` asks — must report the last write error until
+a write succeeds again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tmy import daemon as daemon_mod
+from tmy.errors import LeaseLost, StoreError, ValueRefused
+from tmy.store.metered import metered
+from tmy.store.sqlite import SQLiteStore
+from tmy.testing import Bot
+
+
+async def test_ping_reports_the_last_failed_write_until_a_write_succeeds(tmp_path: Path) -> None:
+    store = metered(SQLiteStore(tmp_path / "full.db"))
+    await store.open()
+    try:
+        await store.set("small", 1)
+        await store.ping()
+        db = store.inner._db
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")  # the "disk" is full now
+        with pytest.raises(StoreError, match="full"):
+            await store.set("big", "x" * 200_000)
+        assert await store.get("small") == 1  # reads still work ...
+        with pytest.raises(StoreError, match=r"^last write failed: .*database or disk is full"):
+            await store.ping()  # ... but the store is not healthy
+        with pytest.raises(StoreError, match="full"):
+            await store.commit([("big", "y" * 200_000, None)])
+        with pytest.raises(StoreError, match="last write failed"):
+            await store.ping()
+        db.execute("PRAGMA max_page_count = 1073741823")  # space again
+        await store.set("big", "x" * 200_000)
+        await store.ping()  # a successful write clears it
+    finally:
+        await store.close()
+
+
+async def test_refusals_that_say_nothing_about_the_store_leave_it_healthy(tmp_path: Path) -> None:
+    store = metered(SQLiteStore(tmp_path / "ok.db", lease_ttl=1))
+    await store.open()
+    try:
+        with pytest.raises(ValueRefused):
+            await store.set("k", {1, 2})
+        async with store.lock("k") as lease:
+            lease._mark_lost()
+            with pytest.raises(LeaseLost):
+                await store.commit([("k", 1, None)], fence=[lease])
+        await store.ping()
+    finally:
+        await store.close()
+
+
+RULES = """
+variables:
+  notes: {scope: global, default: ""}
+rules:
+  - id: note
+    triggers: ["note *"]
+    steps:
+      - {plugin: ADJUST, input: "{QUESTION}", save: notes}
+"""
+
+
+async def test_healthz_reports_the_store_as_failing_while_every_write_fails(
+    tmp_path: Path,
+) -> None:
+    async with Bot({"r.yaml": RULES}, store=f"sqlite:///{tmp_path / 'tmy.db'}") as bot:
+        daemon = daemon_mod.Daemon(bot.app, daemon_mod.build_adapters(
+            bot.settings.with_(http_listen="127.0.0.1:0"), console=False))  # fmt: skip
+        await daemon.start()
+        try:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{daemon.http.port}", timeout=20
+            ) as client:
+                assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
+                db = bot.app.store.inner._db
+                pages = db.execute("PRAGMA page_count").fetchone()[0]
+                db.execute(f"PRAGMA max_page_count = {pages}")  # a full disk
+                assert (await bot.ask("note " + "x" * 15_000)).error
+                down = await client.get("/healthz")
+                assert down.status_code == 503 and down.json()["status"] == "error"
+                store = down.json()["store"]
+                assert store["state"] == "error"
+                assert store["error"].startswith("last write failed: ")
+                assert "database or disk is full" in store["error"]
+                db.execute("PRAGMA max_page_count = 1073741823")
+                assert (await bot.ask("note short")).error is None
+                assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
+        finally:
+            await daemon.stop()
