@@ -253,3 +253,63 @@ def test_serve_prints_readable_lines_on_a_terminal_and_json_when_asked(
         assert not out.lstrip().startswith("{") and "adapter" in out and "http" in out
     else:
         assert json.loads(out.splitlines()[0])["adapter"] == "http"
+
+
+@pytest.fixture
+def short_repeats(monkeypatch: pytest.MonkeyPatch) -> logs.RepeatLimiter:
+    """The process's repeat limiter with a short interval (the default is a minute)."""
+    limiter = logs.RepeatLimiter(burst=3, interval=0.3)
+    monkeypatch.setattr(logs, "_repeats", limiter)
+    return limiter
+
+
+async def test_identical_error_lines_are_rate_limited_with_one_summary(
+    log_file: Path, short_repeats: logs.RepeatLimiter
+) -> None:
+    import asyncio
+
+    log = logs.get_logger("tmy.test")
+    for _ in range(1000):
+        log.error("store.write_failed", error="disk is full")
+    log.error("store.write_failed", error="another error")  # a different line passes
+    await asyncio.sleep(0.35)
+    short_repeats._checked = 0.0
+    events = read_log(log_file)
+    failed = [e for e in events if e["event"] == "store.write_failed"]
+    assert [e["error"] for e in failed] == ["disk is full"] * 3 + ["another error"]
+    (summary,) = [e for e in events if e["event"] == "log.repeats_suppressed"]
+    assert summary["repeats"] == 997 and summary["level"] == "warning"
+    assert "disk is full" in summary["line"]
+    # the interval over, the same line is let through again
+    log.error("store.write_failed", error="disk is full")
+    assert [e.get("error") for e in read_log(log_file)].count("disk is full") == 4
+
+
+async def test_asyncio_accept_tracebacks_are_rate_limited(
+    caplog: pytest.LogCaptureFixture, short_repeats: logs.RepeatLimiter, tmp_path: Path
+) -> None:
+    """asyncio's "Too many open files" accept() error, once per attempt, 1,000 times."""
+    import asyncio
+    import errno
+    import logging
+
+    logs.configure("info", tmp_path / "tmy.log")  # installs the filter on the root handlers
+    try:
+        loop = asyncio.get_running_loop()
+        with caplog.at_level(logging.WARNING, logger="asyncio"):
+            for _ in range(1000):
+                try:
+                    raise OSError(errno.EMFILE, "Too many open files")
+                except OSError as exc:
+                    loop.call_exception_handler(
+                        {"message": "socket.accept() out of system resource", "exception": exc}
+                    )
+            accept = [r for r in caplog.records if "out of system resource" in r.getMessage()]
+            assert len(accept) == 3 and all(r.exc_info for r in accept)
+            await asyncio.sleep(0.35)
+            short_repeats._checked = 0.0
+            logs.flush()
+            summaries = [r for r in caplog.records if "suppressed 997 repeats" in r.getMessage()]
+            assert len(summaries) == 1 and summaries[0].name == "asyncio"
+    finally:
+        logs.configure("warning")
