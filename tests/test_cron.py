@@ -23,12 +23,14 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.log_helpers import read_log
 from tests.onebot_fake import connect_reverse
 from tmy import daemon as daemon_mod
 from tmy.config import load_settings
 from tmy.cron import Schedule, Timing, validate_schedule
 from tmy.errors import RuleError
 from tmy.executors import default_registry
+from tmy.message import Message
 from tmy.rulebook.loader import load_sources
 from tmy.store import open_store
 
@@ -489,3 +491,211 @@ async def test_a_daemon_paused_past_its_lease_on_redis_writes_and_sends_nothing(
     tmp_path: Path, redis_url: str, redis_namespace: str
 ) -> None:
     await _stall_one_of_two(tmp_path, f"{redis_url}?prefix={redis_namespace}&lease_ttl=1")
+
+
+# -- edge values and reloads -------------------------------------------------------------------
+
+
+def _counted(schedule: str, send_to: str = "") -> str:
+    return (
+        "variables:\n  ticks: {scope: global, default: 0}\n"
+        f"rules:\n  - id: job\n    schedule: {{{schedule}{send_to}}}\n"
+        "    steps:\n      - {plugin: ADJUST, input: '?= ticks + 1', save: ticks}\n"
+        "      - {plugin: ADJUST, input: 'tick {FIRE_TIME}'}\n"
+    )
+
+
+async def _wait_for(check: Any, timeout: float = 5.0) -> Any:
+    """Poll ``check()`` (a coroutine function) until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await check()
+        if got or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(0.05)
+
+
+async def _history(store: Any) -> list[dict[str, Any]]:
+    return (await store.get("cron/hist/job")) or []
+
+
+@pytest.mark.timeout(30)
+async def test_misfire_grace_zero_means_on_time_only_and_still_fires() -> None:
+    from tmy.cron import Cron
+    from tmy.testing import Bot
+
+    async with Bot({"r.yaml": _counted("every: 1s, misfire_grace: 0")}) as bot:
+        store = bot.app.store
+        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            runs = await _wait_for(lambda: _history(store), timeout=4)
+        finally:
+            await cron.stop()
+        assert runs and runs[0]["outcome"] == "ok", "an on-time firing was skipped as late"
+        assert await store.get("var/global/ticks") == len(runs)
+
+
+@pytest.mark.timeout(30)
+async def test_raising_misfire_grace_by_reload_never_reruns_an_occurrence(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tmy.cron import Cron
+    from tmy.testing import Bot
+
+    db = tmp_path / "tmy.db"
+    # every hour, an hour of grace: starting now runs the latest (already past) occurrence
+    rules = {"r.yaml": _counted("every: 1h, misfire_grace: 3600")}
+    async with Bot(rules, store=f"sqlite:///{db}") as bot:
+        store = bot.app.store
+        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            assert await _wait_for(lambda: _history(store)), "the missed occurrence did not run"
+            with sqlite3.connect(db) as conn:
+                rows = conn.execute(
+                    "SELECT key, expires FROM kv WHERE key LIKE '%cron/done/%'"
+                ).fetchall()
+            # the done mark outlives the largest grace a reload may set (a day)
+            assert rows and all(exp - time.time() > 86_400 for _, exp in rows), rows
+            raised = load(_counted("every: 1h, misfire_grace: 86400"))
+            cron.update(raised)  # a changed schedule restarts the job: it looks back a day
+            await asyncio.sleep(1.0)
+            assert await store.get("var/global/ticks") == 1, "the occurrence ran again"
+            assert len(await _history(store)) == 1
+        finally:
+            await cron.stop()
+
+
+def test_misfire_grace_and_send_retry_are_bounded_at_load() -> None:
+    with pytest.raises(RuleError, match="at most 86400"):
+        load(rule_with("every: 5s\nmisfire_grace: 86401"))
+    with pytest.raises(RuleError, match="'send_retry:' must be seconds"):
+        load(rule_with("every: 5s\nsend_retry: -1"))
+    schedule = validate_schedule({"every": 5, "send_retry": 600})
+    assert schedule.retry_window == 600 and validate_schedule({"every": 5}).retry_window == 60
+
+
+# -- the outbox and the chat switch ------------------------------------------------------------
+
+GROUP = ", send_to: [{platform: onebot, chat: 'group:5'}]"
+
+
+@pytest.mark.timeout(30)
+async def test_tmy_off_in_a_chat_stops_its_scheduled_runs_and_posts() -> None:
+    from tmy.cron import Cron
+    from tmy.testing import Bot
+
+    async with Bot({"r.yaml": _counted("every: 1s", GROUP)}) as bot:
+        store = bot.app.store
+        chat = Message(".tmy off", user="op", chat="group:5", platform="onebot")
+        await bot.app.commands.switch.set(chat, True)
+        sent: list[str] = []
+
+        async def send(target: Any, text: str) -> None:
+            sent.append(text)
+
+        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            runs = await _wait_for(lambda: _history(store), timeout=4)
+            assert runs and runs[0]["outcome"] == "skipped: chat off", runs
+            assert sent == [] and not await store.get("var/global/ticks")  # not run at all
+            await bot.app.commands.switch.set(chat, False)
+            assert await _wait_for(lambda: asyncio.sleep(0, sent), timeout=4)
+        finally:
+            await cron.stop()
+
+
+def _failures(outcome: str) -> float:
+    from tmy.metrics import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "tmy_cron_send_failures_total", {"rule": "job", "outcome": outcome}
+    )
+    return value or 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(30)
+async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Path) -> None:
+    from tmy.cron import Cron, format_report, jobs_report, outbox_entries
+    from tmy.daemon import Daemon
+    from tmy.errors import AdapterError
+    from tmy.testing import Bot
+
+    schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
+    async with Bot({"r.yaml": _counted(schedule, GROUP)}) as bot:
+        store = bot.app.store
+        sent: list[str] = []
+        retries = _failures("retry")
+
+        async def send(target: Any, text: str) -> None:
+            if not sent:
+                sent.append("refused")
+                raise AdapterError("onebot: no bot account connected")
+            sent.append(text)
+
+        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        daemon = Daemon(bot.app, [])
+        daemon.cron = cron
+        cron.start(bot.engine.rulebook)
+        try:
+            pending = await _wait_for(lambda: outbox_entries(store))
+            assert [item["state"] for _, item in pending] == ["retry"]
+            assert _failures("retry") == retries + 1
+            jobs = await jobs_report(bot.engine.rulebook, store, "UTC")
+            (item,) = jobs[0]["outbox"]
+            assert item["attempts"] == 1 and "no bot account" in item["last_error"]
+            assert "pending send" in format_report(jobs)
+            health = await daemon.health()
+            assert health["cron"]["outbox"]["pending"] == 1
+            assert health["cron"]["outbox"]["oldest"] == item["fire_time"]
+            # the retry (after the first backoff) goes out, and the outbox empties
+            assert await _wait_for(lambda: asyncio.sleep(0, len(sent) == 2), timeout=8)
+            assert await _wait_for(lambda: _outbox_empty(store), timeout=2)
+            runs = await _wait_for(lambda: _retried(store), timeout=2)
+            assert runs[-1]["sent"] == "ok (attempt 2)" and runs[-1]["attempt"] == 2, runs
+            assert sent[1].startswith("tick ")
+            assert (await daemon.health())["cron"]["outbox"]["pending"] == 0
+        finally:
+            await cron.stop()
+        failed = [e for e in read_log(log_file) if e["event"] == "cron.send_failed"]
+        assert failed and failed[0]["level"] == "warning", failed
+        assert failed[0]["error"] == "onebot: no bot account connected"
+
+
+async def _outbox_empty(store: Any) -> bool:
+    from tmy.cron import outbox_entries
+
+    return not await outbox_entries(store)
+
+
+async def _retried(store: Any) -> list[dict[str, Any]]:
+    runs = await _history(store)
+    return runs if any("attempt" in r for r in runs) else []
+
+
+@pytest.mark.timeout(30)
+async def test_a_send_that_keeps_failing_past_its_window_is_given_up_and_counted() -> None:
+    from tmy.cron import Cron, outbox_entries
+    from tmy.testing import Bot
+
+    # the occurrence that runs at start is already older than its 1 s retry window
+    rules = {"r.yaml": _counted("every: 1h, misfire_grace: 3600, send_retry: 1", GROUP)}
+    async with Bot(rules) as bot:
+        store = bot.app.store
+        given_up = _failures("gave_up")
+
+        async def send(target: Any, text: str) -> None:
+            raise RuntimeError("onebot: no bot account connected")
+
+        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            runs = await _wait_for(lambda: _history(store))
+        finally:
+            await cron.stop()
+        assert runs[0]["sent"].endswith("(gave up after 1 attempt)"), runs
+        assert _failures("gave_up") == given_up + 1
+        assert await outbox_entries(store) == []
