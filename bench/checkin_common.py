@@ -72,6 +72,7 @@ class Gate:
         self.delay = delay
         self.hold_first = hold_first
         self.arrivals = 0
+        self.last_arrival = 0.0  # time.monotonic() of the latest request
         self.arrived = asyncio.Event()  # set at each arrival (cleared by the waiter)
         self._open = asyncio.Event()
         self._server: asyncio.base_events.Server | None = None
@@ -109,6 +110,7 @@ class Gate:
         try:
             await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
             self.arrivals += 1
+            self.last_arrival = time.monotonic()
             first = self.arrivals == 1
             self.arrived.set()
             if self.hold_first and first:
