@@ -33,6 +33,7 @@ KEY = "sk-tmy-test-key"
 RULES = """
 variables:
   hits: {scope: global, default: 0}
+  visits: {scope: user, default: 0}
 rules:
   - id: greet
     triggers: ["hi*"]
@@ -54,6 +55,11 @@ rules:
     private: false
     steps:
       - {plugin: ADJUST, input: "pong in {CHAT}"}
+  - id: visits
+    triggers: [visit]
+    steps:
+      - {plugin: ADJUST, input: "?= visits + 1", save: visits}
+      - {plugin: ADJUST, input: "{USER} visit {visits}"}
   - id: slow
     triggers: ["slow *"]
     steps:
@@ -64,10 +70,12 @@ rules:
 
 
 @asynccontextmanager
-async def serving(keys: tuple[str, ...] = ()) -> AsyncIterator[tuple[str, Bot, OpenAIFacade]]:
+async def serving(
+    keys: tuple[str, ...] = (), **options: Any
+) -> AsyncIterator[tuple[str, Bot, OpenAIFacade]]:
     """(base URL of the listener, the bot, the facade) with the facade mounted and started."""
     async with Bot({"o.yaml": RULES}, max_message_chars=1000) as bot:
-        facade = OpenAIFacade(api_keys=keys, max_message_chars=1000)
+        facade = OpenAIFacade(api_keys=keys, max_message_chars=1000, **options)
         http = HttpAdapter("127.0.0.1:0", max_message_chars=1000, api_keys=keys)
         http.mount(facade.routes())
         await http.start(bot.engine.handle)
@@ -208,7 +216,9 @@ async def test_user_field_and_x_tmy_user_header_reach_user(open_facade) -> None:
             user="cat",
             extra_headers={"X-Tmy-User": "dog"},
         )
-        nobody = await oai.chat.completions.create(model="tmy", messages=user_says("hi"))
+        nobody = await oai.chat.completions.with_raw_response.create(
+            model="tmy", messages=user_says("hi")
+        )
         open_webui = await oai.chat.completions.create(
             model="tmy",
             messages=user_says("hi"),
@@ -219,9 +229,10 @@ async def test_user_field_and_x_tmy_user_header_reach_user(open_facade) -> None:
         )
     assert by_field.choices[0].message.content == "hello cat (cat@openai/private:cat) "
     assert header_wins.choices[0].message.content == "hello dog (dog@openai/private:dog) "
-    assert nobody.choices[0].message.content == (
-        "hello anonymous (anonymous@openai/private:anonymous) "
-    )
+    # no user and no keys: a throwaway identity for this one request (nothing shared)
+    assert nobody.headers["X-Tmy-Identity"] == "anonymous-ephemeral"
+    said = nobody.parse().choices[0].message.content
+    assert said.startswith("hello anonymous (anonymous-ephemeral-")
     assert open_webui.choices[0].message.content == "hello Ann Lee (u-42@openai/private:u-42) "
     assert named.choices[0].message.content == "hello Eve (e1@openai/private:e1) "
 
@@ -237,7 +248,8 @@ async def test_x_tmy_chat_puts_the_message_in_a_group_where_it_counts_as_address
         private = await oai.chat.completions.create(model="tmy", messages=user_says("ping"))
     # `mention: true` + `private: false`: answered in the group (the API addresses the bot)
     assert group.choices[0].message.content == "pong in team"
-    assert private.choices[0].message.content == ""  # private: false keeps it out of DMs
+    # private: false keeps it out of DMs: no rule ran, so the unmatched reply
+    assert private.choices[0].message.content == "No rule matched this message."
 
 
 async def test_content_parts_are_joined_and_non_text_parts_ignored(open_facade) -> None:
@@ -259,7 +271,7 @@ async def test_content_parts_are_joined_and_non_text_parts_ignored(open_facade) 
 # -- answers that are not a normal reply ---------------------------------------------------------
 
 
-async def test_unmatched_message_is_an_empty_completion(open_facade) -> None:
+async def test_unmatched_message_answers_the_unmatched_reply_never_empty(open_facade) -> None:
     base, _, _ = open_facade
     async with client(base) as oai:
         done = await oai.chat.completions.create(model="tmy", messages=user_says("nothing here"))
@@ -267,11 +279,116 @@ async def test_unmatched_message_is_an_empty_completion(open_facade) -> None:
             model="tmy", messages=user_says("nothing here"), stream=True
         )
         chunks = [chunk async for chunk in stream]
-    assert done.choices[0].message.content == ""
+    assert done.choices[0].message.content == "No rule matched this message."
     assert done.choices[0].finish_reason == "stop"
     assert done.model_extra["tmy"]["rule"] is None
-    assert "".join(c.choices[0].delta.content or "" for c in chunks) == ""
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert streamed == "No rule matched this message."
     assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+async def test_the_unmatched_reply_is_configurable() -> None:
+    async with serving(unmatched_reply="Try 'hi'.") as (base, _, _), client(base) as oai:
+        done = await oai.chat.completions.create(model="tmy", messages=user_says("what"))
+        matched = await oai.chat.completions.create(model="tmy", messages=user_says("hi"))
+    assert done.choices[0].message.content == "Try 'hi'."
+    assert matched.choices[0].message.content.startswith("hello ")
+
+
+async def test_tools_and_response_format_are_ignored_not_refused(open_facade) -> None:
+    base, _, _ = open_facade
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    async with client(base) as oai:
+        done = await oai.chat.completions.create(
+            model="tmy",
+            messages=user_says("hi"),
+            user="t",
+            tools=[tool],
+            response_format={"type": "json_object"},
+        )
+    assert done.choices[0].message.content == "hello t (t@openai/private:t) "
+    assert done.choices[0].message.tool_calls is None
+
+
+# -- one identity per person ---------------------------------------------------------------------
+
+
+async def test_without_a_user_each_api_key_is_its_own_identity(keyed_facade) -> None:
+    base, _, _ = keyed_facade
+    said = {}
+    for key in (KEY, "sk-second", KEY):
+        async with client(base, key=key) as oai:
+            raw = await oai.chat.completions.with_raw_response.create(
+                model="tmy", messages=user_says("visit")
+            )
+        assert raw.headers["X-Tmy-Identity"] == "api-key"
+        said.setdefault(key, []).append(raw.parse().choices[0].message.content)
+    first, again = said[KEY]
+    (second,) = said["sk-second"]
+    user = first.split(" ")[0]
+    assert user.startswith("key:") and len(user) == len("key:") + 12
+    assert KEY not in first and "second" not in second
+    assert first == f"{user} visit 1" and again == f"{user} visit 2"  # stable per key
+    assert second.split(" ")[0] != user and second.endswith(" visit 1")  # not shared
+
+
+async def test_without_keys_or_a_user_nothing_is_shared_between_requests(open_facade) -> None:
+    base, _, _ = open_facade
+    async with client(base) as oai:
+        one = await oai.chat.completions.create(model="tmy", messages=user_says("visit"))
+        two = await oai.chat.completions.create(model="tmy", messages=user_says("visit"))
+    # each request is a fresh identity: no earlier turn of another client is seen
+    assert one.choices[0].message.content.endswith(" visit 1")
+    assert two.choices[0].message.content.endswith(" visit 1")
+    assert one.choices[0].message.content != two.choices[0].message.content
+
+
+async def test_a_trusted_user_header_cannot_be_overridden_by_the_body_or_x_tmy_user() -> None:
+    options = {"user_header": "X-Forwarded-User", "user_header_trusted": True}
+    async with serving(**options) as (base, _, _), client(base) as oai:
+        raw = await oai.chat.completions.with_raw_response.create(
+            model="tmy",
+            messages=user_says("hi"),
+            user="mallory",
+            extra_headers={"X-Forwarded-User": "alice", "X-Tmy-User": "mallory"},
+        )
+        no_proxy = await oai.chat.completions.create(
+            model="tmy", messages=user_says("hi"), user="bob"
+        )
+    assert raw.headers["X-Tmy-Identity"] == "trusted-header"
+    assert raw.parse().choices[0].message.content == "hello alice (alice@openai/private:alice) "
+    assert no_proxy.choices[0].message.content == "hello bob (bob@openai/private:bob) "
+
+
+async def test_an_untrusted_user_header_comes_after_the_body_user() -> None:
+    async with serving(user_header="X-Forwarded-User") as (base, _, _), client(base) as oai:
+        body_wins = await oai.chat.completions.create(
+            model="tmy",
+            messages=user_says("hi"),
+            user="bob",
+            extra_headers={"X-Forwarded-User": "alice"},
+        )
+        header = await oai.chat.completions.create(
+            model="tmy", messages=user_says("hi"), extra_headers={"X-Forwarded-User": "al"}
+        )
+    assert body_wins.choices[0].message.content == "hello bob (bob@openai/private:bob) "
+    assert header.choices[0].message.content == "hello al (al@openai/private:al) "
+
+
+def test_the_openai_section_of_the_config_reaches_the_facade(tmp_path: Path) -> None:
+    config = tmp_path / "tmy.yaml"
+    config.write_text(
+        "adapters:\n  openai:\n    user_header: X-Auth-User\n    user_header_trusted: true\n"
+        "    unmatched_reply: nope\n",
+        encoding="utf-8",
+    )
+    facade = from_settings(load_settings(config, env={}))
+    assert facade is not None
+    assert (facade.user_header, facade.user_header_trusted) == ("X-Auth-User", True)
+    assert facade.unmatched_reply == "nope"
+    default = from_settings(Settings())
+    assert default is not None and default.user_header == "X-OpenWebUI-User-Id"
+    assert default.user_header_trusted is False
 
 
 async def test_failed_run_answers_with_the_rules_error_reply(open_facade) -> None:

@@ -169,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(args, "http", None):
                 settings = settings.with_(http_listen=args.http, http_enabled=True)
             logs.configure(settings.log_level, settings.log_file or None, fmt=settings.log_format)
+            from tmy.adapters.listener import raise_open_file_limit
             from tmy.daemon import serve
+
+            # room for connections, store sockets and outbound steps; both limits logged
+            logs.get_logger("tmy").info("daemon.open_files", **raise_open_file_limit())
 
             if getattr(args, "no_console", False):
                 settings = settings.with_(console=False)
@@ -323,7 +327,11 @@ def cmd_reload(settings: Settings, url: str | None, key: str | None) -> int:
     key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        response = httpx.post(f"{url.rstrip('/')}/admin/reload", headers=headers, timeout=120)
+        # a JSON body: the listener takes /admin/reload only as application/json, which a
+        # web page cannot send cross-site without a CORS preflight
+        response = httpx.post(
+            f"{url.rstrip('/')}/admin/reload", json={}, headers=headers, timeout=120
+        )
     except httpx.HTTPError as exc:
         print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
         return 2

@@ -11,16 +11,31 @@ Routes on the daemon's one HTTP listener:
   ending in ``data: [DONE]``.
 * ``GET /v1/models`` (and ``/v1/models/tmy``) — the one model, ``tmy``.
 
-Who is speaking: the ``X-Tmy-User`` header wins over the body's ``user``
-field, which wins over Open WebUI's forwarded ``X-OpenWebUI-User-Id``; with
-none of them the user is ``anonymous``. ``X-Tmy-Chat`` names a shared chat;
-without it the message is in the user's private chat. ``PLATFORM`` is
-``openai``, and every message counts as addressed to the bot
+Who is speaking (:meth:`OpenAIFacade.identify`), first match wins:
+
+1. the ``adapters.openai.user_header`` (default ``X-OpenWebUI-User-Id``) when
+   ``user_header_trusted`` is true — a proxy the operator runs sets it, so
+   neither a body ``user`` nor ``X-Tmy-User`` can override it;
+2. the ``X-Tmy-User`` header, then the body's ``user`` field;
+3. the ``user_header`` when it is not marked trusted;
+4. with API keys: the key itself — ``key:`` and 12 hex digits of its SHA-256,
+   so each key is its own identity and the id shows nothing of the secret;
+5. without keys: a fresh ``anonymous-ephemeral-…`` id for this one request, so
+   clients that send no user (litellm for non-OpenAI model names, the ``llm``
+   CLI) never share sessions, history or memory — nothing is recalled.
+
+The response says which applied in ``X-Tmy-Identity`` (``trusted-header``,
+``user``, ``header``, ``api-key``, ``anonymous-ephemeral``). ``X-Tmy-Chat``
+names a shared chat; without it the message is in the user's private chat.
+``PLATFORM`` is ``openai``, and every message counts as addressed to the bot
 (``mentions_bot``), so ``mention: true`` rules answer here.
 
 The request's ``model`` is echoed back whatever it names (a UI may insist on
-its own model name). A message that matches no rule is a normal completion
-with empty content; a run that failed inside a rule is a normal completion
+its own model name); ``tools``, ``tool_choice``, ``functions`` and
+``response_format`` are ignored (logged at debug once). A message that matches
+no rule is a normal completion whose content is ``adapters.openai.unmatched_reply``
+(never empty: agent frameworks retry an empty answer until they give up); a run
+that failed inside a rule is a normal completion
 with the rule's ``on_error`` text, exactly what a chat user would see — the
 error itself stays in the log under ``tmy.trace_id``. Requests the bot cannot
 take (bad JSON, no user message, too long, a bad id, a missing or wrong API
@@ -35,7 +50,9 @@ listener's own :func:`~tmy.adapters.http.api_key_problem`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -54,9 +71,25 @@ from tmy.message import Message, Reply
 log = get_logger("tmy.adapter.openai")
 
 MODEL_ID = "tmy"  # the one model /v1/models lists; any requested name is accepted and echoed
-DEFAULT_USER = "anonymous"  # USER when the request names nobody (Message's own default)
+DEFAULT_USER = "anonymous"  # USER_NAME of an anonymous-ephemeral request (its USER is unique)
 STREAM_KEEPALIVE = 15.0  # seconds between SSE comments while a streamed run is still working
 USAGE_KEYS = ("llm", "when_llm", "while_llm")  # StepRecord.extra entries that carry LLM tokens
+DEFAULT_USER_HEADER = "X-OpenWebUI-User-Id"  # Open WebUI's forwarded user id
+DEFAULT_UNMATCHED = "No rule matched this message."
+IDENTITY_HEADER = "X-Tmy-Identity"  # how USER was chosen (see the module docstring)
+IGNORED_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
+
+
+def key_identity(key: str) -> str:
+    """A stable, non-secret user id for an API key: ``key:`` + 12 hex digits of its SHA-256."""
+    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()
+    return f"key:{digest[:12]}"
+
+
+def bearer(request: web.Request) -> str:
+    """The token of ``Authorization: Bearer <token>`` ("" without one)."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
 
 
 class OpenAIError(Exception):
@@ -101,10 +134,18 @@ class OpenAIFacade:
         api_keys: Sequence[str] = (),
         max_message_chars: int = 20_000,
         max_id_chars: int = 256,
+        *,
+        user_header: str = DEFAULT_USER_HEADER,
+        user_header_trusted: bool = False,
+        unmatched_reply: str = DEFAULT_UNMATCHED,
     ) -> None:
         self.api_keys = tuple(api_keys)
         self.max_chars = max_message_chars
         self.max_id_chars = max_id_chars
+        self.user_header = user_header
+        self.user_header_trusted = user_header_trusted and bool(user_header)
+        self.unmatched_reply = unmatched_reply
+        self._ignored_logged: set[str] = set()
         self.created = int(time.time())  # the model's "created" stamp
         self._handle: Handler | None = None
         self._health = AdapterHealth("stopped")
@@ -171,7 +212,7 @@ class OpenAIFacade:
         try:
             self._check_key(request)
             body = await _json_body(request)
-            message, model, stream, include_usage = self._parse(request, body)
+            message, model, stream, include_usage, how = self._parse(request, body)
             handle = self._handle
             if handle is None:
                 raise OpenAIError(
@@ -182,12 +223,13 @@ class OpenAIFacade:
             return exc.response()
         self._health.event()
         if stream:
-            return await self._stream(request, handle, message, model, include_usage)
+            return await self._stream(request, handle, message, model, include_usage, how)
         reply = await handle(message)
         try:
             _refusal(reply)
         except OpenAIError as exc:
             return exc.response()
+        content = self._content(reply)
         completion = {
             "id": f"chatcmpl-{reply.trace_id}",
             "object": "chat.completion",
@@ -196,7 +238,7 @@ class OpenAIFacade:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.text, "refusal": None},
+                    "message": {"role": "assistant", "content": content, "refusal": None},
                     "logprobs": None,
                     "finish_reason": "stop",
                 }
@@ -205,7 +247,14 @@ class OpenAIFacade:
             "system_fingerprint": None,
             "tmy": _extension(reply),
         }
-        return web.json_response(completion, headers={"x-request-id": reply.trace_id}, dumps=_dumps)
+        headers = {"x-request-id": reply.trace_id, IDENTITY_HEADER: how}
+        return web.json_response(completion, headers=headers, dumps=_dumps)
+
+    def _content(self, reply: Reply) -> str:
+        """The answer's text; ``unmatched_reply`` when no rule ran and nothing was said."""
+        if reply.rule is None and reply.error is None and not reply.text:
+            return self.unmatched_reply
+        return reply.text
 
     async def _stream(
         self,
@@ -214,6 +263,7 @@ class OpenAIFacade:
         message: Message,
         model: str,
         include_usage: bool,
+        how: str,
     ) -> web.StreamResponse:
         """Server-sent events: headers at once, comments while the run works, then the answer.
 
@@ -227,6 +277,7 @@ class OpenAIFacade:
                 "Content-Type": "text/event-stream; charset=utf-8",
                 "Cache-Control": "no-cache",
                 "X-Accel-Buffering": "no",  # nginx: pass events through unbuffered
+                IDENTITY_HEADER: how,
             }
         )
         await response.prepare(request)
@@ -265,8 +316,9 @@ class OpenAIFacade:
             return _event({**base, "choices": [choice], **extra})
 
         events = [chunk({"role": "assistant", "content": ""}, None)]
-        if reply.text:
-            events.append(chunk({"content": reply.text}, None))
+        content = self._content(reply)
+        if content:
+            events.append(chunk({"content": content}, None))
         events.append(chunk({}, "stop", tmy=_extension(reply)))
         if include_usage:
             events.append(_event({**base, "choices": [], "usage": usage(reply)}))
@@ -278,8 +330,39 @@ class OpenAIFacade:
                 pass  # the client left after the last event: nothing more to say
         return response
 
-    def _parse(self, request: web.Request, body: dict[str, Any]) -> tuple[Message, str, bool, bool]:
-        """(message, model, stream, include_usage) from a chat.completions request."""
+    def identify(self, request: web.Request, body: dict[str, Any]) -> tuple[Any, str]:
+        """(USER, how it was chosen) — the order is the module docstring's."""
+        headers = request.headers
+        if self.user_header_trusted:
+            trusted = headers.get(self.user_header)
+            if trusted:
+                return trusted, "trusted-header"
+        user: Any = headers.get("X-Tmy-User") or body.get("user")
+        if isinstance(user, int) and not isinstance(user, bool):
+            user = str(user)  # numeric ids, as several platforms send them
+        if user is not None and user != "":
+            return user, "user"
+        if self.user_header and not self.user_header_trusted:
+            forwarded = headers.get(self.user_header)
+            if forwarded:
+                return forwarded, "header"
+        if self.api_keys:
+            token = bearer(request)
+            if token:  # already checked against api_keys by _check_key
+                return key_identity(token), "api-key"
+        return f"anonymous-ephemeral-{secrets.token_hex(8)}", "anonymous-ephemeral"
+
+    def _log_ignored(self, body: dict[str, Any]) -> None:
+        """Say once (at debug) that a request field the bot cannot honour was ignored."""
+        for name in IGNORED_FIELDS:
+            if body.get(name) is not None and name not in self._ignored_logged:
+                self._ignored_logged.add(name)
+                log.debug("openai.ignored", field=name, why="the rules decide the answer")
+
+    def _parse(
+        self, request: web.Request, body: dict[str, Any]
+    ) -> tuple[Message, str, bool, bool, str]:
+        """(message, model, stream, include_usage, identity source) from a request."""
         model = body.get("model")
         if model is None:
             model = MODEL_ID
@@ -302,12 +385,11 @@ class OpenAIFacade:
                 param="messages",
             )
         headers = request.headers
-        user: Any = headers.get("X-Tmy-User") or body.get("user")
-        if isinstance(user, int) and not isinstance(user, bool):
-            user = str(user)  # numeric ids, as several platforms send them
-        if user is None or user == "":
-            user = headers.get("X-OpenWebUI-User-Id") or DEFAULT_USER
-        user_name = last.get("name") or unquote(headers.get("X-OpenWebUI-User-Name", "")) or user
+        self._log_ignored(body)
+        user, how = self.identify(request, body)
+        user_name = last.get("name") or unquote(headers.get("X-OpenWebUI-User-Name", ""))
+        if not user_name:
+            user_name = DEFAULT_USER if how == "anonymous-ephemeral" else user
         fields = {
             "user": user,
             "chat": headers.get("X-Tmy-Chat", ""),
@@ -325,7 +407,7 @@ class OpenAIFacade:
             raw=body,
             **fields,
         )
-        return message, model, bool(stream), include_usage
+        return message, model, bool(stream), include_usage, how
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -459,8 +541,12 @@ def from_settings(settings: Settings) -> OpenAIFacade | None:
     """The facade rides on the HTTP listener: enabled whenever that is."""
     if not settings.http_enabled:
         return None
+    section = settings.adapters.get("openai") or {}
     return OpenAIFacade(
         api_keys=settings.http_api_keys,
         max_message_chars=settings.max_message_chars,
         max_id_chars=settings.max_id_chars,
+        user_header=section.get("user_header", DEFAULT_USER_HEADER),
+        user_header_trusted=bool(section.get("user_header_trusted", False)),
+        unmatched_reply=section.get("unmatched_reply", DEFAULT_UNMATCHED),
     )
