@@ -24,6 +24,7 @@ import aiohttp
 from aiohttp import web
 
 SELF_ID = 10001
+ANONYMOUS_USER = 80000000  # the user_id QQ gives every anonymous group sender
 
 
 class FakeImpl:
@@ -73,6 +74,12 @@ class FakeImpl:
         self._taken = taken + 1
         return self.actions[taken][1]
 
+    async def action_where(self, predicate: Any, timeout: float = 10.0) -> dict[str, Any]:
+        """The first action (taken or not) for which ``predicate(frame)`` holds (waits for it)."""
+        async with asyncio.timeout(timeout), self._arrived:
+            await self._arrived.wait_for(lambda: any(predicate(f) for _, f in self.actions))
+        return next(f for _, f in self.actions if predicate(f))
+
     async def no_action(self, wait: float = 0.3) -> None:
         """Fail if an action not yet taken arrives within ``wait`` seconds."""
         await asyncio.sleep(wait)
@@ -94,19 +101,26 @@ class FakeImpl:
         message_id: int = 555,
         card: str = "Ann",
         nickname: str = "ann_nick",
+        anonymous: dict[str, Any] | None = None,
     ) -> None:
-        """A group message from ``user`` (a CQ string or a segment array)."""
+        """A group message from ``user`` (a CQ string or a segment array).
+
+        ``anonymous`` (``{"id", "name", "flag"}``) makes it an anonymous message,
+        as QQ reports one: ``user_id`` 80000000 and ``sub_type`` anonymous.
+        """
+        if anonymous is not None:
+            user = ANONYMOUS_USER
         await self.send(
             {
                 "time": int(time.time()),
                 "self_id": self.self_id,
                 "post_type": "message",
                 "message_type": "group",
-                "sub_type": "normal",
+                "sub_type": "normal" if anonymous is None else "anonymous",
                 "message_id": message_id,
                 "group_id": group,
                 "user_id": user,
-                "anonymous": None,
+                "anonymous": anonymous,
                 "message": message,
                 "raw_message": message if isinstance(message, str) else "",
                 "font": 0,
@@ -234,4 +248,41 @@ class FakeServer:
         impl = FakeImpl(ws, self.self_id)
         await self.connections.put(impl)
         await impl.closed.wait()
+        return ws
+
+
+class FailingServer:
+    """A forward-mode implementation that refuses in-band: it accepts the WebSocket, sends one
+    failure frame (``frame``) and closes, as some do for a wrong access token."""
+
+    def __init__(self, frame: dict[str, Any]) -> None:
+        self.frame = frame
+        self.accepted = 0
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    async def __aenter__(self) -> FailingServer:
+        app = web.Application()
+        app.router.add_get("/", self._accept)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=1)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+    async def _accept(self, request: web.Request) -> web.StreamResponse:
+        self.accepted += 1
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(json.dumps(self.frame))
+        await ws.close(code=aiohttp.WSCloseCode.POLICY_VIOLATION, message=b"bye")
         return ws

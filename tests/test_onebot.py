@@ -8,6 +8,7 @@ and answers ``send_msg`` the way NapCat does; the tests read what tmy sent.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,11 +20,22 @@ import httpx
 import pytest
 from log_helpers import read_log
 
-from tests.onebot_fake import SELF_ID, FakeImpl, FakeServer, at, connect_reverse, meta, text
+from tests.onebot_fake import (
+    SELF_ID,
+    FailingServer,
+    FakeImpl,
+    FakeServer,
+    at,
+    connect_reverse,
+    meta,
+    text,
+)
 from tmy import daemon as daemon_mod
+from tmy import metrics
 from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig, from_settings
+from tmy.adapters.onebot import adapter as onebot_adapter
 from tmy.adapters.onebot.codec import (
     escape,
     parse_cq,
@@ -41,6 +53,7 @@ from tmy.testing import Bot
 RULES = """
 variables:
   hits: {scope: global, default: 0}
+  secret: {scope: user, default: "none"}
 rules:
   - id: echo
     triggers: ["echo *"]
@@ -60,6 +73,14 @@ rules:
     triggers: [long]
     steps:
       - {plugin: ADJUST, input: "?= 'x' * 3500"}
+  - id: keep
+    triggers: ["keep *"]
+    steps:
+      - {plugin: ADJUST, input: "{QUESTION}", save: secret}
+  - id: tell
+    triggers: [tell]
+    steps:
+      - {plugin: ADJUST, input: "{USER}:{secret}"}
 """
 
 
@@ -76,6 +97,8 @@ class Served:
         self.adapter = adapter
         self.http = http
         self.seen: list[Message] = []
+        self.blocked: set[str] = set()  # chats whose runs hang until ``release`` is set
+        self.release = asyncio.Event()
         self.session = aiohttp.ClientSession()
 
     @property
@@ -84,6 +107,8 @@ class Served:
 
     async def handle(self, message: Message) -> Reply:
         self.seen.append(message)
+        if message.chat in self.blocked:
+            await self.release.wait()  # a slow rule (an LLM that takes its time)
         return await self.bot.engine.handle(message)
 
     async def connect(self, self_id: int = SELF_ID, **kw: Any) -> FakeImpl:
@@ -415,6 +440,117 @@ async def test_replies_to_one_group_are_paced_but_other_groups_are_not(bot: Bot)
         assert arrived["b1"] < arrived["a2"]  # group 2 did not wait for group 1's turn
 
 
+# -- one busy chat cannot starve the others ------------------------------------------------
+
+
+def dropped(what: str) -> float:
+    """tmy_chat_dropped{adapter="onebot", what=…} so far."""
+    labels = {"adapter": "onebot", "what": what}
+    return metrics.REGISTRY.get_sample_value("tmy_chat_dropped_total", labels) or 0.0
+
+
+def to_group(group: int, marker: str) -> Any:
+    """A predicate: a send_msg to ``group`` whose text ends with ``marker``."""
+    return lambda f: f["params"].get("group_id") == group and sent_text(f).endswith(marker)
+
+
+async def test_a_flooded_group_cannot_starve_the_others(
+    bot: Bot, log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small adapter-wide bound so the flood would reach it quickly if paced replies counted
+    monkeypatch.setattr(onebot_adapter, "MAX_WAITING", 40)
+    before, before_msg = dropped("reply"), dropped("message")
+    async with reverse(bot, send_interval=0.1) as served:
+        impl = await served.connect()
+        flood = iter(range(300))
+        for g in range(2, 7):
+            for i in itertools.islice(flood, 60):  # group 1 floods; replies go out every 0.1 s
+                await impl.group(f"echo f{i}", group=1, message_id=i)
+            # a probe from each other group, sent right behind the flood, is answered
+            await impl.group(f"echo probe{g}", group=g, message_id=1000 + g)
+            await impl.action_where(to_group(g, f"|probe{g}"), timeout=3)
+            # group 1's queue stays bounded by max_pending_per_chat (default 20)
+            assert served.adapter.health()["waiting"]["replies"] <= 20
+        # each message ran or was dropped waiting; each reply was sent, waits, or was dropped
+        inbound = served.adapter._inbound
+
+        def ran() -> int:
+            return len(served.seen) + int(dropped("message") - before_msg)
+
+        await until(lambda: ran() == 305 and inbound.in_flight == 0, timeout=30)
+        waiting = served.adapter.health()["waiting"]["replies"]
+        assert 0 < waiting <= 20
+        gone = len(served.seen) - len(impl.actions) - waiting - (dropped("reply") - before)
+        assert gone in (0, 1)  # 1: a send in flight
+    lines = [e for e in read_log(log_file) if e["event"] == "onebot.chat_dropped"]
+    assert lines, "drops are logged"
+    assert {(e["adapter"], e["chat"], e["account"]) for e in lines} == {
+        ("onebot", "group:1", str(SELF_ID))
+    }
+    replies = [e for e in lines if e["what"] == "reply"]
+    assert replies and sum(e["dropped"] for e in replies) <= dropped("reply") - before
+
+
+async def test_a_group_whose_runs_hang_leaves_run_slots_to_the_others(
+    bot: Bot, log_file: Path
+) -> None:
+    before = dropped("message")
+    async with reverse(bot, send_interval=0, max_pending_per_chat=3) as served:
+        served.blocked.add("group:1")
+        impl = await served.connect()
+        for i in range(100):  # more than MAX_RUNS: all would hang if one chat could take them
+            await impl.group(f"echo slow{i}", group=1, message_id=i)
+        await until(
+            lambda: dropped("message") - before >= 100 - 3 - onebot_adapter.MAX_RUNS_PER_CHAT
+        )
+        assert served.adapter.health()["waiting"]["messages"] == 3
+        await impl.group("echo probe", group=2, message_id=500)
+        await impl.action_where(to_group(2, "|probe"), timeout=3)
+        served.release.set()
+        # the newest waiting ones survived the cap: the last message is answered
+        await impl.action_where(to_group(1, "|slow99"), timeout=5)
+    lines = [e for e in read_log(log_file) if e["event"] == "onebot.chat_dropped"]
+    assert lines and lines[0]["chat"] == "group:1" and lines[0]["what"] == "message"
+
+
+async def test_max_pending_per_chat_is_checked() -> None:
+    assert OneBotConfig.from_section({}).max_pending_per_chat == 20
+    for bad in (0, -1, "5", True, 10**6):
+        with pytest.raises(ConfigError, match="max_pending_per_chat"):
+            OneBotConfig.from_section({"max_pending_per_chat": bad})
+
+
+# -- anonymous group messages ------------------------------------------------------------------
+
+
+async def test_anonymous_senders_are_keyed_on_their_anonymous_id(served: Served) -> None:
+    impl = await served.connect()
+    one = {"id": 4401, "name": "Bulbasaur", "flag": "f1"}
+    two = {"id": 4402, "name": "Squirtle", "flag": "f2"}
+    await impl.group("keep mine-only", group=30003, message_id=1, anonymous=one)
+    await impl.next_action()
+    await impl.group("tell", group=30004, message_id=2, anonymous=two)  # another group, too
+    assert sent_text(await impl.next_action()) == "anonymous:4402:none"
+    await impl.group("tell", group=30003, message_id=3, anonymous=one)
+    assert sent_text(await impl.next_action()) == "anonymous:4401:mine-only"
+    assert [m.user for m in served.seen] == ["anonymous:4401", "anonymous:4402", "anonymous:4401"]
+    assert served.seen[0].user_name == "Bulbasaur"
+    # without its anonymous object an anonymous message has no identity: it is not answered
+    await impl.send({**served.seen[0].raw, "anonymous": {"name": "x"}, "message_id": 4})
+    await impl.no_action(0.3)
+
+
+async def test_anonymous_messages_can_be_ignored(bot: Bot) -> None:
+    async with reverse(bot, send_interval=0, anonymous="ignore") as served:
+        impl = await served.connect()
+        await impl.group("tell", message_id=1, anonymous={"id": 1, "name": "a", "flag": "f"})
+        await impl.group("echo named", message_id=2)
+        assert sent_text(await impl.next_action()).endswith("|named")
+        assert [m.user for m in served.seen] == ["20002"]
+    with pytest.raises(ConfigError, match="anonymous"):
+        OneBotConfig.from_section({"anonymous": "share"})
+
+
 # -- de-duplication --------------------------------------------------------------------------
 
 
@@ -500,6 +636,34 @@ async def test_forward_closes_a_silent_server_and_reconnects(bot: Bot) -> None:
             impl = await asyncio.wait_for(server.connections.get(), 8)
             await impl.group("echo back")
             assert sent_text(await impl.next_action()).endswith("|back")
+
+
+async def test_forward_backs_off_a_server_that_fails_every_session_and_logs_why(
+    bot: Bot, log_file: Path
+) -> None:
+    token = "tok-forward-secret-42"
+    failure = {"status": "failed", "retcode": 1403, "wording": f"token {token} verify failed"}
+    async with FailingServer(failure) as server:
+        adapter = OneBotAdapter(
+            OneBotConfig(mode="forward", url=server.url, access_token=token),
+            store=bot.app.store,
+        )
+        adapter.backoff_base, adapter.backoff_cap = 0.02, 0.5
+        await adapter.start(bot.engine.handle)
+        try:
+            await until(lambda: server.accepted >= 6, timeout=20)
+        finally:
+            await adapter.stop()
+    events = read_log(log_file)
+    retries = [e for e in events if e["event"] == "onebot.reconnecting"]
+    assert len(retries) >= 5
+    # every session failed: the backoff keeps growing instead of starting over each time
+    assert [e["attempt"] for e in retries[:5]] == [1, 2, 3, 4, 5]
+    assert all("verify failed" in e["reason"] for e in retries)
+    frames = [e for e in events if e["event"] == "onebot.failure_frame"]
+    assert frames and frames[0]["retcode"] == 1403
+    assert "token *** verify failed" in frames[0]["error"]
+    assert token not in log_file.read_text()  # the access token is a secret
 
 
 # -- configuration and the daemon ------------------------------------------------------------

@@ -94,6 +94,13 @@ class FairSlots:
                     self._waiters.remove(waiter)
             raise
 
+    def try_acquire(self) -> bool:
+        """Take a slot now if one is free and nobody waits for one (never jumps the queue)."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
     def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -106,19 +113,22 @@ class FairSlots:
 class _Lane(Generic[T]):
     """One chat: what waits, how much of it is in flight, its drain task, drops not yet logged."""
 
-    __slots__ = ("dropped", "items", "logged_at", "room", "running", "task")
+    __slots__ = ("dropped", "items", "logged_at", "running", "task", "wake")
 
-    def __init__(self, per_chat_in_flight: int) -> None:
+    def __init__(self) -> None:
         self.items: deque[T] = deque()
-        self.running = 0
-        self.room = asyncio.Semaphore(per_chat_in_flight)  # one acquirer (the drain task): fair
+        self.running = 0  # items of this chat in flight
+        self.wake = asyncio.Event()  # set when one of them ends
         self.task: asyncio.Task[None] | None = None
         self.dropped = 0  # drops since the last log line
         self.logged_at = -1e9
 
 
 class ChatQueues(Generic[T]):
-    """Per-chat bounded queues with fair, adapter-wide-limited service; see the module docstring."""
+    """Per-chat bounded queues with fair, adapter-wide-limited service; see the module docstring.
+
+    A chat is any hashable key; an ``(account, chat)`` tuple is logged as its two parts.
+    """
 
     def __init__(
         self,
@@ -187,7 +197,7 @@ class ChatQueues(Generic[T]):
             return False
         lane = self._lanes.get(chat)
         if lane is None:
-            lane = self._lanes[chat] = _Lane(self.per_chat_in_flight)
+            lane = self._lanes[chat] = _Lane()
             self._idle.clear()
         if len(lane.items) >= self.per_chat:
             self._drop_oldest(chat, lane)
@@ -201,7 +211,8 @@ class ChatQueues(Generic[T]):
         self._waiting += 1
         if self._waiting >= self.total:
             self._room.clear()
-        if lane.task is None:
+        self._start_ready(chat, lane)
+        if lane.items and lane.task is None:
             lane.task = asyncio.create_task(self._drain(chat, lane), name=f"{self.adapter}-lane")
         return True
 
@@ -234,6 +245,27 @@ class ChatQueues(Generic[T]):
 
     # -- the drain ---------------------------------------------------------------------------------
 
+    def _start_ready(self, chat: Hashable, lane: _Lane[T]) -> None:
+        """Start at once what may start now: a slot free with nobody waiting, the chat's own
+        room and pacing allowing. (A socket reader can hand over a whole burst before any
+        other task runs; without this the burst would meet the cap while slots stood idle.)"""
+        while (
+            lane.items
+            and lane.running < self.per_chat_in_flight
+            and self._ready_at.get(chat, 0.0) <= time.monotonic()
+            and self.slots.try_acquire()
+        ):
+            self._start(chat, lane)
+
+    def _start(self, chat: Hashable, lane: _Lane[T]) -> None:
+        """Take the chat's oldest item into flight (a slot is already held for it)."""
+        item = lane.items.popleft()
+        self._took()
+        lane.running += 1
+        run = asyncio.create_task(self._execute(chat, lane, item), name=f"{self.adapter}-run")
+        self._runs.add(run)
+        run.add_done_callback(self._runs.discard)
+
     async def _drain(self, chat: Hashable, lane: _Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
         try:
@@ -242,25 +274,19 @@ class ChatQueues(Generic[T]):
                 if delay > 0:
                     await asyncio.sleep(delay)
                     continue
-                await lane.room.acquire()
-                try:
-                    await self.slots.acquire()
-                except BaseException:
-                    lane.room.release()
-                    raise
-                if not lane.items:  # dropped meanwhile (the total cap took them)
+                if lane.running >= self.per_chat_in_flight:
+                    lane.wake.clear()
+                    await lane.wake.wait()
+                    continue
+                await self.slots.acquire()  # one waiter per chat, served in turn: a round robin
+                if (
+                    lane.items
+                    and lane.running < self.per_chat_in_flight
+                    and self._ready_at.get(chat, 0.0) <= time.monotonic()
+                ):
+                    self._start(chat, lane)
+                else:  # the items were dropped, or started, meanwhile
                     self.slots.release()
-                    lane.room.release()
-                    break
-                item = lane.items.popleft()
-                self._took()
-                lane.running += 1
-                if self.per_chat_in_flight == 1:
-                    await self._execute(chat, lane, item)  # in order, one at a time
-                else:
-                    run = asyncio.create_task(self._execute(chat, lane, item))
-                    self._runs.add(run)
-                    run.add_done_callback(self._runs.discard)
         finally:
             lane.task = None
             self._retire(chat, lane)
@@ -288,8 +314,12 @@ class ChatQueues(Generic[T]):
                 await self.slots.acquire()
         finally:
             lane.running -= 1
-            lane.room.release()
+            lane.wake.set()
             if lane.task is None:
+                if lane.items and self.accepting:
+                    self._start_ready(chat, lane)
+                    if lane.items:
+                        lane.task = asyncio.create_task(self._drain(chat, lane))
                 self._retire(chat, lane)
 
     # -- bookkeeping -------------------------------------------------------------------------------
@@ -329,10 +359,12 @@ class ChatQueues(Generic[T]):
             self._on_drop(item)
 
     def _log_drops(self, chat: Hashable, lane: _Lane[T]) -> None:
+        account, name = chat if isinstance(chat, tuple) else ("", chat)
         self._log.warning(
             f"{self.adapter}.chat_dropped",
             adapter=self.adapter,
-            chat=_label(chat),
+            chat=str(name),
+            account=str(account) or None,
             what=self.what,
             dropped=lane.dropped,
             waiting=len(lane.items),
@@ -342,10 +374,3 @@ class ChatQueues(Generic[T]):
         )
         lane.dropped = 0
         lane.logged_at = time.monotonic()
-
-
-def _label(chat: Hashable) -> str:
-    """A chat key for the log: tuples (account, chat) read ``chat@account``."""
-    if isinstance(chat, tuple):
-        return "@".join(str(part) for part in reversed(chat) if part != "")
-    return str(chat)
