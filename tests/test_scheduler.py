@@ -29,9 +29,12 @@ from checkin_common import (
     write_rules,
 )
 
+from tmy import metrics
 from tmy.errors import RuleErrors
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources
+from tmy.store import open_store
+from tmy.store.sqlite import SQLiteStore
 from tmy.testing import Bot
 
 
@@ -146,3 +149,51 @@ def test_a_span_over_several_variables_is_refused_at_load_on_a_redis_cluster() -
     one = SPAN.replace("save: stamp", "save: PRE_ANSWER").replace("stamp ==", "n ==")
     assert load_sources([(Path("s.yaml"), one)], default_registry(), store_url=url)
     assert load_sources([(Path("s.yaml"), SPAN)], default_registry(), store_url="redis://h/0")
+
+
+VISIT = """
+variables:
+  visits: {{scope: global, default: 0}}
+rules:
+  - id: visit
+    triggers: [visit]
+    steps:
+      - {{plugin: HTTP, url: "{gate}?n={{visits}}", result: status, save: visits}}
+"""
+
+
+def _lost(kind: str) -> float:
+    return metrics.LEASES_LOST.labels(kind)._value.get()
+
+
+async def test_a_locked_step_whose_lease_was_taken_meanwhile_writes_nothing(
+    tmp_path: Path, backend_url: str
+) -> None:
+    """A step that reads and saves one variable holds its lease across its I/O; when
+    the lease is gone from the store before it writes (expired and taken by another
+    daemon), the store refuses the fenced write: an error, a metric, nothing written."""
+    gate = Gate(hold_first=True)
+    await gate.start()
+    other = open_store(backend_url)
+    await other.open()
+    try:
+        async with Bot({"v.yaml": VISIT.format(gate=gate.url)}, store=backend_url) as bot:
+            assert bot.engine.rulebook.by_id["visit"].steps[0].lock_roots == ("visits",)
+            before = _lost("step")
+            asking = asyncio.ensure_future(bot.ask("visit"))
+            await gate.wait_arrival()  # the step holds the lease of visits
+            if isinstance(other, SQLiteStore):
+                other._db.execute("DELETE FROM locks")
+            else:
+                await other._r().delete(other._k("var/global/visits") + ":lock")
+            await other.set("var/global/visits", 41)  # what the new holder wrote
+            gate.release()
+            reply = await asyncio.wait_for(asking, 30)
+            assert reply.error and "lease" in reply.error
+            assert await bot.var("visits") == 41
+            assert _lost("step") == before + 1
+            assert (await bot.ask("visit")).error is None  # the next run locks and writes
+            assert await bot.var("visits") == 200
+    finally:
+        await other.close()
+        await gate.stop()
