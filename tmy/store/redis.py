@@ -56,6 +56,15 @@ Why it is built this way:
   resent release never deletes a lease someone else took meanwhile; a resent
   take that lands after its release can leave a lease with nobody behind it,
   which expires within one lease length.
+* **commit** applies several writes with ONE script that first compares
+  each fencing lease's key with its holder's token (an expired lease key is
+  gone, so it fails too) and writes nothing unless all still hold
+  (``LeaseLost``); it is recorded like every write, so a resent copy applies
+  nothing twice. On a Redis Cluster every key of one commit (values, write
+  record, leases) must be in one hash slot: a key and its own lease always
+  are; keys of several variables are refused with a StoreError before
+  anything is sent. ``?lease_ttl=`` in the URL sets ``lock``'s default lease
+  length.
 * **Failures.** redis-py reconnects on the next command after a Redis restart
   (a command on a dead pooled connection fails and is retried on a new one) and retries
   connection errors and timeouts 3 times with capped exponential backoff;
