@@ -213,3 +213,120 @@ def test_serve_answers_over_http_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=10)
+
+
+# -- cross-site control of a local daemon (Content-Type, Origin, Host) --------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
+)
+async def test_json_routes_take_only_application_json(
+    served: tuple[httpx.AsyncClient, Bot], content_type: str | None
+) -> None:
+    client, bot = served
+    headers = {"Content-Type": content_type} if content_type else {}
+    # what a web page can POST cross-site without a preflight: an admin command as text
+    body = b'{"text": "hit"}'
+    for path in ("/v1/messages", "/admin/reload"):
+        response = await client.post(path, content=body, headers=headers)
+        assert response.status_code == 415, (path, response.text)
+        assert "application/json" in response.json()["error"]
+    assert await bot.var("hits") == 0  # nothing ran
+    ok = await client.post("/v1/messages", content=body, headers={
+        "Content-Type": "application/json; charset=utf-8"})  # fmt: skip
+    assert ok.status_code == 200 and ok.json()["rule"] == "hit"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://127.0.0.1:1"},  # another port: another origin
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
+async def test_state_changing_requests_from_another_site_are_403(
+    served: tuple[httpx.AsyncClient, Bot], headers: dict[str, str]
+) -> None:
+    client, bot = served
+    response = await client.post("/v1/messages", json={"text": "hit"}, headers=headers)
+    assert response.status_code == 403
+    assert "cross-site" in response.json()["error"]
+    assert (await client.post("/admin/reload", json={}, headers=headers)).status_code == 403
+    assert await bot.var("hits") == 0
+
+
+async def test_same_origin_and_non_browser_requests_pass(
+    served: tuple[httpx.AsyncClient, Bot],
+) -> None:
+    client, _ = served
+    origin = str(client.base_url).rstrip("/")
+    same = {"Origin": origin, "Sec-Fetch-Site": "same-origin"}
+    assert (
+        await client.post("/v1/messages", json={"text": "hit"}, headers=same)
+    ).status_code == 200
+    assert (await client.post("/v1/messages", json={"text": "hit"})).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8080", "127.0.0.1.nip.io"])
+async def test_a_host_header_that_does_not_name_the_listener_is_421(
+    served: tuple[httpx.AsyncClient, Bot], host: str
+) -> None:
+    """DNS rebinding: the page's own name, resolved to 127.0.0.1, is in the Host header."""
+    client, _ = served
+    for response in (
+        await client.get("/healthz", headers={"Host": host}),
+        await client.post("/v1/messages", json={"text": "hi"}, headers={"Host": host}),
+    ):
+        assert response.status_code == 421
+        assert "allowed_hosts" in response.json()["error"]
+
+
+async def test_loopback_names_and_allowed_hosts_pass() -> None:
+    async with Bot({"h.yaml": RULES}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0", allowed_hosts=["bot.example.com"])
+        await adapter.start(bot.engine.handle)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{adapter.port}") as client:
+                for host in ("localhost", f"localhost:{adapter.port}", "127.0.0.1", "[::1]:80",
+                             "BOT.example.com", "bot.example.com:443"):  # fmt: skip
+                    got = await client.get("/healthz", headers={"Host": host})
+                    assert got.status_code == 200, host
+                assert (
+                    await client.get("/healthz", headers={"Host": "x.example"})
+                ).status_code == 421
+                # a proxy that rewrites Host: its public origin is allowed by name
+                proxied = {"Origin": "https://bot.example.com"}
+                got = await client.post("/v1/messages", json={"text": "hi"}, headers=proxied)
+                assert got.status_code == 200
+        finally:
+            await adapter.stop()
+
+
+async def test_a_websocket_upgrade_from_another_site_is_refused_on_mounted_routes() -> None:
+    from aiohttp import ClientSession, WSServerHandshakeError, web
+
+    async def ws(request: web.Request) -> web.WebSocketResponse:
+        sock = web.WebSocketResponse()
+        await sock.prepare(request)
+        await sock.send_str("hello")
+        await sock.close()
+        return sock
+
+    async with Bot({"h.yaml": RULES}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0")
+        adapter.mount([web.get("/onebot/v11/ws", ws)])
+        await adapter.start(bot.engine.handle)
+        url = f"http://127.0.0.1:{adapter.port}/onebot/v11/ws"
+        try:
+            async with ClientSession() as session:
+                with pytest.raises(WSServerHandshakeError) as refused:
+                    await session.ws_connect(url, headers={"Origin": "http://evil.example"})
+                assert refused.value.status == 403
+                async with session.ws_connect(url) as sock:  # a non-browser client: no Origin
+                    assert (await sock.receive(timeout=5)).data == "hello"
+        finally:
+            await adapter.stop()

@@ -144,6 +144,8 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "action_timeout": (int, float),
         "quote_reply": bool,
         "at_sender": bool,
+        "max_pending_per_chat": int,
+        "anonymous": str,
     },
     "adapters.discord": {"enabled": bool, "token_env": str, "shards": (int, str)},
     "adapters.telegram": {
@@ -159,6 +161,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
 # keys whose value must be one of a few words (or, for numbers, a range)
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "adapters.onebot.mode": ("reverse", "forward"),
+    "adapters.onebot.anonymous": ("key", "ignore"),
     "adapters.telegram.mode": ("polling", "webhook"),
     "log.format": ("auto", "json", "console"),
 }

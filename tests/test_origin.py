@@ -1,0 +1,73 @@
+"""Which Host a listener answers to and which Origin may change state (tmy.adapters.origin).
+
+The listener-level behaviour (421/403 on a real port) is in test_http_adapter.py;
+these cover the address forms a real port cannot (a wildcard, a LAN address).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tmy.adapters.origin import HostPolicy, split_host
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", "8080")),
+        ("LocalHost", ("localhost", "")),
+        ("[::1]:8080", ("::1", "8080")),
+        ("[::1]", ("::1", "")),
+        ("bot.example.com.:443", ("bot.example.com", "443")),
+        ("::1", ("::1", "")),
+    ],
+)
+def test_split_host(header: str, expected: tuple[str, str]) -> None:
+    assert split_host(header) == expected
+
+
+def test_loopback_listener_answers_loopback_names_only() -> None:
+    policy = HostPolicy("127.0.0.1")
+    for ok in ("127.0.0.1:8080", "localhost", "127.0.0.2", "[::1]:8080", None):
+        assert policy.host_problem(ok) is None, ok
+    for bad in ("evil.example", "192.168.1.5", "127.0.0.1.nip.io", "localhost.evil.example"):
+        assert "allowed_hosts" in (policy.host_problem(bad) or ""), bad
+
+
+def test_wildcard_listener_answers_any_ip_literal_and_listed_names() -> None:
+    """0.0.0.0: every address of the machine works; a name must be listed (rebinding)."""
+    policy = HostPolicy("0.0.0.0", ["tmy", "host.docker.internal"])
+    for ok in ("192.168.1.5:8080", "10.0.0.7", "[fe80::1]:8080", "localhost", "tmy:8080",
+               "host.docker.internal"):  # fmt: skip
+        assert policy.host_problem(ok) is None, ok
+    assert policy.host_problem("evil.example") is not None
+    assert HostPolicy("::").host_problem("bot.example.com") is not None
+
+
+def test_a_specific_address_answers_itself_and_allowed_hosts() -> None:
+    policy = HostPolicy("192.168.1.5", ["bot.example.com"])
+    assert policy.host_problem("192.168.1.5:8080") is None
+    assert policy.host_problem("Bot.Example.Com") is None
+    assert policy.host_problem("127.0.0.1") is not None  # not what it listens on
+    assert HostPolicy("127.0.0.1", ["*"]).host_problem("anything.example") is None
+
+
+@pytest.mark.parametrize(
+    ("headers", "refused"),
+    [
+        ({}, False),
+        ({"Origin": "http://127.0.0.1:8080", "Host": "127.0.0.1:8080"}, False),
+        ({"Origin": "http://localhost", "Host": "localhost:80"}, False),
+        ({"Origin": "https://bot.example.com", "Host": "127.0.0.1:8080"}, False),  # listed
+        ({"Sec-Fetch-Site": "same-origin"}, False),
+        ({"Sec-Fetch-Site": "none"}, False),  # typed into the address bar
+        ({"Origin": "http://localhost:3000", "Host": "localhost:8080"}, True),
+        ({"Origin": "http://evil.example", "Host": "127.0.0.1:8080"}, True),
+        ({"Origin": "null", "Host": "127.0.0.1:8080"}, True),
+        ({"Origin": "http://[bad", "Host": "127.0.0.1:8080"}, True),
+        ({"Sec-Fetch-Site": "cross-site"}, True),
+    ],
+)
+def test_cross_site_problem(headers: dict[str, str], refused: bool) -> None:
+    policy = HostPolicy("127.0.0.1", ["bot.example.com"])
+    assert (policy.cross_site_problem(headers) is not None) is refused
