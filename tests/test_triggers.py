@@ -319,3 +319,82 @@ def test_anchored_regexes_still_match_what_they_should() -> None:
     assert index.match("rx-abc").question == "abc"  # case folded like any trigger
     assert index.match("  RX-abc ").question == "abc"
     assert index.match("xrx-abc") is None
+
+
+# -- the user's text as sent: matched on NFKC, QUESTION cut from the original -----------------
+
+SENT = "我的猫叫咪咪，它３岁！"  # full-width comma, digit and exclamation mark: NFKC folds them
+
+
+async def test_remember_stores_the_text_as_sent_not_its_nfkc_form() -> None:
+    from tmy.memory import entries
+
+    rules = {
+        "m.yaml": "rules:\n"
+        '  - {id: remember, triggers: ["记住*"], steps: [{plugin: REMEMBER}]}\n'
+        '  - {id: echo, triggers: ["记住 *"], priority: -1, steps: [{plugin: ADJUST}]}\n'
+    }
+    async with Bot(rules) as bot:
+        reply = await bot.ask(f"记住 {SENT}", user="ann")
+        assert reply.text == f"好的，我记住了：{SENT}"
+        stored = entries.entries_of(
+            await bot.engine.services.store.get(entries.user_key("test", "ann"))
+        )
+        assert [e["text"] for e in stored] == [SENT]
+        assert reply.steps[0].input == SENT  # what REMEMBER (or an LLM step) was given
+
+
+AS_SENT = [
+    # (trigger, text, expected "rule|MAGIC|QUESTION"): QUESTION keeps full-width forms
+    ("记住*", f"记住 {SENT}", f"r|记住|{SENT}"),
+    ("ask *", "ASK  Ｈｅｌｌｏ，Ｗｏｒｌｄ！ ", "r|ask|Ｈｅｌｌｏ，Ｗｏｒｌｄ！"),
+    ("*吗？", "你３岁了吗？", "r|吗?|你３岁了"),  # MAGIC: the trigger's literal, as before
+    ("*吗?", "你３岁了吗？", "r|吗?|你３岁了"),  # the trigger's own form does not matter
+    ("*find*", "ａ，ＦＩＮＤ ｘ！", "r|find|ａ， ｘ！"),
+    ("*", " Ｈｉ，ａｌｌ！ ", "r||Ｈｉ，ａｌｌ！"),
+    ("ask *", "ask ß ﬁ㍻ ２", "r|ask|ß ﬁ㍻ ２"),  # casefold and NFKC change lengths
+    ("straße *", "STRASSE Ｎｏ．１", "r|straße|Ｎｏ．１"),  # the literal folds longer (ss)
+    ("*ﬁle", "ｍｙ ﬁle", "r|file|ｍｙ"),
+    ("hi *", "hi 世\u200b界！", "r|hi|世界！"),  # invisible characters stay out
+    ("note *", "note cafe\u0301 ２", "r|note|cafe\u0301 ２"),  # combining mark kept as sent
+]
+
+
+@pytest.mark.parametrize(("trigger", "text", "expected"), AS_SENT)
+async def test_question_is_cut_from_the_text_as_sent(
+    trigger: str, text: str, expected: str
+) -> None:
+    assert await answer(book(rule("r", trigger)), text) == expected
+
+
+async def test_case_sensitive_triggers_cut_from_the_text_as_sent_too() -> None:
+    rules = book(rule("r", "Ask *", case_sensitive=True))
+    assert await answer(rules, "Ask ２＋２，ｐｌｅａｓｅ") == "r|Ask|２＋２，ｐｌｅａｓｅ"
+
+
+async def test_regex_named_groups_and_magic_are_as_sent() -> None:
+    r = rule("w", r"re:^(?P<city>\w+) weather in (?P<QUESTION>.+?)[?!]?$")
+    r["steps"][0]["input"] = "{city}|{MAGIC}|{QUESTION}"
+    assert await answer(book(r), "Ｐａｒｉｓ weather in ５ days！") == (
+        "Ｐａｒｉｓ|Ｐａｒｉｓ weather in ５ days！|５ days"
+    )
+
+
+async def test_a_session_follow_up_is_the_text_as_sent() -> None:
+    async with Bot(session_rules()) as bot:
+        await bot.ask("quiz", chat="room")
+        assert (await bot.ask(" Ｐａｒｉｓ！ ", chat="room")).text == "quiz||Ｐａｒｉｓ！"
+
+
+def test_text_map_falls_back_where_nfkc_composes_across_pieces() -> None:
+    from tmy.rulebook.index import TriggerIndex
+    from tmy.rulebook.triggers import TextMap
+
+    assert TextMap(f"记住 {SENT}").ok
+    assert not TextMap("x \u0b47\u0b3e").ok  # two starters NFKC composes into U+0B4B
+
+    class R:
+        id, priority, triggers = "r", 0, [parse_trigger("x *", case_sensitive=False)]
+
+    match = TriggerIndex([R]).match("x \u0b47\u0b3e")  # the normalised cut, no error
+    assert match is not None and match.question == "\u0b4b"

@@ -34,7 +34,7 @@ from tmy.executors.registry import Registry
 from tmy.logs import PREVIEW, get_logger, preview
 from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, Rulebook
-from tmy.rulebook.triggers import Match, normalise
+from tmy.rulebook.triggers import Match, strip_invisible
 from tmy.store.base import MISSING, Store
 
 log = get_logger("tmy")
@@ -521,7 +521,7 @@ class Engine:
         rule = rulebook.by_id.get(rule_id) if isinstance(rule_id, str) else None
         if rule is None or not rule.filters.admits(message):
             return None
-        return Match(rule, None, "", normalise(text))
+        return Match(rule, None, "", strip_invisible(text).strip())  # as sent, not NFKC
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
         """The locals every run starts with (seed 004 + who/where)."""

@@ -21,7 +21,15 @@ import ahocorasick
 import regex as regex_module
 
 from tmy.logs import get_logger
-from tmy.rulebook.triggers import KIND_RANK, REGEX_BUDGET, Match, Trigger, fold, normalise
+from tmy.rulebook.triggers import (
+    KIND_RANK,
+    REGEX_BUDGET,
+    Match,
+    TextMap,
+    Trigger,
+    fold,
+    normalise,
+)
 
 log = get_logger("tmy")
 
@@ -195,7 +203,52 @@ def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry,
             return
         if m:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
-            yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0)}
+            yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0), "_match": m}
+
+
+def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
+    """``match`` with QUESTION (and regex groups, MAGIC) cut from ``text`` as the user sent it.
+
+    The index cut them from ``shown`` (NFKC, maybe case-folded), which folds the
+    user's full-width punctuation and digits ("，３！" → ",3!"); the boundaries
+    found there are mapped back to ``text`` (:class:`TextMap`). When the map
+    cannot be made (NFKC composing across pieces, very rare) the match is kept.
+    """
+    trig = match.trigger
+    if trig is None:
+        return match
+    kind = trig.kind
+    if kind == "exact" or (kind != "regex" and match.question == ""):
+        return match
+    tm = TextMap(text)
+    if not tm.ok:
+        return match
+    if kind == "any":
+        match.question = tm.text.strip()
+        return match
+    if kind == "regex":
+        if regex_match is None:
+            return match
+        for name in list(match.groups):
+            a, b = regex_match.span(name)
+            match.groups[name] = tm.span(a, b, False) if a >= 0 else match.groups[name]
+        if "QUESTION" in match.groups:
+            match.question = match.groups["QUESTION"]
+        match.magic = tm.span(*regex_match.span(0), False)
+        return match
+    folded = not trig.case_sensitive
+    seen = fold(shown) if folded else shown
+    literal = trig.literal
+    if kind == "prefix":
+        match.question = tm.after(len(literal), folded)
+    elif kind == "suffix":
+        match.question = tm.before(len(seen) - len(literal), folded)
+    elif kind == "contains":
+        start = seen.find(literal)
+        if start >= 0:
+            parts = (tm.before(start, folded), tm.after(start + len(literal), folded))
+            match.question = " ".join(p for p in parts if p)
+    return match
 
 
 class TriggerIndex:
@@ -224,7 +277,11 @@ class TriggerIndex:
         for (_, rule, trig), question, groups in found:
             if admits(rule):
                 magic = groups.pop("_magic", trig.magic)
-                return Match(rule, trig, magic, question, groups)
+                regex_match = groups.pop("_match", None)
+                if text.isascii():  # matched as sent: QUESTION is the user's text already
+                    return Match(rule, trig, magic, question, groups)
+                match = Match(rule, trig, magic, question, groups)
+                return _as_sent(match, text, shown, regex_match)
         return None
 
     def explain_matches(self, text: str) -> list[Candidate]:
@@ -246,7 +303,11 @@ class TriggerIndex:
             seen.add(id(trig))
             groups = dict(groups)
             magic = groups.pop("_magic", trig.magic)
-            out.append(Candidate(rule, trig, key, Match(rule, trig, magic, question, groups)))
+            regex_match = groups.pop("_match", None)
+            match = Match(rule, trig, magic, question, groups)
+            if not text.isascii():
+                match = _as_sent(match, text, shown, regex_match)
+            out.append(Candidate(rule, trig, key, match))
         return out
 
     def near_misses(

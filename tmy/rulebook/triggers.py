@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import warnings
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,81 @@ def strip_invisible(text: str) -> str:
     if _VARIATION.search(text) is None:  # the common case: one quick scan
         return text
     return _VARIATION_AFTER_LETTER.sub("", text)
+
+
+class TextMap:
+    """Positions in a message's matched form mapped back to the message as sent.
+
+    Triggers match on :func:`normalise`'s text (case-folded too, for most), but
+    QUESTION and regex groups must carry the user's own characters: "记住 我的猫
+    叫咪咪，它３岁！" remembers "我的猫叫咪咪，它３岁！", not NFKC's "…,它3岁!".
+    NFKC changes lengths ("ﬁ" → "fi", "e" + U+0301 → "é"), so the text is
+    normalised piece by piece — one piece from each starter (a character of
+    combining class 0) to the next — and each piece's start in the original is
+    kept. :attr:`text` is the message without its invisible characters
+    (:func:`strip_invisible`): those are removed before matching and stay out.
+    Where a piece of the normalised text does not come from one piece of the
+    original (NFKC composing across them, as Indic vowel signs can), the map
+    is :attr:`ok` False and callers keep the normalised cut.
+
+    Built only for non-ASCII text that matched (ASCII is its own normal form).
+    """
+
+    __slots__ = ("_fold", "_lead", "_norm", "_orig", "ok", "text")
+
+    def __init__(self, text: str) -> None:
+        # Invisible characters stay out (they are no part of what the user sees or what
+        # matched: "世\u200b界" is "世界"); everything else is kept as sent.
+        self.text = cleaned = strip_invisible(text)
+        starts = [j for j, ch in enumerate(cleaned) if j == 0 or _is_starter(ch)]
+        pieces = [
+            unicodedata.normalize("NFKC", cleaned[a:b])
+            for a, b in zip(starts, [*starts[1:], len(cleaned)], strict=True)
+        ]
+        full = "".join(pieces)
+        self.ok = full == unicodedata.normalize("NFKC", cleaned)
+        self._lead = len(full) - len(full.lstrip())
+        self._orig = [*starts, len(cleaned)]
+        self._norm = _offsets(len(p) for p in pieces)
+        self._fold = _offsets(len(p.casefold()) for p in pieces)
+
+    def cut(self, start: int, end: int, folded: bool) -> tuple[int, int]:
+        """The original span of ``[start, end)`` of the matched text (folded or not).
+
+        Widened to whole pieces: a character NFKC split ("㍻" → "平成") is in
+        the span if any part of it is.
+        """
+        at = self._fold if folded else self._norm
+        a = bisect_right(at, start + self._lead) - 1
+        b = bisect_left(at, end + self._lead)
+        return self._orig[max(a, 0)], self._orig[min(b, len(self._orig) - 1)]
+
+    def before(self, start: int, folded: bool) -> str:
+        """The original text before the matched text's position ``start``, trimmed."""
+        return self.text[: self.cut(start, start, folded)[0]].strip()
+
+    def after(self, end: int, folded: bool) -> str:
+        """The original text from the matched text's position ``end``, trimmed."""
+        return self.text[self.cut(end, end, folded)[1] :].strip()
+
+    def span(self, start: int, end: int, folded: bool) -> str:
+        a, b = self.cut(start, end, folded)
+        return self.text[a:b]
+
+
+def _is_starter(ch: str) -> bool:
+    """Can NFKC's output of a piece starting at ``ch`` be made without what comes before?"""
+    if unicodedata.combining(ch):
+        return False
+    cp = ord(ch)
+    return not (0x1161 <= cp <= 0x1175 or 0x11A8 <= cp <= 0x11C2)  # Hangul jamo V, T
+
+
+def _offsets(lengths: Any) -> list[int]:
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return out
 
 
 def invisible_characters(text: str) -> list[str]:
