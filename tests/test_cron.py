@@ -699,3 +699,26 @@ async def test_a_send_that_keeps_failing_past_its_window_is_given_up_and_counted
         assert runs[0]["sent"].endswith("(gave up after 1 attempt)"), runs
         assert _failures("gave_up") == given_up + 1
         assert await outbox_entries(store) == []
+
+
+@pytest.mark.timeout(30)
+async def test_a_full_outbox_gives_a_failed_send_up_at_once() -> None:
+    from tmy.cron import MAX_OUTBOX, OUTBOX_INDEX, Cron
+    from tmy.testing import Bot
+
+    schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
+    async with Bot({"r.yaml": _counted(schedule, GROUP)}) as bot:
+        store = bot.app.store
+        full = {f"other/-/{n}": "2026-01-01T00:00:00+00:00" for n in range(MAX_OUTBOX)}
+        await store.set(OUTBOX_INDEX, full)
+
+        async def send(target: Any, text: str) -> None:
+            raise RuntimeError("onebot: no bot account connected")
+
+        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            runs = await _wait_for(lambda: _history(store))
+        finally:
+            await cron.stop()
+        assert "the outbox is full" in runs[0]["sent"] and "gave up" in runs[0]["sent"], runs

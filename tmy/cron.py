@@ -33,6 +33,7 @@ fire time, daemon, target, trace id, outcome and send result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import re
@@ -72,6 +73,9 @@ RETRY_FIRST = 2.0  # s before the first resend of a failed scheduled send; doubl
 RETRY_MAX = 60.0  # longest pause between resends
 RETRY_POLL = 1.0  # how often each daemon looks for due resends in the outbox
 OUTBOX_PREFIX = "cron/outbox/"
+OUTBOX_INDEX = "cron/pending"  # {occurrence: fire time} of the entries waiting for a resend
+MAX_OUTBOX = 1000
+"""Failed sends kept for a resend at once (all rules); past it a failed send is given up."""
 SKIPPED_OFF = "skipped: chat off"
 MAX_CATCH_UP = 100_000  # occurrences looked at when finding the latest missed one
 _EVERY = re.compile(r"\s*(\d+)\s*([smhd])\s*")
@@ -369,11 +373,25 @@ def _outbox_ttl(item: dict[str, Any]) -> float:
 
 
 async def outbox_entries(store: Store) -> list[tuple[str, dict[str, Any]]]:
-    """Every outbox entry (key, entry), oldest fire time first."""
-    keys = await store.keys(OUTBOX_PREFIX)
+    """Every indexed outbox entry (key, entry), oldest fire time first."""
+    return (await _outbox_scan(store))[0]
+
+
+async def _outbox_scan(store: Store) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """(entries, occurrences indexed whose entry is gone): one read of the index, one
+    ``get_many`` of its entries (never a scan of the store's keys)."""
+    index = await store.get(OUTBOX_INDEX)
+    occs = list(index) if isinstance(index, dict) else []
+    keys = [outbox_key(occ) for occ in occs]
     values = await store.get_many(keys) if keys else []
-    found = [(k, v) for k, v in zip(keys, values, strict=True) if isinstance(v, dict)]
-    return sorted(found, key=lambda kv: str(kv[1].get("fire_time", "")))
+    found, gone = [], []
+    for occ, key, value in zip(occs, keys, values, strict=True):
+        if isinstance(value, dict):
+            found.append((key, value))
+        else:
+            gone.append(occ)
+    found.sort(key=lambda kv: str(kv[1].get("fire_time", "")))
+    return found, gone
 
 
 def outbox_summary(entries: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -385,6 +403,12 @@ def outbox_summary(entries: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "sending": sum(1 for v in items if v.get("state") == "sending"),
         "oldest": oldest,
     }
+
+
+def _without(index: Any, occs: list[str]) -> tuple[Any, None]:
+    drop = set(occs)
+    kept = {k: v for k, v in index.items() if k not in drop} if isinstance(index, dict) else {}
+    return (kept or MISSING), None
 
 
 def _one_slot_commits(store: Store) -> bool:
@@ -664,6 +688,8 @@ class Cron:
         # sent: nothing may resend it, so the entry goes whoever holds the lease now
         try:
             await self.store.delete(outbox_key(occ))
+            if item.get("indexed"):
+                await self._index(occ, item, add=False)
         except StoreError as exc:
             log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
         return "ok" if item["attempts"] == 1 else f"ok (attempt {item['attempts']})"
@@ -677,13 +703,34 @@ class Cron:
                 and current.get("state") == "sending"
                 and current.get("token") == item["token"]
             ):
-                current.update(state="retry", next_at=time.time(), token=None)
+                current.update(state="retry", next_at=time.time(), token=None, indexed=True)
             return current, None
 
         try:
+            await self._index(occ, item, add=True)
             await self.store.update(outbox_key(occ), back)
         except StoreError as exc:
             log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
+
+    async def _index(self, occ: str, item: dict[str, Any], *, add: bool) -> bool:
+        """Add ``occ`` to (or drop it from) the outbox index; False when the index is full.
+
+        The index is a hint, written after the entry's own fenced commit: the
+        entry is the truth (a missing entry is dropped from the index by the
+        retry loop; an entry missing from the index is never retried and expires).
+        """
+
+        def change(current: Any) -> tuple[Any, bool]:
+            index = current if isinstance(current, dict) else {}
+            if not add:
+                index.pop(occ, None)
+            elif occ not in index:
+                if len(index) >= MAX_OUTBOX:
+                    return current, False
+                index[occ] = item["fire_time"]
+            return (index or MISSING), True
+
+        return bool(await self.store.update(OUTBOX_INDEX, change))
 
     async def _send_failed(
         self, lease: Lease, occ: str, item: dict[str, Any], exc: Exception
@@ -693,11 +740,18 @@ class Cron:
         attempt = item["attempts"]
         now = time.time()
         pause = min(RETRY_FIRST * 2 ** (attempt - 1), RETRY_MAX)
-        if now + pause > item["deadline"]:
+        full = False
+        if now + pause <= item["deadline"] and not item.get("indexed"):
+            full = not await self._index(occ, item, add=True)
+            if full:
+                error += f" (and the outbox is full: {MAX_OUTBOX} sends wait already)"
+        if full or now + pause > item["deadline"]:
             await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            if item.get("indexed"):
+                await self._index(occ, item, add=False)
             self._send_failure(item, error, "gave_up")
             return f"error: {error} (gave up after {attempt} attempt{'s' * (attempt > 1)})"
-        item.update(state="retry", next_at=now + pause, error=error, token=None)
+        item.update(state="retry", next_at=now + pause, error=error, token=None, indexed=True)
         await self._commit([(outbox_key(occ), item, _outbox_ttl(item))], lease)
         self._send_failure(item, error, "retry", retry_in_s=pause)
         return f"error: {error} (retrying in {pause:g}s)"
@@ -767,7 +821,9 @@ class Cron:
         while True:
             await asyncio.sleep(RETRY_POLL)
             try:
-                entries = await outbox_entries(self.store)
+                entries, gone = await _outbox_scan(self.store)
+                if gone:  # sent or given up (or expired): drop the hints in one write
+                    await self.store.update(OUTBOX_INDEX, functools.partial(_without, occs=gone))
             except TmyError as exc:
                 log.warning("cron.outbox_failed", error=str(exc))
                 continue
