@@ -722,3 +722,26 @@ async def test_a_full_outbox_gives_a_failed_send_up_at_once() -> None:
         finally:
             await cron.stop()
         assert "the outbox is full" in runs[0]["sent"] and "gave up" in runs[0]["sent"], runs
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(60)
+async def test_a_scheduled_run_commits_on_a_redis_cluster_one_slot_at_a_time(
+    cluster_store_url: str,
+) -> None:
+    """A cluster commits one hash slot per script: the done mark (fenced, in its lease's
+    slot) and the run's variables (each alone) still land, once."""
+    from tmy.cron import Cron
+    from tmy.testing import Bot
+
+    rules = {"r.yaml": _counted("every: 1h, misfire_grace: 3600")}
+    async with Bot(rules, store=cluster_store_url) as bot:
+        store = bot.app.store
+        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron.start(bot.engine.rulebook)
+        try:
+            runs = await _wait_for(lambda: _history(store), timeout=10)
+        finally:
+            await cron.stop()
+        assert runs and runs[0]["outcome"] == "ok", runs
+        assert await store.get("var/global/ticks") == 1

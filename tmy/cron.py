@@ -10,17 +10,46 @@ targets one run with ``PLATFORM`` = ``cron`` whose reply is only logged), with
 the local ``FIRE_TIME`` (the scheduled time, ISO 8601, identical everywhere).
 
 **Exactly once.** An occurrence is (rule, target, fire time). A daemon takes
-the store's lease on ``cron/claim/<rule>/<target>/<fire>`` — on Redis a
-``SET NX PX`` with a random token, on SQLite a unique row, both renewed while
-the run works — checks the occurrence's done mark, runs it, writes the done
-mark and gives the lease back. Another daemon waiting for the same occurrence
-gets the lease after that and finds the mark: it skips. If the holder dies,
-its lease frees (at once for a dead process of the same machine, else after
-the lease's 5 s) and a waiting daemon runs the occurrence, as long as it is
-still inside ``misfire_grace``. In that crash case the occurrence may have run
-partly (or wholly, if the holder died between its last step and the done
-mark): the guarantee is no occurrence skipped and none run twice by live
-daemons.
+the store's lease named after the occurrence's done mark
+(``cron/done/<rule>/<target>/<fire>``), checks the mark, runs the rule's steps
+on a buffer (:mod:`tmy.cron_run`: nothing reaches the store yet), then applies
+the steps' writes, the done mark and the outbox entry of its reply in ONE
+``Store.commit`` fenced by the lease's token. A daemon paused (SIGSTOP) or cut
+off from the store past the lease's length has lost it: its commit is refused
+(``LeaseLost``), it writes and sends nothing more and logs ``cron.lease_lost``;
+the daemon that took the lease over found no done mark and ran the occurrence
+itself. If the holder dies, its lease frees (at once for a dead process of the
+same machine, else after the lease's 5 s) and a waiting daemon runs the
+occurrence while it is still inside ``misfire_grace``. Side effects outside the
+store (HTTP and LLM steps) of a run that lost its lease have happened; its
+store writes have not.
+
+**Sending.** The reply is posted after the commit, under the same lease, which
+is checked right before the send. The outbox entry is committed in state
+``sending`` first, and nobody resends an entry in that state: a holder paused
+*between* that check and the send (microseconds, plus the adapter's own
+queueing) still posts once, late, and the new holder does not post it again —
+so a post goes out at most once per occurrence. A holder that finds its lease
+lost before sending puts the entry back to ``retry`` (it knows it did not
+send). A failed send (the adapter raised: NapCat not connected, a platform
+error) stays in the outbox (``cron/outbox/<occurrence>``, indexed in
+``cron/pending``) and is retried with backoff (2 s, doubling, at most 60 s)
+while the occurrence is inside ``send_retry`` (default: ``misfire_grace``); each
+resend is claimed by the same lease, so one daemon resends. Failures log
+``cron.send_failed`` (warning) and count ``tmy_cron_send_failures{outcome=retry|
+gave_up}``; ``run.py cron`` and ``/healthz`` show what waits. At most
+:data:`MAX_OUTBOX` sends wait at once; past that a failed send is given up.
+
+**Switched-off chats.** ``.tmy off`` in a chat (the engine's chat switch) stops
+the scheduled runs for that chat: the occurrence is not run at all (a rotating
+list does not advance), is marked done and kept in the history as
+``skipped: chat off``; a pending resend to it is dropped the same way.
+
+**Edge values.** ``misfire_grace`` and ``send_retry`` are at most
+:data:`MAX_GRACE` (a day); done marks live that long plus two minutes, so a
+reload that raises the grace never makes an occurrence that already ran
+runnable again. ``misfire_grace: 0`` means on time only: a firing the timer
+wakes up to (within :data:`ON_TIME_SLACK`) runs, a missed one never does.
 
 **Coalescing.** A daemon that starts (or falls behind) runs only the latest
 occurrence still inside ``misfire_grace``, not one per missed tick.
