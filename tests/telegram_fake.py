@@ -10,7 +10,8 @@ with a Message), ``deleteWebhook`` and ``setWebhook`` (recorded).
 
 Tests queue updates with :meth:`FakeTelegram.message` and read what the bot
 sent with :meth:`FakeTelegram.next_sent`; ``flood`` makes the next
-``sendMessage`` calls fail with 429 ``retry_after``.
+``sendMessage`` calls fail with 429 ``retry_after``, ``flood_chats`` every
+``sendMessage`` to the chats it names.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class FakeTelegram:
         self.calls: list[tuple[float, str, dict[str, Any]]] = []  # (arrival, method, params)
         self.sent: list[tuple[float, dict[str, Any]]] = []  # successful sendMessage params
         self.flood: list[int] = []  # retry_after for the next sendMessage calls, in order
+        # chat id -> retry_after: every sendMessage to that chat is refused with 429 (one chat
+        # under Telegram's flood control)
+        self.flood_chats: dict[int, int] = {}
         # (error_code, description[, parameters]) for the next sendMessage calls, in order
         self.fail_send: list[tuple[Any, ...]] = []
         self.get_updates_offsets: list[int | None] = []
@@ -213,8 +217,9 @@ class FakeTelegram:
             return _ok(self.updates[:limit])
 
     async def _sendMessage(self, params: dict[str, Any]) -> web.Response:
-        if self.flood:
-            retry_after = self.flood.pop(0)
+        flooded = self.flood_chats.get(int(params["chat_id"]))
+        if self.flood or flooded is not None:
+            retry_after = self.flood.pop(0) if flooded is None else flooded
             return _error(
                 429,
                 f"Too Many Requests: retry after {retry_after}",

@@ -17,9 +17,12 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+from log_helpers import read_log
 
 from tests.telegram_fake import BOT_ID, BOT_USERNAME, GROUP, TOKEN, USER, FakeTelegram, entity
 from tmy import daemon as daemon_mod
+from tmy import metrics
+from tmy.adapters import telegram as telegram_mod
 from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.telegram import (
@@ -230,6 +233,45 @@ async def test_flood_wait_is_honoured_and_the_reply_delivered_once() -> None:
         calls = [t for t, method, _ in s.fake.calls if method == "sendMessage"]
         assert len(calls) == 2 and len(s.fake.sent) == 1
         assert calls[1] - calls[0] >= 0.95  # retry_after=1 was waited out
+
+
+async def until(condition: Any, timeout: float = 10.0) -> None:
+    """Wait until ``condition()`` holds (state that settles asynchronously)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def dropped(what: str) -> float:
+    """tmy_chat_dropped{adapter="telegram", what=…} so far."""
+    labels = {"adapter": "telegram", "what": what}
+    return metrics.REGISTRY.get_sample_value("tmy_chat_dropped_total", labels) or 0.0
+
+
+async def test_a_flood_limited_chat_cannot_starve_the_others(
+    log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small bound on what is held, so the flood would reach it if waiting replies counted
+    monkeypatch.setattr(telegram_mod, "MAX_PENDING", 30)
+    before, before_msg = dropped("reply"), dropped("message")
+    async with served(max_pending_per_chat=5) as s:
+        s.fake.flood_chats[GROUP["id"]] = 3  # Telegram refuses every send to this group: 429
+        for i in range(60):
+            await s.fake.message(f"echo flooded{i}", chat=GROUP)
+        await s.fake.wait_for_call("sendMessage")
+        for n in range(10):  # then ten other chats, one message each: all answered
+            who = {"id": 9000 + n, "is_bot": False, "first_name": f"P{n}"}
+            await s.fake.message(f"echo probe{n}", sender=who)
+        got = {(await s.fake.next_sent(timeout=3))["text"].rsplit("|", 1)[1] for _ in range(10)}
+        assert got == {f"probe{n}" for n in range(10)}
+        # the flooded group's replies wait in its own queue, bounded; the older ones were dropped
+        await until(lambda: len(s.seen) + dropped("message") - before_msg == 70)
+        ran = len(s.seen) - 10  # a burst beyond the chat's runs + 5 waiting was dropped unrun
+        assert s.adapter.health()["waiting"]["replies"] <= 5
+        await until(lambda: dropped("reply") - before >= ran - 5 - 1)  # 1: waiting out its 429
+        s.fake.flood_chats.clear()  # so that stop() need not wait out the rest
+    lines = [e for e in read_log(log_file) if e["event"] == "telegram.chat_dropped"]
+    assert lines and {(e["adapter"], e["chat"]) for e in lines} == {("telegram", str(GROUP["id"]))}
 
 
 async def test_endless_flood_gives_up_after_bounded_retries() -> None:

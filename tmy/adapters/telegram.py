@@ -19,10 +19,15 @@ updates to ``webhook_path`` on the daemon's HTTP listener; a request without
 ``X-Telegram-Bot-Api-Secret-Token`` is refused with 401, a wrong one with 403.
 The webhook is left in place at stop, so a restart loses nothing.
 
-Only ``message`` updates are asked for. Each one runs as its own task (a long
-LLM run never stops the reader); at most :data:`MAX_RUNS` run at once and at
-most :data:`MAX_PENDING` are held (polling then waits before fetching more;
-a webhook answers 503 and Telegram delivers again later).
+Only ``message`` updates are asked for. Each one is queued for its chat and
+runs as its own task (a long LLM run never stops the reader). Chats are
+served fairly (:mod:`tmy.adapters.fairness`): at most :data:`MAX_RUNS` runs
+are in the engine at once, at most :data:`MAX_RUNS_PER_CHAT` from one chat,
+round-robin over the chats with messages waiting; at most
+``max_pending_per_chat`` messages wait per chat (past that the chat's oldest
+is dropped: ``telegram.chat_dropped``, the ``tmy_chat_dropped`` metric) and
+:data:`MAX_PENDING` in all (polling then waits before fetching more; a webhook
+answers 503 and Telegram delivers again later).
 
 **What a message becomes** (decisions, documented in the README):
 
@@ -47,7 +52,10 @@ units (Telegram's own count), on a line break when there is one in the
 second half of the piece, else on a space. Sent as plain text (no parse mode),
 so nothing a user typed can turn into markup. A 429 waits Telegram's
 ``retry_after`` and tries again (at most :data:`MAX_SEND_RETRIES` times and
-never for longer than :data:`MAX_FLOOD_WAIT` per wait); a group upgraded to a
+never for longer than :data:`MAX_FLOOD_WAIT` per wait) — only that chat waits:
+replies queue per chat (at most ``max_pending_per_chat``, the oldest dropped
+past it), a chat waiting out its flood wait holds no send slot, and the
+:data:`MAX_SENDS` sends in flight go round-robin over the chats; a group upgraded to a
 supergroup is followed to its new id; network errors and 5xx are retried with
 backoff; anything else is logged with Telegram's ``error_code`` and
 ``description`` and raised as :class:`~tmy.errors.AdapterError`.
@@ -61,7 +69,7 @@ import os
 import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
@@ -91,6 +99,7 @@ from pydantic import ValidationError
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
+from tmy.adapters.fairness import ChatQueues
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.logs import get_logger, preview
@@ -104,7 +113,9 @@ REQUEST_SLACK = 15  # seconds added to POLL_TIMEOUT before the HTTP request itse
 MAX_SEND_RETRIES = 3  # retries of one sendMessage after 429 / migration / network / 5xx
 MAX_FLOOD_WAIT = 120  # a 429 asking for a longer wait fails the send instead of blocking it
 MAX_RUNS = 64  # messages of this adapter in the engine at once
-MAX_PENDING = 1000  # messages held (running + waiting); polling pauses, the webhook says 503
+MAX_RUNS_PER_CHAT = 16  # of those, from one chat (the rest stay free for the other chats)
+MAX_PENDING = 1000  # messages waiting in all chats; polling pauses, the webhook says 503
+MAX_SENDS = 32  # sendMessage requests in flight at once (all chats)
 MAX_SEEN_UPDATES = 2048  # update ids remembered, so a webhook delivered twice runs once
 ALLOWED_UPDATES = ["message"]  # what tmy asks Telegram for (edits, channel posts: not served)
 
@@ -133,6 +144,7 @@ class TelegramConfig:
     webhook_url: str = ""
     webhook_path: str = "/telegram/webhook"
     webhook_secret: str = ""
+    max_pending_per_chat: int = 20
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> TelegramConfig:
@@ -160,6 +172,12 @@ class TelegramConfig:
                     f"adapters.telegram.webhook_path must start with '/' "
                     f"(got {config.webhook_path!r})"
                 )
+        cap = config.max_pending_per_chat
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_PENDING:
+            raise ConfigError(
+                f"adapters.telegram.max_pending_per_chat must be a whole number from 1 to "
+                f"{MAX_PENDING} (got {cap!r})"
+            )
         if config.webhook_secret and not _SECRET_RE.fullmatch(config.webhook_secret):
             raise ConfigError(
                 "adapters.telegram.webhook_secret may use only A-Z, a-z, 0-9, _ and - "
@@ -219,10 +237,16 @@ class TelegramAdapter:
         self._health = AdapterHealth()
         self._connected_before = False  # metrics: a later "connected" is a reconnect
         self._runner: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._runs = asyncio.Semaphore(MAX_RUNS)
-        self._room = asyncio.Event()  # set while fewer than MAX_PENDING messages are held
-        self._room.set()
+        cap = self.config.max_pending_per_chat
+        # keyed by chat id: messages waiting to run, replies waiting for their chat's turn
+        self._inbound: ChatQueues[tuple[Message, TgMessage]] = ChatQueues(
+            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
+            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )  # fmt: skip
+        self._outbound: ChatQueues[_Outgoing] = ChatQueues(
+            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
+            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped,
+        )  # fmt: skip
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._offset: int | None = None  # next getUpdates offset (confirms everything before)
         self._stopping = False
@@ -268,11 +292,12 @@ class TelegramAdapter:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        if self._tasks:
-            _, late = await asyncio.wait(set(self._tasks), timeout=self.shutdown_grace)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        self._inbound.accepting = False
+        deadline = asyncio.get_running_loop().time() + self.shutdown_grace
+        await self._inbound.join(self.shutdown_grace)  # runs end; their replies are queued
+        await self._outbound.join(deadline - asyncio.get_running_loop().time())
+        await self._inbound.close()
+        await self._outbound.close()
         if self._bot is not None:
             await self._confirm_offset()
             await self._bot.session.close()
@@ -285,6 +310,7 @@ class TelegramAdapter:
         report["mode"] = self.config.mode
         report["username"] = self._me.username if self._me is not None else None
         report["bot_id"] = str(self._me.id) if self._me is not None else None
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
         return report
 
     def _fail(self, why: str) -> None:
@@ -382,7 +408,7 @@ class TelegramAdapter:
     async def _poll(self, bot: Bot, backoff: Backoff) -> None:
         """Long-poll ``getUpdates`` until an error (raised to ``_run``) or a stop."""
         while not self._stopping:
-            await self._room.wait()  # too many messages held: let Telegram keep the rest
+            await self._inbound.room()  # too many messages waiting: let Telegram keep the rest
             # after an error, a short poll first: "connected" as soon as Telegram answers
             timeout = self.poll_timeout if self._health.state == "connected" else 0
             updates = await bot.get_updates(
@@ -408,8 +434,8 @@ class TelegramAdapter:
         if not hmac.compare_digest(given.encode(errors="surrogateescape"), self.secret.encode()):
             log.warning("telegram.webhook_refused", status=403, peer=request.remote)
             return web.json_response({"error": "wrong secret token"}, status=403)
-        if len(self._tasks) >= MAX_PENDING:
-            log.warning("telegram.overloaded", held=len(self._tasks))
+        if self._inbound.waiting >= MAX_PENDING:
+            log.warning("telegram.overloaded", waiting=self._inbound.waiting)
             return web.json_response({"error": "busy, deliver again later"}, status=503)
         try:
             data = await request.json()
@@ -433,34 +459,24 @@ class TelegramAdapter:
         except Exception as exc:
             log.exception("telegram.update_failed", update_id=update.update_id, error=repr(exc))
             return
-        if message is None:
+        if message is None or update.message is None:
             return
-        task = asyncio.create_task(self._answer(message, update.message))
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        if len(self._tasks) >= MAX_PENDING:
-            self._room.clear()
+        self._inbound.put(message.chat, (message, update.message))
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if len(self._tasks) < MAX_PENDING:
-            self._room.set()
-
-    async def _answer(self, message: Message, incoming: TgMessage | None) -> None:
-        """Run the rules on one message and send the reply back; never raises."""
-        assert self._handle is not None and incoming is not None
+    async def _answer(self, chat: Hashable, incoming: tuple[Message, TgMessage]) -> None:
+        """Run the rules on one message and queue the reply (a ChatQueues work); never raises."""
+        message, original = incoming
+        assert self._handle is not None
         try:
-            async with self._runs:
-                reply = await self._handle(message)
+            reply = await self._handle(message)
             if not reply.text.strip():
-                return
-            thread = incoming.message_thread_id if incoming.is_topic_message else None
-            await self._deliver(incoming.chat.id, reply.text, reply_to=incoming.message_id,
-                                thread=thread)  # fmt: skip
-        except AdapterError:
-            pass  # logged by _deliver with Telegram's error code
+                return None
+            thread = original.message_thread_id if original.is_topic_message else None
+            self._queue(original.chat.id, reply.text, reply_to=original.message_id,
+                        thread=thread)  # fmt: skip
         except Exception as exc:
             log.exception("telegram.message_failed", message_id=message.message_id, error=repr(exc))
+        return None
 
     def _to_message(self, update: Update) -> Message | None:
         """The tmy Message for one update, or None when it is not for the rules."""
@@ -515,57 +531,81 @@ class TelegramAdapter:
             raise AdapterError("telegram: refusing to send an empty message")
         if self._bot is None or self._me is None:
             raise AdapterError(f"telegram: not connected ({self._health.error or 'starting'})")
-        await self._deliver(int(chat) if chat[0] != "@" else chat, text)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue(int(chat) if chat[0] != "@" else chat, text, done=done)
+        await done
 
-    async def _deliver(
+    def _queue(
         self,
         chat: int | str,
         text: str,
         *,
         reply_to: int | None = None,
         thread: int | None = None,
+        done: asyncio.Future[None] | None = None,
     ) -> None:
-        """``sendMessage`` each piece of ``text``; the first one quotes ``reply_to``."""
-        for i, piece in enumerate(split_text(text)):
-            quote = reply_to if i == 0 else None
-            chat = await self._send_piece(chat, piece, quote, thread)
+        """Queue ``text`` for ``chat`` in pieces; the first one quotes ``reply_to``."""
+        out = _Outgoing(chat, split_text(text), reply_to, thread, done)
+        out.backoff = Backoff(self.backoff_base, self.backoff_cap)
+        if not out.pieces:
+            out.finish(None)
+            return
+        self._outbound.put(str(chat), out)
 
-    async def _send_piece(
-        self, chat: int | str, text: str, reply_to: int | None, thread: int | None
-    ) -> int | str:
-        """One ``sendMessage`` with retries; returns the chat id it went to (after a migration)."""
+    async def _send_step(self, key: Hashable, out: _Outgoing) -> float | None:
+        """One ``sendMessage`` of ``out``'s next piece (a ChatQueues work).
+
+        Returns the pause before calling again (the next piece, or a retry: a
+        429's ``retry_after`` is waited out by this chat alone), None when done.
+        """
         bot = self._bot
         if bot is None:
-            raise AdapterError("telegram: the adapter is stopped")
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
-        retries = 0
-        while True:
-            reply = None
-            if reply_to is not None:
-                reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
-            try:
-                await bot.send_message(chat, text, message_thread_id=thread, reply_parameters=reply)
-                return chat
-            except TelegramRetryAfter as exc:
-                if retries >= MAX_SEND_RETRIES or exc.retry_after > MAX_FLOOD_WAIT:
-                    raise self._send_failed(chat, exc, retries) from None
-                log.warning("telegram.flood_wait", chat=str(chat), retry_after=exc.retry_after)
-                await asyncio.sleep(exc.retry_after)
-            except TelegramMigrateToChat as exc:
-                if retries >= MAX_SEND_RETRIES:
-                    raise self._send_failed(chat, exc, retries) from None
-                log.info("telegram.chat_migrated", chat=str(chat), to=exc.migrate_to_chat_id)
-                chat, reply_to, thread = exc.migrate_to_chat_id, None, None
-            except (TelegramNetworkError, TelegramServerError) as exc:
-                if retries >= MAX_SEND_RETRIES or isinstance(exc, TelegramEntityTooLarge):
-                    raise self._send_failed(chat, exc, retries) from None
-                delay = backoff.next()
-                log.warning("telegram.send_retry", chat=str(chat), error=_describe(exc),
-                            error_code=_error_code(exc), retry_in=round(delay, 2))  # fmt: skip
-                await asyncio.sleep(delay)
-            except (TelegramAPIError, ClientDecodeError) as exc:
-                raise self._send_failed(chat, exc, retries) from None
-            retries += 1
+            out.finish(AdapterError("telegram: the adapter is stopped"))
+            return None
+        chat = out.chat
+        reply = None
+        if out.reply_to is not None and out.index == 0:
+            reply = ReplyParameters(message_id=out.reply_to, allow_sending_without_reply=True)
+        try:
+            await bot.send_message(chat, out.pieces[out.index], message_thread_id=out.thread,
+                                   reply_parameters=reply)  # fmt: skip
+        except TelegramRetryAfter as exc:
+            if out.retries >= MAX_SEND_RETRIES or exc.retry_after > MAX_FLOOD_WAIT:
+                return self._give_up(out, exc)
+            log.warning("telegram.flood_wait", chat=str(chat), retry_after=exc.retry_after)
+            out.retries += 1
+            return float(exc.retry_after)
+        except TelegramMigrateToChat as exc:
+            if out.retries >= MAX_SEND_RETRIES:
+                return self._give_up(out, exc)
+            log.info("telegram.chat_migrated", chat=str(chat), to=exc.migrate_to_chat_id)
+            out.chat, out.reply_to, out.thread = exc.migrate_to_chat_id, None, None
+            out.retries += 1
+            return 0.0
+        except (TelegramNetworkError, TelegramServerError) as exc:
+            if out.retries >= MAX_SEND_RETRIES or isinstance(exc, TelegramEntityTooLarge):
+                return self._give_up(out, exc)
+            delay = out.backoff.next()
+            log.warning("telegram.send_retry", chat=str(chat), error=_describe(exc),
+                        error_code=_error_code(exc), retry_in=round(delay, 2))  # fmt: skip
+            out.retries += 1
+            return delay
+        except (TelegramAPIError, ClientDecodeError) as exc:
+            return self._give_up(out, exc)
+        except asyncio.CancelledError:
+            out.finish(AdapterError(f"telegram: stopped before the message to {chat} went out"))
+            raise
+        out.index += 1
+        out.retries = 0
+        out.backoff.reset()
+        if out.index < len(out.pieces):
+            return 0.0
+        out.finish(None)
+        return None
+
+    def _give_up(self, out: _Outgoing, exc: Exception) -> None:
+        out.finish(self._send_failed(out.chat, exc, out.retries))
+        return None
 
     def _send_failed(self, chat: int | str, exc: Exception, retries: int) -> AdapterError:
         code = _error_code(exc)
@@ -573,6 +613,45 @@ class TelegramAdapter:
         log.warning("telegram.send_failed", chat=str(chat), error_code=code, description=why,
                     retries=retries)  # fmt: skip
         return AdapterError(f"telegram: sendMessage to {chat} failed (error_code {code}): {why}")
+
+
+class _Outgoing:
+    """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
+
+    __slots__ = ("backoff", "chat", "done", "index", "pieces", "reply_to", "retries", "thread")
+
+    def __init__(
+        self,
+        chat: int | str,
+        pieces: list[str],
+        reply_to: int | None,
+        thread: int | None,
+        done: asyncio.Future[None] | None,
+    ) -> None:
+        self.chat = chat  # followed to the supergroup's id after a migration
+        self.pieces = pieces
+        self.index = 0  # the next piece to send
+        self.reply_to = reply_to  # quoted by the first piece
+        self.thread = thread
+        self.done = done  # send() waits on it; None for replies
+        self.retries = 0  # of the current piece
+        self.backoff = Backoff()
+
+    def finish(self, error: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def dropped(self) -> None:
+        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
+        self.finish(
+            AdapterError(
+                "telegram: not sent: its chat had too many messages waiting (the oldest are "
+                "dropped), or tmy stopped"
+            )
+        )
 
 
 # -- text ------------------------------------------------------------------------------------
