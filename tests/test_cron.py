@@ -745,3 +745,36 @@ async def test_a_scheduled_run_commits_on_a_redis_cluster_one_slot_at_a_time(
             await cron.stop()
         assert runs and runs[0]["outcome"] == "ok", runs
         assert await store.get("var/global/ticks") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(30)
+async def test_two_daemons_resend_a_failed_scheduled_send_once(tmp_path: Path) -> None:
+    """Both daemons poll the outbox; the resend is claimed, so exactly one posts it."""
+    from tmy.cron import Cron, outbox_entries
+    from tmy.testing import Bot
+
+    schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
+    rules = {"r.yaml": _counted(schedule, GROUP)}
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    attempts: list[str] = []
+
+    async def send(target: Any, text: str) -> None:
+        attempts.append(text)
+        if len(attempts) == 1:
+            raise RuntimeError("onebot: no bot account connected")
+
+    async with Bot(rules, store=url) as one, Bot(rules, store=url) as two:
+        crons = [Cron(b.engine, b.app.store, send, default_zone="UTC") for b in (one, two)]
+        for cron, bot in zip(crons, (one, two), strict=True):
+            cron.start(bot.engine.rulebook)
+        try:
+            assert await _wait_for(lambda: asyncio.sleep(0, len(attempts) >= 2), timeout=8)
+            assert await _wait_for(lambda: _outbox_empty(one.app.store), timeout=2)
+            await asyncio.sleep(1.5)  # another poll of each daemon: nothing more goes out
+        finally:
+            for cron in crons:
+                await cron.stop()
+        assert len(attempts) == 2, attempts
+        assert await outbox_entries(one.app.store) == []
+        assert await one.app.store.get("var/global/ticks") == 1
