@@ -386,15 +386,19 @@ async def test_a_session_follow_up_is_the_text_as_sent() -> None:
         assert (await bot.ask(" Ｐａｒｉｓ！ ", chat="room")).text == "quiz||Ｐａｒｉｓ！"
 
 
-def test_text_map_falls_back_where_nfkc_composes_across_pieces() -> None:
+def test_text_map_keeps_the_normalised_cut_where_nfkc_composes_across_it() -> None:
     from tmy.rulebook.index import TriggerIndex
     from tmy.rulebook.triggers import TextMap
 
-    assert TextMap(f"记住 {SENT}").ok
-    assert not TextMap("x \u0b47\u0b3e").ok  # two starters NFKC composes into U+0B4B
+    sent = TextMap(f"记住 {SENT}")
+    assert sent.after(2, True) == SENT and sent.before(3, True) == "记住"
+    odia = TextMap("\u0b47\u0b3e x")  # two starters NFKC composes into one (U+0B4B)
+    assert odia.index(0, False, up=True) == 0 and odia.index(1, False, up=True) == 2
+    assert odia.after(2, False) == "x"
 
     class R:
-        id, priority, triggers = "r", 0, [parse_trigger("x *", case_sensitive=False)]
+        id, priority = "r", 0
+        triggers = (parse_trigger("re:(?P<QUESTION>\u0b4b)", case_sensitive=False),)
 
-    match = TriggerIndex([R]).match("x \u0b47\u0b3e")  # the normalised cut, no error
-    assert match is not None and match.question == "\u0b4b"
+    match = TriggerIndex([R]).match("ａ \u0b47\u0b3e")
+    assert match is not None and match.question == "\u0b47\u0b3e"  # mapped: a clean cut

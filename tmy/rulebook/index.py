@@ -211,8 +211,8 @@ def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
 
     The index cut them from ``shown`` (NFKC, maybe case-folded), which folds the
     user's full-width punctuation and digits ("，３！" → ",3!"); the boundaries
-    found there are mapped back to ``text`` (:class:`TextMap`). When the map
-    cannot be made (NFKC composing across pieces, very rare) the match is kept.
+    found there are mapped back to ``text`` (:class:`TextMap`). Where a boundary
+    cannot be mapped (NFKC composing across it, very rare) the match is kept.
     """
     trig = match.trigger
     if trig is None:
@@ -221,33 +221,37 @@ def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
     if kind == "exact" or (kind != "regex" and match.question == ""):
         return match
     tm = TextMap(text)
-    if not tm.ok:
-        return match
     if kind == "any":
         match.question = tm.text.strip()
         return match
     if kind == "regex":
         if regex_match is None:
             return match
-        for name in list(match.groups):
+        groups = {}
+        for name, value in match.groups.items():
             a, b = regex_match.span(name)
-            match.groups[name] = tm.span(a, b, False) if a >= 0 else match.groups[name]
-        if "QUESTION" in match.groups:
-            match.question = match.groups["QUESTION"]
-        match.magic = tm.span(*regex_match.span(0), False)
+            groups[name] = tm.span(a, b, False) if a >= 0 else value
+        magic = tm.span(*regex_match.span(0), False)
+        if magic is None or None in groups.values():
+            return match
+        match.groups, match.magic = groups, magic
+        if "QUESTION" in groups:
+            match.question = groups["QUESTION"]
         return match
     folded = not trig.case_sensitive
     seen = fold(shown) if folded else shown
     literal = trig.literal
+    question: str | None = match.question
     if kind == "prefix":
-        match.question = tm.after(len(literal), folded)
+        question = tm.after(len(literal), folded)
     elif kind == "suffix":
-        match.question = tm.before(len(seen) - len(literal), folded)
+        question = tm.before(len(seen) - len(literal), folded)
     elif kind == "contains":
         start = seen.find(literal)
-        if start >= 0:
-            parts = (tm.before(start, folded), tm.after(start + len(literal), folded))
-            match.question = " ".join(p for p in parts if p)
+        parts = (tm.before(start, folded), tm.after(start + len(literal), folded))
+        question = None if None in parts else " ".join(p for p in parts if p)
+    if question is not None:
+        match.question = question
     return match
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 import unicodedata
 import warnings
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,64 +117,93 @@ def strip_invisible(text: str) -> str:
     return _VARIATION_AFTER_LETTER.sub("", text)
 
 
+_CLEAN_CUT_TRIES = 4  # boundaries tried past a cut NFKC composes across (Indic vowel signs)
+
+
 class TextMap:
     """Positions in a message's matched form mapped back to the message as sent.
 
     Triggers match on :func:`normalise`'s text (case-folded too, for most), but
     QUESTION and regex groups must carry the user's own characters: "记住 我的猫
     叫咪咪，它３岁！" remembers "我的猫叫咪咪，它３岁！", not NFKC's "…,它3岁!".
-    NFKC changes lengths ("ﬁ" → "fi", "e" + U+0301 → "é"), so the text is
-    normalised piece by piece — one piece from each starter (a character of
-    combining class 0) to the next — and each piece's start in the original is
-    kept. :attr:`text` is the message without its invisible characters
-    (:func:`strip_invisible`): those are removed before matching and stay out.
-    Where a piece of the normalised text does not come from one piece of the
-    original (NFKC composing across them, as Indic vowel signs can), the map
-    is :attr:`ok` False and callers keep the normalised cut.
+    NFKC changes lengths ("ﬁ" → "fi", "e" + U+0301 → "é"), so a position in the
+    matched text is found in the original by a binary search on the length of
+    the normalised prefixes (a few C-speed ``normalize`` calls, not a Python loop
+    over the message), moved to a piece boundary (before a character of
+    combining class 0) and accepted only if NFKC of the two sides is NFKC of the
+    whole — else None, and callers keep the normalised cut.
 
+    :attr:`text` is the message without its invisible characters
+    (:func:`strip_invisible`): those are removed before matching and stay out.
     Built only for non-ASCII text that matched (ASCII is its own normal form).
     """
 
-    __slots__ = ("_fold", "_lead", "_norm", "_orig", "ok", "text")
+    __slots__ = ("_full", "_lead", "text")
 
     def __init__(self, text: str) -> None:
-        # Invisible characters stay out (they are no part of what the user sees or what
-        # matched: "世\u200b界" is "世界"); everything else is kept as sent.
         self.text = cleaned = strip_invisible(text)
-        starts = [j for j, ch in enumerate(cleaned) if j == 0 or _is_starter(ch)]
-        pieces = [
-            unicodedata.normalize("NFKC", cleaned[a:b])
-            for a, b in zip(starts, [*starts[1:], len(cleaned)], strict=True)
-        ]
-        full = "".join(pieces)
-        self.ok = full == unicodedata.normalize("NFKC", cleaned)
+        self._full = full = unicodedata.normalize("NFKC", cleaned)
         self._lead = len(full) - len(full.lstrip())
-        self._orig = [*starts, len(cleaned)]
-        self._norm = _offsets(len(p) for p in pieces)
-        self._fold = _offsets(len(p.casefold()) for p in pieces)
 
-    def cut(self, start: int, end: int, folded: bool) -> tuple[int, int]:
-        """The original span of ``[start, end)`` of the matched text (folded or not).
+    def _length(self, k: int, folded: bool) -> int:
+        piece = unicodedata.normalize("NFKC", self.text[:k])
+        return len(piece.casefold() if folded else piece)
 
-        Widened to whole pieces: a character NFKC split ("㍻" → "平成") is in
-        the span if any part of it is.
+    def index(self, pos: int, folded: bool, up: bool) -> int | None:
+        """The original index of position ``pos`` of the matched (stripped) text.
+
+        ``up``: the first boundary at or after it (a character NFKC split, "㍻"
+        → "平成", counts as reached once any part of it is); else the last
+        boundary at or before it. None when no clean boundary is there.
         """
-        at = self._fold if folded else self._norm
-        a = bisect_right(at, start + self._lead) - 1
-        b = bisect_left(at, end + self._lead)
-        return self._orig[max(a, 0)], self._orig[min(b, len(self._orig) - 1)]
+        text = self.text
+        target = pos + self._lead
+        lo, hi = 0, len(text)
+        if up:  # the smallest k whose normalised prefix reaches target
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._length(mid, folded) >= target:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        else:  # the largest k whose normalised prefix stays within target
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if self._length(mid, folded) <= target:
+                    lo = mid
+                else:
+                    hi = mid - 1
+        step = 1 if up else -1
+        k = lo
+        for _ in range(_CLEAN_CUT_TRIES):  # to a boundary NFKC does not compose across
+            while 0 < k < len(text) and not _is_starter(text[k]):
+                k += step
+            if self._clean(k):
+                return k
+            k += step
+        return None
 
-    def before(self, start: int, folded: bool) -> str:
+    def _clean(self, k: int) -> bool:
+        """Is NFKC of the text cut at ``k`` the two sides' NFKC put together?"""
+        if k <= 0 or k >= len(self.text):
+            return True
+        nfkc = unicodedata.normalize
+        return nfkc("NFKC", self.text[:k]) + nfkc("NFKC", self.text[k:]) == self._full
+
+    def before(self, start: int, folded: bool) -> str | None:
         """The original text before the matched text's position ``start``, trimmed."""
-        return self.text[: self.cut(start, start, folded)[0]].strip()
+        k = self.index(start, folded, up=False)
+        return None if k is None else self.text[:k].strip()
 
-    def after(self, end: int, folded: bool) -> str:
+    def after(self, end: int, folded: bool) -> str | None:
         """The original text from the matched text's position ``end``, trimmed."""
-        return self.text[self.cut(end, end, folded)[1] :].strip()
+        k = self.index(end, folded, up=True)
+        return None if k is None else self.text[k:].strip()
 
-    def span(self, start: int, end: int, folded: bool) -> str:
-        a, b = self.cut(start, end, folded)
-        return self.text[a:b]
+    def span(self, start: int, end: int, folded: bool) -> str | None:
+        """The original text of the matched text's ``[start, end)`` (not trimmed)."""
+        a, b = self.index(start, folded, up=False), self.index(end, folded, up=True)
+        return None if a is None or b is None else self.text[a:b]
 
 
 def _is_starter(ch: str) -> bool:
@@ -184,13 +212,6 @@ def _is_starter(ch: str) -> bool:
         return False
     cp = ord(ch)
     return not (0x1161 <= cp <= 0x1175 or 0x11A8 <= cp <= 0x11C2)  # Hangul jamo V, T
-
-
-def _offsets(lengths: Any) -> list[int]:
-    out = [0]
-    for n in lengths:
-        out.append(out[-1] + n)
-    return out
 
 
 def invisible_characters(text: str) -> list[str]:
