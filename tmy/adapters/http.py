@@ -310,19 +310,22 @@ class HttpAdapter:
         reason: str,
         headers: dict[str, str] | None = None,
     ) -> web.Response:
-        """A refusal in the shape the route's clients expect (OpenAI's, or tmy's own)."""
-        if self.guard is not None and reason in ("max_requests_in_flight", "body_timeout"):
-            self.guard.count(reason)  # attack-driven: counted and summarised, no line each
+        """A refusal in the shape the route's clients expect (OpenAI's, or tmy's own).
+
+        Refusals are attack-driven and their details (a Host, an Origin) are the
+        attacker's to vary, so each is a metric and a debug line; the warning is
+        the guard's one ``http.refused`` summary per interval.
+        """
+        if self.guard is not None:
+            self.guard.count(reason)
         else:
             metrics.http_refused(reason)
-            # the same refusal repeated is one line per interval (tmy.logs' repeat limiter)
-            log.warning("http.refused", reason=reason, status=status, path=request.path,
-                        error=message)  # fmt: skip
+        log.debug("http.refused", reason=reason, status=status, path=request.path, error=message)
         if request.path.startswith(("/v1/chat/", "/v1/models")):
+            kind = "server_error" if status >= 500 else "invalid_request_error"
             body: dict[str, Any] = {
-                "error": {"message": message, "type": "invalid_request_error",
-                          "param": None, "code": reason},
-            }  # fmt: skip
+                "error": {"message": message, "type": kind, "param": None, "code": reason},
+            }
         else:
             body = {"rule": None, "answer": "", "error": message, "trace_id": None}
         return web.json_response(body, status=status, headers=headers, dumps=_dumps)

@@ -28,9 +28,10 @@ are never the ones that give way. The cap is further held to half the
 process's soft open-file limit, so the listener alone can never starve the
 store, the log and outbound steps of descriptors.
 
-Closings are counted (``tmy_http_refused_total{reason}``) and logged as one
-summary line per :data:`REPORT_EVERY` seconds, not one line per connection: an
-attack must not be able to grow the log at its own pace.
+Closings and refusals are counted (``tmy_http_refused_total{reason}``) and
+logged as one ``http.refused`` warning per :data:`REPORT_EVERY` seconds with the
+counts per reason, not one line per connection: an attack must not be able to
+grow the log at its own pace.
 """
 
 from __future__ import annotations
@@ -240,11 +241,11 @@ class ConnectionGuard:
         self._reporter = None
         if not self._closed:
             return
-        closed = dict(self._closed)
+        counts = dict(self._closed)
         self._closed.clear()
         log.warning(
-            "http.connections_closed",
-            closed=closed,
+            "http.refused",
+            counts=counts,
             seconds=REPORT_EVERY,
             **{k: v for k, v in self.counts().items() if k in ("open", "max")},
         )
