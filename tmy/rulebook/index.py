@@ -28,6 +28,7 @@ from tmy.rulebook.triggers import (
     TextMap,
     Trigger,
     fold,
+    normal_form,
     normalise,
 )
 
@@ -206,8 +207,11 @@ def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry,
             yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0), "_match": m}
 
 
-def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
-    """``match`` with QUESTION (and regex groups, MAGIC) cut from ``text`` as the user sent it.
+def _as_sent(match: Match, form: tuple[str, str], shown: str, regex_match: Any) -> Match:
+    """``match`` with QUESTION (and regex groups, MAGIC) cut from the text as the user sent it.
+
+    ``form`` is the message's :func:`normal_form` (its text as sent, without
+    invisible characters, and that in NFKC); ``shown`` the NFKC form trimmed.
 
     The index cut them from ``shown`` (NFKC, maybe case-folded), which folds the
     user's full-width punctuation and digits ("，３！" → ",3!"); the boundaries
@@ -220,7 +224,7 @@ def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
     kind = trig.kind
     if kind == "exact" or (kind != "regex" and match.question == ""):
         return match
-    tm = TextMap(text)
+    tm = TextMap(*form)
     if kind == "any":
         match.question = tm.text.strip()
         return match
@@ -239,15 +243,15 @@ def _as_sent(match: Match, text: str, shown: str, regex_match: Any) -> Match:
             match.question = groups["QUESTION"]
         return match
     folded = not trig.case_sensitive
-    seen = fold(shown) if folded else shown
     literal = trig.literal
     question: str | None = match.question
     if kind == "prefix":
         question = tm.after(len(literal), folded)
     elif kind == "suffix":
-        question = tm.before(len(seen) - len(literal), folded)
+        size = len(fold(shown) if folded else shown)
+        question = tm.before(size - len(literal), folded)
     elif kind == "contains":
-        start = seen.find(literal)
+        start = (fold(shown) if folded else shown).find(literal)
         parts = (tm.before(start, folded), tm.after(start + len(literal), folded))
         question = None if None in parts else " ".join(p for p in parts if p)
     if question is not None:
@@ -270,7 +274,12 @@ class TriggerIndex:
 
     def match(self, text: str, admits: Callable[[Any], bool] = lambda rule: True) -> Match | None:
         """The best rule for ``text`` whose filters admit the message, or None."""
-        shown = normalise(text)
+        if text.isascii():
+            shown = text.strip()  # NFKC and invisible-character removal change no ASCII
+            form = None
+        else:
+            form = normal_form(text)
+            shown = form[1].strip()
         found = self.folded.collect(fold(shown), shown)
         if self.sensitive.used:
             found.extend(self.sensitive.candidates(shown, shown))
@@ -282,10 +291,10 @@ class TriggerIndex:
             if admits(rule):
                 magic = groups.pop("_magic", trig.magic)
                 regex_match = groups.pop("_match", None)
-                if text.isascii():  # matched as sent: QUESTION is the user's text already
+                if form is None:  # matched as sent: QUESTION is the user's text already
                     return Match(rule, trig, magic, question, groups)
                 match = Match(rule, trig, magic, question, groups)
-                return _as_sent(match, text, shown, regex_match)
+                return _as_sent(match, form, shown, regex_match)
         return None
 
     def explain_matches(self, text: str) -> list[Candidate]:
@@ -310,7 +319,7 @@ class TriggerIndex:
             regex_match = groups.pop("_match", None)
             match = Match(rule, trig, magic, question, groups)
             if not text.isascii():
-                match = _as_sent(match, text, shown, regex_match)
+                match = _as_sent(match, normal_form(text), shown, regex_match)
             out.append(Candidate(rule, trig, key, match))
         return out
 

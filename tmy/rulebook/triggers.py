@@ -104,9 +104,15 @@ def normalise(text: str) -> str:
     """Invisible characters removed, NFKC, trimmed: what case-sensitive triggers see."""
     if text.isascii():
         return text.strip()  # NFKC and Cf removal change nothing in ASCII
+    return normal_form(text)[1].strip()
+
+
+def normal_form(text: str) -> tuple[str, str]:
+    """(``text`` without its invisible characters, that in NFKC): :func:`normalise` untrimmed."""
     # Invisible characters go first, so that NFKC can compose what they kept
     # apart ("e\u200b\u0301" is "é"); NFKC never produces one of them.
-    return unicodedata.normalize("NFKC", strip_invisible(text)).strip()
+    cleaned = strip_invisible(text)
+    return cleaned, unicodedata.normalize("NFKC", cleaned)
 
 
 def strip_invisible(text: str) -> str:
@@ -118,6 +124,7 @@ def strip_invisible(text: str) -> str:
 
 
 _CLEAN_CUT_TRIES = 4  # boundaries tried past a cut NFKC composes across (Indic vowel signs)
+_CLEAN_WINDOW = 4  # characters each side of a cut normalised to see whether NFKC composes across
 
 
 class TextMap:
@@ -127,54 +134,90 @@ class TextMap:
     QUESTION and regex groups must carry the user's own characters: "记住 我的猫
     叫咪咪，它３岁！" remembers "我的猫叫咪咪，它３岁！", not NFKC's "…,它3岁!".
     NFKC changes lengths ("ﬁ" → "fi", "e" + U+0301 → "é"), so a position in the
-    matched text is found in the original by a binary search on the length of
-    the normalised prefixes (a few C-speed ``normalize`` calls, not a Python loop
-    over the message), moved to a piece boundary (before a character of
-    combining class 0) and accepted only if NFKC of the two sides is NFKC of the
-    whole — else None, and callers keep the normalised cut.
+    matched text is found in the original by searching, from a guess (lengths
+    kept: most text) outwards, for where the normalised prefix reaches it; each
+    try normalises the shorter side of the cut (a C-speed ``normalize`` call on
+    a short string, not a Python loop over the message). The cut is then moved
+    to a piece boundary (before a character of combining class 0) NFKC does not
+    compose across; None when there is none near, and callers keep the
+    normalised cut.
 
     :attr:`text` is the message without its invisible characters
     (:func:`strip_invisible`): those are removed before matching and stay out.
     Built only for non-ASCII text that matched (ASCII is its own normal form).
     """
 
-    __slots__ = ("_full", "_lead", "text")
+    __slots__ = ("_lead", "_total", "text")
 
-    def __init__(self, text: str) -> None:
-        self.text = cleaned = strip_invisible(text)
-        self._full = full = unicodedata.normalize("NFKC", cleaned)
+    def __init__(self, text: str, full: str | None = None) -> None:
+        """``text``: the message; or, with ``full``, the message already without its
+        invisible characters and ``full`` its NFKC form (as :func:`normal_form` gives)."""
+        if full is None:
+            text, full = normal_form(text)
+        self.text = text
         self._lead = len(full) - len(full.lstrip())
+        folded = full.casefold()
+        self._total = (len(full), len(folded))
 
     def _length(self, k: int, folded: bool) -> int:
-        piece = unicodedata.normalize("NFKC", self.text[:k])
-        return len(piece.casefold() if folded else piece)
+        """The length of the normalised text before ``k`` (from the nearer end)."""
+        text = self.text
+        if k <= len(text) // 2:
+            piece = unicodedata.normalize("NFKC", text[:k])
+            return len(piece.casefold() if folded else piece)
+        piece = unicodedata.normalize("NFKC", text[k:])
+        return self._total[folded] - len(piece.casefold() if folded else piece)
+
+    def _first_beyond(self, limit: int, folded: bool) -> int:
+        """The smallest ``k`` whose normalised prefix is longer than ``limit``."""
+        n = len(self.text)
+        if limit < 0:
+            return 0
+        if limit >= self._total[folded]:
+            return n + 1
+
+        text = self.text
+
+        def beyond(k: int) -> bool:
+            while 0 < k < n and not _is_starter(text[k]):  # lengths add up only at boundaries
+                k += 1
+            return k >= n or self._length(k, folded) > limit
+
+        guess = min(n, limit + 1)  # right when every character kept its length
+        if beyond(guess):
+            hi, step = guess, 1  # the answer is at or below hi: walk down to a lower bound
+            lo = hi - step  # (beyond(0) is false: the empty prefix is no longer than limit)
+            while lo > 0 and beyond(lo):
+                hi, step = lo, step * 2
+                lo = hi - step
+            lo = max(lo, 0)
+        else:
+            lo, step = guess, 1  # the answer is above lo: walk up to an upper bound
+            hi = lo + step
+            while hi < n and not beyond(hi):
+                lo, step = hi, step * 2
+                hi = lo + step
+            hi = min(hi, n)
+        while hi - lo > 1:  # beyond(lo) is false, beyond(hi) true
+            mid = (lo + hi) // 2
+            if beyond(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi
 
     def index(self, pos: int, folded: bool, up: bool) -> int | None:
         """The original index of position ``pos`` of the matched (stripped) text.
 
         ``up``: the first boundary at or after it (a character NFKC split, "㍻"
         → "平成", counts as reached once any part of it is); else the last
-        boundary at or before it. None when no clean boundary is there.
+        boundary at or before it. None when no clean boundary is near.
         """
         text = self.text
         target = pos + self._lead
-        lo, hi = 0, len(text)
-        if up:  # the smallest k whose normalised prefix reaches target
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if self._length(mid, folded) >= target:
-                    hi = mid
-                else:
-                    lo = mid + 1
-        else:  # the largest k whose normalised prefix stays within target
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if self._length(mid, folded) <= target:
-                    lo = mid
-                else:
-                    hi = mid - 1
+        k = self._first_beyond(target - 1, folded) if up else self._first_beyond(target, folded) - 1
+        k = min(max(k, 0), len(text))
         step = 1 if up else -1
-        k = lo
         for _ in range(_CLEAN_CUT_TRIES):  # to a boundary NFKC does not compose across
             while 0 < k < len(text) and not _is_starter(text[k]):
                 k += step
@@ -184,11 +227,17 @@ class TextMap:
         return None
 
     def _clean(self, k: int) -> bool:
-        """Is NFKC of the text cut at ``k`` the two sides' NFKC put together?"""
-        if k <= 0 or k >= len(self.text):
+        """Is NFKC of the text around ``k`` the two sides' NFKC put together?"""
+        text = self.text
+        if k <= 0 or k >= len(text) or _never_joins(text[k]):
             return True
+        a, b = max(0, k - _CLEAN_WINDOW), min(len(text), k + _CLEAN_WINDOW)
+        while a > 0 and not _is_starter(text[a]):
+            a -= 1
+        while b < len(text) and not _is_starter(text[b]):
+            b += 1
         nfkc = unicodedata.normalize
-        return nfkc("NFKC", self.text[:k]) + nfkc("NFKC", self.text[k:]) == self._full
+        return nfkc("NFKC", text[a:k]) + nfkc("NFKC", text[k:b]) == nfkc("NFKC", text[a:b])
 
     def before(self, start: int, folded: bool) -> str | None:
         """The original text before the matched text's position ``start``, trimmed."""
@@ -204,6 +253,20 @@ class TextMap:
         """The original text of the matched text's ``[start, end)`` (not trimmed)."""
         a, b = self.index(start, folded, up=False), self.index(end, folded, up=True)
         return None if a is None or b is None else self.text[a:b]
+
+
+def _never_joins(ch: str) -> bool:
+    """Does NFKC leave ``ch`` apart from what precedes it? (Latin-1, CJK, kana, Hangul
+    syllables, full-width forms: no composition pair ends with one of them.)"""
+    cp = ord(ch)
+    return (
+        cp < 0x300
+        or 0x3000 <= cp <= 0x3098
+        or 0x30A0 <= cp <= 0x30FF
+        or 0x3400 <= cp <= 0x9FFF
+        or 0xAC00 <= cp <= 0xD7A3
+        or 0xFF00 <= cp <= 0xFFEF
+    )
 
 
 def _is_starter(ch: str) -> bool:
