@@ -25,6 +25,7 @@ from aiohttp import WSMsgType, web
 
 from tests.log_helpers import read_log
 from tmy import daemon as daemon_mod
+from tmy import metrics
 from tmy.adapters import discord_adapter as mod
 from tmy.adapters.base import Target
 from tmy.adapters.discord_adapter import (
@@ -209,6 +210,9 @@ class FakeDiscord:
         self.fail_sends: dict[str, Any] | None = None  # (status, body) for message posts
         self.posts: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self.me_calls = 0
+        # channel id -> Event: posts to that channel hang until it is set (a channel held back
+        # by its rate limit, or a slow API)
+        self.hold: dict[str, asyncio.Event] = {}
         app = web.Application()
         app.router.add_get("/api/v10/users/@me", self.me)
         app.router.add_post("/api/v10/channels/{cid}/messages", self.create_message)
@@ -248,6 +252,8 @@ class FakeDiscord:
         cid = request.match_info["cid"]
         if self.fail_sends is not None:
             return _json(self.fail_sends, status=self.fail_sends["status"])
+        if cid in self.hold:
+            await self.hold[cid].wait()
         await self.posts.put((cid, body))
         data = msg_payload(body.get("content", ""), author=BOT_USER, guild=False)
         data["channel_id"] = cid
@@ -371,7 +377,7 @@ class Driven:
         await self.adapter.on_message(
             discord.Message(state=self.state, channel=channel, data=payload)
         )
-        await asyncio.gather(*list(self.adapter._tasks))
+        assert await self.adapter.settle(10)
 
 
 @asynccontextmanager
@@ -459,6 +465,46 @@ async def test_gateway_payloads_reach_the_rules_through_discord_py_state(fake: F
         d.state.parse_message_create(msg_payload("echo hello there"))
         _, body = await fake.next_post()
         assert body["content"] == f"discord|{CHANNEL_ID}|{USER_ID}|Alice A.|hello there"
+
+
+def dropped(what: str) -> float:
+    """tmy_chat_dropped{adapter="discord", what=…} so far."""
+    labels = {"adapter": "discord", "what": what}
+    return metrics.REGISTRY.get_sample_value("tmy_chat_dropped_total", labels) or 0.0
+
+
+async def test_a_held_back_channel_has_a_bounded_queue_and_delays_no_other(
+    fake: FakeDiscord, log_file: Path
+) -> None:
+    before = dropped("reply")
+    async with driven(fake, max_pending_per_chat=4) as d:
+        fake.hold[str(CHANNEL_ID)] = asyncio.Event()  # the guild channel's sends hang
+
+        async def arrive(payload: dict[str, Any]) -> None:
+            channel, _ = d.state._get_guild_channel(payload)
+            message = discord.Message(state=d.state, channel=channel, data=payload)
+            await d.adapter.on_message(message)
+
+        for i in range(40):  # one after another: each runs, its reply queues
+            await arrive(msg_payload(f"echo busy{i}"))
+            async with asyncio.timeout(5):
+                while len(d.seen) <= i or d.adapter._inbound.in_flight:
+                    await asyncio.sleep(0.005)
+        # 1 in flight (hanging), 4 waiting, the rest dropped oldest first
+        assert dropped("reply") - before == 40 - 4 - 1
+        assert d.adapter.health()["waiting"]["replies"] == 4
+        await arrive(msg_payload("ping", guild=False))  # a DM meanwhile: answered at once
+        cid, body = await fake.next_post(timeout=3)
+        assert (cid, body["content"]) == (str(DM_ID), "pong")
+        fake.hold[str(CHANNEL_ID)].set()
+        assert await d.adapter.settle(10)
+        posted = [fake.posts.get_nowait()[1]["content"] for _ in range(fake.posts.qsize())]
+        assert [p.rsplit("|", 1)[1] for p in posted] == [
+            "busy0",
+            *[f"busy{i}" for i in range(36, 40)],
+        ]
+    lines = [e for e in read_log(log_file) if e["event"] == "discord.chat_dropped"]
+    assert lines and lines[0]["chat"] == str(CHANNEL_ID) and lines[0]["what"] == "reply"
 
 
 async def test_bots_and_the_bot_itself_are_ignored(fake: FakeDiscord) -> None:

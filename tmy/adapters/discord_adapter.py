@@ -21,14 +21,24 @@ is the channel id (a DM has its own channel id too), ``USER`` the author's
 id, ``USER_NAME`` their display name; ``private`` is true for DMs. The bot's
 mention (``<@id>``, ``<@!id>`` or its managed role ``<@&role>``) is removed from
 the text and sets ``mentions_bot``; a reply to one of the bot's messages sets
-it too. Each message runs as its own task, at most :data:`MAX_RUNS` at once.
+it too. Each message is queued for its channel and runs as its own task;
+channels are served fairly (:mod:`tmy.adapters.fairness`): at most
+:data:`MAX_RUNS` runs at once, at most :data:`MAX_RUNS_PER_CHAT` from one
+channel, round-robin over the channels with messages waiting, and at most
+``max_pending_per_chat`` messages wait per channel (:data:`MAX_WAITING` in
+all); past that the channel's oldest is dropped (``discord.chat_dropped``,
+the ``tmy_chat_dropped`` metric).
 
 **Sending.** Replies go to the same channel as a Discord reply to the
 triggering message (no ping of its author, and still sent when that message
 was deleted meanwhile), split by :func:`split_message` into pieces of at most
 :data:`MAX_TEXT` characters. Every send carries :data:`NO_MENTIONS`, so no text
 — whatever a user typed or a rule echoed — can ping ``@everyone``, ``@here``,
-roles or users. A refused send is logged as ``discord.send_failed`` with the
+roles or users. Replies wait in their channel's own queue (at most
+``max_pending_per_chat``, the oldest dropped past it) and go out one at a
+time per channel, the :data:`MAX_SENDS` sends in flight round-robin over the
+channels, so a channel discord.py is holding back for its rate limit delays
+no other channel's replies. A refused send is logged as ``discord.send_failed`` with the
 HTTP status and Discord's JSON error code, and raised as
 :class:`~tmy.errors.AdapterError`.
 """
@@ -40,7 +50,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -52,6 +62,7 @@ with warnings.catch_warnings():
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
+from tmy.adapters.fairness import ChatQueues
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.logs import get_logger
@@ -61,6 +72,9 @@ log = get_logger("tmy.adapter.discord")
 
 MAX_TEXT = 2000  # Discord's limit for one message's content, in characters
 MAX_RUNS = 64  # messages of this adapter in the engine at once
+MAX_RUNS_PER_CHAT = 16  # of those, from one channel (the rest stay free for the other channels)
+MAX_WAITING = 1000  # messages (and, apart, replies) waiting in all channels together
+MAX_SENDS = 32  # sends in flight at once (all channels)
 MAX_FENCE_TAG = 32  # a longer ``` language tag is not repeated when a code block is reopened
 
 # Nothing in a reply may ping anyone: not @everyone/@here, not roles, not users, not the author.
@@ -77,6 +91,7 @@ class DiscordConfig:
 
     token_env: str = "DISCORD_TOKEN"
     shards: int | str = 1
+    max_pending_per_chat: int = 20
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> DiscordConfig:
@@ -91,6 +106,12 @@ class DiscordConfig:
             )
         if not config.token_env:
             raise ConfigError("adapters.discord.token_env must name an environment variable")
+        cap = config.max_pending_per_chat
+        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_WAITING:
+            raise ConfigError(
+                f"adapters.discord.max_pending_per_chat must be a whole number from 1 to "
+                f"{MAX_WAITING} (got {cap!r})"
+            )
         return config
 
 
@@ -137,8 +158,16 @@ class DiscordAdapter:
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._runner: asyncio.Task[None] | None = None
-        self._runs = asyncio.Semaphore(MAX_RUNS)
-        self._tasks: set[asyncio.Task[None]] = set()
+        cap = self.config.max_pending_per_chat
+        # keyed by channel id: messages waiting to run, replies waiting for their channel's turn
+        self._inbound: ChatQueues[tuple[Message, discord.Message]] = ChatQueues(
+            self.name, "message", self._answer, per_chat=cap, total=MAX_WAITING,
+            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )  # fmt: skip
+        self._outbound: ChatQueues[_Outgoing] = ChatQueues(
+            self.name, "reply", self._send_step, per_chat=cap, total=MAX_WAITING,
+            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped,
+        )  # fmt: skip
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._ready_before = False  # metrics: a later on_ready is a reconnect
@@ -201,15 +230,22 @@ class DiscordAdapter:
             self._runner.cancel()  # it may be waiting out a backoff pause
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        if self._tasks:
-            _, late = await asyncio.wait(set(self._tasks), timeout=self.shutdown_grace)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        self._inbound.accepting = False
+        await self.settle(self.shutdown_grace)
+        await self._inbound.close()
+        await self._outbound.close()
         if client is not None and not client.is_closed():
             await client.close()
         if self._health.state != "failed":
             self._health.set("stopped")
+
+    async def settle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the runs and replies queued so far to finish (True when
+        all did). Used by ``stop`` and by tests."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        done = await self._inbound.join(timeout)  # runs end; their replies are queued
+        left = deadline - asyncio.get_running_loop().time()
+        return await self._outbound.join(left) and done
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()
@@ -222,6 +258,7 @@ class DiscordAdapter:
         report["latency_ms"] = None if not math.isfinite(latency) else round(latency * 1000)
         report["bot_id"] = str(user.id) if user is not None else None
         report["username"] = str(user) if user is not None else None
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
         return report
 
     def _fail(self, why: str) -> None:
@@ -313,9 +350,7 @@ class DiscordAdapter:
             return
         if converted is None:
             return
-        task = asyncio.create_task(self._answer(converted, message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._inbound.put(converted.chat, (converted, message))
 
     def to_message(self, message: discord.Message) -> Message | None:
         """The tmy Message for a Discord message, or None when it is not for the rules."""
@@ -349,21 +384,20 @@ class DiscordAdapter:
             message_id=str(message.id),
         )
 
-    async def _answer(self, converted: Message, incoming: discord.Message) -> None:
-        """Run the rules on one message and reply in its channel; never raises."""
+    async def _answer(self, chat: Hashable, incoming: tuple[Message, discord.Message]) -> None:
+        """Run the rules on one message and queue the reply (a ChatQueues work); never raises."""
+        converted, original = incoming
         assert self._handle is not None
         try:
-            async with self._runs:
-                reply = await self._handle(converted)
+            reply = await self._handle(converted)
             if not reply.text.strip():
-                return
-            await self._deliver(incoming.channel, reply.text, reference=incoming)
-        except AdapterError:
-            pass  # logged by _deliver with Discord's status and code
+                return None
+            self._queue(original.channel, reply.text, reference=original)
         except Exception as exc:
             log.exception(
                 "discord.message_failed", message_id=converted.message_id, error=repr(exc)
             )
+        return None
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -391,31 +425,87 @@ class DiscordAdapter:
             raise _send_failed(where, exc) from None
         if not hasattr(channel, "send"):
             raise AdapterError(f"discord: channel {chat} cannot take messages")
-        await self._deliver(channel, text, where=where)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue(channel, text, where=where, done=done)
+        await done
 
-    async def _deliver(
+    def _queue(
         self,
         channel: Any,
         text: str,
         *,
         reference: discord.Message | None = None,
         where: str | None = None,
+        done: asyncio.Future[None] | None = None,
     ) -> None:
-        """Send each piece of ``text``; the first one as a reply to ``reference``."""
-        where = where or str(channel.id)
-        for i, piece in enumerate(split_message(text)):
-            try:
-                if i == 0 and reference is not None:
-                    await channel.send(
-                        piece,
-                        reference=reference.to_reference(fail_if_not_exists=False),
-                        mention_author=False,
-                        allowed_mentions=NO_MENTIONS,
-                    )
-                else:
-                    await channel.send(piece, allowed_mentions=NO_MENTIONS)
-            except discord.HTTPException as exc:
-                raise _send_failed(where, exc) from None
+        """Queue ``text`` for ``channel`` in pieces; the first one replies to ``reference``."""
+        out = _Outgoing(channel, split_message(text), reference, where or str(channel.id), done)
+        if not out.pieces:
+            out.finish(None)
+            return
+        self._outbound.put(str(channel.id), out)
+
+    async def _send_step(self, key: Hashable, out: _Outgoing) -> float | None:
+        """Send ``out``'s next piece (a ChatQueues work): 0 = more pieces to go, None = done."""
+        piece = out.pieces[out.index]
+        try:
+            if out.index == 0 and out.reference is not None:
+                await out.channel.send(
+                    piece,
+                    reference=out.reference.to_reference(fail_if_not_exists=False),
+                    mention_author=False,
+                    allowed_mentions=NO_MENTIONS,
+                )
+            else:
+                await out.channel.send(piece, allowed_mentions=NO_MENTIONS)
+        except discord.HTTPException as exc:
+            out.finish(_send_failed(out.where, exc))
+            return None
+        except asyncio.CancelledError:
+            out.finish(AdapterError(f"discord: stopped before the message to {out.where} went out"))
+            raise
+        out.index += 1
+        if out.index < len(out.pieces):
+            return 0.0
+        out.finish(None)
+        return None
+
+
+class _Outgoing:
+    """One reply (or ``send``) waiting in its channel's queue."""
+
+    __slots__ = ("channel", "done", "index", "pieces", "reference", "where")
+
+    def __init__(
+        self,
+        channel: Any,
+        pieces: list[str],
+        reference: discord.Message | None,
+        where: str,
+        done: asyncio.Future[None] | None,
+    ) -> None:
+        self.channel = channel
+        self.pieces = pieces
+        self.index = 0  # the next piece to send
+        self.reference = reference  # the first piece replies to it
+        self.where = where  # for errors: the channel id, or "user <id>"
+        self.done = done  # send() waits on it; None for replies
+
+    def finish(self, error: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def dropped(self) -> None:
+        """ChatQueues dropped it (its channel's queue was full, or tmy stopped)."""
+        self.finish(
+            AdapterError(
+                "discord: not sent: its channel had too many messages waiting (the oldest are "
+                "dropped), or tmy stopped"
+            )
+        )
 
 
 def _send_failed(where: str, exc: discord.HTTPException) -> AdapterError:
