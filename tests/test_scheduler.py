@@ -14,6 +14,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -23,6 +24,7 @@ from checkin_common import (
     ALREADY,
     SUCCESS,
     Daemon,
+    FreezingProxy,
     Gate,
     checkin_state,
     today,
@@ -106,6 +108,44 @@ async def test_a_daemon_stalled_past_its_lease_does_not_check_in_twice(
     finally:
         a.stop()
         b.stop()
+        await gate.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+async def test_a_daemon_cut_off_from_redis_past_its_lease_does_not_check_in_twice(
+    tmp_path: Path, redis_store_url: str
+) -> None:
+    """The partition case: A's link to Redis goes through a proxy that freezes for
+    ~2 s (1 s leases) while B serves the same user's check-in."""
+    gate = Gate(hold_first=True)
+    await gate.start()
+    parts = urlsplit(redis_store_url)
+    proxy = FreezingProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    await proxy.start()
+    store = short_leases(redis_store_url)
+    via_proxy = urlunsplit(parts._replace(netloc=f"127.0.0.1:{proxy.port}"))
+    rules = write_rules(tmp_path / "rules", gate)
+    a = Daemon("a", tmp_path, rules, short_leases(via_proxy))
+    b = Daemon("b", tmp_path, rules, store)
+    try:
+        await asyncio.gather(a.start(), b.start())
+        asking_a = asyncio.ensure_future(a.ask("签到", "cy"))
+        await gate.wait_arrival()
+        proxy.freeze()
+        answer_b = await asyncio.wait_for(b.ask("签到", "cy"), 30)  # once A's lease expired
+        await asyncio.sleep(0.5)
+        proxy.thaw()
+        gate.release()
+        answer_a = await asyncio.wait_for(asking_a, 30)
+        assert answer_b["answer"] == f"{SUCCESS}，累计 1 次", answer_b
+        assert answer_a["error"] and "lease" in answer_a["error"], answer_a
+        assert await checkin_state(store, "cy") == (1, today())
+    finally:
+        a.stop()
+        b.stop()
+        await proxy.stop()
         await gate.stop()
 
 
