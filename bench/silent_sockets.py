@@ -137,6 +137,72 @@ async def _probes(port: int, seconds: float, rate: float, timeout: float) -> dic
     }
 
 
+async def _keepalive_probes(port: int, seconds: float, rate: float, timeout: float) -> dict:
+    """The same POST at the same rate over one kept-alive connection (a pooled client).
+
+    A connection the daemon closed is reopened and the request sent again; the
+    latency then includes the reconnect, and ``reconnects`` counts them.
+    """
+    body = b'{"text": "ping"}'
+    request = (
+        f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    latencies: list[float] = []
+    sent = failed = reconnects = 0
+
+    async def once() -> bool:
+        nonlocal conn, reconnects
+        if conn is None:
+            conn = await asyncio.open_connection("127.0.0.1", port)
+            reconnects += 1
+        reader, writer = conn
+        writer.write(request)
+        await writer.drain()
+        status = await reader.readline()
+        if not status:
+            raise ConnectionResetError("closed by the daemon")
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        data = await reader.readexactly(length)
+        return status.startswith(b"HTTP/1.1 200") and b'"pong"' in data
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sent += 1
+        started = time.perf_counter()
+        ok = False
+        for _ in range(2):  # once more on a fresh connection if the kept one was closed
+            try:
+                async with asyncio.timeout(timeout):
+                    ok = await once()
+                break
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
+                if conn is not None:
+                    conn[1].close()
+                conn = None
+        if ok:
+            latencies.append((time.perf_counter() - started) * 1000)
+        else:
+            failed += 1
+        await asyncio.sleep(max(0.0, 1 / rate - (time.perf_counter() - started)))
+    if conn is not None:
+        conn[1].close()
+    return {
+        "sent": sent,
+        "answered": len(latencies),
+        "failed": failed,
+        "reconnects": max(0, reconnects - 1),
+        "p50_ms": _percentile(latencies, 0.50),
+        "p99_ms": _percentile(latencies, 0.99),
+        "max_ms": max(latencies) if latencies else float("nan"),
+    }
+
+
 class Attack:
     """``n`` silent connections, each reopened as soon as the daemon closes it."""
 
@@ -290,7 +356,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
             sampler = asyncio.create_task(sample())
             await asyncio.sleep(args.warmup)  # the flood is up before the probes start
-            during = await _probes(port, args.seconds, args.rate, args.timeout)
+            during, pooled = await asyncio.gather(
+                _probes(port, args.seconds, args.rate, args.timeout),
+                _keepalive_probes(port, args.seconds, args.rate, args.timeout),
+            )
             attacker = attack.stop()
             elapsed = time.monotonic() - started
             await asyncio.sleep(0.5)  # the daemon flushes its log every 0.2 s
@@ -335,6 +404,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "attack_seconds": round(elapsed, 1),
         "baseline": baseline,
         "during": during,
+        "during_keepalive": pooled,
         "after": after,
         "attacker": attacker,
         "daemon_peak_open_fds": peak_fds,
@@ -364,9 +434,12 @@ def _report(r: dict[str, Any]) -> str:
         [
             f"silent sockets: {r['sockets']} held against `run.py serve` under ulimit -n "
             f"{r['nofile']}, {r['attack_seconds']} s ({r['root']})",
-            "authenticated POST /v1/messages, one fresh connection each:",
+            "authenticated POST /v1/messages at --rate/s, one fresh connection each:",
             row("before", r["baseline"]),
             row("during", r["during"]),
+            "the same POSTs over one kept-alive connection during the attack "
+            f"({r['during_keepalive']['reconnects']} reconnects):",
+            row("pooled", r["during_keepalive"]),
             row("after", r["after"]),
             f"attacker: {a['held_at_end']} sockets open at the end, {a['connections_opened']} "
             f"opened, {a['closed_by_daemon']} closed by the daemon, "
