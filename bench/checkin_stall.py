@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 import tempfile
@@ -131,6 +132,9 @@ async def main() -> int:
     )
     parser.add_argument("--tmy-root", type=Path, default=ROOT, help="checkout to run daemons")
     args = parser.parse_args()
+    # this process opens the store only to read the results: its lease clean-up
+    # notes ("cleared the lease of a dead holder") are the daemons' business
+    logging.getLogger("tmy.store").setLevel(logging.ERROR)
     modes = ["sqlite", "redis", "redis-partition"] if args.mode == "all" else [args.mode]
     lines = [
         f"checkin_stall: two daemons on one store, A stalled {args.stall:g}s mid check-in "
