@@ -703,6 +703,9 @@ class Cron:
         """
         assert self.send is not None
         target = Target(item["platform"], item["chat"], item["user"])
+        # indexed before the post: if this daemon dies mid-send, the entry stays visible
+        # (run.py cron, /healthz) and is given up, logged and counted when its window ends
+        item["indexed"] = await self._index_before_send(occ, item)
         try:
             lease.check()
         except LeaseLost:
@@ -717,7 +720,7 @@ class Cron:
         # sent: nothing may resend it, so the entry goes whoever holds the lease now
         try:
             await self.store.delete(outbox_key(occ))
-            if item.get("indexed"):
+            if item["indexed"]:
                 await self._index(occ, item, add=False)
         except StoreError as exc:
             log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
@@ -732,11 +735,10 @@ class Cron:
                 and current.get("state") == "sending"
                 and current.get("token") == item["token"]
             ):
-                current.update(state="retry", next_at=time.time(), token=None, indexed=True)
+                current.update(state="retry", next_at=time.time(), token=None)
             return current, None
 
         try:
-            await self._index(occ, item, add=True)
             await self.store.update(outbox_key(occ), back)
         except StoreError as exc:
             log.warning("cron.outbox_failed", rule=item["rule"], error=str(exc))
@@ -761,6 +763,17 @@ class Cron:
 
         return bool(await self.store.update(OUTBOX_INDEX, change))
 
+    async def _index_before_send(self, occ: str, item: dict[str, Any]) -> bool:
+        """Index the entry about to be posted; False (logged) when it cannot be kept."""
+        try:
+            if await self._index(occ, item, add=True):
+                return True
+            item["unkept"] = f"the outbox is full: {MAX_OUTBOX} posts wait already"
+        except StoreError as exc:
+            item["unkept"] = f"the outbox index could not be written: {exc}"
+        log.warning("cron.outbox_failed", rule=item["rule"], error=item["unkept"])
+        return False
+
     async def _send_failed(
         self, lease: Lease, occ: str, item: dict[str, Any], exc: Exception
     ) -> str:
@@ -769,18 +782,15 @@ class Cron:
         attempt = item["attempts"]
         now = time.time()
         pause = min(RETRY_FIRST * 2 ** (attempt - 1), RETRY_MAX)
-        full = False
-        if now + pause <= item["deadline"] and not item.get("indexed"):
-            full = not await self._index(occ, item, add=True)
-            if full:
-                error += f" (and the outbox is full: {MAX_OUTBOX} sends wait already)"
-        if full or now + pause > item["deadline"]:
+        if not item["indexed"]:  # a resend nobody could find: give it up now
+            error += f" (not kept for a resend: {item['unkept']})"
+        if not item["indexed"] or now + pause > item["deadline"]:
             await self._commit([(outbox_key(occ), MISSING, None)], lease)
-            if item.get("indexed"):
+            if item["indexed"]:
                 await self._index(occ, item, add=False)
             self._send_failure(item, error, "gave_up")
             return f"error: {error} (gave up after {attempt} attempt{'s' * (attempt > 1)})"
-        item.update(state="retry", next_at=now + pause, error=error, token=None, indexed=True)
+        item.update(state="retry", next_at=now + pause, error=error, token=None)
         await self._commit([(outbox_key(occ), item, _outbox_ttl(item))], lease)
         self._send_failure(item, error, "retry", retry_in_s=pause)
         return f"error: {error} (retrying in {pause:g}s)"
