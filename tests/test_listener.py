@@ -242,3 +242,47 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_onebot_reverse_sockets_keep_working_during_a_flood() -> None:
+    """The real OneBot adapter on a flooded listener: a connected NapCat keeps being answered,
+    and a NapCat that (re)connects during the flood gets in."""
+    from onebot_fake import connect_reverse
+
+    from tmy.adapters.onebot import OneBotAdapter, OneBotConfig
+    from tmy.testing import Bot
+
+    rules = "rules:\n  - id: hi\n    triggers: [hi]\n    steps: [{plugin: ADJUST, input: pong}]\n"
+    async with Bot({"r.yaml": rules}) as bot:
+        onebot = OneBotAdapter(
+            OneBotConfig(access_token="s3cret-token", send_interval=0),
+            store=bot.app.store,
+            shutdown_grace=5,
+        )
+        http = HttpAdapter("127.0.0.1:0", header_timeout=0.5, max_connections=16)
+        http.mount(onebot.routes())
+        await onebot.start(bot.engine.handle)
+        await http.start(bot.engine.handle)
+        url = f"ws://127.0.0.1:{http.port}{onebot.config.path}"
+        flood: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                before = await connect_reverse(session, url, 10001, token="s3cret-token")
+                for _ in range(60):
+                    flood.append(await asyncio.open_connection("127.0.0.1", http.port))
+                during = await connect_reverse(session, url, 10002, token="s3cret-token")
+                for impl in (before, during):
+                    await impl.group("hi", group=30003)
+                    action = await impl.next_action(timeout=10)
+                    assert action["action"] == "send_msg", action
+                    assert "pong" in str(action["params"]["message"])
+                assert http.guard is not None and http.guard.open <= 16
+                closed = await asyncio.gather(*(_closed_by_server(r, 5) for r, _ in flood))
+                assert all(closed)
+                await before.close()
+                await during.close()
+        finally:
+            for _, writer in flood:
+                writer.close()
+            await onebot.stop()
+            await http.stop()
