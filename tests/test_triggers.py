@@ -402,3 +402,35 @@ def test_text_map_keeps_the_normalised_cut_where_nfkc_composes_across_it() -> No
 
     match = TriggerIndex([R]).match("ａ \u0b47\u0b3e")
     assert match is not None and match.question == "\u0b47\u0b3e"  # mapped: a clean cut
+
+
+def test_text_map_boundaries_agree_with_normalising_the_original_prefix() -> None:
+    """Every mapped cut is where the original's own normalised prefix reaches the position."""
+    import random
+    import unicodedata
+
+    from tmy.rulebook.triggers import TextMap, normal_form
+
+    alphabet = [*"ab Xy记住，。！？３Ａ", "ﬁ", "ß", "㍻", "\u0301", "e", "\u0b47", "\u0b3e",
+                "\u1100", "\u1161", "\u11a8", "\u3000", "\u00a8", "\u200b", "İ", "①"]  # fmt: skip
+    rnd = random.Random(19)
+    for _ in range(400):
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 16)))
+        cleaned, full = normal_form(text)
+        tm = TextMap(cleaned, full)
+        lead = len(full) - len(full.lstrip())
+        for folded in (False, True):
+
+            def length(k: int, folded: bool = folded, cleaned: str = cleaned) -> int:
+                piece = unicodedata.normalize("NFKC", cleaned[:k])
+                return len(piece.casefold() if folded else piece)
+
+            size = len(full.strip().casefold() if folded else full.strip())
+            for pos in range(size + 1):
+                up, down = tm.index(pos, folded, up=True), tm.index(pos, folded, up=False)
+                if up is not None:
+                    assert length(up) >= pos + lead or up == len(cleaned), (text, pos)
+                if down is not None:
+                    assert length(down) <= pos + lead, (text, pos)
+                if up is not None and down is not None:
+                    assert down <= up, (text, pos)
