@@ -71,3 +71,18 @@ def test_a_specific_address_answers_itself_and_allowed_hosts() -> None:
 def test_cross_site_problem(headers: dict[str, str], refused: bool) -> None:
     policy = HostPolicy("127.0.0.1", ["bot.example.com"])
     assert (policy.cross_site_problem(headers) is not None) is refused
+
+
+def test_the_telegram_webhook_host_is_allowed_when_the_webhook_is_served_here() -> None:
+    from tmy.adapters.origin import allowed_hosts_of
+    from tmy.config import Settings
+    from tmy.daemon import build_adapters
+
+    webhook = {"enabled": True, "mode": "webhook", "webhook_url": "https://bot.example.com/tg/hook"}
+    settings = Settings(http_allowed_hosts=("a.example",), adapters={"telegram": webhook})
+    assert allowed_hosts_of(settings) == ("a.example", "bot.example.com")
+    polling = Settings(adapters={"telegram": {**webhook, "mode": "polling"}})
+    assert allowed_hosts_of(polling) == ()
+    http = build_adapters(Settings(http_allowed_hosts=("b.example",)), console=False)[0]
+    assert http.hosts.host_problem("b.example") is None
+    assert http.hosts.host_problem("c.example") is not None

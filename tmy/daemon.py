@@ -59,6 +59,8 @@ def build_adapters(
     settings: Settings, *, console: bool | None = None, store: Any = None
 ) -> list[Any]:
     """Every adapter the settings enable; the HTTP listener first (others mount on it)."""
+    from tmy.adapters.origin import allowed_hosts_of
+
     adapters: list[Any] = []
     if settings.http_enabled:
         adapters.append(
@@ -73,7 +75,7 @@ def build_adapters(
                 keepalive_timeout=settings.http_keepalive_timeout,
                 max_connections=settings.http_max_connections,
                 max_requests_in_flight=settings.http_max_requests_in_flight,
-                allowed_hosts=settings.http_allowed_hosts,
+                allowed_hosts=allowed_hosts_of(settings),
             )
         )
     want_console = settings.console if console is None else console

@@ -19,7 +19,9 @@ the operator visits reaches it too. Two attacks, two checks:
     machine works, while a *name* (a reverse proxy passing its public host, a
     Docker service name, ``host.docker.internal``) must be listed;
   - always: the names in ``adapters.http.allowed_hosts`` (``"*"`` turns the
-    check off, for a listener behind a proxy that checks ``Host`` itself).
+    check off, for a listener behind a proxy that checks ``Host`` itself), and
+    the host of the Telegram ``webhook_url`` when the webhook is served here
+    (Telegram posts through the operator's proxy, which passes that name).
 
   The port is not compared: a port mapping (Docker ``-p 18080:8080``) changes
   it, and a rebinding page is caught by its name alone.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
@@ -45,6 +48,21 @@ def split_host(value: str) -> tuple[str, str]:
         name, _, port = value.partition(":")
         return name.rstrip("."), port
     return value.rstrip("."), ""  # a bare name, or a bare IPv6 literal
+
+
+def allowed_hosts_of(settings: Any) -> tuple[str, ...]:
+    """``adapters.http.allowed_hosts`` plus the names the config itself says are this daemon's
+    (the Telegram webhook's public host when the webhook is on this listener)."""
+    hosts = list(settings.http_allowed_hosts)
+    telegram = settings.adapters.get("telegram") or {}
+    if telegram.get("enabled") and telegram.get("mode") == "webhook":
+        try:
+            name = urlsplit(str(telegram.get("webhook_url") or "")).hostname
+        except ValueError:
+            name = None
+        if name and name not in hosts:
+            hosts.append(name)
+    return tuple(hosts)
 
 
 def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
