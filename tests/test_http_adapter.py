@@ -215,6 +215,50 @@ def test_serve_answers_over_http_and_stops_cleanly_on_sigterm(tmp_path: Path) ->
             proc.communicate(timeout=10)
 
 
+@pytest.mark.slow
+def test_serve_raises_the_soft_open_file_limit_and_logs_both(tmp_path: Path) -> None:
+    import json
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip("needs a finite hard open-file limit above 256")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "h.yaml").write_text(RULES, encoding="utf-8")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    serve = (f"ulimit -Sn 256 && exec {sys.executable} run.py serve --http 127.0.0.1:{port} "
+             f"--no-console --rules {rules} --store sqlite:///{tmp_path / 's.db'}")  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "-c", serve], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"serve exited early: {proc.communicate()[1][-2000:]}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not answer /healthz within 30 s"
+            time.sleep(0.1)
+        limits = (Path("/proc") / str(proc.pid) / "limits").read_text()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    lines = [json.loads(x) for x in stderr.splitlines() if x.startswith("{")]
+    (logged,) = [e for e in lines if e.get("event") == "daemon.open_files"]
+    assert (logged["soft_before"], logged["soft"], logged["hard"]) == (256, hard, hard)
+    (row,) = [x for x in limits.splitlines() if x.startswith("Max open files")]
+    assert row.split()[3] == str(hard)  # the running daemon's soft limit
+
+
 # -- cross-site control of a local daemon (Content-Type, Origin, Host) --------------------------
 
 
