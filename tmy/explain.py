@@ -49,7 +49,7 @@ from tmy.engine.variables import conversation_key
 from tmy.errors import TmyError
 from tmy.logs import preview
 from tmy.message import Message, Reply, StepRecord
-from tmy.rulebook.triggers import KIND_RANK, Match, fold, normalise
+from tmy.rulebook.triggers import KIND_RANK, Match, fold, normalise, strip_invisible
 from tmy.store.base import MISSING
 from tmy.store.overlay import OverlayStore
 
@@ -300,7 +300,7 @@ async def _analyse(engine: Engine, rulebook: Any, message: Message) -> Explanati
     elif session_rule is not None:
         refusal = _refusal(session_rule, message)
         if refusal is None:
-            match = Match(session_rule, None, "", normalise(text))
+            match = Match(session_rule, None, "", strip_invisible(text).strip())
             ex.via, ex.trigger = "session", None
         else:
             ex.near_misses.append(
