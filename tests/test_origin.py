@@ -86,3 +86,23 @@ def test_the_telegram_webhook_host_is_allowed_when_the_webhook_is_served_here() 
     http = build_adapters(Settings(http_allowed_hosts=("b.example",)), console=False)[0]
     assert http.hosts.host_problem("b.example") is None
     assert http.hosts.host_problem("c.example") is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("[https://bot.example.com]", "not URLs"),
+        ("['']", "non-empty strings"),
+        ("bot.example.com", "wrong type"),
+    ],
+)
+def test_allowed_hosts_in_the_config_must_be_host_names(tmp_path, value: str, says: str) -> None:
+    from tmy.config import load_settings
+    from tmy.errors import ConfigError
+
+    config = tmp_path / "tmy.yaml"
+    config.write_text(f"adapters:\n  http:\n    allowed_hosts: {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=says):
+        load_settings(config, env={})
+    config.write_text("adapters:\n  http:\n    allowed_hosts: [Bot.Example.com]\n")
+    assert load_settings(config, env={}).http_allowed_hosts == ("Bot.Example.com",)

@@ -220,6 +220,10 @@ def _check(section: str, data: Any, source: str) -> None:
             isinstance(k, str) and k.strip() for k in value
         ):
             raise ConfigError(f"{source}: {sub!r} must be a list of non-empty strings")
+        if sub == "adapters.http.allowed_hosts" and any("/" in h for h in value):
+            raise ConfigError(
+                f"{source}: {sub!r} lists host names (bot.example.com), not URLs (got {value!r})"
+            )
         if sub in _SCHEMA:
             _check(sub, value, source)
 
