@@ -211,6 +211,7 @@ class DiscordAdapter:
         self._stopping = False
         self._health.set("starting")
         self.bind(handle)
+        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
         if not self.token:
             self._fail(
                 f"no bot token: set the environment variable {self.config.token_env} to the "

@@ -263,6 +263,7 @@ class TelegramAdapter:
         """Begin connecting in the background; a bad token shows as ``failed``, never raises."""
         self._handle = handle
         self._stopping = False
+        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
         self._health.set("starting")
         if not self.token:
             self._fail(

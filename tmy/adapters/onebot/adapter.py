@@ -219,6 +219,7 @@ class OneBotAdapter:
     async def start(self, handle: Handler) -> None:
         self._handle = handle
         self._stopping = False
+        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
         if self.config.mode == "forward":
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
