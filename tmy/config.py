@@ -147,7 +147,12 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "max_pending_per_chat": int,
         "anonymous": str,
     },
-    "adapters.discord": {"enabled": bool, "token_env": str, "shards": (int, str)},
+    "adapters.discord": {
+        "enabled": bool,
+        "token_env": str,
+        "shards": (int, str),
+        "max_pending_per_chat": int,
+    },
     "adapters.telegram": {
         "enabled": bool,
         "token_env": str,
@@ -156,6 +161,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "webhook_url": str,
         "webhook_path": str,
         "webhook_secret": str,
+        "max_pending_per_chat": int,
     },
 }
 # keys whose value must be one of a few words (or, for numbers, a range)
@@ -174,6 +180,9 @@ _POSITIVE = (
     "log.slow_step",
     "adapters.onebot.heartbeat_timeout",
     "adapters.onebot.action_timeout",
+    "adapters.onebot.max_pending_per_chat",
+    "adapters.telegram.max_pending_per_chat",
+    "adapters.discord.max_pending_per_chat",
     "adapters.http.header_timeout",
     "adapters.http.body_timeout",
     "adapters.http.keepalive_timeout",
