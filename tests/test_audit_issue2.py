@@ -135,7 +135,9 @@ async def test_a_lone_surrogate_in_a_message_is_answered_over_http(tmp_path: Pat
                 async with httpx.AsyncClient(timeout=30) as client:
                     url = f"http://127.0.0.1:{adapter.port}/v1/messages"
                     body = b'{"text": "echo \\ud800"}'  # valid JSON: an escaped lone surrogate
-                    got = await client.post(url, content=body)
+                    got = await client.post(
+                        url, content=body, headers={"Content-Type": "application/json"}
+                    )
             finally:
                 await adapter.stop()
         assert got.status_code == 200 and got.json()["rule"] == "echo"

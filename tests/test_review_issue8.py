@@ -56,7 +56,7 @@ async def raw_request(port: int, method: str, path: str, headers: bytes, body: b
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(
-            f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode()
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n".encode()
             + headers
             + b"Content-Type: application/json\r\n"
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
