@@ -80,9 +80,11 @@ class App:
         assert registry is not None
         if self._rule_texts is not None:
             return load_sources(
-                ((Path(name), text) for name, text in self._rule_texts.items()), registry
+                ((Path(name), text) for name, text in self._rule_texts.items()),
+                registry,
+                store_url=self.settings.store,
             )
-        return load_rulebook(self.settings.rules, registry)
+        return load_rulebook(self.settings.rules, registry, store_url=self.settings.store)
 
     async def __aenter__(self) -> App:
         self.registry = build_registry(self.settings)

@@ -213,7 +213,7 @@ def cmd_check(settings: Settings, path: str | None) -> int:
     from tmy.rulebook.loader import load_rulebook
 
     root = Path(path) if path else settings.rules
-    rulebook = load_rulebook(root, build_registry(settings))
+    rulebook = load_rulebook(root, build_registry(settings), store_url=settings.store)
     for warning in rulebook.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     triggers = sum(len(r.triggers) for r in rulebook.rules)
