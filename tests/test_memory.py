@@ -108,6 +108,22 @@ async def test_remembered_entry_is_in_the_last_user_message_for_its_owner_only(
         assert await bot.say("forget cat", user="ann") == "I had nothing to forget matching: cat"
 
 
+async def test_an_ephemeral_identity_remembers_nothing_and_records_no_dialogue() -> None:
+    """A one-request identity (the OpenAI facade without a user or key) keeps no memory."""
+    async with Bot({"m.yaml": RULES}) as bot:
+        engine = bot.engine
+        once = Message("remember my cat is Mimi", user="anonymous-ephemeral-1", ephemeral=True)
+        reply = await engine.handle(once)
+        assert "nothing is remembered for a request without a user" in reply.text
+        await engine.handle(Message("ai hello", user="anonymous-ephemeral-1", ephemeral=True))
+        assert await bot.app.store.keys("mem") == []
+        assert await bot.app.store.get(open_key(once)) is MISSING
+        # the same message from a real identity is remembered: the checks above can fail
+        kept = await engine.handle(Message("remember my cat is Mimi", user="ann"))
+        assert kept.text == "OK, I'll remember: my cat is Mimi"
+        assert await bot.app.store.keys("mem") != []
+
+
 async def test_on_the_testonly_mock_recall_shows_in_the_echo_and_the_step_details() -> None:
     async with Bot({"m.yaml": RULES}) as bot:  # no llm config: the TESTONLY mock answers
         await bot.say("remember my cat is called Mimi", user="ann")

@@ -43,7 +43,7 @@ rules:
   - id: ai
     triggers: ["ai *"]
     steps:
-      - plugin: LLM
+      - {plugin: LLM, history: 5}
   - id: fail
     triggers: [fail]
     on_error: "failed, sorry"
@@ -341,6 +341,19 @@ async def test_without_keys_or_a_user_nothing_is_shared_between_requests(open_fa
     assert one.choices[0].message.content.endswith(" visit 1")
     assert two.choices[0].message.content.endswith(" visit 1")
     assert one.choices[0].message.content != two.choices[0].message.content
+
+
+async def test_a_request_without_a_user_or_key_keeps_no_history_or_memory(open_facade) -> None:
+    """An ephemeral identity lasts one request: nothing may pile up under one-off ids."""
+    base, bot, _ = open_facade
+    store = bot.app.store
+    async with client(base) as oai:
+        for _ in range(2):
+            await oai.chat.completions.create(model="tmy", messages=user_says("ai hello"))
+        assert await store.keys("llmhist/") == []
+        await oai.chat.completions.create(model="tmy", messages=user_says("ai hello"), user="cat")
+    # a named user's turn is kept: the check above would have seen an ephemeral one
+    assert await store.keys("llmhist/") == ["llmhist/openai/private:cat/cat"]
 
 
 async def test_a_trusted_user_header_cannot_be_overridden_by_the_body_or_x_tmy_user() -> None:

@@ -22,6 +22,10 @@ class Message:
     reply_to: str | None = None  # the platform's id of the message this one quotes
     self_id: str = ""  # which bot account received it (several accounts on one platform)
     message_id: str = ""  # the platform's id of this message
+    # an identity that lasts one request (the OpenAI facade without a user or an API key):
+    # no LLM history, dialogue record or memory entry is kept for it, so nothing piles up
+    # under one-off ids and nothing could ever be recalled by someone else
+    ephemeral: bool = False
 
     def __post_init__(self) -> None:
         if self.private is None:

@@ -405,6 +405,7 @@ class OpenAIFacade:
             platform=self.name,
             mentions_bot=True,  # a request to the API is always addressed to the bot
             raw=body,
+            ephemeral=how == "anonymous-ephemeral",
             **fields,
         )
         return message, model, bool(stream), include_usage, how

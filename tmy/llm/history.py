@@ -53,8 +53,10 @@ async def append(
     """Add one turn atomically (concurrent turns of one conversation both land).
 
     With ``summary`` the stored history is replaced by it first and the pending
-    summary is cleared.
+    summary is cleared. An ephemeral identity (one request) keeps no history.
     """
+    if message.ephemeral:
+        return
 
     def add(current: Any) -> tuple[Any, None]:
         pairs = [summary] if summary else current if isinstance(current, list) else []

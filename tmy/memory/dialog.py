@@ -84,6 +84,8 @@ async def record_turn(
     That is the record this turn filled (``max_turns``), and an earlier one that had
     ended by silence and was not taken yet (the recall before this turn failed).
     """
+    if message.ephemeral:  # an identity for one request: no conversation to record
+        return []
     now = time.time()
     turn = [clean_text(ask)[:TURN_CHARS], clean_text(answer)[:TURN_CHARS]]
 

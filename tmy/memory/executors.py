@@ -88,6 +88,11 @@ def _options(check: Any, cfg: dict[str, Any]) -> Any:
 async def remember(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     """Store the input as a memory entry; a confirmation (or the entry, with result: entry)."""
     scope, importance, result = _options(_remember_options, cfg)
+    if ctx.message.ephemeral:
+        raise ExecutorError(
+            "nothing is remembered for a request without a user: send 'user' (or "
+            "X-Tmy-User), or give this client its own API key"
+        )
     mrt = memory_of(ctx.services)
     mcfg = mrt.config
     text = entries.check_text(to_text(value), mcfg.max_entry_chars, mcfg.secrets)
