@@ -161,8 +161,8 @@ async def _read_fired(store_url: str) -> tuple[int, list[str]]:
     store = open_store(store_url)
     await store.open()
     try:
-        ticks = await store.get("var/global/ticks")
-        fired = await store.get("var/global/fired")
+        # one read of both (MGET / one query): a commit cannot land between them
+        ticks, fired = await store.get_many(["var/global/ticks", "var/global/fired"])
     finally:
         await store.close()
     return (ticks or 0), (fired or [])
@@ -441,7 +441,13 @@ async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
                     break
                 await asyncio.sleep(0.1)
             assert len(stalled) == STALLS, "no occurrence was claimed while both daemons ran"
-            await asyncio.sleep(STALL_S + 4)
+            for _ in range(300):  # the other daemon ran and posted both stalled occurrences
+                _, fired = await _read_fired(store_url)
+                texts = _sent_texts(impls)
+                if all(f in fired and f"tick {f}" in texts for f in stalled):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(STALL_S + 1)  # the paused ones resumed: time to write again
             ticks, fired = await _read_fired(store_url)
             assert len(fired) == len(set(fired)), f"an occurrence ran twice: {sorted(fired)}"
             assert ticks == len(fired), "the run's two writes landed apart"
@@ -468,7 +474,7 @@ async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
 
 async def _connect_when_up(session: aiohttp.ClientSession, port: int) -> Any:
     """A fake NapCat connected to the daemon on ``port`` once it listens."""
-    for _ in range(200):
+    for _ in range(600):
         try:
             return await connect_reverse(session, f"ws://127.0.0.1:{port}/onebot/v11/ws")
         except (aiohttp.ClientError, OSError):
