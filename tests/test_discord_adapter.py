@@ -726,6 +726,18 @@ async def test_other_errors_are_retried_with_backoff(fake: FakeDiscord) -> None:
     await adapter.stop()
 
 
+def test_max_pending_per_chat_is_read_from_the_config_file_and_checked(tmp_path: Path) -> None:
+    config = tmp_path / "tmy.yaml"
+    config.write_text("adapters:\n  discord: {enabled: true, max_pending_per_chat: 7}\n")
+    settings = load_settings(config=str(config), env={}, rules=str(tmp_path))
+    adapter = from_settings(settings, env={})
+    assert adapter is not None and adapter.config.max_pending_per_chat == 7
+    assert DiscordConfig().max_pending_per_chat == 20
+    for bad in (0, "5", True, 10**6):
+        with pytest.raises(ConfigError, match="max_pending_per_chat"):
+            DiscordConfig.from_section({"max_pending_per_chat": bad})
+
+
 def test_from_settings_applies_defaults_and_picks_the_client_class() -> None:
     assert from_settings(Settings()) is None
     assert from_settings(Settings(adapters={"discord": {"enabled": False}})) is None

@@ -513,7 +513,15 @@ async def test_a_group_whose_runs_hang_leaves_run_slots_to_the_others(
     assert lines and lines[0]["chat"] == "group:1" and lines[0]["what"] == "message"
 
 
-async def test_max_pending_per_chat_is_checked() -> None:
+async def test_max_pending_per_chat_is_checked(tmp_path: Path) -> None:
+    config = tmp_path / "tmy.yaml"
+    config.write_text(
+        "adapters:\n  onebot: {enabled: true, max_pending_per_chat: 7, anonymous: ignore}\n"
+    )
+    settings = load_settings(config=str(config), env={}, rules=str(tmp_path))
+    adapter = from_settings(settings)
+    assert adapter is not None
+    assert (adapter.config.max_pending_per_chat, adapter.config.anonymous) == (7, "ignore")
     assert OneBotConfig.from_section({}).max_pending_per_chat == 20
     for bad in (0, -1, "5", True, 10**6):
         with pytest.raises(ConfigError, match="max_pending_per_chat"):

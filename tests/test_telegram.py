@@ -480,6 +480,18 @@ async def test_webhook_without_a_configured_secret_gets_a_random_one() -> None:
 # -- settings and the daemon --------------------------------------------------------------------
 
 
+def test_max_pending_per_chat_is_read_from_the_config_file_and_checked(tmp_path: Path) -> None:
+    config = tmp_path / "tmy.yaml"
+    config.write_text("adapters:\n  telegram: {enabled: true, max_pending_per_chat: 7}\n")
+    settings = load_settings(config=str(config), env={}, rules=str(tmp_path))
+    adapter = from_settings(settings, env={})
+    assert adapter is not None and adapter.config.max_pending_per_chat == 7
+    assert TelegramConfig().max_pending_per_chat == 20
+    for bad in (0, "5", True, 10**6):
+        with pytest.raises(ConfigError, match="max_pending_per_chat"):
+            TelegramConfig.from_section({"max_pending_per_chat": bad})
+
+
 def test_from_settings(tmp_path: Path) -> None:
     settings = load_settings(env={}, rules=str(tmp_path))
     assert from_settings(settings) is None
