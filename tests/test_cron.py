@@ -394,10 +394,16 @@ def _sent_texts(impls: list[Any]) -> list[str]:
     return texts
 
 
-async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
+async def _stall_one_of_two(
+    tmp_path: Path, store_url: str, proxy: FreezingProxy | None = None, stalls: int = STALLS
+) -> None:
     """Two daemons share ``store_url`` (1 s leases); the first to claim each of two
     occurrences is SIGSTOPped for 2.5 s in the middle of its run (its HTTP step): the
-    other takes the lease and runs it; the paused one, resumed, must write and send nothing."""
+    other takes the lease and runs it; the paused one, resumed, must write and send nothing.
+
+    With ``proxy``, daemon "a" reaches the store through it, and instead of a SIGSTOP
+    its link is frozen for 2.5 s whenever "a" is the claimant: it keeps running, its
+    commit waits in the frozen link and reaches the store after the lease moved on."""
     from aiohttp import web
 
     daemons: dict[str, subprocess.Popen[bytes]] = {}
@@ -406,11 +412,16 @@ async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
 
     async def step(request: web.Request) -> web.Response:
         name, fire = request.match_info["name"], request.query["fire"]
-        if fire not in stalled and len(stalled) < STALLS and len(daemons) == 2:
-            stalled[fire] = name
-            pid = daemons[name].pid
-            os.kill(pid, signal.SIGSTOP)  # it holds the claim: its renewals stop too
-            loop.call_later(STALL_S, os.kill, pid, signal.SIGCONT)
+        if fire not in stalled and len(stalled) < stalls and len(daemons) == 2:
+            if proxy is not None:
+                if name == "a":
+                    stalled[fire] = name
+                    proxy.freeze(STALL_S)
+            else:
+                stalled[fire] = name
+                pid = daemons[name].pid
+                os.kill(pid, signal.SIGSTOP)  # it holds the claim: its renewals stop too
+                loop.call_later(STALL_S, os.kill, pid, signal.SIGCONT)
         return web.Response(text="ok")
 
     app = web.Application()
@@ -428,19 +439,20 @@ async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
         rules.mkdir()
         (rules / "stall.yaml").write_text(STALL_RULES % {"port": port, "name": name})
         ports[name] = _free_port()
+        url = proxy.url(store_url) if proxy is not None and name == "a" else store_url
         daemons[name] = _spawn(
-            rules, store_url, tmp_path / f"{name}.log", port=ports[name], config=config
+            rules, url, tmp_path / f"{name}.log", port=ports[name], config=config
         )
     impls: list[Any] = []
     try:
         async with aiohttp.ClientSession() as session:
             for name in ("a", "b"):
                 impls.append(await _connect_when_up(session, ports[name]))
-            for _ in range(300):  # both stalls done, and a clean occurrence after them
-                if len(stalled) == STALLS:
+            for _ in range(600):  # the stalls done
+                if len(stalled) == stalls:
                     break
                 await asyncio.sleep(0.1)
-            assert len(stalled) == STALLS, "no occurrence was claimed while both daemons ran"
+            assert len(stalled) == stalls, "no occurrence was claimed while both daemons ran"
             for _ in range(300):  # the other daemon ran and posted both stalled occurrences
                 _, fired = await _read_fired(store_url)
                 texts = _sent_texts(impls)
@@ -470,6 +482,50 @@ async def _stall_one_of_two(tmp_path: Path, store_url: str) -> None:
             except subprocess.TimeoutExpired:
                 d.kill()
         await runner.cleanup()
+
+
+class FreezingProxy:
+    """A TCP proxy to a store whose link can be frozen: bytes wait, nothing is lost."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port  # the store's
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+
+    def url(self, store_url: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        assert self.server is not None
+        parts = urlsplit(store_url)
+        listen = self.server.sockets[0].getsockname()[1]
+        return urlunsplit(parts._replace(netloc=f"127.0.0.1:{listen}"))
+
+    def freeze(self, seconds: float) -> None:
+        self.flowing.clear()
+        asyncio.get_running_loop().call_later(seconds, self.flowing.set)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
 
 
 async def _connect_when_up(session: aiohttp.ClientSession, port: int) -> Any:
@@ -784,3 +840,22 @@ async def test_two_daemons_resend_a_failed_scheduled_send_once(tmp_path: Path) -
         assert len(attempts) == 2, attempts
         assert await outbox_entries(one.app.store) == []
         assert await one.app.store.get("var/global/ticks") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+async def test_a_daemon_cut_off_from_redis_past_its_lease_writes_and_sends_nothing(
+    tmp_path: Path, redis_url: str, redis_namespace: str
+) -> None:
+    """The partition case: the claimant's link to Redis freezes (a proxy) for 2.5 s; its
+    commit arrives after the lease moved on, and the store refuses it (token compare)."""
+    from urllib.parse import urlsplit
+
+    proxy = FreezingProxy(urlsplit(redis_url).port or 6379)
+    await proxy.start()
+    try:
+        url = f"{redis_url}?prefix={redis_namespace}&lease_ttl=1"
+        await _stall_one_of_two(tmp_path, url, proxy=proxy, stalls=1)
+    finally:
+        await proxy.close()
