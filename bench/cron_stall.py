@@ -8,9 +8,13 @@ local HTTP step, increments a counter, appends its FIRE_TIME to a list and posts
 
 Each round is one occurrence: the daemon whose HTTP step arrives first — it holds
 the occurrence's claim lease — is SIGSTOPped right there for ``--stall`` seconds
-(default 8, longer than the 5 s lease), then SIGCONTed. The other daemon takes
-the expired lease and runs the occurrence. The paused one, resumed, must write
-and post nothing. Afterwards every occurrence must have run exactly once:
+(default 8, longer than the 5 s lease), then SIGCONTed. With the backend
+``redis-partition`` each daemon reaches Redis through its own TCP proxy and the
+claimant's link is frozen instead (it keeps running; its commands wait). One
+daemon is stalled at a time, and only on-time occurrences (not a start-up
+catch-up). The other daemon takes the expired lease and runs the occurrence.
+The paused one, resumed, must write and post nothing. Afterwards every
+occurrence must have run exactly once:
 
 * the counter equals the number of fire times in the list, and no fire time twice;
 * the history (``cron/hist/stall``) has one run per fire time;
@@ -20,6 +24,7 @@ Loopback only, bounded in time (``--rounds`` × ``--every`` + start-up), prints
 the figures and writes ``bench/results/cron_stall.txt``.
 
     python3 bench/cron_stall.py                       # 10 rounds, 8 s stalls, every 10s
+    python3 bench/cron_stall.py --backends sqlite,redis,redis-partition
     python3 bench/cron_stall.py --rounds 3 --backends sqlite
 """
 
@@ -37,8 +42,10 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp import web
@@ -126,19 +133,73 @@ async def read_store(url: str) -> tuple[Any, Any, Any]:
         await store.close()
 
 
-async def one_backend(name: str, store_url: str, args: argparse.Namespace) -> dict[str, Any]:
+class FreezingProxy:
+    """A TCP proxy to Redis whose link can be frozen (bytes wait; nothing is lost)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    def freeze(self, seconds: float) -> None:
+        self.flowing.clear()
+        asyncio.get_running_loop().call_later(seconds, self.flowing.set)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+
+async def one_backend(
+    name: str,
+    store_url: str,
+    args: argparse.Namespace,
+    proxies: dict[str, tuple[FreezingProxy, str]] | None = None,
+) -> dict[str, Any]:
+    """One backend's rounds: SIGSTOP the claimant, or (``proxies``: each daemon reaches the
+    store through its own proxy) freeze the claimant's link to the store (the partition case)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"cron-stall-{name}-"))
     daemons: dict[str, subprocess.Popen[bytes]] = {}
     stalls: dict[str, dict[str, Any]] = {}  # fire time -> {daemon, at}
+    begun = time.time()
+    quiet_until = [0.0]
     loop = asyncio.get_running_loop()
 
     async def step(request: web.Request) -> web.Response:
         who, fire = request.match_info["name"], request.query["fire"]
-        if fire not in stalls and len(stalls) < args.rounds and len(daemons) == 2:
+        on_time = datetime.fromisoformat(fire).timestamp() >= begun  # not a start-up catch-up
+        free = time.time() >= quiet_until[0]  # one daemon stalled at a time
+        if (
+            fire not in stalls
+            and len(stalls) < args.rounds
+            and len(daemons) == 2
+            and on_time
+            and free
+        ):
             stalls[fire] = {"daemon": who, "at": time.time()}
-            pid = daemons[who].pid
-            os.kill(pid, signal.SIGSTOP)  # it holds the occurrence's claim lease now
-            loop.call_later(args.stall, os.kill, pid, signal.SIGCONT)
+            quiet_until[0] = time.time() + args.stall + 1
+            if proxies is None:
+                pid = daemons[who].pid
+                os.kill(pid, signal.SIGSTOP)  # it holds the occurrence's claim lease now
+                loop.call_later(args.stall, os.kill, pid, signal.SIGCONT)
+            else:
+                proxies[who][0].freeze(args.stall)  # it keeps running; its store link does not
         return web.Response(text="ok")
 
     app = web.Application()
@@ -160,9 +221,10 @@ async def one_backend(name: str, store_url: str, args: argparse.Namespace) -> di
                 text = RULES % {"every": args.every, "port": http_port, "name": who}
                 (rules / "stall.yaml").write_text(text)
                 port = free_port()
-                daemons[who] = spawn(rules, store_url, tmp / f"{who}.log", port, config)
+                url = proxies[who][1] if proxies else store_url
+                daemons[who] = spawn(rules, url, tmp / f"{who}.log", port, config)
                 naps[who].task = asyncio.create_task(naps[who].run(session, port))
-            limit = time.time() + args.rounds * args.every + 60
+            limit = time.time() + args.rounds * args.every * 2 + 60
             while len(stalls) < args.rounds and time.time() < limit:
                 await asyncio.sleep(0.2)
             await asyncio.sleep(args.stall + 3)  # the last stalled daemon resumes, posts land
@@ -263,11 +325,26 @@ async def main() -> int:
         if backend == "sqlite":
             with tempfile.TemporaryDirectory(prefix="cron-stall-db-") as d:
                 results.append(await one_backend("sqlite", f"sqlite:///{d}/shared.db", args))
-        elif backend == "redis":
+        elif backend in ("redis", "redis-partition"):
             prefix = f"cronstall{uuid.uuid4().hex[:8]}"
             try:
                 url = f"{args.redis_url}?prefix={prefix}"
-                results.append(await one_backend("redis", url, args))
+                if backend == "redis":
+                    results.append(await one_backend("redis", url, args))
+                else:
+                    parts = urlsplit(args.redis_url)
+                    proxies = {}
+                    for who in ("a", "b"):
+                        proxy = FreezingProxy(parts.port or 6379)
+                        listen = await proxy.start()
+                        via = urlunsplit(parts._replace(netloc=f"127.0.0.1:{listen}"))
+                        proxies[who] = (proxy, f"{via}?prefix={prefix}")
+                    try:
+                        results.append(await one_backend(backend, url, args, proxies))
+                    finally:
+                        for proxy, _ in proxies.values():
+                            assert proxy.server is not None
+                            proxy.server.close()
             finally:
                 await cleanup_redis(args.redis_url, prefix)
         else:

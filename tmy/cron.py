@@ -98,6 +98,7 @@ DONE_TTL = MAX_GRACE + 120
 ON_TIME_SLACK = 1.0
 """How late the scheduler's own timer may wake and still count as on time (``misfire_grace: 0``
 means "on time only", not "never"); no catch-up after downtime is ever allowed by it."""
+CLAIM_ATTEMPTS = 3  # claims of one occurrence by one daemon when its lease was lost
 RETRY_FIRST = 2.0  # s before the first resend of a failed scheduled send; doubles each time
 RETRY_MAX = 60.0  # longest pause between resends
 RETRY_POLL = 1.0  # how often each daemon looks for due resends in the outbox
@@ -580,33 +581,48 @@ class Cron:
     async def _occurrence(
         self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None, on_time: bool
     ) -> None:
-        """Claim, run, mark done (fenced by the claim), send: once across every daemon."""
+        """Claim, run, mark done (fenced by the claim), send: once across every daemon.
+
+        A run whose lease was lost wrote nothing; this daemon then claims the
+        occurrence again (at most :data:`CLAIM_ATTEMPTS` times, inside the grace
+        window): it finds the done mark of the daemon that took over, or — when
+        that one lost its lease too (both cut off at once) — runs it itself.
+        """
         occ = occurrence_id(rule.id, target, fire)
         deadline = fire.timestamp() + schedule.misfire_grace + (ON_TIME_SLACK if on_time else 0.0)
-        try:
-            async with self.store.lock(
-                done_key(occ), wait=max(deadline - time.time(), 0.0)
-            ) as lease:
-                if await self.store.get(done_key(occ)) is not MISSING:
-                    return  # another daemon ran it
-                if time.time() > deadline:
-                    log.warning("cron.missed", rule=rule.id, fire_time=fire_time_text(fire))
-                    self._count(rule.id, "skipped")
+        for attempt in range(1, CLAIM_ATTEMPTS + 1):
+            try:
+                async with self.store.lock(
+                    done_key(occ), wait=max(deadline - time.time(), 0.0)
+                ) as lease:
+                    if await self.store.get(done_key(occ)) is not MISSING:
+                        return  # another daemon ran it
+                    if time.time() > deadline:
+                        log.warning("cron.missed", rule=rule.id, fire_time=fire_time_text(fire))
+                        self._count(rule.id, "skipped")
+                        return
+                    entry = await self._run_fenced(lease, occ, rule, schedule, fire, target)
+                    break
+            except LeaseLost as exc:
+                self._lease_lost(rule.id, fire_time_text(fire), target, exc)
+                if attempt == CLAIM_ATTEMPTS or time.time() > deadline:
                     return
-                entry = await self._run_fenced(lease, occ, rule, schedule, fire, target)
-        except LeaseLost as exc:
-            self._lease_lost(rule.id, fire_time_text(fire), target, exc)
-            return
-        except StoreError as exc:
-            # the lease stayed taken past the grace window, or the store is down
-            log.warning(
-                "cron.claim_failed", rule=rule.id, fire_time=fire_time_text(fire), error=str(exc)
-            )
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("cron.crashed", rule=rule.id)
+                continue
+            except StoreError as exc:
+                # the lease stayed taken past the grace window, or the store is down
+                log.warning(
+                    "cron.claim_failed",
+                    rule=rule.id,
+                    fire_time=fire_time_text(fire),
+                    error=str(exc),
+                )
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cron.crashed", rule=rule.id)
+                return
+        else:
             return
         await self._remember(rule.id, entry)
 
