@@ -62,7 +62,7 @@ with warnings.catch_warnings():
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatQueues, PendingSend
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.logs import get_logger
@@ -472,10 +472,12 @@ class DiscordAdapter:
         return None
 
 
-class _Outgoing:
+class _Outgoing(PendingSend):
     """One reply (or ``send``) waiting in its channel's queue."""
 
-    __slots__ = ("channel", "done", "index", "pieces", "reference", "where")
+    __slots__ = ("channel", "index", "pieces", "reference", "where")
+    platform = "discord"
+    place = "channel"
 
     def __init__(
         self,
@@ -490,23 +492,7 @@ class _Outgoing:
         self.index = 0  # the next piece to send
         self.reference = reference  # the first piece replies to it
         self.where = where  # for errors: the channel id, or "user <id>"
-        self.done = done  # send() waits on it; None for replies
-
-    def finish(self, error: Exception | None) -> None:
-        if self.done is not None and not self.done.done():
-            if error is None:
-                self.done.set_result(None)
-            else:
-                self.done.set_exception(error)
-
-    def dropped(self) -> None:
-        """ChatQueues dropped it (its channel's queue was full, or tmy stopped)."""
-        self.finish(
-            AdapterError(
-                "discord: not sent: its channel had too many messages waiting (the oldest are "
-                "dropped), or tmy stopped"
-            )
-        )
+        super().__init__(done)  # send() waits on it; None for replies
 
 
 def _send_failed(where: str, exc: discord.HTTPException) -> AdapterError:

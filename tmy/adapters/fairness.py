@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from tmy import metrics
+from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
 T = TypeVar("T")
@@ -374,3 +375,37 @@ class ChatQueues(Generic[T]):
         )
         lane.dropped = 0
         lane.logged_at = time.monotonic()
+
+
+class PendingSend:
+    """A reply (or a ``send``) waiting in a :class:`ChatQueues`: who waits for its outcome.
+
+    Each adapter's outgoing item subclasses this for its own fields; ``done`` is
+    the future ``send()`` awaits (None for replies to an incoming message), so
+    a send on the bot's own initiative (a cron post) learns of a failure even
+    when it happens long after the item was queued.
+    """
+
+    __slots__ = ("done",)
+    platform = ""  # the adapter's name, for the error of a dropped item
+    place = "chat"  # what the platform calls a chat ("channel" on Discord)
+
+    def __init__(self, done: asyncio.Future[None] | None) -> None:
+        self.done = done
+
+    def finish(self, error: Exception | None) -> None:
+        """Tell whoever waits: sent (``error`` None) or failed."""
+        if self.done is not None and not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def dropped(self) -> None:
+        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
+        self.finish(
+            AdapterError(
+                f"{self.platform}: not sent: its {self.place} had too many messages waiting "
+                "(the oldest are dropped), or tmy stopped"
+            )
+        )

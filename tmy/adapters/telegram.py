@@ -99,7 +99,7 @@ from pydantic import ValidationError
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatQueues, PendingSend
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.logs import get_logger, preview
@@ -616,10 +616,11 @@ class TelegramAdapter:
         return AdapterError(f"telegram: sendMessage to {chat} failed (error_code {code}): {why}")
 
 
-class _Outgoing:
+class _Outgoing(PendingSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
-    __slots__ = ("backoff", "chat", "done", "index", "pieces", "reply_to", "retries", "thread")
+    __slots__ = ("backoff", "chat", "index", "pieces", "reply_to", "retries", "thread")
+    platform = "telegram"
 
     def __init__(
         self,
@@ -634,25 +635,9 @@ class _Outgoing:
         self.index = 0  # the next piece to send
         self.reply_to = reply_to  # quoted by the first piece
         self.thread = thread
-        self.done = done  # send() waits on it; None for replies
+        super().__init__(done)  # send() waits on it; None for replies
         self.retries = 0  # of the current piece
         self.backoff = Backoff()
-
-    def finish(self, error: Exception | None) -> None:
-        if self.done is not None and not self.done.done():
-            if error is None:
-                self.done.set_result(None)
-            else:
-                self.done.set_exception(error)
-
-    def dropped(self) -> None:
-        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
-        self.finish(
-            AdapterError(
-                "telegram: not sent: its chat had too many messages waiting (the oldest are "
-                "dropped), or tmy stopped"
-            )
-        )
 
 
 # -- text ------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ from aiohttp import web
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatQueues, PendingSend
 from tmy.adapters.http import parse_listen
 from tmy.adapters.onebot.codec import (
     parse_cq,
@@ -643,10 +643,11 @@ class OneBotAdapter:
         return self.config.path if self.config.mode == "reverse" else self.config.url
 
 
-class _Outgoing:
+class _Outgoing(PendingSend):
     """One reply (or ``send``) waiting in its chat's queue: its pieces and who waits for it."""
 
-    __slots__ = ("done", "index", "pieces", "where")
+    __slots__ = ("index", "pieces", "where")
+    platform = "onebot"
 
     def __init__(
         self, where: dict[str, Any], pieces: list[list[Any]], done: asyncio.Future[None] | None
@@ -654,23 +655,7 @@ class _Outgoing:
         self.where = where  # message_type and group_id / user_id
         self.pieces = pieces  # each piece's segments
         self.index = 0  # the next piece to send
-        self.done = done  # send() waits on it; None for replies
-
-    def finish(self, error: Exception | None) -> None:
-        if self.done is not None and not self.done.done():
-            if error is None:
-                self.done.set_result(None)
-            else:
-                self.done.set_exception(error)
-
-    def dropped(self) -> None:
-        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
-        self.finish(
-            AdapterError(
-                "onebot: not sent: its chat had too many messages waiting (the oldest are "
-                "dropped), or tmy stopped"
-            )
-        )
+        super().__init__(done)  # send() waits on it; None for replies
 
 
 def _claim(current: Any) -> tuple[Any, bool]:
