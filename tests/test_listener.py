@@ -210,6 +210,42 @@ async def test_a_body_that_trickles_is_refused_with_408() -> None:
         writer.close()
 
 
+WITHHELD_BODY = (
+    b"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("extra", [b"", b"Upgrade: websocket\r\nConnection: Upgrade\r\n"])
+async def test_requests_that_withhold_their_body_hold_no_slot_and_give_way(extra: bytes) -> None:
+    """A header without its body (no key, or an Upgrade header on a POST) proves nothing.
+
+    Before, such a request took an in-flight slot and a never-evicted "busy"
+    connection for the whole body timeout: a few hundred of them answered every
+    authenticated request with 503, or filled the connection cap.
+    """
+    async with listener(
+        header_timeout=5, body_timeout=30, max_connections=24, max_requests_in_flight=4
+    ) as (adapter, _):
+        port = adapter.port
+        head = WITHHELD_BODY.replace(b"\r\n\r\n", b"\r\n" + extra + b"\r\n")
+        held = []
+        for _ in range(40):  # more than both the in-flight bound and the cap
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(head)
+            held.append((reader, writer))
+        await asyncio.sleep(0.2)
+        assert adapter.in_flight == 0
+        async with aiohttp.ClientSession() as session:
+            for i in range(6):
+                assert (await _post(session, port, f"in {i}"))["answer"] == f"echo in {i}"
+        assert adapter.guard is not None and adapter.guard.open <= 24
+        # the oldest withheld requests were the ones closed to make room
+        assert await _closed_by_server(held[0][0], within=3)
+        for _, writer in held:
+            writer.close()
+
+
 async def test_an_idle_keepalive_connection_is_closed_after_keepalive_timeout() -> None:
     async with listener(header_timeout=5, keepalive_timeout=0.3) as (adapter, _):
         reader, writer = await asyncio.open_connection("127.0.0.1", adapter.port)

@@ -241,7 +241,7 @@ class HttpAdapter:
         guard = self.guard
         protocol = request.protocol
         if guard is not None:
-            guard.request_started(protocol)
+            guard.request_reading(protocol)
         try:
             return await self._checked(request, handler)
         finally:
@@ -252,13 +252,25 @@ class HttpAdapter:
         problem = self.hosts.host_problem(request.headers.get("Host"))
         if problem is not None:
             return self._refuse(request, 421, problem, "host")
-        upgrade = request.headers.get("Upgrade", "").lower() == "websocket"
+        # only a GET can become a WebSocket: an Upgrade header on a POST is just a header
+        upgrade = (
+            request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket"
+        )
         if request.method in BODY_METHODS or upgrade:
             problem = self.hosts.cross_site_problem(request.headers)
             if problem is not None:
                 return self._refuse(request, 403, problem, "cross_site")
+        # the whole request must arrive before it holds anything: a client that sends a
+        # header and withholds its body keeps an evictable connection and no in-flight
+        # slot, so it cannot crowd out requests that did arrive (API keys are checked
+        # by the handlers, once the request is whole)
+        refused = await self._read_body(request)
+        if refused is not None:
+            return refused
+        if self.guard is not None:
+            self.guard.request_started(request.protocol)
         if upgrade:  # a long-lived socket, bounded by max_connections and its adapter
-            return await self._body_then(request, handler)
+            return await handler(request)
         if self.in_flight >= self.max_in_flight:
             return self._refuse(
                 request,
@@ -269,11 +281,12 @@ class HttpAdapter:
             )
         self.in_flight += 1
         try:
-            return await self._body_then(request, handler)
+            return await handler(request)
         finally:
             self.in_flight -= 1
 
-    async def _body_then(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _read_body(self, request: web.Request) -> web.StreamResponse | None:
+        """Read the whole body within ``body_timeout``; a refusal, or None when it may go on."""
         # a body (or a declared type) must be JSON; a bodiless POST (`curl -X POST
         # …/admin/reload`) has nothing to smuggle and is left to the Origin check
         json_route = request.method in BODY_METHODS and request.path in JSON_ROUTES
@@ -303,7 +316,17 @@ class HttpAdapter:
                 return self._refuse(
                     request, 413, exc.text or "the request body is too large", "too_large"
                 )
-        return await handler(request)
+            except (ConnectionError, RuntimeError) as exc:
+                # the connection went away mid-body (its client hung up, or the guard closed
+                # it to make room; aiohttp says "Connection closed." as a RuntimeError):
+                # nobody is left to answer, and it is not an error of ours
+                transport = request.transport
+                if isinstance(exc, RuntimeError) and transport and not transport.is_closing():
+                    raise
+                response = web.Response(status=400)
+                response.force_close()
+                return response
+        return None
 
     def _refuse(
         self,

@@ -14,9 +14,12 @@ apart is that a real client *completes a request* promptly.
 hooks) in one of three states:
 
 * **fresh** — accepted, no request header completed yet: closed when
-  ``header_timeout`` passes;
-* **busy** — a request (or an upgraded WebSocket) is being handled: never
-  closed by the guard (the handler's own limits apply);
+  ``header_timeout`` passes; also a connection whose header arrived but whose
+  body is still on the way (**reading**: no header deadline any more, the
+  body's own ``body_timeout`` applies) — it has proven nothing yet, so it
+  stays among the connections that give way first;
+* **busy** — a whole request has arrived and is being handled (or a WebSocket
+  was upgraded): never closed by the guard (the handler's own limits apply);
 * **idle** — between two requests of a keep-alive connection: closed when
   ``keepalive_timeout`` passes without a new request.
 
@@ -148,8 +151,28 @@ class ConnectionGuard:
         server.connection_made = connection_made
         server.connection_lost = connection_lost
 
+    def request_reading(self, handler: Any) -> None:
+        """A request's header is complete; its body may still be on the way.
+
+        Until the whole request has arrived the connection has proven nothing
+        (a client may send a header and withhold the body): it stays among the
+        fresh connections, newest last, so at the cap it gives way before any
+        connection serving a request. The header deadline is over; the
+        middleware bounds the body with ``body_timeout``.
+        """
+        conn = self._conns.get(handler)
+        if conn is None:
+            return
+        self._idle.pop(handler, None)
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
+        conn.state = "reading"
+        self._fresh.pop(handler, None)
+        self._fresh[handler] = conn
+
     def request_started(self, handler: Any) -> None:
-        """A request's header is complete and it is being handled: no deadline while busy."""
+        """The whole request has arrived and is being handled: no deadline while busy."""
         conn = self._conns.get(handler)
         if conn is None:
             return
@@ -163,8 +186,9 @@ class ConnectionGuard:
     def request_finished(self, handler: Any) -> None:
         """The handler returned: the connection waits for its next request, for a while."""
         conn = self._conns.get(handler)
-        if conn is None or conn.state != "busy":
+        if conn is None or conn.state not in ("busy", "reading"):
             return
+        self._fresh.pop(handler, None)  # refused while reading
         conn.state = "idle"
         self._idle[handler] = conn
         conn.timer = self._later(self.keepalive_timeout, self._expire, handler, "keepalive_timeout")
@@ -208,7 +232,7 @@ class ConnectionGuard:
 
     def _expire(self, handler: Any, reason: str) -> None:
         conn = self._conns.get(handler)
-        if conn is None or conn.state == "busy":
+        if conn is None or conn.state in ("busy", "reading"):
             return
         conn.timer = None
         self._close(handler, reason)
