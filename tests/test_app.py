@@ -45,3 +45,11 @@ async def test_listener_api_keys_are_masked_in_the_log_and_refused_by_remember(
     runs = [e for e in read_log(log_file) if e.get("event") == "run.done"]
     assert runs[0]["text"] == "remember the listener key is ***"
     assert runs[-1]["text"] == "echo ***" and runs[-1]["answer"] == "***"
+
+
+async def test_the_onebot_access_token_is_refused_by_remember_without_the_adapter() -> None:
+    """``ask``/``chat`` build no adapter: the token is registered by the App itself."""
+    token = f"ob-{secrets.token_hex(12)}"
+    async with Bot({"r.yaml": RULES}, adapters={"onebot": {"access_token": token}}) as bot:
+        reply = await bot.ask(f"remember the token is {token}", user="ann")
+        assert reply.error and "a credential this bot is configured with" in reply.error

@@ -92,6 +92,8 @@ class App:
         redact.add_url(self.settings.store)  # a store password never reaches an error or the log
         for key in self.settings.http_api_keys:  # the listener's keys: masked, never remembered
             redact.add(key)
+        # the OneBot token too, even when no adapter is built (`ask`, `chat`, rule tests)
+        redact.add((self.settings.adapters.get("onebot") or {}).get("access_token"))
         codec.MAX_VALUE_BYTES = self.settings.max_value_bytes
         self.store = self._given_store or metered(open_store(self.settings.store))
         await self.store.open()
