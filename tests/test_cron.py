@@ -329,28 +329,6 @@ def test_run_py_cron_lists_jobs_and_their_next_fire_times(tmp_path: Path) -> Non
     assert "job  cron '30 8 * * *' (Asia/Tokyo)" in text.stdout and "no runs yet" in text.stdout
 
 
-async def test_a_failing_send_is_recorded_and_the_scheduler_keeps_going(tmp_path: Path) -> None:
-    """No adapter for the target: the run is kept with the send error; nothing crashes."""
-    from tmy.cron import Cron, validate_schedule
-    from tmy.testing import Bot
-
-    async with Bot({"r.yaml": rule_with("every: 1s")}) as bot:
-
-        async def refuse(target: Any, text: str) -> None:
-            raise RuntimeError("no running adapter for platform 'discord'")
-
-        cron = Cron(bot.engine, bot.app.store, refuse, default_zone="UTC")
-        rule = bot.engine.rulebook.by_id["job"]
-        schedule = validate_schedule(
-            {"every": 1, "send_to": [{"platform": "discord", "chat": "9"}]}
-        )
-        entry = await cron.run(
-            rule, schedule, datetime(2026, 1, 1, tzinfo=UTC), schedule.send_to[0]
-        )
-        assert entry["outcome"] == "ok"
-        assert entry["sent"] == "error: no running adapter for platform 'discord'"
-
-
 @pytest.mark.parametrize(
     ("weekdays", "expected"),
     [("1-5", "mon,tue,wed,thu,fri"), ("0", "sun"), ("7", "sun"), ("0,6", "sun,sat"),

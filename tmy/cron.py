@@ -972,50 +972,6 @@ class Cron:
         """The outbox for ``/healthz``: pending sends and the oldest one's fire time."""
         return outbox_summary(await outbox_entries(self.store))
 
-    async def run(
-        self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None
-    ) -> dict[str, Any]:
-        """Run one occurrence for one target (no claim) and send its reply; the history entry."""
-        message = cron_message(schedule, target)
-        fire_text = fire_time_text(fire)
-        reply: Reply = await self.engine.run_scheduled(
-            rule, message, schedule.input, {"FIRE_TIME": fire_text}
-        )
-        outcome = "error" if reply.error else "ok"
-        sent = "logged only"
-        if target is not None and reply.text:
-            if self.send is None:
-                sent = "error: no adapters running"
-            else:
-                try:
-                    await self.send(target, reply.text)
-                    sent = "ok"
-                except Exception as exc:  # an adapter's failure must not stop the scheduler
-                    sent = f"error: {exc}"
-        elif target is not None:
-            sent = "nothing to send"
-        log.info(
-            "cron.done",
-            trace_id=reply.trace_id,
-            rule=rule.id,
-            fire_time=fire_text,
-            target=target_key(target),
-            outcome=outcome,
-            sent=sent,
-            answer=preview(reply.text),
-        )
-        self._count(rule.id, outcome)
-        return {
-            "fire_time": fire_text,
-            "daemon": self.daemon,
-            "target": target_key(target),
-            "trace_id": reply.trace_id,
-            "outcome": outcome,
-            "error": reply.error,
-            "sent": sent,
-            "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-
     def _count(self, rule_id: str, outcome: str) -> None:
         if self.on_fire is not None:
             self.on_fire(rule_id, outcome)
