@@ -10,10 +10,12 @@ import asyncio
 from collections.abc import Hashable
 from pathlib import Path
 
+import pytest
 from log_helpers import read_log
 
 from tmy import metrics
-from tmy.adapters.fairness import ChatQueues, FairSlots
+from tmy.adapters.fairness import ChatQueues, FairSlots, PendingSend
+from tmy.errors import AdapterError
 
 
 def dropped(adapter: str, what: str) -> float:
@@ -155,5 +157,52 @@ async def test_close_hands_what_waits_to_on_drop() -> None:
         queues.put("c", i)
     assert not await queues.join(0.05)
     await queues.close()
-    assert gone == [1, 2, 3]
+    # the waiting ones, and the one in flight that close() cancelled before its end
+    assert sorted(gone) == [0, 1, 2, 3]
     assert queues.put("c", 9) is False and gone[-1] == 9
+
+
+class _Send(PendingSend):
+    __slots__ = ()
+    platform = "fake"
+
+
+async def test_a_send_paused_between_attempts_fails_when_the_queues_close() -> None:
+    """close() cancels an item waiting to be called again: its sender must not wait forever."""
+    attempts = 0
+
+    async def flood_wait(chat: Hashable, item: _Send) -> float | None:
+        nonlocal attempts
+        attempts += 1
+        return 30.0  # "retry after 30 s", as a 429 says
+
+    queues: ChatQueues[_Send] = ChatQueues(
+        "fake", "reply", flood_wait, per_chat=5, total=50, in_flight=4,
+        on_drop=_Send.dropped, on_fail=_Send.failed,
+    )  # fmt: skip
+    loop = asyncio.get_running_loop()
+    item = _Send(loop.create_future())
+    assert queues.put("c", item)
+    async with asyncio.timeout(5):
+        while attempts == 0:
+            await asyncio.sleep(0.01)
+    await queues.close()
+    with pytest.raises(AdapterError, match="fake: not sent"):
+        async with asyncio.timeout(5):
+            await item.done  # type: ignore[misc]
+
+
+async def test_a_send_step_that_raises_fails_its_sender_with_the_cause() -> None:
+    async def unreachable(chat: Hashable, item: _Send) -> float | None:
+        raise OSError("Cannot connect to host")  # what aiohttp's connector error is
+
+    queues: ChatQueues[_Send] = ChatQueues(
+        "fake", "reply", unreachable, per_chat=5, total=50, in_flight=4,
+        on_drop=_Send.dropped, on_fail=_Send.failed,
+    )  # fmt: skip
+    item = _Send(asyncio.get_running_loop().create_future())
+    assert queues.put("c", item)
+    with pytest.raises(AdapterError, match="fake: not sent: OSError: Cannot connect to host"):
+        async with asyncio.timeout(5):
+            await item.done  # type: ignore[misc]
+    await queues.close()

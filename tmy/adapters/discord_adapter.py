@@ -166,7 +166,7 @@ class DiscordAdapter:
         )  # fmt: skip
         self._outbound: ChatQueues[_Outgoing] = ChatQueues(
             self.name, "reply", self._send_step, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped,
+            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped, on_fail=_Outgoing.failed,
         )  # fmt: skip
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)

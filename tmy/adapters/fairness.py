@@ -143,6 +143,7 @@ class ChatQueues(Generic[T]):
         per_chat_in_flight: int = 1,
         interval: float = 0.0,
         on_drop: Callable[[T], None] | None = None,
+        on_fail: Callable[[T, Exception], None] | None = None,
     ) -> None:
         if per_chat < 1 or total < 1 or per_chat_in_flight < 1:
             raise ValueError("ChatQueues bounds must be at least 1")
@@ -154,7 +155,12 @@ class ChatQueues(Generic[T]):
         self.interval = interval
         self.slots = FairSlots(in_flight)
         self._work = work
+        # on_drop(item): the item will not be worked on to its end — dropped from a full
+        # queue, still waiting at close(), or cancelled by close() while in flight (a send
+        # waiting between two attempts must not leave its sender waiting forever)
         self._on_drop = on_drop
+        # on_fail(item, exc): the work function raised (a network error it did not expect)
+        self._on_fail = on_fail
         self._log = get_logger(f"tmy.adapter.{adapter}")
         self._lanes: dict[Hashable, _Lane[T]] = {}
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
@@ -294,26 +300,32 @@ class ChatQueues(Generic[T]):
 
     async def _execute(self, chat: Hashable, lane: _Lane[T], item: T) -> None:
         """Work on one item holding a slot (released while it waits to be called again)."""
+        ended = False  # the work function said it is done with the item (or raised)
         try:
             while True:
                 try:
                     again = await self._work(chat, item)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as exc:
                     self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
                     again = None
+                    if self._on_fail is not None:
+                        self._on_fail(item, exc)
                 finally:
                     self.slots.release()
                 pause = max(again or 0.0, self.interval)
                 if pause > 0:
                     self._pace(chat, time.monotonic() + pause)
                 if again is None:
+                    ended = True
                     return
                 if pause > 0:
                     await asyncio.sleep(pause)
                 await self.slots.acquire()
         finally:
+            if not ended and self._on_drop is not None:  # cancelled before its end
+                self._on_drop(item)
             lane.running -= 1
             lane.wake.set()
             if lane.task is None:
@@ -400,6 +412,13 @@ class PendingSend:
                 self.done.set_result(None)
             else:
                 self.done.set_exception(error)
+
+    def failed(self, error: Exception) -> None:
+        """The adapter's send step raised something it did not handle (a network error)."""
+        if isinstance(error, AdapterError):
+            self.finish(error)
+        else:
+            self.finish(AdapterError(f"{self.platform}: not sent: {type(error).__name__}: {error}"))
 
     def dropped(self) -> None:
         """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""

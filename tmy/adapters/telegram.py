@@ -245,7 +245,7 @@ class TelegramAdapter:
         )  # fmt: skip
         self._outbound: ChatQueues[_Outgoing] = ChatQueues(
             self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped,
+            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped, on_fail=_Outgoing.failed,
         )  # fmt: skip
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._offset: int | None = None  # next getUpdates offset (confirms everything before)

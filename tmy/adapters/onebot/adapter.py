@@ -197,7 +197,8 @@ class OneBotAdapter:
         )  # fmt: skip
         self._outbound: ChatQueues[_Outgoing] = ChatQueues(
             self.name, "reply", self._send_piece, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, interval=self.config.send_interval, on_drop=_Outgoing.dropped,
+            in_flight=MAX_SENDS, interval=self.config.send_interval,
+            on_drop=_Outgoing.dropped, on_fail=_Outgoing.failed,
         )  # fmt: skip
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._aux: set[asyncio.Task[Any]] = set()  # closing replaced sockets
