@@ -205,3 +205,11 @@ async def test_a_holder_stopped_past_its_lease_cannot_write(store_url: str) -> N
         holder.kill()
         holder.wait(10)
         await other.close()
+
+
+async def test_a_commit_with_an_expiry_no_store_can_hold_writes_nothing(store: Store) -> None:
+    """Redis refuses an expiry past 2^63 ms mid-script: it must be refused before anything."""
+    second = "a" if isinstance(store, RedisClusterStore) else "b"  # one slot on a cluster
+    with pytest.raises(ValueRefused, match="100 years"):
+        await store.commit([("a", 1, None), (second, 2, 1e17)])
+    assert await store.get("a") is MISSING

@@ -130,7 +130,7 @@ async def run_chain(run: Run) -> None:
     if run.failed or run.stopped:
         return
     v = run.vars
-    async with v.holding(rule.atomic_vars), v.buffering():
+    async with v.holding(rule.atomic_vars), v.buffering(rule.atomic_vars):
         v.forget(rule.atomic_vars)  # re-read what the locks now protect
         await run_steps(run, rule.steps[first : last + 1])
         if not run.failed:

@@ -95,6 +95,7 @@ class Variables(Mapping[str, Any]):
         self.held: set[str] = set()  # locks this run holds now
         self.leases: dict[str, Lease] = {}  # the lease of each held lock
         self.pending: dict[str, Any] | None = None  # an atomic span's buffered writes
+        self.span: frozenset[str] = frozenset()  # the variables whose writes are buffered
         self.cache: dict[str, Any] = {}
         self._keys: dict[str, str] = {}
 
@@ -118,18 +119,23 @@ class Variables(Mapping[str, Any]):
             yield
 
     @asynccontextmanager
-    async def buffering(self) -> AsyncIterator[None]:
-        """Keep writes to held variables in ``pending`` for a block (an atomic span).
+    async def buffering(self, names: Iterable[str]) -> AsyncIterator[None]:
+        """Keep writes to the span's variables ``names`` in ``pending`` for a block.
 
         The caller applies them with :meth:`flush` before the locks are given
         back; whatever is still pending when the block ends (an error, a
         cancelled run) is dropped: none of the span's writes reach the store.
+        Only ``names`` are buffered: another locked variable written inside the
+        span (a plugin's ``ctx.set``) holds its own lock just for that write, so
+        its write is committed at once, fenced by that lock, before it is given back.
         """
         self.pending = {}
+        self.span = frozenset(names)
         try:
             yield
         finally:
             self.pending = None
+            self.span = frozenset()
 
     async def flush(self, names: Iterable[str]) -> int:
         """Apply the buffered writes in ONE store commit fenced by the leases of ``names``.
@@ -152,7 +158,7 @@ class Variables(Mapping[str, Any]):
 
     async def _put_held(self, name: str, root: Any) -> None:
         """Write a held variable's new value: buffered in a span, else one fenced commit."""
-        if self.pending is not None:
+        if self.pending is not None and name in self.span:
             lease = self.lost_lease()
             if lease is not None:
                 lease.check()  # raises LeaseLost: the span ends, nothing is written

@@ -108,8 +108,15 @@ def check_key(key: str) -> None:
             raise ValueRefused(f"store key {key!r} is not valid Unicode") from None
 
 
+MAX_TTL = 100 * 365 * 86_400.0
+"""The longest expiry a store takes (100 years): Redis refuses an expiry time past
+2^63 ms mid-script, which would leave a multi-key commit half applied."""
+
+
 def check_ttl(ttl: float, what: str = "ttl") -> float:
     """``ttl`` as a positive finite float, else StoreError (0 would mean "already gone")."""
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
         raise ValueRefused(f"{what} must be a positive number of seconds, got {ttl!r}")
+    if ttl > MAX_TTL:
+        raise ValueRefused(f"{what} must be at most {MAX_TTL:.0f} seconds (100 years), got {ttl!r}")
     return float(ttl)
