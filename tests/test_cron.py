@@ -837,3 +837,65 @@ async def test_a_daemon_cut_off_from_redis_past_its_lease_writes_and_sends_nothi
         await _stall_one_of_two(tmp_path, url, proxy=proxy, stalls=1)
     finally:
         await proxy.close()
+
+
+SHARED_COUNTER = """
+variables:
+  ticks: {scope: global, default: 0}
+rules:
+  - id: job
+    schedule: {every: 1h, misfire_grace: 3600}
+    steps:
+      - {plugin: ADJUST, input: "?= ticks + 1", save: ticks}
+      - {plugin: HTTP, url: "%(url)s", result: text}
+      - {plugin: ADJUST, input: "tick {ticks}"}
+  - id: bump
+    triggers: [bump]
+    steps:
+      - {plugin: ADJUST, input: "?= ticks + 1", save: ticks}
+"""
+
+
+async def test_a_chat_run_writing_during_a_scheduled_run_is_not_overwritten() -> None:
+    """A scheduled run's writes land at its end (fenced): meanwhile its variables stay
+    locked, so a chat run's increment waits and is added on top instead of lost."""
+    from aiohttp import web
+
+    from tmy.cron import Cron
+    from tmy.testing import Bot
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        entered.set()
+        await release.wait()
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    rules = SHARED_COUNTER % {"url": f"http://127.0.0.1:{port}/slow"}
+    try:
+        async with Bot({"r.yaml": rules}) as bot:
+            assert "ticks" in bot.engine.rulebook.locked_variables
+            cron = Cron(bot.engine, bot.app.store, None, default_zone="UTC")
+            cron.start(bot.engine.rulebook)
+            try:
+                async with asyncio.timeout(10):
+                    await entered.wait()  # the scheduled run read ticks and waits in its step
+                bump = asyncio.create_task(bot.say("bump"))
+                await asyncio.sleep(0.3)
+                assert not bump.done()  # it waits for the scheduled run's lock
+                release.set()
+                async with asyncio.timeout(10):
+                    await bump
+                assert await bot.app.store.get("var/global/ticks") == 2
+            finally:
+                release.set()
+                await cron.stop()
+    finally:
+        await runner.cleanup()

@@ -68,7 +68,8 @@ import os
 import re
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -78,7 +79,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from tmy import metrics
 from tmy.adapters.base import Target
-from tmy.cron_run import Write, run_buffered, store_of
+from tmy.cron_run import Write, run_buffered, store_of, variable_keys
 from tmy.errors import LeaseLost, RuleError, StoreError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
@@ -657,18 +658,24 @@ class Cron:
             )
             self._count(rule.id, "skipped")
             return entry
-        reply, writes = await run_buffered(
-            self.engine, rule, message, schedule.input, {"FIRE_TIME": fire_text}
-        )
-        outcome = "error" if reply.error else "ok"
-        item = None
-        if target is not None and reply.text and self.send is not None:
-            item = _outbox_item(rule.id, target, reply, fire, schedule, lease.token)
-        entry = self._entry(fire_text, target, reply.trace_id, outcome, reply.error, "")
-        commit: list[Write] = [*writes, (done_key(occ), _mark(entry), DONE_TTL)]
-        if item is not None:
-            commit.append((outbox_key(occ), item, _outbox_ttl(item)))
-        await self._commit(commit, lease)
+        # the variables the rule may write stay locked from the run's first read to its
+        # commit (name order, after the claim: no deadlock), so a chat run or another
+        # occurrence writing them waits instead of being overwritten by this commit
+        keys = variable_keys(self.engine.rulebook, rule.scheduled_locks, message)
+        async with AsyncExitStack() as stack:
+            held = [await stack.enter_async_context(self.store.lock(key)) for key in keys]
+            reply, writes = await run_buffered(
+                self.engine, rule, message, schedule.input, {"FIRE_TIME": fire_text}
+            )
+            outcome = "error" if reply.error else "ok"
+            item = None
+            if target is not None and reply.text and self.send is not None:
+                item = _outbox_item(rule.id, target, reply, fire, schedule, lease.token)
+            entry = self._entry(fire_text, target, reply.trace_id, outcome, reply.error, "")
+            commit: list[Write] = [*writes, (done_key(occ), _mark(entry), DONE_TTL)]
+            if item is not None:
+                commit.append((outbox_key(occ), item, _outbox_ttl(item)))
+            await self._commit(commit, lease, held)
         if target is None:
             sent = "logged only"
         elif not reply.text:
@@ -691,7 +698,7 @@ class Cron:
         self._count(rule.id, outcome)
         return entry
 
-    async def _commit(self, writes: list[Write], lease: Lease) -> None:
+    async def _commit(self, writes: list[Write], lease: Lease, held: Sequence[Lease] = ()) -> None:
         """``store.commit`` fenced by ``lease``; on a Redis Cluster, one slot at a time.
 
         A cluster runs a script on one node, so a commit there may only touch the
@@ -699,14 +706,16 @@ class Cron:
         then goes alone after a local check of the lease (not fenced in the store).
         """
         if not _one_slot_commits(self.store):
-            await self.store.commit(writes, fence=[lease])
+            await self.store.commit(writes, fence=[lease, *held])
             return
         first = [w for w in writes if w[0] == lease.key]
         await self.store.commit(first, fence=[lease])
+        fences = {x.key: x for x in held}
         for write in writes:
             if write[0] != lease.key:
                 lease.check()
-                await self.store.commit([write])
+                own = fences.get(write[0])  # a variable's key and its lease share a slot
+                await self.store.commit([write], fence=[own] if own is not None else [])
 
     async def _send_claimed(self, lease: Lease, occ: str, item: dict[str, Any]) -> str:
         """Post an outbox entry (state ``sending``) under its claim; what the history says.

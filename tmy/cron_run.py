@@ -13,9 +13,11 @@ held, or none of it.
 What is not buffered: side effects outside the store (HTTP and LLM steps are
 sent when they run; the LLM runtime keeps its own history and memory in the
 real store). A read-modify-write in a scheduled rule reads when its step runs
-and lands at the commit, so a chat-triggered run writing the same variable in
-between (the scheduled run's own duration) is overwritten; variables a
-schedule rotates or counts are normally its own.
+and lands at the commit, so the caller holds the store locks of every variable
+the rule may write (``Rule.scheduled_locks``) for the whole run and fences the
+commit with them too; the loader makes every other writer of those variables
+take their lock, so a chat run or another occurrence writing one in between
+waits, and its update is added on top instead of being overwritten.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ async def run_buffered(
         return reply, buffer.pending()
     finally:
         buffer._mine.clear()  # the real store is not ours to close
+
+
+def variable_keys(rulebook: Any, names: Sequence[str], message: Message) -> list[str]:
+    """The store keys of the declared variables ``names`` for ``message``, in name order."""
+    from tmy.engine.variables import variable_key  # the engine imports cron's neighbours
+
+    return [variable_key(rulebook.variables[name], message) for name in sorted(names)]
 
 
 def store_of(store: Store) -> Any:

@@ -324,9 +324,14 @@ class _Loader:
         if self.errors:
             raise RuleErrors(self.errors)
         index = TriggerIndex(rules)
+        for r in rules:
+            if "schedule" in r.extras and r.steps:
+                written = set().union(*(self.access(st)[1] for st in r.steps))
+                r.scheduled_locks = tuple(sorted(written))
+        scheduled = {name for r in rules for name in r.scheduled_locks}
         locked = frozenset(name for r in rules for st in r.steps for name in st.lock_roots)
-        locked |= {name for r in rules for name in r.atomic_vars}
-        locked -= _atomic_updates(rules)
+        locked |= {name for r in rules for name in r.atomic_vars} | scheduled
+        locked -= _atomic_updates(rules, scheduled)
         return Rulebook(
             tests=tuple(self.tests),
             locked_variables=locked,
@@ -827,7 +832,7 @@ class _Loader:
         return frozenset(str(v) for v in val)
 
 
-def _atomic_updates(rules: list[Rule]) -> set[str]:
+def _atomic_updates(rules: list[Rule], keep: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """Mark the steps applied as one atomic store update; return the variables they free.
 
     A step qualifies when its executor is pure and the only variable it holds
@@ -837,14 +842,14 @@ def _atomic_updates(rules: list[Rule]) -> set[str]:
     is safe only if no other step in the rulebook holds that variable's lock
     across I/O (an impure read-modify-write, or a multi-step span): an update
     landing inside such a step's lock would be overwritten. Those variables keep
-    the lock everywhere.
+    the lock everywhere, as do ``keep`` (variables a scheduled run holds locked).
     """
     steps_of: dict[str, list[Step]] = {}
     for r in rules:
         for st in r.steps:
             for name in st.lock_roots:
                 steps_of.setdefault(name, []).append(st)
-    spans = {name for r in rules for name in r.atomic_vars}
+    spans = {name for r in rules for name in r.atomic_vars} | set(keep)
     freed = set()
     for name, steps in steps_of.items():
         if name in spans or not all(_updatable(st, name) for st in steps):

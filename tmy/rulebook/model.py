@@ -143,6 +143,10 @@ class Rule:
     # ``atomic_span[0]`` to ``atomic_span[1]`` inclusive; ``()`` when none.
     atomic_vars: tuple[str, ...] = ()
     atomic_span: tuple[int, int] = (0, -1)
+    # a scheduled rule: the declared variables its steps may write. A scheduled run holds
+    # their locks for the whole run (its writes are committed at its end, fenced by its
+    # claim), so every other writer of them takes their lock too and no update is lost
+    scheduled_locks: tuple[str, ...] = ()
     # declared variables the run reads, fetched in one round-trip when it starts
     prefetch: tuple[str, ...] = ()
 
