@@ -250,35 +250,23 @@ class Variables(Mapping[str, Any]):
             else:
                 self.locals[name] = value
             return
-        if name in self.held:  # the lock is ours: compute on the fresh snapshot, fenced write
-            if path.segments:
-                await self.fetch((name,))
-                value = set_in(copy.deepcopy(self.cache[name]), path, value)
-            await self._put_held(name, value)
-            return
-        if not path.segments:
-            async with self._guard(name):
-                await self._write_root(name, value)
-            return
-
-        def apply(current: Any) -> tuple[Any, Any]:
-            root = self.default(name) if current is MISSING else current
-            root = set_in(root, path, value)
-            return root, root
-
         async with self._guard(name):
-            if name in self.held:  # the guard took the lock: write fenced by it
-                await self.fetch((name,))
-                await self._put_held(name, set_in(copy.deepcopy(self.cache[name]), path, value))
-            else:
-                self.cache[name] = await self.store.update(self.key(name), apply)
+            if name in self.held:  # ours (held, or just taken by the guard): fenced write
+                if path.segments:  # computed on the snapshot the lock keeps fresh
+                    await self.fetch((name,))
+                    value = set_in(copy.deepcopy(self.cache[name]), path, value)
+                await self._put_held(name, value)
+            elif path.segments:
 
-    async def _write_root(self, name: str, value: Any) -> None:
-        if name in self.held:
-            await self._put_held(name, value)
-        else:
-            await self.store.set(self.key(name), value)
-            self.cache[name] = value
+                def apply(current: Any) -> tuple[Any, Any]:
+                    root = self.default(name) if current is MISSING else current
+                    root = set_in(root, path, value)
+                    return root, root
+
+                self.cache[name] = await self.store.update(self.key(name), apply)
+            else:
+                await self.store.set(self.key(name), value)
+                self.cache[name] = value
 
     async def take(self, path: Path, mode: str) -> Any:
         """SHIFT/POPUP/LOOPBACK/LOOPFRONT on the list at ``path`` (atomic when persistent)."""
