@@ -442,6 +442,11 @@ def _without(index: Any, occs: list[str]) -> tuple[Any, None]:
     return (kept or MISSING), None
 
 
+def _log_chat_off(rule_id: str, fire_text: str, target: Target | None) -> None:
+    log.info("cron.skipped", rule=rule_id, fire_time=fire_text, target=target_key(target),
+             reason="chat off")  # fmt: skip
+
+
 def _one_slot_commits(store: Store) -> bool:
     """A Redis Cluster commits one hash slot at a time."""
     from tmy.store.redis import RedisClusterStore
@@ -482,6 +487,7 @@ class Cron:
     ) -> None:
         self.engine = engine
         self.store = store
+        self._one_slot = _one_slot_commits(store)  # a Redis Cluster: commits one slot at a time
         self.send = send
         self.default_zone = default_zone
         self.on_fire = on_fire  # (rule id, outcome): metrics
@@ -649,13 +655,7 @@ class Cron:
             # not run at all: a rotating tip does not advance while the chat is off
             entry = self._entry(fire_text, target, None, SKIPPED_OFF, None, "not sent")
             await self._commit([(done_key(occ), _mark(entry), DONE_TTL)], lease)
-            log.info(
-                "cron.skipped",
-                rule=rule.id,
-                fire_time=fire_text,
-                target=target_key(target),
-                reason="chat off",
-            )
+            _log_chat_off(rule.id, fire_text, target)
             self._count(rule.id, "skipped")
             return entry
         # the variables the rule may write stay locked from the run's first read to its
@@ -705,7 +705,7 @@ class Cron:
         lease's own slot: the done mark goes first, fenced; every other write
         then goes alone after a local check of the lease (not fenced in the store).
         """
-        if not _one_slot_commits(self.store):
+        if not self._one_slot:
             await self.store.commit(writes, fence=[lease, *held])
             return
         first = [w for w in writes if w[0] == lease.key]
@@ -810,15 +810,19 @@ class Cron:
         if not item["indexed"]:  # a resend nobody could find: give it up now
             error += f" (not kept for a resend: {item['unkept']})"
         if not item["indexed"] or now + pause > item["deadline"]:
-            await self._commit([(outbox_key(occ), MISSING, None)], lease)
+            await self._give_up(lease, occ, item, error)
             if item["indexed"]:
                 await self._index(occ, item, add=False)
-            self._send_failure(item, error, "gave_up")
             return f"error: {error} (gave up after {attempt} attempt{'s' * (attempt > 1)})"
         item.update(state="retry", next_at=now + pause, error=error, token=None)
         await self._commit([(outbox_key(occ), item, _outbox_ttl(item))], lease)
         self._send_failure(item, error, "retry", retry_in_s=pause)
         return f"error: {error} (retrying in {pause:g}s)"
+
+    async def _give_up(self, lease: Lease, occ: str, item: dict[str, Any], error: str) -> None:
+        """Drop a send from the outbox (fenced by its claim), logged and counted as given up."""
+        await self._commit([(outbox_key(occ), MISSING, None)], lease)
+        self._send_failure(item, error, "gave_up")
 
     def _send_failure(self, item: dict[str, Any], error: str, outcome: str, **more: Any) -> None:
         log.warning(
@@ -937,28 +941,20 @@ class Cron:
             if now <= item["deadline"]:
                 return None
             # its sender stopped mid-send (crashed or paused): it may have been sent
-            await self._commit([(outbox_key(occ), MISSING, None)], lease)
             error = "its sender stopped mid-send; not resent (it may have gone out)"
-            self._send_failure(item, error, "gave_up")
+            await self._give_up(lease, occ, item, error)
             entry.update(attempt=item["attempts"], sent=f"unknown: {error}")
             return entry
         if item.get("state") != "retry" or (item.get("next_at") or 0) > now:
             return None
         if now > item["deadline"]:
-            await self._commit([(outbox_key(occ), MISSING, None)], lease)
-            self._send_failure(item, item.get("error") or "?", "gave_up")
+            await self._give_up(lease, occ, item, item.get("error") or "?")
             entry.update(attempt=item["attempts"], sent=f"error: {item.get('error')} (gave up)")
             return entry
         message = Message("", user="cron", chat=target.chat, platform=target.platform)
         if await self._chat_off(message):
             await self._commit([(outbox_key(occ), MISSING, None)], lease)
-            log.info(
-                "cron.skipped",
-                rule=item["rule"],
-                fire_time=item["fire_time"],
-                target=target_key(target),
-                reason="chat off",
-            )
+            _log_chat_off(item["rule"], item["fire_time"], target)
             entry.update(outcome=SKIPPED_OFF, sent="not sent")
             return entry
         if self.send is None:
