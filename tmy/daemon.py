@@ -28,6 +28,7 @@ from tmy import logs, metrics
 from tmy.adapters.base import Target
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
+from tmy.adapters.origin import allowed_hosts_of
 from tmy.app import SERVE_NOTICES, App, log_rule_warnings
 from tmy.config import Settings
 from tmy.cron import Cron
@@ -59,8 +60,6 @@ def build_adapters(
     settings: Settings, *, console: bool | None = None, store: Any = None
 ) -> list[Any]:
     """Every adapter the settings enable; the HTTP listener first (others mount on it)."""
-    from tmy.adapters.origin import allowed_hosts_of
-
     adapters: list[Any] = []
     if settings.http_enabled:
         adapters.append(
