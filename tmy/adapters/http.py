@@ -69,6 +69,12 @@ def _dumps(obj: Any) -> str:
     return text
 
 
+def bearer(request: web.Request) -> str:
+    """The token of ``Authorization: Bearer <token>`` ("" without one)."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
 def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
     """Why ``request`` may not use a keyed route (None when it may, or no keys are set).
 
@@ -77,12 +83,11 @@ def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
     """
     if not keys:
         return None
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
+    given = bearer(request)
+    if not given:
         return "missing API key: send 'Authorization: Bearer <key>'"
     # bytes that are not UTF-8 arrive as lone surrogates: compare them as the raw bytes
-    given_bytes = given.strip().encode(errors="surrogateescape")
+    given_bytes = given.encode(errors="surrogateescape")
     ok = False
     for key in keys:
         ok |= hmac.compare_digest(given_bytes, key.encode())

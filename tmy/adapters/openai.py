@@ -61,7 +61,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from tmy.adapters.base import AdapterHealth, Handler, Target
-from tmy.adapters.http import _dumps, api_key_problem
+from tmy.adapters.http import _dumps, api_key_problem, bearer
 from tmy.config import Settings
 from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
@@ -84,12 +84,6 @@ def key_identity(key: str) -> str:
     """A stable, non-secret user id for an API key: ``key:`` + 12 hex digits of its SHA-256."""
     digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()
     return f"key:{digest[:12]}"
-
-
-def bearer(request: web.Request) -> str:
-    """The token of ``Authorization: Bearer <token>`` ("" without one)."""
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    return given.strip() if scheme.lower() == "bearer" else ""
 
 
 class OpenAIError(Exception):
