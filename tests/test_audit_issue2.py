@@ -17,12 +17,12 @@ import pytest
 
 from tmy import logs
 from tmy.adapters.http import HttpAdapter
-from tmy.engine.values import compile_value
 from tmy.errors import ConfigError, EvalError, RuleErrors
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources
 from tmy.store import open_store
 from tmy.testing import Bot
+from tmy.values.compiled import compile_value
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from tmy import daemon as daemon_mod
-from tmy.adapters.base import AdapterHealth, Target
+from tmy.adapters.base import AdapterHealth
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
+from tmy.message import Target
 from tmy.testing import Bot
 
 RULES = """

@@ -27,7 +27,6 @@ from tests.log_helpers import read_log
 from tmy import daemon as daemon_mod
 from tmy import metrics
 from tmy.adapters import discord_adapter as mod
-from tmy.adapters.base import Target
 from tmy.adapters.discord_adapter import (
     MAX_TEXT,
     DiscordAdapter,
@@ -38,7 +37,7 @@ from tmy.adapters.discord_adapter import (
 )
 from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError, ConfigError
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
 
 discord = mod.discord

@@ -28,10 +28,10 @@ import httpx
 import pytest
 
 from tmy.adapters.http import HttpAdapter
-from tmy.engine import expressions
-from tmy.engine.values import compile_value
 from tmy.errors import EvalError, ExpressionError
 from tmy.testing import Bot
+from tmy.values import expressions
+from tmy.values.compiled import compile_value
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_RSS_MB = 600

@@ -32,7 +32,6 @@ from tests.onebot_fake import (
 )
 from tmy import daemon as daemon_mod
 from tmy import metrics
-from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig, from_settings
 from tmy.adapters.onebot import adapter as onebot_adapter
@@ -47,7 +46,7 @@ from tmy.adapters.onebot.codec import (
 )
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
 
 RULES = """

@@ -20,12 +20,12 @@ import pytest
 from aiohttp import web
 
 from tmy.adapters import openai as facade_module
-from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.openai import OpenAIFacade, from_settings
 from tmy.config import Settings, load_settings
 from tmy.daemon import build_adapters
 from tmy.errors import AdapterError, ConfigError
+from tmy.message import Target
 from tmy.testing import Bot
 
 KEY = "sk-tmy-test-key"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tmy.engine.paths import Path, get_in, parse_path, set_in
-from tmy.engine.values import compile_path
 from tmy.errors import EvalError, PathError
+from tmy.values.compiled import compile_path
+from tmy.values.paths import Path, get_in, parse_path, set_in
 
 # -- parsing --------------------------------------------------------------------------
 

@@ -16,13 +16,13 @@ import aiohttp
 import pytest
 
 from tests.onebot_fake import SELF_ID, connect_reverse
-from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig
 from tmy.adapters.openai import OpenAIFacade
 from tmy.config import load_settings
 from tmy.daemon import Daemon, build_adapters
 from tmy.errors import AdapterError, ConfigError
+from tmy.message import Target
 from tmy.testing import Bot
 
 RULES = """

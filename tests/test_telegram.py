@@ -23,7 +23,6 @@ from tests.telegram_fake import BOT_ID, BOT_USERNAME, GROUP, TOKEN, USER, FakeTe
 from tmy import daemon as daemon_mod
 from tmy import metrics
 from tmy.adapters import telegram as telegram_mod
-from tmy.adapters.base import Target
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.telegram import (
     MAX_TEXT,
@@ -35,7 +34,7 @@ from tmy.adapters.telegram import (
 )
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
 
 RULES = """

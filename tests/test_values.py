@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tmy.engine.values import Constant, Expression, Template, compile_value, to_text, truthy
 from tmy.errors import EvalError, ExpressionError
 from tmy.testing import Bot
+from tmy.values.compiled import Constant, Expression, Template, compile_value, to_text, truthy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -266,7 +266,7 @@ def test_quadratic_sum_of_lists_does_not_hang() -> None:
         """
         import json, resource
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from tmy.engine.values import compile_value
+        from tmy.values.compiled import compile_value
         from tmy.errors import EvalError
         try:
             compile_value("?= len(sum([[1, 2, 3]] * 99999, []))").evaluate({})

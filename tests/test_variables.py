@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
-from tmy.engine.paths import parse_path
 from tmy.engine.variables import Variables
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store import Store
+from tmy.values.paths import parse_path
 
 DECLARED = {n: VariableDecl(n, "global", 0, "t.yaml", 1) for n in ("x", "y")}
 LOCKED = frozenset(DECLARED)

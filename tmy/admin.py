@@ -18,12 +18,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tmy.engine.paths import parse_path
 from tmy.engine.variables import Variables, escape_key_part, variable_key
 from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
+from tmy.values.paths import parse_path
 
 log = get_logger("tmy.admin")
 

@@ -78,11 +78,10 @@ from zoneinfo import ZoneInfo
 from apscheduler.triggers.cron import CronTrigger
 
 from tmy import metrics
-from tmy.adapters.base import Target
 from tmy.cron_run import Write, run_buffered, store_of, variable_keys
 from tmy.errors import LeaseLost, RuleError, StoreError, TmyError
 from tmy.logs import get_logger, preview
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
 

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from tmy import logs, metrics
-from tmy.adapters.base import Target
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.origin import allowed_hosts_of
@@ -34,6 +33,7 @@ from tmy.config import Settings
 from tmy.cron import Cron
 from tmy.errors import AdapterError, TmyError
 from tmy.logs import get_logger
+from tmy.message import Target
 from tmy.reload import watch
 
 log = get_logger("tmy")

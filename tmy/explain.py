@@ -43,15 +43,15 @@ import httpx
 from tmy import logs, redact
 from tmy.bodies import ACCEPT_ENCODING
 from tmy.cli import COMMANDS, jsonable
-from tmy.engine.core import Engine, Services, id_problem
-from tmy.engine.values import Constant, Expression, to_text
+from tmy.engine.core import Engine, Services
 from tmy.engine.variables import conversation_key
 from tmy.errors import TmyError
 from tmy.logs import preview
-from tmy.message import Message, Reply, StepRecord
+from tmy.message import Message, Reply, StepRecord, id_problem
 from tmy.rulebook.triggers import KIND_RANK, Match, fold, normalise, strip_invisible
 from tmy.store.base import MISSING
 from tmy.store.overlay import OverlayStore
+from tmy.values.compiled import Constant, Expression, to_text
 
 __all__ = ["Explanation", "configure", "explain", "explain_text", "run"]
 

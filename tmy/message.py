@@ -1,4 +1,5 @@
-"""What adapters hand the engine (:class:`Message`) and get back (:class:`Reply`)."""
+"""What adapters hand the engine (:class:`Message`), get back (:class:`Reply`) and address
+(:class:`Target`), and the rule every user, chat and platform id meets (:func:`id_problem`)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,35 @@ class Reply:
         if steps:
             out["steps"] = [s.as_dict() for s in self.steps]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a message sent on the bot's own initiative goes.
+
+    ``chat`` uses the platform's chat ids as rules see them in ``CHAT``
+    (``group:<id>`` or ``private:<user>`` on OneBot, a channel id on Discord
+    and Telegram); ``user`` is optional (a private chat, or someone to @).
+    """
+
+    platform: str
+    chat: str
+    user: str = ""
+
+
+def id_problem(name: str, value: Any, limit: int) -> str | None:
+    """Why ``value`` cannot be a user/chat/platform id, or None when it can.
+
+    Ids become store keys, log fields and lock names: they must be text, valid
+    UTF-8 (no lone surrogates) and short.
+    """
+    if not isinstance(value, str):
+        return f"{name!r} must be a string, not {type(value).__name__}"
+    if len(value) > limit:
+        return f"{name!r} is {len(value)} characters long (the limit is {limit})"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name!r} contains a lone surrogate (not valid Unicode text)"
+    return None

@@ -15,9 +15,9 @@ from typing import Any
 
 from tmy.app import App
 from tmy.config import Settings
-from tmy.engine.paths import parse_path
 from tmy.engine.variables import Variables
 from tmy.message import Message, Reply
+from tmy.values.paths import parse_path
 
 
 class Bot:

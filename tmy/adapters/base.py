@@ -20,27 +20,12 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 
 Handler = Callable[[Message], Awaitable[Reply]]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a message sent on the bot's own initiative goes.
-
-    ``chat`` uses the platform's chat ids as rules see them in ``CHAT``
-    (``group:<id>`` or ``private:<user>`` on OneBot, a channel id on Discord
-    and Telegram); ``user`` is optional (a private chat, or someone to @).
-    """
-
-    platform: str
-    chat: str
-    user: str = ""
 
 
 @runtime_checkable

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any, TextIO
 
-from tmy.adapters.base import Handler, Target
-from tmy.message import Message
+from tmy.adapters.base import Handler
+from tmy.message import Message, Target
 
 
 class ConsoleAdapter:

@@ -42,13 +42,12 @@ from typing import Any
 from aiohttp import web
 
 from tmy import metrics
-from tmy.adapters.base import Handler, Target
+from tmy.adapters.base import Handler
 from tmy.adapters.listener import ConnectionGuard, effective_max_connections
 from tmy.adapters.origin import HostPolicy
-from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
-from tmy.message import Message
+from tmy.message import Message, Target, id_problem
 
 log = get_logger("tmy.adapter.http")
 

@@ -60,13 +60,12 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from tmy.adapters.base import AdapterHealth, Handler, Target
+from tmy.adapters.base import AdapterHealth, Handler
 from tmy.adapters.http import _dumps, api_key_problem, bearer
 from tmy.config import Settings
-from tmy.engine.core import id_problem
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target, id_problem
 
 log = get_logger("tmy.adapter.openai")
 

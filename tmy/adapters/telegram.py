@@ -98,12 +98,12 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from tmy import metrics, redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
+from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues, PendingSend
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.logs import get_logger, preview
-from tmy.message import Message
+from tmy.message import Message, Target
 
 log = get_logger("tmy.adapter.telegram")
 

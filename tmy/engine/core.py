@@ -18,36 +18,25 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import aiohttp
 import httpx
-from httpx_aiohttp import HttpxAiohttpClient
-from httpx_aiohttp import transport as _aiohttp_transport
 
 from tmy import logs, metrics
-from tmy.bodies import ACCEPT_ENCODING
 from tmy.config import Settings
 from tmy.engine.scheduler import Run, run_chain, run_steps
-from tmy.engine.values import compile_template, to_text
 from tmy.engine.variables import Variables, conversation_key, escape_key_part
 from tmy.errors import ConfigError, TmyError
 from tmy.executors.registry import Registry
+from tmy.http_client import new_http_client
 from tmy.logs import PREVIEW, get_logger, preview
-from tmy.message import Message, Reply, StepRecord
+from tmy.message import Message, Reply, StepRecord, id_problem
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, strip_invisible
 from tmy.store.base import MISSING, Store
+from tmy.values.compiled import compile_template, to_text
 
 log = get_logger("tmy")
 
 LAST_RESORT_REPLY = "Sorry, something went wrong."
-HTTP_MAX_CONNECTIONS = 2000  # one per in-flight LLM/HTTP call at peak; idle ones are kept
-
-# httpx-aiohttp 0.2 maps every aiohttp ClientConnectionError (a refused
-# connection, a server that hung up) to httpx.ConnectTimeout, so "connection
-# refused" would read as "timed out". Map the family to NetworkError instead;
-# its more specific entries (ClientConnectorError -> ConnectError, payload
-# errors -> ReadError, real timeouts) still win.
-_aiohttp_transport.AIOHTTP_EXC_MAP[aiohttp.ClientConnectionError] = httpx.NetworkError
 
 
 @dataclass
@@ -64,23 +53,9 @@ class Services:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """One pooled client for every HTTP call of the daemon (created on first use).
-
-        It is an httpx client on aiohttp's connection pool (httpx-aiohttp, the
-        backend the openai SDK offers): httpcore's pool is quadratic in open
-        connections, which made 1,000 concurrent LLM calls take seconds of CPU.
-        """
+        """The shared client (:mod:`tmy.http_client`), created on first use."""
         if self._http is None:
-            self._http = HttpxAiohttpClient(
-                timeout=httpx.Timeout(30.0),
-                limits=httpx.Limits(
-                    max_connections=HTTP_MAX_CONNECTIONS,
-                    max_keepalive_connections=HTTP_MAX_CONNECTIONS,
-                ),
-                follow_redirects=True,
-                # only what tmy/bodies.py can inflate with a bound
-                headers={"Accept-Encoding": ACCEPT_ENCODING},
-            )
+            self._http = new_http_client()
         return self._http
 
     async def aclose(self) -> None:
@@ -165,24 +140,6 @@ class Admins:
         if (platform, user) in self.pairs:
             return True
         return ":" not in user and user in self.bare
-
-
-def id_problem(name: str, value: Any, limit: int) -> str | None:
-    """Why ``value`` cannot be a user/chat/platform id, or None when it can.
-
-    Ids become store keys, log fields and lock names: they must be text, valid
-    UTF-8 (no lone surrogates) and short.
-    """
-    if not isinstance(value, str):
-        return f"{name!r} must be a string, not {type(value).__name__}"
-    if len(value) > limit:
-        return f"{name!r} is {len(value)} characters long (the limit is {limit})"
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{name!r} contains a lone surrogate (not valid Unicode text)"
-    return None
 
 
 def _timezone(name: str) -> tzinfo | None:

@@ -32,8 +32,6 @@ import time
 from typing import Any
 
 from tmy import logs, metrics
-from tmy.engine.paths import Path, parse_path, set_in
-from tmy.engine.values import LIST_MODES, Constant, Expression, to_text, truthy
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, LeaseLost, TmyError
 from tmy.executors.adjust import adjust
@@ -42,6 +40,8 @@ from tmy.message import Message, StepRecord
 from tmy.redact import redact
 from tmy.rulebook.model import Rule, Step
 from tmy.store.base import MISSING
+from tmy.values.compiled import LIST_MODES, Constant, Expression, to_text, truthy
+from tmy.values.paths import Path, parse_path, set_in
 
 log = get_logger("tmy.run")
 

@@ -24,13 +24,13 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any
 
-from tmy.engine.paths import Path, get_in, set_in
-from tmy.engine.values import LIST_MODES
 from tmy.errors import EvalError, PathError
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
+from tmy.values.compiled import LIST_MODES
+from tmy.values.paths import Path, get_in, set_in
 
 
 def _escape(part: str) -> str:

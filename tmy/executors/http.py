@@ -41,10 +41,10 @@ from urllib.parse import quote, unquote
 import httpx
 
 from tmy import bodies, redact
-from tmy.engine.values import Template, Value, to_text
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import preview
+from tmy.values.compiled import Template, Value, to_text
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 RESULTS = ("auto", "json", "text", "status", "full")

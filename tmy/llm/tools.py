@@ -34,10 +34,10 @@ from typing import Any
 import jsonschema
 import structlog
 
-from tmy.engine.values import to_text
 from tmy.errors import ExecutorError, TmyError
 from tmy.logs import preview
 from tmy.message import StepRecord
+from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.run")
 

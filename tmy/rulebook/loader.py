@@ -13,15 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tmy.engine.values import (
-    LIST_MODES,
-    Constant,
-    Expression,
-    PathValue,
-    Value,
-    compile_path,
-    compile_value,
-)
 from tmy.errors import EvalError, RuleError, RuleErrors, StoreError
 from tmy.executors.adjust import adjust
 from tmy.executors.registry import Registry
@@ -42,6 +33,15 @@ from tmy.rulebook.model import (
 from tmy.rulebook.triggers import parse_trigger
 from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
 from tmy.store.codec import encode
+from tmy.values.compiled import (
+    LIST_MODES,
+    Constant,
+    Expression,
+    PathValue,
+    Value,
+    compile_path,
+    compile_value,
+)
 
 FILE_KEYS = ("variables", "rules", "tests")
 VARIABLE_KEYS = ("scope", "default", "description")

@@ -10,9 +10,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmy.engine.values import PathValue, Value
 from tmy.executors.registry import ExecutorSpec
 from tmy.rulebook.triggers import Trigger, trigger_warnings
+from tmy.values.compiled import PathValue, Value
 
 SCOPES = ("global", "chat", "user")
 

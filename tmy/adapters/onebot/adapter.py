@@ -65,7 +65,7 @@ import aiohttp
 from aiohttp import web
 
 from tmy import metrics, redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler, Target
+from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues, PendingSend
 from tmy.adapters.http import parse_listen
 from tmy.adapters.onebot.codec import (
@@ -84,7 +84,7 @@ from tmy.adapters.onebot.connection import (
 from tmy.config import Settings
 from tmy.errors import AdapterError, ConfigError, StoreError
 from tmy.logs import get_logger, preview
-from tmy.message import Message
+from tmy.message import Message, Target
 from tmy.store.base import MISSING, Store
 
 log = get_logger("tmy.adapter.onebot")

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tmy.engine import expressions
-from tmy.engine.expressions import MAX_RESULT_UNITS
-from tmy.engine.paths import Path, get_in, parse_path
 from tmy.errors import EvalError, PathError
+from tmy.values import expressions
+from tmy.values.expressions import MAX_RESULT_UNITS
+from tmy.values.paths import Path, get_in, parse_path
 
 Scope = Mapping[str, Any]
 
