@@ -1,0 +1,146 @@
+"""Extensions: frozen objects naming everything they add to tmy.
+
+An :class:`Extension` lists its executors, rule keys, step keys (with their
+hooks), operator commands, config section and its own async lifespan. The app
+is *given* a tuple of them — the built-ins (:data:`tmy.builtins.BUILTINS`) and
+those installed as packages under the entry-point group ``tmy.extensions`` —
+and nothing is registered by importing a module. A third-party package adds
+to its ``pyproject.toml``::
+
+    [project.entry-points."tmy.extensions"]
+    weather = "tmy_weather:EXTENSION"
+
+and its executors, rule keys and commands appear in ``check``, the CLI and
+``.tmy`` with no change to tmy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any
+
+from tmy.errors import ConfigError
+from tmy.types import Command, Services, StepHook
+
+ENTRY_POINT_GROUP = "tmy.extensions"
+
+@dataclass(frozen=True, slots=True)
+class RuleKey:
+    """A key a rule may carry (``schedule:``, ``tool:``), validated at load time with file:line.
+
+    ``validate(raw) -> value`` raises ``ValueError``/``RuleError`` for a bad value;
+    the value lands in ``rule.extras[key]``. ``locals(value)`` names the run locals
+    the key gives every run of the rule (``FIRE_TIME``, a tool's arguments), so
+    references to them are not reported as unknown.
+    """
+
+    validate: Callable[[Any], Any]
+    locals: Callable[[Any], Iterable[str]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepKey:
+    """A key any step may carry (``when_llm:``), validated at load time, with its hook.
+
+    The value lands in ``step.extras[key]``; ``hook`` is what the engine calls for a
+    step that carries the key (:class:`tmy.types.StepHook`), or None for a key that
+    only configures something else (``max_loops``).
+    """
+
+    validate: Callable[[Any], Any]
+    hook: StepHook | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSection:
+    """A top-level config section an extension owns: ``parse(raw) -> frozen value``.
+
+    ``parse`` raises :class:`~tmy.errors.ConfigError` naming the key; it runs once,
+    when the settings load.
+    """
+
+    key: str
+    parse: Callable[[Mapping[str, Any]], Any]
+
+
+def _no_executors(settings: Any) -> tuple[Any, ...]:
+    return ()
+
+
+@contextlib.asynccontextmanager
+async def _no_lifespan(services: Services) -> AsyncIterator[None]:
+    yield
+
+
+@dataclass(frozen=True, slots=True)
+class Extension:
+    """Everything one extension adds, stated up front (see the module docstring).
+
+    ``executors(settings)`` returns :class:`~tmy.executors.registry.ExecutorSpec`
+    objects: a function of the validated settings because an executor's load-time
+    check may depend on its config (the LLM step checks model names).
+    ``lifespan(services)`` is entered when the app opens, after the store and
+    before the rules load, and left when it closes, in reverse order.
+    """
+
+    name: str
+    executors: Callable[[Any], Iterable[Any]] = _no_executors
+    rule_keys: Mapping[str, RuleKey] = field(default_factory=dict)
+    step_keys: Mapping[str, StepKey] = field(default_factory=dict)
+    commands: tuple[Command, ...] = ()
+    config: ConfigSection | None = None
+    lifespan: Callable[[Services], contextlib.AbstractAsyncContextManager[None]] = _no_lifespan
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        # frozen means frozen: a caller's dict must not change the extension afterwards
+        object.__setattr__(self, "rule_keys", MappingProxyType(dict(self.rule_keys)))
+        object.__setattr__(self, "step_keys", MappingProxyType(dict(self.step_keys)))
+        object.__setattr__(self, "commands", tuple(self.commands))
+
+
+def installed_extensions() -> tuple[Extension, ...]:
+    """The extensions installed packages declare under ``tmy.extensions``, by name.
+
+    An entry point names an :class:`Extension` or a callable returning one; one that
+    fails to load is a ConfigError naming the package, not a silent omission.
+    """
+    found: list[Extension] = []
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        try:
+            obj = point.load()
+        except Exception as exc:
+            raise ConfigError(
+                f"extension {point.name!r} ({point.value}) failed to load: {exc}"
+            ) from exc
+        if callable(obj) and not isinstance(obj, Extension):
+            obj = obj()
+        if not isinstance(obj, Extension):
+            raise ConfigError(
+                f"extension {point.name!r} ({point.value}) is a {type(obj).__name__}, "
+                "not a tmy.Extension"
+            )
+        found.append(obj)
+    return tuple(found)
+
+
+def check_unique(extensions: Iterable[Extension]) -> None:
+    """Two extensions may not claim the same name, rule key, step key, command or section."""
+    seen: dict[tuple[str, str], str] = {}
+    for ext in extensions:
+        claims = [("extension", ext.name)]
+        claims += [("rule key", k) for k in ext.rule_keys]
+        claims += [("step key", k) for k in ext.step_keys]
+        claims += [("command", c.name) for c in ext.commands]
+        if ext.config is not None:
+            claims.append(("config section", ext.config.key))
+        for claim in claims:
+            if claim in seen:
+                raise ConfigError(
+                    f"{claim[0]} {claim[1]!r} is claimed by both {seen[claim]!r} and {ext.name!r}"
+                )
+            seen[claim] = ext.name

@@ -1,0 +1,155 @@
+"""The extension contracts, stated as types in one place.
+
+Everything tmy can be extended with — an executor, a step hook, a chat
+platform adapter, an operator command, an extension bundling them — is a
+Protocol or an alias here, so a plugin author reads one file to learn what to
+write, and a type checker holds both sides to it. The concrete classes live
+where they are implemented (:class:`tmy.extension.Extension`,
+:class:`tmy.commands.base.Command`, the engine's step context); this module
+imports none of them at run time, so any layer may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # names for annotations only: this module must stay importable from any layer
+    import httpx
+    import structlog
+
+    from tmy.message import Message, Reply, StepRecord, Target
+    from tmy.store.base import Store
+
+
+class Services(Protocol):
+    """What every run and executor can reach: settings, the store, executors, the HTTP client."""
+
+    @property
+    def settings(self) -> Any: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def http(self) -> httpx.AsyncClient: ...
+
+
+class StepContext(Protocol):
+    """The run as an executor sees it, besides its input and options (seed 004)."""
+
+    @property
+    def message(self) -> Message: ...
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def record(self) -> StepRecord: ...
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def log(self) -> structlog.typing.FilteringBoundLogger: ...
+
+    async def get(self, path: str) -> Any:
+        """Read a variable position (declared variables come from the store)."""
+        ...
+
+    async def set(self, path: str, value: Any) -> None:
+        """Write a variable position (declared variables are written through)."""
+        ...
+
+
+Executor = Callable[[Any, dict[str, Any], StepContext], Awaitable[Any]]
+"""``async def run(value, cfg, ctx) -> result``: the whole executor contract (seed 004).
+
+``value`` is the step input, ``cfg`` the executor's options with templates and
+expressions evaluated, ``ctx`` the run. The result becomes ``STEP_RESULT``; an
+exception becomes ``STEP_ERROR``.
+"""
+
+Handler = Callable[["Message"], Awaitable["Reply"]]
+"""The engine's entry point an adapter is started with: a Message in, its Reply out."""
+
+Route = Any
+"""An ``aiohttp.web`` route definition (``web.get(path, handler)``), mounted on the listener."""
+
+
+@runtime_checkable
+class StepHook(Protocol):
+    """What a step key added by an extension does when a step carries it (``when_llm:``).
+
+    A hook implements either method or both; the engine calls only the ones it has.
+    """
+
+    async def before(self, run: Any, step: Any, record: StepRecord) -> bool:
+        """Whether the step runs at all (False skips it, as a false ``when:`` does)."""
+        ...
+
+    async def again(self, run: Any, step: Any, record: StepRecord, count: int) -> bool:
+        """After the step's ``count``-th run: whether to run it once more."""
+        ...
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """A chat platform: its events in as Messages, Replies and sends out."""
+
+    name: str
+
+    async def start(self, handle: Handler) -> None:
+        """Begin receiving; return once the adapter is started (it may still be connecting)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop accepting new events; runs in flight are drained by the daemon."""
+        ...
+
+    async def send(self, target: Target, text: str) -> None:
+        """Post ``text`` to ``target``; raise AdapterError naming the platform's error."""
+        ...
+
+    def health(self) -> dict[str, Any]:
+        """``{"state", "last_event", "error", …}`` for ``GET /healthz``."""
+        ...
+
+    def routes(self) -> list[Route]:
+        """Routes this adapter needs on the daemon's one web server (``[]``: none)."""
+        ...
+
+
+class Command(Protocol):
+    """An operator command, defined once, reached from the CLI, ``.tmy`` chat and HTTP."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def help(self) -> str: ...
+
+
+class Extension(Protocol):
+    """A bundle of executors, rule and step keys, commands, config and a lifespan."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def commands(self) -> tuple[Command, ...]: ...
+
+    @property
+    def rule_keys(self) -> Mapping[str, Any]: ...
+
+    @property
+    def step_keys(self) -> Mapping[str, Any]: ...
+
+    def executors(self, settings: Any) -> Iterable[Any]:
+        """The executors it adds, given the validated settings (checks may depend on config)."""
+        ...
+
+    def lifespan(self, services: Services) -> AbstractAsyncContextManager[None]:
+        """What it opens when the app starts and closes when it stops."""
+        ...
