@@ -28,6 +28,7 @@ from tmy.types import Command, Services, StepHook
 
 ENTRY_POINT_GROUP = "tmy.extensions"
 
+
 @dataclass(frozen=True, slots=True)
 class RuleKey:
     """A key a rule may carry (``schedule:``, ``tool:``), validated at load time with file:line.
@@ -72,8 +73,8 @@ def _no_executors(settings: Any) -> tuple[Any, ...]:
 
 
 @contextlib.asynccontextmanager
-async def _no_lifespan(services: Services) -> AsyncIterator[None]:
-    yield
+async def _no_lifespan(services: Services) -> AsyncIterator[Any]:
+    yield None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,11 @@ class Extension:
     objects: a function of the validated settings because an executor's load-time
     check may depend on its config (the LLM step checks model names).
     ``lifespan(services)`` is entered when the app opens, after the store and
-    before the rules load, and left when it closes, in reverse order.
+    before the rules load, and left when it closes, in reverse order. What it
+    yields is the extension's state for this app (the LLM runtime, say), reachable
+    as ``services.state[name]`` — set once by the lifespan, as Starlette's lifespan
+    state is, never assigned from outside; an extension offers a typed accessor
+    for it (``tmy.llm.runtime_of(services)``).
     """
 
     name: str
@@ -93,7 +98,7 @@ class Extension:
     step_keys: Mapping[str, StepKey] = field(default_factory=dict)
     commands: tuple[Command, ...] = ()
     config: ConfigSection | None = None
-    lifespan: Callable[[Services], contextlib.AbstractAsyncContextManager[None]] = _no_lifespan
+    lifespan: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
     doc: str = ""
 
     def __post_init__(self) -> None:

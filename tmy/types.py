@@ -5,7 +5,7 @@ platform adapter, an operator command, an extension bundling them — is a
 Protocol or an alias here, so a plugin author reads one file to learn what to
 write, and a type checker holds both sides to it. The concrete classes live
 where they are implemented (:class:`tmy.extension.Extension`,
-:class:`tmy.commands.base.Command`, the engine's step context); this module
+:class:`tmy.command.Command`, the engine's step context); this module
 imports none of them at run time, so any layer may import it.
 """
 
@@ -150,6 +150,6 @@ class Extension(Protocol):
         """The executors it adds, given the validated settings (checks may depend on config)."""
         ...
 
-    def lifespan(self, services: Services) -> AbstractAsyncContextManager[None]:
-        """What it opens when the app starts and closes when it stops."""
+    def lifespan(self, services: Services) -> AbstractAsyncContextManager[Any]:
+        """What it opens when the app starts and closes when it stops; yields its state."""
         ...
