@@ -23,8 +23,8 @@ import yaml
 
 from tmy import cli, logs
 from tmy.config import load_settings
-from tmy.rulebook.yamlhints import diagnose
 from tmy.testing import Bot
+from tmy.yamlfile.hints import diagnose
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -225,8 +225,8 @@ async def test_llm_sse_stream_that_never_ends_is_too_large(upstream: Upstream) -
 
 
 def test_llm_max_response_bytes_is_validated() -> None:
+    from tmy.config.llm import load_config
     from tmy.errors import ConfigError
-    from tmy.llm.config import load_config
 
     assert load_config({}, env={}).max_response_bytes == 8 * MB
     assert load_config({"max_response_bytes": 1000}, env={}).max_response_bytes == 1000

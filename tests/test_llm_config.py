@@ -18,8 +18,8 @@ from structlog.testing import capture_logs
 import tmy.llm
 from tmy.app import EXTENSIONS, SERVICE_HOOKS
 from tmy.config import Settings
+from tmy.config.llm import MOCK, load_config
 from tmy.errors import ConfigError, RuleError
-from tmy.llm.config import MOCK, load_config
 from tmy.llm.executor import llm_step
 from tmy.llm.inspect import inspect
 from tmy.llm.usage import keys, today

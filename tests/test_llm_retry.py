@@ -18,8 +18,8 @@ import pytest
 from llm_fake_provider import FakeProvider, Fault, Reply
 from llm_helpers import RULES, llm, llm_stats
 
+from tmy.config.llm import load_config
 from tmy.llm.client import retry_after_seconds, retry_delay
-from tmy.llm.config import load_config
 from tmy.testing import Bot
 
 

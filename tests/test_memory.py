@@ -21,10 +21,10 @@ from llm_fake_provider import FakeProvider, Reply
 from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 from tmy.config import Settings
+from tmy.config.memory import load_memory_config, recall_spec
 from tmy.errors import ConfigError, RuleError
 from tmy.llm.inspect import inspect
 from tmy.memory import entries, scoring
-from tmy.memory.config import load_memory_config, recall_spec
 from tmy.memory.dialog import dialog_key, open_key
 from tmy.message import Message
 from tmy.store.base import MISSING

@@ -472,7 +472,7 @@ def _mock_llm(llm: dict[str, Any]) -> dict[str, Any]:
     the mock; the ``env`` model is shadowed the same way, so an API key in the
     environment never sends a test to a real provider.
     """
-    from tmy.llm.config import ENV_MODEL, MOCK
+    from tmy.config.llm import ENV_MODEL, MOCK
 
     cfg = dict(llm or {})
     models: dict[str, Any] = {}

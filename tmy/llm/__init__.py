@@ -44,7 +44,7 @@ def install() -> None:
 
 def _register(registry: Any, settings: Any) -> None:
     """Add the LLM executor (validating ``llm:`` now: a bad key stops start-up, named)."""
-    from tmy.llm.config import load_config
+    from tmy.config.llm import load_config
     from tmy.llm.executor import OPTIONS, llm_step, make_check
 
     config = load_config(settings.llm)
@@ -61,7 +61,7 @@ def _register(registry: Any, settings: Any) -> None:
 
 def _attach(services: Any) -> None:
     """Attach the runtime and the scene hooks."""
-    from tmy.llm.config import load_config
+    from tmy.config.llm import load_config
     from tmy.llm.exchange import Runtime
     from tmy.llm.executor import WhenLLM, WhileLLM
 

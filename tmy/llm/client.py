@@ -37,7 +37,7 @@ import httpx
 import orjson
 
 from tmy import bodies
-from tmy.llm.config import LLMConfig, ModelConfig
+from tmy.config.llm import LLMConfig, ModelConfig
 from tmy.llm.wire import (
     Completion,
     LLMError,

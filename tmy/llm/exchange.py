@@ -18,10 +18,10 @@ import orjson
 import structlog
 
 from tmy import metrics
+from tmy.config.llm import LLMConfig, ModelConfig, load_config
 from tmy.errors import ExecutorError
 from tmy.llm import tools as toolkit
 from tmy.llm.client import Completion, LLMError, Request, complete
-from tmy.llm.config import LLMConfig, ModelConfig, load_config
 from tmy.llm.contracts import Contract, ContractError, clean
 from tmy.llm.usage import add_usage, check_budget, today
 

@@ -21,16 +21,16 @@ from typing import Any
 
 import structlog
 
+from tmy.config.llm import LLMConfig, known_models
+from tmy.config.memory import recall_spec
 from tmy.engine.scheduler import StepContext
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import history, prompt
 from tmy.llm import tools as toolkit
-from tmy.llm.config import LLMConfig, known_models
 from tmy.llm.contracts import JUDGE, contract_from
 from tmy.llm.exchange import Job, Plan, converse, runtime_of
 from tmy.memory import hooks as memory_hooks  # long-term memory (docs/memory.md)
-from tmy.memory.config import recall_spec
 from tmy.values.compiled import Value, compile_value, to_text
 
 log = structlog.get_logger("tmy.llm")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from typing import Any
 
-from tmy.llm.config import LLMConfig
+from tmy.config.llm import LLMConfig
 from tmy.llm.wire import LLMError, Usage
 from tmy.message import Message
 from tmy.store.base import MISSING, Store

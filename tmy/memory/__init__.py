@@ -9,7 +9,7 @@ and which steps recall:
   :mod:`tmy.memory.hooks`): the relevant entries and recent dialogue summaries
   go into the request's dynamic tail, never into its stable prefix;
 * dialogue summaries of conversations that ended (:mod:`tmy.memory.dialog`);
-* ``llm.memory:`` settings (:mod:`tmy.memory.config`), the admin commands
+* ``llm.memory:`` settings (:mod:`tmy.config.memory`), the admin commands
   ``.tmy memory`` / ``.tmy dialog`` and ``python run.py memory list|del|export``.
 
 ``install()`` plugs it in through the engine's extension points, as
@@ -39,8 +39,8 @@ def install() -> None:
 
 def _register(registry: Any, settings: Any) -> None:
     """Add REMEMBER and FORGET (validating ``llm.memory`` now: a bad key stops start-up)."""
+    from tmy.config.memory import load_memory_config
     from tmy.memory import executors
-    from tmy.memory.config import load_memory_config
 
     load_memory_config(settings.llm)
     registry.add(
@@ -65,7 +65,7 @@ def _register(registry: Any, settings: Any) -> None:
 
 def _attach(services: Any) -> None:
     """The validated memory config on ``services.extra["memory"]``."""
-    from tmy.memory.config import load_memory_config
+    from tmy.config.memory import load_memory_config
     from tmy.memory.recall import MemoryRuntime
 
     services.extra["memory"] = MemoryRuntime(load_memory_config(services.settings.llm), services)

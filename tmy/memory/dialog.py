@@ -28,10 +28,10 @@ import asyncio
 import time
 from typing import Any
 
+from tmy.config.memory import MemoryConfig
 from tmy.engine.variables import escape_key_part as esc
 from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
-from tmy.memory.config import MemoryConfig
 from tmy.memory.entries import clean_text, new_id
 from tmy.message import Message
 from tmy.store.base import MISSING, Store

@@ -21,9 +21,9 @@ import httpx
 import orjson
 
 from tmy import redact
+from tmy.config.memory import EmbeddingsConfig
 from tmy.errors import TmyError
 from tmy.logs import get_logger
-from tmy.memory.config import EmbeddingsConfig
 from tmy.memory.entries import vector_key
 from tmy.store.base import MISSING, Store
 

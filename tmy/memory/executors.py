@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tmy.config.memory import SCOPES
 from tmy.engine.scheduler import StepContext
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import get_logger, preview
 from tmy.memory import entries, scoring
-from tmy.memory.config import SCOPES
 from tmy.memory.recall import RELATIVE_CUT, memory_of
 from tmy.values.compiled import to_text
 

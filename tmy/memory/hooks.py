@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tmy.config.memory import recall_spec
 from tmy.errors import ExecutorError, TmyError
 from tmy.logs import get_logger
 from tmy.memory import dialog
-from tmy.memory.config import recall_spec
 from tmy.memory.recall import memory_of, recall
 
 log = get_logger("tmy.memory")

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tmy.config.memory import MemoryConfig, RecallSpec, load_memory_config
 from tmy.errors import TmyError
 from tmy.logs import get_logger
 from tmy.memory import dialog, scoring
-from tmy.memory.config import MemoryConfig, RecallSpec, load_memory_config
 from tmy.memory.entries import clean_text, entries_of, scope_key, touch
 from tmy.message import Message
 

@@ -31,7 +31,6 @@ from tmy.rulebook.model import (
     VariableDecl,
 )
 from tmy.rulebook.triggers import parse_trigger
-from tmy.rulebook.yamlsource import LineDict, LineList, read_yaml
 from tmy.store.codec import encode
 from tmy.values.compiled import (
     LIST_MODES,
@@ -42,6 +41,7 @@ from tmy.values.compiled import (
     compile_path,
     compile_value,
 )
+from tmy.yamlfile.source import LineDict, LineList, read_yaml
 
 FILE_KEYS = ("variables", "rules", "tests")
 VARIABLE_KEYS = ("scope", "default", "description")

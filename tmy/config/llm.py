@@ -133,7 +133,7 @@ _TOP = {
     "budget": dict,
     "history": dict,
     "max_response_bytes": int,
-    "memory": dict,  # long-term memory: validated by tmy/memory/config.py (docs/memory.md)
+    "memory": dict,  # long-term memory: validated by tmy/config/memory.py (docs/memory.md)
 }
 _MODEL = {
     "base_url": str,

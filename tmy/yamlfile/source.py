@@ -5,7 +5,7 @@ for each key) and sequences as :class:`LineList` (``.item_lines``). Duplicate
 keys, which PyYAML would silently collapse, are an error. So are nesting deeper
 than ``MAX_DEPTH`` (everything downstream recurses) and aliases that would
 repeat more than ``MAX_ALIAS_BYTES`` (a "billion laughs" file). A syntax
-error names the line to fix, with a hint (:mod:`tmy.rulebook.yamlhints`).
+error names the line to fix, with a hint (:mod:`tmy.yamlfile.hints`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from tmy.errors import RuleError
-from tmy.rulebook.yamlhints import diagnose, message
+from tmy.yamlfile.hints import diagnose, message
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmy.config.llm import check_section
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
-from tmy.llm.config import check_section
 
 SCOPES = ("user", "chat", "global")
 DEFAULT_MIN_SCORE = 0.35

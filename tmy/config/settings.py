@@ -23,12 +23,12 @@ import yaml
 
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
-from tmy.rulebook.yamlhints import diagnose, message
+from tmy.yamlfile.hints import diagnose, message
 
 DEFAULT_CONFIG = Path("config/tmy.yaml")
 # A checkout's own config: <checkout>/config/tmy.yaml beside <checkout>/tmy/ (absent when
 # tmy is installed as a package, whose directory holds no config/).
-CHECKOUT_CONFIG = Path(__file__).resolve().parent.parent / DEFAULT_CONFIG
+CHECKOUT_CONFIG = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
 
 # config key -> environment variable
 ENV = {
