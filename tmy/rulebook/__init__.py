@@ -1,0 +1,1 @@
+"""Rules as loaded: YAML compiled once into rules, triggers, the trigger index and variables."""
