@@ -80,6 +80,7 @@ from apscheduler.triggers.cron import CronTrigger
 from tmy import metrics
 from tmy.cron_run import Write, run_buffered, store_of, variable_keys
 from tmy.errors import LeaseLost, RuleError, StoreError, TmyError
+from tmy.extension import Extension, RuleKey
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply, Target
 from tmy.store.base import MISSING, Store
@@ -1060,3 +1061,16 @@ def format_report(jobs: list[dict[str, Any]]) -> str:
                 f"next {item['next_attempt'] or '-'}, gives up {item['gives_up_at']}"
             )
     return "\n".join(lines)
+
+
+def _fire_time_local(_schedule: Schedule) -> tuple[str, ...]:
+    return ("FIRE_TIME",)
+
+
+EXTENSION = Extension(
+    name="cron",
+    rule_keys={"schedule": RuleKey(validate_schedule, locals=_fire_time_local)},
+    doc="scheduled rules (schedule:), fired once across every daemon sharing the store",
+)
+"""The ``schedule:`` rule key (with the run local ``FIRE_TIME``). The scheduler itself
+(:class:`Cron`) is started by the app when it serves and this extension is installed."""

@@ -1,6 +1,6 @@
-"""Executors: named async callables, registered explicitly.
+"""The registry: executors by name, plus the rule keys, step keys and hooks extensions add.
 
-The whole contract is one signature::
+The executor contract is one signature (:data:`tmy.types.Executor`)::
 
     async def run(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any
 
@@ -11,18 +11,26 @@ The return value becomes ``STEP_RESULT``; an exception becomes ``STEP_ERROR``.
 
 Each executor declares its options; a rule that uses an unknown option or
 misses a required one is refused when the rules load, with file and line.
+
+One registry is built per app (``tmy.app.build_registry``) from the built-in
+executors, the app's extensions (:meth:`Registry.install`) and the plugins
+folder; the loader reads the rule and step keys it accepts from it and the
+engine reads the step hooks from it. Nothing is registered at import time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tmy.errors import ConfigError
+from tmy.extension import Extension, RuleKey, StepKey
 from tmy.hints import did_you_mean
+from tmy.types import Executor, StepHook
 
-Run = Callable[[Any, dict[str, Any], Any], Awaitable[Any]]
+Run = Executor  # the name this module used before tmy.types existed
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +47,7 @@ class Option:
 @dataclass(frozen=True, slots=True)
 class ExecutorSpec:
     name: str
-    run: Run
+    run: Executor
     options: Mapping[str, Option] = field(default_factory=dict)
     takes: type | None = None  # str: bytes input is decoded as UTF-8, other values rendered
     doc: str = ""
@@ -51,16 +59,40 @@ class ExecutorSpec:
     pure: bool = False
 
 
+def _check_name(name: str) -> None:
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ConfigError(f"executor name {name!r} must be letters, digits, '_' or '-'")
+
+
 class Registry:
-    """Executors by name. Built-ins are added by :func:`default_registry`."""
+    """Executors by name, and the rule keys, step keys and step hooks of installed extensions.
+
+    ``rule_keys``, ``step_keys`` and ``step_hooks`` are read-only views; they
+    change only through :meth:`install`. ``before_hooks``/``again_hooks`` are the
+    step hooks that implement :meth:`~tmy.types.StepHook.before` /
+    :meth:`~tmy.types.StepHook.again`, sorted once here so the engine never
+    probes a hook for a method while it runs a step.
+    """
 
     def __init__(self) -> None:
         self._specs: dict[str, ExecutorSpec] = {}
+        self._rule_keys: dict[str, RuleKey] = {}
+        self._step_keys: dict[str, StepKey] = {}
+        self._step_hooks: dict[str, StepHook] = {}
+        self._before: dict[str, StepHook] = {}
+        self._again: dict[str, StepHook] = {}
+        self._owner: dict[tuple[str, str], str] = {}  # (kind, name) -> extension that added it
+        self.rule_keys: Mapping[str, RuleKey] = MappingProxyType(self._rule_keys)
+        self.step_keys: Mapping[str, StepKey] = MappingProxyType(self._step_keys)
+        self.step_hooks: Mapping[str, StepHook] = MappingProxyType(self._step_hooks)
+        self.before_hooks: Mapping[str, StepHook] = MappingProxyType(self._before)
+        self.again_hooks: Mapping[str, StepHook] = MappingProxyType(self._again)
+        self.extensions: tuple[str, ...] = ()  # names of the extensions installed, in order
 
     def add(
         self,
         name: str,
-        run: Run,
+        run: Executor,
         *,
         options: Mapping[str, Option] | None = None,
         takes: type | None = None,
@@ -71,15 +103,63 @@ class Registry:
         pure: bool = False,
     ) -> ExecutorSpec:
         """Register ``run`` under ``name``; a second registration of a name is refused."""
-        if not name or not name.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"executor name {name!r} must be letters, digits, '_' or '-'")
-        if name in self._specs and not replace:
-            raise ConfigError(f"executor {name!r} is registered twice")
+        _check_name(name)
         spec = ExecutorSpec(
             name, run, dict(options or {}), takes, doc, check, instant or pure, pure
         )
-        self._specs[name] = spec
+        return self.add_spec(spec, replace=replace)
+
+    def add_spec(self, spec: ExecutorSpec, *, replace: bool = False) -> ExecutorSpec:
+        """Register a ready :class:`ExecutorSpec` (what an extension's ``executors()`` gives)."""
+        _check_name(spec.name)
+        if spec.name in self._specs and not replace:
+            raise ConfigError(f"executor {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
         return spec
+
+    def install(self, extension: Extension, settings: Any) -> None:
+        """Add ``extension``'s executors, rule keys and step keys (with their hooks).
+
+        A name another extension (or a built-in) already added is a ConfigError
+        naming both: two extensions never silently replace each other's parts.
+        """
+        specs = list(extension.executors(settings))
+        for spec in specs:
+            if not isinstance(spec, ExecutorSpec):
+                raise ConfigError(
+                    f"extension {extension.name!r}: executors() must give ExecutorSpec "
+                    f"objects, not {type(spec).__name__}"
+                )
+            if spec.name in self._specs:
+                raise ConfigError(
+                    f"extension {extension.name!r}: executor {spec.name!r} is already "
+                    f"added by {self._owner.get(('executor', spec.name), 'the built-ins')!r}"
+                )
+        claims = [("rule key", key) for key in extension.rule_keys]
+        claims += [("step key", key) for key in extension.step_keys]
+        for kind, key in claims:
+            if (kind, key) in self._owner:
+                raise ConfigError(
+                    f"extension {extension.name!r}: {kind} {key!r} is already added by "
+                    f"{self._owner[(kind, key)]!r}"
+                )
+        for claim in claims:  # checked all first: a refused install changes nothing
+            self._owner[claim] = extension.name
+        for spec in specs:
+            self.add_spec(spec)
+            self._owner[("executor", spec.name)] = extension.name
+        self._rule_keys.update(extension.rule_keys)
+        for key, step_key in extension.step_keys.items():
+            self._step_keys[key] = step_key
+            hook = step_key.hook
+            if hook is None:
+                continue
+            self._step_hooks[key] = hook
+            if callable(getattr(hook, "before", None)):
+                self._before[key] = hook
+            if callable(getattr(hook, "again", None)):
+                self._again[key] = hook
+        self.extensions = (*self.extensions, extension.name)
 
     def get(self, name: str) -> ExecutorSpec | None:
         return self._specs.get(name)
