@@ -82,16 +82,22 @@ Route = Any
 class StepHook(Protocol):
     """What a step key added by an extension does when a step carries it (``when_llm:``).
 
-    A hook implements either method or both; the engine calls only the ones it has.
+    The engine calls both methods of every hook of a step; subclass this class and
+    override the one you need (the defaults run the step once, as if the key were
+    absent)::
+
+        class WhenSunny(tmy.StepHook):
+            async def before(self, run, step, record):
+                return await is_sunny()
     """
 
     async def before(self, run: Any, step: Any, record: StepRecord) -> bool:
         """Whether the step runs at all (False skips it, as a false ``when:`` does)."""
-        ...
+        return True
 
     async def again(self, run: Any, step: Any, record: StepRecord, count: int) -> bool:
         """After the step's ``count``-th run: whether to run it once more."""
-        ...
+        return False
 
 
 @runtime_checkable

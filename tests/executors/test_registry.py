@@ -10,19 +10,25 @@ from tmy.errors import ConfigError
 from tmy.executors import default_registry
 from tmy.executors.registry import ExecutorSpec, Registry
 from tmy.extension import Extension, RuleKey, StepKey
+from tmy.types import StepHook
 
 
 async def _echo(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
     return value
 
 
-class _Before:
+class _Before(StepHook):
     async def before(self, run: Any, step: Any, record: Any) -> bool:
-        return True
+        return False
 
 
-class _Again:
+class _Again(StepHook):
     async def again(self, run: Any, step: Any, record: Any, count: int) -> bool:
+        return count < 3
+
+
+class _OnlyBefore:  # not a StepHook: lacks again()
+    async def before(self, run: Any, step: Any, record: Any) -> bool:
         return False
 
 
@@ -48,14 +54,12 @@ def test_default_registry_is_adjust_and_http_only() -> None:
     assert dict(registry.rule_keys) == {} and dict(registry.step_hooks) == {}
 
 
-def test_install_adds_executors_keys_and_sorted_hooks() -> None:
+def test_install_adds_executors_keys_and_hooks() -> None:
     registry = default_registry([WEATHER], settings="Paris")
     assert registry.get("WEATHER").doc == "city Paris"
     assert set(registry.rule_keys) == {"forecast"}
     assert set(registry.step_keys) == {"when_sunny", "while_rainy", "max_drops"}
     assert set(registry.step_hooks) == {"when_sunny", "while_rainy"}
-    assert set(registry.before_hooks) == {"when_sunny"}
-    assert set(registry.again_hooks) == {"while_rainy"}
     assert registry.extensions == ("weather",)
 
 
@@ -107,3 +111,14 @@ def test_a_refused_install_can_be_retried_without_its_clash() -> None:
         )
     registry.install(Extension(name="y", rule_keys={"r": RuleKey(str)}), None)
     assert registry.extensions == ("first", "y")
+
+
+async def test_a_hook_overrides_one_method_and_inherits_the_other() -> None:
+    assert await _Before().again(None, None, None, 1) is False
+    assert await _Again().before(None, None, None) is True
+
+
+def test_a_hook_without_both_methods_is_refused() -> None:
+    odd = Extension(name="odd", step_keys={"k": StepKey(bool, _OnlyBefore())})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"subclass tmy\.StepHook"):
+        Registry().install(odd, None)

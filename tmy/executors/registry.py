@@ -68,10 +68,9 @@ class Registry:
     """Executors by name, and the rule keys, step keys and step hooks of installed extensions.
 
     ``rule_keys``, ``step_keys`` and ``step_hooks`` are read-only views; they
-    change only through :meth:`install`. ``before_hooks``/``again_hooks`` are the
-    step hooks that implement :meth:`~tmy.types.StepHook.before` /
-    :meth:`~tmy.types.StepHook.again`, sorted once here so the engine never
-    probes a hook for a method while it runs a step.
+    change only through :meth:`install`. Every hook has both
+    :class:`~tmy.types.StepHook` methods (checked here, once): the engine calls
+    them without probing.
     """
 
     def __init__(self) -> None:
@@ -79,14 +78,10 @@ class Registry:
         self._rule_keys: dict[str, RuleKey] = {}
         self._step_keys: dict[str, StepKey] = {}
         self._step_hooks: dict[str, StepHook] = {}
-        self._before: dict[str, StepHook] = {}
-        self._again: dict[str, StepHook] = {}
         self._owner: dict[tuple[str, str], str] = {}  # (kind, name) -> extension that added it
         self.rule_keys: Mapping[str, RuleKey] = MappingProxyType(self._rule_keys)
         self.step_keys: Mapping[str, StepKey] = MappingProxyType(self._step_keys)
         self.step_hooks: Mapping[str, StepHook] = MappingProxyType(self._step_hooks)
-        self.before_hooks: Mapping[str, StepHook] = MappingProxyType(self._before)
-        self.again_hooks: Mapping[str, StepHook] = MappingProxyType(self._again)
         self.extensions: tuple[str, ...] = ()  # names of the extensions installed, in order
 
     def add(
@@ -135,6 +130,13 @@ class Registry:
                     f"extension {extension.name!r}: executor {spec.name!r} is already "
                     f"added by {self._owner.get(('executor', spec.name), 'the built-ins')!r}"
                 )
+        for key, step_key in extension.step_keys.items():
+            hook = step_key.hook
+            if hook is not None and not isinstance(hook, StepHook):
+                raise ConfigError(
+                    f"extension {extension.name!r}: the hook of step key {key!r} must have "
+                    "both before() and again() (subclass tmy.StepHook)"
+                )
         claims = [("rule key", key) for key in extension.rule_keys]
         claims += [("step key", key) for key in extension.step_keys]
         for kind, key in claims:
@@ -155,10 +157,6 @@ class Registry:
             if hook is None:
                 continue
             self._step_hooks[key] = hook
-            if callable(getattr(hook, "before", None)):
-                self._before[key] = hook
-            if callable(getattr(hook, "again", None)):
-                self._again[key] = hook
         self.extensions = (*self.extensions, extension.name)
 
     def get(self, name: str) -> ExecutorSpec | None:
