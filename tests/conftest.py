@@ -9,7 +9,7 @@ live in that database).
 
 The Redis Cluster (``redis_cluster_url``) is ``TMY_TEST_REDIS_CLUSTER_URL`` if
 set, else three private cluster-mode ``redis-server`` masters started for the
-session (``local_redis_cluster``, tests/redis_cluster.py); with ``CI`` set,
+session (``local_redis_cluster``, tests/support/redis_cluster.py); with ``CI`` set,
 failing to find or start one fails the run, never skips it.
 """
 
@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
-from redis_cluster import LocalCluster, cluster_client, cluster_tools
+
+from tests.support.redis_cluster import LocalCluster, cluster_client, cluster_tools
 
 if TYPE_CHECKING:
     from tmy.store import Store
@@ -185,7 +186,7 @@ def redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
 @pytest.fixture(scope="session")
 def local_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Three private cluster-mode ``redis-server`` masters joined into a cluster for the
-    session, killed after it (tests/redis_cluster.py). Locally, a missing redis-server or
+    session, killed after it (tests/support/redis_cluster.py). Locally, a missing redis-server or
     redis-cli skips its tests (loudly); with ``CI`` set it fails them, as does a cluster
     that does not come up (anywhere: with the binaries there, that is a real fault)."""
     tools = cluster_tools()
@@ -260,7 +261,7 @@ def store_url(request: pytest.FixtureRequest) -> str:
     """A store URL on each backend: a fresh SQLite file, or Redis under a unique prefix.
 
     (The store's own test modules override it to add the Redis Cluster:
-    tests/redis_cluster.py ``STORE_BACKENDS_WITH_CLUSTER``.)
+    tests/support/redis_cluster.py ``STORE_BACKENDS_WITH_CLUSTER``.)
     """
     return str(request.getfixturevalue(f"{request.param}_store_url"))
 
@@ -304,8 +305,8 @@ def _quiet_logs() -> Iterator[None]:
 
 @pytest.fixture
 async def provider() -> AsyncIterator[Any]:
-    """A fake chat-completions server on loopback (tests/llm_fake_provider.py)."""
-    from llm_fake_provider import FakeProvider
+    """A fake chat-completions server on loopback (tests/support/llm_fake_provider.py)."""
+    from tests.support.llm_fake_provider import FakeProvider
 
     async with FakeProvider() as fake:
         yield fake

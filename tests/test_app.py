@@ -10,8 +10,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from log_helpers import read_log
-
+from tests.support.log_helpers import read_log
 from tmy.memory import entries
 from tmy.testing import Bot
 

@@ -23,8 +23,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.log_helpers import read_log
-from tests.onebot_fake import connect_reverse
+from tests.support.log_helpers import read_log
+from tests.support.onebot_fake import connect_reverse
 from tmy import daemon as daemon_mod
 from tmy.config import load_settings
 from tmy.cron import Schedule, Timing, validate_schedule

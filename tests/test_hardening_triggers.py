@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from log_helpers import read_log
 
+from tests.support.log_helpers import read_log
 from tmy.adapters.http import HttpAdapter
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources

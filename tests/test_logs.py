@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_helpers import read_log
 
+from tests.support.log_helpers import read_log
 from tmy import logs
 from tmy.testing import Bot
 

@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from llm_helpers import ASK, rules
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.onebot_fake import SELF_ID, connect_reverse
-from tests.test_onebot import RULES as ONEBOT_RULES
-from tests.test_onebot import reverse, until
+from tests.adapters.test_onebot import RULES as ONEBOT_RULES
+from tests.adapters.test_onebot import reverse, until
+from tests.support.llm_helpers import ASK, rules
+from tests.support.onebot_fake import SELF_ID, connect_reverse
 from tmy import metrics
 from tmy.errors import StoreError
 from tmy.store import open_store

@@ -338,7 +338,7 @@ async def test_an_admin_reloads_from_chat_and_a_stranger_gets_nothing(
         rules = (await say(daemon, ".tmy rules hello", "root"))["answer"]
         assert "hello (" in rules and "r.yaml" in rules and "ADJUST" in rules
         assert "unknown command" in (await say(daemon, ".tmy frobnicate", "root"))["answer"]
-    from log_helpers import read_log
+    from tests.support.log_helpers import read_log
 
     refused = [e for e in read_log(log_file) if e["event"] == "admin.refused"]
     assert [e["user"] for e in refused] == ["mallory"]

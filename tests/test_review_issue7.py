@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
-from log_helpers import read_log
 
+from tests.support.log_helpers import read_log
 from tmy.adapters.http import HttpAdapter
 from tmy.testing import Bot
 

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import aiohttp
 import pytest
 
-from tests.onebot_fake import SELF_ID, connect_reverse
+from tests.support.onebot_fake import SELF_ID, connect_reverse
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig
 from tmy.adapters.openai import OpenAIFacade

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 
 import tmy
+from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.errors import StoreError
 from tmy.store import MISSING, Store, open_store
 from tmy.store.redis import RedisStore

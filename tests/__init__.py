@@ -1,0 +1,1 @@
+"""The test suite (a package, so subfolders may repeat module basenames)."""

@@ -1,0 +1,208 @@
+"""tmy.adapters.fairness: per-chat bounded queues served round-robin under an adapter-wide limit.
+
+The adapters' own tests (test_onebot, test_telegram, test_discord_adapter) show the
+behaviour end to end against their fakes; these pin down the queue itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from pathlib import Path
+
+import pytest
+
+from tests.support.log_helpers import read_log
+from tmy import metrics
+from tmy.adapters.fairness import ChatQueues, FairSlots, PendingSend
+from tmy.errors import AdapterError
+
+
+def dropped(adapter: str, what: str) -> float:
+    labels = {"adapter": adapter, "what": what}
+    return metrics.REGISTRY.get_sample_value("tmy_chat_dropped_total", labels) or 0.0
+
+
+class Recorder:
+    """A work function that records (chat, item) as it starts, optionally held by a gate."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[Hashable, int]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, chat: Hashable, item: int) -> float | None:
+        self.order.append((chat, item))
+        await self.gate.wait()
+        await asyncio.sleep(0)
+        return None
+
+
+async def test_slots_are_granted_first_come_first_served() -> None:
+    slots = FairSlots(1)
+    await slots.acquire()
+    got: list[str] = []
+
+    async def take(name: str) -> None:
+        await slots.acquire()
+        got.append(name)
+
+    first = asyncio.create_task(take("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(take("second"))
+    await asyncio.sleep(0)
+    slots.release()
+    assert not slots.try_acquire()  # the released slot went to "first", nobody jumps the queue
+    await first
+    slots.release()
+    await second
+    assert got == ["first", "second"]
+
+
+async def test_chats_take_turns_so_a_backlog_does_not_delay_another_chats_first_item() -> None:
+    work = Recorder()
+    work.gate.clear()
+    queues: ChatQueues[int] = ChatQueues("t", "reply", work, per_chat=100, total=1000, in_flight=1)
+    for i in range(10):
+        queues.put("busy", i)
+    await asyncio.sleep(0.01)  # busy's first item is in flight, nine wait
+    queues.put("quiet", 0)
+    work.gate.set()
+    assert await queues.join(5)
+    assert work.order.index(("quiet", 0)) <= 2  # not behind busy's whole backlog
+    assert [i for c, i in work.order if c == "busy"] == list(range(10))  # in order per chat
+
+
+async def test_at_the_cap_the_oldest_waiting_item_of_that_chat_is_dropped(log_file: Path) -> None:
+    work = Recorder()
+    work.gate.clear()
+    gone: list[int] = []
+    before = dropped("t1", "reply")
+    queues: ChatQueues[int] = ChatQueues(
+        "t1", "reply", work, per_chat=3, total=1000, in_flight=4, on_drop=gone.append
+    )
+    for i in range(10):
+        queues.put("c", i)
+    await asyncio.sleep(0.01)
+    assert queues.pending("c") == 3 and queues.in_flight == 1  # one at a time per chat
+    assert gone == [1, 2, 3, 4, 5, 6]
+    assert dropped("t1", "reply") - before == 6
+    work.gate.set()
+    assert await queues.join(5)
+    assert [i for _, i in work.order] == [0, 7, 8, 9]
+    lines = [e for e in read_log(log_file) if e["event"] == "t1.chat_dropped"]
+    assert lines[0]["chat"] == "c" and lines[0]["adapter"] == "t1" and lines[0]["what"] == "reply"
+    assert sum(e["dropped"] for e in lines) == 6  # the rest are reported when the chat drains
+
+
+async def test_past_the_total_the_longest_queue_gives_way_to_a_new_chat() -> None:
+    work = Recorder()
+    work.gate.clear()
+    queues: ChatQueues[int] = ChatQueues("t2", "message", work, per_chat=50, total=10, in_flight=1)
+    for i in range(11):  # 1 in flight, 10 waiting: the total
+        queues.put("flood", i)
+    await asyncio.sleep(0.01)
+    assert queues.waiting == 10
+    queues.put("newcomer", 0)
+    assert queues.pending("newcomer") == 1 and queues.pending("flood") == 9
+    work.gate.set()
+    assert await queues.join(5)
+    assert ("newcomer", 0) in work.order and ("flood", 1) not in work.order
+
+
+async def test_a_chat_waiting_to_retry_holds_no_slot() -> None:
+    calls: list[str] = []
+
+    async def work(chat: Hashable, item: int) -> float | None:
+        calls.append(str(chat))
+        if chat == "limited" and calls.count("limited") == 1:
+            return 0.3  # a retry-after: call again with the same item later
+        return None
+
+    queues: ChatQueues[int] = ChatQueues("t3", "reply", work, per_chat=5, total=10, in_flight=1)
+    queues.put("limited", 0)
+    await asyncio.sleep(0.01)
+    for n in range(3):
+        queues.put(f"other{n}", 0)
+    assert await queues.join(5)
+    # the other chats went while "limited" waited out its pause; then it was called again
+    assert calls == ["limited", "other0", "other1", "other2", "limited"]
+
+
+async def test_many_in_flight_per_chat_and_a_share_left_for_others() -> None:
+    work = Recorder()
+    work.gate.clear()
+    queues: ChatQueues[int] = ChatQueues(
+        "t4", "message", work, per_chat=100, total=1000, in_flight=8, per_chat_in_flight=4
+    )
+    for i in range(20):
+        queues.put("busy", i)
+    queues.put("quiet", 0)  # starts at once: busy may hold only 4 of the 8 slots
+    assert queues.in_flight == 5
+    await asyncio.sleep(0.01)
+    assert ("quiet", 0) in work.order
+    work.gate.set()
+    assert await queues.join(5)
+    assert len(work.order) == 21
+
+
+async def test_close_hands_what_waits_to_on_drop() -> None:
+    work = Recorder()
+    work.gate.clear()
+    gone: list[int] = []
+    queues: ChatQueues[int] = ChatQueues(
+        "t5", "reply", work, per_chat=10, total=100, in_flight=1, on_drop=gone.append
+    )
+    for i in range(4):
+        queues.put("c", i)
+    assert not await queues.join(0.05)
+    await queues.close()
+    # the waiting ones, and the one in flight that close() cancelled before its end
+    assert sorted(gone) == [0, 1, 2, 3]
+    assert queues.put("c", 9) is False and gone[-1] == 9
+
+
+class _Send(PendingSend):
+    __slots__ = ()
+    platform = "fake"
+
+
+async def test_a_send_paused_between_attempts_fails_when_the_queues_close() -> None:
+    """close() cancels an item waiting to be called again: its sender must not wait forever."""
+    attempts = 0
+
+    async def flood_wait(chat: Hashable, item: _Send) -> float | None:
+        nonlocal attempts
+        attempts += 1
+        return 30.0  # "retry after 30 s", as a 429 says
+
+    queues: ChatQueues[_Send] = ChatQueues(
+        "fake", "reply", flood_wait, per_chat=5, total=50, in_flight=4,
+        on_drop=_Send.dropped, on_fail=_Send.failed,
+    )  # fmt: skip
+    loop = asyncio.get_running_loop()
+    item = _Send(loop.create_future())
+    assert queues.put("c", item)
+    async with asyncio.timeout(5):
+        while attempts == 0:
+            await asyncio.sleep(0.01)
+    await queues.close()
+    with pytest.raises(AdapterError, match="fake: not sent"):
+        async with asyncio.timeout(5):
+            await item.done  # type: ignore[misc]
+
+
+async def test_a_send_step_that_raises_fails_its_sender_with_the_cause() -> None:
+    async def unreachable(chat: Hashable, item: _Send) -> float | None:
+        raise OSError("Cannot connect to host")  # what aiohttp's connector error is
+
+    queues: ChatQueues[_Send] = ChatQueues(
+        "fake", "reply", unreachable, per_chat=5, total=50, in_flight=4,
+        on_drop=_Send.dropped, on_fail=_Send.failed,
+    )  # fmt: skip
+    item = _Send(asyncio.get_running_loop().create_future())
+    assert queues.put("c", item)
+    with pytest.raises(AdapterError, match="fake: not sent: OSError: Cannot connect to host"):
+        async with asyncio.timeout(5):
+            await item.done  # type: ignore[misc]
+    await queues.close()

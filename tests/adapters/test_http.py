@@ -1,0 +1,378 @@
+"""The HTTP adapter on a real loopback port, in process and as ``python run.py serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tmy.adapters.http import HttpAdapter, parse_listen
+from tmy.errors import AdapterError
+from tmy.testing import Bot
+
+REPO = Path(__file__).resolve().parents[2]
+
+RULES = """
+variables:
+  hits: {scope: global, default: 0}
+rules:
+  - id: greet
+    triggers: ["hi*"]
+    steps:
+      - plugin: ADJUST
+        input: "hello {USER_NAME} ({USER}@{PLATFORM}/{CHAT}) {QUESTION}"
+  - id: hit
+    triggers: [hit]
+    steps:
+      - {plugin: ADJUST, input: "?= hits + 1", save: hits}
+  - id: fail
+    triggers: [fail]
+    on_error: "failed: {STEP_ERROR}"
+    steps:
+      - {plugin: ADJUST, input: "?= 1 / 0"}
+"""
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[httpx.AsyncClient, Bot]]:
+    async with Bot({"h.yaml": RULES}, max_message_chars=1000) as bot:
+        adapter = HttpAdapter("127.0.0.1:0", max_message_chars=1000)
+        await adapter.start(bot.engine.handle)
+        try:
+            base = f"http://127.0.0.1:{adapter.port}"
+            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+                yield client, bot
+        finally:
+            await adapter.stop()
+
+
+async def test_post_message(served: tuple[httpx.AsyncClient, Bot]) -> None:
+    client, _ = served
+    body = {"text": "hi there", "user": "u1", "chat": "g1", "platform": "web", "user_name": "Ann"}
+    response = await client.post("/v1/messages", json=body)
+    assert response.status_code == 200
+    data = response.json()
+    assert set(data) == {"rule", "answer", "error", "trace_id"}
+    assert data["rule"] == "greet"
+    assert data["answer"] == "hello Ann (u1@web/g1) there"
+    assert data["error"] is None
+    assert isinstance(data["trace_id"], str) and data["trace_id"]
+
+
+async def test_only_text_is_required(served: tuple[httpx.AsyncClient, Bot]) -> None:
+    client, _ = served
+    data = (await client.post("/v1/messages", json={"text": "hi"})).json()
+    assert data["rule"] == "greet"
+    assert "@http/" in data["answer"]  # the platform defaults to "http"
+
+
+async def test_unmatched_and_failing_messages_are_still_200(
+    served: tuple[httpx.AsyncClient, Bot],
+) -> None:
+    client, _ = served
+    unmatched = await client.post("/v1/messages", json={"text": "zzz"})
+    assert unmatched.status_code == 200
+    assert unmatched.json()["rule"] is None
+    failed = await client.post("/v1/messages", json={"text": "fail"})
+    assert failed.status_code == 200
+    data = failed.json()
+    assert data["rule"] == "fail"
+    assert "ZeroDivisionError" in data["error"]
+    assert data["answer"] == f"failed: {data['error']}"
+
+
+@pytest.mark.parametrize(
+    ("content", "hint"),
+    [
+        (b"{not json", "JSON object"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"user": "u1"}', "'text'"),
+        (b'{"text": 5}', "'text'"),
+        (b'{"text": "hi", "user": {"id": 1}}', "'user'"),
+        (b"\xff\xfe\x00", "JSON"),
+    ],
+)
+async def test_bad_requests_are_400(
+    served: tuple[httpx.AsyncClient, Bot], content: bytes, hint: str
+) -> None:
+    client, _ = served
+    response = await client.post(
+        "/v1/messages", content=content, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert hint in response.json()["error"]
+
+
+async def test_too_long_message_is_413(served: tuple[httpx.AsyncClient, Bot]) -> None:
+    client, _ = served
+    response = await client.post("/v1/messages", json={"text": "x" * 1001})
+    assert response.status_code == 413
+    assert "too long" in response.json()["error"]
+
+
+async def test_huge_body_is_413_and_the_server_keeps_serving(
+    served: tuple[httpx.AsyncClient, Bot],
+) -> None:
+    client, _ = served
+    response = await client.post("/v1/messages", json={"text": "x" * (3 * 1024 * 1024)})
+    assert response.status_code == 413
+    assert (await client.post("/v1/messages", json={"text": "hi"})).status_code == 200
+
+
+async def test_healthz(served: tuple[httpx.AsyncClient, Bot]) -> None:
+    client, _ = served
+    response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+async def test_concurrent_requests_lose_no_update(served: tuple[httpx.AsyncClient, Bot]) -> None:
+    client, bot = served
+    async with asyncio.timeout(60):
+        responses = await asyncio.gather(
+            *(client.post("/v1/messages", json={"text": "hit"}) for _ in range(50))
+        )
+    assert [r.status_code for r in responses] == [200] * 50
+    assert await bot.var("hits") == 50
+
+
+async def test_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        adapter = HttpAdapter(f"127.0.0.1:{port}")
+
+        async def handle(message):  # pragma: no cover - never called
+            raise AssertionError
+
+        with pytest.raises(AdapterError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await adapter.start(handle)
+
+
+@pytest.mark.parametrize("listen", ["8080", "host:", "host:port"])
+def test_listen_address_must_be_host_port(listen: str) -> None:
+    with pytest.raises(AdapterError, match="HOST:PORT"):
+        parse_listen(listen)
+
+
+def test_listen_address_forms() -> None:
+    assert parse_listen(":9000") == ("127.0.0.1", 9000)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+
+
+# -- the daemon as a process ----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_serve_answers_over_http_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "h.yaml").write_text(RULES, encoding="utf-8")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    cmd = [sys.executable, "run.py", "serve", "--http", f"127.0.0.1:{port}", "--no-console",
+           "--rules", str(rules), "--store", f"sqlite:///{tmp_path / 'serve.db'}"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"serve exited early: {proc.communicate()[1][-2000:]}"
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not answer /healthz within 30 s"
+            time.sleep(0.1)
+        reply = httpx.post(f"{base}/v1/messages", json={"text": "hit"}, timeout=30).json()
+        assert (reply["rule"], reply["answer"], reply["error"]) == ("hit", "1", None)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 0, stderr[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+@pytest.mark.slow
+def test_serve_raises_the_soft_open_file_limit_and_logs_both(tmp_path: Path) -> None:
+    import json
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip("needs a finite hard open-file limit above 256")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "h.yaml").write_text(RULES, encoding="utf-8")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    serve = (f"ulimit -Sn 256 && exec {sys.executable} run.py serve --http 127.0.0.1:{port} "
+             f"--no-console --rules {rules} --store sqlite:///{tmp_path / 's.db'}")  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", "-c", serve], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"serve exited early: {proc.communicate()[1][-2000:]}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not answer /healthz within 30 s"
+            time.sleep(0.1)
+        limits = (Path("/proc") / str(proc.pid) / "limits").read_text()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    lines = [json.loads(x) for x in stderr.splitlines() if x.startswith("{")]
+    (logged,) = [e for e in lines if e.get("event") == "daemon.open_files"]
+    assert (logged["soft_before"], logged["soft"], logged["hard"]) == (256, hard, hard)
+    (row,) = [x for x in limits.splitlines() if x.startswith("Max open files")]
+    assert row.split()[3] == str(hard)  # the running daemon's soft limit
+
+
+# -- cross-site control of a local daemon (Content-Type, Origin, Host) --------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
+)
+async def test_json_routes_take_only_application_json(
+    served: tuple[httpx.AsyncClient, Bot], content_type: str | None
+) -> None:
+    client, bot = served
+    headers = {"Content-Type": content_type} if content_type else {}
+    # what a web page can POST cross-site without a preflight: an admin command as text
+    body = b'{"text": "hit"}'
+    for path in ("/v1/messages", "/admin/reload"):
+        response = await client.post(path, content=body, headers=headers)
+        assert response.status_code == 415, (path, response.text)
+        assert "application/json" in response.json()["error"]
+    assert await bot.var("hits") == 0  # nothing ran
+    # no body and no type: nothing to smuggle (a bare `curl -X POST …/admin/reload`)
+    assert (await client.post("/admin/reload")).status_code == 503  # no daemon behind it
+    ok = await client.post("/v1/messages", content=body, headers={
+        "Content-Type": "application/json; charset=utf-8"})  # fmt: skip
+    assert ok.status_code == 200 and ok.json()["rule"] == "hit"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://127.0.0.1:1"},  # another port: another origin
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
+async def test_state_changing_requests_from_another_site_are_403(
+    served: tuple[httpx.AsyncClient, Bot], headers: dict[str, str]
+) -> None:
+    client, bot = served
+    response = await client.post("/v1/messages", json={"text": "hit"}, headers=headers)
+    assert response.status_code == 403
+    assert "cross-site" in response.json()["error"]
+    assert (await client.post("/admin/reload", json={}, headers=headers)).status_code == 403
+    assert await bot.var("hits") == 0
+
+
+async def test_same_origin_and_non_browser_requests_pass(
+    served: tuple[httpx.AsyncClient, Bot],
+) -> None:
+    client, _ = served
+    origin = str(client.base_url).rstrip("/")
+    same = {"Origin": origin, "Sec-Fetch-Site": "same-origin"}
+    assert (
+        await client.post("/v1/messages", json={"text": "hit"}, headers=same)
+    ).status_code == 200
+    assert (await client.post("/v1/messages", json={"text": "hit"})).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8080", "127.0.0.1.nip.io"])
+async def test_a_host_header_that_does_not_name_the_listener_is_421(
+    served: tuple[httpx.AsyncClient, Bot], host: str
+) -> None:
+    """DNS rebinding: the page's own name, resolved to 127.0.0.1, is in the Host header."""
+    client, _ = served
+    for response in (
+        await client.get("/healthz", headers={"Host": host}),
+        await client.post("/v1/messages", json={"text": "hi"}, headers={"Host": host}),
+    ):
+        assert response.status_code == 421
+        assert "allowed_hosts" in response.json()["error"]
+
+
+async def test_loopback_names_and_allowed_hosts_pass() -> None:
+    async with Bot({"h.yaml": RULES}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0", allowed_hosts=["bot.example.com"])
+        await adapter.start(bot.engine.handle)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{adapter.port}") as client:
+                for host in ("localhost", f"localhost:{adapter.port}", "127.0.0.1", "[::1]:80",
+                             "BOT.example.com", "bot.example.com:443"):  # fmt: skip
+                    got = await client.get("/healthz", headers={"Host": host})
+                    assert got.status_code == 200, host
+                assert (
+                    await client.get("/healthz", headers={"Host": "x.example"})
+                ).status_code == 421
+                # a proxy that rewrites Host: its public origin is allowed by name
+                proxied = {"Origin": "https://bot.example.com"}
+                got = await client.post("/v1/messages", json={"text": "hi"}, headers=proxied)
+                assert got.status_code == 200
+        finally:
+            await adapter.stop()
+
+
+async def test_a_websocket_upgrade_from_another_site_is_refused_on_mounted_routes() -> None:
+    from aiohttp import ClientSession, WSServerHandshakeError, web
+
+    async def ws(request: web.Request) -> web.WebSocketResponse:
+        sock = web.WebSocketResponse()
+        await sock.prepare(request)
+        await sock.send_str("hello")
+        await sock.close()
+        return sock
+
+    async with Bot({"h.yaml": RULES}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0")
+        adapter.mount([web.get("/onebot/v11/ws", ws)])
+        await adapter.start(bot.engine.handle)
+        url = f"http://127.0.0.1:{adapter.port}/onebot/v11/ws"
+        try:
+            async with ClientSession() as session:
+                with pytest.raises(WSServerHandshakeError) as refused:
+                    await session.ws_connect(url, headers={"Origin": "http://evil.example"})
+                assert refused.value.status == 403
+                async with session.ws_connect(url) as sock:  # a non-browser client: no Origin
+                    assert (await sock.receive(timeout=5)).data == "hello"
+        finally:
+            await adapter.stop()
