@@ -1,0 +1,1 @@
+"""Daemon scenarios: real `serve` processes, several adapters, the whole lifespan."""
