@@ -30,7 +30,7 @@ from tests.support.telegram_fake import (
 )
 from tmy import daemon as daemon_mod
 from tmy import metrics
-from tmy.adapters import telegram as telegram_mod
+from tmy.adapters.telegram import adapter as telegram_mod
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.telegram import (
     MAX_TEXT,

@@ -6,9 +6,12 @@ objects, answers each with the :class:`~tmy.message.Reply` the engine gives
 back, and can **send on its own initiative** to a :class:`Target` (cron rules
 and admin commands use that through the daemon's ``send``).
 
-An adapter that needs routes on the daemon's one web server (the OneBot
-reverse WebSocket, the OpenAI facade) exposes ``routes()``; the HTTP listener
-mounts them before it starts. Every adapter reports its state through
+The contract itself is :class:`tmy.types.Adapter` (re-exported here with
+:data:`~tmy.types.Handler`); this module holds what the adapters share: their
+health report and their reconnect backoff. Every adapter has ``routes()``: the
+routes it needs on the daemon's one web server (the OneBot reverse WebSocket,
+the OpenAI facade, a Telegram webhook; ``[]`` for none), which the HTTP
+listener mounts before it starts. Every adapter reports its state through
 ``health()`` for ``GET /healthz``. One adapter's failure (a bad token, a lost
 connection, a failed send) is logged with the platform's own error code and
 never stops the daemon or the other adapters.
@@ -19,35 +22,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from tmy.message import Message, Reply, Target
+from tmy.types import Adapter, Handler
 
-Handler = Callable[[Message], Awaitable[Reply]]
-
-
-@runtime_checkable
-class Adapter(Protocol):
-    name: str  # the platform name messages carry (``PLATFORM``)
-
-    async def start(self, handle: Handler) -> None:
-        """Begin accepting events; return once listening (serve in background tasks).
-
-        A platform that cannot be reached yet (a refused token, a network
-        error) is not a failure of ``start``: the adapter keeps retrying in the
-        background and says so in ``health()``.
-        """
-
-    async def stop(self) -> None:
-        """Stop accepting new events; runs in flight are drained by the daemon."""
-
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to ``target``; raise AdapterError naming the platform's error."""
-
-    def health(self) -> dict[str, Any]:
-        """``{"state", "last_event", "error", …}`` for ``GET /healthz``."""
+__all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler"]
 
 
 class AdapterHealth:

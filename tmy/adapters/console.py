@@ -48,6 +48,10 @@ class ConsoleAdapter:
     def health(self) -> dict[str, Any]:
         return {"state": "stopped" if self.done.is_set() else "connected"}
 
+    def routes(self) -> list[Any]:
+        """None: a terminal needs no web route."""
+        return []
+
     async def stop(self) -> None:
         """Stop reading; a run in flight finishes and prints its reply (not cancelled)."""
         self._stopping = True
