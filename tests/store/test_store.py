@@ -23,7 +23,10 @@ from redis.crc import key_slot
 from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.errors import ConfigError, StoreError
 from tmy.store import MISSING, Store, open_store
-from tmy.store.redis import _SPARE_CONNECTIONS, RedisStore, _Connection, _RawCache
+from tmy.store.redis import RedisStore
+from tmy.store.redis.cache import RawCache as _RawCache
+from tmy.store.redis.connection import SPARE_CONNECTIONS as _SPARE_CONNECTIONS
+from tmy.store.redis.connection import TunedConnection as _Connection
 from tmy.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
