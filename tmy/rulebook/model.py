@@ -12,6 +12,7 @@ from typing import Any
 
 from tmy.executors.registry import ExecutorSpec
 from tmy.rulebook.triggers import Trigger, trigger_warnings
+from tmy.types import StepHook
 from tmy.values.compiled import PathValue, Value
 
 SCOPES = ("global", "chat", "user")
@@ -104,7 +105,7 @@ class Step:
     uri: str  # STEP_URI: "<rule id>/<step id>" or "<rule id>/<position>"
     lock_roots: tuple[str, ...]  # declared variables read and saved by this step: held locked
     stop: Value | None  # ends the run normally after this step when true
-    extras: dict[str, Any]  # keys owned by engine extensions (e.g. when_llm)
+    extras: dict[str, Any]  # step keys extensions installed (when_llm: …), validated
     file: str
     line: int
     # set by the loader: a pure step that reads and saves one variable nothing else
@@ -114,6 +115,9 @@ class Step:
     # set by the loader: the Constant an ADJUST step without INPUT, save or options
     # returns (no input to compute, nothing to store): run without an executor call
     constant: Any = None
+    # (step key, its hook) for each extension key the step carries that has a hook,
+    # resolved from the registry once at load time (the engine never looks them up)
+    hooks: tuple[tuple[str, StepHook], ...] = ()
 
     @property
     def plugin(self) -> str:
@@ -134,7 +138,7 @@ class Rule:
     session: float  # seconds a follow-up reaches this rule without a trigger (0: off)
     description: str
     intent: str
-    extras: dict[str, Any]  # keys owned by engine extensions (e.g. tool)
+    extras: dict[str, Any]  # rule keys extensions installed (schedule:, tool:), validated
     file: str
     line: int
     cooldown: Cooldown | None = None

@@ -1,0 +1,239 @@
+"""Compiling one rule: its keys, triggers, filters, extension keys, chain and cooldown.
+
+The rule keys extensions installed in the registry (``schedule:``, ``tool:``)
+are validated here like the built-in ones, with file and line, and may add
+run locals (``FIRE_TIME``) that the rule's steps can read. The atomic
+analysis of the compiled chain (:mod:`tmy.rulebook.atomic`) is done here too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tmy.errors import EvalError, RuleError
+from tmy.rulebook import atomic
+from tmy.rulebook.fields import unknown_key
+from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, SCOPES, Cooldown, Filters, Rule, Step
+from tmy.rulebook.steps import ID_RE, StepCompiler
+from tmy.rulebook.triggers import Trigger, parse_trigger
+from tmy.values.compiled import Value, compile_value
+from tmy.yamlfile.source import LineDict, LineList
+
+RULE_KEYS = (
+    "id",
+    "triggers",
+    "steps",
+    "priority",
+    "case_sensitive",
+    "on_error",
+    "platforms",
+    "chats",
+    "private",
+    "admin_only",
+    "mention",
+    "session",
+    "description",
+    "intent",
+    "enabled",
+    "atomic",
+    "cooldown",
+)
+COOLDOWN_KEYS = ("seconds", "per", "reply")
+_RULE_KEY_SET = frozenset(RULE_KEYS)
+_FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
+_KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
+
+
+class RuleCompiler(StepCompiler):
+    """Compiles rules (see the module docstring); the loader builds on it."""
+
+    _known: frozenset[str] | None = None  # declared variables + run locals, once they are all read
+    _declared: set[str] | None = None
+
+    def compile_rule(self, raw: LineDict, file: str) -> Rule | None:
+        """The rule ``raw`` of ``file``; None (and errors recorded) when it is wrong."""
+        before = len(self.errors)
+        rule_keys = self.registry.rule_keys
+        for key in raw:
+            if key not in _RULE_KEY_SET and key not in rule_keys:
+                self.error(
+                    unknown_key("rule key", key, (*RULE_KEYS, *rule_keys)), file, raw.line_of(key)
+                )
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not ID_RE.fullmatch(rid):
+            self.error(
+                f"rule needs an 'id:' of letters, digits, '_', '.', '-' (got {rid!r})",
+                file,
+                raw.line_of("id"),
+            )
+            rid = f"<rule at line {raw.line}>"
+        case_sensitive = self.typed(raw, "case_sensitive", bool, False, file)
+        triggers = self.rule_triggers(raw, file, case_sensitive)
+        priority = self.typed(raw, "priority", int, 0, file)
+        session = self.typed(raw, "session", (int, float), 0, file)
+        if session < 0:
+            self.error("'session:' is a number of seconds >= 0", file, raw.line_of("session"))
+        filters = self.rule_filters(raw, file)
+        if self._known is None:  # declared variables + run locals, shared by every rule
+            self._known = frozenset(self.variables) | RUN_LOCALS
+            self._declared = set(self.variables)
+        known = set(self._known)
+        known.update(g for t in triggers for g in t.groups)
+        extras = self.rule_extras(raw, file, rid, known)
+        steps, dynamic_save = self.rule_steps(raw, file, rid, known)
+        on_error = None
+        if "on_error" in raw:
+            on_error = self.value(raw, "on_error", file, known, dynamic_save, rid)
+        cooldown = self.cooldown(raw, file, rid) if "cooldown" in raw else None
+        atomic_on = self.typed(raw, "atomic", bool, True, file)
+        if len(self.errors) > before:
+            return None
+        declared = self._declared
+        assert declared is not None
+        atomic_vars, span = atomic.atomic_span(steps, declared) if atomic_on else ((), (0, -1))
+        return Rule(
+            prefetch=atomic.prefetch(steps, atomic_vars, declared),
+            cooldown=cooldown,
+            atomic_vars=atomic_vars,
+            atomic_span=span,
+            id=rid,
+            triggers=tuple(triggers),
+            steps=tuple(steps),
+            priority=priority,
+            case_sensitive=case_sensitive,
+            on_error=on_error,
+            filters=filters,
+            session=float(session),
+            description=str(raw.get("description", "")),
+            intent=str(raw.get("intent", "")),
+            extras=extras,
+            file=file,
+            line=raw.line,
+        )
+
+    def rule_triggers(self, raw: LineDict, file: str, case_sensitive: bool) -> list[Trigger]:
+        """``triggers:`` (one string or a list), each parsed and given its line."""
+        triggers = []
+        raw_triggers = raw.get("triggers", [])
+        if isinstance(raw_triggers, str):
+            raw_triggers = [raw_triggers]
+        if not isinstance(raw_triggers, list):
+            self.error(
+                "'triggers:' must be a list of trigger strings", file, raw.line_of("triggers")
+            )
+            raw_triggers = []
+        for i, src in enumerate(raw_triggers):
+            tline = raw_triggers.line_of(i) if isinstance(raw_triggers, LineList) else raw.line
+            try:
+                trigger = parse_trigger(src, case_sensitive=case_sensitive)
+            except RuleError as exc:
+                self.error(exc.message, file, tline)
+            else:
+                trigger.line = tline
+                triggers.append(trigger)
+        return triggers
+
+    def rule_filters(self, raw: LineDict, file: str) -> Filters:
+        """Where the rule applies; the shared OPEN_FILTERS when it says nothing."""
+        if not any(k in raw for k in _FILTER_KEYS):
+            return OPEN_FILTERS
+        return Filters(
+            platforms=self.str_set(raw, "platforms", file),
+            chats=self.str_set(raw, "chats", file),
+            private=self.typed(raw, "private", bool, None, file),
+            admin_only=self.typed(raw, "admin_only", bool, False, file),
+            mention=self.typed(raw, "mention", bool, False, file),
+        )
+
+    def rule_extras(self, raw: LineDict, file: str, rid: str, known: set[str]) -> dict[str, Any]:
+        """The installed rule keys the rule carries, validated; their run locals join ``known``."""
+        extras: dict[str, Any] = {}
+        for key, rule_key in self.registry.rule_keys.items():  # in the order installed
+            if key not in raw:
+                continue
+            try:
+                extras[key] = value = rule_key.validate(raw[key])
+            except _KEY_ERRORS as exc:
+                self.error(f"rule {rid!r}: {key}: {exc}", file, raw.line_of(key))
+                continue
+            if rule_key.locals is not None:
+                known.update(rule_key.locals(value))
+        return extras
+
+    def rule_steps(
+        self, raw: LineDict, file: str, rid: str, known: set[str]
+    ) -> tuple[list[Step], bool]:
+        """The chain, compiled in order; each save adds its variable to ``known`` for the
+        steps after it. Also whether some step saves to a computed position."""
+        raw_steps = raw.get("steps")
+        if not isinstance(raw_steps, LineList) or not raw_steps:
+            self.error(
+                f"rule {rid!r} needs 'steps:', a non-empty list of executor steps",
+                file,
+                raw.line_of("steps"),
+            )
+            return [], False
+        steps: list[Step] = []
+        step_ids: set[str] = set()
+        dynamic_save = False
+        for i, raw_step in enumerate(raw_steps):
+            sline = raw_steps.line_of(i)
+            if not isinstance(raw_step, LineDict):
+                self.error("a step must be a mapping with 'plugin:'", file, sline)
+                continue
+            step = self.compile_step(raw_step, i, rid, file, known, dynamic_save)
+            if step is None:
+                continue
+            if step.id is not None:
+                if step.id in step_ids:
+                    self.error(f"duplicate step id {step.id!r} in rule {rid!r}", file, sline)
+                step_ids.add(step.id)
+            if step.save is not None:
+                if step.save.root is None:
+                    dynamic_save = True
+                else:
+                    known.add(step.save.root)
+            steps.append(step)
+        return steps, dynamic_save
+
+    def cooldown(self, raw: LineDict, file: str, rid: str) -> Cooldown | None:
+        """``cooldown:`` — a number of seconds, or {seconds, per, reply}."""
+        spec = raw["cooldown"]
+        line = raw.line_of("cooldown")
+        where = f"rule {rid!r}: cooldown"
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+            spec = {"seconds": spec}
+        if not isinstance(spec, dict):
+            self.error(f"{where} must be {{seconds: N, per: user|chat|global, reply: …}}",
+                       file, line)  # fmt: skip
+            return None
+        for key in spec:
+            if key not in COOLDOWN_KEYS:
+                self.error(f"{where}: " + unknown_key("key", key, COOLDOWN_KEYS), file, line)
+        seconds = spec.get("seconds")
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+            self.error(f"{where}: 'seconds' must be a number > 0 (got {seconds!r})", file, line)
+            return None
+        per = spec.get("per", "user")
+        if per not in SCOPES:
+            self.error(f"{where}: 'per' must be user, chat or global (got {per!r})", file, line)
+            return None
+        reply: Value | None = None
+        if spec.get("reply") not in (None, ""):
+            if not isinstance(spec["reply"], str):
+                self.error(f"{where}: 'reply' must be text", file, line)
+                return None
+            try:
+                reply = compile_value(spec["reply"])
+            except EvalError as exc:
+                self.error(f"{where}: 'reply': {exc}", file, line)
+                return None
+            allowed = RUN_LOCALS | {"COOLDOWN_LEFT"} | set(self.variables)
+            for name in sorted(reply.names - allowed):
+                self.error(
+                    f"{where}: 'reply' reads {name!r}; it may use run locals such as "
+                    "{USER_NAME} and {COOLDOWN_LEFT} (seconds left) and declared variables",
+                    file,
+                    line,
+                )
+        return Cooldown(float(seconds), per, reply)

@@ -1,0 +1,241 @@
+"""Compiling one step of a rule's chain: its executor, input, save position, options, keys.
+
+A step is checked against its executor's declared options and the step keys
+extensions installed in the registry (``when_llm:``); every value is compiled
+once and every name it reads is checked against what is set by then (declared
+variables, run locals, earlier saves). The step's hooks are resolved here,
+once, from the registry, so the engine calls them without looking them up.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tmy.errors import EvalError, RuleError
+from tmy.executors.adjust import adjust
+from tmy.executors.registry import ExecutorSpec, Registry
+from tmy.rulebook.atomic import lock_roots
+from tmy.rulebook.fields import FieldReader, type_names, unknown_key
+from tmy.rulebook.model import Step
+from tmy.types import StepHook
+from tmy.values.compiled import LIST_MODES, Constant, Expression, PathValue, Value
+from tmy.yamlfile.source import LineDict
+
+STEP_KEYS = (
+    "id", "plugin", "input", "INPUT", "save", "when", "stop", "on_error", "timeout", "description",
+)  # fmt: skip
+ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
+
+
+class StepCompiler(FieldReader):
+    """Compiles steps (see the module docstring); the rule compiler builds on it."""
+
+    def __init__(self, registry: Registry) -> None:
+        super().__init__(registry)
+        self._allowed: dict[str, tuple[str, ...]] = {}  # executor -> the keys its steps may use
+
+    def compile_step(
+        self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
+    ) -> Step | None:
+        """Step ``index`` of rule ``rid``; None (and errors recorded) when it is wrong.
+
+        ``known``: the names set before this step; ``dynamic``: an earlier step
+        saved to a computed position, so no name can be called unset.
+        """
+        before = len(self.errors)
+        where = f"rule {rid!r} step {raw.get('id', index)!r}"
+        spec = self.step_spec(raw, where, file)
+        if spec is None:
+            return None
+        sid = raw.get("id")
+        has_input_var = "INPUT" in raw
+        step_known = set(known)
+        if has_input_var:
+            step_known.add("INPUT")
+        else:
+            step_known.discard("INPUT")
+        INPUT = self.path(raw, "INPUT", file, step_known, dynamic, where)
+        input_value, list_mode = self.step_input(raw, INPUT, file, step_known, dynamic, where)
+        save_known = step_known if has_input_var else {*known, "INPUT"}
+        save = self.path(raw, "save", file, save_known, dynamic, where)
+        when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
+        stop: Value | None = None
+        if "stop" in raw and raw["stop"] not in (None, False, ""):
+            stop_known = set(step_known)
+            if save is not None and save.root:
+                stop_known.add(save.root)
+            stop = self.value(raw, "stop", file, stop_known, dynamic, where)
+        on_error = raw.get("on_error", "stop")
+        if on_error not in ("stop", "continue"):
+            self.error(
+                f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
+                "holds the reply text)",
+                file,
+                raw.line_of("on_error"),
+            )
+        timeout = raw.get("timeout")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+            self.error(f"{where}: timeout is a number of seconds > 0", file, raw.line_of("timeout"))
+        options = self.step_options(raw, spec, file, step_known, dynamic, where)
+        extras, hooks = self.step_extras(raw, file, where)
+        if len(self.errors) > before:
+            return None
+        reads: set[str] = set()
+        for v in (input_value, list_mode, when, *options.values()):
+            if v is not None:
+                reads |= v.names
+        if INPUT is not None:
+            reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
+        dynamic_input = INPUT is not None and INPUT.root is None
+        step = Step(
+            index=index,
+            id=sid,
+            spec=spec,
+            input=input_value,
+            list_mode=list_mode,
+            INPUT=INPUT,
+            save=save,
+            when=when,
+            on_error=on_error,
+            options=options,
+            timeout=float(timeout) if timeout else None,
+            uri=f"{rid}/{sid if sid is not None else index}",
+            lock_roots=lock_roots(save, reads, dynamic_input, set(self.variables)),
+            stop=stop,
+            extras=extras,
+            file=file,
+            line=raw.line,
+            hooks=hooks,
+        )
+        if (
+            spec.run is adjust
+            and isinstance(input_value, Constant)
+            and INPUT is None
+            and save is None
+            and stop is None
+            and not options
+        ):
+            step.constant = input_value
+        return step
+
+    def step_spec(self, raw: LineDict, where: str, file: str) -> ExecutorSpec | None:
+        """The step's executor, its keys checked against what that executor and the
+        installed step keys allow, its required options present, its id well-formed."""
+        plugin = raw.get("plugin")
+        spec = self.registry.get(plugin) if isinstance(plugin, str) else None
+        if spec is None:
+            hint = self.registry.suggest(plugin) if isinstance(plugin, str) else ""
+            self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file, raw.line_of("plugin"))
+            return None
+        allowed = self._allowed.get(spec.name)
+        if allowed is None:
+            allowed = (*STEP_KEYS, *self.registry.step_keys, *spec.options)
+            self._allowed[spec.name] = allowed
+        for key in raw:
+            if key not in allowed:
+                self.error(
+                    unknown_key(f"key for plugin {plugin}", key, allowed), file, raw.line_of(key)
+                )
+        for name, opt in spec.options.items():
+            if opt.required and name not in raw:
+                self.error(f"{where}: plugin {plugin} needs '{name}:' ({opt.doc})", file, raw.line)
+        sid = raw.get("id")
+        if sid is not None and (not isinstance(sid, str) or not ID_RE.fullmatch(sid)):
+            self.error(
+                f"{where}: step id must be letters, digits, '_', '.', '-'", file, raw.line_of("id")
+            )
+        return spec
+
+    def step_input(
+        self,
+        raw: LineDict,
+        INPUT: PathValue | None,
+        file: str,
+        known: set[str],
+        dynamic: bool,
+        where: str,
+    ) -> tuple[Value | None, Value | None]:
+        """``input:`` as (value, list mode): a list mode (SHIFT, POPUP, …) takes a member of
+        the list at INPUT, and an expression with an INPUT may compute one."""
+        if "input" not in raw or raw["input"] in ("", None):
+            return None, None
+        raw_input = raw["input"]
+        if not (isinstance(raw_input, str) and raw_input.strip() in LIST_MODES):
+            input_value = self.value(raw, "input", file, known, dynamic, where)
+            if isinstance(input_value, Expression) and INPUT is not None:
+                return input_value, input_value
+            return input_value, None
+        mode = raw_input.strip()
+        if INPUT is None:
+            self.error(
+                f"{where}: input {mode} takes a member of a list: add 'INPUT: <list variable>'",
+                file,
+                raw.line_of("input"),
+            )
+        elif (
+            INPUT.static is not None and not INPUT.static.segments and INPUT.root in self.variables
+        ):
+            decl = self.variables[INPUT.root]
+            if not isinstance(decl.default, list):
+                self.error(
+                    f"{where}: input {mode} takes from the list {INPUT.root!r}, but its "
+                    f"declared default is {type(decl.default).__name__} {decl.default!r} "
+                    f"({decl.file}:{decl.line}); declare it with 'default: []'",
+                    file,
+                    raw.line_of("input"),
+                )
+        return None, Constant(mode)
+
+    def step_options(
+        self,
+        raw: LineDict,
+        spec: ExecutorSpec,
+        file: str,
+        known: set[str],
+        dynamic: bool,
+        where: str,
+    ) -> dict[str, Value]:
+        """The executor's options the step sets, compiled; constants type-checked and
+        given to the executor's own load-time check."""
+        options: dict[str, Value] = {}
+        for name, opt in spec.options.items():
+            if name not in raw:
+                continue
+            val = self.value(raw, name, file, known, dynamic, where)
+            if val is None:
+                continue
+            if opt.types and isinstance(val, Constant) and not isinstance(val.value, opt.types):
+                self.error(
+                    f"{where}: '{name}' must be {type_names(opt.types)}, got "
+                    f"{type(val.value).__name__}",
+                    file,
+                    raw.line_of(name),
+                )
+            options[name] = val
+        if spec.check is not None:
+            consts = {k: v.value for k, v in options.items() if isinstance(v, Constant)}
+            try:
+                spec.check(consts)
+            except (ValueError, TypeError, RuleError) as exc:
+                self.error(f"{where}: {exc}", file, raw.line)
+        return options
+
+    def step_extras(
+        self, raw: LineDict, file: str, where: str
+    ) -> tuple[dict[str, Any], tuple[tuple[str, StepHook], ...]]:
+        """The installed step keys the step carries, validated, and their hooks (key, hook)."""
+        extras: dict[str, Any] = {}
+        hooks: list[tuple[str, StepHook]] = []
+        for key, step_key in self.registry.step_keys.items():  # in the order installed
+            if key not in raw:
+                continue
+            try:
+                extras[key] = step_key.validate(raw[key])
+            except _KEY_ERRORS as exc:
+                self.error(f"{where}: {key}: {exc}", file, raw.line_of(key))
+                continue
+            if step_key.hook is not None:
+                hooks.append((key, step_key.hook))
+        return extras, tuple(hooks)
