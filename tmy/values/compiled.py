@@ -27,7 +27,7 @@ from typing import Any
 
 from tmy.errors import EvalError, PathError
 from tmy.values import expressions
-from tmy.values.expressions import MAX_RESULT_UNITS
+from tmy.values.cost import MAX_RESULT_UNITS, measure
 from tmy.values.paths import Path, get_in, parse_path
 
 Scope = Mapping[str, Any]
@@ -512,7 +512,7 @@ def _check_built(values: Any, what: str) -> None:
     for value in values:
         size = sizes.get(id(value))
         if size is None:
-            size = sizes[id(value)] = expressions.measure(value, MAX_RESULT_UNITS - total)[0]
+            size = sizes[id(value)] = measure(value, MAX_RESULT_UNITS - total)[0]
         total += size
         if total > MAX_RESULT_UNITS:
             raise EvalError(
