@@ -30,6 +30,7 @@ import pytest
 import redis
 
 from tests.support.redis_cluster import LocalCluster, cluster_client, cluster_tools
+from tests.support.upstream import upstream  # noqa: F401  (the fixture, for every test)
 
 if TYPE_CHECKING:
     from tmy.store import Store

@@ -188,3 +188,37 @@ def test_bad_store_url_is_a_clear_error(rules_dir: Path) -> None:
     assert done.returncode == 2
     assert "store URL" in done.stderr
     assert done.stdout == ""
+
+
+# -- from test_bughunt.py (a bug hunt: each failed before its fix)
+
+
+@pytest.mark.slow
+def test_vars_del_with_a_path_does_not_wipe_the_whole_variable(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "s.yaml").write_text(
+        "variables:\n  scores: {scope: global, default: {}}\n"
+        "rules:\n  - id: r\n    triggers: [r]\n    steps:\n      - {plugin: ADJUST}\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    common = ["--rules", str(rules), "--store", f"sqlite:///{tmp_path / 's.db'}"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "run.py", *common, *args],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    assert run("vars", "set", "scores[ann]", "5").returncode == 0
+    assert run("vars", "set", "scores[bob]", "7").returncode == 0
+    deleted = run("vars", "del", "scores[bob]")
+    after = json.loads(run("vars", "get", "scores").stdout)
+    # either refuse the path, or delete only bob's entry; never lose ann's score
+    assert after.get("ann") == 5, f"del exited {deleted.returncode}: {deleted.stdout!r}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -10,12 +11,15 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tmy import logs
 from tmy.adapters.http import HttpAdapter, parse_listen
+from tmy.adapters.openai import OpenAIFacade
 from tmy.errors import AdapterError
 from tmy.testing import Bot
 
@@ -376,3 +380,231 @@ async def test_a_websocket_upgrade_from_another_site_is_refused_on_mounted_route
                     assert (await sock.receive(timeout=5)).data == "hello"
         finally:
             await adapter.stop()
+
+
+# -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
+
+
+def samples(store: str) -> Bot:
+    return Bot(REPO / "rules", plugins=REPO / "plugins", store=store)
+
+
+async def test_a_lone_surrogate_in_a_message_is_answered_over_http(tmp_path: Path) -> None:
+    logs.configure("info", tmp_path / "tmy.log")  # the daemon's default level
+    try:
+        async with samples(f"sqlite:///{tmp_path / 'h.db'}") as bot:
+            adapter = HttpAdapter("127.0.0.1:0")
+            await adapter.start(bot.engine.handle)
+            try:
+                async with httpx.AsyncClient(timeout=30) as client:
+                    url = f"http://127.0.0.1:{adapter.port}/v1/messages"
+                    body = b'{"text": "echo \\ud800"}'  # valid JSON: an escaped lone surrogate
+                    got = await client.post(
+                        url, content=body, headers={"Content-Type": "application/json"}
+                    )
+            finally:
+                await adapter.stop()
+        assert got.status_code == 200 and got.json()["rule"] == "echo"
+    finally:
+        logs.configure("warning")
+
+
+# -- from test_hardening_access.py (issue 7 hardening: who may do what, what a caller may send)
+
+
+HTTP_RULES = """
+rules:
+  - id: who
+    triggers: ["who"]
+    steps:
+      - {plugin: ADJUST, input: "{USER}@{PLATFORM}/{CHAT}"}
+  - id: big
+    triggers: ["big"]
+    steps:
+      - {plugin: ADJUST, input: "?= 'x' * 60000"}
+"""
+
+
+@pytest.fixture
+async def http_bot() -> AsyncIterator[tuple[httpx.AsyncClient, Bot]]:
+    async with Bot({"h.yaml": HTTP_RULES}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0")
+        await adapter.start(bot.engine.handle)
+        try:
+            base = f"http://127.0.0.1:{adapter.port}"
+            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+                yield client, bot
+        finally:
+            await adapter.stop()
+
+
+async def test_deeply_nested_json_is_a_400_not_a_500(http_bot) -> None:
+    client, _ = http_bot
+    body = "[" * 100_000 + "]" * 100_000
+    response = await client.post(
+        "/v1/messages", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert "nested" in response.json()["error"]
+    nested = '{"text": "who", "user": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    response = await client.post(
+        "/v1/messages", content=nested, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    # the daemon keeps serving
+    ok = await client.post("/v1/messages", json={"text": "who", "user": "ann"})
+    assert ok.status_code == 200 and ok.json()["answer"] == "ann@http/private:ann"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("user", "u" * 257, "257 characters"),
+        ("chat", "c" * 1_000_000, "limit is 256"),
+        ("platform", "p" * 300, "limit is 256"),
+        ("user", True, "must be a string"),
+        ("chat", False, "must be a string"),
+        ("user", 1.5, "must be a string"),
+        ("user", ["a"], "must be a string"),
+        ("user", {"id": 1}, "must be a string"),
+    ],
+    ids=["long-user", "1MB-chat", "long-platform", "bool", "bool2", "float", "list", "dict"],
+)
+async def test_bad_ids_are_refused_with_400(http_bot, field, value, says) -> None:
+    client, _ = http_bot
+    response = await client.post("/v1/messages", json={"text": "who", field: value})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert field in error and says in error
+
+
+async def test_lone_surrogates_in_ids_are_refused(http_bot) -> None:
+    client, _ = http_bot
+    raw = '{"text": "who", "user": "ann\\ud800"}'
+    response = await client.post(
+        "/v1/messages", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert "surrogate" in response.json()["error"]
+    # numeric ids (as platforms send them) and ids at the limit are fine
+    ok = await client.post("/v1/messages", json={"text": "who", "user": 42, "chat": "g" * 256})
+    assert ok.status_code == 200
+    assert ok.json()["answer"] == "42@http/" + "g" * 256
+
+
+async def test_reply_over_the_limit_is_a_clear_error(http_bot) -> None:
+    client, _ = http_bot
+    data = (await client.post("/v1/messages", json={"text": "big"})).json()
+    assert data["rule"] == "big"
+    assert "max_reply_chars" in data["error"] and "60000" in data["error"]
+    assert len(data["answer"]) < 1000
+    assert len(json.dumps(data)) < 5000
+
+
+# -- from test_review_issue7.py (review of the issue 7 hardening: attacks that still got through)
+
+
+ADMIN_RULES = """
+rules:
+  - id: wipe
+    triggers: [wipe]
+    admin_only: true
+    steps: [{plugin: ADJUST, input: "wiped"}]
+"""
+
+
+async def test_an_http_caller_cannot_become_the_admin_of_another_platform() -> None:
+    async with Bot({"a.yaml": ADMIN_RULES}, admins=frozenset({"telegram:42"})) as bot:
+        adapter = HttpAdapter("127.0.0.1:0", api_keys=["bridge-key-0123"])
+        await adapter.start(bot.engine.handle)
+        body = {"text": "wipe", "user": "42", "platform": "telegram"}
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{adapter.port}") as client:
+                spoof = await client.post("/v1/messages", json=body)
+                wrong = await client.post(
+                    "/v1/messages", json=body, headers={"Authorization": "Bearer guess"}
+                )
+                bridge = await client.post(
+                    "/v1/messages", json=body, headers={"Authorization": "Bearer bridge-key-0123"}
+                )
+        finally:
+            await adapter.stop()
+    assert (spoof.status_code, wrong.status_code) == (401, 401)
+    assert spoof.json()["rule"] is None and wrong.json()["rule"] is None
+    assert bridge.json()["answer"] == "wiped"  # the keyed bridge relays Telegram's admin
+
+
+# -- from test_review_issue8.py (review of issue 8: defects found running the daemon for real)
+
+
+RULES_REVIEW_ISSUE8 = """
+rules:
+  - id: hello
+    triggers: [hello]
+    steps:
+      - {plugin: ADJUST, input: "hi {USER}"}
+"""
+
+
+KEY = "sk-review-key"
+
+
+@asynccontextmanager
+async def keyed_listener(bot: Bot) -> AsyncIterator[HttpAdapter]:
+    """The daemon's one listener with API keys, the OpenAI facade mounted."""
+    facade = OpenAIFacade(api_keys=(KEY,))
+    http = HttpAdapter("127.0.0.1:0", api_keys=(KEY,))
+    http.mount(facade.routes())
+    await facade.start(bot.engine.handle)
+    await http.start(bot.engine.handle)
+    try:
+        yield http
+    finally:
+        await http.stop()
+        await facade.stop()
+
+
+async def raw_request(port: int, method: str, path: str, headers: bytes, body: bytes) -> int:
+    """Send one HTTP/1.1 request byte for byte (headers a client library would refuse)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n".encode()
+            + headers
+            + b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        status_line = await reader.readline()
+        await reader.read()
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    return int(status_line.split()[1])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/messages", b'{"text": "hello"}'),
+        ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "hello"}]}'),
+        ("GET", "/v1/models", b""),
+    ],
+)
+async def test_an_authorization_header_that_is_not_utf8_is_a_401_not_a_500(
+    method: str, path: str, body: bytes
+) -> None:
+    """Issue 8, item 2: a wrong key is '401 with a JSON error'. Bytes that are not
+    UTF-8 (aiohttp hands them over as lone surrogates) made ``api_key_problem``
+    raise UnicodeEncodeError: an unlogged 500 with aiohttp's plain-text page."""
+    async with Bot({"r.yaml": RULES_REVIEW_ISSUE8}) as bot, keyed_listener(bot) as http:
+        status = await raw_request(
+            http.port, method, path, b"Authorization: Bearer \xff\xfe\r\n", body
+        )
+        # the listener keeps serving the right key afterwards
+        good = await raw_request(
+            http.port, method, path, f"Authorization: Bearer {KEY}\r\n".encode(), body
+        )
+    assert status == 401
+    assert good == 200

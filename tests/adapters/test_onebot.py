@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -45,6 +46,7 @@ from tmy.adapters.onebot.codec import (
     unescape,
 )
 from tmy.config import load_settings
+from tmy.daemon import Daemon, build_adapters
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
@@ -786,3 +788,69 @@ def test_reply_segments_and_split_text() -> None:
     assert split_text("", 5) == [""]
     assert split_text("aaaa\nbbbb\ncc", 9) == ["aaaa\nbbbb", "cc"]
     assert split_text("abcdefghij", 4) == ["abcd", "efgh", "ij"]
+
+
+# -- from test_review_issue8.py (review of issue 8: defects found running the daemon for real)
+
+
+RULES_REVIEW_ISSUE8 = """
+rules:
+  - id: hello
+    triggers: [hello]
+    steps:
+      - {plugin: ADJUST, input: "hi {USER}"}
+"""
+
+
+async def test_send_to_a_group_naming_a_user_ats_that_user() -> None:
+    """``Target`` documents ``user`` as "a private chat, or someone to @"; the OneBot
+    adapter dropped it for a group target, so a cron/admin message meant for one
+    member of a group reached the group without the @."""
+    async with Bot({"r.yaml": RULES_REVIEW_ISSUE8}) as bot:
+        adapter = OneBotAdapter(OneBotConfig(send_interval=0), store=bot.app.store)
+        http = HttpAdapter("127.0.0.1:0")
+        http.mount(adapter.routes())
+        await adapter.start(bot.engine.handle)
+        await http.start(bot.engine.handle)
+        session = aiohttp.ClientSession()
+        try:
+            impl = await connect_reverse(
+                session, f"ws://127.0.0.1:{http.port}/onebot/v11/ws", SELF_ID
+            )
+            for _ in range(500):
+                if adapter.health()["self_ids"]:
+                    break
+                await asyncio.sleep(0.01)
+            await adapter.send(Target("onebot", "group:30003", "20002"), "your turn")
+            action = await impl.next_action()
+        finally:
+            await adapter.stop()
+            await http.stop()
+            await session.close()
+    assert action["params"]["group_id"] == 30003
+    segments = action["params"]["message"]
+    assert {"type": "at", "data": {"qq": "20002"}} in segments, json.dumps(segments)
+
+
+async def test_a_onebot_path_that_collides_with_a_listener_route_is_refused(tmp_path) -> None:
+    """``adapters.onebot.path: /healthz`` (or /v1/messages …) started without a word,
+    and the reverse endpoint was never reachable: NapCat got a 200 JSON page and
+    retried forever. A colliding route must be refused at start, naming the path."""
+    config = tmp_path / "tmy.yaml"
+    config.write_text(
+        "adapters:\n"
+        "  console: {enabled: false}\n"
+        "  http: {listen: '127.0.0.1:0'}\n"
+        "  onebot: {enabled: true, path: /healthz}\n"
+    )
+    settings = load_settings(config, env={}).with_(
+        rules=tmp_path / "rules", store=f"sqlite:///{tmp_path / 'db.sqlite'}"
+    )
+    (tmp_path / "rules").mkdir()
+    async with Bot({"r.yaml": RULES_REVIEW_ISSUE8}) as bot:
+        daemon = Daemon(bot.app, build_adapters(settings, console=False, store=bot.app.store))
+        try:
+            with pytest.raises((AdapterError, ConfigError), match="/healthz"):
+                await daemon.start()
+        finally:
+            await daemon.stop()

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 import tmy.llm
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
+from tests.support.upstream import MB
 from tmy.app import EXTENSIONS, SERVICE_HOOKS
 from tmy.config import Settings
 from tmy.config.llm import MOCK, load_config
@@ -382,3 +383,17 @@ async def test_cli_against_a_provider_ctx_sends_nothing_ask_json_shows_the_calls
     assert sent["messages"][:-1] == body["messages"][:-1]
     tail = lambda m: m[-1]["content"].split("\n")[1:]  # noqa: E731
     assert tail(sent["messages"]) == tail(body["messages"])
+
+
+# -- from test_hardening_io.py (issue 7 hardening, defects 6, 9, 11: bounded bodies, encoded URLs,
+#    redacted secrets)
+
+
+def test_llm_max_response_bytes_is_validated() -> None:
+    from tmy.config.llm import load_config
+    from tmy.errors import ConfigError
+
+    assert load_config({}, env={}).max_response_bytes == 8 * MB
+    assert load_config({"max_response_bytes": 1000}, env={}).max_response_bytes == 1000
+    with pytest.raises(ConfigError, match="max_response_bytes"):
+        load_config({"max_response_bytes": 0}, env={})

@@ -1,4 +1,4 @@
-"""Atomic spans are all-or-nothing and fenced, with real daemons (tmy/engine/scheduler.py, variables.py).
+"""Atomic spans are all-or-nothing and fenced, with real daemons (engine/scheduler, variables).
 
 The README's check-in rule, with a slow step between the increment and the
 date stamp, run by real daemons: ``kill -9`` while a run sits in that step

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +107,100 @@ async def test_two_engines_on_one_store_share_the_counter(store_url: str) -> Non
         )
         assert [r.error for r in replies] == [None] * (2 * half)
         assert await one.var("counter") == 2 * half
+
+
+# -- from test_bughunt.py (a bug hunt: each failed before its fix)
+
+
+# A plugin whose step waits on a gate the test controls (no sleeps, no timing).
+GATE_PLUGIN = """
+import asyncio
+import json
+
+async def gated(value, cfg, ctx):
+    gates = ctx.services.extra.setdefault("gates", {})
+    entered = gates.setdefault("entered", asyncio.Event())
+    release = gates.setdefault("release", asyncio.Event())
+    entered.set()
+    await release.wait()
+    return value
+
+def register(registry):
+    registry.add("GATED", gated)
+"""
+
+
+@pytest.fixture
+def gate_plugins(tmp_path: Path) -> Path:
+    folder = tmp_path / "bughunt-plugins"
+    folder.mkdir()
+    (folder / "bughunt_gate.py").write_text(GATE_PLUGIN, encoding="utf-8")
+    return folder
+
+
+def _gates(bot: Bot) -> dict[str, asyncio.Event]:
+    gates = bot.engine.services.extra.setdefault("gates", {})
+    gates.setdefault("entered", asyncio.Event())
+    gates.setdefault("release", asyncio.Event())
+    return gates
+
+
+QUEUE_RULES = """
+variables:
+  queue: {scope: global, default: ["x"]}
+rules:
+  - id: push
+    triggers: ["push *"]
+    steps:
+      - plugin: GATED
+        input: "?= queue + [QUESTION]"
+        save: queue
+  - id: next
+    triggers: ["next"]
+    steps:
+      - plugin: ADJUST
+        input: SHIFT
+        INPUT: queue
+"""
+
+
+async def test_locked_step_and_list_mode_update_do_not_lose_updates(
+    store_url: str, gate_plugins: Path
+) -> None:
+    async with Bot({"q.yaml": QUEUE_RULES}, plugins=gate_plugins, store=store_url) as bot:
+        gates = _gates(bot)
+        push = asyncio.create_task(bot.ask("push y"))
+        await asyncio.wait_for(gates["entered"].wait(), 10)
+        # "push" now holds queue's lock between its read and its write; a SHIFT
+        # arriving meanwhile must wait for it instead of landing in between
+        shift = asyncio.create_task(bot.ask("next"))
+        await asyncio.sleep(0.2)
+        assert not shift.done(), "the SHIFT ran while a read-modify-write held the lock"
+        gates["release"].set()
+        pushed, shifted = await asyncio.wait_for(asyncio.gather(push, shift), 10)
+        assert pushed.error is None and shifted.error is None
+        assert shifted.text == "x"
+        # x was served once and is gone; y was pushed and is still there
+        assert await bot.var("queue") == ["y"]
+
+
+@pytest.mark.redis
+async def test_computed_save_position_still_locks_the_variable(
+    redis_url: str, redis_namespace: str
+) -> None:
+    rules = """
+    variables:
+      visits: {scope: global, default: 0}
+    rules:
+      - id: hello
+        triggers: ["hello"]
+        steps:
+          - plugin: ADJUST
+            input: "?= visits + 1"
+            save: "?= 'visits'"
+    """
+    store = f"{redis_url}?prefix={redis_namespace}"
+    async with Bot({"v.yaml": textwrap.dedent(rules)}, store=store) as bot:
+        replies = await asyncio.gather(*(bot.ask("hello", user=f"u{i}") for i in range(50)))
+        assert all(r.error is None for r in replies)
+        assert await bot.var("visits") == 50

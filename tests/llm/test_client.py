@@ -12,12 +12,20 @@ asserts time. The retry policy in detail is in test_llm_retry.py.
 from __future__ import annotations
 
 import asyncio
+import json
+import textwrap
 import time
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.llm_helpers import RULES, llm, llm_stats
+from tests.support.upstream import Upstream
+from tmy import logs
+from tmy.adapters.http import HttpAdapter
 from tmy.llm.usage import keys, today
 from tmy.message import Message
 from tmy.testing import Bot
@@ -270,3 +278,99 @@ async def test_100_concurrent_conversations(provider: FakeProvider) -> None:
             assert reply.text == f"echo: question number {i}"
         print(f"\n100 concurrent conversations, provider answering after 200 ms: {elapsed:.3f} s")
     assert len(provider.seen()) == 100
+
+
+# -- from test_hardening_io.py (issue 7 hardening, defects 6, 9, 11: bounded bodies, encoded URLs,
+#    redacted secrets)
+
+
+RULE_HEAD = 'rules:\n  - id: r\n    triggers: ["go*"]\n    on_error: "E: {STEP_ERROR}"\n'
+
+
+def _rules(steps: str) -> dict[str, str]:
+    body = textwrap.indent(textwrap.dedent(steps).strip(), " " * 6)
+    return {"x.yaml": RULE_HEAD + "    steps:\n" + body + "\n"}
+
+
+async def run_steps(steps: str, text: str = "go", **settings: Any) -> Reply:
+    async with Bot(_rules(steps), **settings) as bot:
+        return await bot.ask(text)
+
+
+def _llm(up: Upstream, model: str, **extra: Any) -> dict[str, Any]:
+    spec = {"base_url": f"{up.url}/v1", "model": model, **extra.pop("spec", {})}
+    return {"models": {"m": spec}, "default": "m", "retries": 0, **extra}
+
+
+LLM_STEP = "- {plugin: LLM, deadline: 30}"
+
+
+async def test_llm_body_that_never_ends_is_too_large(upstream: Upstream) -> None:
+    llm = _llm(upstream, "endless-json", max_response_bytes=1_000_000)
+    reply = await run_steps(LLM_STEP, llm=llm)
+    assert reply.error is not None
+    assert "too large" in reply.error and "1000000" in reply.error and "endless-json" in reply.error
+
+
+async def test_llm_sse_stream_that_never_ends_is_too_large(upstream: Upstream) -> None:
+    llm = _llm(upstream, "endless-sse", max_response_bytes=1_000_000, spec={"stream": True})
+    started = time.monotonic()
+    reply = await run_steps(LLM_STEP, llm=llm)
+    assert reply.error is not None
+    assert "too large" in reply.error and "endless-sse" in reply.error, reply.error
+    assert "deadline" not in reply.error
+    assert time.monotonic() - started < 20
+
+
+API_KEY = "sk-test-5ecret-K3y-0123456789"
+
+
+async def test_echoed_api_key_is_redacted(
+    upstream: Upstream, log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMY_TEST_ECHO_KEY", API_KEY)
+    llm = _llm(upstream, "echo-key", spec={"api_key_env": "TMY_TEST_ECHO_KEY"})
+    rules = _rules(LLM_STEP)
+    async with Bot(rules, llm=llm) as bot:
+        http = HttpAdapter("127.0.0.1:0")
+        await http.start(bot.engine.handle)
+        try:
+            async with httpx.AsyncClient() as client:
+                got = await client.post(
+                    f"http://127.0.0.1:{http.port}/v1/messages", json={"text": "go"}
+                )
+        finally:
+            await http.stop()
+        reply = await bot.ask("go")
+    assert upstream.hits[0]["headers"]["Authorization"] == f"Bearer {API_KEY}"  # it was sent
+    error = got.json()["error"]
+    assert "Incorrect API key provided" in error and "***" in error
+    assert API_KEY not in error
+    assert reply.error is not None and API_KEY not in reply.error and "***" in reply.error
+    assert API_KEY not in reply.text and API_KEY not in (reply.steps[0].error or "")
+    assert API_KEY not in json.dumps(reply.steps[0].extra, default=str)
+    logs.flush()
+    text = log_file.read_text()
+    assert "Incorrect API key provided" in text
+    assert API_KEY not in text
+
+
+async def test_password_in_base_url_is_not_logged(
+    log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tmy.llm
+    from tmy.app import SERVE_NOTICES
+
+    password = "hunter2-pa55word"
+    llm = {"models": {"m": {"base_url": f"http://bob:{password}@127.0.0.1:9/v1", "model": "x"}},
+           "default": "m", "retries": 0}  # fmt: skip
+    async with Bot(_rules(LLM_STEP), llm=llm) as bot:
+        monkeypatch.setattr(tmy.llm, "_announced", False)
+        for notice in SERVE_NOTICES:  # what serve logs at start: the model's endpoint
+            notice(bot.engine.services)
+        reply = await bot.ask("go")  # nothing listens on port 9: the error names the endpoint
+    logs.flush()
+    text = log_file.read_text()
+    assert '"llm.model"' in text and "bob:***@127.0.0.1:9" in text
+    assert password not in text
+    assert reply.error is not None and password not in reply.error

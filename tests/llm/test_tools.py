@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.llm_fake_provider import FakeProvider, Reply
+from tests.support.log_helpers import read_log
 from tmy import logs
 from tmy.llm.tools import allowed, parse_text_calls
 from tmy.testing import Bot
@@ -319,3 +320,81 @@ rules:
         follow_up = await bot.ask("and now?")
         assert follow_up.rule is None  # no session was opened by the tool rule
         assert await bot.engine.summary_for(Message("", user="tester", platform="test")) is None
+
+
+# -- from test_hardening_access.py (issue 7 hardening: who may do what, what a caller may send)
+
+
+TOOL_RULES = """
+variables:
+  wiped: {scope: global, default: 0}
+rules:
+  - id: assistant
+    triggers: ["assistant *"]
+    steps:
+      - plugin: LLM
+        tools: [wipe, lounge, dm_only, weather]
+  - id: wipe
+    triggers: ["wipe"]
+    admin_only: true
+    tool: {description: "Wipe everything."}
+    steps:
+      - {plugin: ADJUST, input: "?= wiped + 1", save: wiped}
+      - {plugin: ADJUST, input: "wiped!"}
+  - id: lounge
+    chats: ["group:lounge"]
+    tool: {description: "Only in the lounge."}
+    steps:
+      - {plugin: ADJUST, input: "lounge ran"}
+  - id: dm_only
+    private: true
+    platforms: [test]
+    tool: {description: "Private chats on the test platform only."}
+    steps:
+      - {plugin: ADJUST, input: "dm ran"}
+  - id: weather
+    tool: {description: "The weather."}
+    steps:
+      - {plugin: ADJUST, input: "sunny"}
+"""
+
+
+def _tool_steps(reply) -> list:  # the tool-call records of the LLM step
+    return [s for s in reply.steps if "/tool/" in s.uri]
+
+
+async def test_admin_only_rule_is_refused_as_a_tool_to_a_non_admin(log_file: Path) -> None:
+    async with Bot({"t.yaml": TOOL_RULES}, admins=frozenset({"test:boss"})) as bot:
+        reply = await bot.ask("assistant MOCK:TOOL:wipe:{}", user="mallory")
+        events = read_log(log_file)
+        calls = _tool_steps(reply)
+        assert len(calls) == 1
+        assert calls[0].result.startswith("permission denied")
+        assert "wipe" in calls[0].result
+        assert await bot.var("wiped") == 0  # nothing ran
+        assert not any(s.uri.startswith("wipe/") for s in reply.steps)
+        refused = [e for e in events if e.get("event") == "tool.refused"]
+        assert refused and refused[0]["rule"] == "wipe" and refused[0]["user"] == "mallory"
+
+        # the admin it was written for still gets it
+        reply = await bot.ask("assistant MOCK:TOOL:wipe:{}", user="boss")
+        assert _tool_steps(reply)[0].result == "wiped!"
+        assert await bot.var("wiped") == 1
+
+
+async def test_chat_platform_and_private_filters_hold_for_tools() -> None:
+    async with Bot({"t.yaml": TOOL_RULES}) as bot:
+        elsewhere = await bot.ask("assistant MOCK:TOOL:lounge:{}", chat="group:other")
+        assert _tool_steps(elsewhere)[0].result.startswith("permission denied")
+        inside = await bot.ask("assistant MOCK:TOOL:lounge:{}", chat="group:lounge")
+        assert _tool_steps(inside)[0].result == "lounge ran"
+
+        in_group = await bot.ask("assistant MOCK:TOOL:dm_only:{}", chat="group:lounge")
+        assert _tool_steps(in_group)[0].result.startswith("permission denied")
+        other_platform = await bot.ask("assistant MOCK:TOOL:dm_only:{}", platform="web")
+        assert _tool_steps(other_platform)[0].result.startswith("permission denied")
+        in_dm = await bot.ask("assistant MOCK:TOOL:dm_only:{}")
+        assert _tool_steps(in_dm)[0].result == "dm ran"
+
+        unfiltered = await bot.ask("assistant MOCK:TOOL:weather:{}", chat="group:x")
+        assert _tool_steps(unfiltered)[0].result == "sunny"

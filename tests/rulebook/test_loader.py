@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -333,3 +338,104 @@ async def test_bot_refuses_to_start_on_a_broken_rulebook() -> None:
     with pytest.raises(RuleErrors, match=r"x\.yaml:\d+: .*unknown plugin"):
         async with Bot({"x.yaml": RULE_HEAD + "      - plugin: MISSING\n"}):
             pass  # pragma: no cover - never entered
+
+
+# -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
+
+
+def test_a_yaml_alias_bomb_is_a_rule_error_with_file_and_line() -> None:
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcde", "bcdef", strict=True):  # 9**6 = 531,441 strings when expanded
+        levels.append(f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]")
+    text = "variables:\n  x:\n    default:\n" + "".join(f"      {v}\n" for v in levels)
+    with pytest.raises(RuleErrors, match=r"bomb\.yaml:\d+"):
+        load_sources([(Path("bomb.yaml"), text)], default_registry())
+
+
+# -- from test_bughunt.py (a bug hunt: each failed before its fix)
+
+
+async def test_a_default_json_cannot_hold_is_a_load_time_error() -> None:
+    from tmy.errors import RuleError
+
+    rules = """
+    variables:
+      days: {scope: global, default: [2024-01-01, 2024-01-02]}
+    rules:
+      - id: next
+        triggers: ["next"]
+        steps:
+          - {plugin: ADJUST, input: LOOPBACK, INPUT: days}
+    """
+    with pytest.raises(RuleError, match="days"):
+        async with Bot({"d.yaml": textwrap.dedent(rules)}) as bot:
+            await bot.ask("next")
+
+
+# -- from test_hardening_values.py (issue 7 hardening, defects 4, 7, 10: expression cost,
+#    amplification, deep YAML)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+_MEASURE = textwrap.dedent(
+    """
+    import json, resource, subprocess, sys
+    def cap():
+        limit = 2 << 30  # a safety net: without the fix these would take the machine's memory
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    done = subprocess.run(sys.argv[1:], capture_output=True, text=True, preexec_fn=cap)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    print(json.dumps({"rc": done.returncode, "out": done.stdout[-4000:],
+                      "err": done.stderr[-4000:], "rss_mb": rss}))
+    """
+)
+
+
+def run_tmy(tmp: Path, *args: str, timeout: float = 50) -> dict[str, Any]:
+    """``run.py <args>`` in a process of its own; its exit code, output and peak RSS (MB)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    env["TMY_STORE"] = f"sqlite:///{tmp / 'm.db'}"
+    cmd = [sys.executable, "-c", _MEASURE, sys.executable, "run.py", *args]
+    done = subprocess.run(
+        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def _rules_file(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _chained_anchors() -> str:
+    """Eight anchors, each 150 levels deep around an alias of the previous one."""
+    lines, inner = [], "1"
+    for i in range(8):
+        lines.append(f"      k{i}: &a{i} " + "[" * 150 + inner + "]" * 150)
+        inner = f"*a{i}"
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("nested", "line", "hint"),
+    [
+        ("[" * 50_000 + "]" * 50_000, 3, "nested"),  # flow sequences
+        ("{a: " * 50_000 + "1" + "}" * 50_000, 3, "nested"),  # flow mappings
+        ("\n      " + "- " * 50_000 + "x", 4, "nested"),  # block sequences on one line
+        ("\n" + _chained_anchors(), 5, "nested"),  # 1,200 deep through aliases
+        ("&loop [1, *loop]", 3, "cycle"),  # a list that holds itself
+    ],
+    ids=["flow-list", "flow-map", "block-list", "aliases", "cycle"],
+)
+def test_yaml_nested_50000_deep_is_an_error_with_file_and_line(
+    tmp_path: Path, nested: str, line: int, hint: str
+) -> None:
+    path = _rules_file(tmp_path, "deep.yaml", "variables:\n  x:\n    default: " + nested + "\n")
+    got = run_tmy(tmp_path, "check", str(path), timeout=50)
+    assert got["rc"] == 1, got
+    assert f"{path}:{line}:" in got["err"], got["err"]
+    assert hint in got["err"] and "Traceback" not in got["err"], got["err"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+import tmy
 from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.errors import ConfigError, LeaseLost, StoreError, ValueRefused
 from tmy.store import MISSING, open_store
 from tmy.store.base import Store
 from tmy.store.leases import Lease
 from tmy.store.redis import RedisClusterStore
+from tmy.testing import Bot
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -213,3 +216,156 @@ async def test_a_commit_with_an_expiry_no_store_can_hold_writes_nothing(store: S
     with pytest.raises(ValueRefused, match="100 years"):
         await store.commit([("a", 1, None), (second, 2, 1e17)])
     assert await store.get("a") is MISSING
+
+
+# -- from test_store_hardening.py (store hardening: retried writes apply once, dead holders' locks
+#    free)
+
+
+FREED_WITHIN = 8.0  # "within seconds": one 5 s lease and some slack, not the old 30-60 s
+
+
+TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import the same tmy
+
+
+LOCK_HOLDER = """
+import asyncio, sys
+from tmy.store import open_store
+
+async def main(url, ttl):
+    store = open_store(url)
+    await store.open()
+    kwargs = {} if ttl == "default" else {"ttl": float(ttl)}
+    async with store.lock("job", **kwargs):
+        print("held", flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def spawn_holder(url: str, ttl: str) -> asyncio.subprocess.Process:
+    """A separate process that takes the lock ``job`` with the real store and keeps it."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([TMY_ROOT, os.environ.get("PYTHONPATH", "")]),
+    }
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LOCK_HOLDER, url, ttl, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    async with asyncio.timeout(30):
+        assert await child.stdout.readline() == b"held\n"  # type: ignore[union-attr]
+    return child
+
+
+async def reap(child: asyncio.subprocess.Process) -> None:
+    if child.returncode is None:
+        child.kill()
+        await child.wait()
+
+
+async def assert_held(store: Store, key: str) -> None:
+    with pytest.raises(StoreError, match="still held"):
+        async with store.lock(key, wait=0.3):
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lease", ["default", "600"])
+async def test_lock_of_a_killed_holder_frees_within_seconds(
+    store: Store, store_url: str, lease: str
+) -> None:
+    """kill -9 of the holder: the lease is free at once (a dead process of this
+    machine), whatever length it was taken with — not after 30-60 s."""
+    child = await spawn_holder(store_url, lease)
+    try:
+        await assert_held(store, "job")
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+        started = time.monotonic()
+        async with store.lock("job", wait=30):
+            waited = time.monotonic() - started
+    finally:
+        await reap(child)
+    assert waited < FREED_WITHIN  # at once, in fact: a dead process of this machine
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_lock_of_a_frozen_holder_expires_after_one_lease(
+    store: Store, store_url: str
+) -> None:
+    """A holder that stops renewing without dying (frozen, or on another machine)
+    blocks others for at most one lease length."""
+    child = await spawn_holder(store_url, "default")
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        async with store.lock("job", wait=30):
+            waited = time.monotonic() - started
+    finally:
+        await reap(child)
+    assert 1.0 < waited < FREED_WITHIN  # it waited for the 5 s lease to expire, no longer
+
+
+async def test_a_holder_working_longer_than_its_lease_keeps_it(store: Store) -> None:
+    other = open_store(store.url)
+    await other.open()
+    try:
+        async with store.lock("job", ttl=0.5):
+            for _ in range(5):  # two seconds: four lease lengths, renewed meanwhile
+                await asyncio.sleep(0.4)
+                await assert_held(other, "job")
+        async with other.lock("job", wait=1):  # released at the end of the block
+            pass
+    finally:
+        await other.close()
+
+
+SLOW_PLUGIN = """
+import asyncio
+from typing import Any
+
+from tmy.executors.registry import Option, Registry
+
+
+async def slow(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
+    await asyncio.sleep(cfg["seconds"])
+    return value
+
+
+def register(registry: Registry) -> None:
+    registry.add("SLOW", slow, options={"seconds": Option(float, default=0.0, doc="pause")})
+"""
+
+
+COUNT_SLOWLY = """
+variables:
+  counter: {scope: global, default: 0}
+rules:
+  - id: count
+    triggers: [count]
+    steps:
+      - {plugin: SLOW, seconds: 0.6, input: "?= counter + 1", save: counter}
+"""
+
+
+async def test_a_locked_step_holds_a_short_lease(tmp_path: Path) -> None:
+    """The engine's lock for a read-and-save step is a short renewed lease, not
+    one as long as the step timeout (which a crash would leave behind)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "slow.py").write_text(SLOW_PLUGIN)
+    path = tmp_path / "engine.db"
+    async with Bot(
+        {"c.yaml": COUNT_SLOWLY}, store=f"sqlite:///{path}", plugins=tmp_path / "plugins"
+    ) as bot:
+        asking = asyncio.create_task(bot.ask("count"))
+        leases: list[float] = []
+        while not asking.done():
+            with sqlite3.connect(path) as db:
+                rows = db.execute("SELECT expires FROM locks").fetchall()
+            leases += [expires - time.time() for (expires,) in rows]
+            await asyncio.sleep(0.05)
+        assert (await asking).text == "1"
+    assert leases, "the step ran without holding its variable's lock"
+    assert max(leases) <= FREED_WITHIN - 2  # the 5 s lease, not step_timeout + 5 s

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tmy.errors import EvalError, ExpressionError
+from tmy.errors import EvalError, ExpressionError, RuleErrors
+from tmy.executors import default_registry
+from tmy.rulebook.loader import load_sources
 from tmy.testing import Bot
 from tmy.values.compiled import Constant, Expression, Template, compile_value, to_text, truthy
 
@@ -389,3 +391,73 @@ def test_nested_reference_key_from_user_text_is_not_re_parsed() -> None:
     scope = {**SCOPE, "USER": "u1][x"}
     with pytest.raises(EvalError, match=r"'u1\]\[x'"):
         compile_value("{by_user[{USER}]}").evaluate(scope)
+
+
+# -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
+
+
+def test_a_bad_format_spec_is_a_load_time_error() -> None:
+    text = "rules:\n  - id: r\n    triggers: [go]\n    steps:\n"
+    text += '      - {plugin: ADJUST, input: "{STEP_RESULT:>>>>}"}\n'
+    with pytest.raises(RuleErrors, match=r"fmt\.yaml:5"):
+        load_sources([(Path("fmt.yaml"), text)], default_registry())
+
+
+# -- from test_hardening_values.py (issue 7 hardening, defects 4, 7, 10: expression cost,
+#    amplification, deep YAML)
+
+
+async def test_a_template_with_many_references_to_a_big_value_is_refused() -> None:
+    many = "{big}" * 20  # 2,000,000 characters
+    text = f"""
+    rules:
+      - id: r
+        triggers: [go]
+        steps:
+          - {{plugin: ADJUST, input: "?= 'x' * 100000", save: big}}
+          - {{plugin: ADJUST, input: "{many}", save: wide}}
+          - {{plugin: ADJUST, input: ok}}
+      - id: ping
+        triggers: [ping]
+        steps: [{{plugin: ADJUST, input: pong}}]
+    """
+    async with Bot({"t.yaml": textwrap.dedent(text)}) as bot:
+        reply = await bot.ask("go")
+        assert reply.error is not None and "too large" in reply.error
+        assert many[:20] in reply.error  # names the template
+        assert await bot.say("ping") == "pong"
+
+
+def test_a_value_with_too_many_references_is_refused_at_load() -> None:
+    with pytest.raises(EvalError, match="references"):
+        compile_value("{x}" * 1001)
+    with pytest.raises(EvalError, match="references"):
+        compile_value({"a": ["{x}"] * 600, "b": ["{y[{x}]}"] * 300})
+    compile_value(["{x}"] * 1000)
+
+
+def test_a_list_of_references_to_a_big_value_is_refused() -> None:
+    value = compile_value(["{big}"] * 200)
+    with pytest.raises(EvalError, match="too large"):
+        value.evaluate({"big": "x" * 100_000})
+
+
+def test_a_template_key_rendering_a_huge_value_is_refused() -> None:
+    value = compile_value("{table[{big}]}")
+    with pytest.raises(EvalError, match="too large"):
+        value.evaluate({"table": {}, "big": [["x" * 1000] * 1000] * 10})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [">999999999", ">99999999999", "<1001", "^2000", ".999999999f", ".5000", "x>1001d",
+     "0999999999", ".1001e", "٩٩٩٩٩٩٩٩٩"],
+)  # fmt: skip
+def test_format_widths_and_precisions_are_bounded_at_load(spec: str) -> None:
+    with pytest.raises(EvalError, match=r"1,000|width|precision|spec"):
+        compile_value("{QUESTION:" + spec + "}")
+
+
+@pytest.mark.parametrize("spec", [">1000", ".1000f", "08.2f", ",", "x^20", ".3", "+.2e", "%"])
+def test_sane_format_specs_still_load(spec: str) -> None:
+    compile_value("{x:" + spec + "}").evaluate({"x": 1.5})

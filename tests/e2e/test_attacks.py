@@ -1,24 +1,4 @@
-"""Review of the issue 7 hardening: attacks that still got through after it landed.
-
-Each test reproduces one gap against real parts (a ``serve`` process or the real
-engine behind the real HTTP adapter, real loopback upstreams, real SQLite):
-
-* a response body encoded twice (``Content-Encoding: gzip, gzip``): 1.8 KB on
-  the wire inflate to 1 GiB inside httpx before the body cap is looked at
-  (defect 6: the cap must bound what is decoded, not what was decoded);
-* integers with equal hashes (multiples of 2**61 - 1) in a list: ``set()`` of
-  them is one quadratic C call the expression budget does not charge and the
-  wall-clock backstop cannot interrupt (defect 4);
-* the ``on_error`` text of a rule is sent whatever its length, so
-  ``limits.max_reply_chars`` does not bound the reply (defect 7);
-* the HTTP adapter takes ``platform`` from the body, so ``platform: telegram``
-  with ``user: 42`` is the ``telegram:42`` admin (defect 3). Decision: HTTP
-  callers are integrations that relay other platforms' users, so they may name
-  the platform; what keeps a stranger out is ``adapters.http.api_keys`` (README,
-  Security and limits). The test proves a caller without the key runs nothing;
-* a credential in the query string of a literal step URL is not registered as
-  a secret and reaches the reply's ``error`` and the log (defect 11).
-"""
+"""TODO docstring."""
 
 from __future__ import annotations
 
@@ -30,6 +10,7 @@ import textwrap
 import time
 import zlib
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +18,115 @@ import httpx
 import pytest
 from aiohttp import web
 
-from tests.support.log_helpers import read_log
 from tmy.adapters.http import HttpAdapter
 from tmy.testing import Bot
 
-REPO = Path(__file__).resolve().parent.parent
+# -- from test_hardening_values.py (issue 7 hardening, defects 4, 7, 10: expression cost,
+#    amplification, deep YAML)
+
+
+# (expression, message argument): each blocked the event loop for seconds before the fix
+ATTACKS: list[tuple[str, str]] = [
+    ("round(5, -int(QUESTION))", "20000000"),
+    ("[len(sorted(QUESTION * 5)) for c in QUESTION]", "ab" * 5000),
+    ("[len(sorted(QUESTION, key=QUESTION.count)) for c in QUESTION]", "x" * 3000),
+    ("[len(sorted(QUESTION, key=str)) for c in QUESTION]", "x" * 3000),
+    ("[len('.'.join(QUESTION * 5)) for c in QUESTION]", "x" * 10000),
+    ("[len(str(10 ** 4000)) for c in QUESTION]", "x" * 10000),
+    ("[str(int(QUESTION)) + str(int(QUESTION)) for c in QUESTION][0][:5]", "7" * 4000),
+    ("[max(QUESTION * 10) for c in QUESTION]", "x" * 10000),
+    ("[len((QUESTION * 10).replace('x', 'yz')) for c in QUESTION]", "x" * 5000),
+    (
+        "[n in h for n in ['a' * 49999 + 'b'] for h in [QUESTION * 10] for c in QUESTION]",
+        "a" * 9990,
+    ),
+    ("[len(json_loads('[' + '1,' * 49998 + '1]')) for c in QUESTION]", "x" * 5000),
+    ("[(2 ** 9999) ** 10 // ((2 ** 9999) ** 5 - 1) > 0 for c in QUESTION]", "x" * 5000),
+    ("[sum([(2 ** 9999) ** 10] * 9999) > 0 for c in QUESTION]", "x" * 300),
+    ("[len(str(list(QUESTION * 10))) for c in QUESTION]", "x" * 3000),
+    ("[len(json_dumps(list(QUESTION * 10))) for c in QUESTION]", "x" * 3000),
+    ("[len(set(QUESTION.split(' ') * 10)) for c in QUESTION]", "a " * 2000),
+    (
+        "[x == y for x in [[[1] * 1000 for i in QUESTION]] "
+        "for y in [[[1] * 1000 for i in QUESTION]] for c in QUESTION * 7]",
+        "x" * 1000,
+    ),
+    ("[len((QUESTION * 10).splitlines()) for c in QUESTION]", "a\n" * 4999),
+    ("[(QUESTION * 10).split('x').count('') for c in QUESTION]", "x" * 5000),
+    ("[len((QUESTION * 10).title()) for c in QUESTION]", "x" * 9999),
+]
+
+
+def _attack_rules() -> str:
+    lines = [
+        "rules:",
+        "  - id: ping",
+        "    triggers: [ping]",
+        "    steps: [{plugin: ADJUST, input: pong}]",
+    ]
+    for i, (expr, _) in enumerate(ATTACKS):
+        lines += [
+            f"  - id: a{i}",
+            f'    triggers: ["a{i} *"]',
+            f"    steps: [{{plugin: ADJUST, input: {json.dumps('?= ' + expr)}}}]",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _race(base: str, text: str) -> tuple[dict[str, Any], list[float]]:
+    """Post ``text`` and, from other threads while it runs, three pings.
+
+    Each ping's wait is measured from when it was due, so a blocked server shows
+    up however the threads get scheduled.
+    """
+    started = time.monotonic()
+
+    def post(body: str) -> dict[str, Any]:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            return client.post("/v1/messages", json={"text": body}).json()
+
+    def ping(delay: float) -> float:
+        due = started + delay
+        time.sleep(max(0.0, due - time.monotonic()))
+        assert post("ping")["answer"] == "pong"
+        return time.monotonic() - due
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        attack = pool.submit(post, text)
+        pings = [pool.submit(ping, delay) for delay in (0.05, 0.2, 0.5)]
+        return attack.result(), [p.result() for p in pings]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("index", "attack"), list(enumerate(ATTACKS)), ids=lambda v: str(v)[:50])
+async def test_an_expensive_expression_never_freezes_the_daemon(
+    index: int, attack: tuple[str, str]
+) -> None:
+    expr, arg = attack
+    async with Bot({"attacks.yaml": _attack_rules()}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0")
+        await adapter.start(bot.engine.handle)
+        try:
+            base = f"http://127.0.0.1:{adapter.port}"
+            reply, waits = await asyncio.to_thread(_race, base, f"a{index} {arg}")
+        finally:
+            await adapter.stop()
+    assert max(waits) < 1.0, f"a ping waited {max(waits):.1f} s while {expr!r} ran"
+    assert reply["rule"] == f"a{index}"
+    error = reply["error"] or ""
+    assert expr in error and ("too costly" in error or "too large" in error), error
+
+
+# -- from test_review_issue7.py (review of the issue 7 hardening: attacks that still got through)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
 PEAK_RSS_LIMIT_KB = 600 * 1024
+
+
 HASH_MODULUS = 2**61 - 1  # hash(k * HASH_MODULUS) == 0 for every int k
 
 
@@ -183,9 +267,6 @@ async def _attack_served(
         await proc.wait()
 
 
-# -- defect 6: a body encoded twice is inflated before the cap applies ----------------------
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("text", ["fetch", "talk"])
 async def test_a_doubly_gzipped_body_cannot_blow_up_the_daemon(
@@ -211,9 +292,6 @@ async def test_a_doubly_gzipped_body_cannot_blow_up_the_daemon(
     assert max(took) < 1.0, f"a ping waited {max(took):.2f} s"
 
 
-# -- defect 4: colliding integer hashes --------------------------------------------------------
-
-
 @pytest.mark.timeout(120)
 async def test_integers_with_equal_hashes_do_not_freeze_the_daemon(
     hostile: dict[str, Any], tmp_path: Path
@@ -231,76 +309,3 @@ async def test_integers_with_equal_hashes_do_not_freeze_the_daemon(
     reply, took, _ = await _attack_served(tmp_path, rules, "uniq")
     assert "too costly" in (reply["error"] or ""), reply
     assert max(took) < 1.0, f"a ping waited {max(took):.2f} s"
-
-
-# -- defect 7: the on_error text escapes limits.max_reply_chars --------------------------------
-
-ON_ERROR_RULES = """
-rules:
-  - id: big
-    triggers: ["big *"]
-    on_error: "Could not answer: {STEP_RESULT}"
-    steps:
-      - {plugin: ADJUST, input: "{QUESTION}{QUESTION}{QUESTION}{QUESTION}{QUESTION}"}
-"""
-
-
-async def test_an_on_error_text_is_bounded_like_the_reply() -> None:
-    async with Bot({"b.yaml": ON_ERROR_RULES}, max_reply_chars=50_000) as bot:
-        reply = await bot.ask("big " + "x" * 19_000)
-    assert reply.error is not None and "max_reply_chars" in reply.error
-    assert len(reply.text) <= 50_000, f"a {len(reply.text):,}-character reply went out"
-
-
-# -- defect 3: the HTTP caller picks the platform ---------------------------------------------
-
-ADMIN_RULES = """
-rules:
-  - id: wipe
-    triggers: [wipe]
-    admin_only: true
-    steps: [{plugin: ADJUST, input: "wiped"}]
-"""
-
-
-async def test_an_http_caller_cannot_become_the_admin_of_another_platform() -> None:
-    async with Bot({"a.yaml": ADMIN_RULES}, admins=frozenset({"telegram:42"})) as bot:
-        adapter = HttpAdapter("127.0.0.1:0", api_keys=["bridge-key-0123"])
-        await adapter.start(bot.engine.handle)
-        body = {"text": "wipe", "user": "42", "platform": "telegram"}
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{adapter.port}") as client:
-                spoof = await client.post("/v1/messages", json=body)
-                wrong = await client.post(
-                    "/v1/messages", json=body, headers={"Authorization": "Bearer guess"}
-                )
-                bridge = await client.post(
-                    "/v1/messages", json=body, headers={"Authorization": "Bearer bridge-key-0123"}
-                )
-        finally:
-            await adapter.stop()
-    assert (spoof.status_code, wrong.status_code) == (401, 401)
-    assert spoof.json()["rule"] is None and wrong.json()["rule"] is None
-    assert bridge.json()["answer"] == "wiped"  # the keyed bridge relays Telegram's admin
-
-
-# -- defect 11: a key in the query string of a literal URL -------------------------------------
-
-
-async def test_a_secret_in_a_literal_url_query_is_redacted(
-    hostile: dict[str, Any], log_file: Path
-) -> None:
-    key = "k3y-LIVE-0123456789"
-    rules = f"""
-rules:
-  - id: w
-    triggers: ["w *"]
-    steps:
-      - plugin: HTTP
-        url: "{hostile["url"]}/err?q={{QUESTION}}&api_key={key}"
-"""
-    async with Bot({"w.yaml": rules}) as bot:
-        reply = await bot.ask("w paris")
-    assert reply.error is not None and "cannot serve" in reply.error
-    assert key not in reply.error
-    assert not [e for e in read_log(log_file) if key in json.dumps(e)]

@@ -1,52 +1,96 @@
-"""Store hardening: a retried write never applies twice; a dead holder's lock frees within seconds.
-
-Redis tests start their own ``redis-server`` and freeze it (SIGSTOP) longer than
-the client's socket timeout, so redis-py resends commands Redis then runs twice,
-or kill -9 it under load with ``appendfsync always``. Lock tests kill or freeze
-a real holder process.
-
-The tests taking ``store``/``store_url`` run on SQLite, Redis and a Redis Cluster.
-The ``test_redis_*`` ones freeze or kill *one* private ``redis-server`` and stay
-single-Redis: the write records they exercise are the same scripts on a cluster,
-and test_redis_cluster.py freezes a cluster master under a SHIFT (the
-cluster-specific part: redis-py refreshes the layout through another master,
-then resends).
-"""
+"""TODO docstring."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-import sqlite3
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tmy
-from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.errors import StoreError
-from tmy.store import MISSING, Store, open_store
+from tmy.store import open_store
+from tmy.store.base import MISSING
 from tmy.store.redis import RedisStore
-from tmy.store.sqlite import SQLiteStore
-from tmy.testing import Bot
 
-FREED_WITHIN = 8.0  # "within seconds": one 5 s lease and some slack, not the old 30-60 s
+# -- from test_bughunt.py (a bug hunt: each failed before its fix)
 
-TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import the same tmy
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_redis_update_leader_cancelled_does_not_strand_riders(redis_server: Any) -> None:
+    server = redis_server()
+    admin = server.client()
+    store = open_store(server.url)
+    await store.open()
+    try:
+        paused = asyncio.Event()
+
+        def leader_fn(cur: Any) -> tuple[Any, Any]:
+            return (0 if cur is MISSING else cur) + 1, "leader"
+
+        def rider_fn(cur: Any) -> tuple[Any, Any]:
+            # runs in the leader's task just before it sends the riders' batch:
+            # freeze Redis so that compare-and-set stays in flight
+            if not paused.is_set():
+                admin.client_pause(3000)
+                paused.set()
+            return (0 if cur is MISSING else cur) + 1, "rider"
+
+        leader = asyncio.create_task(store.update("k", leader_fn))
+        await asyncio.sleep(0)  # the leader is now committing its own batch
+        rider = asyncio.create_task(store.update("k", rider_fn))
+        await asyncio.wait_for(paused.wait(), 10)
+        await asyncio.sleep(0.2)  # the riders' CAS is in flight, Redis is paused
+        leader.cancel()  # e.g. the leader's run hit its step timeout
+        await asyncio.wait({leader}, timeout=10)
+        admin.client_unpause()
+        # the rider must settle (with its result or an error), never hang
+        done, _ = await asyncio.wait({rider}, timeout=5)
+        if rider not in done:
+            rider.cancel()
+        assert rider in done, "the rider of the cancelled leader's batch hangs forever"
+    finally:
+        admin.client_unpause()
+        admin.close()
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_update_on_a_stale_guess_is_not_lost(
+    redis_url: str, redis_namespace: str
+) -> None:
+    url = f"{redis_url}?prefix={redis_namespace}"
+    daemon_a, daemon_b = open_store(url), open_store(url)
+    await daemon_a.open()
+    await daemon_b.open()
+    try:
+        await daemon_a.set("var/global/scores", {"ann": 5})  # A remembers this raw value
+        await daemon_b.set("var/global/scores", {"ann": 7})  # another daemon changes it
+
+        def save_ann_5(current: Any) -> tuple[Any, Any]:  # what `save: scores[ann]` does
+            current["ann"] = 5
+            return current, dict(current)
+
+        seen = await daemon_a.update("var/global/scores", save_ann_5)
+        assert seen == {"ann": 5}
+        assert await daemon_b.get("var/global/scores") == {"ann": 5}, "A's save was lost"
+    finally:
+        await daemon_a.close()
+        await daemon_b.close()
+
+
+# -- from test_store_hardening.py (store hardening: retried writes apply once, dead holders' locks
+#    free)
+
 
 STALL = 3.0  # seconds Redis is frozen; longer than the client's socket timeout
+
+
 SOCKET_TIMEOUT = 1.0
-
-
-@pytest.fixture(params=STORE_BACKENDS_WITH_CLUSTER)
-def store_url(request: pytest.FixtureRequest) -> str:
-    """conftest's ``store_url`` plus a Redis Cluster: these tests run on all three."""
-    return str(request.getfixturevalue(f"{request.param}_store_url"))
 
 
 def shift(value: Any) -> tuple[Any, Any]:
@@ -73,9 +117,6 @@ async def opened_redis(url: str, **kwargs: Any) -> RedisStore:
     store = RedisStore(url, socket_timeout=SOCKET_TIMEOUT, **kwargs)
     await store.open()
     return store
-
-
-# -- defect 1: a Redis stall must not apply an update twice ------------------------------
 
 
 @pytest.mark.redis
@@ -265,219 +306,6 @@ async def test_redis_kill_9_with_aof_always_loses_no_acknowledged_write(
     finally:
         for store in stores:
             await store.close()
-
-
-# -- defect 8: a dead holder's lock frees within seconds ---------------------------------
-
-LOCK_HOLDER = """
-import asyncio, sys
-from tmy.store import open_store
-
-async def main(url, ttl):
-    store = open_store(url)
-    await store.open()
-    kwargs = {} if ttl == "default" else {"ttl": float(ttl)}
-    async with store.lock("job", **kwargs):
-        print("held", flush=True)
-        await asyncio.sleep(600)
-
-asyncio.run(main(sys.argv[1], sys.argv[2]))
-"""
-
-
-async def spawn_holder(url: str, ttl: str) -> asyncio.subprocess.Process:
-    """A separate process that takes the lock ``job`` with the real store and keeps it."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([TMY_ROOT, os.environ.get("PYTHONPATH", "")]),
-    }
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", LOCK_HOLDER, url, ttl, stdout=asyncio.subprocess.PIPE, env=env
-    )
-    async with asyncio.timeout(30):
-        assert await child.stdout.readline() == b"held\n"  # type: ignore[union-attr]
-    return child
-
-
-async def reap(child: asyncio.subprocess.Process) -> None:
-    if child.returncode is None:
-        child.kill()
-        await child.wait()
-
-
-async def assert_held(store: Store, key: str) -> None:
-    with pytest.raises(StoreError, match="still held"):
-        async with store.lock(key, wait=0.3):
-            pass
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lease", ["default", "600"])
-async def test_lock_of_a_killed_holder_frees_within_seconds(
-    store: Store, store_url: str, lease: str
-) -> None:
-    """kill -9 of the holder: the lease is free at once (a dead process of this
-    machine), whatever length it was taken with — not after 30-60 s."""
-    child = await spawn_holder(store_url, lease)
-    try:
-        await assert_held(store, "job")
-        child.send_signal(signal.SIGKILL)
-        await child.wait()
-        started = time.monotonic()
-        async with store.lock("job", wait=30):
-            waited = time.monotonic() - started
-    finally:
-        await reap(child)
-    assert waited < FREED_WITHIN  # at once, in fact: a dead process of this machine
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(90)
-async def test_lock_of_a_frozen_holder_expires_after_one_lease(
-    store: Store, store_url: str
-) -> None:
-    """A holder that stops renewing without dying (frozen, or on another machine)
-    blocks others for at most one lease length."""
-    child = await spawn_holder(store_url, "default")
-    try:
-        os.kill(child.pid, signal.SIGSTOP)
-        started = time.monotonic()
-        async with store.lock("job", wait=30):
-            waited = time.monotonic() - started
-    finally:
-        await reap(child)
-    assert 1.0 < waited < FREED_WITHIN  # it waited for the 5 s lease to expire, no longer
-
-
-async def test_a_holder_working_longer_than_its_lease_keeps_it(store: Store) -> None:
-    other = open_store(store.url)
-    await other.open()
-    try:
-        async with store.lock("job", ttl=0.5):
-            for _ in range(5):  # two seconds: four lease lengths, renewed meanwhile
-                await asyncio.sleep(0.4)
-                await assert_held(other, "job")
-        async with other.lock("job", wait=1):  # released at the end of the block
-            pass
-    finally:
-        await other.close()
-
-
-@pytest.mark.slow
-async def test_sqlite_restart_clears_lock_rows_left_by_dead_processes(tmp_path: Path) -> None:
-    path = tmp_path / "restart.db"
-    url = f"sqlite:///{path}"
-    child = await spawn_holder(url, "600")  # a long lease, as the old engine took
-    try:
-        child.send_signal(signal.SIGKILL)
-        await child.wait()
-    finally:
-        await reap(child)
-    with sqlite3.connect(path) as db:  # a lease row nobody will ever release
-        assert db.execute("SELECT count(*) FROM locks").fetchone() == (1,)
-        db.execute("INSERT INTO locks VALUES ('old', 'x/y', ?)", (time.time() - 1,))
-
-    restarted = SQLiteStore(path)
-    await restarted.open()  # the daemon comes back
-    try:
-        with sqlite3.connect(path) as db:  # cleared at open: the dead holder's and the expired
-            assert db.execute("SELECT count(*) FROM locks").fetchone() == (0,)
-        async with restarted.lock("job", wait=0.3):
-            pass
-    finally:
-        await restarted.close()
-
-
-# -- SQLite: a retry after "database is locked" is the first application ---------------
-
-WRITE_LOCK_HOLDER = """
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
-db.execute("COMMIT")
-"""
-
-
-@pytest.mark.slow
-async def test_sqlite_writes_retried_after_busy_apply_once(tmp_path: Path) -> None:
-    """Every write below fails with SQLITE_BUSY at first and is retried by the
-    store: each must count exactly once (see the SQLite module doc for why)."""
-    store = SQLiteStore(tmp_path / "busy.db")
-    await store.open()
-    try:
-        await store.set("n", 0)
-        for wave in range(3):
-            child = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", WRITE_LOCK_HOLDER, str(store.path), "0.3",
-                stdout=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            try:
-                assert await child.stdout.readline() == b"locked\n"  # type: ignore[union-attr]
-                results = await asyncio.gather(
-                    *(store.update("n", increment) for _ in range(20)),
-                    store.set(f"s{wave}", wave),
-                    store.delete("absent"),
-                )
-            finally:
-                await reap(child)
-            assert sorted(results[:20]) == list(range(20 * wave + 1, 20 * wave + 21))
-            assert results[21] is False
-        assert await store.get("n") == 60
-        assert await store.get_many(["s0", "s1", "s2"]) == [0, 1, 2]
-    finally:
-        await store.close()
-
-
-# -- the engine takes short leases ------------------------------------------------------
-
-SLOW_PLUGIN = """
-import asyncio
-from typing import Any
-
-from tmy.executors.registry import Option, Registry
-
-
-async def slow(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
-    await asyncio.sleep(cfg["seconds"])
-    return value
-
-
-def register(registry: Registry) -> None:
-    registry.add("SLOW", slow, options={"seconds": Option(float, default=0.0, doc="pause")})
-"""
-
-COUNT_SLOWLY = """
-variables:
-  counter: {scope: global, default: 0}
-rules:
-  - id: count
-    triggers: [count]
-    steps:
-      - {plugin: SLOW, seconds: 0.6, input: "?= counter + 1", save: counter}
-"""
-
-
-async def test_a_locked_step_holds_a_short_lease(tmp_path: Path) -> None:
-    """The engine's lock for a read-and-save step is a short renewed lease, not
-    one as long as the step timeout (which a crash would leave behind)."""
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "slow.py").write_text(SLOW_PLUGIN)
-    path = tmp_path / "engine.db"
-    async with Bot(
-        {"c.yaml": COUNT_SLOWLY}, store=f"sqlite:///{path}", plugins=tmp_path / "plugins"
-    ) as bot:
-        asking = asyncio.create_task(bot.ask("count"))
-        leases: list[float] = []
-        while not asking.done():
-            with sqlite3.connect(path) as db:
-                rows = db.execute("SELECT expires FROM locks").fetchall()
-            leases += [expires - time.time() for (expires,) in rows]
-            await asyncio.sleep(0.05)
-        assert (await asking).text == "1"
-    assert leases, "the step ran without holding its variable's lock"
-    assert max(leases) <= FREED_WITHIN - 2  # the 5 s lease, not step_timeout + 5 s
 
 
 @pytest.mark.redis

@@ -1,0 +1,48 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from tmy.testing import Bot
+
+# -- from test_hardening_access.py (issue 7 hardening: who may do what, what a caller may send)
+
+
+ADMIN_RULES = """
+rules:
+  - id: admin
+    triggers: [reload]
+    admin_only: true
+    steps:
+      - {plugin: ADJUST, input: "reloaded"}
+"""
+
+
+async def test_platform_user_admin_cannot_be_spoofed_from_another_platform() -> None:
+    admins = frozenset({"telegram:42", "7", "matrix:@ops:example.org"})
+    async with Bot({"a.yaml": ADMIN_RULES}, admins=admins) as bot:
+        # the attack: a user id that spells the listed platform:user, on another platform
+        assert (await bot.ask("reload", user="telegram:42", platform="http")).rule is None
+        # a bare id never matches a user id containing the separator
+        assert (await bot.ask("reload", user="x:7", platform="http")).rule is None
+        assert (await bot.ask("reload", user="7:", platform="http")).rule is None
+        # the real ones
+        assert (await bot.ask("reload", user="42", platform="telegram")).rule == "admin"
+        assert (await bot.ask("reload", user="42", platform="http")).rule is None
+        assert (await bot.ask("reload", user="7", platform="discord")).rule == "admin"
+        # an id containing ':' is reachable only through its platform:user entry
+        ops = await bot.ask("reload", user="@ops:example.org", platform="matrix")
+        assert ops.rule == "admin"
+        assert (await bot.ask("reload", user="@ops:example.org", platform="http")).rule is None
+
+
+def test_admins_parses_entries_once() -> None:
+    from tmy.engine.core import Admins
+
+    admins = Admins(frozenset({"telegram:42", "7", ":odd", "trailing:"}))
+    assert admins.admits("telegram", "42")
+    assert not admins.admits("http", "telegram:42")
+    assert admins.admits("any", "7")
+    # malformed entries are bare ids; they can never match an id containing ':'
+    assert not admins.admits("", "odd")
+    assert not admins.admits("x", "trailing:")
+    assert not Admins(frozenset())

@@ -1,0 +1,142 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tmy
+from tmy.errors import ConfigError
+from tmy.store import MISSING, open_store
+from tmy.store.sqlite import SQLiteStore
+
+# -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
+
+
+def test_the_sqlite_url_help_says_where_relative_paths_go(tmp_path: Path) -> None:
+    relative = open_store("sqlite:///rel.db")
+    assert relative.path == Path.cwd() / "rel.db"  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as refused:
+        open_store("sqlite://x.db")
+    assert "config directory" not in str(refused.value)
+
+
+# -- from test_store_hardening.py (store hardening: retried writes apply once, dead holders' locks
+#    free)
+
+
+TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import the same tmy
+
+
+def increment(value: Any) -> tuple[int, int]:
+    new = (0 if value is MISSING else value) + 1
+    return new, new
+
+
+LOCK_HOLDER = """
+import asyncio, sys
+from tmy.store import open_store
+
+async def main(url, ttl):
+    store = open_store(url)
+    await store.open()
+    kwargs = {} if ttl == "default" else {"ttl": float(ttl)}
+    async with store.lock("job", **kwargs):
+        print("held", flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def spawn_holder(url: str, ttl: str) -> asyncio.subprocess.Process:
+    """A separate process that takes the lock ``job`` with the real store and keeps it."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([TMY_ROOT, os.environ.get("PYTHONPATH", "")]),
+    }
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LOCK_HOLDER, url, ttl, stdout=asyncio.subprocess.PIPE, env=env
+    )
+    async with asyncio.timeout(30):
+        assert await child.stdout.readline() == b"held\n"  # type: ignore[union-attr]
+    return child
+
+
+async def reap(child: asyncio.subprocess.Process) -> None:
+    if child.returncode is None:
+        child.kill()
+        await child.wait()
+
+
+@pytest.mark.slow
+async def test_sqlite_restart_clears_lock_rows_left_by_dead_processes(tmp_path: Path) -> None:
+    path = tmp_path / "restart.db"
+    url = f"sqlite:///{path}"
+    child = await spawn_holder(url, "600")  # a long lease, as the old engine took
+    try:
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+    finally:
+        await reap(child)
+    with sqlite3.connect(path) as db:  # a lease row nobody will ever release
+        assert db.execute("SELECT count(*) FROM locks").fetchone() == (1,)
+        db.execute("INSERT INTO locks VALUES ('old', 'x/y', ?)", (time.time() - 1,))
+
+    restarted = SQLiteStore(path)
+    await restarted.open()  # the daemon comes back
+    try:
+        with sqlite3.connect(path) as db:  # cleared at open: the dead holder's and the expired
+            assert db.execute("SELECT count(*) FROM locks").fetchone() == (0,)
+        async with restarted.lock("job", wait=0.3):
+            pass
+    finally:
+        await restarted.close()
+
+
+WRITE_LOCK_HOLDER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+"""
+
+
+@pytest.mark.slow
+async def test_sqlite_writes_retried_after_busy_apply_once(tmp_path: Path) -> None:
+    """Every write below fails with SQLITE_BUSY at first and is retried by the
+    store: each must count exactly once (see the SQLite module doc for why)."""
+    store = SQLiteStore(tmp_path / "busy.db")
+    await store.open()
+    try:
+        await store.set("n", 0)
+        for wave in range(3):
+            child = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", WRITE_LOCK_HOLDER, str(store.path), "0.3",
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                assert await child.stdout.readline() == b"locked\n"  # type: ignore[union-attr]
+                results = await asyncio.gather(
+                    *(store.update("n", increment) for _ in range(20)),
+                    store.set(f"s{wave}", wave),
+                    store.delete("absent"),
+                )
+            finally:
+                await reap(child)
+            assert sorted(results[:20]) == list(range(20 * wave + 1, 20 * wave + 21))
+            assert results[21] is False
+        assert await store.get("n") == 60
+        assert await store.get_many(["s0", "s1", "s2"]) == [0, 1, 2]
+    finally:
+        await store.close()
