@@ -38,6 +38,7 @@ import orjson
 
 from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
+from tmy.llm.mock import respond
 from tmy.llm.wire import (
     Completion,
     LLMError,
@@ -146,8 +147,6 @@ async def _with_retries(
     waits: list[float],
 ) -> tuple[Completion, int]:
     if model.is_mock:
-        from tmy.llm.mock import respond
-
         return respond(req.body(model), model.name), 1
     body = orjson.dumps(req.body(model))
     stream = req.stream if req.stream is not None else model.stream

@@ -18,11 +18,12 @@ import orjson
 import structlog
 
 from tmy import metrics
-from tmy.config.llm import LLMConfig, ModelConfig, load_config
+from tmy.config.llm import ModelConfig
 from tmy.errors import ExecutorError
 from tmy.llm import tools as toolkit
 from tmy.llm.client import Completion, LLMError, Request, complete
 from tmy.llm.contracts import Contract, ContractError, clean
+from tmy.llm.runtime import Runtime
 from tmy.llm.usage import add_usage, check_budget, today
 
 log = structlog.get_logger("tmy.llm")
@@ -35,28 +36,6 @@ CAPTURE: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.Conte
 
 class DryRun(ExecutorError):
     """The inspector captured a request; the run stops here, nothing was sent."""
-
-
-@dataclass
-class Runtime:
-    """The LLM answerer's share of the daemon: validated config + the shared services."""
-
-    config: LLMConfig
-    services: Any
-
-    @property
-    def tz(self) -> Any:
-        """The daemon's timezone: usage counters roll over at its midnight."""
-        engine = self.services.engine
-        return getattr(engine, "tz", None)
-
-
-def runtime_of(services: Any) -> Runtime:
-    """The runtime attached when services were built (created here if they were built by hand)."""
-    rt = services.extra.get("llm")
-    if rt is None:
-        rt = services.extra["llm"] = Runtime(load_config(services.settings.llm), services)
-    return rt
 
 
 @dataclass

@@ -22,15 +22,16 @@ from typing import Any
 import structlog
 
 from tmy.config.llm import LLMConfig, known_models
-from tmy.config.memory import recall_spec
+from tmy.config.memory import RecallSpec, recall_spec
 from tmy.engine.scheduler import StepContext
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import history, prompt
 from tmy.llm import tools as toolkit
 from tmy.llm.contracts import JUDGE, contract_from
-from tmy.llm.exchange import Job, Plan, converse, runtime_of
-from tmy.memory import hooks as memory_hooks  # long-term memory (docs/memory.md)
+from tmy.llm.exchange import Job, Plan, converse
+from tmy.llm.runtime import Recall, runtime_of
+from tmy.types import StepHook
 from tmy.values.compiled import Value, compile_value, to_text
 
 log = structlog.get_logger("tmy.llm")
@@ -63,7 +64,8 @@ OPTIONS = {
     "permissions": Option((list, str), doc='glob allow/deny of tool calls: ["w*", "!delete_*"]'),
     "stream": Option(bool, doc="stream the answer (SSE); default: the model's setting"),
     "deadline": Option((int, float), doc="seconds for the whole step (default llm.deadline)"),
-    # long-term memory (tmy/memory, docs/memory.md): recalled into the dynamic tail
+    # long-term memory (docs/memory.md): recalled into the dynamic tail by the Recall provider
+    # the memory extension plugs into the runtime (tmy.llm.runtime)
     "memory": Option(
         (int, dict),
         doc="recall memory: N entries, or {max, scopes, min_score, dialogue, summarize}",
@@ -93,7 +95,7 @@ def make_check(config: LLMConfig) -> Any:
             if isinstance(cfg.get(key), int) and cfg[key] < 0:
                 raise ValueError(f"{key} must not be negative")
         prompt.few_shot(cfg.get("messages"))
-        if cfg.get("memory") is not None:  # long-term memory (tmy/memory)
+        if cfg.get("memory") is not None:  # long-term memory (its schema: tmy.config.memory)
             recall_spec(cfg["memory"])
 
     return check
@@ -153,9 +155,10 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         )
 
     shots = prompt.few_shot(cfg.get("messages"))
-    recalled = ""  # -- long-term memory (tmy/memory): a block in the tail, never the prefix
-    if cfg.get("memory"):
-        recalled = await memory_hooks.before_request(job, cfg["memory"], to_text(value))
+    memory = _memory(job, cfg.get("memory"))
+    recalled = ""  # -- long-term memory: a block in the tail, never the prefix
+    if memory is not None:
+        recalled = await memory[0].before_request(job, memory[1], to_text(value))
     tail = f"{recalled}\n\n{question}" if recalled else question
     if cfg.get("context", True):
         m = ctx.message
@@ -187,9 +190,25 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     result, text = await converse(job, plan)
     if turns:
         await history.append(store, ctx.message, question, text, config.history_turns, summary)
-    if cfg.get("memory"):  # long-term memory: this turn counts towards the dialogue summary
-        await memory_hooks.after_answer(job, cfg["memory"], question, text)
+    if memory is not None:  # long-term memory: this turn counts towards the dialogue summary
+        await memory[0].after_answer(job, memory[1], question, text)
     return result
+
+
+def _memory(job: Job, raw: Any) -> tuple[Recall, RecallSpec] | None:
+    """The step's ``memory:`` (checked again: it may be computed) and who recalls it, or None."""
+    if not raw:
+        return None
+    try:
+        spec = recall_spec(raw)
+    except ValueError as exc:  # a computed memory: value that is wrong: a STEP_ERROR
+        raise ExecutorError(str(exc)) from None
+    if spec is None:
+        return None
+    provider = job.rt.recall
+    if provider is None:
+        raise ExecutorError("memory: needs the memory extension, which is not installed")
+    return provider, spec
 
 
 def _permissions(value: Any) -> list[str]:
@@ -295,7 +314,7 @@ async def judge(
     return bool(verdict)
 
 
-class WhenLLM:
+class WhenLLM(StepHook):
     """``when_llm:`` — the branch scene decides whether the step runs."""
 
     async def before(self, run: Any, step: Any, record: Any) -> bool:
@@ -303,7 +322,7 @@ class WhenLLM:
         return await judge(run, step, record, "branch", step.extras["when_llm"])
 
 
-class WhileLLM:
+class WhileLLM(StepHook):
     """``while_llm:`` — the loop scene decides whether the step runs again."""
 
     async def again(self, run: Any, step: Any, record: Any, count: int) -> bool:

@@ -34,9 +34,11 @@ from typing import Any
 import jsonschema
 import structlog
 
+from tmy.engine.scheduler import StepContext
 from tmy.errors import ExecutorError, TmyError
 from tmy.logs import preview
 from tmy.message import StepRecord
+from tmy.rulebook.triggers import Match
 from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.run")
@@ -300,8 +302,6 @@ def _arguments(raw: Any) -> dict[str, Any]:
 async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record: StepRecord) -> str:
     services = ctx.services
     if tool.kind == "rule":
-        from tmy.rulebook.triggers import Match
-
         rule = services.engine.rulebook.by_id.get(tool.target)
         if rule is None:
             raise _Refused(f"tool {tool.name!r}: rule {tool.target!r} is gone (rules reloaded?)")
@@ -329,8 +329,6 @@ async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record:
             record.error = reply.error
             return f"error: {reply.error}"
         return reply.text
-    from tmy.engine.scheduler import StepContext
-
     spec = services.registry.get(tool.target)
     cfg = {name: opt.default for name, opt in spec.options.items()}
     extra = set(args) - set(cfg) - {"input"}

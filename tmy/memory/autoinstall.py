@@ -1,5 +1,4 @@
-"""Importing this module installs long-term memory (tmy/app.py imports it once, at its end)."""
+"""TRANSITION(A2): empty; deleted once tmy/cli.py (B) stops importing it in COMMAND_MODULES.
 
-from tmy.memory import install
-
-install()
+Long-term memory is :data:`tmy.memory.EXTENSION` now: nothing is installed by importing.
+"""

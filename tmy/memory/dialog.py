@@ -31,6 +31,9 @@ from typing import Any
 from tmy.config.memory import MemoryConfig
 from tmy.engine.variables import escape_key_part as esc
 from tmy.errors import TmyError
+from tmy.llm import prompt
+from tmy.llm.contracts import contract_from
+from tmy.llm.exchange import Job, Plan, converse
 from tmy.logs import get_logger, preview
 from tmy.memory.entries import clean_text, new_id
 from tmy.message import Message
@@ -123,10 +126,6 @@ def _fallback(record: dict[str, Any], max_chars: int) -> str:
 
 async def summarize(job: Any, record: dict[str, Any], cfg: MemoryConfig) -> tuple[str, bool]:
     """(summary, made by the model?) of a finished conversation; never raises a TmyError."""
-    from tmy.llm import prompt
-    from tmy.llm.contracts import contract_from
-    from tmy.llm.exchange import Job, Plan, converse
-
     limit = cfg.dialogue.max_chars
     schema = {
         "type": "object",

@@ -23,6 +23,7 @@ import orjson
 from tmy import redact
 from tmy.config.memory import EmbeddingsConfig
 from tmy.errors import TmyError
+from tmy.llm.runtime import runtime_of
 from tmy.logs import get_logger
 from tmy.memory.entries import vector_key
 from tmy.store.base import MISSING, Store
@@ -39,8 +40,6 @@ class EmbeddingError(TmyError):
 
 async def embed(services: Any, cfg: EmbeddingsConfig, texts: Sequence[str]) -> list[list[float]]:
     """One vector per text, in order; EmbeddingError on any failure."""
-    from tmy.llm.exchange import runtime_of
-
     if not texts:
         return []
     try:

@@ -23,7 +23,9 @@ from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import get_logger, preview
 from tmy.memory import entries, scoring
-from tmy.memory.recall import RELATIVE_CUT, memory_of
+from tmy.memory.embeddings import forget_vectors, store_vector
+from tmy.memory.recall import RELATIVE_CUT
+from tmy.memory.runtime import memory_of
 from tmy.values.compiled import to_text
 
 log = get_logger("tmy.memory")
@@ -118,8 +120,6 @@ async def remember(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
         evicted=evicted or None,
     )
     if mcfg.embeddings.enabled:
-        from tmy.memory.embeddings import forget_vectors, store_vector
-
         await forget_vectors(store, evicted)
         await store_vector(ctx.services, mcfg.embeddings, entry)
     if result == "entry":

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tmy.memory import dialog, entries
+from tmy.memory.embeddings import forget_vectors
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
@@ -84,8 +85,6 @@ async def delete(store: Store, entry_id: str, message: Message | None = None) ->
         return None
     removed = await entries.remove(store, found[0], entry_id)
     if removed is not None:
-        from tmy.memory.embeddings import forget_vectors
-
         await forget_vectors(store, [entry_id])
     return removed
 

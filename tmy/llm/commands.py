@@ -1,0 +1,74 @@
+"""The LLM answerer's operator commands: ``ctx`` (the request inspector) and ``budget``.
+
+* ``ctx TEXT`` (``python run.py ctx [--user U --chat C] [--json] TEXT``): the request
+  ``TEXT`` would send, without sending it (:mod:`tmy.llm.inspect`); exit 1 when no
+  request would be sent.
+* ``budget [USER]`` (``.tmy budget [USER]``): today's LLM token counters of the sender,
+  or of USER on the sender's platform.
+
+Both run on the app the front end opened (``Invocation.app``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from tmy.command import Arg, Command, Invocation, Result
+from tmy.llm.inspect import inspect, render
+from tmy.llm.usage import today, usage_of
+from tmy.message import Message
+
+_OFF_CHAT = frozenset(("cli", "http"))
+
+
+async def run_ctx(inv: Invocation) -> Result:
+    """The inspector's header and request body; exit 1 (not an error) when none would be sent."""
+    message = dataclasses.replace(inv.who, text=inv.args["text"])
+    seen = await inspect(inv.app, message)
+    text = render(seen, as_json=bool(inv.args.get("json")))
+    return Result(text, seen.as_dict(), exit_code=0 if seen.request is not None else 1)
+
+
+CTX = Command(
+    name="ctx",
+    help="print the LLM request a message would send, without sending it",
+    run=run_ctx,
+    args=(
+        Arg("text", "the message, as a user would send it", rest=True),
+        Arg(
+            "json",
+            "print only the request body",
+            flag=True,
+            takes_value=False,
+            required=False,
+            fronts=_OFF_CHAT,
+        ),
+    ),
+    usage="TEXT",
+    quiet=True,  # the dry run ends the run early on purpose: its run.failed warning is noise
+)
+
+
+async def run_budget(inv: Invocation) -> Result:
+    """Today's counters (user, chat, all) for the sender or for USER on the sender's platform."""
+    sender, user = inv.who, inv.args.get("user")
+    who = sender if not user else Message("", user=user, platform=sender.platform)
+    day = today(inv.app.engine.tz)
+    usage = await usage_of(inv.app.store, who, day)
+    text = f"LLM usage on {day} for {who.platform}:{who.user}: " + json.dumps(
+        usage, ensure_ascii=False, sort_keys=True
+    )
+    data = {"day": day, "platform": who.platform, "user": who.user, "usage": usage}
+    return Result(text, data)
+
+
+BUDGET = Command(
+    name="budget",
+    help="today's LLM token use of a user (default: you), their chat and everyone",
+    run=run_budget,
+    args=(Arg("user", "another user on your platform", required=False, rest=True),),
+    usage="[USER]",
+)
+
+COMMANDS = (CTX, BUDGET)

@@ -1,0 +1,85 @@
+"""The LLM answerer as an extension: everything it adds to tmy, stated in one object.
+
+* the ``LLM`` executor (its load-time check knows the configured models);
+* step keys ``when_llm`` / ``while_llm`` (judged scenes, with their hooks) and
+  ``max_loops``; the rule key ``tool`` (a rule the model may call);
+* the commands ``ctx`` and ``budget``;
+* a lifespan that creates the app's :class:`~tmy.llm.runtime.Runtime`
+  (``services.state["llm"]``, read through :func:`~tmy.llm.runtime.runtime_of`);
+* a serving lifespan that says once, when ``serve`` is up (one-shot commands stay
+  quiet), which model answers — or warns that the TESTONLY mock does (:func:`announce`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+
+from tmy.executors.registry import ExecutorSpec
+from tmy.extension import Extension, RuleKey, StepKey
+from tmy.llm import executor, tools
+from tmy.llm.commands import COMMANDS
+from tmy.llm.runtime import STATE_KEY, Runtime, llm_config, runtime_of
+from tmy.types import Services
+
+log = structlog.get_logger("tmy.llm")
+
+
+def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
+    """The ``LLM`` executor, checked against the validated ``llm:`` section (model names)."""
+    return (
+        ExecutorSpec(
+            "LLM",
+            executor.llm_step,
+            options=executor.OPTIONS,
+            takes=str,
+            check=executor.make_check(llm_config(settings)),
+            doc="the LLM answerer: asks a model, answers by the output contract",
+        ),
+    )
+
+
+@contextlib.asynccontextmanager
+async def lifespan(services: Services) -> AsyncIterator[Runtime]:
+    """The app's LLM runtime: the validated config and the services it sends through."""
+    yield Runtime(llm_config(services.settings), services)
+
+
+@contextlib.asynccontextmanager
+async def serving(services: Services) -> AsyncIterator[None]:
+    """Entered once the daemon serves: say which model answers."""
+    announce(services)
+    yield
+
+
+def announce(services: Services) -> None:
+    """What ``serve`` logs once it is up (one-shot commands stay quiet): who answers."""
+    model = runtime_of(services).config.default_model
+    if model.is_mock:
+        log.warning(
+            "llm.mock",
+            detail="no LLM API key is configured: the default model is the TESTONLY mock. "
+            "Set OPENAI_API_KEY (or TMY_LLM_API_KEY, with OPENAI_BASE_URL / TMY_LLM_MODEL) "
+            "or configure llm.models in config/tmy.yaml.",
+        )
+    else:
+        log.info("llm.model", default=model.describe())
+
+
+EXTENSION = Extension(
+    name=STATE_KEY,
+    executors=executors,
+    rule_keys={"tool": RuleKey(tools.validate_tool, locals=tools.tool_locals)},
+    step_keys={
+        "when_llm": StepKey(executor.validate_judgement, executor.WhenLLM()),
+        "while_llm": StepKey(executor.validate_judgement, executor.WhileLLM()),
+        "max_loops": StepKey(executor.validate_max_loops),
+    },
+    commands=COMMANDS,
+    lifespan=lifespan,
+    serving=serving,
+    doc="the LLM answerer: the LLM step, judged scenes, tools, ctx and budget (docs/llm.md)",
+)

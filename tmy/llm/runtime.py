@@ -1,0 +1,106 @@
+"""The LLM answerer's state for one app, and the slot long-term memory plugs into.
+
+The extension's lifespan (:mod:`tmy.llm.extension`) creates one :class:`Runtime`
+per app and yields it; the app keeps it as ``services.state["llm"]``, read
+only through :func:`runtime_of`.
+
+tmy.llm knows nothing of tmy.memory (memory sits above it: its dialogue
+summaries use the LLM exchange). The ``memory:`` option of an LLM step is
+declared and checked here — its schema is config (:mod:`tmy.config.memory`) —
+but what it *does* comes from a :class:`Recall` provider: the memory
+extension's lifespan plugs one into the runtime with :meth:`Runtime.recall_by`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tmy.config.llm import LLMConfig, load_config
+from tmy.config.memory import RecallSpec
+from tmy.errors import ConfigError, ExecutorError
+from tmy.types import Services
+
+if TYPE_CHECKING:  # annotations only: exchange imports this module
+    from tmy.llm.exchange import Job
+
+STATE_KEY = "llm"  # the extension's name: its lifespan's yield is services.state["llm"]
+
+
+class Recall(Protocol):
+    """Long-term memory as an LLM step with ``memory:`` sees it (tmy.memory implements it).
+
+    Neither method fails the step for a store or endpoint failure: memory is
+    best effort ("better none than wrong"); both see the step through ``job``.
+    """
+
+    async def before_request(self, job: Job, spec: RecallSpec, query: str) -> str:
+        """The block for the request's dynamic tail ('' when nothing is relevant)."""
+        ...
+
+    async def after_answer(self, job: Job, spec: RecallSpec, ask: str, answer: str) -> None:
+        """Record the finished turn (towards the conversation's summary)."""
+        ...
+
+    def ctx_lines(self, details: Mapping[str, Any]) -> list[str]:
+        """``#`` lines for ``ctx``: what the step recalled (``record.extra["memory"]``), and why."""
+        ...
+
+
+def llm_config(settings: Any) -> LLMConfig:
+    """The validated ``llm:`` section of ``settings``.
+
+    One place reads it, so it moves to the frozen ``settings.llm`` of tmy.config
+    in one line (today ``settings.llm`` is still the raw mapping).
+    """
+    raw = settings.llm
+    return raw if isinstance(raw, LLMConfig) else load_config(raw)
+
+
+@dataclass
+class Runtime:
+    """The LLM answerer's share of one app: the validated config, the services, memory's slot."""
+
+    config: LLMConfig
+    services: Services
+    _recall: Recall | None = field(default=None, repr=False)
+
+    @property
+    def tz(self) -> Any:
+        """The daemon's timezone: usage counters roll over at its midnight."""
+        return getattr(getattr(self.services, "engine", None), "tz", None)
+
+    @property
+    def recall(self) -> Recall | None:
+        """The long-term memory provider, when an extension plugged one in."""
+        return self._recall
+
+    def derive(self, services: Services, config: LLMConfig | None = None) -> Runtime:
+        """The same answerer over other services (explain's dry run): same recall provider.
+
+        The provider reaches the store through each step's own services, so a dry
+        run's overlay store keeps memory's writes too.
+        """
+        return Runtime(config or self.config, services, self._recall)
+
+    @contextmanager
+    def recall_by(self, provider: Recall) -> Iterator[Recall]:
+        """Plug ``provider`` in for as long as the block runs (an extension's lifespan)."""
+        if self._recall is not None:
+            raise ConfigError("two extensions provide the LLM step's memory: recall")
+        self._recall = provider
+        try:
+            yield provider
+        finally:
+            self._recall = None
+
+
+def runtime_of(services: Services) -> Runtime:
+    """The app's LLM runtime (``services.state["llm"]``, set by the extension's lifespan)."""
+    state: Mapping[str, Any] = services.state
+    runtime = state.get(STATE_KEY)
+    if not isinstance(runtime, Runtime):
+        raise ExecutorError("the LLM extension is not installed in this app")
+    return runtime
