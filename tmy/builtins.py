@@ -8,12 +8,18 @@ the built-ins below plus every package installed under the entry-point group
 
 from __future__ import annotations
 
-from tmy import cron
+from tmy import commands, cron, llm, memory
 from tmy.extension import Extension, check_unique, installed_extensions
 
-BUILTINS: tuple[Extension, ...] = (cron.EXTENSION,)
-"""Core commands, cron, the LLM answerer and memory, in the order the app installs them."""
-# TODO(A1): add tmy.commands.CORE, tmy.llm.EXTENSION, tmy.memory.EXTENSION as B and A2 land them.
+BUILTINS: tuple[Extension, ...] = (
+    commands.CORE,
+    cron.EXTENSION,
+    llm.EXTENSION,
+    memory.EXTENSION,
+)
+"""Core commands, cron, the LLM answerer and memory, in the order the app installs them.
+
+Memory comes after the LLM answerer: its lifespan plugs recall into the LLM runtime."""
 
 
 def extensions() -> tuple[Extension, ...]:

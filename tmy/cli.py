@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings = settings.with_(http_listen=args.http, http_enabled=True)
             logs.configure(settings.log_level, settings.log_file or None, fmt=settings.log_format)
             from tmy.adapters.listener import raise_open_file_limit
-            from tmy.daemon import serve
+            from tmy.app import serve
 
             # room for connections, store sockets and outbound steps; both limits logged
             logs.get_logger("tmy").info("daemon.open_files", **raise_open_file_limit())

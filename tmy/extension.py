@@ -84,12 +84,17 @@ class Extension:
     ``executors(settings)`` returns :class:`~tmy.executors.registry.ExecutorSpec`
     objects: a function of the validated settings because an executor's load-time
     check may depend on its config (the LLM step checks model names).
-    ``lifespan(services)`` is entered when the app opens, after the store and
-    before the rules load, and left when it closes, in reverse order. What it
+    ``lifespan(services)`` is entered when the app opens, once the rules have
+    loaded and the store is open, before the engine is built; it is left when the
+    app closes (after runs in flight have drained), in reverse order. What it
     yields is the extension's state for this app (the LLM runtime, say), reachable
     as ``services.state[name]`` — set once by the lifespan, as Starlette's lifespan
     state is, never assigned from outside; an extension offers a typed accessor
     for it (``tmy.llm.runtime_of(services)``).
+    ``serving(services)`` is entered only when the app serves (the daemon), once
+    the adapters have started and before the scheduler does, and left before the
+    adapters stop: what only a daemon does (say which model answers, run a
+    background task). ``services.state`` holds every extension's state by then.
     """
 
     name: str
@@ -99,6 +104,7 @@ class Extension:
     commands: tuple[Command, ...] = ()
     config: ConfigSection | None = None
     lifespan: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
+    serving: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
     doc: str = ""
 
     def __post_init__(self) -> None:

@@ -60,10 +60,22 @@ class ReloadResult:
 
 
 class Reloader:
-    """Reloads one App's rules and plugins; ``listeners`` get each new rulebook."""
+    """Reloads one app's rules and plugins; ``listeners`` get each new rulebook.
 
-    def __init__(self, app: Any, on_result: Callable[[bool], None] | None = None) -> None:
-        self.app = app
+    ``rebuild()`` builds a fresh registry and loads the rules against it (it runs
+    in a worker thread and raises RuleError/ConfigError for a bad file);
+    ``swap(registry, rulebook)`` puts both in force together. The app passes
+    its own: this module knows nothing about how an app is made.
+    """
+
+    def __init__(
+        self,
+        rebuild: Callable[[], tuple[Any, Any]],
+        swap: Callable[[Any, Any], None],
+        on_result: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.rebuild = rebuild
+        self.swap = swap
         self.listeners: list[Callable[[Any], None]] = []
         self.on_result = on_result  # metrics
         self._lock = asyncio.Lock()
@@ -72,17 +84,14 @@ class Reloader:
         async with self._lock:
             started = time.perf_counter()
             try:
-                registry, rulebook = await asyncio.to_thread(self._load)
+                registry, rulebook = await asyncio.to_thread(self.rebuild)
             except (RuleError, ConfigError) as exc:
                 errors = [line for line in str(exc).splitlines() if line.strip()]
                 result = ReloadResult(False, reason, errors=errors, ms=_ms(started))
                 log.error("reload.failed", reason=reason, errors=errors)
                 self._count(False)
                 return result
-            engine = self.app.engine
-            engine.replace_rulebook(rulebook)
-            engine.services.registry = registry
-            self.app.registry = registry
+            self.swap(registry, rulebook)
             for listener in self.listeners:
                 try:
                     listener(rulebook)
@@ -102,12 +111,6 @@ class Reloader:
             log.info("reload.done", reason=reason, rules=result.rules, files=result.files)
             self._count(True)
             return result
-
-    def _load(self) -> tuple[Any, Any]:
-        from tmy.app import build_registry
-
-        registry = build_registry(self.app.settings)
-        return registry, self.app.load_rules(registry)
 
     def _count(self, ok: bool) -> None:
         if self.on_result is not None:

@@ -159,3 +159,7 @@ class Extension(Protocol):
     def lifespan(self, services: Services) -> AbstractAsyncContextManager[Any]:
         """What it opens when the app starts and closes when it stops; yields its state."""
         ...
+
+    def serving(self, services: Services) -> AbstractAsyncContextManager[Any]:
+        """What it runs only while the app serves (the daemon), after the adapters start."""
+        ...
