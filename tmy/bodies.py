@@ -17,14 +17,16 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 
+from tmy.errors import TmyError
+
 ACCEPT_ENCODING = "gzip, deflate"  # what the shared client asks for: all it can bound
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(TmyError):
     """The decoded body passed its cap; reading stopped."""
 
 
-class BadEncoding(Exception):
+class BadEncoding(TmyError):
     """The body names an encoding tmy does not decode, or is not valid in it."""
 
 

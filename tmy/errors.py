@@ -2,19 +2,38 @@
 
 Every error tmy raises on purpose derives from :class:`TmyError`, so a caller
 can catch "anything tmy refused" in one place while the subclasses say whose
-fault it was::
+fault it was. Classes defined beside the code that raises them are shown with
+their module::
 
     TmyError
     ├── ConfigError        the config file or an environment override is wrong
     ├── RuleError          a rules file is wrong (carries file and line)
+    │   └── RuleErrors     several, found in one load; each is reported
     ├── EvalError          a template, expression or variable path failed
     │   ├── PathError      a variable path is malformed or points nowhere
-    │   └── ExpressionError
-    ├── ExecutorError      an executor failed while running a step
+    │   └── ExpressionError  invalid, refused (unsafe / too costly) or failed
+    ├── ExecutorError      an executor failed while running a step (STEP_ERROR)
+    │   ├── LLMError       a model call failed                       (tmy.llm.wire)
+    │   ├── DryRun         the inspector caught a request; run stops (tmy.llm.exchange)
+    │   └── MemoryFull     a shared memory scope is at its bound     (tmy.memory.entries)
     ├── StoreError         the store (SQLite / Redis) failed or refused a value
     │   ├── LeaseLost      a lease expired or was taken before its holder wrote
     │   └── ValueRefused   a key, value or ttl no store can hold (nothing was sent)
-    └── AdapterError       a chat-platform adapter failed
+    ├── AdapterError       a chat-platform adapter failed
+    │   └── ActionFailed   a OneBot action failed       (tmy.adapters.onebot.connection)
+    ├── CommandError       an operator command used wrongly (exit 2) (tmy.command)
+    ├── EmbeddingError     the embeddings endpoint failed            (tmy.memory.embeddings)
+    ├── BodyTooLarge       a decoded HTTP body passed its cap        (tmy.bodies)
+    └── BadEncoding        an HTTP body in an encoding tmy does not decode (tmy.bodies)
+
+Outside the tree on purpose: internal control-flow signals that never leave
+the function or module that raises them — ``StepFailed`` (tmy.engine.run:
+a step ended with STEP_ERROR, caught by the scheduler), ``ContractError``
+(tmy.llm.contracts: a model's answer broke its contract, caught by the
+exchange's retry loop and turned into a retry hint), ``OpenAIError``
+(tmy.adapters.openai.payload: rendered as the facade's HTTP error response),
+and the private ``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools),
+``_FnFailed`` (tmy.store.sqlite).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.
