@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
+from tmy.engine.core import Engine
+from tmy.engine.variables import variable_key
 from tmy.message import Message, Reply
 from tmy.store.base import MISSING, Store
 from tmy.store.codec import decode
@@ -51,7 +52,7 @@ class RunBuffer(OverlayStore):
 
 
 async def run_buffered(
-    engine: Any, rule: Any, message: Message, question: str, extra: dict[str, Any]
+    engine: Engine, rule: Any, message: Message, question: str, extra: dict[str, Any]
 ) -> tuple[Reply, Sequence[Write]]:
     """Run ``rule`` as a scheduled run on a second engine over a :class:`RunBuffer`.
 
@@ -59,13 +60,8 @@ async def run_buffered(
     and HTTP client; only its store differs. Returns the reply and the writes
     to commit (nothing has reached the real store).
     """
-    from tmy.engine.core import Engine  # the engine imports cron's neighbours: import late
-
-    real = engine.services
-    buffer = RunBuffer(real.store)
-    services = replace(real, store=buffer, engine=None, _http=real.http)
-    shadow = Engine(engine.rulebook, services)
-    shadow.tz = engine.tz
+    buffer = RunBuffer(engine.services.store)
+    shadow = Engine(engine.rulebook, engine.services.derive(buffer))
     shadow.fixed_now = engine.fixed_now
     try:
         reply = await shadow.run_scheduled(rule, message, question, extra)
@@ -76,8 +72,6 @@ async def run_buffered(
 
 def variable_keys(rulebook: Any, names: Sequence[str], message: Message) -> list[str]:
     """The store keys of the declared variables ``names`` for ``message``, in name order."""
-    from tmy.engine.variables import variable_key  # the engine imports cron's neighbours
-
     return [variable_key(rulebook.variables[name], message) for name in sorted(names)]
 
 
