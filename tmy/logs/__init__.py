@@ -4,6 +4,12 @@ Every event of a run carries the same ``trace_id`` (bound with structlog's
 contextvars), so ``grep <trace_id> data/tmy.log`` — or ``jq 'select(.trace_id
 == "…")'`` — replays one run: ``message.received`` → ``rule.matched`` →
 ``step.start``/``step.done`` per step → ``reply.sent``.
+
+Here: the loggers, the one fused renderer every line goes through
+(:func:`_line`: trace id, timestamp, JSON, redaction, repeat limit), the
+engine's fast paths (:func:`emit`, :func:`emit_event`) and :func:`configure`.
+Where lines go is :mod:`tmy.logs.sinks`; how repeated warnings are counted
+instead of written is :mod:`tmy.logs.repeats`.
 """
 
 from __future__ import annotations
@@ -22,12 +28,32 @@ import orjson
 import structlog
 
 from tmy import redact
+from tmy.errors import ConfigError
+from tmy.logs.repeats import REPEAT_BURST, REPEAT_INTERVAL, REPEAT_KEYS, RepeatLimiter
+from tmy.logs.sinks import ConsoleLines, JsonLines
+
+__all__ = [
+    "LEVELS",
+    "PREVIEW",
+    "REPEAT_BURST",
+    "REPEAT_INTERVAL",
+    "REPEAT_KEYS",
+    "TRACE",
+    "ConsoleLines",
+    "JsonLines",
+    "Log",
+    "RepeatLimiter",
+    "bind_trace",
+    "configure",
+    "emit",
+    "emit_event",
+    "flush",
+    "get_logger",
+    "preview",
+]
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 PREVIEW = 200
-REPEAT_BURST = 10  # identical warning/error lines let through per key and interval
-REPEAT_INTERVAL = 60.0  # seconds; then one "suppressed K repeats" line for the rest
-REPEAT_KEYS = 4096  # distinct lines tracked at once (the oldest are reported and forgotten)
 
 
 def preview(value: Any, limit: int = PREVIEW) -> Any:
@@ -102,144 +128,6 @@ _stamp: list[Any] = [0, ""]  # (millisecond, its timestamp)
 _second: list[Any] = [0, ""]  # (second, its date-and-time prefix)
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
-
-
-class JsonLines:
-    """Where rendered lines go: written through a buffer, flushed at most 0.2 s later.
-
-    Flushing every line costs a system call per event (five per message); a
-    terminal still gets each line at once. :func:`flush` (called by the daemon's
-    ticker and at exit) bounds the delay when no further events arrive.
-    """
-
-    def __init__(self, stream: Any, interactive: bool) -> None:
-        self.stream = stream
-        self.interactive = interactive
-        self.pending = 0
-        self.last = time.monotonic()
-
-    def msg(self, line: bytes) -> None:
-        self.write(line + b"\n")
-
-    def write(self, line: bytes) -> None:
-        """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
-        self.stream.write(line)
-        if self.interactive:
-            self.stream.flush()
-            return
-        self.pending += 1
-        now = time.monotonic()
-        if now - self.last > 0.2:
-            self.flush(now)
-
-    def flush(self, now: float | None = None) -> None:
-        if self.pending:
-            try:
-                self.stream.flush()
-            except ValueError:  # closed at interpreter exit
-                pass
-            self.pending = 0
-        self.last = now or time.monotonic()
-
-    debug = info = warning = warn = error = critical = exception = fatal = log = msg
-
-
-class ConsoleLines(JsonLines):
-    """Readable lines for a person at a terminal (structlog's console renderer).
-
-    The line is rendered to JSON first (the same redaction applies), then
-    re-rendered: only ``serve`` on a terminal pays for it.
-    """
-
-    def __init__(self, stream: Any, colors: bool) -> None:
-        super().__init__(stream, interactive=True)
-        self.renderer = structlog.dev.ConsoleRenderer(colors=colors)
-
-    def write(self, line: bytes) -> None:
-        self.msg(line.rstrip(b"\n"))
-
-    def msg(self, line: bytes) -> None:
-        try:
-            event = orjson.loads(line)
-            text = self.renderer(None, event.get("level", "info"), event)
-        except Exception:  # never lose a line to the pretty printer
-            text = line.decode("utf-8", errors="replace")
-        super().write(text.encode("utf-8", errors="replace") + b"\n")
-
-    debug = info = warning = warn = error = critical = exception = fatal = log = msg
-
-
-class RepeatLimiter:
-    """The first :data:`REPEAT_BURST` identical lines per interval pass; the rest are counted.
-
-    A failure that repeats in a tight loop — asyncio's ``accept()`` "Too many
-    open files" traceback once per attempt, a refused request per attack
-    packet — must not grow the log at the attacker's pace (217,000 tracebacks,
-    91 MB in 40 s, before this existed). When a key's interval ends with
-    suppressed lines, :meth:`due` hands back one summary per key: the log says
-    how many lines it left out and shows one of them.
-    """
-
-    def __init__(
-        self,
-        burst: int = REPEAT_BURST,
-        interval: float = REPEAT_INTERVAL,
-        max_keys: int = REPEAT_KEYS,
-    ) -> None:
-        self.burst = burst
-        self.interval = interval
-        self.max_keys = max_keys
-        # key -> [window start, lines seen in the window, sample of what was suppressed]
-        self._windows: dict[Any, list[Any]] = {}
-        self._pending: list[tuple[Any, int, Any]] = []  # (key, suppressed, sample)
-        self._checked = 0.0  # when pending() last let a sweep through
-
-    def allow(self, key: Any, sample: Any, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        window = self._windows.get(key)
-        if window is None or now - window[0] >= self.interval:
-            if window is not None:
-                self._close(key, window)
-            elif len(self._windows) >= self.max_keys:
-                self._evict(now)
-            self._windows[key] = [now, 1, None]
-            return True
-        window[1] += 1
-        if window[1] <= self.burst:
-            return True
-        window[2] = sample
-        return False
-
-    def pending(self, now: float | None = None) -> bool:
-        """Whether :meth:`due` may have something to say (checked at most once a second)."""
-        now = time.monotonic() if now is None else now
-        if self._pending:
-            return True
-        if not self._windows or now - self._checked < 1.0:
-            return False
-        self._checked = now
-        return True
-
-    def due(self, now: float | None = None) -> list[tuple[Any, int, Any]]:
-        """(key, suppressed, sample) for every window that ended with lines left out."""
-        now = time.monotonic() if now is None else now
-        for key, window in list(self._windows.items()):
-            if now - window[0] >= self.interval:
-                del self._windows[key]
-                self._close(key, window)
-        out, self._pending = self._pending, []
-        return out
-
-    def _close(self, key: Any, window: list[Any]) -> None:
-        suppressed = window[1] - self.burst
-        if suppressed > 0:
-            self._pending.append((key, suppressed, window[2]))
-
-    def _evict(self, now: float) -> None:
-        self.due(now)  # ended windows are reported into _pending, not lost
-        while len(self._windows) >= self.max_keys:
-            key = next(iter(self._windows))
-            self._close(key, self._windows.pop(key))
 
 
 _repeats = RepeatLimiter()
@@ -453,8 +341,6 @@ def configure(
     global _sink, INFO_ENABLED, DEBUG_ENABLED
     lvl = LEVELS.get(str(level).lower())
     if lvl is None:
-        from tmy.errors import ConfigError
-
         raise ConfigError(f"log level {level!r} must be one of {', '.join(LEVELS)}")
     flush()
     if file:

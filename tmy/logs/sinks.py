@@ -1,0 +1,74 @@
+"""Where rendered log lines go: buffered JSON lines, or readable lines on a terminal."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import structlog
+
+
+class JsonLines:
+    """Where rendered lines go: written through a buffer, flushed at most 0.2 s later.
+
+    Flushing every line costs a system call per event (five per message); a
+    terminal still gets each line at once. :func:`flush` (called by the daemon's
+    ticker and at exit) bounds the delay when no further events arrive.
+    """
+
+    def __init__(self, stream: Any, interactive: bool) -> None:
+        self.stream = stream
+        self.interactive = interactive
+        self.pending = 0
+        self.last = time.monotonic()
+
+    def msg(self, line: bytes) -> None:
+        self.write(line + b"\n")
+
+    def write(self, line: bytes) -> None:
+        """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
+        self.stream.write(line)
+        if self.interactive:
+            self.stream.flush()
+            return
+        self.pending += 1
+        now = time.monotonic()
+        if now - self.last > 0.2:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            try:
+                self.stream.flush()
+            except ValueError:  # closed at interpreter exit
+                pass
+            self.pending = 0
+        self.last = now or time.monotonic()
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
+class ConsoleLines(JsonLines):
+    """Readable lines for a person at a terminal (structlog's console renderer).
+
+    The line is rendered to JSON first (the same redaction applies), then
+    re-rendered: only ``serve`` on a terminal pays for it.
+    """
+
+    def __init__(self, stream: Any, colors: bool) -> None:
+        super().__init__(stream, interactive=True)
+        self.renderer = structlog.dev.ConsoleRenderer(colors=colors)
+
+    def write(self, line: bytes) -> None:
+        self.msg(line.rstrip(b"\n"))
+
+    def msg(self, line: bytes) -> None:
+        try:
+            event = orjson.loads(line)
+            text = self.renderer(None, event.get("level", "info"), event)
+        except Exception:  # never lose a line to the pretty printer
+            text = line.decode("utf-8", errors="replace")
+        super().write(text.encode("utf-8", errors="replace") + b"\n")
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
