@@ -1,0 +1,67 @@
+"""``cooldown:`` windows: kept in the store, so a window holds across daemons.
+
+A rule with a cooldown runs at most once per window per user, chat or
+globally (``per``); within the window it answers its cooldown ``reply`` (or
+nothing). Starting a window is one atomic store update, so two daemons
+cannot both start it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tmy import logs
+from tmy.engine.variables import escape_key_part
+from tmy.logs import preview
+from tmy.message import Message
+from tmy.rulebook.model import Rule
+from tmy.store.base import Store
+
+
+def cooldown_key(rule: Rule, message: Message) -> str:
+    """The store key of ``rule``'s window for ``message`` (by its ``per``)."""
+    assert rule.cooldown is not None
+    per = rule.cooldown.per
+    if per == "global":
+        return f"cooldown/{rule.id}"
+    where = escape_key_part(message.platform)
+    if per == "chat":
+        return f"cooldown/{rule.id}/chat/{where}/{escape_key_part(message.chat)}"
+    return f"cooldown/{rule.id}/user/{where}/{escape_key_part(message.user)}"
+
+
+async def claim(store: Store, rule: Rule, message: Message, now: float) -> float:
+    """Start the rule's window for this message, or the seconds still left (0: started now)."""
+    assert rule.cooldown is not None
+    seconds = rule.cooldown.seconds
+
+    def start(current: Any) -> tuple[Any, float]:
+        if isinstance(current, (int, float)) and current > now:
+            return current, current - now
+        return now + seconds, 0.0
+
+    return await store.update(cooldown_key(rule, message), start, ttl=seconds + 1)
+
+
+async def left(store: Store, rule: Rule, message: Message, now: float) -> float:
+    """Seconds left in the rule's window for this message (0 when free); reads only."""
+    if rule.cooldown is None:
+        return 0.0
+    until = await store.get(cooldown_key(rule, message))
+    return max(0.0, until - now) if isinstance(until, (int, float)) else 0.0
+
+
+def log_cooldown(message: Message, text: str, rule: str, seconds_left: float, answer: str) -> None:
+    """``run.cooldown``: the rule matched inside its window and answered ``answer``."""
+    if logs.INFO_ENABLED:
+        logs.emit(
+            "info",
+            "run.cooldown",
+            rule=rule,
+            left=round(seconds_left, 1),
+            answer=preview(answer),
+            text=preview(text),
+            user=message.user,
+            chat=message.chat,
+            platform=message.platform,
+        )

@@ -1,0 +1,85 @@
+"""One rule run's state, and the run as an executor sees it (:class:`StepContext`).
+
+A :class:`Run` is made per message (plain classes with slots: building one is
+on the hot path); the scheduler (:mod:`tmy.engine.scheduler`) walks its chain
+and :mod:`tmy.engine.execute` runs each step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tmy.engine.variables import Variables
+from tmy.logs import get_logger
+from tmy.message import Message, StepRecord
+from tmy.rulebook.model import Rule, Step
+from tmy.values.paths import parse_path
+
+if TYPE_CHECKING:
+    import structlog
+
+    from tmy.engine.services import Services
+
+log = get_logger("tmy.run")
+
+
+class Run:
+    """The state of one rule run (a plain class: one is made per message)."""
+
+    __slots__ = ("failed", "message", "records", "rule", "services", "stopped", "trace_id", "vars")
+
+    def __init__(
+        self, rule: Rule, message: Message, trace_id: str, vars: Variables, services: Services
+    ) -> None:
+        self.rule = rule
+        self.message = message
+        self.trace_id = trace_id
+        self.vars = vars
+        self.services = services
+        self.records: list[StepRecord] = []
+        self.failed = False
+        self.stopped = False  # a step's ``stop:`` held: the chain ended normally
+
+    @property
+    def locals(self) -> dict[str, Any]:
+        return self.vars.locals
+
+
+class StepContext:
+    """What an executor can reach besides its input and options (:class:`tmy.types.StepContext`)."""
+
+    __slots__ = ("record", "run", "step", "uri")
+
+    def __init__(self, run: Run, step: Step, uri: str, record: StepRecord) -> None:
+        self.run = run
+        self.step = step
+        self.uri = uri
+        self.record = record
+
+    @property
+    def message(self) -> Message:
+        return self.run.message
+
+    @property
+    def vars(self) -> Variables:
+        return self.run.vars
+
+    @property
+    def services(self) -> Services:
+        return self.run.services
+
+    @property
+    def log(self) -> structlog.typing.FilteringBoundLogger:
+        return log.bind(uri=self.uri)
+
+    async def get(self, path: str) -> Any:
+        """Read a variable position (declared variables come from the store)."""
+        return await self.run.vars.read(parse_path(path))
+
+    async def set(self, path: str, value: Any) -> None:
+        """Write a variable position (declared variables are written through)."""
+        await self.run.vars.write(parse_path(path), value)
+
+
+class StepFailed(Exception):
+    """Internal: a step ended with STEP_ERROR."""

@@ -1,0 +1,133 @@
+"""Trace ids, and the lines a message's handling logs under its trace id.
+
+Every message and every scheduled run gets a ``trace_id`` (bound to the log
+context for as long as it is handled) so ``trace`` can rebuild what happened
+from the log. At ``info`` a run logs one ``run.done`` line holding its steps
+(one line per run instead of one per event is most of what a matched message
+costs); a message no rule takes logs one ``message.unmatched`` line. The
+builders here are called once per message: they take plain arguments and
+build the event dict directly, without a structlog bind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from tmy import logs
+from tmy.logs import PREVIEW, preview
+from tmy.message import Message, Reply, StepRecord
+from tmy.rulebook.triggers import Match
+
+_TRACE_PREFIX = os.urandom(4).hex()
+_trace_counter = itertools.count(1)
+
+
+def trace_id() -> str:
+    """Unique across processes (random prefix) and cheap (a counter): 16 hex digits."""
+    return _TRACE_PREFIX + "%08x" % (next(_trace_counter) & 0xFFFFFFFF)
+
+
+def _plain_value(x: Any) -> bool:
+    """Short enough and JSON-native: logged as it is, without a preview."""
+    t = type(x)
+    if t is str:
+        return len(x) <= PREVIEW
+    if t is int:
+        return -(2**63) <= x < 2**63
+    return x is None or t is float or t is bool
+
+
+def step_fields(r: StepRecord) -> dict[str, Any]:
+    """One step of a run.done line: values as they are when short and JSON-native."""
+    x, y = r.input, r.result
+    return {
+        "uri": r.uri,
+        "plugin": r.plugin,
+        "input": x if _plain_value(x) else preview(x),
+        "result": y if _plain_value(y) else preview(y),
+        "error": r.error or None,
+        "ms": r.ms,
+        "skipped": r.skipped,
+    }
+
+
+def log_run(
+    match: Match,
+    message: Message,
+    text: str,
+    reply: Reply,
+    seconds: float,
+    finish: bool,
+    dry_run: bool,
+) -> None:
+    """The run's one line at ``info``: enough for ``trace`` to rebuild it.
+
+    Per-event lines remain at ``debug``, and a step still running after
+    ``log.slow_step`` seconds logs ``step.running`` (a hung step stays visible).
+    ``finish=False`` marks a nested run (a rule called as an LLM tool);
+    ``dry_run`` an ``explain`` run that stored and sent nothing.
+    """
+    q = match.question
+    answer = reply.text
+    event = {
+        "rule": match.rule.id,
+        "trigger": match.trigger.source if match.trigger else "<session>",
+        "text": text if len(text) <= PREVIEW else preview(text),
+        "question": q if type(q) is str and len(q) <= PREVIEW else preview(q),
+        "user": message.user,
+        "chat": message.chat,
+        "platform": message.platform,
+        "answer": answer if len(answer) <= PREVIEW else preview(answer),
+        "error": reply.error,
+        "ms": int(seconds * 1e6 + 0.5) / 1000,  # to the µs, cheaper than round()
+        "steps": [step_fields(r) for r in reply.steps],
+        "event": "run.done",
+    }
+    if reply.stopped:
+        event["stopped"] = True
+    if not finish:
+        event["nested"] = True
+    if dry_run:
+        event["dry_run"] = True
+    logs.emit_event("info", event, logs.TRACE.get())
+
+
+def log_unmatched(message: Message, text: str, reason: str, rule: str | None) -> None:
+    """``message.unmatched``: no run for this message (no trigger, filters, chat off)."""
+    event = {
+        "text": text if len(text) <= PREVIEW else preview(text),
+        "user": message.user,
+        "chat": message.chat,
+        "platform": message.platform,
+        "rule": rule,
+        "reason": reason,
+        "event": "message.unmatched",
+    }
+    logs.emit_event("info", event, logs.TRACE.get())
+
+
+def log_received(level: str, message: Message, text: str) -> None:
+    """``message.received`` (at ``debug`` for every message; at ``info`` for admin commands
+    and refused messages)."""
+    logs.emit(
+        level,
+        "message.received",
+        text=preview(text),
+        user=message.user,
+        chat=message.chat,
+        platform=message.platform,
+    )
+
+
+def log_matched(match: Match) -> None:
+    """``rule.matched`` (``debug`` only)."""
+    logs.emit(
+        "debug",
+        "rule.matched",
+        rule=match.rule.id,
+        trigger=match.trigger.source if match.trigger else "<session>",
+        MAGIC=match.magic,
+        QUESTION=preview(match.question),
+    )
