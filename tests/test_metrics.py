@@ -23,6 +23,7 @@ from tests.support.llm_helpers import ASK, rules
 from tests.support.onebot_fake import SELF_ID, connect_reverse
 from tmy import metrics
 from tmy.errors import StoreError
+from tmy.metrics import instruments
 from tmy.store import open_store
 from tmy.store.base import MISSING, Store
 from tmy.store.metered import MeteredStore, metered
@@ -183,7 +184,7 @@ def test_cron_adapter_and_reload_counters() -> None:
 def test_label_values_past_the_cap_are_folded_into_other() -> None:
     registry = CollectorRegistry()
     counter = Counter("capped", "a counter with a capped label", ["name"], registry=registry)
-    children = metrics._Children(counter.labels, cap=3)
+    children = instruments.Children(counter.labels, cap=3)
     for i in range(10):
         children(f"hostile-{i}").inc()
     children("hostile-0").inc()  # a value seen before the cap keeps its own child
@@ -196,9 +197,9 @@ def test_label_values_past_the_cap_are_folded_into_other() -> None:
 
 
 def test_long_and_empty_label_values_are_tidied() -> None:
-    assert metrics._label("") == "none"
-    assert len(metrics._label("x" * 10_000)) <= 121
-    assert metrics._label(42) == "42"
+    assert instruments.label("") == "none"
+    assert len(instruments.label("x" * 10_000)) <= 121
+    assert instruments.label(42) == "42"
 
 
 # -- the metered store --------------------------------------------------------------------------

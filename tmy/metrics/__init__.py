@@ -4,7 +4,9 @@ Every metric lives on :data:`REGISTRY`, a registry of tmy's own (not
 prometheus-client's process-wide default), so importing tmy in another program
 adds nothing to that program's metrics and tests can read tmy's alone.
 
-The rest of the code calls the small functions below (:func:`message`,
+The instruments (the hot path's plain counters and histograms, the cap on
+label values) are :mod:`tmy.metrics.instruments`. The rest of the code calls
+the small functions below (:func:`message`,
 :func:`run`, :func:`step`, …), never the metric objects: each function keeps
 the labelled children it has made in a dict keyed by the label value, so a call
 on the hot path is a dict lookup and an ``inc``/``observe`` (about a
@@ -17,13 +19,12 @@ labels take a fixed set of values; anything else is counted as ``"other"``.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter
 from prometheus_client import generate_latest as _generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
+from tmy.metrics.instruments import MAX_LABEL_VALUES, OTHER, Children, HotMetric, outcomes
 
 __all__ = [
     "MAX_LABEL_VALUES",
@@ -46,9 +47,6 @@ __all__ = [
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-MAX_LABEL_VALUES = 1000  # distinct values of a free label per metric; the rest count as "other"
-OTHER = "other"
-_MAX_LABEL_CHARS = 120  # a label value longer than this is cut (it is still one cache entry)
 
 # Seconds: steps range from microseconds (ADJUST) to a minute or more (LLM with tools).
 _STEP_BUCKETS = (
@@ -62,132 +60,45 @@ _STORE_BUCKETS = (
 )  # fmt: skip
 
 
-class _Count:
-    """One labelled counter value: a plain int (prometheus-client's child takes a lock)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def inc(self, amount: int = 1) -> None:
-        self.value += amount
-
-
-class _Observed:
-    """One labelled histogram: per-bucket counts and a sum, cumulated only at scrape."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(self.bounds, seconds)] += 1
-        self.sum += seconds
-
-
-class _HotMetric:
-    """A counter or histogram for the per-message hot path, exported by a collector.
-
-    prometheus-client's metric children take a lock and build objects per
-    ``inc``/``observe`` (about a microsecond each, several per message); these
-    are plain ints and floats in this single-threaded daemon, turned into
-    metric families only when ``/metrics`` is scraped. Same names, labels and
-    ``labels(...)`` interface as the client's metrics.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        doc: str,
-        labelnames: list[str],
-        *,
-        registry: CollectorRegistry,
-        buckets: tuple[float, ...] | None = None,
-    ) -> None:
-        self.name = name
-        self.doc = doc
-        self.labelnames = labelnames
-        self.buckets = buckets
-        self.children: dict[tuple[str, ...], Any] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> Any:
-        key = tuple(values)
-        child = self.children.get(key)
-        if child is None:
-            child = _Observed(self.buckets) if self.buckets is not None else _Count()
-            self.children[key] = child
-        return child
-
-    def describe(self) -> list[Metric]:
-        return [self._family()]
-
-    def _family(self) -> Any:
-        if self.buckets is None:
-            return CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
-        return HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for key, child in list(self.children.items()):
-            if self.buckets is None:
-                family.add_metric(list(key), child.value)
-                continue
-            total, buckets = 0, []
-            for bound, count in zip((*self.buckets, float("inf")), child.counts, strict=True):
-                total += count
-                buckets.append((_bound(bound), total))
-            family.add_metric(list(key), buckets, child.sum)
-        yield family
-
-
-def _bound(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(float(bound))
-
-
-MESSAGES_RECEIVED = _HotMetric(
+MESSAGES_RECEIVED = HotMetric(
     "tmy_messages_received",
     "Messages received from chat platforms.",
     ["platform"],
     registry=REGISTRY,
 )
-MESSAGES_MATCHED = _HotMetric(
+MESSAGES_MATCHED = HotMetric(
     "tmy_messages_matched",
     "Received messages that matched a rule.",
     ["platform"],
     registry=REGISTRY,
 )
-MESSAGES_UNMATCHED = _HotMetric(
+MESSAGES_UNMATCHED = HotMetric(
     "tmy_messages_unmatched",
     "Received messages that matched no rule.",
     ["platform"],
     registry=REGISTRY,
 )
-RUNS = _HotMetric(
+RUNS = HotMetric(
     "tmy_runs",
     "Rule runs by rule and outcome (ok | error).",
     ["rule", "outcome"],
     registry=REGISTRY,
 )
-STEP_SECONDS = _HotMetric(
+STEP_SECONDS = HotMetric(
     "tmy_step_seconds",
     "Duration of one executed step, by executor (plugin).",
     ["plugin"],
     buckets=_STEP_BUCKETS,
     registry=REGISTRY,
 )
-STORE_OP_SECONDS = _HotMetric(
+STORE_OP_SECONDS = HotMetric(
     "tmy_store_op_seconds",
     "Duration of one store operation (get, set, update, lock acquire, …).",
     ["op"],
     buckets=_STORE_BUCKETS,
     registry=REGISTRY,
 )
-STORE_ERRORS = _HotMetric(
+STORE_ERRORS = HotMetric(
     "tmy_store_errors",
     "Store operations that failed with a StoreError.",
     ["op"],
@@ -262,67 +173,18 @@ RELOADS = Counter(
 )
 
 
-class _Children:
-    """Labelled children per free label value, made on first use, at most ``cap`` values.
-
-    ``make(value)`` builds whatever a call site needs for one value (a child, or
-    a tuple of children). Values past the cap share the ``"other"`` entry.
-    """
-
-    __slots__ = ("cache", "cap", "make", "other")
-
-    def __init__(self, make: Callable[[str], Any], cap: int = MAX_LABEL_VALUES) -> None:
-        self.make = make
-        self.cap = cap
-        self.cache: dict[Any, Any] = {}
-        self.other: Any = None
-
-    def __call__(self, value: Any) -> Any:
-        try:
-            return self.cache[value]
-        except KeyError:
-            pass
-        except TypeError:  # unhashable: not a label value anyone meant
-            value = repr(value)
-            got = self.cache.get(value)
-            if got is not None:
-                return got
-        if len(self.cache) >= self.cap:
-            if self.other is None:
-                self.other = self.make(OTHER)
-            return self.other
-        made = self.cache[value] = self.make(_label(value))
-        return made
-
-
-def _label(value: Any) -> str:
-    text = value if isinstance(value, str) else str(value)
-    if not text:
-        return "none"
-    return text if len(text) <= _MAX_LABEL_CHARS else text[:_MAX_LABEL_CHARS] + "…"
-
-
-def _outcomes(metric: Counter, allowed: tuple[str, ...]) -> Callable[[str], Any]:
-    """``make`` for a [free label, outcome] counter: {outcome: child}, ``"other"`` included."""
-
-    def make(value: str) -> dict[str, Any]:
-        return {o: metric.labels(value, o) for o in (*allowed, OTHER)}
-
-    return make
-
-
-_messages = _Children(
+_messages = Children(
     lambda p: (
         MESSAGES_RECEIVED.labels(p),
         MESSAGES_MATCHED.labels(p),
         MESSAGES_UNMATCHED.labels(p),
     )
 )
-_runs = _Children(lambda r: (RUNS.labels(r, "ok"), RUNS.labels(r, "error")))
-_steps = _Children(lambda p: STEP_SECONDS.labels(p))
-_store_ops = _Children(lambda op: STORE_OP_SECONDS.labels(op))
-_store_errors = _Children(lambda op: STORE_ERRORS.labels(op))
-_llm = _Children(
+_runs = Children(lambda r: (RUNS.labels(r, "ok"), RUNS.labels(r, "error")))
+_steps = Children(lambda p: STEP_SECONDS.labels(p))
+_store_ops = Children(lambda op: STORE_OP_SECONDS.labels(op))
+_store_errors = Children(lambda op: STORE_ERRORS.labels(op))
+_llm = Children(
     lambda m: (
         LLM_REQUESTS.labels(m),
         LLM_TOKENS.labels(m, "prompt"),
@@ -332,8 +194,8 @@ _llm = _Children(
     )
 )
 _CRON_OUTCOMES = ("ok", "error", "skipped")
-_cron = _Children(_outcomes(CRON_FIRES, _CRON_OUTCOMES))
-_adapters = _Children(lambda a: (ADAPTER_CONNECTS.labels(a), ADAPTER_RECONNECTS.labels(a)))
+_cron = Children(outcomes(CRON_FIRES, _CRON_OUTCOMES))
+_adapters = Children(lambda a: (ADAPTER_CONNECTS.labels(a), ADAPTER_RECONNECTS.labels(a)))
 _RELOAD_OK = RELOADS.labels("ok")
 _RELOAD_ERROR = RELOADS.labels("error")
 
@@ -418,13 +280,13 @@ def reload(ok: bool) -> None:
     (_RELOAD_OK if ok else _RELOAD_ERROR).inc()
 
 
-_http_refused = _Children(lambda reason: HTTP_REFUSED.labels(reason), cap=32)
-_chat_dropped = _Children(
+_http_refused = Children(lambda reason: HTTP_REFUSED.labels(reason), cap=32)
+_chat_dropped = Children(
     lambda adapter: {w: CHAT_DROPPED.labels(adapter, w) for w in ("message", "reply", OTHER)}
 )
 _CRON_SEND_OUTCOMES = ("retry", "gave_up")
-_cron_send = _Children(_outcomes(CRON_SEND_FAILURES, _CRON_SEND_OUTCOMES))
-_leases_lost = _Children(lambda kind: LEASES_LOST.labels(kind), cap=32)
+_cron_send = Children(outcomes(CRON_SEND_FAILURES, _CRON_SEND_OUTCOMES))
+_leases_lost = Children(lambda kind: LEASES_LOST.labels(kind), cap=32)
 
 
 def http_refused(reason: str) -> None:
