@@ -1,10 +1,17 @@
-"""The command contract: arguments, permission, what it needs, and a two-form result."""
+"""The command contract: arguments, permission, what it needs, and a two-form result.
+
+An operator command (``vars``, ``trace``, ``memory`` …) is defined once as a
+:class:`Command` and reached from three front ends that only parse and
+render: the CLI (:mod:`tmy.cli`), ``.tmy`` in chat (:mod:`tmy.commands.chat`)
+and the HTTP admin API (:mod:`tmy.commands.http`). Extensions carry their
+commands (``Extension.commands``); the app's command table is
+:func:`command_table` of its extensions.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 from tmy.errors import TmyError
@@ -12,6 +19,7 @@ from tmy.message import Message
 
 Front = Literal["cli", "chat", "http"]
 ALL_FRONTS: frozenset[str] = frozenset(("cli", "chat", "http"))
+CLI_ONLY: frozenset[str] = frozenset(("cli",))
 
 
 class CommandError(TmyError):
@@ -22,8 +30,11 @@ class CommandError(TmyError):
 class Arg:
     """One argument, positional (``name``) or a flag (``--name``), the same on every front end.
 
-    ``rest=True``: the positional takes the rest of the line as one text (``explain TEXT``).
+    ``rest=True`` (the last positional): in chat and HTTP ``argv`` it takes the rest of
+    the line verbatim (``explain TEXT``); on the CLI it is one (quoted) argument.
     ``flag=True`` with ``takes_value=False`` is a boolean switch (``--json``, ``--force``).
+    Flags sharing a ``group`` exclude each other on the CLI. ``fronts``: where the
+    argument exists (``trace --follow`` is the CLI's only).
     """
 
     name: str
@@ -35,16 +46,38 @@ class Arg:
     default: Any = None
     rest: bool = False
     metavar: str | None = None
+    short: str | None = None
+    group: str | None = None
+    fronts: frozenset[str] = ALL_FRONTS
+
+    @property
+    def option(self) -> str:
+        """The CLI spelling of a flag: ``--user-name`` for ``user_name``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def empty(self) -> Any:
+        """The value when not given: False for a switch, else ``default``."""
+        return False if self.flag and not self.takes_value else self.default
 
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What a command produced: ``text`` for people, ``data`` (JSON-able) for programs."""
+    """What a command produced: ``text`` for people, ``data`` (JSON-able) for programs.
+
+    ``exit_code`` is the CLI's exit status; without one it is 0 when ``ok``, else 1.
+    """
 
     text: str
     data: Any = None
     ok: bool = True
-    exit_code: int = 0
+    exit_code: int | None = None
+
+    @property
+    def code(self) -> int:
+        if self.exit_code is not None:
+            return self.exit_code
+        return 0 if self.ok else 1
 
     def as_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "text": self.text, "data": self.data}
@@ -52,12 +85,21 @@ class Result:
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
-    """One run of a command: parsed arguments, who asked, from where, and the open app."""
+    """One run of a command: parsed arguments, who asked, from where, and the open app.
+
+    ``compact`` asks for the chat rendering (chat, and HTTP ``argv``); the CLI and HTTP
+    ``args`` get the full one. ``emit`` prints a line at once (the CLI only: streaming).
+    ``commands`` is the app's command table (``help`` lists it).
+    """
 
     args: Mapping[str, Any]
     who: Message
     front: str
-    app: Any  # tmy.app.App (typed Any here: commands sit below the app layer)
+    app: Any  # tmy.app.App, or None (needs="settings" on the CLI); Any: commands sit below it
+    settings: Any = None  # tmy.config.Settings
+    compact: bool = False
+    emit: Callable[..., None] | None = None  # emit(line, stderr=False)
+    commands: Mapping[str, Command] = field(default_factory=dict)  # the app's command table
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +108,12 @@ class Command:
 
     ``needs``: ``"app"`` (the store and rules open: most commands), ``"daemon"`` (a
     running daemon: ``reload``; the CLI asks the daemon over HTTP), ``"settings"``
-    (nothing opened). ``admin``: chat and HTTP refuse it to non-admins (the CLI user
-    is the operator). ``fronts``: where it is reachable.
+    (nothing opened). ``admin``: chat refuses it to non-admins (the CLI user and the
+    HTTP API key holder are the operator). ``fronts``: where it is reachable.
+    ``usage``: the chat form after the name (``get|set|del PATH [VALUE]``).
+    ``json_help``: the CLI gets ``--json`` (with this help), printing ``Result.data``.
+    ``quiet``: the CLI logs errors only unless a level or a log file is asked for (a dry
+    run's expected warnings would be noise).
     """
 
     name: str
@@ -78,4 +124,65 @@ class Command:
     admin: bool = True
     fronts: frozenset[str] = ALL_FRONTS
     usage: str = ""
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    json_help: str = ""
+    quiet: bool = False
+
+    def args_for(self, front: str) -> tuple[Arg, ...]:
+        """The arguments that exist on ``front``."""
+        return tuple(a for a in self.args if front in a.fronts)
+
+    @property
+    def synopsis(self) -> str:
+        """``name usage`` as ``.tmy help`` lists it."""
+        return f"{self.name} {self.usage}".strip()
+
+
+def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, Any]:
+    """The arguments of ``command`` from a line as typed in chat (positionals only).
+
+    Words fill the positionals of ``front`` in order; a ``rest`` positional takes the
+    remainder of the line. A missing required positional is a CommandError with the
+    usage; words beyond the positionals are ignored, as the chat commands always did.
+    """
+    args = {a.name: a.empty for a in command.args_for(front)}
+    positionals = [a for a in command.args_for(front) if not a.flag]
+    remaining = text.strip()
+    for arg in positionals:
+        if not remaining:
+            if arg.required:
+                raise CommandError(f"usage: {command.synopsis}")
+            break
+        if arg.rest:
+            args[arg.name] = remaining
+            break
+        parts = remaining.split(maxsplit=1)
+        args[arg.name] = parts[0]
+        remaining = parts[1].strip() if len(parts) > 1 else ""
+    return args
+
+
+def command_table(extensions: Iterable[Any]) -> dict[str, Command]:
+    """Name -> Command over ``extensions`` (``Extension.commands``), in their order."""
+    table: dict[str, Command] = {}
+    for extension in extensions:
+        for command in extension.commands:
+            table.setdefault(command.name, command)
+    return table
+
+
+def jsonable(value: Any) -> Any:
+    """A value as JSON can hold it: bytes decoded, anything odd as its repr, huge ints as text.
+
+    For ``Result.data`` built from step inputs and results (``ask --json``, ``explain --json``).
+    """
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if value is None or isinstance(value, (str, bool, float)):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else str(value)
+    return repr(value)

@@ -1,0 +1,87 @@
+"""``python run.py …`` / ``tmy …``: the programs and every operator command.
+
+The programs (``serve``, ``chat``, ``ask``, ``check``, ``test``) live in
+:mod:`tmy.cli.programs`; the operator commands (``vars``, ``cron``, ``trace``,
+``explain``, ``reload`` … and whatever an extension adds) are built from the
+command registry by :mod:`tmy.cli.commands`.
+
+Common options work before or after the command: ``--config``, ``--rules``,
+``--store``, ``--user``, ``--user-name``, ``--chat``, ``--platform``,
+``--log-level`` (each has a ``TMY_*`` environment twin). Exit codes: 0 ok, 1 the
+command failed (rule errors, a failed run with ``ask``), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+
+from tmy import logs
+from tmy.builtins import extensions as builtin_extensions
+from tmy.cli.commands import add_commands, run_command
+from tmy.cli.options import COMMON, common_parser, identity, option, settings_from
+from tmy.cli.programs import add_programs, run_ask, run_chat, run_check, run_serve, run_test
+from tmy.command import Command, command_table
+from tmy.commands import CORE
+from tmy.errors import ConfigError, RuleError, TmyError
+from tmy.extension import Extension
+
+__all__ = ["COMMON", "build_parser", "identity", "main", "settings_from"]
+
+
+def extensions() -> tuple[Extension, ...]:
+    """The app's extensions: the built-ins (core commands first) plus the installed ones."""
+    found = builtin_extensions()
+    if not any(ext.name == CORE.name for ext in found):  # TRANSITION(A1): until BUILTINS has it
+        found = (CORE, *found)
+    return found
+
+
+def build_parser(commands: Mapping[str, Command] | None = None) -> argparse.ArgumentParser:
+    """The whole command line: the programs, then one subcommand per operator command."""
+    if commands is None:
+        commands = command_table(extensions())
+    common = common_parser()
+    parser = argparse.ArgumentParser(
+        prog="tmy", parents=[common], description="tmy: a chat-bot daemon driven by YAML rules."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_programs(sub, common)
+    add_commands(sub, common, commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    found = extensions()
+    commands = command_table(found)
+    args = build_parser(commands).parse_args(argv)
+    name = args.command or "serve"
+    try:
+        settings = settings_from(args)
+        if name == "serve":
+            return run_serve(settings, args, found)
+        quiet = option(args, "log-level") is None
+        logs.configure(
+            "warning" if quiet and not settings.log_file else settings.log_level,
+            settings.log_file or None,
+            fmt="json" if settings.log_format == "auto" else settings.log_format,
+        )
+        if name == "check":
+            return run_check(settings, args.path, found)
+        if name == "ask":
+            return asyncio.run(run_ask(settings, args.text, args.json, identity(args), found))
+        if name == "chat":
+            return asyncio.run(run_chat(settings, identity(args), found))
+        if name == "test":
+            return run_test(settings, args, found)
+        return run_command(commands[name], args, settings, commands, found)
+    except RuleError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (ConfigError, TmyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,169 @@
+"""The operator commands on the command line: argparse subcommands built from the registry.
+
+Each :class:`~tmy.command.Command` becomes a subcommand with its CLI arguments
+(``Arg``s whose fronts include "cli"), ``--json`` when it has a JSON form, and
+``--url``/``--key`` when it runs in the daemon. The app is opened as the command
+``needs``: ``app`` opens one (no console, no listener), ``settings`` none,
+``daemon`` asks the running daemon over HTTP (``POST /admin/commands/{name}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from tmy import logs
+from tmy.adapters.http import parse_listen
+from tmy.app import App
+from tmy.cli.options import option, sender
+from tmy.command import Arg, Command, Invocation, Result
+from tmy.config import Settings
+from tmy.extension import Extension
+
+
+def add_commands(
+    sub: Any, common: argparse.ArgumentParser, commands: Mapping[str, Command]
+) -> None:
+    """One subcommand per command reachable from the CLI."""
+    for command in commands.values():
+        if "cli" not in command.fronts:
+            continue
+        parser = sub.add_parser(
+            command.name, parents=[common], help=command.help, description=command.help
+        )
+        groups: dict[str, Any] = {}
+        for arg in command.args_for("cli"):
+            target = parser
+            if arg.group is not None:
+                target = groups.setdefault(arg.group, parser.add_mutually_exclusive_group())
+            _add_argument(target, arg)
+        if command.json_help:
+            parser.add_argument("--json", action="store_true", help=command.json_help)
+        if command.needs == "daemon":
+            parser.add_argument(
+                "--url", help="the daemon's listener (default: adapters.http.listen)"
+            )
+            parser.add_argument("--key", help="API key for the listener [TMY_API_KEY]")
+
+
+def _add_argument(parser: Any, arg: Arg) -> None:
+    if not arg.flag:
+        parser.add_argument(
+            arg.name,
+            nargs=None if arg.required else "?",
+            choices=arg.choices,
+            default=arg.default,
+            metavar=arg.metavar,
+            help=arg.help or None,
+        )
+        return
+    names = [arg.option] + ([arg.short] if arg.short else [])
+    if not arg.takes_value:
+        parser.add_argument(*names, dest=arg.name, action="store_true", help=arg.help or None)
+        return
+    parser.add_argument(
+        *names,
+        dest=arg.name,
+        choices=arg.choices,
+        default=arg.default,
+        metavar=arg.metavar,
+        help=arg.help or None,
+    )
+
+
+def _emit(line: str, stderr: bool = False) -> None:
+    print(line, file=sys.stderr if stderr else sys.stdout, flush=True)
+
+
+def _show(result: Result, as_json: bool) -> int:
+    """Print ``result`` (JSON with ``--json``; text on stdout, or stderr when not ok)."""
+    if as_json and result.data is not None:
+        print(json.dumps(result.data, ensure_ascii=False, indent=2, default=str))
+    elif result.text:
+        print(result.text, file=sys.stdout if result.ok else sys.stderr)
+    return result.code
+
+
+def run_command(
+    command: Command,
+    args: argparse.Namespace,
+    settings: Settings,
+    commands: Mapping[str, Command],
+    extensions: Sequence[Extension],
+) -> int:
+    """Run ``command`` as parsed from the command line; the exit status."""
+    values = {a.name: getattr(args, a.name, a.empty) for a in command.args_for("cli")}
+    if command.json_help:
+        values["json"] = bool(getattr(args, "json", False))
+    if command.quiet and not option(args, "log-level") and not settings.log_file:
+        logs.configure("error")  # the command's expected warnings would only be noise
+    if command.needs == "daemon":
+        return ask_daemon(command.name, values, settings, args.url, args.key)
+    inv = Invocation(values, sender(args), "cli", None, settings, emit=_emit, commands=commands)
+    if command.needs == "settings":
+        result = asyncio.run(command.run(inv))
+    else:
+        result = asyncio.run(_in_app(command, inv, extensions))
+    return _show(result, values.get("json", False))
+
+
+async def _in_app(command: Command, inv: Invocation, extensions: Sequence[Extension]) -> Result:
+    settings = inv.settings.with_(console=False, http_enabled=False)
+    async with App(settings, extensions=extensions) as app:
+        inv = Invocation(
+            inv.args, inv.who, "cli", app, inv.settings, emit=inv.emit, commands=inv.commands
+        )
+        return await command.run(inv)
+
+
+def daemon_url(settings: Settings) -> str:
+    """Where the running daemon listens (a wildcard listen address reached on loopback)."""
+    host, port = parse_listen(settings.http_listen)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def ask_daemon(
+    name: str, values: Mapping[str, Any], settings: Settings, url: str | None, key: str | None
+) -> int:
+    """Run command ``name`` in the running daemon (its HTTP listener); print the outcome."""
+    url = url or daemon_url(settings)
+    key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        # a JSON body: the listener takes /admin/… only as application/json, which a
+        # web page cannot send cross-site without a CORS preflight
+        response = httpx.post(
+            f"{url.rstrip('/')}/admin/commands/{name}",
+            json={"args": dict(values)},
+            headers=headers,
+            timeout=120,
+        )
+    except httpx.HTTPError as exc:
+        print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or (response.status_code != 401 and "text" not in body):
+        shown = response.text[:200]
+        print(f"error: {url} answered {response.status_code}: {shown}", file=sys.stderr)
+        return 2
+    if response.status_code == 401:
+        print(f"error: {body.get('error')} (--key, or TMY_API_KEY)", file=sys.stderr)
+        return 2
+    ok = bool(body.get("ok"))
+    if body.get("text"):
+        print(body["text"], file=sys.stdout if ok else sys.stderr)
+    if response.status_code == 400:
+        return 2
+    return 0 if ok else 1

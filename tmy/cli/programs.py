@@ -1,0 +1,159 @@
+"""The CLI-only programs: ``serve``, ``chat``, ``ask``, ``check`` and ``test``.
+
+They are not operator commands (nothing to run in chat or over HTTP): each
+is a process of its own — the daemon, a REPL, one message, a rules check, the
+rules' own tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tmy import logs
+from tmy.adapters.console import ConsoleAdapter
+from tmy.adapters.listener import raise_open_file_limit
+from tmy.app import App, build_registry, serve
+from tmy.command import jsonable
+from tmy.config import Settings
+from tmy.extension import Extension
+from tmy.message import Message
+from tmy.rulebook.loader import load_rulebook
+from tmy.ruletests import print_report, report_json, run_tests
+
+TEST_HELP = (
+    "Run the 'tests:' of rules files: each file's cases in order on a fresh temporary "
+    "store, the LLM on the TESTONLY mock, outbound HTTP refused unless a case gives an "
+    "'http:' canned response. Exit 0 all passed, 1 a case failed, 2 invalid rules or cases."
+)
+
+
+def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """The subparsers of serve, chat, ask, check and test."""
+    p = sub.add_parser("serve", parents=[common], help="run the daemon (default)")
+    p.add_argument("--http", metavar="HOST:PORT", help="where the HTTP adapter listens")
+    p.add_argument("--no-console", action="store_true", help="no console adapter even on a TTY")
+    sub.add_parser("chat", parents=[common], help="talk to the bot as one user (a REPL)")
+    p = sub.add_parser("ask", parents=[common], help="send one message, print the reply")
+    p.add_argument("text", help="the message")
+    p.add_argument(
+        "--json", action="store_true", help="print {rule, answer, error, trace_id, steps} as JSON"
+    )
+    p = sub.add_parser("check", parents=[common], help="validate the rules; exit 1 on any error")
+    p.add_argument("path", nargs="?", help="rules directory or file (default: --rules)")
+    p = sub.add_parser(
+        "test",
+        parents=[common],
+        help="run the tests: of rules files; exit 1 when a case fails",
+        description=TEST_HELP,
+    )
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="rules directories or files (default: --rules)"
+    )
+    p.add_argument(
+        "-k",
+        dest="pattern",
+        metavar="PATTERN",
+        help="only cases whose name or send contains PATTERN (earlier cases of the file "
+        "still run, unreported, to build their state)",
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def run_serve(settings: Settings, args: argparse.Namespace, extensions: Sequence[Extension]) -> int:
+    if getattr(args, "http", None):
+        settings = settings.with_(http_listen=args.http, http_enabled=True)
+    logs.configure(settings.log_level, settings.log_file or None, fmt=settings.log_format)
+    # room for connections, store sockets and outbound steps; both limits logged
+    logs.get_logger("tmy").info("daemon.open_files", **raise_open_file_limit())
+    if getattr(args, "no_console", False):
+        settings = settings.with_(console=False)
+    asyncio.run(serve(settings, extensions=extensions))
+    return 0
+
+
+def run_check(settings: Settings, path: str | None, extensions: Sequence[Extension]) -> int:
+    root = Path(path) if path else settings.rules
+    rulebook = load_rulebook(root, build_registry(settings, extensions), store_url=settings.store)
+    for warning in rulebook.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    triggers = sum(len(r.triggers) for r in rulebook.rules)
+    print(
+        f"ok: {len(rulebook.rules)} rules, {triggers} triggers, "
+        f"{len(rulebook.variables)} variables in {len(rulebook.files)} files"
+    )
+    for line in rulebook.atomic_report:
+        print(f"atomic: {line}")
+    return 0
+
+
+async def run_ask(
+    settings: Settings,
+    text: str,
+    as_json: bool,
+    who: dict[str, str],
+    extensions: Sequence[Extension],
+) -> int:
+    quiet = settings.with_(console=False, http_enabled=False)
+    async with App(quiet, extensions=extensions) as app:
+        assert app.engine is not None
+        reply = await app.engine.handle(Message(text, **who))
+    if as_json:
+        print(json.dumps(jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
+    else:
+        if reply.rule is None and not reply.text:  # (an admin command answers with no rule)
+            print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
+        if reply.error:
+            print(f"error: {reply.error}", file=sys.stderr)
+        if reply.text:
+            print(reply.text)
+    return 1 if reply.error else 0
+
+
+async def run_chat(settings: Settings, who: dict[str, str], extensions: Sequence[Extension]) -> int:
+    async with App(settings, extensions=extensions) as app:
+        assert app.engine is not None
+        print(
+            f"tmy chat as {who['user']} — {len(app.engine.rulebook.rules)} rules. "
+            "Ctrl-D or /quit to leave.",
+            file=sys.stderr,
+        )
+        console = ConsoleAdapter(**who)
+        await console.start(app.engine.handle)
+        await console.done.wait()
+    return 0
+
+
+def run_test(settings: Settings, args: argparse.Namespace, extensions: Sequence[Extension]) -> int:
+    """``tmy test``: 0 every case passed, 1 a case failed (or none ran), 2 invalid rules/cases."""
+    if (
+        getattr(args, "log_level", None) is None
+        and not os.environ.get("TMY_LOG_LEVEL")
+        and not settings.log_file
+    ):
+        logs.configure("error", None, fmt="json")  # a failing case shows its error itself
+    paths = [Path(p) for p in args.paths] or [settings.rules]
+    report = asyncio.run(run_tests(settings, paths, args.pattern, extensions=extensions))
+    if report.errors:
+        for error in report.errors:
+            print(error, file=sys.stderr)
+        if args.json:
+            print(json.dumps(report_json(report), ensure_ascii=False, indent=2))
+        return 2
+    if args.json:
+        print(json.dumps(report_json(report), ensure_ascii=False, indent=2, default=str))
+    else:
+        print_report(report)
+    if not report.outcomes:
+        where = ", ".join(str(p) for p in paths)
+        if report.found:
+            print(f"no test case matches -k {args.pattern!r} in {where}", file=sys.stderr)
+        else:
+            print(f"no test cases in {where}: add a 'tests:' list to a rules file", file=sys.stderr)
+        return 1
+    return 1 if report.failed else 0

@@ -1,0 +1,79 @@
+"""``.tmy <command> …`` in chat: the operator commands for admins, in any chat.
+
+A message that starts with the prefix (``admin_prefix``, default ``.tmy``) is a
+command and never reaches the rules, on every adapter (``/v1/messages``
+included). Only admins (``admins:``, matched per platform) get an answer;
+anyone else gets no reply at all and an ``admin.refused`` warning is logged,
+so the bot does not even confirm that the command exists. A command marked
+``admin=False`` is the exception: anyone may run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tmy.command import Command, Invocation, parse_words
+from tmy.commands.help import help_text
+from tmy.errors import TmyError
+from tmy.logs import get_logger, preview
+from tmy.message import Message
+
+log = get_logger("tmy.admin")
+
+DEFAULT_PREFIX = ".tmy"
+
+
+class ChatCommands:
+    """Parses ``<prefix> <command> …`` and runs it from the app's command table."""
+
+    def __init__(
+        self, commands: Mapping[str, Command], app: Any, prefix: str = DEFAULT_PREFIX
+    ) -> None:
+        self.commands = commands
+        self.app = app
+        self.prefix = prefix
+
+    def is_command(self, text: str) -> bool:
+        if not text.startswith(self.prefix):
+            return False
+        rest = text[len(self.prefix) :]
+        return not rest or rest[0].isspace()
+
+    def _find(self, name: str) -> Command | None:
+        command = self.commands.get(name)
+        return command if command is not None and "chat" in command.fronts else None
+
+    async def run(self, message: Message, text: str) -> str | None:
+        """The answer, or None (refused: no reply at all)."""
+        words = text[len(self.prefix) :].split(maxsplit=1)
+        name = words[0].lower() if words else "help"
+        rest = words[1].strip() if len(words) > 1 else ""
+        command = self._find(name)
+        if not message.is_admin and (command is None or command.admin):
+            log.warning(
+                "admin.refused",
+                user=message.user,
+                platform=message.platform,
+                chat=message.chat,
+                command=preview(text, 80),
+            )
+            return None
+        log.info("admin.command", command=name, user=message.user, platform=message.platform)
+        try:
+            if command is None:
+                return f"error: unknown command {name!r}; {help_text(self.commands)}"
+            args = parse_words(command, rest)
+            inv = Invocation(
+                args,
+                message,
+                "chat",
+                self.app,
+                self.app.settings,
+                compact=True,
+                commands=self.commands,
+            )
+            result = await command.run(inv)
+        except TmyError as exc:
+            return f"error: {exc}"
+        return result.text or "-"  # a chat message cannot be empty

@@ -1,0 +1,67 @@
+"""The chat switch: ``.tmy off`` silences the bot in one chat, ``.tmy on`` lifts it.
+
+The switch is stored (``off/<platform>/<chat>``), so every daemon on the store
+honours it; each daemon caches a verdict for :data:`OFF_CACHE_SECONDS`. The
+engine asks :meth:`ChatSwitch.cached` first (no coroutine on the hot path) and
+awaits :meth:`ChatSwitch.is_off` only when the cache has no fresh verdict.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tmy.engine.variables import escape_key_part
+from tmy.errors import TmyError
+from tmy.logs import get_logger
+from tmy.message import Message
+from tmy.store.base import MISSING, Store
+
+log = get_logger("tmy.admin")
+
+OFF_CACHE_SECONDS = 2.0
+_OFF_CACHE_MAX = 10_000
+
+
+def off_key(message: Message) -> str:
+    """The store key that marks ``message``'s chat as switched off."""
+    return f"off/{escape_key_part(message.platform)}/{escape_key_part(message.chat)}"
+
+
+class ChatSwitch:
+    """Which chats are switched off, read through a short per-daemon cache."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cache: dict[tuple[str, str], tuple[bool, float]] = {}
+
+    def cached(self, message: Message) -> bool | None:
+        """The cache's verdict for ``message``'s chat while fresh; None when unknown or stale."""
+        hit = self._cache.get((message.platform, message.chat))
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        return None
+
+    async def is_off(self, message: Message) -> bool:
+        """Whether the bot is off in ``message``'s chat (False when the store cannot say)."""
+        now = time.monotonic()
+        hit = self._cache.get((message.platform, message.chat))
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        try:
+            off = await self.store.get(off_key(message)) is not MISSING
+        except TmyError as exc:  # the switch must not silence the bot when the store stalls
+            log.warning("chat_switch.lookup_failed", error=str(exc))
+            return False
+        if len(self._cache) >= _OFF_CACHE_MAX:
+            self._cache.clear()
+        self._cache[(message.platform, message.chat)] = (off, now + OFF_CACHE_SECONDS)
+        return off
+
+    async def set(self, message: Message, off: bool) -> None:
+        """Switch ``message``'s chat off (or on again), for every daemon on the store."""
+        key = off_key(message)
+        if off:
+            await self.store.set(key, {"by": f"{message.platform}:{message.user}"})
+        else:
+            await self.store.delete(key)
+        self._cache[(message.platform, message.chat)] = (off, time.monotonic() + OFF_CACHE_SECONDS)

@@ -1,0 +1,129 @@
+"""What ``explain`` found out about one message, and the message it looks at."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tmy.command import jsonable
+from tmy.explain.render import render
+from tmy.message import Message
+
+
+@dataclass
+class Explanation:
+    """Everything ``explain`` found out about one message (``as_dict`` is the --json form)."""
+
+    text: str
+    normalised: str = ""
+    folded: str = ""
+    message: dict[str, Any] = field(default_factory=dict)
+    matched: str | None = None
+    via: str | None = None  # "trigger" | "session"
+    trigger: str | None = None
+    reason: str | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    near_misses: list[dict[str, Any]] = field(default_factory=list)
+    session: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    writes: dict[str, Any] | None = None
+    reply: dict[str, Any] = field(default_factory=lambda: {"text": "", "error": None})
+    dry_run: bool = True
+    trace_id: str = ""
+    notes: list[str] = field(default_factory=list)
+    # not part of the JSON: what the run needs
+    _match: Any = None
+    _rule: Any = None
+    _blocked: bool = False
+    _answers_anyway: bool = False  # blocked, but a reply goes out (a cooldown's reply)
+    _looked_up: bool = False  # the triggers were consulted (not refused before matching)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {
+            "text": self.text,
+            "normalised": self.normalised,
+            "folded": self.folded,
+            "message": self.message,
+            "matched": self.matched,
+            "ran": self.ran,
+            "via": self.via,
+            "trigger": self.trigger,
+            "reason": self.reason,
+            "candidates": self.candidates,
+            "near_misses": self.near_misses,
+            "session": self.session,
+            "steps": self.steps,
+            "requests": self.requests,
+            "writes": self.writes,
+            "reply": self.reply,
+            "dry_run": self.dry_run,
+            "trace_id": self.trace_id,
+            "notes": self.notes,
+        }
+        return jsonable(out)
+
+    @property
+    def ran(self) -> bool:
+        """Did (or, in a dry run, would) a rule run for this message?"""
+        return self.matched is not None and not self._blocked
+
+    @property
+    def headline(self) -> str:
+        """The one line that says what happens."""
+        if self.matched is not None and not self._blocked:
+            how = (
+                "through its open session (no trigger matched)"
+                if self.via == "session"
+                else f"by trigger {self.trigger!r}"
+            )
+            error = self.reply.get("error")
+            tail = f"; the run failed: {error}" if error else ""
+            return f"matched rule {self.matched!r} {how}{tail}"
+        verb = "no run" if self._answers_anyway else "no reply"
+        return f"{verb}: {self.reason or 'no rule matched'}"
+
+    def render(self, *, compact: bool = False) -> str:
+        """The text view (``compact``: shorter, for an answer in chat)."""
+        return render(self, compact)
+
+
+def message_for(
+    text: str,
+    *,
+    user: str = "console",
+    chat: str = "",
+    platform: str = "console",
+    user_name: str = "",
+    private: bool | None = None,
+    mention: bool = False,
+    admin: bool = False,
+) -> Message:
+    """The message ``explain`` looks at (``private=False`` without a chat: chat ``group``)."""
+    if private is False and not chat:
+        chat = "group"
+    return Message(
+        text,
+        user=user,
+        chat=chat,
+        platform=platform,
+        user_name=user_name,
+        private=private,
+        mentions_bot=mention,
+        is_admin=admin,
+    )
+
+
+def copy_message(message: Message, text: str) -> Message:
+    return Message(
+        text,
+        user=message.user,
+        chat=message.chat,
+        platform=message.platform,
+        user_name=message.user_name,
+        private=message.private,
+        is_admin=message.is_admin,
+        mentions_bot=message.mentions_bot,
+        reply_to=message.reply_to,
+        self_id=message.self_id,
+    )
