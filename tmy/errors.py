@@ -33,7 +33,7 @@ a step ended with STEP_ERROR, caught by the scheduler), ``ContractError``
 exchange's retry loop and turned into a retry hint), ``OpenAIError``
 (tmy.adapters.openai.payload: rendered as the facade's HTTP error response),
 and the private ``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools),
-``_FnFailed`` (tmy.store.sqlite).
+``FnFailed`` (tmy.store.sqlite.connection).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.

@@ -1,0 +1,254 @@
+"""The SQLite store's values, commits and locks: :class:`SQLiteStore`."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
+
+from tmy.store.base import MISSING
+from tmy.store.codec import check_key, check_ttl, decode, encode
+from tmy.store.leases import (
+    Lease,
+    check_fence,
+    hold_lease,
+    holder_is_gone,
+    lost_in_store,
+    new_token,
+)
+from tmy.store.sqlite.connection import (
+    CHUNK,
+    GIVE_LEASE,
+    RENEW_LEASE,
+    TAKE_LEASE,
+    UPSERT,
+    FnFailed,
+    SQLiteConnection,
+    is_live,
+    log,
+)
+
+R = TypeVar("R")
+
+
+class SQLiteStore(SQLiteConnection):
+    """A :class:`~tmy.store.base.Store` in one SQLite file (or ``:memory:``)."""
+
+    # -- values -----------------------------------------------------------------
+
+    async def get(self, key: str) -> Any:
+        """The value at ``key``, or ``MISSING`` when absent or expired."""
+        check_key(key)
+
+        def op(db: sqlite3.Connection) -> Any:
+            row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
+            return decode(row[0], key) if is_live(row, time.time()) else MISSING
+
+        return await self._run(op, f"get {key!r}")
+
+    async def get_many(self, keys: Sequence[str]) -> list[Any]:
+        """Values for ``keys`` in order, ``MISSING`` for absent ones, from one snapshot."""
+        keys = list(keys)
+        for key in keys:
+            check_key(key)
+        if not keys:
+            return []
+
+        def read(db: sqlite3.Connection) -> dict[str, Any]:
+            now = time.time()
+            found: dict[str, Any] = {}
+            for i in range(0, len(keys), CHUNK):
+                chunk = keys[i : i + CHUNK]
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT key, value, expires FROM kv WHERE key IN ({marks})"
+                for row in db.execute(sql, chunk):
+                    if is_live(row, now):
+                        found[row[0]] = row[1]
+            return found
+
+        def op(db: sqlite3.Connection) -> dict[str, Any]:
+            if len(keys) <= CHUNK:
+                return read(db)
+            db.execute("BEGIN")  # one read snapshot across the chunks
+            try:
+                return read(db)
+            finally:
+                db.execute("COMMIT")
+
+        found = await self._run(op, "get_many")
+        return [decode(found[k], k) if k in found else MISSING for k in keys]
+
+    async def set(self, key: str, value: Any, *, ttl: float | None = None) -> None:
+        """Replace the value at ``key``; ``ttl`` seconds of life, else none; MISSING deletes."""
+        check_key(key)
+        if value is MISSING:
+            await self.delete(key)
+            return
+        raw = encode(value, key).decode()
+        expires_in = None if ttl is None else check_ttl(ttl)
+
+        def op(db: sqlite3.Connection) -> None:
+            now = time.time()
+            expires = None if expires_in is None else now + expires_in
+            db.execute(UPSERT, (key, raw, expires))
+            self._maybe_purge(db, now)
+
+        await self._run(op, f"set {key!r}")
+
+    async def delete(self, key: str) -> bool:
+        """Remove ``key``; True when a live value was removed."""
+        check_key(key)
+
+        def op(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            rows = db.execute("DELETE FROM kv WHERE key = ? RETURNING expires", (key,)).fetchall()
+            return bool(rows) and is_live(rows[0], now)
+
+        return await self._run(op, f"delete {key!r}")
+
+    async def update(
+        self, key: str, fn: Callable[[Any], tuple[Any, R]], *, ttl: float | None = None
+    ) -> R:
+        """Atomically apply ``fn`` to the value at ``key`` (see :meth:`Store.update`)."""
+        check_key(key)
+        expires_in = None if ttl is None else check_ttl(ttl)
+
+        def body(db: sqlite3.Connection) -> R:
+            now = time.time()
+            row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
+            live = is_live(row, now)
+            current = decode(row[0], key) if live else MISSING
+            try:
+                new, result = fn(current)
+            except BaseException as exc:
+                raise FnFailed(exc) from None
+            if new is MISSING:
+                if row is not None:
+                    db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            else:
+                raw = encode(new, key).decode()
+                kept = row[1] if live else None  # type: ignore[index]
+                expires = kept if expires_in is None else now + expires_in
+                db.execute(UPSERT, (key, raw, expires))
+            return result
+
+        def op(db: sqlite3.Connection) -> R:
+            result = self._in_transaction(db, lambda: body(db))
+            self._maybe_purge(db, time.time())
+            return result
+
+        return await self._run(op, f"update {key!r}")
+
+    async def keys(self, prefix: str) -> list[str]:
+        """Every live key starting with ``prefix``, sorted (by code point)."""
+
+        def op(db: sqlite3.Connection) -> list[str]:
+            now = time.time()
+            out = []
+            sql = "SELECT key, expires FROM kv WHERE key >= ? ORDER BY key"
+            for key, expires in db.execute(sql, (prefix,)):
+                if not key.startswith(prefix):
+                    break  # keys sharing the prefix are contiguous in index order
+                if expires is None or expires > now:
+                    out.append(key)
+            return out
+
+        return await self._run(op, f"keys {prefix!r}")
+
+    async def commit(
+        self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
+    ) -> None:
+        """Apply ``writes`` in ONE transaction, only if every ``fence`` lease still holds.
+
+        ``writes`` are ``(key, value, ttl)`` (``MISSING`` deletes; ``ttl`` None:
+        no expiry). Inside ``BEGIN IMMEDIATE`` each fence lease's row must still
+        hold its token and not be expired; otherwise the transaction is rolled
+        back (nothing written) and :class:`~tmy.errors.LeaseLost` names the key.
+        """
+        leases = check_fence(fence)
+        rows: list[tuple[str, str | None, float | None]] = []
+        for key, value, ttl in writes:
+            check_key(key)
+            raw = None if value is MISSING else encode(value, key).decode()
+            rows.append((key, raw, None if ttl is None else check_ttl(ttl)))
+        if not rows and not leases:
+            return
+
+        def body(db: sqlite3.Connection) -> None:
+            now = time.time()
+            for lease in leases:
+                row = db.execute(
+                    "SELECT token, expires FROM locks WHERE key = ?", (lease.key,)
+                ).fetchone()
+                if row is None or row[0] != lease.token or row[1] <= now:
+                    raise FnFailed(lost_in_store(lease, f"sqlite {self.path}"))
+            for key, raw, expires_in in rows:
+                if raw is None:
+                    db.execute("DELETE FROM kv WHERE key = ?", (key,))
+                else:
+                    expires = None if expires_in is None else now + expires_in
+                    db.execute(UPSERT, (key, raw, expires))
+
+        def op(db: sqlite3.Connection) -> None:
+            self._in_transaction(db, lambda: body(db))
+            self._maybe_purge(db, time.time())
+
+        await self._run(op, f"commit of {len(rows)} writes")
+
+    # -- locks ------------------------------------------------------------------
+
+    def lock(
+        self, key: str, *, ttl: float | None = None, wait: float = 30.0
+    ) -> AbstractAsyncContextManager[Lease]:
+        """Hold the lease ``key`` across all processes on this file (see :meth:`Store.lock`).
+
+        ``ttl`` defaults to the store's ``lease_ttl``.
+        """
+        check_key(key)
+        ttl = self.lease_ttl if ttl is None else check_ttl(ttl, "lock ttl")
+        token = new_token()
+
+        def try_take(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            if db.execute(TAKE_LEASE, (key, token, now + ttl, now)).rowcount == 1:
+                return True
+            row = db.execute("SELECT token FROM locks WHERE key = ?", (key,)).fetchone()
+            if row is None or not holder_is_gone(row[0]):
+                return False
+            # its holder was a process of this machine that has died: clear it now
+            # (compare-and-delete, so a lease taken meanwhile by another is kept)
+            if db.execute(GIVE_LEASE, (key, row[0])).rowcount:
+                log.warning("lock %r: cleared the lease of a dead holder (%s)", key, row[0])
+            now = time.time()
+            return db.execute(TAKE_LEASE, (key, token, now + ttl, now)).rowcount == 1
+
+        def extend(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            return db.execute(RENEW_LEASE, (now + ttl, key, token, now)).rowcount == 1
+
+        def give_back(db: sqlite3.Connection) -> None:
+            db.execute(GIVE_LEASE, (key, token))
+
+        async def take() -> float | None:
+            return None if await self._run(try_take, f"lock {key!r}") else math.inf
+
+        async def renew() -> bool:
+            return await self._run(extend, f"renew lock {key!r}")
+
+        async def give() -> None:
+            await self._run(give_back, f"unlock {key!r}")
+
+        return hold_lease(
+            self._leases,
+            key,
+            where=f"sqlite {self.path}",
+            ttl=ttl,
+            wait=wait,
+            take=take,
+            give=give,
+            renew=renew,
+            token=token,
+        )
