@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl
 from tmy.errors import ConfigError, StoreError
 from tmy.store.base import Store
 from tmy.store.leases import lease_ttl_option
+from tmy.store.sqlite import SQLiteStore
 
 _ACCEPTED = (
     "accepted store URLs: sqlite:///relative/path.db (relative to where tmy is started), "
@@ -48,16 +49,14 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
         raise ConfigError(f"invalid store URL {url!r}; {_ACCEPTED}")
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
-    # Backends are imported on demand: redis-py alone adds ~0.17 s to start-up,
-    # which a SQLite deployment (the default) need not pay.
     if scheme == "sqlite":
-        from tmy.store.sqlite import SQLiteStore
-
         rest, lease_ttl = _sqlite_options(url, rest)
         if lease_ttl is None:
             return SQLiteStore(_sqlite_path(url, rest, base_dir))
         return SQLiteStore(_sqlite_path(url, rest, base_dir), lease_ttl=lease_ttl)
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
+        # deferred: redis-py alone adds ~0.17 s to start-up, which a SQLite
+        # deployment (the default) need not pay
         from tmy.store.redis import RedisClusterStore, RedisStore
 
         backend = RedisClusterStore if scheme.endswith("+cluster") else RedisStore
