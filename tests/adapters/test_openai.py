@@ -19,9 +19,9 @@ import openai
 import pytest
 from aiohttp import web
 
-from tmy.adapters import openai as facade_module
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.openai import OpenAIFacade, from_settings
+from tmy.adapters.openai import stream as facade_module
 from tmy.config import Settings, load_settings
 from tmy.daemon import build_adapters
 from tmy.errors import AdapterError, ConfigError

@@ -30,7 +30,6 @@ from tests.support.telegram_fake import (
 )
 from tmy import daemon as daemon_mod
 from tmy import metrics
-from tmy.adapters.telegram import adapter as telegram_mod
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.telegram import (
     MAX_TEXT,
@@ -40,6 +39,7 @@ from tmy.adapters.telegram import (
     read_addressing,
     split_text,
 )
+from tmy.adapters.telegram import adapter as telegram_mod
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Message, Reply, Target

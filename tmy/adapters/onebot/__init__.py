@@ -2,10 +2,41 @@
 
 ``codec`` reads and writes messages (segment arrays, CQ-code strings),
 ``connection`` is one socket (events in, echo-matched actions out, silence
-detection), ``adapter`` is the platform adapter the daemon builds with
-:func:`from_settings`.
+detection), ``accounts`` the open sockets and their bot accounts,
+``handshake`` the reverse endpoint's checks, ``events`` what an event becomes,
+``dedup`` the first-delivery check, ``sending`` a reply's ``send_msg``
+actions, ``config`` the ``adapters.onebot`` section, and ``adapter`` the
+platform adapter the daemon builds with :func:`from_settings`.
 """
 
-from tmy.adapters.onebot.adapter import OneBotAdapter, OneBotConfig, from_settings
+from __future__ import annotations
+
+from tmy.adapters.onebot.adapter import OneBotAdapter
+from tmy.adapters.onebot.config import OneBotConfig
+from tmy.adapters.onebot.handshake import exposed
+from tmy.config import Settings
+from tmy.logs import get_logger
+from tmy.store.base import Store
 
 __all__ = ["OneBotAdapter", "OneBotConfig", "from_settings"]
+
+log = get_logger("tmy.adapter.onebot")
+
+
+def from_settings(settings: Settings, store: Store | None = None) -> OneBotAdapter | None:
+    """The adapter ``adapters.onebot`` describes, or None when it is not enabled.
+
+    ``store`` keeps the de-duplication window (so it holds across daemons sharing it).
+    """
+    section = settings.adapters.get("onebot") or {}
+    if not section.get("enabled"):
+        return None
+    config = OneBotConfig.from_section(section)
+    if config.mode == "reverse" and not config.access_token and exposed(settings.http_listen):
+        log.warning(
+            "onebot.no_access_token",
+            listen=settings.http_listen,
+            hint="anyone who reaches this port can speak as any QQ user: set "
+            "adapters.onebot.access_token (or TMY_ONEBOT_TOKEN) here and in the implementation",
+        )
+    return OneBotAdapter(config, store=store, shutdown_grace=settings.shutdown_grace)

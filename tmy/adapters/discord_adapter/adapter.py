@@ -29,107 +29,38 @@ channel, round-robin over the channels with messages waiting, and at most
 all); past that the channel's oldest is dropped (``discord.chat_dropped``,
 the ``tmy_chat_dropped`` metric).
 
-**Sending.** Replies go to the same channel as a Discord reply to the
-triggering message (no ping of its author, and still sent when that message
-was deleted meanwhile), split by :func:`split_message` into pieces of at most
-:data:`MAX_TEXT` characters. Every send carries :data:`NO_MENTIONS`, so no text
-— whatever a user typed or a rule echoed — can ping ``@everyone``, ``@here``,
-roles or users. Replies wait in their channel's own queue (at most
-``max_pending_per_chat``, the oldest dropped past it) and go out one at a
-time per channel, the :data:`MAX_SENDS` sends in flight round-robin over the
-channels, so a channel discord.py is holding back for its rate limit delays
-no other channel's replies. A refused send is logged as ``discord.send_failed`` with the
-HTTP status and Discord's JSON error code, and raised as
-:class:`~tmy.errors.AdapterError`.
+How replies go out is :mod:`tmy.adapters.discord_adapter.sending`; the text
+helpers are :mod:`tmy.adapters.discord_adapter.text`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
 import re
-import warnings
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Hashable
 from typing import Any
 
-with warnings.catch_warnings():
-    # discord.py imports the stdlib ``audioop`` for voice (deprecated since 3.11); tmy
-    # never uses voice, and the warning would only alarm users (and fail -W error runs).
-    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
-    import discord
+import discord
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.fairness import ChatQueues, PendingSend
-from tmy.config import Settings
-from tmy.errors import AdapterError, ConfigError
+from tmy.adapters.discord_adapter.config import DiscordConfig
+from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Outgoing, send_failed, send_piece
+from tmy.adapters.discord_adapter.text import split_message, strip_mention
+from tmy.adapters.fairness import ChatQueues
+from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Message, Target
 
 log = get_logger("tmy.adapter.discord")
 
-MAX_TEXT = 2000  # Discord's limit for one message's content, in characters
 MAX_RUNS = 64  # messages of this adapter in the engine at once
 MAX_RUNS_PER_CHAT = 16  # of those, from one channel (the rest stay free for the other channels)
 MAX_WAITING = 1000  # messages (and, apart, replies) waiting in all channels together
 MAX_SENDS = 32  # sends in flight at once (all channels)
-MAX_FENCE_TAG = 32  # a longer ``` language tag is not repeated when a code block is reopened
-
-# Nothing in a reply may ping anyone: not @everyone/@here, not roles, not users, not the author.
-NO_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)
 
 _ID_RE = re.compile(r"\d{1,20}")
-_FENCE = "```"
-_TAG_RE = re.compile(rf"[A-Za-z0-9_+.#-]{{1,{MAX_FENCE_TAG}}}")  # a code block's language
-
-
-@dataclass(frozen=True, slots=True)
-class DiscordConfig:
-    """``adapters.discord`` with its defaults."""
-
-    token_env: str = "DISCORD_TOKEN"
-    shards: int | str = 1
-    max_pending_per_chat: int = 20
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> DiscordConfig:
-        """The validated config section (None values take the defaults); ConfigError if unusable."""
-        known = {f.name for f in fields(cls)}
-        config = cls(**{k: v for k, v in section.items() if k in known and v is not None})
-        shards = config.shards
-        if not (shards == "auto" or (isinstance(shards, int) and not isinstance(shards, bool)
-                                     and shards >= 1)):  # fmt: skip
-            raise ConfigError(
-                f"adapters.discord.shards must be a number >= 1 or 'auto' (got {shards!r})"
-            )
-        if not config.token_env:
-            raise ConfigError("adapters.discord.token_env must name an environment variable")
-        cap = config.max_pending_per_chat
-        if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_WAITING:
-            raise ConfigError(
-                f"adapters.discord.max_pending_per_chat must be a whole number from 1 to "
-                f"{MAX_WAITING} (got {cap!r})"
-            )
-        return config
-
-
-def from_settings(
-    settings: Settings, env: Mapping[str, str] | None = None
-) -> DiscordAdapter | None:
-    """The adapter ``adapters.discord`` describes, or None when it is not enabled.
-
-    A missing token is not a config error: the adapter starts in state
-    ``failed`` saying so, and the rest of the daemon serves on.
-    """
-    section = settings.adapters.get("discord") or {}
-    if not section.get("enabled"):
-        return None
-    config = DiscordConfig.from_section(section)
-    env = os.environ if env is None else env
-    token = (env.get(config.token_env) or "").strip()
-    return DiscordAdapter(config, token=token, shutdown_grace=settings.shutdown_grace)
 
 
 class DiscordAdapter:
@@ -164,9 +95,9 @@ class DiscordAdapter:
             self.name, "message", self._answer, per_chat=cap, total=MAX_WAITING,
             in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
         )  # fmt: skip
-        self._outbound: ChatQueues[_Outgoing] = ChatQueues(
+        self._outbound: ChatQueues[Outgoing] = ChatQueues(
             self.name, "reply", self._send_step, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, on_drop=_Outgoing.dropped, on_fail=_Outgoing.failed,
+            in_flight=MAX_SENDS, on_drop=Outgoing.dropped, on_fail=Outgoing.failed,
         )  # fmt: skip
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
@@ -423,7 +354,7 @@ class DiscordAdapter:
                 person = client.get_user(int(user)) or await client.fetch_user(int(user))
                 channel = await person.create_dm()
         except discord.HTTPException as exc:
-            raise _send_failed(where, exc) from None
+            raise send_failed(where, exc) from None
         if not hasattr(channel, "send"):
             raise AdapterError(f"discord: channel {chat} cannot take messages")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -440,67 +371,15 @@ class DiscordAdapter:
         done: asyncio.Future[None] | None = None,
     ) -> None:
         """Queue ``text`` for ``channel`` in pieces; the first one replies to ``reference``."""
-        out = _Outgoing(channel, split_message(text), reference, where or str(channel.id), done)
+        out = Outgoing(channel, split_message(text), reference, where or str(channel.id), done)
         if not out.pieces:
             out.finish(None)
             return
         self._outbound.put(str(channel.id), out)
 
-    async def _send_step(self, key: Hashable, out: _Outgoing) -> float | None:
-        """Send ``out``'s next piece (a ChatQueues work): 0 = more pieces to go, None = done."""
-        piece = out.pieces[out.index]
-        try:
-            if out.index == 0 and out.reference is not None:
-                await out.channel.send(
-                    piece,
-                    reference=out.reference.to_reference(fail_if_not_exists=False),
-                    mention_author=False,
-                    allowed_mentions=NO_MENTIONS,
-                )
-            else:
-                await out.channel.send(piece, allowed_mentions=NO_MENTIONS)
-        except discord.HTTPException as exc:
-            out.finish(_send_failed(out.where, exc))
-            return None
-        except asyncio.CancelledError:
-            out.finish(AdapterError(f"discord: stopped before the message to {out.where} went out"))
-            raise
-        out.index += 1
-        if out.index < len(out.pieces):
-            return 0.0
-        out.finish(None)
-        return None
-
-
-class _Outgoing(PendingSend):
-    """One reply (or ``send``) waiting in its channel's queue."""
-
-    __slots__ = ("channel", "index", "pieces", "reference", "where")
-    platform = "discord"
-    place = "channel"
-
-    def __init__(
-        self,
-        channel: Any,
-        pieces: list[str],
-        reference: discord.Message | None,
-        where: str,
-        done: asyncio.Future[None] | None,
-    ) -> None:
-        self.channel = channel
-        self.pieces = pieces
-        self.index = 0  # the next piece to send
-        self.reference = reference  # the first piece replies to it
-        self.where = where  # for errors: the channel id, or "user <id>"
-        super().__init__(done)  # send() waits on it; None for replies
-
-
-def _send_failed(where: str, exc: discord.HTTPException) -> AdapterError:
-    why = redact.redact(exc.text or str(exc))
-    log.warning("discord.send_failed", chat=where, status=exc.status, code=exc.code, error=why)
-    return AdapterError(
-        f"discord: send to {where} failed (HTTP {exc.status}, code {exc.code}): {why}"
-    )
+    async def _send_step(self, key: Hashable, out: Outgoing) -> float | None:
+        """Send ``out``'s next piece (a ChatQueues work; see ``sending``)."""
+        return await send_piece(out)
 
 
 def _describe(exc: BaseException) -> str:
@@ -515,99 +394,3 @@ def _self_role_id(message: discord.Message) -> int | None:
     guild = message.guild
     role = guild.self_role if guild is not None else None
     return role.id if role is not None else None
-
-
-# -- text ------------------------------------------------------------------------------------
-
-
-def strip_mention(text: str, bot_id: int, role_id: int | None = None) -> tuple[str, bool]:
-    """(text without the bot's mentions, was the bot mentioned?).
-
-    ``<@id>`` and ``<@!id>`` (and ``<@&role>`` for the bot's managed role) are
-    removed with the spaces before them; a leading mention takes the comma or
-    colon after it too (``<@1>, ping`` → ``ping``).
-    """
-    pattern = rf"<@!?{bot_id}>"
-    if role_id is not None:
-        pattern = rf"(?:{pattern}|<@&{role_id}>)"
-    stripped, count = re.subn(rf"[ \t]*{pattern}", "", text)
-    if not count:
-        return text.strip(), False
-    return stripped.strip().lstrip(",:，：").strip(), True
-
-
-def _fence_after(line: str, fence: str | None) -> str | None:
-    """The code block open after ``line``: None outside one, else its language tag.
-
-    Discord (unlike CommonMark) opens and closes a block at every triple backtick, even in
-    mid-line, so each one toggles; the tag is the word right after an opening one.
-    """
-    parts = line.split(_FENCE)
-    if len(parts) % 2:  # an even number of fences: the state is unchanged
-        return fence
-    if fence is not None:
-        return None
-    tag = parts[-1].strip()
-    return tag if _TAG_RE.fullmatch(tag) else ""
-
-
-def split_message(text: str, limit: int = MAX_TEXT) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut on line breaks.
-
-    A code block open at a cut is closed at the end of that piece and reopened
-    (with the same language tag) at the start of the next, so each piece
-    renders on its own. A line longer than a piece can hold is cut hard.
-    Blank pieces are dropped (Discord refuses empty messages).
-    """
-    if limit < 2 * (len(_FENCE) + MAX_FENCE_TAG + 8):
-        raise ValueError(f"limit {limit} is too small to hold a reopened code block")
-    close = "\n" + _FENCE
-    pieces: list[str] = []
-    lines: list[str] = []  # the piece being built
-    size = -1  # len("\n".join(lines)); -1 while empty
-    fence: str | None = None  # the code block open at the end of ``lines``
-    has_body = False  # ``lines`` holds more than a (re)opening fence carried to its start
-    opened_last = False  # the last line of ``lines`` opened the code block
-
-    def add(line: str, after: str | None) -> None:
-        nonlocal size, has_body, fence, opened_last
-        lines.append(line)
-        size += 1 + len(line)
-        has_body = True
-        opened_last = fence is None and after is not None
-        fence = after
-
-    def flush() -> None:
-        nonlocal lines, size, has_body, fence, opened_last
-        head = _FENCE + fence if fence is not None else None
-        if opened_last:  # don't end a piece on an empty code block: move its opening along
-            head = lines.pop()
-            fence = None
-        body = "\n".join(lines)
-        if body.strip():
-            pieces.append(body + (close if fence is not None else ""))
-        lines, size, has_body, opened_last = [], -1, False, False
-        if head is not None:
-            lines.append(head)
-            size = len(head)
-            fence = _fence_after(head, None)
-
-    for line in text.split("\n"):
-        while True:
-            after = _fence_after(line, fence)
-            if size + 1 + len(line) + (len(close) if after is not None else 0) <= limit:
-                add(line, after)
-                break
-            if has_body and not (opened_last and len(lines) == 1):
-                flush()
-                continue
-            # even a fresh piece cannot hold the line: cut it hard (room for a closing fence kept)
-            room = limit - (size + 1) - len(close)
-            head, line = line[:room], line[room:]
-            add(head, _fence_after(head, fence))
-            opened_last = False
-            flush()
-    body = "\n".join(lines)
-    if has_body and body.strip():
-        pieces.append(body)
-    return pieces

@@ -1,0 +1,54 @@
+"""Discord (discord.py 2.x): guild channels and DMs talk to tmy's rules.
+
+``config`` is the ``adapters.discord`` section, ``text`` the mention and
+message-splitting helpers, ``sending`` a queued reply's way out, and
+``adapter`` the platform adapter the daemon builds with :func:`from_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+
+with warnings.catch_warnings():
+    # discord.py imports the stdlib ``audioop`` for voice (deprecated since 3.11); tmy
+    # never uses voice, and the warning would only alarm users (and fail -W error runs).
+    # The package imports it first, so its modules' plain ``import discord`` is quiet.
+    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
+    import discord
+
+from tmy.adapters.discord_adapter.adapter import DiscordAdapter
+from tmy.adapters.discord_adapter.config import DiscordConfig
+from tmy.adapters.discord_adapter.text import MAX_TEXT, split_message, strip_mention
+from tmy.config import Settings
+from tmy.store.base import Store
+
+__all__ = [
+    "MAX_TEXT",
+    "DiscordAdapter",
+    "DiscordConfig",
+    "discord",
+    "from_settings",
+    "split_message",
+    "strip_mention",
+]
+
+
+def from_settings(
+    settings: Settings, store: Store | None = None, *, env: Mapping[str, str] | None = None
+) -> DiscordAdapter | None:
+    """The adapter ``adapters.discord`` describes, or None when it is not enabled.
+
+    A missing token is not a config error: the adapter starts in state
+    ``failed`` saying so, and the rest of the daemon serves on. ``store`` is
+    unused (every platform's factory takes it); ``env`` stands in for
+    ``os.environ`` in tests.
+    """
+    section = settings.adapters.get("discord") or {}
+    if not section.get("enabled"):
+        return None
+    config = DiscordConfig.from_section(section)
+    env = os.environ if env is None else env
+    token = (env.get(config.token_env) or "").strip()
+    return DiscordAdapter(config, token=token, shutdown_grace=settings.shutdown_grace)

@@ -1,0 +1,81 @@
+"""What every keyed JSON route on the listener shares (the admin routes reuse it).
+
+:func:`api_key_problem` is the one API-key check (``Authorization: Bearer
+<key>``, every key compared in constant time); :func:`dumps` writes readable
+UTF-8 JSON; :func:`json_error` is tmy's own error body; :func:`is_json_route`
+says which requests must be ``Content-Type: application/json`` (the listener
+refuses anything else with 415 before reading the body).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from tmy.errors import AdapterError
+
+# Routes whose body is JSON: anything else is refused (415) before it is read.
+JSON_ROUTES = frozenset({"/v1/messages", "/v1/chat/completions", "/admin/reload"})
+JSON_ROUTE_PREFIXES = ("/admin/",)  # every admin route takes JSON (``/admin/commands/…``)
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def dumps(obj: Any) -> str:
+    """Readable UTF-8 JSON (中文, ·); ASCII escapes if a lone surrogate slipped in."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
+
+
+def bearer(request: web.Request) -> str:
+    """The token of ``Authorization: Bearer <token>`` ("" without one)."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
+def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
+    """Why ``request`` may not use a keyed route (None when it may, or no keys are set).
+
+    Every configured key is compared in constant time, so a timing probe learns
+    neither which key is close nor how many there are.
+    """
+    if not keys:
+        return None
+    given = bearer(request)
+    if not given:
+        return "missing API key: send 'Authorization: Bearer <key>'"
+    # bytes that are not UTF-8 arrive as lone surrogates: compare them as the raw bytes
+    given_bytes = given.encode(errors="surrogateescape")
+    ok = False
+    for key in keys:
+        ok |= hmac.compare_digest(given_bytes, key.encode())
+    return None if ok else "invalid API key"
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``) → (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise AdapterError(f"HTTP listen address {listen!r} must be HOST:PORT, e.g. 127.0.0.1:8080")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+def is_json_route(method: str, path: str) -> bool:
+    """Whether a request's body (when it has one) must be JSON."""
+    return method in BODY_METHODS and (path in JSON_ROUTES or path.startswith(JSON_ROUTE_PREFIXES))
+
+
+def json_error(status: int, message: str) -> web.Response:
+    """tmy's error body (the ``/v1/messages`` answer's shape) with ``status``."""
+    return web.json_response(
+        {"rule": None, "answer": "", "error": message, "trace_id": None},
+        status=status,
+        dumps=dumps,
+    )

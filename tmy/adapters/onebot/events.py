@@ -1,0 +1,131 @@
+"""What a OneBot event becomes: a Message for the rules, or a frame worth logging.
+
+**Anonymous** group messages (``user_id`` 80000000 with an ``anonymous``
+object) are keyed on the anonymous id: ``USER`` is ``anonymous:<id>``, so two
+anonymous senders never share memory or variables. ``anonymous: ignore``
+drops them instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Any
+
+from tmy import redact
+from tmy.adapters.onebot.codec import parse_cq, read_message, segments_of
+from tmy.logs import get_logger
+from tmy.message import Message
+
+log = get_logger("tmy.adapter.onebot")
+
+PLATFORM = "onebot"
+# account, user, group ids: QQ numbers, or the string ids of other OneBot platforms
+ID = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
+ANONYMOUS_PREFIX = "anonymous:"  # USER of an anonymous group sender: anonymous:<anonymous.id>
+
+
+def to_message(
+    self_id: str, event: dict[str, Any], sent: Collection[str], anonymous_policy: str
+) -> Message | None:
+    """The engine's Message for a ``message`` event, or None when it is not one we answer.
+
+    ``sent`` holds the ids of the account's own sent messages (a reply to one
+    mentions the bot); ``anonymous_policy`` is ``adapters.onebot.anonymous``.
+    """
+    kind = event.get("message_type")
+    user_id = event.get("user_id")
+    if kind not in ("group", "private") or not is_id(user_id):
+        log.debug("onebot.ignored", reason="not a private or group message", kind=kind)
+        return None
+    user = str(user_id)
+    if user == self_id:
+        return None  # the bot's own message reported back
+    if kind == "group":
+        group_id = event.get("group_id")
+        if not is_id(group_id):
+            log.warning("onebot.ignored", reason="group message without a group_id")
+            return None
+        chat = f"group:{group_id}"
+        anonymous = event.get("anonymous")
+        if anonymous is not None or event.get("sub_type") == "anonymous":
+            # all anonymous senders share user_id 80000000: never let them share its identity
+            if anonymous_policy == "ignore":
+                log.debug("onebot.ignored", reason="anonymous (adapters.onebot.anonymous)")
+                return None
+            anon_id = _anonymous_id(anonymous)
+            if anon_id is None:
+                log.warning(
+                    "onebot.ignored", reason="anonymous message without an anonymous id",
+                    chat=chat,
+                )  # fmt: skip
+                return None
+            user = ANONYMOUS_PREFIX + anon_id
+    else:
+        chat = f"private:{user}"
+    segments = segments_of(event.get("message"))
+    if not segments and isinstance(event.get("raw_message"), str):
+        segments = parse_cq(event["raw_message"])
+    parsed = read_message(segments, self_id, sent)
+    message_id = event.get("message_id")
+    return Message(
+        parsed.text,
+        user=user,
+        chat=chat,
+        platform=PLATFORM,
+        user_name=_display_name(event) or user,
+        private=kind == "private",
+        raw=event,
+        mentions_bot=parsed.mentions_bot,
+        reply_to=parsed.reply_to,
+        self_id=self_id,
+        message_id="" if message_id is None else str(message_id),
+    )
+
+
+def frame_failure(frame: dict[str, Any]) -> str | None:
+    """What an implementation said outside any event (a refused token, say), or None.
+
+    A frame that says nothing failed is logged as unknown (and None returned).
+    """
+    detail = next(
+        (str(frame[k]) for k in ("wording", "message", "msg", "error") if frame.get(k)), ""
+    )
+    retcode = frame.get("retcode")
+    status = frame.get("status")
+    failed = status == "failed" or retcode not in (None, 0, 1) or bool(frame.get("error"))
+    if not failed:
+        return None
+    return redact.redact(f"status {status}, retcode {retcode}" + (f": {detail}" if detail else ""))
+
+
+def _anonymous_id(anonymous: Any) -> str | None:
+    """The sender's anonymous id (``anonymous.id``, an int64), or None when there is none."""
+    if not isinstance(anonymous, dict):
+        return None
+    value = anonymous.get("id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and ID.fullmatch(value):
+        return value
+    return None
+
+
+def _display_name(event: dict[str, Any]) -> str:
+    anonymous = event.get("anonymous")
+    if isinstance(anonymous, dict) and anonymous.get("name"):
+        return str(anonymous["name"])
+    sender = event.get("sender")
+    if not isinstance(sender, dict):
+        return ""
+    return str(sender.get("card") or sender.get("nickname") or "")
+
+
+def is_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, str) and ID.fullmatch(value) is not None

@@ -1,0 +1,200 @@
+"""OpenAI's wire shapes: reading a chat-completions request, writing its answer and errors.
+
+A request the facade refuses is an :class:`OpenAIError`, already in OpenAI's
+vocabulary (``{"error": {"message", "type", "param", "code"}}`` with a fitting
+status), so clients raise their usual exceptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from tmy.adapters.http import dumps
+from tmy.message import Reply
+
+USAGE_KEYS = ("llm", "when_llm", "while_llm")  # StepRecord.extra entries that carry LLM tokens
+
+
+def key_identity(key: str) -> str:
+    """A stable, non-secret user id for an API key: ``key:`` + 12 hex digits of its SHA-256."""
+    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()
+    return f"key:{digest[:12]}"
+
+
+class OpenAIError(Exception):
+    """A request the facade refuses, already in OpenAI's error vocabulary."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+
+    def response(self) -> web.Response:
+        body = {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        return web.json_response(body, status=self.status, headers=headers, dumps=dumps)
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body: Any = await request.json()
+    except RecursionError:
+        raise OpenAIError(400, "the JSON body is nested too deeply") from None
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise OpenAIError(413, exc.text or "the request body is too large") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        raise OpenAIError(
+            400, "the body must be a JSON object (could not parse it as JSON)"
+        ) from None
+    if not isinstance(body, dict):
+        raise OpenAIError(400, "the body must be a JSON object with a 'messages' array")
+    return body
+
+
+def last_user_message(messages: Any) -> dict[str, Any]:
+    if not isinstance(messages, list) or not messages:
+        raise OpenAIError(
+            400, "'messages' is required and must be a non-empty array", param="messages"
+        )
+    for index, item in enumerate(messages):
+        if not isinstance(item, dict) or not isinstance(item.get("role"), str):
+            raise OpenAIError(
+                400,
+                f"messages[{index}] must be an object with a string 'role'",
+                param=f"messages[{index}]",
+            )
+    for item in reversed(messages):
+        if item["role"] == "user":
+            return item
+    raise OpenAIError(400, "'messages' has no message with role 'user'", param="messages")
+
+
+def content_text(content: Any) -> str:
+    """A string, or the ``text`` parts of a content-part array joined by line breaks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise OpenAIError(
+                    400,
+                    f"content part {index} of the last user message must be an object "
+                    "with a 'type'",
+                    param="messages",
+                )
+            if part["type"] == "text":
+                if not isinstance(part.get("text"), str):
+                    raise OpenAIError(
+                        400, f"content part {index} has no string 'text'", param="messages"
+                    )
+                texts.append(part["text"])
+        if texts:
+            return "\n".join(texts)
+        raise OpenAIError(
+            400,
+            "the last user message has no text part (the bot answers text only)",
+            param="messages",
+        )
+    raise OpenAIError(
+        400,
+        "the last user message's 'content' must be a string or an array of content parts",
+        param="messages",
+    )
+
+
+def refusal(reply: Reply) -> None:
+    """Raise for a message the engine would not run (no rule, an error, nothing to say).
+
+    A rule's own failure is not one: it has a rule and its ``on_error`` text.
+    The engine's last-resort reply (a bug in tmy, not in the request) is a 500
+    that names only the trace id; other refusals name what was wrong.
+    """
+    if reply.rule is not None or reply.error is None:
+        return
+    if reply.text:
+        raise OpenAIError(
+            500,
+            f"internal error (trace id {reply.trace_id}; the daemon's log has the detail)",
+            type="server_error",
+        )
+    raise OpenAIError(400, reply.error)
+
+
+def extension(reply: Reply) -> dict[str, Any]:
+    """tmy's own fields (clients ignore unknown keys): which rule answered, and the trace."""
+    return {"rule": reply.rule, "trace_id": reply.trace_id, "failed": reply.error is not None}
+
+
+def usage(reply: Reply) -> dict[str, Any]:
+    """OpenAI's ``usage`` from the LLM token counts the run's steps recorded (else zeros)."""
+    prompt = completion = cached = 0
+    for step in reply.steps:
+        for key in USAGE_KEYS:
+            stats = step.extra.get(key)
+            for entry in stats if isinstance(stats, list) else [stats]:
+                if isinstance(entry, dict):
+                    prompt += _count(entry.get("prompt_tokens"))
+                    completion += _count(entry.get("completion_tokens"))
+                    cached += _count(entry.get("cached_tokens"))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def content(reply: Reply, unmatched_reply: str) -> str:
+    """The answer's text; ``unmatched_reply`` when no rule ran and nothing was said."""
+    if reply.rule is None and reply.error is None and not reply.text:
+        return unmatched_reply
+    return reply.text
+
+
+def completion(reply: Reply, model: str, text: str) -> dict[str, Any]:
+    """The ``chat.completion`` object answering a request whole (not streamed)."""
+    return {
+        "id": f"chatcmpl-{reply.trace_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage(reply),
+        "system_fingerprint": None,
+        "tmy": extension(reply),
+    }
