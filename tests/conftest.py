@@ -35,6 +35,10 @@ from tests.support.upstream import upstream  # noqa: F401  (the fixture, for eve
 if TYPE_CHECKING:
     from tmy.store import Store
 
+# The bot and daemon fixtures (tmy.testing.plugin). Installed, the package registers them
+# through its pytest11 entry point too; naming the module here keeps a plain checkout working.
+pytest_plugins = ["tmy.testing.plugin"]
+
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
 
