@@ -1,22 +1,20 @@
 """Configuration: ``config/tmy.yaml``, then ``TMY_*`` environment variables, then CLI flags.
 
-:func:`load_settings` reads and checks everything once; the rest of tmy reads the
-result. The sections live in their own modules: :mod:`tmy.config.settings` (the
-file, the environment, the top-level keys), :mod:`tmy.config.llm` (``llm:``) and
-:mod:`tmy.config.memory` (``llm.memory:``).
+:func:`load_settings` reads and checks everything once into a frozen
+:class:`Settings`; the rest of tmy reads it and checks nothing again. One module per
+concern: :mod:`~tmy.config.load` (the file, the environment, the flags),
+:mod:`~tmy.config.schema` (the keys each section takes), :mod:`~tmy.config.settings`
+(the Settings and its ``limits``/``log`` sections), :mod:`~tmy.config.adapters`
+(``adapters:``), :mod:`~tmy.config.llm` (``llm:``), :mod:`~tmy.config.memory`
+(``llm.memory:``), :mod:`~tmy.config.timezone` (time zone names).
 """
 
 from __future__ import annotations
 
-from tmy.config.settings import (
-    ADAPTER_SECTIONS,
-    CHECKOUT_CONFIG,
-    DEFAULT_CONFIG,
-    ENV,
-    PLATFORM_SECTIONS,
-    Settings,
-    load_settings,
-)
+from tmy.config.adapters import ADAPTER_SECTIONS, PLATFORM_SECTIONS, Adapters
+from tmy.config.load import CHECKOUT_CONFIG, DEFAULT_CONFIG, ENV, key_line, load_settings
+from tmy.config.settings import Limits, LogConfig, Settings
+from tmy.config.timezone import zone_of
 
 __all__ = [
     "ADAPTER_SECTIONS",
@@ -24,6 +22,11 @@ __all__ = [
     "DEFAULT_CONFIG",
     "ENV",
     "PLATFORM_SECTIONS",
+    "Adapters",
+    "Limits",
+    "LogConfig",
     "Settings",
+    "key_line",
     "load_settings",
+    "zone_of",
 ]

@@ -1,8 +1,9 @@
 """The ``llm:`` section of config/tmy.yaml, validated, plus the environment fallbacks.
 
-Settings keep ``llm`` as a free-form dict so the core stays ignorant of models;
-this module is the one place that knows its shape and refuses a wrong key with
-its full dotted name, at start-up rather than in the middle of a conversation.
+This module is the one place that knows its shape and refuses a wrong key with
+its full dotted name, when the settings load rather than in the middle of a
+conversation; ``settings.llm`` is the frozen :class:`LLMConfig` it returns (with
+``llm.memory`` parsed by :mod:`tmy.config.memory` as its ``memory``).
 
 Which model answers when a step names none (``default_model``):
 
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from tmy import redact
+from tmy.config.check import check_section
+from tmy.config.memory import MemoryConfig, load_memory_config
 from tmy.errors import ConfigError
-from tmy.hints import did_you_mean
 
 MOCK = "TESTONLY"
 ENV_MODEL = "env"
@@ -88,12 +91,18 @@ class LLMConfig:
     retry_after_cap: float = 20.0
     deadline: float = 0.0  # seconds per step; 0: the step timeout
     max_tool_turns: int = 12
-    scene_prompts: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SCENE_PROMPTS))
+    scene_prompts: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType(dict(DEFAULT_SCENE_PROMPTS))
+    )
     per_user_daily_tokens: int = 0
     daily_tokens: int = 0
     history_turns: int = 20
     history_max_tokens: int = 3000
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    memory: MemoryConfig = field(default_factory=MemoryConfig)  # llm.memory
+    # the model the rule tests' mock stands in for when no llm.default is written: the first
+    # model under llm.models (not the env one), see mocked()
+    mock_default: str = MOCK
 
     @property
     def default_model(self) -> ModelConfig:
@@ -149,28 +158,6 @@ _MODEL = {
 }
 _BUDGET = {"per_user_daily_tokens": int, "daily_tokens": int}
 _HISTORY = {"turns": int, "max_tokens": int}
-
-
-def check_section(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` (a mapping under config key ``where``) checked against ``schema``
-    (key -> allowed types): unknown keys with a did-you-mean, wrong types, negative
-    numbers are ConfigErrors naming the key. Also used by ``llm.memory``."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"'{where}' must be a mapping, got {data!r}")
-    for key, value in data.items():
-        if key not in schema:
-            hint = did_you_mean(str(key), schema)
-            raise ConfigError(f"unknown key '{where}.{key}'{hint}; allowed: {', '.join(schema)}")
-        types = schema[key]
-        if value is None:
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-            raise ConfigError(f"'{where}.{key}' has the wrong type: {value!r}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"'{where}.{key}' must not be negative: {value!r}")
-    return data
 
 
 def _env_model(env: Mapping[str, str]) -> ModelConfig | None:
@@ -232,8 +219,15 @@ def _register_secrets(model: ModelConfig) -> None:
         redact.add_header(name, value)
 
 
-def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> LLMConfig:
-    """Validate ``settings.llm`` and resolve models; ConfigError naming the offending key."""
+def load_config(
+    raw: Mapping[str, Any] | LLMConfig | None, env: Mapping[str, str] | None = None
+) -> LLMConfig:
+    """Validate the ``llm:`` section and resolve models; ConfigError naming the offending key.
+
+    An LLMConfig is returned as it is: it was checked when it was made.
+    """
+    if isinstance(raw, LLMConfig):
+        return raw
     env = os.environ if env is None else env
     data = check_section("llm", dict(raw or {}), _TOP)
     models: dict[str, ModelConfig] = {MOCK: ModelConfig(MOCK, MOCK, MOCK)}
@@ -275,8 +269,9 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
         value = data.get(key)
         return fallback if value is None else value
 
+    memory = load_memory_config(data)
     return LLMConfig(
-        models=models,
+        models=MappingProxyType(models),
         default=default,
         retries=int(pick("retries", 2)),
         backoff_base=float(pick("backoff_base", 0.5)),
@@ -284,10 +279,28 @@ def load_config(raw: Mapping[str, Any] | None, env: Mapping[str, str] | None = N
         retry_after_cap=float(pick("retry_after_cap", 20.0)),
         deadline=float(pick("deadline", 0.0)),
         max_tool_turns=int(pick("max_tool_turns", 12)),
-        scene_prompts={**DEFAULT_SCENE_PROMPTS, **scenes},
+        scene_prompts=MappingProxyType({**DEFAULT_SCENE_PROMPTS, **scenes}),
         per_user_daily_tokens=int(budget.get("per_user_daily_tokens") or 0),
         daily_tokens=int(budget.get("daily_tokens") or 0),
         history_turns=int(history.get("turns", 20) if history.get("turns") is not None else 20),
         history_max_tokens=int(history.get("max_tokens") or 3000),
         max_response_bytes=int(pick("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),
+        memory=memory,
+        mock_default=data.get("default") or next(iter(raw_models), MOCK),
     )
+
+
+def mocked(config: LLMConfig) -> LLMConfig:
+    """``config`` with every model answered by the TESTONLY mock (what rule tests run on).
+
+    Model names stay (a step's ``model: fast`` must still load), each now points at
+    the mock; the ``env`` model is shadowed the same way, so an API key in the
+    environment never sends a test to a real provider. The default is ``llm.default``
+    when written, else the first configured model.
+    """
+    models = {
+        name: replace(m, base_url=MOCK, api_key_env="", api_key="", stream=False)
+        for name, m in config.models.items()
+    }
+    models.setdefault(ENV_MODEL, ModelConfig(ENV_MODEL, MOCK, MOCK))
+    return replace(config, models=MappingProxyType(models), default=config.mock_default)

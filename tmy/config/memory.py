@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmy.config.llm import check_section
+from tmy.config.check import check_section
 from tmy.errors import ConfigError
 from tmy.hints import did_you_mean
 
@@ -94,8 +94,14 @@ def _check(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in check_section(where, data, schema).items() if v is not None}
 
 
-def load_memory_config(llm: Mapping[str, Any] | None) -> MemoryConfig:
-    """``llm.memory`` validated (ConfigError naming the key); defaults when absent."""
+def load_memory_config(llm: Any) -> MemoryConfig:
+    """``llm.memory`` validated (ConfigError naming the key); defaults when absent.
+
+    ``llm`` is the raw ``llm:`` section (its model names are checked against), or an
+    already checked LLMConfig, whose ``memory`` is returned as it is.
+    """
+    if not isinstance(llm, Mapping):
+        return llm.memory  # an LLMConfig: checked when it was made
     raw = (llm or {}).get("memory")
     data = _check("llm.memory", raw, _TOP)
     dlg = _check("llm.memory.dialogue", data.pop("dialogue", None), _DIALOGUE)
