@@ -214,12 +214,7 @@ class App:
         adapters = Adapters([*build_adapters(settings, store=store), *self._extra_adapters])
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
-        # TODO(DA): mount all of admin_http.routes(self) once the listener drops its own
-        # POST /admin/reload (and reload_source); until then it serves that one itself.
-        routes = [r for r in admin_http.routes(self) if r.path != "/admin/reload"]
-        await adapters.start(engine.handle, routes=routes, health=self.health)
-        if adapters.http is not None:
-            adapters.http.reload_source = self.reload
+        await adapters.start(engine.handle, routes=admin_http.routes(self), health=self.health)
         log_rule_warnings(self)
         for extension in self.extensions:
             await stack.enter_async_context(extension.serving(engine.services))

@@ -1,5 +1,6 @@
-"""The daemon's one web server: ``POST /v1/messages``, ``GET /healthz``, ``GET /metrics``,
-``POST /admin/reload`` and mounted routes.
+"""The daemon's one web server: ``POST /v1/messages``, ``GET /healthz``, ``GET /metrics``
+and mounted routes (the admin API, ``POST /admin/reload`` and ``/admin/commands/…``, is
+:mod:`tmy.commands.http`'s, mounted by the app).
 
 Request body ``{"text", "user", "chat", "platform", "user_name"}`` (only
 ``text`` is required); response ``{"rule", "answer", "error", "trace_id"}``.
@@ -10,8 +11,8 @@ Other adapters that need HTTP (the OneBot reverse WebSocket, the OpenAI
 facade, a Telegram webhook) ``mount`` their routes here, so the daemon listens
 on one ``host:port``. With API keys configured (``adapters.http.api_keys`` or
 ``TMY_HTTP_API_KEYS``), ``/v1/messages`` needs ``Authorization: Bearer <key>``;
-:func:`api_key_problem` is the one check every keyed route uses (``/admin/reload``
-too); ``/healthz`` and ``/metrics`` stay open (states and counts, no content).
+:func:`api_key_problem` is the one check every keyed route uses (the admin
+routes too); ``/healthz`` and ``/metrics`` stay open (states and counts, no content).
 
 Every request passes the listener's middleware first (mounted routes too):
 
@@ -95,7 +96,6 @@ class HttpAdapter:
         self._mounted: list[web.RouteDef] = []
         # the daemon's whole health report; without one, /healthz says only "ok"
         self.health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
-        self.reload_source: Callable[[str], Awaitable[Any]] | None = None  # -> ReloadResult
 
     @property
     def guard(self) -> ConnectionGuard | None:
@@ -130,7 +130,6 @@ class HttpAdapter:
             ("HEAD", "/healthz"),
             ("GET", "/metrics"),
             ("HEAD", "/metrics"),
-            ("POST", "/admin/reload"),
         }
         taken |= {(r.method, r.path) for r in self._mounted if isinstance(r, web.RouteDef)}
         routes = list(routes)
@@ -165,7 +164,6 @@ class HttpAdapter:
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/admin/reload", self._reload)
         app.router.add_routes(self._mounted)
         guard = self.gate.guard = ConnectionGuard(
             header_timeout=self.header_timeout,
@@ -225,16 +223,6 @@ class HttpAdapter:
         """Prometheus text format; open like ``/healthz`` (counts, no message content)."""
         body, content_type = metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
-
-    async def _reload(self, request: web.Request) -> web.Response:
-        """``run.py reload``: reload rules and plugins now; 200 when live, 422 when refused."""
-        problem = api_key_problem(request, self.api_keys)
-        if problem is not None:
-            return json_error(401, problem)
-        if self.reload_source is None:
-            return json_error(503, "this listener cannot reload (no daemon behind it)")
-        result = await self.reload_source(f"http {request.remote}")
-        return web.json_response(result.as_dict(), status=200 if result.ok else 422, dumps=dumps)
 
     async def _messages(self, request: web.Request) -> web.Response:
         problem = api_key_problem(request, self.api_keys)

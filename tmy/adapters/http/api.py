@@ -19,8 +19,8 @@ from aiohttp import web
 from tmy.errors import AdapterError
 
 # Routes whose body is JSON: anything else is refused (415) before it is read.
-JSON_ROUTES = frozenset({"/v1/messages", "/v1/chat/completions", "/admin/reload"})
-JSON_ROUTE_PREFIXES = ("/admin/",)  # every admin route takes JSON (``/admin/commands/…``)
+JSON_ROUTES = frozenset({"/v1/messages", "/v1/chat/completions"})
+JSON_ROUTE_PREFIXES = ("/admin/",)  # every admin route takes JSON (reload, commands/…)
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
