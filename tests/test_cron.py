@@ -335,7 +335,7 @@ def test_run_py_cron_lists_jobs_and_their_next_fire_times(tmp_path: Path) -> Non
      ("*/2", "sun,tue,thu,sat"), ("mon-fri", "mon-fri"), ("*", "*")],
 )  # fmt: skip
 def test_cron_weekday_numbers_mean_what_they_mean_in_crontab(weekdays: str, expected: str) -> None:
-    from tmy.cron import _standard_weekdays
+    from tmy.cron.schedule import _standard_weekdays
 
     assert _standard_weekdays(weekdays) == expected
 
