@@ -54,7 +54,7 @@ async def test_ctx_prints_the_request_without_sending_it(app: App) -> None:
     assert json.loads("{" + body) == request["body"]
     assert request["prefix_sha256"] in header and request["scene"] == "general"
     assert result.data["rule"] == "chat" and result.data["tokens_today"] == {}
-    usage = (await BUDGET.run(_cli(app, user=None))).data["usage"]
+    usage = (await BUDGET.run(_cli(app, other=None))).data["usage"]
     assert usage == {"all": {}, "chat": {}, "user": {}}  # nothing was sent, nothing counted
 
 
@@ -86,7 +86,7 @@ async def test_ctx_in_chat_takes_the_rest_of_the_line(app: App) -> None:
 async def test_budget_counts_the_sender_or_another_user(app: App) -> None:
     await app.engine.handle(Message("chat hi", user="ann"))
     day = today(app.engine.tz)
-    mine = await BUDGET.run(_cli(app, user=None))
+    mine = await BUDGET.run(_cli(app, other=None))
     assert mine.text.startswith(f"LLM usage on {day} for console:ann: {{")
     assert json.loads(mine.text.split(": ", 1)[1]) == mine.data["usage"]
     assert mine.data["usage"]["user"]["calls"] == 1 and mine.data["day"] == day

@@ -34,7 +34,7 @@ async def app() -> AsyncIterator[App]:
 
 
 def _cli(app: App, who: Message = ANN, **args: object) -> Invocation:
-    full = {"action": None, "id": None, "all": False, "dialog": False, "json": False, "out": None}
+    full = {"action": "list", "id": None, "all": False, "dialog": False, "json": False, "out": None}
     return Invocation({**full, **args}, who, "cli", app, app.settings)
 
 
@@ -49,7 +49,8 @@ async def test_cli_list_text_json_and_all(app: App) -> None:
     every = await MEMORY.run(_cli(app, action="list", all=True, json=True))
     assert json.loads(every.text) == every.data
     assert sorted(e["text"] for e in every.data) == ["I live in Berlin", "my cat is called Mimi"]
-    assert (await MEMORY.run(_cli(app))).text == mine.text  # no action: list
+    with pytest.raises(CommandError, match="memory takes list, del, export"):
+        await MEMORY.run(_cli(app, action="show"))  # HTTP args are not checked by argparse
 
 
 async def test_cli_del_and_export(app: App, tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ async def test_dialog_lists_and_clears(app: App) -> None:
     assert shown.data == {"platform": "console", "user": "ann", "summaries": [summary]}
     mine = await DIALOG.run(_chat(app, DIALOG, ""))
     assert mine.text == "dialogue summaries of console:root:\n(no dialogue summaries)"
-    cli = await DIALOG.run(Invocation({"target": None, "user": None}, ANN, "cli", app, None))
+    cli = await DIALOG.run(Invocation({"target": None, "other": None}, ANN, "cli", app, None))
     assert cli.text == shown.text  # the same on the CLI (an addition there)
     one = await DIALOG.run(_chat(app, DIALOG, "clear ann"))
     assert one.text == "dialogue summaries of console:ann cleared (1 key)"

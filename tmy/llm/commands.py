@@ -52,7 +52,7 @@ CTX = Command(
 
 async def run_budget(inv: Invocation) -> Result:
     """Today's counters (user, chat, all) for the sender or for USER on the sender's platform."""
-    sender, user = inv.who, inv.args.get("user")
+    sender, user = inv.who, inv.args.get("other")
     who = sender if not user else Message("", user=user, platform=sender.platform)
     day = today(inv.app.engine.tz)
     usage = await usage_of(inv.app.store, who, day)
@@ -67,7 +67,10 @@ BUDGET = Command(
     name="budget",
     help="today's LLM token use of a user (default: you), their chat and everyone",
     run=run_budget,
-    args=(Arg("user", "another user on your platform", required=False, rest=True),),
+    # not "user": the CLI's --user (who runs it) has that name
+    args=(
+        Arg("other", "another user on your platform", required=False, rest=True, metavar="USER"),
+    ),
     usage="[USER]",
 )
 

@@ -2,8 +2,9 @@
 
 The CLI form (``python run.py memory list|del|export``) and the chat form
 (``.tmy memory …``) of ``memory`` differ since they were written, and both
-stay as they are, so :func:`run_memory` branches on ``Invocation.compact``
-(chat and HTTP ``argv``: the chat form; the CLI and HTTP ``args``: the CLI form):
+stay as they are: each form has its own arguments (``Arg.fronts``) and
+:func:`run_memory` branches on ``Invocation.compact`` (chat and HTTP ``argv``:
+the chat form; the CLI and HTTP ``args``: the CLI form):
 
 * CLI ``memory list`` — the entries the ``--user`` / ``--chat`` / ``--platform``
   identity can see (its own, its chat's, the global ones); ``--all`` every entry
@@ -32,6 +33,7 @@ USAGE = "usage: memory [USER] | memory del ID | dialog [USER] | dialog clear [US
 ACTIONS = ("list", "del", "export")
 _NOT_CHAT = frozenset(("cli", "http"))
 _CLI = frozenset(("cli",))
+_CHAT = frozenset(("chat",))
 
 
 def _tz(inv: Invocation) -> Any:
@@ -47,14 +49,14 @@ async def _delete(inv: Invocation, entry_id: str) -> Result:
 
 async def _memory_chat(inv: Invocation) -> Result:
     """``memory [USER]`` / ``memory del ID`` as typed in chat."""
-    first, rest = inv.args.get("action"), inv.args.get("id")
-    if first == "del":
-        if not rest or len(rest.split()) != 1:
+    words = (inv.args.get("words") or "").split()
+    if words and words[0] == "del":
+        if len(words) != 2:
             raise CommandError("usage: memory del ID")
-        return await _delete(inv, rest.strip())
-    if rest:
+        return await _delete(inv, words[1])
+    if len(words) > 1:
         raise CommandError(USAGE)
-    pairs = await manage.visible_entries(inv.app.store, inv.who, first or None)
+    pairs = await manage.visible_entries(inv.app.store, inv.who, words[0] if words else None)
     entries = [e for _, e in pairs]
     return Result(manage.format_entries(pairs, _tz(inv), manage.SHOW_MAX), entries)
 
@@ -62,7 +64,7 @@ async def _memory_chat(inv: Invocation) -> Result:
 async def _memory_cli(inv: Invocation) -> Result:
     """``memory list|del|export [ID] [--all] [--dialog] [--json] [--out FILE]``."""
     args, store = inv.args, inv.app.store
-    action = args.get("action") or "list"
+    action = args["action"]
     if action not in ACTIONS:
         raise CommandError(f"memory takes {', '.join(ACTIONS)}, not {action!r}")
     if action == "del":
@@ -104,12 +106,19 @@ MEMORY = Command(
     help="long-term memory: list, delete or export entries (list --dialog: summaries)",
     run=run_memory,
     args=(
-        Arg("action", "list | del | export (chat: del or a USER)", required=False, choices=ACTIONS),
-        Arg("id", "for del: the entry id", required=False, rest=True),
+        Arg("action", choices=ACTIONS, fronts=_NOT_CHAT),
+        Arg("id", "for del: the entry id", required=False, fronts=_NOT_CHAT),
+        Arg("words", "USER, or del ID", required=False, rest=True, fronts=_CHAT),
         _switch("all", "list: every entry in the store"),
         _switch("dialog", "list: dialogue summaries"),
         _switch("json", "list: print JSON"),
-        Arg("out", "export: write to this file", flag=True, required=False, fronts=_CLI),
+        Arg(
+            "out",
+            "export: write to this file instead of stdout",
+            flag=True,
+            required=False,
+            fronts=_CLI,
+        ),
     ),
     usage="[USER] | del ID",
 )
@@ -118,7 +127,7 @@ MEMORY = Command(
 async def run_dialog(inv: Invocation) -> Result:
     """``dialog [USER]`` lists dialogue summaries; ``dialog clear [USER]`` deletes them."""
     store, who = inv.app.store, inv.who
-    first, rest = inv.args.get("target"), inv.args.get("user")
+    first, rest = inv.args.get("target"), inv.args.get("other")
     if first == "clear":
         if rest and len(rest.split()) > 1:
             raise CommandError("usage: dialog clear [USER]")
@@ -146,8 +155,9 @@ DIALOG = Command(
     help="dialogue summaries of a user (default: you); clear deletes them",
     run=run_dialog,
     args=(
-        Arg("target", "clear, or a USER (default: you)", required=False),
-        Arg("user", "for clear: only this USER's", required=False, rest=True),
+        Arg("target", "clear, or a USER (default: you)", required=False, metavar="USER|clear"),
+        # not "user": the CLI's --user (who runs it) has that name
+        Arg("other", "for clear: only this USER's", required=False, rest=True, metavar="USER"),
     ),
     usage="[USER] | clear [USER]",
 )
