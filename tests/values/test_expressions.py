@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tmy.errors import EvalError, ExpressionError
-from tmy.values import expressions
+from tmy.values import cost, expressions
 from tmy.values.compiled import compile_value
 
 # -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
@@ -108,7 +108,7 @@ WORST = [
 def test_the_cost_model_alone_ends_the_worst_cases_quickly(
     monkeypatch: pytest.MonkeyPatch, work: str
 ) -> None:
-    monkeypatch.setattr(expressions, "MAX_EVAL_SECONDS", 3600.0)
+    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 3600.0)
     value = compile_value(f"?= [{work} for c in 'x' * 9999]")
     started = time.perf_counter()
     with pytest.raises(ExpressionError, match=r"too costly|too large"):
@@ -117,7 +117,7 @@ def test_the_cost_model_alone_ends_the_worst_cases_quickly(
 
 
 def test_sorting_with_a_key_function_is_charged_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(expressions, "MAX_EVAL_SECONDS", 3600.0)
+    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 3600.0)
     for source in ("sorted(T, key=str)", "sorted(LS, key=D.get)", "sorted(T, key=T.count)"):
         started = time.perf_counter()
         try:
@@ -130,7 +130,7 @@ def test_sorting_with_a_key_function_is_charged_per_call(monkeypatch: pytest.Mon
 def test_the_wall_clock_backstop_ends_what_the_cost_model_underrates(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(expressions, "MAX_EVAL_SECONDS", 0.0)
+    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 0.0)
     with pytest.raises(ExpressionError, match="ran longer than"):
         compile_value("?= [c for c in 'x' * 1000]").evaluate({})
 
