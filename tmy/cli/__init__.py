@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(commands).parse_args(argv)
     name = args.command or "serve"
     try:
-        settings = settings_from(args)
+        settings = settings_from(args, found)
         if name == "serve":
             return run_serve(settings, args, found)
         quiet = option(args, "log-level") is None

@@ -14,7 +14,8 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -42,7 +43,9 @@ def add_commands(
         for arg in command.args_for("cli"):
             target = parser
             if arg.group is not None:
-                target = groups.setdefault(arg.group, parser.add_mutually_exclusive_group())
+                if arg.group not in groups:
+                    groups[arg.group] = parser.add_mutually_exclusive_group()
+                target = groups[arg.group]
             _add_argument(target, arg)
         if command.json_help:
             parser.add_argument("--json", action="store_true", help=command.json_help)
@@ -108,10 +111,21 @@ def run_command(
         return ask_daemon(command.name, values, settings, args.url, args.key)
     inv = Invocation(values, sender(args), "cli", None, settings, emit=_emit, commands=commands)
     if command.needs == "settings":
-        result = asyncio.run(command.run(inv))
+        result = _run(command.run(inv))
     else:
-        result = asyncio.run(_in_app(command, inv, extensions))
-    return _show(result, values.get("json", False))
+        result = _run(_in_app(command, inv, extensions))
+    return _show(result, bool(command.json_help) and values.get("json", False))
+
+
+def _run(coro: Coroutine[Any, Any, Result]) -> Result:
+    """``asyncio.run(coro)``; in a thread of its own when called from a running event loop
+    (a program embedding the CLI, a test calling ``main`` from async code)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 async def _in_app(command: Command, inv: Invocation, extensions: Sequence[Extension]) -> Result:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from tmy.config import Settings, load_settings
+from tmy.extension import Extension
 from tmy.message import Message
 
 # name -> (help, env var)
@@ -45,9 +47,12 @@ def option(args: argparse.Namespace, name: str) -> Any:
     return value
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, extensions: Iterable[Extension] = ()) -> Settings:
+    """The settings: config file, environment, then the common options; ``extensions``
+    parse the config sections they claim."""
     return load_settings(
         option(args, "config"),
+        extensions=extensions,
         rules=option(args, "rules"),
         store=option(args, "store"),
         log_level=option(args, "log-level"),

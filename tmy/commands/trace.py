@@ -10,7 +10,9 @@ so chats keep being answered; chat shows values up to 120 characters.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 from tmy import logs
 from tmy.command import CLI_ONLY, Arg, Command, CommandError, Invocation, Result
@@ -30,8 +32,11 @@ from tmy.tracelog import (
 LIMIT, CHAT_LIMIT = 200, 120  # characters of a value shown
 
 
-def _follow(inv: Invocation) -> Result:
-    """``--follow``: every run as it ends, until Ctrl-C (the CLI only)."""
+async def _follow(inv: Invocation) -> Result:
+    """``--follow``: every run as it ends, until Ctrl-C (the CLI only).
+
+    The tail runs in a thread: Ctrl-C cancels this coroutine, which stops the tail.
+    """
     if inv.args["trace_id"]:
         raise ConfigError("--follow shows every run: give no TRACE_ID with it")
     path = log_path(inv.settings, inv.args.get("log"))
@@ -45,7 +50,11 @@ def _follow(inv: Invocation) -> Result:
             emit(render(view, LIMIT) + "\n")
 
     emit(f"following {path} (Ctrl-C to stop)", stderr=True)
-    follow(path, show)
+    stop = threading.Event()
+    try:
+        await asyncio.to_thread(follow, path, show, stop=stop.is_set)
+    finally:
+        stop.set()
     return Result("")
 
 
@@ -54,7 +63,7 @@ async def _run(inv: Invocation) -> Result:
     if inv.front == "cli":
         logs.configure("warning")  # this process only reads the log: its own lines to stderr
         if inv.args.get("follow"):
-            return _follow(inv)
+            return await _follow(inv)
         if not trace_id:
             raise ConfigError("give a TRACE_ID (a reply's trace id), or --follow")
         path = log_path(inv.settings, inv.args.get("log"))

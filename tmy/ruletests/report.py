@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.ruletests.cases import Outcome, one_line
 
 
+@dataclass
 class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
