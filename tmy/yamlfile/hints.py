@@ -12,6 +12,9 @@ and the pure-Python one), whose messages differ.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import yaml
 
 _TAB_HINT = "YAML forbids tabs for indentation; use spaces"
@@ -91,196 +94,281 @@ def message(what: str, hint: str, where: str) -> str:
     return f"YAML syntax error: {what}\n{where}: hint: {hint}"
 
 
-def diagnose(text: str, exc: yaml.MarkedYAMLError) -> tuple[int | None, str, str]:
+Found = tuple[int | None, str, str]  # the line to fix (1-based, None: unknown), what, hint
+
+
+@dataclass(frozen=True, slots=True)
+class _Marks:
+    """Where PyYAML gave up (``p_``: the problem mark) and what it was reading (``c_``:
+    the context mark), as 0-based indexes into ``lines`` (None: no such mark)."""
+
+    lines: list[str]
+    context: str
+    problem: str
+    p_line: int | None
+    p_col: int
+    c_line: int | None
+    c_col: int
+
+    @classmethod
+    def of(cls, text: str, exc: yaml.MarkedYAMLError) -> _Marks:
+        lines = text.splitlines() or [""]
+        pm, cm = exc.problem_mark, exc.context_mark
+        last = len(lines) - 1
+        return cls(
+            lines,
+            exc.context or "",
+            exc.problem or "",
+            min(pm.line, last) if pm else None,
+            pm.column if pm else 0,
+            min(cm.line, last) if cm else None,
+            cm.column if cm else 0,
+        )
+
+
+def _at(index: int | None, what: str, hint: str) -> Found:
+    return (index + 1 if index is not None else None), what, hint
+
+
+def diagnose(text: str, exc: yaml.MarkedYAMLError) -> Found:
     """The line that is wrong (1-based), what is wrong there, and a one-line hint.
 
     PyYAML reports where it gave up, which is often the line *after* the
     mistake (a missing ':' or an unclosed bracket is only noticed on the next
-    line) or the end of the file (an unclosed quote). This looks at the text
-    around the marks and names the line to fix.
+    line) or the end of the file (an unclosed quote). Each check below looks at
+    the text around the marks for one kind of mistake; the first that
+    recognises it names the line to fix.
     """
-    lines = text.splitlines() or [""]
-    pm, cm = exc.problem_mark, exc.context_mark
-    context, problem = exc.context or "", exc.problem or ""
-    raw = " ".join(p for p in (context, problem) if p)
-    last = len(lines) - 1
-    p_line = min(pm.line, last) if pm else None
-    p_col = pm.column if pm else 0
-    c_line = min(cm.line, last) if cm else None
-    c_col = cm.column if cm else 0
-
-    def out(index: int | None, what: str, hint: str) -> tuple[int | None, str, str]:
-        return (index + 1 if index is not None else None), what, hint
-
-    # A tab in the indentation: on the problem line, or between the two marks.
-    first = min(i for i in (p_line, c_line) if i is not None) if pm or cm else None
-    if first is not None and p_line is not None:
-        for i in range(first, p_line + 1):
-            head = lines[i][: len(lines[i]) - len(lines[i].lstrip(" \t"))]
-            if "\t" in head:
-                return out(i, "a tab character in the indentation", _TAB_HINT)
-    if p_line is not None and lines[p_line][p_col : p_col + 1] == "\t":
-        return out(p_line, "a tab character", _TAB_HINT + " (quote a value that holds a tab)")
-
-    if "quoted scalar" in context and c_line is not None:
-        opened = lines[c_line][c_col : c_col + 1] or '"'
-        if "escape" in problem:
-            return out(
-                p_line,
-                f"{problem} in a double-quoted string",
-                "in double quotes a backslash starts an escape: write \\\\ for one backslash, "
-                "or use single quotes ('re:^\\d+')",
-            )
-        return out(
-            c_line,
-            f"unclosed quote: the {opened} opened at column {c_col + 1} is never closed",
-            f"close the string with {opened} on this line (a quote inside it: "
-            + ('\\" in double quotes)' if opened == '"' else "'' in single quotes)"),
-        )
-
-    if "flow sequence" in context or "flow mapping" in context:
-        opener, closer = ("[", "]") if "sequence" in context else ("{", "}")
-        if c_line is not None and (p_line != c_line or closer not in lines[c_line][c_col:]):
-            return out(
-                c_line,
-                f"unclosed '{opener}': the {'list' if opener == '[' else 'mapping'} opened at "
-                f"column {c_col + 1} is not closed on this line",
-                f"close it with '{closer}' (and quote an item that holds ': ', ',' or '#')",
-            )
-        return out(
-            p_line,
-            f"inside the '{opener}…{closer}' opened at column {c_col + 1}: expected ',' or "
-            f"'{closer}' at column {p_col + 1}",
-            f"quote an item that holds ': ', ',' or '{closer}' (\"a: b\")",
-        )
-
-    if "simple key" in context and "':'" in problem and c_line is not None:
-        return out(
-            c_line,
-            "a line that is neither 'key: value' nor a list item ('- …')",
-            "missing ':'? write 'key: value' (a colon and a space), or '- ' for a list item",
-        )
-
-    if "alias" in context:
-        return out(
-            p_line if p_line is not None else c_line,
-            "a value starting with '*' reads as an alias (a reference to an '&anchor')",
-            "'*' starts an alias in YAML: quote a value that starts with '*' (\"*word*\")",
-        )
-
-    if "cannot start any token" in problem and p_line is not None:
-        ch = lines[p_line][p_col : p_col + 1]
-        return out(
-            p_line,
-            f"a plain value cannot start with {ch!r}",
-            f'quote the value ("{ch}…")',
-        )
-
-    if "mapping values are not allowed" in problem and p_line is not None:
-        line = lines[p_line]
-        start = _content_col(line)
-        if _key_value(line[start:p_col]):
-            return out(
-                p_line,
-                f"a second ': ' on one line (column {p_col + 1})",
-                "quote the value when it holds ': ' (key: \"a: b\")",
-            )
-        prev = _previous(lines, p_line)
-        if prev is not None:
-            above = lines[prev][_content_col(lines[prev]) :]
-            if not _key_value(above) and ":" in above.split(" #", 1)[0]:
-                return out(
-                    prev,
-                    "a key without a space after ':'",
-                    "write 'key: value' with a space after the colon (quote a value with ':')",
-                )
-            if (
-                lines[prev].lstrip().startswith("- ")
-                and ":" not in above.split(" #", 1)[0]
-                and _indent(line) == _content_col(lines[prev])
-            ):  # "- plugin ADJUST" followed by that item's keys: the item lacks its ':'
-                return out(
-                    prev,
-                    "a list item that is neither '- key: value' nor a plain value: "
-                    "the keys below it belong to it",
-                    "missing ':'? write '- key: value' (a colon and a space): '- plugin: ADJUST'",
-                )
-            return out(
-                p_line,
-                f"inconsistent indentation: this line is indented {_indent(line)} spaces, "
-                f"deeper than line {prev + 1} ({_content_col(lines[prev])}), so it reads as "
-                f"the continuation of that line's value",
-                f"indent it by {_content_col(lines[prev])} spaces to be a key next to line "
-                f"{prev + 1}, or put it under a key that ends with ':'",
-            )
-
-    block = "block mapping" in context or "block collection" in context
-    if block and p_line is not None and c_line is not None:
-        # A quote left open further up swallows lines until the next quote.
-        for i in range(c_line, p_line):
-            col = _unclosed_quote(lines[i])
-            if col is not None:
-                q = lines[i][col]
-                return out(
-                    i,
-                    f"unclosed quote: the {q} opened at column {col + 1} is not closed "
-                    f"on this line",
-                    f"close the string with {q} on this line",
-                )
-        line = lines[p_line]
-        col = _content_col(line)
-        if p_col > _indent(line):  # mid-line: more text after a complete value
-            return out(
-                p_line,
-                f"unexpected text at column {p_col + 1}, after a complete value",
-                'quote the whole value (key: "…"), or start a new line for the next key',
-            )
-        is_item = line[_indent(line) : _indent(line) + 1] == "-"
-        if "block collection" in context:
-            if p_col == c_col and not is_item:
-                return out(
-                    p_line,
-                    f"a mapping where a list item was expected: this line is at the "
-                    f"indentation of the list items above (line {c_line + 1}) but has no '-'",
-                    f"missing '-'? start the item with '- ' ('- {line[col:].strip()}')",
-                )
-            return out(
-                p_line,
-                f"inconsistent indentation: this line is indented {p_col} spaces, but the "
-                f"list around it (line {c_line + 1}) has its items ('- ') at {c_col}",
-                f"indent it by {c_col} spaces with '- ' for a new item, or by "
-                f"{_content_col(lines[c_line])} to continue the item on line {c_line + 1}",
-            )
-        if is_item and p_col == c_col:
-            starts_item = lines[c_line][:c_col].strip(" ") == "-" or lines[c_line][
-                :c_col
-            ].rstrip().endswith("-")
-            if not starts_item:
-                return out(
-                    c_line,
-                    f"a mapping where a list item was expected: line {p_line + 1} at the "
-                    f"same indentation is a list item ('- ')",
-                    f"missing '-'? start this line with '- ' like line {p_line + 1} "
-                    f"(or drop the '-' there if this is meant to be a mapping)",
-                )
-            return out(
-                p_line,
-                f"a list item ('- ') where a key of the mapping on line {c_line + 1} was expected",
-                "indent the item under the key it belongs to (a key ending with ':'), "
-                "or remove the '-'",
-            )
-        return out(
-            p_line,
-            f"inconsistent indentation: this line is indented {p_col} spaces, but the keys "
-            f"of the mapping it continues (line {c_line + 1}) are at {c_col}",
-            f"indent it by exactly {c_col} spaces (spaces only), or more under a key that "
-            f"ends with ':'",
-        )
-
-    index = p_line if p_line is not None else c_line
-    return out(
+    marks = _Marks.of(text, exc)
+    for check in _CHECKS:
+        found = check(marks)
+        if found is not None:
+            return found
+    raw = " ".join(p for p in (marks.context, marks.problem) if p)
+    index = marks.p_line if marks.p_line is not None else marks.c_line
+    return _at(
         index,
         raw or str(exc),
         "check the indentation (spaces only, the same for keys of one mapping) and the "
         "quoting on this line and the one above",
     )
+
+
+def _tab(m: _Marks) -> Found | None:
+    """A tab in the indentation: on the problem line, or between the two marks."""
+    lines, p_line = m.lines, m.p_line
+    if p_line is None:
+        return None
+    first = min(i for i in (p_line, m.c_line) if i is not None)
+    for i in range(first, p_line + 1):
+        head = lines[i][: len(lines[i]) - len(lines[i].lstrip(" \t"))]
+        if "\t" in head:
+            return _at(i, "a tab character in the indentation", _TAB_HINT)
+    if lines[p_line][m.p_col : m.p_col + 1] == "\t":
+        return _at(p_line, "a tab character", _TAB_HINT + " (quote a value that holds a tab)")
+    return None
+
+
+def _quoted(m: _Marks) -> Found | None:
+    """A bad escape in double quotes, or a quote never closed."""
+    if "quoted scalar" not in m.context or m.c_line is None:
+        return None
+    opened = m.lines[m.c_line][m.c_col : m.c_col + 1] or '"'
+    if "escape" in m.problem:
+        return _at(
+            m.p_line,
+            f"{m.problem} in a double-quoted string",
+            "in double quotes a backslash starts an escape: write \\\\ for one backslash, "
+            "or use single quotes ('re:^\\d+')",
+        )
+    return _at(
+        m.c_line,
+        f"unclosed quote: the {opened} opened at column {m.c_col + 1} is never closed",
+        f"close the string with {opened} on this line (a quote inside it: "
+        + ('\\" in double quotes)' if opened == '"' else "'' in single quotes)"),
+    )
+
+
+def _flow(m: _Marks) -> Found | None:
+    """An unclosed '[' or '{', or an item inside one that needs quotes."""
+    if "flow sequence" not in m.context and "flow mapping" not in m.context:
+        return None
+    opener, closer = ("[", "]") if "sequence" in m.context else ("{", "}")
+    c_line, c_col = m.c_line, m.c_col
+    if c_line is not None and (m.p_line != c_line or closer not in m.lines[c_line][c_col:]):
+        return _at(
+            c_line,
+            f"unclosed '{opener}': the {'list' if opener == '[' else 'mapping'} opened at "
+            f"column {c_col + 1} is not closed on this line",
+            f"close it with '{closer}' (and quote an item that holds ': ', ',' or '#')",
+        )
+    return _at(
+        m.p_line,
+        f"inside the '{opener}…{closer}' opened at column {c_col + 1}: expected ',' or "
+        f"'{closer}' at column {m.p_col + 1}",
+        f"quote an item that holds ': ', ',' or '{closer}' (\"a: b\")",
+    )
+
+
+def _simple_key(m: _Marks) -> Found | None:
+    """A line that is neither ``key: value`` nor a list item (a missing ':')."""
+    if "simple key" in m.context and "':'" in m.problem and m.c_line is not None:
+        return _at(
+            m.c_line,
+            "a line that is neither 'key: value' nor a list item ('- …')",
+            "missing ':'? write 'key: value' (a colon and a space), or '- ' for a list item",
+        )
+    return None
+
+
+def _alias(m: _Marks) -> Found | None:
+    """A value starting with '*' (read as an alias)."""
+    if "alias" not in m.context:
+        return None
+    return _at(
+        m.p_line if m.p_line is not None else m.c_line,
+        "a value starting with '*' reads as an alias (a reference to an '&anchor')",
+        "'*' starts an alias in YAML: quote a value that starts with '*' (\"*word*\")",
+    )
+
+
+def _cannot_start(m: _Marks) -> Found | None:
+    """A plain value starting with a character YAML reserves ('@', '`', …)."""
+    if "cannot start any token" not in m.problem or m.p_line is None:
+        return None
+    ch = m.lines[m.p_line][m.p_col : m.p_col + 1]
+    return _at(m.p_line, f"a plain value cannot start with {ch!r}", f'quote the value ("{ch}…")')
+
+
+def _mapping_values(m: _Marks) -> Found | None:
+    """ "mapping values are not allowed here": a second ': ', a key without its space, a
+    list item without its ':', or a line indented too deep."""
+    if "mapping values are not allowed" not in m.problem or m.p_line is None:
+        return None
+    lines, p_line = m.lines, m.p_line
+    line = lines[p_line]
+    if _key_value(line[_content_col(line) : m.p_col]):
+        return _at(
+            p_line,
+            f"a second ': ' on one line (column {m.p_col + 1})",
+            "quote the value when it holds ': ' (key: \"a: b\")",
+        )
+    prev = _previous(lines, p_line)
+    if prev is None:
+        return None
+    above = lines[prev][_content_col(lines[prev]) :]
+    if not _key_value(above) and ":" in above.split(" #", 1)[0]:
+        return _at(
+            prev,
+            "a key without a space after ':'",
+            "write 'key: value' with a space after the colon (quote a value with ':')",
+        )
+    if (
+        lines[prev].lstrip().startswith("- ")
+        and ":" not in above.split(" #", 1)[0]
+        and _indent(line) == _content_col(lines[prev])
+    ):  # "- plugin ADJUST" followed by that item's keys: the item lacks its ':'
+        return _at(
+            prev,
+            "a list item that is neither '- key: value' nor a plain value: "
+            "the keys below it belong to it",
+            "missing ':'? write '- key: value' (a colon and a space): '- plugin: ADJUST'",
+        )
+    return _at(
+        p_line,
+        f"inconsistent indentation: this line is indented {_indent(line)} spaces, "
+        f"deeper than line {prev + 1} ({_content_col(lines[prev])}), so it reads as "
+        f"the continuation of that line's value",
+        f"indent it by {_content_col(lines[prev])} spaces to be a key next to line "
+        f"{prev + 1}, or put it under a key that ends with ':'",
+    )
+
+
+def _block(m: _Marks) -> Found | None:
+    """Inside a block mapping or list: a quote left open above, text after a complete
+    value, a missing '-' or a stray one, or inconsistent indentation."""
+    block = "block mapping" in m.context or "block collection" in m.context
+    if not block or m.p_line is None or m.c_line is None:
+        return None
+    lines, p_line, p_col, c_line = m.lines, m.p_line, m.p_col, m.c_line
+    for i in range(c_line, p_line):  # a quote left open further up swallows lines
+        col = _unclosed_quote(lines[i])
+        if col is not None:
+            q = lines[i][col]
+            return _at(
+                i,
+                f"unclosed quote: the {q} opened at column {col + 1} is not closed on this line",
+                f"close the string with {q} on this line",
+            )
+    line = lines[p_line]
+    if p_col > _indent(line):  # mid-line: more text after a complete value
+        return _at(
+            p_line,
+            f"unexpected text at column {p_col + 1}, after a complete value",
+            'quote the whole value (key: "…"), or start a new line for the next key',
+        )
+    if "block collection" in m.context:
+        return _in_list(m, line)
+    return _in_mapping(m, line)
+
+
+def _in_list(m: _Marks, line: str) -> Found:
+    """A block list's item at the wrong place (p_line is ``line``; both marks are set)."""
+    p_line, p_col, c_line, c_col = m.p_line, m.p_col, m.c_line, m.c_col
+    assert p_line is not None and c_line is not None
+    if p_col == c_col and line[_indent(line) : _indent(line) + 1] != "-":
+        return _at(
+            p_line,
+            f"a mapping where a list item was expected: this line is at the "
+            f"indentation of the list items above (line {c_line + 1}) but has no '-'",
+            f"missing '-'? start the item with '- ' ('- {line[_content_col(line) :].strip()}')",
+        )
+    return _at(
+        p_line,
+        f"inconsistent indentation: this line is indented {p_col} spaces, but the "
+        f"list around it (line {c_line + 1}) has its items ('- ') at {c_col}",
+        f"indent it by {c_col} spaces with '- ' for a new item, or by "
+        f"{_content_col(m.lines[c_line])} to continue the item on line {c_line + 1}",
+    )
+
+
+def _in_mapping(m: _Marks, line: str) -> Found:
+    """A block mapping's key at the wrong place (p_line is ``line``; both marks are set)."""
+    p_line, p_col, c_line, c_col = m.p_line, m.p_col, m.c_line, m.c_col
+    assert p_line is not None and c_line is not None
+    if line[_indent(line) : _indent(line) + 1] == "-" and p_col == c_col:
+        opening = m.lines[c_line][:c_col]
+        if not (opening.strip(" ") == "-" or opening.rstrip().endswith("-")):
+            return _at(
+                c_line,
+                f"a mapping where a list item was expected: line {p_line + 1} at the "
+                f"same indentation is a list item ('- ')",
+                f"missing '-'? start this line with '- ' like line {p_line + 1} "
+                f"(or drop the '-' there if this is meant to be a mapping)",
+            )
+        return _at(
+            p_line,
+            f"a list item ('- ') where a key of the mapping on line {c_line + 1} was expected",
+            "indent the item under the key it belongs to (a key ending with ':'), "
+            "or remove the '-'",
+        )
+    return _at(
+        p_line,
+        f"inconsistent indentation: this line is indented {p_col} spaces, but the keys "
+        f"of the mapping it continues (line {c_line + 1}) are at {c_col}",
+        f"indent it by exactly {c_col} spaces (spaces only), or more under a key that "
+        f"ends with ':'",
+    )
+
+
+# in order: the first check that recognises the mistake names it
+_CHECKS: tuple[Callable[[_Marks], Found | None], ...] = (
+    _tab,
+    _quoted,
+    _flow,
+    _simple_key,
+    _alias,
+    _cannot_start,
+    _mapping_values,
+    _block,
+)

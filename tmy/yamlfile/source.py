@@ -67,32 +67,27 @@ class _Frame:
         self.merging = False
 
 
-def _compose(loader: Any) -> Any:
-    """Build LineDict/LineList values straight from parser events.
+class _Composer:
+    """The state of one :func:`_compose` run and what each kind of event does to it."""
 
-    PyYAML's own path builds a node tree of the whole document and then walks
-    it in Python; for a 100,000-rule file that is most of the load time and
-    most of the peak memory. Scalars still resolve exactly as SafeLoader does
-    (YAML 1.1: yes/no booleans, ints, floats, null, timestamps), anchors,
-    aliases and ``<<`` merge keys behave the same, and a duplicate key is an
-    error instead of a silent overwrite.
-    """
-    anchors: dict[str, Any] = {}
-    sizes: dict[str, int] = {}  # anchor -> bytes inside it
-    heights: dict[str, int] = {}  # anchor -> levels of lists/maps it is, itself included
-    repeated = 0  # bytes added by aliases so far
-    plain_tags: dict[str, str] = {}  # plain scalar -> resolved tag (keys repeat a lot)
-    stack: list[_Frame] = []
-    open_boxes: set[int] = set()  # ids of the collections still being read
-    root: Any = None
-    documents = 0
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.anchors: dict[str, Any] = {}
+        self.sizes: dict[str, int] = {}  # anchor -> bytes inside it
+        self.heights: dict[str, int] = {}  # anchor -> levels of lists/maps it is, itself included
+        self.repeated = 0  # bytes added by aliases so far
+        self.plain_tags: dict[str, str] = {}  # plain scalar -> resolved tag (keys repeat a lot)
+        self.stack: list[_Frame] = []
+        self.open_boxes: set[int] = set()  # ids of the collections still being read
+        self.root: Any = None
+        self.documents = 0
 
-    def add(value: Any, line: int, size: int = VALUE_BYTES) -> None:
-        nonlocal root
-        if not stack:
-            root = value
+    def add(self, value: Any, line: int, size: int = VALUE_BYTES) -> None:
+        """Put ``value`` into the collection being read (or make it the document)."""
+        if not self.stack:
+            self.root = value
             return
-        top = stack[-1]
+        top = self.stack[-1]
         top.size += size
         box = top.container
         if top.is_list:
@@ -118,6 +113,116 @@ def _compose(loader: Any) -> Any:
             box.key_lines[top.key] = top.key_line
             top.key = _NOKEY
 
+    def scalar(self, event: Any, tag: str, line: int) -> None:
+        """A scalar the inlined string path in :func:`_compose` did not place."""
+        stack = self.stack
+        if tag == _STR:
+            value: Any = event.value
+        elif (
+            tag == _MERGE
+            and stack
+            and not isinstance(stack[-1].container, LineList)
+            and stack[-1].key is _NOKEY
+        ):
+            stack[-1].merging = True
+            stack[-1].key = "<<"
+            stack[-1].key_line = line
+            return
+        else:
+            node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+            value = self.loader.construct_object(node, deep=True)
+        size = VALUE_BYTES + len(event.value)
+        if event.anchor:
+            self.anchors[event.anchor] = value
+            self.sizes[event.anchor] = size
+            self.heights.pop(event.anchor, None)  # a name may be anchored again
+        self.add(value, line, size)
+
+    def start(self, event: Any, is_map: bool, line: int) -> None:
+        """A mapping or list opens."""
+        if len(self.stack) >= MAX_DEPTH:
+            raise RuleError(
+                f"YAML nested more than {MAX_DEPTH} levels deep: flatten the data", line=line
+            )
+        box: Any = LineDict() if is_map else LineList()
+        box.line = line
+        if is_map:
+            box.key_lines = {}
+        else:
+            box.item_lines = []
+        if event.anchor:
+            self.anchors[event.anchor] = box
+            self.open_boxes.add(id(box))
+        self.stack.append(_Frame(box, event.anchor))
+
+    def end(self) -> None:
+        """The innermost mapping or list closes: merge keys apply, sizes and depths carry up."""
+        frame = self.stack.pop()
+        box = frame.container
+        self.open_boxes.discard(id(box))
+        if frame.merges:
+            _apply_merges(box, frame.merges)
+        height = frame.height + 1
+        if frame.anchor:
+            self.sizes[frame.anchor] = frame.size
+            self.heights[frame.anchor] = height
+        if self.stack and self.stack[-1].height < height:
+            self.stack[-1].height = height
+        self.add(box, box.line, frame.size)
+
+    def alias(self, event: Any, line: int) -> None:
+        """``*name``: the anchored value again, counted against depth and the alias budget."""
+        name = event.anchor
+        if name not in self.anchors:
+            raise RuleError(
+                f"YAML error: found undefined alias {name!r} ('*' starts an alias "
+                f'in YAML: quote a value that starts with it, "*{name}")',
+                line=line,
+            )
+        if id(self.anchors[name]) in self.open_boxes:
+            raise RuleError(
+                f"YAML alias *{name} is inside the collection it names (a cycle)", line=line
+            )
+        height = self.heights.get(name, 0)
+        if len(self.stack) + height > MAX_DEPTH:  # an alias of deep data, deep down
+            raise RuleError(
+                f"YAML nested more than {MAX_DEPTH} levels deep (through *{name}):"
+                " flatten the data",
+                line=line,
+            )
+        if self.stack and self.stack[-1].height < height:
+            self.stack[-1].height = height
+        size = self.sizes.get(name, VALUE_BYTES)
+        self.repeated += size
+        if self.repeated > MAX_ALIAS_BYTES:
+            raise RuleError(
+                f"YAML aliases repeat more than {MAX_ALIAS_BYTES:,} bytes "
+                f"(*{name} here): flatten the data or use fewer aliases",
+                line=line,
+            )
+        self.add(self.anchors[name], line, size)
+
+    def document(self, line: int) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise RuleError("a rules file must hold one YAML document (found '---' again)",
+                            line=line)  # fmt: skip
+
+
+def _compose(loader: Any) -> Any:
+    """Build LineDict/LineList values straight from parser events.
+
+    PyYAML's own path builds a node tree of the whole document and then walks
+    it in Python; for a 100,000-rule file that is most of the load time and
+    most of the peak memory. Scalars still resolve exactly as SafeLoader does
+    (YAML 1.1: yes/no booleans, ints, floats, null, timestamps), anchors,
+    aliases and ``<<`` merge keys behave the same, and a duplicate key is an
+    error instead of a silent overwrite. The commonest event, a string going
+    into the collection being read, is handled right here in the loop; the
+    rest go to :class:`_Composer`.
+    """
+    composer = _Composer(loader)
+    stack, plain_tags = composer.stack, composer.plain_tags
     while True:
         event = loader.get_event()
         kind = type(event)
@@ -133,105 +238,29 @@ def _compose(loader: Any) -> Any:
                             plain_tags[event.value] = tag
                 else:  # quoted: always a string (what SafeLoader's resolver says too)
                     tag = _STR
-            if tag == _STR:
-                value: Any = event.value
-                if stack and not event.anchor:  # the common case, inlined
-                    top = stack[-1]
-                    top.size += VALUE_BYTES + len(value)
-                    if top.is_list:
-                        top.container.append(value)
-                        top.container.item_lines.append(line)
-                        continue
-                    if top.key is not _NOKEY and not top.merging:
-                        top.container[top.key] = value
-                        top.container.key_lines[top.key] = top.key_line
-                        top.key = _NOKEY
-                        continue
-            elif (
-                tag == _MERGE
-                and stack
-                and not isinstance(stack[-1].container, LineList)
-                and stack[-1].key is _NOKEY
-            ):
-                stack[-1].merging = True
-                stack[-1].key = "<<"
-                stack[-1].key_line = line
-                continue
-            else:
-                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
-                value = loader.construct_object(node, deep=True)
-            size = VALUE_BYTES + len(event.value)
-            if event.anchor:
-                anchors[event.anchor] = value
-                sizes[event.anchor] = size
-                heights.pop(event.anchor, None)  # a name may be anchored again
-            add(value, line, size)
+            if tag == _STR and stack and not event.anchor:  # the common case, inlined
+                top = stack[-1]
+                top.size += VALUE_BYTES + len(event.value)
+                if top.is_list:
+                    top.container.append(event.value)
+                    top.container.item_lines.append(line)
+                    continue
+                if top.key is not _NOKEY and not top.merging:
+                    top.container[top.key] = event.value
+                    top.container.key_lines[top.key] = top.key_line
+                    top.key = _NOKEY
+                    continue
+            composer.scalar(event, tag, line)
         elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-            if len(stack) >= MAX_DEPTH:
-                raise RuleError(
-                    f"YAML nested more than {MAX_DEPTH} levels deep: flatten the data",
-                    line=line,
-                )
-            box: Any = LineDict() if kind is yaml.MappingStartEvent else LineList()
-            box.line = line
-            if kind is yaml.MappingStartEvent:
-                box.key_lines = {}
-            else:
-                box.item_lines = []
-            if event.anchor:
-                anchors[event.anchor] = box
-                open_boxes.add(id(box))
-            stack.append(_Frame(box, event.anchor))
+            composer.start(event, kind is yaml.MappingStartEvent, line)
         elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-            frame = stack.pop()
-            box = frame.container
-            open_boxes.discard(id(box))
-            if frame.merges:
-                _apply_merges(box, frame.merges)
-            height = frame.height + 1
-            if frame.anchor:
-                sizes[frame.anchor] = frame.size
-                heights[frame.anchor] = height
-            if stack and stack[-1].height < height:
-                stack[-1].height = height
-            add(box, box.line, frame.size)
+            composer.end()
         elif kind is yaml.AliasEvent:
-            if event.anchor not in anchors:
-                raise RuleError(
-                    f"YAML error: found undefined alias {event.anchor!r} ('*' starts an alias "
-                    f'in YAML: quote a value that starts with it, "*{event.anchor}")',
-                    line=line,
-                )
-            if id(anchors[event.anchor]) in open_boxes:
-                raise RuleError(
-                    f"YAML alias *{event.anchor} is inside the collection it names (a cycle)",
-                    line=line,
-                )
-            height = heights.get(event.anchor, 0)
-            if len(stack) + height > MAX_DEPTH:  # an alias of deep data, deep down
-                raise RuleError(
-                    f"YAML nested more than {MAX_DEPTH} levels deep (through *{event.anchor}):"
-                    " flatten the data",
-                    line=line,
-                )
-            if stack and stack[-1].height < height:
-                stack[-1].height = height
-            size = sizes.get(event.anchor, VALUE_BYTES)
-            repeated += size
-            if repeated > MAX_ALIAS_BYTES:
-                raise RuleError(
-                    f"YAML aliases repeat more than {MAX_ALIAS_BYTES:,} bytes "
-                    f"(*{event.anchor} here): flatten the data or use fewer aliases",
-                    line=line,
-                )
-            add(anchors[event.anchor], line, size)
+            composer.alias(event, line)
         elif kind is yaml.DocumentStartEvent:
-            documents += 1
-            if documents > 1:
-                raise RuleError("a rules file must hold one YAML document (found '---' again)",
-                                line=line)  # fmt: skip
+            composer.document(line)
         elif kind is yaml.StreamEndEvent:
-            return root
+            return composer.root
 
 
 def _apply_merges(box: LineDict, merges: list[tuple[Any, int]]) -> None:
