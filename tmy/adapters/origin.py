@@ -53,11 +53,11 @@ def split_host(value: str) -> tuple[str, str]:
 def allowed_hosts_of(settings: Any) -> tuple[str, ...]:
     """``adapters.http.allowed_hosts`` plus the names the config itself says are this daemon's
     (the Telegram webhook's public host when the webhook is on this listener)."""
-    hosts = list(settings.http_allowed_hosts)
-    telegram = settings.adapters.get("telegram") or {}
-    if telegram.get("enabled") and telegram.get("mode") == "webhook":
+    hosts = list(settings.adapters.http.allowed_hosts)
+    telegram = settings.adapters.telegram
+    if telegram.enabled and telegram.mode == "webhook":
         try:
-            name = urlsplit(str(telegram.get("webhook_url") or "")).hostname
+            name = urlsplit(str(telegram.webhook_url or "")).hostname
         except ValueError:
             name = None
         if name and name not in hosts:

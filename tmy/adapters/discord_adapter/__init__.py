@@ -1,6 +1,7 @@
 """Discord (discord.py 2.x): guild channels and DMs talk to tmy's rules.
 
-``config`` is the ``adapters.discord`` section, ``text`` the mention and
+Its settings are ``settings.adapters.discord``
+(:class:`tmy.config.adapters.DiscordConfig`); ``text`` the mention and
 message-splitting helpers, ``sending`` a queued reply's way out, and
 ``adapter`` the platform adapter the daemon builds with :func:`from_settings`.
 """
@@ -19,9 +20,9 @@ with warnings.catch_warnings():
     import discord
 
 from tmy.adapters.discord_adapter.adapter import DiscordAdapter
-from tmy.adapters.discord_adapter.config import DiscordConfig
 from tmy.adapters.discord_adapter.text import MAX_TEXT, split_message, strip_mention
 from tmy.config import Settings
+from tmy.config.adapters import DiscordConfig
 from tmy.store.base import Store
 
 __all__ = [
@@ -45,10 +46,9 @@ def from_settings(
     unused (every platform's factory takes it); ``env`` stands in for
     ``os.environ`` in tests.
     """
-    section = settings.adapters.get("discord") or {}
-    if not section.get("enabled"):
+    config = settings.adapters.discord  # checked by load_settings when enabled
+    if not config.enabled:
         return None
-    config = DiscordConfig.from_section(section)
     env = os.environ if env is None else env
     token = (env.get(config.token_env) or "").strip()
-    return DiscordAdapter(config, token=token, shutdown_grace=settings.shutdown_grace)
+    return DiscordAdapter(config, token=token, shutdown_grace=settings.limits.shutdown_grace)

@@ -45,10 +45,10 @@ import discord
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.discord_adapter.config import DiscordConfig
 from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Outgoing, send_failed, send_piece
 from tmy.adapters.discord_adapter.text import split_message, strip_mention
 from tmy.adapters.fairness import ChatQueues
+from tmy.config.adapters import DiscordConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Message, Target
@@ -104,6 +104,10 @@ class DiscordAdapter:
         self._ready_before = False  # metrics: a later on_ready is a reconnect
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    def routes(self) -> list[Any]:
+        """None: discord.py holds its own gateway connection, no webhook."""
+        return []
 
     def bind(self, handle: Handler) -> discord.Client:
         """Remember ``handle`` and build a (not yet connected) client with tmy's event handlers.

@@ -36,18 +36,19 @@ __all__ = [
 
 def from_settings(settings: Settings, store: Store | None = None) -> HttpAdapter | None:
     """The listener ``adapters.http`` describes, or None when it is off (``store`` is unused)."""
-    if not settings.http_enabled:
+    config = settings.adapters.http
+    if not config.enabled:
         return None
     return HttpAdapter(
-        settings.http_listen,
-        settings.max_message_chars,
-        settings.shutdown_grace,
-        settings.max_id_chars,
-        api_keys=settings.http_api_keys,
-        header_timeout=settings.http_header_timeout,
-        body_timeout=settings.http_body_timeout,
-        keepalive_timeout=settings.http_keepalive_timeout,
-        max_connections=settings.http_max_connections,
-        max_requests_in_flight=settings.http_max_requests_in_flight,
+        config.listen,
+        settings.limits.max_message_chars,
+        settings.limits.shutdown_grace,
+        settings.limits.max_id_chars,
+        api_keys=config.api_keys,
+        header_timeout=config.header_timeout,
+        body_timeout=config.body_timeout,
+        keepalive_timeout=config.keepalive_timeout,
+        max_connections=config.max_connections,
+        max_requests_in_flight=config.max_requests_in_flight,
         allowed_hosts=allowed_hosts_of(settings),
     )

@@ -5,16 +5,16 @@
 detection), ``accounts`` the open sockets and their bot accounts,
 ``handshake`` the reverse endpoint's checks, ``events`` what an event becomes,
 ``dedup`` the first-delivery check, ``sending`` a reply's ``send_msg``
-actions, ``config`` the ``adapters.onebot`` section, and ``adapter`` the
+actions, and ``adapter`` the
 platform adapter the daemon builds with :func:`from_settings`.
 """
 
 from __future__ import annotations
 
 from tmy.adapters.onebot.adapter import OneBotAdapter
-from tmy.adapters.onebot.config import OneBotConfig
 from tmy.adapters.onebot.handshake import exposed
 from tmy.config import Settings
+from tmy.config.adapters import OneBotConfig
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
@@ -28,15 +28,15 @@ def from_settings(settings: Settings, store: Store | None = None) -> OneBotAdapt
 
     ``store`` keeps the de-duplication window (so it holds across daemons sharing it).
     """
-    section = settings.adapters.get("onebot") or {}
-    if not section.get("enabled"):
+    config = settings.adapters.onebot  # checked by load_settings when enabled
+    if not config.enabled:
         return None
-    config = OneBotConfig.from_section(section)
-    if config.mode == "reverse" and not config.access_token and exposed(settings.http_listen):
+    listen = settings.adapters.http.listen
+    if config.mode == "reverse" and not config.access_token and exposed(listen):
         log.warning(
             "onebot.no_access_token",
-            listen=settings.http_listen,
+            listen=listen,
             hint="anyone who reaches this port can speak as any QQ user: set "
             "adapters.onebot.access_token (or TMY_ONEBOT_TOKEN) here and in the implementation",
         )
-    return OneBotAdapter(config, store=store, shutdown_grace=settings.shutdown_grace)
+    return OneBotAdapter(config, store=store, shutdown_grace=settings.limits.shutdown_grace)

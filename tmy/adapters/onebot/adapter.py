@@ -43,12 +43,12 @@ from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.onebot.accounts import Accounts
-from tmy.adapters.onebot.config import OneBotConfig
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
 from tmy.adapters.onebot.dedup import Deliveries
 from tmy.adapters.onebot.events import ANONYMOUS_PREFIX, ID, frame_failure, is_id, to_message
 from tmy.adapters.onebot.handshake import refusal
 from tmy.adapters.onebot.sending import Outgoing, send_piece
+from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Target

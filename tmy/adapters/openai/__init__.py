@@ -32,14 +32,14 @@ __all__ = [
 
 def from_settings(settings: Settings, store: Store | None = None) -> OpenAIFacade | None:
     """The facade rides on the HTTP listener: enabled whenever that is (``store`` is unused)."""
-    if not settings.http_enabled:
+    if not settings.adapters.http.enabled:
         return None
-    section = settings.adapters.get("openai") or {}
+    config = settings.adapters.openai
     return OpenAIFacade(
-        api_keys=settings.http_api_keys,
-        max_message_chars=settings.max_message_chars,
-        max_id_chars=settings.max_id_chars,
-        user_header=section.get("user_header", DEFAULT_USER_HEADER),
-        user_header_trusted=bool(section.get("user_header_trusted", False)),
-        unmatched_reply=section.get("unmatched_reply", DEFAULT_UNMATCHED),
+        api_keys=settings.adapters.http.api_keys,
+        max_message_chars=settings.limits.max_message_chars,
+        max_id_chars=settings.limits.max_id_chars,
+        user_header=config.user_header,
+        user_header_trusted=config.user_header_trusted,
+        unmatched_reply=config.unmatched_reply,
     )

@@ -65,6 +65,7 @@ from tmy.adapters.http import api_key_problem, bearer, dumps
 from tmy.adapters.openai import payload
 from tmy.adapters.openai.payload import OpenAIError, key_identity
 from tmy.adapters.openai.stream import IDENTITY_HEADER, stream
+from tmy.config.adapters import OpenAIConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Message, Target, id_problem
@@ -73,8 +74,8 @@ log = get_logger("tmy.adapter.openai")
 
 MODEL_ID = "tmy"  # the one model /v1/models lists; any requested name is accepted and echoed
 DEFAULT_USER = "anonymous"  # USER_NAME of an anonymous-ephemeral request (its USER is unique)
-DEFAULT_USER_HEADER = "X-OpenWebUI-User-Id"  # Open WebUI's forwarded user id
-DEFAULT_UNMATCHED = "No rule matched this message."
+DEFAULT_USER_HEADER = OpenAIConfig().user_header  # Open WebUI's forwarded user id
+DEFAULT_UNMATCHED = OpenAIConfig().unmatched_reply
 IGNORED_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
 
 

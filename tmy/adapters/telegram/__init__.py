@@ -1,6 +1,7 @@
 """Telegram (aiogram 3): private chats, groups and supergroups talk to tmy's rules.
 
-``config`` is the ``adapters.telegram`` section, ``incoming`` what an update
+Its settings are ``settings.adapters.telegram``
+(:class:`tmy.config.adapters.TelegramConfig`); ``incoming`` what an update
 becomes for the rules, ``text`` the UTF-16 arithmetic and reply splitting,
 ``sending`` the ``sendMessage`` step with its retries, ``errors`` aiogram's
 errors in Telegram's words, and ``adapter`` the platform adapter the daemon
@@ -13,10 +14,10 @@ import os
 from collections.abc import Mapping
 
 from tmy.adapters.telegram.adapter import TelegramAdapter
-from tmy.adapters.telegram.config import TelegramConfig
 from tmy.adapters.telegram.incoming import read_addressing
 from tmy.adapters.telegram.text import MAX_TEXT, split_text
 from tmy.config import Settings
+from tmy.config.adapters import TelegramConfig
 from tmy.store.base import Store
 
 __all__ = [
@@ -40,10 +41,9 @@ def from_settings(
     unused (every platform's factory takes it); ``env`` stands in for
     ``os.environ`` in tests.
     """
-    section = settings.adapters.get("telegram") or {}
-    if not section.get("enabled"):
+    config = settings.adapters.telegram  # checked by load_settings when enabled
+    if not config.enabled:
         return None
-    config = TelegramConfig.from_section(section)
     env = os.environ if env is None else env
     token = (env.get(config.token_env) or "").strip()
-    return TelegramAdapter(config, token=token, shutdown_grace=settings.shutdown_grace)
+    return TelegramAdapter(config, token=token, shutdown_grace=settings.limits.shutdown_grace)

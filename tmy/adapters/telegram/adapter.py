@@ -64,11 +64,11 @@ from pydantic import ValidationError
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
-from tmy.adapters.telegram.config import TelegramConfig
 from tmy.adapters.telegram.errors import describe, error_code, method_name
 from tmy.adapters.telegram.incoming import to_message
 from tmy.adapters.telegram.sending import Outgoing, send_piece
 from tmy.adapters.telegram.text import split_text
+from tmy.config.adapters import TelegramConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Target
