@@ -8,14 +8,30 @@ cannot both start it.
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from typing import Any
 
 from tmy import logs
-from tmy.engine.variables import escape_key_part
-from tmy.logs import preview
-from tmy.message import Message
+from tmy.engine.variables import Variables, escape_key_part
+from tmy.errors import TmyError
+from tmy.logs import get_logger, preview
+from tmy.message import Message, Reply
 from tmy.rulebook.model import Rule
 from tmy.store.base import Store
+from tmy.values.compiled import to_text
+
+log = get_logger("tmy")
+
+
+def epoch(fixed_now: str | None) -> float:
+    """Now, in seconds: a rule test's pinned NOW when there is one."""
+    if fixed_now is not None:
+        try:
+            return datetime.fromisoformat(fixed_now).timestamp()
+        except ValueError:
+            pass
+    return time.time()
 
 
 def cooldown_key(rule: Rule, message: Message) -> str:
@@ -65,3 +81,28 @@ def log_cooldown(message: Message, text: str, rule: str, seconds_left: float, an
             chat=message.chat,
             platform=message.platform,
         )
+
+
+async def cooled_reply(
+    rule: Rule, variables: Variables, text: str, trace_id: str, seconds_left: float, log_it: bool
+) -> Reply:
+    """What ``rule`` answers inside its window: its cooldown ``reply`` (with
+    ``COOLDOWN_LEFT``), or nothing. ``variables`` holds the run's starting locals."""
+    assert rule.cooldown is not None
+    message = variables.message
+    reason = f"rule {rule.id!r} is cooling down ({seconds_left:.0f} s left)"
+    template = rule.cooldown.reply
+    if template is None:
+        if log_it:
+            log_cooldown(message, text, rule.id, seconds_left, "")
+        return Reply("", rule.id, trace_id, reason=reason)
+    variables.locals["COOLDOWN_LEFT"] = max(1, round(seconds_left))
+    try:
+        await variables.fetch(template.names)
+        answer = to_text(template.evaluate(variables))
+    except TmyError as exc:
+        log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))
+        return Reply("", rule.id, trace_id, error=f"cooldown reply: {exc}", reason=reason)
+    if log_it:
+        log_cooldown(message, text, rule.id, seconds_left, answer)
+    return Reply(answer, rule.id, trace_id, reason=reason)

@@ -15,13 +15,11 @@ the slower paths are functions in those modules.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime
 from typing import Any
 
 from tmy import logs, metrics
-from tmy.config import zone_of as _timezone  # noqa: F401  TRANSITION: tmy/ruletests.py imports it
 from tmy.engine import cooldowns, replies
 from tmy.engine.gates import (
     CHAT_OFF_REASON,
@@ -29,8 +27,10 @@ from tmy.engine.gates import (
     ChatCommandsGate,
     ChatSwitchGate,
     id_refusal,
+    unmatched_reason,
     valid_unicode,
 )
+from tmy.engine.inflight import InFlight
 from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.run import Run
 from tmy.engine.scheduler import run_chain, run_steps
@@ -42,7 +42,7 @@ from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
 from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
-from tmy.rulebook.triggers import Match, strip_invisible
+from tmy.rulebook.triggers import Match
 from tmy.store.base import MISSING
 from tmy.values.compiled import to_text
 
@@ -54,7 +54,7 @@ _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
 
 
-class Engine:
+class Engine(InFlight):
     """Dispatches messages to rules. Safe to call concurrently from many adapters."""
 
     def __init__(
@@ -75,8 +75,7 @@ class Engine:
         self.admins = Admins(self.settings.admins)
         self.commands = commands
         self.switch = switch
-        self._inflight = 0
-        self._idle: asyncio.Event | None = None  # set when the last run in flight ends
+        InFlight.__init__(self)
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
         self.fixed_now: str | None = None  # pins NOW (YAML rule tests' ``now:``)
@@ -96,29 +95,6 @@ class Engine:
     def replace_rulebook(self, rulebook: Rulebook) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with."""
         self.rulebook = rulebook
-
-    @property
-    def inflight(self) -> int:
-        return self._inflight
-
-    async def drain(self, timeout: float) -> bool:
-        """Wait until no run is in flight; False when ``timeout`` passed first."""
-        if self._inflight == 0:
-            return True
-        if self._idle is None:  # made only when someone waits: the hot path never pays
-            self._idle = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
-
-    def _settled(self) -> None:
-        """No run is in flight any more: wake :meth:`drain`."""
-        idle = self._idle
-        if idle is not None:
-            self._idle = None
-            idle.set()
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
@@ -200,7 +176,7 @@ class Engine:
             text, lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)
         )
         if match is None and rulebook.has_sessions:
-            match = await self._session_match(rulebook, message, text)
+            match = await replies.session_match(rulebook, self.services.store, message, text)
         meters = self._meters.get(message.platform)  # metrics.message, without two calls
         if meters is None:
             if len(self._meters) >= 1000:  # platform names come from callers: stay bounded
@@ -238,13 +214,7 @@ class Engine:
         The reason is found only now (a second lookup without filters), so the
         matched path pays nothing for it.
         """
-        reason = "no trigger matched"
-        # without any filtered rule, a second look (filters ignored) cannot find one
-        refused = rulebook.index.match(text) if rulebook.has_filters else None
-        if refused is not None:
-            why = refused.rule.filters.refusal(message)
-            reason = f"rule {refused.rule.id!r} matched but {why or 'its filters refused it'}"
-        return self._no_run(message, text, trace_id, reason)
+        return self._no_run(message, text, trace_id, unmatched_reason(rulebook, message, text))
 
     def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:
         """A rule matched in a chat where the bot is off: no run, one unmatched line."""
@@ -265,20 +235,15 @@ class Engine:
         One atomic store update (kept in the store, so the window holds across
         daemons): 0 means the window was free and is now started.
         """
-        return await cooldowns.claim(self.services.store, rule, message, self._epoch())
+        return await cooldowns.claim(
+            self.services.store, rule, message, cooldowns.epoch(self.fixed_now)
+        )
 
     async def cooldown_left(self, rule: Rule, message: Message) -> float:
         """Seconds left in the rule's cooldown for this message (0 when free); reads only."""
-        return await cooldowns.left(self.services.store, rule, message, self._epoch())
-
-    def _epoch(self) -> float:
-        """Now, in seconds: the pinned NOW of a rule test when there is one (cooldowns)."""
-        if self.fixed_now is not None:
-            try:
-                return datetime.fromisoformat(self.fixed_now).timestamp()
-            except ValueError:
-                pass
-        return time.time()
+        return await cooldowns.left(
+            self.services.store, rule, message, cooldowns.epoch(self.fixed_now)
+        )
 
     async def cooldown_reply(self, match: Match, message: Message, text: str, left: float) -> Reply:
         """What a rule in its cooldown window answers (for ``explain``); logs nothing."""
@@ -294,36 +259,9 @@ class Engine:
         *,
         log_it: bool = True,
     ) -> Reply:
-        rule = match.rule
-        reason = f"rule {rule.id!r} is cooling down ({left:.0f} s left)"
-        template = rule.cooldown.reply
-        if template is None:
-            if log_it:
-                cooldowns.log_cooldown(message, text, rule.id, left, "")
-            return Reply("", rule.id, trace_id, reason=reason)
-        loc = self.locals_for(match, message, text)
-        loc["COOLDOWN_LEFT"] = max(1, round(left))
+        loc = self.locals_for(match, message, text) if match.rule.cooldown.reply else {}
         variables = Variables(loc, self.rulebook.variables, self.services.store, message)
-        try:
-            await variables.fetch(template.names)
-            answer = to_text(template.evaluate(variables))
-        except TmyError as exc:
-            log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))
-            return Reply("", rule.id, trace_id, error=f"cooldown reply: {exc}", reason=reason)
-        if log_it:
-            cooldowns.log_cooldown(message, text, rule.id, left, answer)
-        return Reply(answer, rule.id, trace_id, reason=reason)
-
-    async def _session_match(self, rulebook: Rulebook, message: Message, text: str) -> Match | None:
-        try:
-            rule_id = await self.services.store.get(conversation_key("session", message))
-        except TmyError as exc:
-            log.warning("session.lookup_failed", error=str(exc))
-            return None
-        rule = rulebook.by_id.get(rule_id) if isinstance(rule_id, str) else None
-        if rule is None or not rule.filters.admits(message):
-            return None
-        return Match(rule, None, "", strip_invisible(text).strip())  # as sent, not NFKC
+        return await cooldowns.cooled_reply(match.rule, variables, text, trace_id, left, log_it)
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
         """The locals every run starts with (seed 004 + who/where)."""

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from tmy.message import Message, id_problem
+from tmy.rulebook.model import Rulebook
 
 CHAT_OFF_REASON = "the bot is switched off in this chat (an admin can say '{prefix} on')"
 
@@ -101,3 +102,17 @@ def id_refusal(message: Message, limit: int) -> str | None:
         if problem is not None:
             return problem
     return None
+
+
+def unmatched_reason(rulebook: Rulebook, message: Message, text: str) -> str:
+    """Why no rule runs for ``message``: no trigger, or the filters of the rule that matched.
+
+    Found only once no rule took the message (a second lookup, filters
+    ignored), so the matched path pays nothing for it.
+    """
+    # without any filtered rule, a second look (filters ignored) cannot find one
+    refused = rulebook.index.match(text) if rulebook.has_filters else None
+    if refused is None:
+        return "no trigger matched"
+    why = refused.rule.filters.refusal(message)
+    return f"rule {refused.rule.id!r} matched but {why or 'its filters refused it'}"

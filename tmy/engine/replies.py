@@ -5,7 +5,7 @@ common case — a text result alone — inline); a failed run answers its rule's
 ``on_error`` text, else the configured ``error_reply``, else
 :data:`LAST_RESORT_REPLY`, never longer than ``limits.max_reply_chars``. A
 finished run keeps its ``STEP_SUMMARY`` and the rule's session for the
-conversation.
+conversation; a follow-up message no trigger takes goes to the session's rule.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from tmy.engine.run import Run
 from tmy.engine.variables import conversation_key
 from tmy.errors import ConfigError, TmyError
 from tmy.logs import get_logger, preview
-from tmy.rulebook.model import RUN_LOCALS
+from tmy.message import Message
+from tmy.rulebook.model import RUN_LOCALS, Rulebook
+from tmy.rulebook.triggers import Match, strip_invisible
 from tmy.store.base import Store
 from tmy.values.compiled import Value, compile_template, to_text
 
@@ -97,3 +99,18 @@ async def keep_conversation(run: Run, store: Store) -> None:
             )
     except TmyError as exc:
         log.warning("after_run.failed", error=str(exc))
+
+
+async def session_match(
+    rulebook: Rulebook, store: Store, message: Message, text: str
+) -> Match | None:
+    """The rule whose session this conversation is in, when its filters admit the message."""
+    try:
+        rule_id = await store.get(conversation_key("session", message))
+    except TmyError as exc:
+        log.warning("session.lookup_failed", error=str(exc))
+        return None
+    rule = rulebook.by_id.get(rule_id) if isinstance(rule_id, str) else None
+    if rule is None or not rule.filters.admits(message):
+        return None
+    return Match(rule, None, "", strip_invisible(text).strip())  # as sent, not NFKC

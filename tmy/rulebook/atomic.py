@@ -10,7 +10,7 @@ the set of declared variable names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from tmy.rulebook.model import Rule, Step
 from tmy.values.compiled import Constant, PathValue
@@ -36,7 +36,7 @@ def access(st: Step, declared: set[str]) -> tuple[set[str], set[str]]:
 
 
 def lock_roots(
-    save: PathValue | None, reads: set[str], dynamic_input: bool, declared: set[str]
+    save: PathValue | None, reads: set[str], dynamic_input: bool, declared: Collection[str]
 ) -> tuple[str, ...]:
     """Declared variables a step must hold locked: those it may read and then save.
 
@@ -52,7 +52,7 @@ def lock_roots(
         if save.root in declared and (save.root in reads or dynamic_input):
             return (save.root,)
         return ()
-    candidates = set(declared) if dynamic_input else reads & declared
+    candidates = set(declared) if dynamic_input else {name for name in reads if name in declared}
     return tuple(sorted(candidates))
 
 

@@ -45,12 +45,6 @@ _NAME_RE = re.compile(r"[^\W\d]\w*")
 # write for the whole run, so the rulebook must know which rules are scheduled
 SCHEDULE_KEY = "schedule"
 
-# TRANSITION (issue 20): unread; kept only until tmy/llm/__init__.py's install() is replaced by
-# tmy.llm.EXTENSION (A2). Rule and step keys come from the registry. Delete with that change.
-RULE_EXTENSIONS: dict[str, Any] = {}
-STEP_EXTENSIONS: dict[str, Any] = {}
-RULE_LOCALS: dict[str, Any] = {}
-
 
 def rule_files(root: Path) -> list[Path]:
     """Every ``*.yaml``/``*.yml`` under ``root`` (or ``root`` itself), in a stable order."""

@@ -67,17 +67,7 @@ class StepCompiler(FieldReader):
             if save is not None and save.root:
                 stop_known.add(save.root)
             stop = self.value(raw, "stop", file, stop_known, dynamic, where)
-        on_error = raw.get("on_error", "stop")
-        if on_error not in ("stop", "continue"):
-            self.error(
-                f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
-                "holds the reply text)",
-                file,
-                raw.line_of("on_error"),
-            )
-        timeout = raw.get("timeout")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-            self.error(f"{where}: timeout is a number of seconds > 0", file, raw.line_of("timeout"))
+        on_error, timeout = self.step_limits(raw, file, where)
         options = self.step_options(raw, spec, file, step_known, dynamic, where)
         extras, hooks = self.step_extras(raw, file, where)
         if len(self.errors) > before:
@@ -100,9 +90,9 @@ class StepCompiler(FieldReader):
             when=when,
             on_error=on_error,
             options=options,
-            timeout=float(timeout) if timeout else None,
+            timeout=timeout,
             uri=f"{rid}/{sid if sid is not None else index}",
-            lock_roots=lock_roots(save, reads, dynamic_input, set(self.variables)),
+            lock_roots=lock_roots(save, reads, dynamic_input, self.variables),
             stop=stop,
             extras=extras,
             file=file,
@@ -147,6 +137,24 @@ class StepCompiler(FieldReader):
                 f"{where}: step id must be letters, digits, '_', '.', '-'", file, raw.line_of("id")
             )
         return spec
+
+    def step_limits(self, raw: LineDict, file: str, where: str) -> tuple[str, float | None]:
+        """``on_error:`` (stop or continue) and ``timeout:`` (seconds) of a step."""
+        on_error = raw.get("on_error", "stop")
+        if on_error not in ("stop", "continue"):
+            self.error(
+                f"{where}: on_error must be 'stop' or 'continue' (the rule's 'on_error:' "
+                "holds the reply text)",
+                file,
+                raw.line_of("on_error"),
+            )
+        timeout = raw.get("timeout")
+        if timeout is None:
+            return on_error, None
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            self.error(f"{where}: timeout is a number of seconds > 0", file, raw.line_of("timeout"))
+            return on_error, None
+        return on_error, float(timeout)
 
     def step_input(
         self,
