@@ -40,14 +40,13 @@ of 1 the chat's items run one after another, in order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from tmy import metrics
-from tmy.errors import AdapterError
+from tmy.adapters.fairness.slots import FairSlots
 from tmy.logs import get_logger
 
 T = TypeVar("T")
@@ -58,57 +57,6 @@ MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forg
 # work(chat, item): None when the item is done; seconds to wait before calling it again
 # with the same item (another piece of a reply, a platform's retry-after) otherwise.
 Work = Callable[[Hashable, T], Awaitable[float | None]]
-
-
-class FairSlots:
-    """A limit on work in flight, granted strictly first come, first served.
-
-    ``asyncio.Semaphore`` lets a task that arrives just as a slot is released
-    take it ahead of the tasks already waiting; here a released slot goes to
-    the longest waiter, which is what makes :class:`ChatQueues` a round robin.
-    """
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("FairSlots needs at least one slot")
-        self.size = size
-        self.free = size
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    @property
-    def busy(self) -> int:
-        return self.size - self.free
-
-    async def acquire(self) -> None:
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # granted and cancelled at once: hand it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
-            raise
-
-    def try_acquire(self) -> bool:
-        """Take a slot now if one is free and nobody waits for one (never jumps the queue)."""
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
-            return True
-        return False
-
-    def release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # the slot passes straight to the longest waiter
-                return
-        self.free += 1
 
 
 class _Lane(Generic[T]):
@@ -387,44 +335,3 @@ class ChatQueues(Generic[T]):
         )
         lane.dropped = 0
         lane.logged_at = time.monotonic()
-
-
-class PendingSend:
-    """A reply (or a ``send``) waiting in a :class:`ChatQueues`: who waits for its outcome.
-
-    Each adapter's outgoing item subclasses this for its own fields; ``done`` is
-    the future ``send()`` awaits (None for replies to an incoming message), so
-    a send on the bot's own initiative (a cron post) learns of a failure even
-    when it happens long after the item was queued.
-    """
-
-    __slots__ = ("done",)
-    platform = ""  # the adapter's name, for the error of a dropped item
-    place = "chat"  # what the platform calls a chat ("channel" on Discord)
-
-    def __init__(self, done: asyncio.Future[None] | None) -> None:
-        self.done = done
-
-    def finish(self, error: Exception | None) -> None:
-        """Tell whoever waits: sent (``error`` None) or failed."""
-        if self.done is not None and not self.done.done():
-            if error is None:
-                self.done.set_result(None)
-            else:
-                self.done.set_exception(error)
-
-    def failed(self, error: Exception) -> None:
-        """The adapter's send step raised something it did not handle (a network error)."""
-        if isinstance(error, AdapterError):
-            self.finish(error)
-        else:
-            self.finish(AdapterError(f"{self.platform}: not sent: {type(error).__name__}: {error}"))
-
-    def dropped(self) -> None:
-        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
-        self.finish(
-            AdapterError(
-                f"{self.platform}: not sent: its {self.place} had too many messages waiting "
-                "(the oldest are dropped), or tmy stopped"
-            )
-        )

@@ -1,0 +1,48 @@
+"""What waits for a queued send's outcome: the base of every adapter's outgoing item."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tmy.errors import AdapterError
+
+
+class PendingSend:
+    """A reply (or a ``send``) waiting in a :class:`ChatQueues`: who waits for its outcome.
+
+    Each adapter's outgoing item subclasses this for its own fields; ``done`` is
+    the future ``send()`` awaits (None for replies to an incoming message), so
+    a send on the bot's own initiative (a cron post) learns of a failure even
+    when it happens long after the item was queued.
+    """
+
+    __slots__ = ("done",)
+    platform = ""  # the adapter's name, for the error of a dropped item
+    place = "chat"  # what the platform calls a chat ("channel" on Discord)
+
+    def __init__(self, done: asyncio.Future[None] | None) -> None:
+        self.done = done
+
+    def finish(self, error: Exception | None) -> None:
+        """Tell whoever waits: sent (``error`` None) or failed."""
+        if self.done is not None and not self.done.done():
+            if error is None:
+                self.done.set_result(None)
+            else:
+                self.done.set_exception(error)
+
+    def failed(self, error: Exception) -> None:
+        """The adapter's send step raised something it did not handle (a network error)."""
+        if isinstance(error, AdapterError):
+            self.finish(error)
+        else:
+            self.finish(AdapterError(f"{self.platform}: not sent: {type(error).__name__}: {error}"))
+
+    def dropped(self) -> None:
+        """ChatQueues dropped it (its chat's queue was full, or tmy stopped)."""
+        self.finish(
+            AdapterError(
+                f"{self.platform}: not sent: its {self.place} had too many messages waiting "
+                "(the oldest are dropped), or tmy stopped"
+            )
+        )
