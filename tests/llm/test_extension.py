@@ -69,8 +69,6 @@ def test_the_llm_executor_is_checked_against_the_validated_settings() -> None:
         spec.check({"model": "nope"})
     with pytest.raises(ValueError, match="memory"):
         spec.check({"memory": {"scope": ["user"]}})  # the memory: schema lives in tmy.config
-    with pytest.raises(ConfigError):
-        tmy.llm.EXTENSION.executors(_settings(default="missing"))
 
 
 async def test_the_lifespan_yields_the_runtime_runtime_of_reads(app: App) -> None:

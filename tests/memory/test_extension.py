@@ -44,8 +44,8 @@ def test_the_extension_names_what_it_adds() -> None:
     assert [s.name for s in ext.executors(_settings())] == ["REMEMBER", "FORGET"]
     assert [c.name for c in ext.commands] == ["memory", "dialog"]
     assert not ext.rule_keys and not ext.step_keys
-    with pytest.raises(ConfigError, match="kep"):  # llm.memory is validated with the executors
-        ext.executors(_settings(memory={"dialogue": {"kep": 3}}))
+    with pytest.raises(ConfigError, match="kep"):  # llm.memory is validated with the settings
+        _settings(memory={"dialogue": {"kep": 3}})
 
 
 async def test_the_lifespan_plugs_recall_into_the_llm_runtime_while_the_app_is_open() -> None:

@@ -54,7 +54,7 @@ async def run_budget(inv: Invocation) -> Result:
     """Today's counters (user, chat, all) for the sender or for USER on the sender's platform."""
     sender, user = inv.who, inv.args.get("other")
     who = sender if not user else Message("", user=user, platform=sender.platform)
-    day = today(inv.app.engine.tz)
+    day = today(inv.app.settings.tz)
     usage = await usage_of(inv.app.store, who, day)
     text = f"LLM usage on {day} for {who.platform}:{who.user}: " + json.dumps(
         usage, ensure_ascii=False, sort_keys=True

@@ -22,21 +22,24 @@ from tmy.executors.registry import ExecutorSpec
 from tmy.extension import Extension, RuleKey, StepKey
 from tmy.llm import executor, tools
 from tmy.llm.commands import COMMANDS
-from tmy.llm.runtime import STATE_KEY, Runtime, llm_config, runtime_of
+from tmy.llm.runtime import STATE_KEY, Runtime, runtime_of
 from tmy.types import Services
 
 log = structlog.get_logger("tmy.llm")
 
 
 def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
-    """The ``LLM`` executor, checked against the validated ``llm:`` section (model names)."""
+    """The ``LLM`` executor, checked against the validated ``llm:`` section (model names).
+
+    ``settings.llm`` is the frozen LLMConfig tmy.config checked once; nothing here reads config.
+    """
     return (
         ExecutorSpec(
             "LLM",
             executor.llm_step,
             options=executor.OPTIONS,
             takes=str,
-            check=executor.make_check(llm_config(settings)),
+            check=executor.make_check(settings.llm),
             doc="the LLM answerer: asks a model, answers by the output contract",
         ),
     )
@@ -45,7 +48,7 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
 @contextlib.asynccontextmanager
 async def lifespan(services: Services) -> AsyncIterator[Runtime]:
     """The app's LLM runtime: the validated config and the services it sends through."""
-    yield Runtime(llm_config(services.settings), services)
+    yield Runtime(services.settings.llm, services)
 
 
 @contextlib.asynccontextmanager

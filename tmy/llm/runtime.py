@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tmy.config.llm import LLMConfig, load_config
+from tmy.config.llm import LLMConfig
 from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
 from tmy.types import Services
@@ -49,16 +50,6 @@ class Recall(Protocol):
         ...
 
 
-def llm_config(settings: Any) -> LLMConfig:
-    """The validated ``llm:`` section of ``settings``.
-
-    One place reads it, so it moves to the frozen ``settings.llm`` of tmy.config
-    in one line (today ``settings.llm`` is still the raw mapping).
-    """
-    raw = settings.llm
-    return raw if isinstance(raw, LLMConfig) else load_config(raw)
-
-
 @dataclass
 class Runtime:
     """The LLM answerer's share of one app: the validated config, the services, memory's slot."""
@@ -68,9 +59,9 @@ class Runtime:
     _recall: Recall | None = field(default=None, repr=False)
 
     @property
-    def tz(self) -> Any:
+    def tz(self) -> tzinfo | None:
         """The daemon's timezone: usage counters roll over at its midnight."""
-        return getattr(getattr(self.services, "engine", None), "tz", None)
+        return self.services.settings.tz
 
     @property
     def recall(self) -> Recall | None:

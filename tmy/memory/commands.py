@@ -23,8 +23,8 @@ one user's).
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from pathlib import Path
-from typing import Any
 
 from tmy.command import Arg, Command, CommandError, Invocation, Result
 from tmy.memory import dialog, manage
@@ -36,8 +36,8 @@ _CLI = frozenset(("cli",))
 _CHAT = frozenset(("chat",))
 
 
-def _tz(inv: Invocation) -> Any:
-    return getattr(inv.app.engine, "tz", None)
+def _tz(inv: Invocation) -> tzinfo | None:
+    return inv.app.settings.tz
 
 
 async def _delete(inv: Invocation, entry_id: str) -> Result:

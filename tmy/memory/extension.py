@@ -26,13 +26,12 @@ from tmy.llm.runtime import Runtime as LLMRuntime
 from tmy.memory import executors as memory_executors
 from tmy.memory.commands import COMMANDS
 from tmy.memory.hooks import MemoryRecall
-from tmy.memory.runtime import STATE_KEY, MemoryRuntime, memory_config
+from tmy.memory.runtime import STATE_KEY, MemoryRuntime
 from tmy.types import Services
 
 
 def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
-    """REMEMBER and FORGET (``llm.memory`` is validated now: a bad key stops start-up)."""
-    memory_config(settings)
+    """REMEMBER and FORGET (``llm.memory`` was validated with the settings: ``settings.memory``)."""
     return (
         ExecutorSpec(
             "REMEMBER",
@@ -56,7 +55,7 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
 @contextlib.asynccontextmanager
 async def lifespan(services: Services) -> AsyncIterator[MemoryRuntime]:
     """The app's memory runtime, its recall plugged into the LLM runtime while the app is open."""
-    memory = MemoryRuntime(memory_config(services.settings), services)
+    memory = MemoryRuntime(services.settings.memory, services)
     llm = services.state.get(LLM_STATE_KEY)
     if not isinstance(llm, LLMRuntime):  # no LLM extension: no memory: steps to serve
         yield memory

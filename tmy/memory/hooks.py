@@ -52,7 +52,6 @@ class MemoryRecall:
             return ""
         ctx = job.ctx
         dry = _dry()
-        engine = getattr(ctx.services, "engine", None)
         try:
             result = await recall(
                 ctx.services,
@@ -61,7 +60,7 @@ class MemoryRecall:
                 query,
                 touch_entries=not dry,
                 job=None if dry else job,
-                tz=getattr(engine, "tz", None),
+                tz=ctx.services.settings.tz,
             )
         except TmyError as exc:
             log.warning("memory.recall_failed", uri=ctx.uri, error=str(exc))

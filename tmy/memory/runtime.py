@@ -11,21 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tmy.config.memory import MemoryConfig, load_memory_config
+from tmy.config.memory import MemoryConfig
 from tmy.errors import ExecutorError
 from tmy.types import Services
 
 STATE_KEY = "memory"  # the extension's name: its lifespan's yield is services.state["memory"]
-
-
-def memory_config(settings: Any) -> MemoryConfig:
-    """The validated ``llm.memory:`` section of ``settings``.
-
-    One place reads it, so it moves to the frozen ``settings.memory`` of tmy.config
-    in one line (today it is validated from the raw ``settings.llm`` mapping).
-    """
-    frozen = getattr(settings, "memory", None)
-    return frozen if isinstance(frozen, MemoryConfig) else load_memory_config(settings.llm)
 
 
 @dataclass
