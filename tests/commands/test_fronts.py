@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tmy import cli, logs
+from tmy import cli
 from tmy.builtins import extensions
 from tmy.command import Command, command_table
 from tmy.config import load_settings
@@ -124,13 +124,13 @@ def _chat_line(command: Command, case: dict[str, Any], args: dict[str, Any]) -> 
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path, log_file: Path) -> Path:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "r.yaml").write_text(RULES, encoding="utf-8")
     path = tmp_path / "tmy.yaml"
     path.write_text(
         f"rules: rules\nstore: sqlite:///{tmp_path / 'tmy.db'}\n"
-        f"log: {{file: {tmp_path / 'tmy.jsonl'}}}\nadmins: ['test:root']\n",
+        f"log: {{file: {log_file}}}\nadmins: ['test:root']\n",
         encoding="utf-8",
     )
     return path
@@ -152,7 +152,6 @@ async def test_every_front_end_gives_the_same_result(
         console=False,
         watch=False,
     )
-    logs.configure("info", settings.log_file, fmt="json")
     async with serving(settings=settings) as daemon:
         trace_id = (await daemon.push("count", user="root")).trace_id
         args = _filled(case["args"], trace_id)

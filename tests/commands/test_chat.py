@@ -1,0 +1,68 @@
+"""``.tmy …`` in chat (tmy.commands.chat): who gets an answer, what is logged, the help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.log_helpers import read_log
+from tmy.builtins import extensions
+from tmy.command import Command, Invocation, Result
+from tmy.commands.chat import ChatCommands
+from tmy.extension import Extension
+from tmy.testing import Bot
+
+RULES = {"r.yaml": "rules:\n  - {id: hi, triggers: [hi], steps: [{plugin: ADJUST, input: hey}]}\n"}
+
+
+def test_only_the_prefix_followed_by_a_space_or_nothing_is_a_command() -> None:
+    chat = ChatCommands({}, app=None, prefix=".tmy")
+    assert chat.prefix == ".tmy"
+    assert chat.is_command(".tmy") and chat.is_command(".tmy vars") and chat.is_command(".tmy\tx")
+    assert not chat.is_command(".tmyx") and not chat.is_command("tmy vars")
+
+
+async def test_a_stranger_gets_no_reply_and_a_refusal_is_logged(log_file: Path) -> None:
+    async with Bot(RULES) as bot:
+        reply = await bot.ask(".tmy vars list", user="mallory")
+        assert (reply.text, reply.rule) == ("", None)
+        assert (await bot.ask(".tmy nosuch", user="mallory")).text == ""  # no hint it exists
+        answer = (await bot.ask(".tmy", user="root", is_admin=True)).text
+    assert answer.startswith("commands: reload | rules [ID] | vars ")
+    events = read_log(log_file)
+    refused = [e for e in events if e["event"] == "admin.refused"]
+    assert [e["command"] for e in refused] == [".tmy vars list", ".tmy nosuch"]
+    assert refused[0]["user"] == "mallory" and refused[0]["level"] == "warning"
+    ran = [e for e in events if e["event"] == "admin.command"]
+    assert [(e["command"], e["user"]) for e in ran] == [("help", "root")]
+
+
+async def test_errors_and_unknown_commands_answer_with_error_text() -> None:
+    async with Bot(RULES) as bot:
+        ask = bot.ask
+
+        unknown = (await ask(".tmy frobnicate", user="root", is_admin=True)).text
+        assert unknown.startswith("error: unknown command 'frobnicate'; commands: reload")
+        usage = (await ask(".tmy vars", user="root", is_admin=True)).text
+        assert usage == "error: usage: vars get|set|del PATH [VALUE] (or vars list)"
+        assert (await ask(".tmy trace", user="root", is_admin=True)).text == (
+            "error: usage: trace TRACE_ID"
+        )
+        assert (await ask(".tmy explain", user="root", is_admin=True)).text == (
+            "error: usage: explain TEXT"
+        )
+        assert (await ask(".tmy RULES", user="root", is_admin=True)).text.startswith("1 rules")
+
+
+async def test_an_open_command_answers_anyone_and_an_empty_answer_is_a_dash() -> None:
+    async def run(inv: Invocation) -> Result:
+        return Result("" if inv.args["word"] == "empty" else f"{inv.who.user}: {inv.args['word']}")
+
+    from tmy.command import Arg
+
+    echo = Command("echo", "say it back", run, args=(Arg("word", rest=True),), admin=False)
+    mine = (*extensions(), Extension(name="echo-test", commands=(echo,)))
+    async with Bot(RULES, extensions=mine) as bot:
+        assert (await bot.ask(".tmy echo hello  there", user="ann")).text == "ann: hello  there"
+        assert (await bot.ask(".tmy echo empty", user="ann")).text == "-"
+        assert "echo WORD" not in (await bot.ask(".tmy help", user="root", is_admin=True)).text
+        assert "| echo" in (await bot.ask(".tmy help", user="root", is_admin=True)).text
