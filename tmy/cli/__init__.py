@@ -19,24 +19,14 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from tmy import logs
-from tmy.builtins import extensions as builtin_extensions
+from tmy.builtins import extensions
 from tmy.cli.commands import add_commands, run_command
 from tmy.cli.options import COMMON, common_parser, identity, option, settings_from
 from tmy.cli.programs import add_programs, run_ask, run_chat, run_check, run_serve, run_test
 from tmy.command import Command, command_table
-from tmy.commands import CORE
 from tmy.errors import ConfigError, RuleError, TmyError
-from tmy.extension import Extension
 
-__all__ = ["COMMON", "build_parser", "identity", "main", "settings_from"]
-
-
-def extensions() -> tuple[Extension, ...]:
-    """The app's extensions: the built-ins (core commands first) plus the installed ones."""
-    found = builtin_extensions()
-    if not any(ext.name == CORE.name for ext in found):  # TRANSITION(A1): until BUILTINS has it
-        found = (CORE, *found)
-    return found
+__all__ = ["COMMON", "build_parser", "extensions", "identity", "main", "settings_from"]
 
 
 def build_parser(commands: Mapping[str, Command] | None = None) -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tmy.command import Command, CommandError, Invocation, Result
+from tmy.command import Command, Invocation, Result
 
 
 def cli_text(data: dict[str, Any]) -> str:
@@ -24,12 +24,9 @@ def cli_text(data: dict[str, Any]) -> str:
 
 
 async def _run(inv: Invocation) -> Result:
-    reload = getattr(inv.app, "reload", None)
-    if reload is None:
-        raise CommandError("reload is not available here")
     who = inv.who
     origin = "admin" if inv.front == "chat" else inv.front
-    result = await reload(f"{origin} {who.platform}:{who.user}")
+    result = await inv.app.reload(f"{origin} {who.platform}:{who.user}")
     data = result.as_dict()
     text = result.summary() if inv.compact else cli_text(data)
     return Result(text, data, ok=result.ok)

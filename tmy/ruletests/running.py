@@ -89,6 +89,7 @@ async def _run_file(
             assert app.engine is not None
             services = app.engine.services
             await services.aclose()
+            # TRANSITION(B, A1): hand the client to App(http=...) once it takes one
             services._http = httpx.AsyncClient(
                 transport=httpx.MockTransport(outbound.handler), follow_redirects=True
             )
