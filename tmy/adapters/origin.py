@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import urlsplit
+
+from tmy.config import Settings
 
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
@@ -50,7 +51,7 @@ def split_host(value: str) -> tuple[str, str]:
     return value.rstrip("."), ""  # a bare name, or a bare IPv6 literal
 
 
-def allowed_hosts_of(settings: Any) -> tuple[str, ...]:
+def allowed_hosts_of(settings: Settings) -> tuple[str, ...]:
     """``adapters.http.allowed_hosts`` plus the names the config itself says are this daemon's
     (the Telegram webhook's public host when the webhook is on this listener)."""
     hosts = list(settings.adapters.http.allowed_hosts)
