@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tmy.config import Settings, key_line, load_settings
+from tmy.config import Settings, key_line, load_settings, with_sections
 from tmy.config.adapters import OneBotConfig
 from tmy.config.llm import LLMConfig
 from tmy.config.memory import MemoryConfig
@@ -266,3 +266,10 @@ def test_an_extension_parse_that_raises_value_error_is_a_config_error(tmp_path: 
     config = write(tmp_path, "weather:\n  days: many\n")
     with pytest.raises(ConfigError, match=rf"^{config}:1: 'weather': invalid literal"):
         load_settings(config, env={}, extensions=[WEATHER])
+
+
+def test_with_sections_fills_in_what_a_directly_built_settings_lacks() -> None:
+    plain = with_sections(Settings(), [WEATHER])
+    assert plain.sections["weather"] == ("Paris", 1)
+    kept = Settings(sections={"weather": ("Rome", 2)})
+    assert with_sections(kept, [WEATHER]) is kept

@@ -12,7 +12,14 @@ concern: :mod:`~tmy.config.load` (the file, the environment, the flags),
 from __future__ import annotations
 
 from tmy.config.adapters import ADAPTER_SECTIONS, PLATFORM_SECTIONS, Adapters
-from tmy.config.load import CHECKOUT_CONFIG, DEFAULT_CONFIG, ENV, key_line, load_settings
+from tmy.config.load import (
+    CHECKOUT_CONFIG,
+    DEFAULT_CONFIG,
+    ENV,
+    key_line,
+    load_settings,
+    with_sections,
+)
 from tmy.config.settings import Limits, LogConfig, Settings
 from tmy.config.timezone import zone_of
 
@@ -28,5 +35,6 @@ __all__ = [
     "Settings",
     "key_line",
     "load_settings",
+    "with_sections",
     "zone_of",
 ]

@@ -132,6 +132,18 @@ def load_settings(
     return Settings(**kwargs)
 
 
+def with_sections(settings: Settings, extensions: Iterable[Extension]) -> Settings:
+    """``settings`` with a section for every extension that claims one and has none yet
+    (parsed from ``{}``: its defaults) — for Settings made without load_settings (tests,
+    harnesses), so an extension always finds ``settings.sections[key]``."""
+    missing = {
+        ext.config.key: _parse_section(ext.config, None)
+        for ext in extensions
+        if ext.config is not None and ext.config.key not in settings.sections
+    }
+    return settings.with_(sections={**settings.sections, **missing}) if missing else settings
+
+
 def _parse_file(path: Path, text: str, claimed: Mapping[str, ConfigSection]) -> dict[str, Any]:
     """The file's mapping, its keys checked (ConfigError with file and line)."""
     try:

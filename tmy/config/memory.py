@@ -94,14 +94,13 @@ def _check(where: str, data: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in check_section(where, data, schema).items() if v is not None}
 
 
-def load_memory_config(llm: Any) -> MemoryConfig:
+def load_memory_config(llm: Mapping[str, Any] | None) -> MemoryConfig:
     """``llm.memory`` validated (ConfigError naming the key); defaults when absent.
 
-    ``llm`` is the raw ``llm:`` section (its model names are checked against), or an
-    already checked LLMConfig, whose ``memory`` is returned as it is.
+    ``llm`` is the raw ``llm:`` section: its model names are what the memory's
+    ``model:`` keys may name. :func:`tmy.config.llm.load_config` calls this, so
+    ``settings.memory`` is checked once, with the rest of ``llm:``.
     """
-    if not isinstance(llm, Mapping):
-        return llm.memory  # an LLMConfig: checked when it was made
     raw = (llm or {}).get("memory")
     data = _check("llm.memory", raw, _TOP)
     dlg = _check("llm.memory.dialogue", data.pop("dialogue", None), _DIALOGUE)
