@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tmy import cron, logs, metrics, redact
+from tmy.adapters.http import HttpAdapter
 from tmy.command import Command
 from tmy.commands import http as admin_http
 from tmy.commands.chat import ChatCommands
@@ -123,7 +124,7 @@ class App:
         return self.engine.rulebook
 
     @property
-    def http(self) -> Any:
+    def http(self) -> HttpAdapter | None:
         """The HTTP listener when serving with one (its ``port`` once started), else None."""
         return self.adapters.http if self.adapters is not None else None
 
