@@ -60,6 +60,8 @@ MAX_BODY = 1024 * 1024
 
 
 class HttpAdapter:
+    """The daemon's one listener: its own routes, the others' mounted ones, one middleware."""
+
     name = "http"
 
     def __init__(
