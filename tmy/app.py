@@ -293,6 +293,10 @@ async def serve(
 ) -> None:
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM arrives; SIGHUP reloads.
 
+    ``extensions``: what the app is made of (the CLI passes
+    :func:`tmy.builtins.extensions`; None: none — the app never picks its own).
+    ``adapters``: extra adapters started with the configured ones.
+
     ``on_ready(app)`` is called once every adapter has been started (tests and
     embedders use it to reach ``app.http.port`` and ``app.send``). A console
     adapter that ends (Ctrl-D) stops the daemon too.

@@ -1,7 +1,7 @@
 """Hot reload: load and validate everything, then swap the rules in one assignment.
 
-A reload builds a fresh executor registry (built-ins, the LLM answerer, and the
-``plugins/`` files executed anew, so an edited plugin is live too) and loads
+A reload builds a fresh executor registry (built-ins, the app's extensions, and
+the ``plugins/`` files executed anew, so an edited plugin is live too) and loads
 every rules file against it, off the event loop. Only when all of it loads
 without an error are the rulebook and the registry replaced, together; a
 broken file changes nothing and its ``file:line`` errors are logged and

@@ -36,6 +36,7 @@ from tmy.cron.occurrence import (
 )
 from tmy.cron.outbox import Outbox, SendFn, _outbox_item, _outbox_ttl
 from tmy.cron.schedule import Schedule, Timing
+from tmy.engine.core import Engine
 from tmy.errors import LeaseLost, StoreError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Target
@@ -75,7 +76,7 @@ class Cron(Outbox):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine,
         store: Store,
         send: SendFn | None,
         *,
@@ -330,7 +331,7 @@ class Cron(Outbox):
 
     async def _chat_off(self, message: Message) -> bool:
         """Whether ``.tmy off`` silenced the target chat (the engine's chat switch)."""
-        switch = getattr(self.engine, "switch", None)
+        switch = self.engine.switch
         return switch is not None and bool(await switch.is_off(message))
 
     async def _remember(self, rule_id: str, entry: dict[str, Any]) -> None:
