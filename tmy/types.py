@@ -19,18 +19,31 @@ if TYPE_CHECKING:  # names for annotations only: this module must stay importabl
     import httpx
     import structlog
 
+    from tmy.config import Settings
+    from tmy.executors.registry import Registry
     from tmy.message import Message, Reply, StepRecord, Target
     from tmy.store.base import Store
 
 
 class Services(Protocol):
-    """What every run and executor can reach: settings, the store, executors, the HTTP client."""
+    """What every run and executor can reach: settings, the store, executors, the HTTP client.
+
+    ``state`` holds what each extension's lifespan yielded, by extension name
+    (read-only); an extension reads its own through a typed accessor
+    (``tmy.llm.runtime_of(services)``).
+    """
 
     @property
-    def settings(self) -> Any: ...
+    def settings(self) -> Settings: ...
 
     @property
     def store(self) -> Store: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def state(self) -> Mapping[str, Any]: ...
 
     @property
     def http(self) -> httpx.AsyncClient: ...
@@ -151,6 +164,11 @@ class Extension(Protocol):
 
     @property
     def step_keys(self) -> Mapping[str, Any]: ...
+
+    @property
+    def config(self) -> Any:
+        """The top-level config section it owns (a ``ConfigSection``), or None."""
+        ...
 
     def executors(self, settings: Any) -> Iterable[Any]:
         """The executors it adds, given the validated settings (checks may depend on config)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tmy.types import StepContext
 
-async def adjust(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
+
+async def adjust(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     return value
