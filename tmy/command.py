@@ -110,7 +110,9 @@ class Command:
     running daemon: ``reload``; the CLI asks the daemon over HTTP), ``"settings"``
     (nothing opened). ``admin``: chat refuses it to non-admins (the CLI user and the
     HTTP API key holder are the operator). ``fronts``: where it is reachable.
-    ``usage``: the chat form after the name (``get|set|del PATH [VALUE]``).
+    ``usage``: the chat form after the name (``get|set|del PATH [VALUE]``);
+    ``usage_error``: what a missing required argument answers (default ``usage: NAME USAGE``).
+    ``description``: the CLI's ``NAME --help`` text (default: ``help``).
     ``json_help``: the CLI gets ``--json`` (with this help), printing ``Result.data``.
     ``quiet``: the CLI logs errors only unless a level or a log file is asked for (a dry
     run's expected warnings would be noise).
@@ -124,6 +126,8 @@ class Command:
     admin: bool = True
     fronts: frozenset[str] = ALL_FRONTS
     usage: str = ""
+    usage_error: str = ""
+    description: str = ""
     json_help: str = ""
     quiet: bool = False
 
@@ -135,6 +139,11 @@ class Command:
     def synopsis(self) -> str:
         """``name usage`` as ``.tmy help`` lists it."""
         return f"{self.name} {self.usage}".strip()
+
+    @property
+    def misuse(self) -> str:
+        """The answer to a missing required argument."""
+        return self.usage_error or f"usage: {self.synopsis}"
 
 
 def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, Any]:
@@ -150,7 +159,7 @@ def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, A
     for arg in positionals:
         if not remaining:
             if arg.required:
-                raise CommandError(f"usage: {command.synopsis}")
+                raise CommandError(command.misuse)
             break
         if arg.rest:
             args[arg.name] = remaining

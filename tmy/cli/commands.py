@@ -37,7 +37,10 @@ def add_commands(
         if "cli" not in command.fronts:
             continue
         parser = sub.add_parser(
-            command.name, parents=[common], help=command.help, description=command.help
+            command.name,
+            parents=[common],
+            help=command.help,
+            description=command.description or command.help,
         )
         groups: dict[str, Any] = {}
         for arg in command.args_for("cli"):

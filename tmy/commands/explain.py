@@ -51,6 +51,8 @@ EXPLAIN = Command(
     help="why the bot answers a message (or not): matches, near misses, each step",
     run=_run,
     usage="TEXT",
+    description="explain why the bot answers a message the way it does: matching, near misses, "
+    "each step; a dry run unless --run",
     json_help="print the explanation as JSON",
     args=(
         Arg("text", "the message, as a user would send it", rest=True),

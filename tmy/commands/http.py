@@ -68,7 +68,7 @@ def _args_of(command: Command, given: Any) -> dict[str, Any]:
 def _value(command: Command, arg: Arg, value: Any) -> Any:
     if value is None:
         if arg.required and not arg.flag:
-            raise CommandError(f"usage: {command.synopsis} ('{arg.name}' is required)")
+            raise CommandError(f"{command.misuse} ('{arg.name}' is required)")
         return arg.empty
     if arg.flag and not arg.takes_value:
         if not isinstance(value, bool):

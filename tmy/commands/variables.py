@@ -164,8 +164,9 @@ VARS = Command(
     help="list / get / set / del persistent variables",
     run=_run,
     usage="get|set|del PATH [VALUE] [--force]",
+    usage_error=USAGE,
     args=(
-        Arg("action", choices=ACTIONS, required=False),
+        Arg("action", choices=ACTIONS),
         Arg("name", "variable name (or path for get)", required=False),
         Arg("value", "for set: JSON, or a plain string", required=False, rest=True),
         Arg(
