@@ -25,14 +25,15 @@ import pytest
 
 from tests.support.log_helpers import read_log
 from tests.support.onebot_fake import connect_reverse
-from tmy import daemon as daemon_mod
 from tmy.config import load_settings
+from tmy.cron import EXTENSION as cron_extension
 from tmy.cron import Schedule, Timing, validate_schedule
-from tmy.errors import RuleError
+from tmy.errors import AdapterError, RuleError
 from tmy.executors import default_registry
 from tmy.message import Message
 from tmy.rulebook.loader import load_sources
 from tmy.store import open_store
+from tmy.testing import LoopbackAdapter, serving
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,7 +51,7 @@ rules:
 
 
 def load(text: str) -> Any:
-    return load_sources([(Path("c.yaml"), text)], default_registry())
+    return load_sources([(Path("c.yaml"), text)], default_registry([cron_extension]))
 
 
 def rule_with(schedule: str) -> str:
@@ -257,12 +258,7 @@ async def test_a_cron_reply_reaches_a_chat_through_onebot(tmp_path: Path) -> Non
         timezone="UTC",
         adapters={"onebot": {"enabled": True, "send_interval": 0}},
     )
-    stop = asyncio.Event()
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-    try:
-        await asyncio.wait_for(asyncio.shield(ready), 20)
-        daemon = ready.result()
+    async with serving(settings=settings) as daemon:
         async with aiohttp.ClientSession() as session:
             impl = await connect_reverse(
                 session, f"ws://127.0.0.1:{daemon.http.port}/onebot/v11/ws"
@@ -291,16 +287,14 @@ async def test_a_cron_reply_reaches_a_chat_through_onebot(tmp_path: Path) -> Non
             assert r["sent"].startswith(("ok", "error: onebot: no bot account connected (")), r
         assert run["target"] == "onebot:group:777:"
         assert len(jobs[0]["next"]) == 3
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
 
 
 async def _cron_json(settings: Any) -> list[dict[str, Any]]:
     from tmy.app import App
+    from tmy.builtins import extensions
     from tmy.cron import jobs_report
 
-    async with App(settings.with_(http_enabled=False)) as app:
+    async with App(settings.with_(http_enabled=False), extensions=extensions()) as app:
         return await jobs_report(app.engine.rulebook, app.store, "UTC")
 
 
@@ -629,7 +623,7 @@ async def test_tmy_off_in_a_chat_stops_its_scheduled_runs_and_posts() -> None:
     async with Bot({"r.yaml": _counted("every: 1s", GROUP)}) as bot:
         store = bot.app.store
         chat = Message(".tmy off", user="op", chat="group:5", platform="onebot")
-        await bot.app.commands.switch.set(chat, True)
+        await bot.app.switch.set(chat, True)
         sent: list[str] = []
 
         async def send(target: Any, text: str) -> None:
@@ -641,7 +635,7 @@ async def test_tmy_off_in_a_chat_stops_its_scheduled_runs_and_posts() -> None:
             runs = await _wait_for(lambda: _history(store), timeout=4)
             assert runs and runs[0]["outcome"] == "skipped: chat off", runs
             assert sent == [] and not await store.get("var/global/ticks")  # not run at all
-            await bot.app.commands.switch.set(chat, False)
+            await bot.app.switch.set(chat, False)
             assert await _wait_for(lambda: asyncio.sleep(0, sent), timeout=4)
         finally:
             await cron.stop()
@@ -659,50 +653,45 @@ def _failures(outcome: str) -> float:
 @pytest.mark.slow
 @pytest.mark.timeout(30)
 async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Path) -> None:
-    from tmy.cron import Cron, format_report, jobs_report, outbox_entries
-    from tmy.daemon import Daemon
-    from tmy.errors import AdapterError
-    from tmy.testing import Bot
+    from tmy.cron import format_report, jobs_report, outbox_entries
 
     schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
-    async with Bot({"r.yaml": _counted(schedule, GROUP)}) as bot:
-        store = bot.app.store
-        sent: list[str] = []
+    onebot = RefusesFirstSend("onebot")
+    rules = {"r.yaml": _counted(schedule, GROUP)}
+    async with serving(rules, adapters=(onebot,), http_enabled=False) as daemon:
+        store = daemon.app.store
         retries = _failures("retry")
+        pending = await _wait_for(lambda: outbox_entries(store))
+        assert [item["state"] for _, item in pending] == ["retry"]
+        assert _failures("retry") == retries + 1
+        jobs = await jobs_report(daemon.engine.rulebook, store, "UTC")
+        (item,) = jobs[0]["outbox"]
+        assert item["attempts"] == 1 and "no bot account" in item["last_error"]
+        assert "pending send" in format_report(jobs)
+        health = await daemon.health()
+        assert health["cron"]["outbox"]["pending"] == 1
+        assert health["cron"]["outbox"]["oldest"] == item["fire_time"]
+        # the retry (after the first backoff) goes out, and the outbox empties
+        assert (await onebot.pop(timeout=8)).text.startswith("tick ")
+        assert await _wait_for(lambda: _outbox_empty(store), timeout=2)
+        runs = await _wait_for(lambda: _retried(store), timeout=2)
+        assert runs[-1]["sent"] == "ok (attempt 2)" and runs[-1]["attempt"] == 2, runs
+        assert (await daemon.health())["cron"]["outbox"]["pending"] == 0
+    failed = [e for e in read_log(log_file) if e["event"] == "cron.send_failed"]
+    assert failed and failed[0]["level"] == "warning", failed
+    assert failed[0]["error"] == "onebot: no bot account connected"
 
-        async def send(target: Any, text: str) -> None:
-            if not sent:
-                sent.append("refused")
-                raise AdapterError("onebot: no bot account connected")
-            sent.append(text)
 
-        cron = Cron(bot.engine, store, send, default_zone="UTC")
-        daemon = Daemon(bot.app, [])
-        daemon.cron = cron
-        cron.start(bot.engine.rulebook)
-        try:
-            pending = await _wait_for(lambda: outbox_entries(store))
-            assert [item["state"] for _, item in pending] == ["retry"]
-            assert _failures("retry") == retries + 1
-            jobs = await jobs_report(bot.engine.rulebook, store, "UTC")
-            (item,) = jobs[0]["outbox"]
-            assert item["attempts"] == 1 and "no bot account" in item["last_error"]
-            assert "pending send" in format_report(jobs)
-            health = await daemon.health()
-            assert health["cron"]["outbox"]["pending"] == 1
-            assert health["cron"]["outbox"]["oldest"] == item["fire_time"]
-            # the retry (after the first backoff) goes out, and the outbox empties
-            assert await _wait_for(lambda: asyncio.sleep(0, len(sent) == 2), timeout=8)
-            assert await _wait_for(lambda: _outbox_empty(store), timeout=2)
-            runs = await _wait_for(lambda: _retried(store), timeout=2)
-            assert runs[-1]["sent"] == "ok (attempt 2)" and runs[-1]["attempt"] == 2, runs
-            assert sent[1].startswith("tick ")
-            assert (await daemon.health())["cron"]["outbox"]["pending"] == 0
-        finally:
-            await cron.stop()
-        failed = [e for e in read_log(log_file) if e["event"] == "cron.send_failed"]
-        assert failed and failed[0]["level"] == "warning", failed
-        assert failed[0]["error"] == "onebot: no bot account connected"
+class RefusesFirstSend(LoopbackAdapter):
+    """A platform whose first send is refused, as OneBot's is before NapCat connects."""
+
+    refused = False
+
+    async def send(self, target: Any, text: str) -> None:
+        if not self.refused:
+            self.refused = True
+            raise AdapterError("onebot: no bot account connected")
+        await super().send(target, text)
 
 
 async def _outbox_empty(store: Any) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,12 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tmy import daemon as daemon_mod
-from tmy.adapters.base import AdapterHealth
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Target
-from tmy.testing import Bot
+from tmy.testing import Bot, Daemon, LoopbackAdapter, Sent, serving
 
 RULES = """
 rules:
@@ -48,61 +45,23 @@ class BrokenPlatform:
     def health(self) -> dict[str, Any]:  # pragma: no cover
         return {"state": "failed"}
 
-
-class RecordingPlatform:
-    """A platform that keeps what the daemon sends through it."""
-
-    name = "memo"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[Target, str]] = []
-        self.state = AdapterHealth()
-
-    async def start(self, handle: Any) -> None:
-        self.state.set("connected")
-
-    async def stop(self) -> None:
-        self.state.set("stopped")
-
-    async def send(self, target: Target, text: str) -> None:
-        self.sent.append((target, text))
-
-    def health(self) -> dict[str, Any]:
-        return self.state.as_dict()
+    def routes(self) -> list[Any]:
+        return []
 
 
 @pytest.fixture
 async def running(
     tmp_path: Path,
-) -> AsyncIterator[tuple[Any, httpx.AsyncClient, RecordingPlatform]]:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "r.yaml").write_text(RULES)
-    memo = RecordingPlatform()
-    factory = lambda settings: [BrokenPlatform(), memo]  # noqa: E731
-    daemon_mod.ADAPTER_FACTORIES.append(factory)
-    settings = load_settings(
-        env={},
-        rules=str(rules),
-        plugins=str(tmp_path / "none"),
-        store=f"sqlite:///{tmp_path / 'tmy.db'}",
-        http_listen="127.0.0.1:0",
-        console=False,
-    )
-    stop = asyncio.Event()
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-    try:
-        done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
-        assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
-        daemon = ready.result()
-        base = f"http://127.0.0.1:{daemon.http.port}"
-        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
-            yield daemon, client, memo
-    finally:
-        daemon_mod.ADAPTER_FACTORIES.remove(factory)
-        stop.set()
-        await asyncio.wait_for(task, 15)
+) -> AsyncIterator[tuple[Daemon, httpx.AsyncClient, LoopbackAdapter]]:
+    """The daemon with a platform whose login is refused and one that records sends."""
+    memo = LoopbackAdapter("memo")
+    store = f"sqlite:///{tmp_path / 'tmy.db'}"
+    adapters = (BrokenPlatform(), memo)
+    async with (
+        serving({"r.yaml": RULES}, store=store, adapters=adapters) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as client,
+    ):
+        yield daemon, client, memo
 
 
 async def test_a_platform_failing_to_start_leaves_the_others_serving(running) -> None:
@@ -125,7 +84,7 @@ async def test_a_platform_failing_to_start_leaves_the_others_serving(running) ->
 async def test_send_goes_through_the_platform_adapter(running) -> None:
     daemon, _, memo = running
     await daemon.send(Target("memo", "group:1", "ann"), "hello")
-    assert memo.sent == [(Target("memo", "group:1", "ann"), "hello")]
+    assert memo.sent == [Sent(Target("memo", "group:1", "ann"), "hello")]
     with pytest.raises(AdapterError, match="failed to start: broken: login refused"):
         await daemon.send(Target("broken", "c"), "x")
     with pytest.raises(AdapterError, match="no running adapter for platform 'nowhere'"):
@@ -136,24 +95,18 @@ async def test_send_goes_through_the_platform_adapter(running) -> None:
 
 async def test_healthz_reports_a_dead_store(redis_server, tmp_path: Path) -> None:
     server = redis_server()
-    async with Bot({"r.yaml": RULES}, store=server.url) as bot:
-        daemon = daemon_mod.Daemon(bot.app, daemon_mod.build_adapters(
-            bot.settings.with_(http_listen="127.0.0.1:0"), console=False))  # fmt: skip
-        await daemon.start()
-        try:
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{daemon.http.port}", timeout=20
-            ) as client:
-                ok = await client.get("/healthz")
-                assert ok.status_code == 200 and ok.json()["store"]["state"] == "ok"
-                server.stop(kill=True)
-                down = await client.get("/healthz")
-                assert down.status_code == 503
-                assert down.json()["status"] == "error"
-                assert down.json()["store"]["state"] == "error"
-                assert down.json()["store"]["error"]
-        finally:
-            await daemon.stop()
+    async with (
+        serving({"r.yaml": RULES}, store=server.url) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=20) as client,
+    ):
+        ok = await client.get("/healthz")
+        assert ok.status_code == 200 and ok.json()["store"]["state"] == "ok"
+        server.stop(kill=True)
+        down = await client.get("/healthz")
+        assert down.status_code == 503
+        assert down.json()["status"] == "error"
+        assert down.json()["store"]["state"] == "error"
+        assert down.json()["store"]["error"]
 
 
 async def test_mention_true_answers_in_groups_only_when_addressed() -> None:

@@ -21,8 +21,8 @@ import httpx
 import pytest
 from aiohttp import web
 
-from tmy import daemon as daemon_mod
 from tmy.config import load_settings
+from tmy.testing import Daemon, serving
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,8 +43,8 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def served(tmp_path: Path, **overrides: Any) -> AsyncIterator[Any]:
-    """``serve`` in this process on a free port; yields the Daemon."""
+async def served(tmp_path: Path, **overrides: Any) -> AsyncIterator[Daemon]:
+    """The daemon in this process (``serving``) on a free port."""
     settings = load_settings(
         env={},
         **{
@@ -58,16 +58,8 @@ async def served(tmp_path: Path, **overrides: Any) -> AsyncIterator[Any]:
             **overrides,
         },
     )
-    stop = asyncio.Event()
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-    try:
-        done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
-        assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
-        yield ready.result()
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
+    async with serving(settings=settings) as daemon:
+        yield daemon
 
 
 async def say(daemon: Any, text: str, user: str = "ann") -> dict[str, Any]:
@@ -267,14 +259,14 @@ rules:
             ticking.replace("schedule: {every: 1s}", "triggers: [beat]").replace("FIRE_TIME", "NOW")
         )
         result = await daemon.app.reloader.reload("test")
-        assert result.ok and daemon.cron.jobs == {}
+        assert result.ok and daemon.app.cron.jobs == {}
         await asyncio.sleep(0.5)  # a firing already started may still land
         settled = len(await beats())
         await asyncio.sleep(2.5)
         assert len(await beats()) == settled, "the removed schedule still fires"
         path.write_text(ticking.replace("id: beat", "id: beat2"))
         assert (await daemon.app.reloader.reload("test")).ok
-        assert list(daemon.cron.jobs) == ["beat2"]
+        assert list(daemon.app.cron.jobs) == ["beat2"]
         assert await eventually(lambda: _at_least(beats, settled + 1))
         fired = await beats()
         assert len(fired) == len(set(fired)), "an occurrence ran twice across the swap"

@@ -24,7 +24,6 @@ import yarl
 from aiohttp import WSMsgType, web
 
 from tests.support.log_helpers import read_log
-from tmy import daemon as daemon_mod
 from tmy import metrics
 from tmy.adapters import discord_adapter as mod
 from tmy.adapters.discord_adapter import (
@@ -38,7 +37,7 @@ from tmy.adapters.discord_adapter import (
 from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Message, Reply, Target
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 discord = mod.discord
 
@@ -778,13 +777,7 @@ async def test_the_daemon_keeps_serving_when_discord_refuses_the_token(
         console=False,
         adapters={"discord": {"enabled": True}},
     )
-    stop = asyncio.Event()
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-    try:
-        done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
-        assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
-        daemon = ready.result()
+    async with serving(settings=settings) as daemon:
         base = f"http://127.0.0.1:{daemon.http.port}"
         async with httpx.AsyncClient(base_url=base) as client:
             async with asyncio.timeout(10):
@@ -799,9 +792,6 @@ async def test_the_daemon_keeps_serving_when_discord_refuses_the_token(
             assert answer["answer"].endswith("|still here")
         with pytest.raises(AdapterError, match="not connected"):
             await daemon.send(Target("discord", str(CHANNEL_ID)), "hi")
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 15)
 
 
 # -- text ----------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from tests.support.onebot_fake import (
     meta,
     text,
 )
-from tmy import daemon as daemon_mod
 from tmy import metrics
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.onebot import OneBotAdapter, OneBotConfig, from_settings
@@ -46,10 +45,9 @@ from tmy.adapters.onebot.codec import (
     unescape,
 )
 from tmy.config import load_settings
-from tmy.daemon import Daemon, build_adapters
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Message, Reply, Target
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 RULES = """
 variables:
@@ -708,15 +706,9 @@ async def test_the_daemon_serves_onebot_on_its_one_listener(tmp_path: Path) -> N
         console=False,
         adapters={"onebot": {"enabled": True, "access_token": "tok"}},
     )
-    stop = asyncio.Event()
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-    try:
-        done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
-        assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
-        daemon = ready.result()
-        port = daemon.http.port
-        async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession() as session:
+        async with serving(settings=settings) as daemon:
+            port = daemon.http.port
             url = f"ws://127.0.0.1:{port}/onebot/v11/ws"
             impl = await connect_reverse(session, url, token="tok")
             await impl.group("hit", message_id=1)
@@ -729,12 +721,7 @@ async def test_the_daemon_serves_onebot_on_its_one_listener(tmp_path: Path) -> N
                 report = (await client.get(f"http://127.0.0.1:{port}/healthz")).json()
             assert report["adapters"]["onebot"]["state"] == "connected"
             assert report["adapters"]["onebot"]["self_ids"] == [str(SELF_ID)]
-            stop.set()
-            await asyncio.wait_for(task, 15)
-            await asyncio.wait_for(impl.closed.wait(), 5)  # tmy closed the socket on stop
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(impl.closed.wait(), 5)  # tmy closed the socket on stop
 
 
 # -- the codec -------------------------------------------------------------------------------
@@ -847,10 +834,6 @@ async def test_a_onebot_path_that_collides_with_a_listener_route_is_refused(tmp_
         rules=tmp_path / "rules", store=f"sqlite:///{tmp_path / 'db.sqlite'}"
     )
     (tmp_path / "rules").mkdir()
-    async with Bot({"r.yaml": RULES_REVIEW_ISSUE8}) as bot:
-        daemon = Daemon(bot.app, build_adapters(settings, console=False, store=bot.app.store))
-        try:
-            with pytest.raises((AdapterError, ConfigError), match="/healthz"):
-                await daemon.start()
-        finally:
-            await daemon.stop()
+    with pytest.raises((AdapterError, ConfigError), match="/healthz"):
+        async with serving(settings=settings):
+            pass

@@ -28,7 +28,6 @@ from tests.support.telegram_fake import (
     FakeTelegram,
     entity,
 )
-from tmy import daemon as daemon_mod
 from tmy import metrics
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.telegram import (
@@ -43,7 +42,7 @@ from tmy.adapters.telegram import adapter as telegram_mod
 from tmy.config import load_settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Message, Reply, Target
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 RULES = """
 rules:
@@ -566,13 +565,7 @@ async def test_the_daemon_serves_telegram_and_reports_it(
             console=False,
             adapters={"telegram": {"enabled": True, "api_base": fake.base}},
         )
-        stop = asyncio.Event()
-        ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(daemon_mod.serve(settings, stop, on_ready=ready.set_result))
-        try:
-            done, _ = await asyncio.wait([ready, task], timeout=20, return_when="FIRST_COMPLETED")
-            assert ready in done, f"serve did not start: {task.exception() if task.done() else ''}"
-            daemon = ready.result()
+        async with serving(settings=settings) as daemon:
             await fake.message("echo via daemon")
             assert (await fake.next_sent())["text"].endswith("|via daemon")
             await daemon.send(Target("telegram", "-100500"), "from the daemon")
@@ -582,9 +575,6 @@ async def test_the_daemon_serves_telegram_and_reports_it(
                 report = (await client.get(url)).json()
             tg = report["adapters"]["telegram"]
             assert tg["state"] == "connected" and tg["username"] == BOT_USERNAME
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 15)
 
 
 async def _no_handle(message: Message) -> Reply:

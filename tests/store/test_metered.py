@@ -14,11 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tmy import daemon as daemon_mod
 from tmy.errors import LeaseLost, StoreError, ValueRefused
 from tmy.store.metered import metered
 from tmy.store.sqlite import SQLiteStore
-from tmy.testing import Bot
+from tmy.testing import serving
 
 
 async def test_ping_reports_the_last_failed_write_until_a_write_succeeds(tmp_path: Path) -> None:
@@ -75,27 +74,22 @@ rules:
 async def test_healthz_reports_the_store_as_failing_while_every_write_fails(
     tmp_path: Path,
 ) -> None:
-    async with Bot({"r.yaml": RULES}, store=f"sqlite:///{tmp_path / 'tmy.db'}") as bot:
-        daemon = daemon_mod.Daemon(bot.app, daemon_mod.build_adapters(
-            bot.settings.with_(http_listen="127.0.0.1:0"), console=False))  # fmt: skip
-        await daemon.start()
-        try:
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{daemon.http.port}", timeout=20
-            ) as client:
-                assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
-                db = bot.app.store.inner._db
-                pages = db.execute("PRAGMA page_count").fetchone()[0]
-                db.execute(f"PRAGMA max_page_count = {pages}")  # a full disk
-                assert (await bot.ask("note " + "x" * 15_000)).error
-                down = await client.get("/healthz")
-                assert down.status_code == 503 and down.json()["status"] == "error"
-                store = down.json()["store"]
-                assert store["state"] == "error"
-                assert store["error"].startswith("last write failed: ")
-                assert "database or disk is full" in store["error"]
-                db.execute("PRAGMA max_page_count = 1073741823")
-                assert (await bot.ask("note short")).error is None
-                assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
-        finally:
-            await daemon.stop()
+    store_url = f"sqlite:///{tmp_path / 'tmy.db'}"
+    async with (
+        serving({"r.yaml": RULES}, store=store_url) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=20) as client,
+    ):
+        assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
+        db = daemon.app.store.inner._db
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")  # a full disk
+        assert (await daemon.push("note " + "x" * 15_000)).error
+        down = await client.get("/healthz")
+        assert down.status_code == 503 and down.json()["status"] == "error"
+        store = down.json()["store"]
+        assert store["state"] == "error"
+        assert store["error"].startswith("last write failed: ")
+        assert "database or disk is full" in store["error"]
+        db.execute("PRAGMA max_page_count = 1073741823")
+        assert (await daemon.push("note short")).error is None
+        assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
