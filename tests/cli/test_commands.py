@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import tmy.cli
 from tmy.command import Arg, Command, Invocation, Result, command_table
 from tmy.extension import Extension
+from tmy.testing import serving
 
 PROGRAMS = ["serve", "chat", "ask", "check", "test"]
 
@@ -85,3 +87,18 @@ def test_exclusive_flags_and_a_command_error_exit_2(
     code = tmy.cli.main(["vars", "get", "nope", "--rules", str(tmp_path), "--store", store])
     assert code == 2
     assert "error: 'nope' is not a declared variable (declared: n)" in capsys.readouterr().err
+
+
+async def test_a_daemon_command_reports_a_wrong_key_and_a_missing_daemon(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rules = {"r.yaml": "rules:\n  - {id: hi, triggers: [hi], steps: [{plugin: ADJUST}]}\n"}
+    async with serving(rules, http_api_keys=("right",)) as daemon:
+        argv = ["reload", "--url", daemon.url, "--key", "wrong"]
+        assert await asyncio.to_thread(tmy.cli.main, argv) == 2
+        assert capsys.readouterr().err == "error: invalid API key (--key, or TMY_API_KEY)\n"
+        argv[-1] = "right"
+        assert await asyncio.to_thread(tmy.cli.main, argv) == 0
+        assert capsys.readouterr().out.startswith("reloaded: 1 rules from 1 files (")
+    assert tmy.cli.main(["reload", "--url", daemon.url]) == 2
+    assert capsys.readouterr().err.startswith(f"error: no daemon answered at {daemon.url}: ")

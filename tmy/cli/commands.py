@@ -23,7 +23,7 @@ import httpx
 from tmy import logs
 from tmy.adapters.http import parse_listen
 from tmy.app import App
-from tmy.cli.options import option, sender
+from tmy.cli.options import identity, option, sender
 from tmy.command import Arg, Command, Invocation, Result
 from tmy.config import Settings
 from tmy.extension import Extension
@@ -111,7 +111,9 @@ def run_command(
     if command.quiet and not option(args, "log-level") and not settings.log_file:
         logs.configure("error")  # the command's expected warnings would only be noise
     if command.needs == "daemon":
-        return ask_daemon(command.name, values, settings, args.url, args.key)
+        sent = {a.name: values[a.name] for a in command.args_for("http") if a.name in values}
+        body = {"args": sent, **identity(args)}
+        return ask_daemon(command.name, body, settings, args.url, args.key)
     inv = Invocation(values, sender(args), "cli", None, settings, emit=_emit, commands=commands)
     if command.needs == "settings":
         result = _run(command.run(inv))
@@ -149,9 +151,12 @@ def daemon_url(settings: Settings) -> str:
 
 
 def ask_daemon(
-    name: str, values: Mapping[str, Any], settings: Settings, url: str | None, key: str | None
+    name: str, body: Mapping[str, Any], settings: Settings, url: str | None, key: str | None
 ) -> int:
-    """Run command ``name`` in the running daemon (its HTTP listener); print the outcome."""
+    """Run command ``name`` in the running daemon (its HTTP listener); print the outcome.
+
+    ``body`` is what ``POST /admin/commands/{name}`` takes: ``args`` and who asks.
+    """
     url = url or daemon_url(settings)
     key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -160,7 +165,7 @@ def ask_daemon(
         # web page cannot send cross-site without a CORS preflight
         response = httpx.post(
             f"{url.rstrip('/')}/admin/commands/{name}",
-            json={"args": dict(values)},
+            json=dict(body),
             headers=headers,
             timeout=120,
         )
@@ -168,19 +173,19 @@ def ask_daemon(
         print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
         return 2
     try:
-        body = response.json()
+        answer = response.json()
     except ValueError:
-        body = None
-    if not isinstance(body, dict) or (response.status_code != 401 and "text" not in body):
+        answer = None
+    if not isinstance(answer, dict) or (response.status_code != 401 and "text" not in answer):
         shown = response.text[:200]
         print(f"error: {url} answered {response.status_code}: {shown}", file=sys.stderr)
         return 2
     if response.status_code == 401:
-        print(f"error: {body.get('error')} (--key, or TMY_API_KEY)", file=sys.stderr)
+        print(f"error: {answer.get('error')} (--key, or TMY_API_KEY)", file=sys.stderr)
         return 2
-    ok = bool(body.get("ok"))
-    if body.get("text"):
-        print(body["text"], file=sys.stdout if ok else sys.stderr)
+    ok = bool(answer.get("ok"))
+    if answer.get("text"):
+        print(answer["text"], file=sys.stdout if ok else sys.stderr)
     if response.status_code == 400:
         return 2
     return 0 if ok else 1
