@@ -33,6 +33,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import httpx
+
 from tmy import cron, logs, metrics, redact
 from tmy.adapters.http import HttpAdapter
 from tmy.command import Command
@@ -81,7 +83,8 @@ class App:
     docstring). ``adapters``: extra adapter objects started with the configured
     ones (a test's loopback adapter); giving any means serving. ``serve``: open
     the serving part (web server, adapters, cron, watcher) even without extra
-    adapters — :func:`serve` does.
+    adapters — :func:`serve` does. ``http``: the client steps send through instead
+    of the shared one (rule tests give a canned transport); closed by whoever made it.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class App:
         store: Store | None = None,
         adapters: Sequence[Adapter] = (),
         serve: bool | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         self.settings = settings
         self.extensions: tuple[Extension, ...] = tuple(extensions)
@@ -104,6 +108,7 @@ class App:
         self._rule_texts = rule_texts
         self._given_store = store
         self._extra_adapters = tuple(adapters)
+        self._given_http = http
         self._states: dict[str, Any] = {}
         self.state: Mapping[str, Any] = MappingProxyType(self._states)
         self.store: Store | None = None
@@ -186,7 +191,7 @@ class App:
         if self._given_store is None:
             stack.push_async_callback(store.close)
         self.store = store
-        services = Services(settings, store, self.registry, self.state)
+        services = Services(settings, store, self.registry, self.state, http=self._given_http)
         stack.push_async_callback(services.aclose)
         for extension in self.extensions:
             state = await stack.enter_async_context(extension.lifespan(services))

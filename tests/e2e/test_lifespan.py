@@ -137,3 +137,12 @@ def _hi() -> Any:
     from tmy import Message
 
     return Message("hi", user="ann", platform="test")
+
+
+async def test_a_given_http_client_is_used_and_left_open(tmp_path: Path) -> None:
+    import httpx
+
+    async with httpx.AsyncClient() as client:
+        async with App(settings(tmp_path), rule_texts=RULES, http=client) as app:
+            assert app.engine is not None and app.engine.services.http is client
+        assert not client.is_closed  # closed by whoever made it

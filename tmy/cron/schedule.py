@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
+from tmy.config.timezone import concrete, zone_of
 from tmy.errors import RuleError
 from tmy.message import Target
 
@@ -192,17 +192,8 @@ def _targets(raw: Any) -> Iterable[Target]:
 
 
 def resolve_timezone(name: str | None) -> tzinfo:
-    """An IANA zone, or the machine's own for ``local``/empty."""
-    if name in (None, "", "local"):
-        from tzlocal import get_localzone  # APScheduler's own dependency
-
-        return get_localzone()
-    try:
-        return ZoneInfo(name)
-    except Exception:
-        raise RuleError(
-            f"unknown timezone {name!r} (use an IANA name like 'Asia/Shanghai')"
-        ) from None
+    """An IANA zone, or the machine's own for ``local``/empty (the config's one resolver)."""
+    return concrete(zone_of(name, RuleError))
 
 
 # -- fire times ------------------------------------------------------------------------------
