@@ -273,3 +273,9 @@ def test_with_sections_fills_in_what_a_directly_built_settings_lacks() -> None:
     assert plain.sections["weather"] == ("Paris", 1)
     kept = Settings(sections={"weather": ("Rome", 2)})
     assert with_sections(kept, [WEATHER]) is kept
+
+
+def test_an_extension_may_not_claim_a_section_of_tmy_itself(tmp_path: Path) -> None:
+    thief = Extension(name="thief", config=ConfigSection("llm", dict))
+    with pytest.raises(ConfigError, match=r"extension 'thief' claims .*'llm', which is tmy's own"):
+        load_settings(write(tmp_path, "{}\n"), env={}, extensions=[thief])

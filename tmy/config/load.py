@@ -27,9 +27,8 @@ import yaml
 
 from tmy.config.adapters import ADAPTER_SECTIONS, Adapters
 from tmy.config.llm import load_config
-from tmy.config.schema import first_problem
+from tmy.config.schema import SCHEMA, first_problem
 from tmy.config.settings import Settings
-from tmy.config.timezone import zone_of
 from tmy.errors import ConfigError
 from tmy.extension import ConfigSection, Extension
 from tmy.yamlfile.hints import diagnose, message
@@ -93,7 +92,7 @@ def load_settings(
     path = Path(config or env.get("TMY_CONFIG") or DEFAULT_CONFIG)
     if not (config or env.get("TMY_CONFIG")) and not path.exists() and CHECKOUT_CONFIG.exists():
         path = CHECKOUT_CONFIG
-    claimed = {ext.config.key: ext.config for ext in extensions if ext.config is not None}
+    claimed = _claimed(extensions)
     text = ""
     data: dict[str, Any] = {}
     if path.exists():
@@ -125,11 +124,25 @@ def load_settings(
             raise _located(exc, file, key) from None
     kwargs["sections"] = sections
     try:
-        zone_of(kwargs.get("timezone"))
+        return Settings(**kwargs)  # resolves the time zone: the one thing left to check
     except ConfigError as exc:
         from_file = data.get("timezone") == kwargs.get("timezone")
         raise _located(exc, file if from_file else None, "timezone") from None
-    return Settings(**kwargs)
+
+
+def _claimed(extensions: Iterable[Extension]) -> dict[str, ConfigSection]:
+    """Top-level key -> the section an extension claims; tmy's own keys are not to be had."""
+    claimed: dict[str, ConfigSection] = {}
+    for ext in extensions:
+        if ext.config is None:
+            continue
+        if ext.config.key in SCHEMA[""]:
+            raise ConfigError(
+                f"extension {ext.name!r} claims the config section {ext.config.key!r}, "
+                "which is tmy's own"
+            )
+        claimed[ext.config.key] = ext.config
+    return claimed
 
 
 def with_sections(settings: Settings, extensions: Iterable[Extension]) -> Settings:
