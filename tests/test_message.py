@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Messages and their ids (tmy/message.py): ids the engine refuses whatever adapter sent them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Secrets registered for redaction (tmy/redact.py)."""
 
 from __future__ import annotations
 

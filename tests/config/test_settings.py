@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Settings loaded from the environment and config files (tmy/config/settings.py)."""
 
 from __future__ import annotations
 

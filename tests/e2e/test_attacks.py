@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""Attacks on a served bot: hostile expressions and upstream bodies must not freeze the daemon
+nor blow up its memory, while ``ping`` messages in parallel are still answered."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""``run.py check`` / ``ask`` / a daemon as processes whose peak memory is read back: small
+inputs built to amplify (format widths, aliases, templates, endless bodies) stay bounded."""
 
 from __future__ import annotations
 

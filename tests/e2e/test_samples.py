@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""The shipped sample rules (rules/basics.yaml) end to end, on both stores."""
 
 from __future__ import annotations
 

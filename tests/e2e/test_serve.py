@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""``run.py serve`` as a process: how it starts and stops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Who is an admin: ``platform:user`` entries parsed once, never spoofable from another platform."""
 
 from __future__ import annotations
 

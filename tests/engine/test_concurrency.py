@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from tests.support.gate import Gate
 from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.testing import Bot
 
@@ -112,37 +112,9 @@ async def test_two_engines_on_one_store_share_the_counter(store_url: str) -> Non
 # -- from test_bughunt.py (a bug hunt: each failed before its fix)
 
 
-# A plugin whose step waits on a gate the test controls (no sleeps, no timing).
-GATE_PLUGIN = """
-import asyncio
-import json
-
-async def gated(value, cfg, ctx):
-    gates = ctx.services.extra.setdefault("gates", {})
-    entered = gates.setdefault("entered", asyncio.Event())
-    release = gates.setdefault("release", asyncio.Event())
-    entered.set()
-    await release.wait()
-    return value
-
-def register(registry):
-    registry.add("GATED", gated)
-"""
-
-
 @pytest.fixture
-def gate_plugins(tmp_path: Path) -> Path:
-    folder = tmp_path / "bughunt-plugins"
-    folder.mkdir()
-    (folder / "bughunt_gate.py").write_text(GATE_PLUGIN, encoding="utf-8")
-    return folder
-
-
-def _gates(bot: Bot) -> dict[str, asyncio.Event]:
-    gates = bot.engine.services.extra.setdefault("gates", {})
-    gates.setdefault("entered", asyncio.Event())
-    gates.setdefault("release", asyncio.Event())
-    return gates
+def gate() -> Gate:
+    return Gate()
 
 
 QUEUE_RULES = """
@@ -165,18 +137,17 @@ rules:
 
 
 async def test_locked_step_and_list_mode_update_do_not_lose_updates(
-    store_url: str, gate_plugins: Path
+    store_url: str, gate: Gate
 ) -> None:
-    async with Bot({"q.yaml": QUEUE_RULES}, plugins=gate_plugins, store=store_url) as bot:
-        gates = _gates(bot)
+    async with Bot({"q.yaml": QUEUE_RULES}, extensions=gate.extensions(), store=store_url) as bot:
         push = asyncio.create_task(bot.ask("push y"))
-        await asyncio.wait_for(gates["entered"].wait(), 10)
+        await gate.wait_entered()
         # "push" now holds queue's lock between its read and its write; a SHIFT
         # arriving meanwhile must wait for it instead of landing in between
         shift = asyncio.create_task(bot.ask("next"))
         await asyncio.sleep(0.2)
         assert not shift.done(), "the SHIFT ran while a read-modify-write held the lock"
-        gates["release"].set()
+        gate.open()
         pushed, shifted = await asyncio.wait_for(asyncio.gather(push, shift), 10)
         assert pushed.error is None and shifted.error is None
         assert shifted.text == "x"

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""How a run goes step by step: list modes, STEP_ERROR, when:, on_error, reply and value limits,
+store outages — through the real engine (tmy.testing.Bot)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The HTTP step (tmy/executors/http.py) against a real loopback upstream: bounded bodies,
+references percent-encoded for their place in the URL, credentials kept out of errors and logs."""
 
 from __future__ import annotations
 

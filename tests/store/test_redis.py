@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The Redis store (tmy/store/redis): group commit, and writes that a frozen, killed or
+resending ``redis-server`` never applies twice nor loses.
+
+Each test starts its own ``redis-server`` and freezes (SIGSTOP) or kills it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""The SQLite store (tmy/store/sqlite): its URL, lock rows left by dead processes, writes
+retried after SQLITE_BUSY applied once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring."""
+"""``?=`` expressions (tmy/values/expressions.py): the cost model and its bounds, and the
+wall-clock backstop for what it underrates."""
 
 from __future__ import annotations
 
