@@ -84,15 +84,14 @@ async def _run_file(
     outbound = _Outbound()
     outcomes: list[Outcome] = []
     setup_failed: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tmy-ruletest-") as tmp:
-        async with App(sandbox_settings(settings, root, Path(tmp)), extensions=extensions) as app:
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(outbound.handler), follow_redirects=True
+    )
+    sandbox = tempfile.TemporaryDirectory(prefix="tmy-ruletest-")
+    try:
+        settings = sandbox_settings(settings, root, Path(sandbox.name))
+        async with App(settings, extensions=extensions, http=client) as app:
             assert app.engine is not None
-            services = app.engine.services
-            await services.aclose()
-            # TRANSITION(B, A1): hand the client to App(http=...) once it takes one
-            services._http = httpx.AsyncClient(
-                transport=httpx.MockTransport(outbound.handler), follow_redirects=True
-            )
             for case in cases[: last + 1]:
                 outcome = await _run_case(app.engine, case, outbound)
                 if case.selected_by(pattern):
@@ -104,6 +103,9 @@ async def _run_file(
                     outcomes.append(outcome)
                 elif not outcome.ok:
                     setup_failed.append(case.where)
+    finally:
+        await client.aclose()
+        sandbox.cleanup()
     return outcomes
 
 
