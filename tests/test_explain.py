@@ -19,6 +19,7 @@ from aiohttp import web
 import tmy.cli
 import tmy.explain  # registers the command (the lead adds the import to tmy/cli.py)
 from tmy.explain import explain, explain_text, message_for
+from tmy.llm import runtime_of
 from tmy.message import Message
 from tmy.rulebook.loader import load_sources
 from tmy.store.base import MISSING
@@ -466,7 +467,7 @@ rules:
         assert "sk-explain-test" not in json.dumps(ex.as_dict())
         assert "(the TESTONLY mock answered it here)" in ex.render()
         # the real engine's model is untouched
-        assert b.engine.services.extra["llm"].config.models["real"].base_url.startswith(base)
+        assert runtime_of(b.engine.services).config.models["real"].base_url.startswith(base)
 
 
 async def test_a_failing_step_and_the_steps_after_it() -> None:

