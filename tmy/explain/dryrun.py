@@ -215,7 +215,7 @@ def _dry_state(real: Services, services: Services) -> list[Any]:
         for i, (name, model) in enumerate(config.models.items())
     }
     dry_config = replace(config, models=models, retries=0)
-    state[STATE_KEY] = replace(rt, config=dry_config, services=services)
+    state[STATE_KEY] = rt.derive(services, dry_config)
     return originals
 
 
