@@ -23,6 +23,7 @@ from tmy import logs, metrics
 from tmy.engine import cooldowns, replies
 from tmy.engine.gates import (
     CHAT_OFF_REASON,
+    NO_TRIGGER,
     Admins,
     ChatCommandsGate,
     ChatSwitchGate,
@@ -214,7 +215,11 @@ class Engine(InFlight):
         The reason is found only now (a second lookup without filters), so the
         matched path pays nothing for it.
         """
-        return self._no_run(message, text, trace_id, unmatched_reason(rulebook, message, text))
+        # without any filtered rule, a second look (filters ignored) cannot find one
+        reason = unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
+        if logs.INFO_ENABLED:
+            log_unmatched(message, text, reason, None)
+        return Reply("", None, trace_id, None, [], False, reason)
 
     def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:
         """A rule matched in a chat where the bot is off: no run, one unmatched line."""

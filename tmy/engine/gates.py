@@ -20,6 +20,7 @@ from typing import Protocol
 from tmy.message import Message, id_problem
 from tmy.rulebook.model import Rulebook
 
+NO_TRIGGER = "no trigger matched"
 CHAT_OFF_REASON = "the bot is switched off in this chat (an admin can say '{prefix} on')"
 
 
@@ -108,11 +109,11 @@ def unmatched_reason(rulebook: Rulebook, message: Message, text: str) -> str:
     """Why no rule runs for ``message``: no trigger, or the filters of the rule that matched.
 
     Found only once no rule took the message (a second lookup, filters
-    ignored), so the matched path pays nothing for it.
+    ignored), so the matched path pays nothing for it; without filtered rules
+    (``rulebook.has_filters``) the engine knows the answer without asking.
     """
-    # without any filtered rule, a second look (filters ignored) cannot find one
-    refused = rulebook.index.match(text) if rulebook.has_filters else None
+    refused = rulebook.index.match(text)
     if refused is None:
-        return "no trigger matched"
+        return NO_TRIGGER
     why = refused.rule.filters.refusal(message)
     return f"rule {refused.rule.id!r} matched but {why or 'its filters refused it'}"
