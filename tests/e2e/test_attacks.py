@@ -26,36 +26,22 @@ from tmy.testing import Bot
 #    amplification, deep YAML)
 
 
-# (expression, message argument): each blocked the event loop for seconds before the fix
+# Each blocked the event loop for seconds before the fix. The cost model that ends them is
+# tested without a server, on these and seventeen more (tests/values/test_cost.py); here three
+# go through a served bot: a size bound, a big-integer cost, a deep walk.
 ATTACKS: list[tuple[str, str]] = [
     ("round(5, -int(QUESTION))", "20000000"),
-    ("[len(sorted(QUESTION * 5)) for c in QUESTION]", "ab" * 5000),
-    ("[len(sorted(QUESTION, key=QUESTION.count)) for c in QUESTION]", "x" * 3000),
-    ("[len(sorted(QUESTION, key=str)) for c in QUESTION]", "x" * 3000),
-    ("[len('.'.join(QUESTION * 5)) for c in QUESTION]", "x" * 10000),
-    ("[len(str(10 ** 4000)) for c in QUESTION]", "x" * 10000),
-    ("[str(int(QUESTION)) + str(int(QUESTION)) for c in QUESTION][0][:5]", "7" * 4000),
-    ("[max(QUESTION * 10) for c in QUESTION]", "x" * 10000),
-    ("[len((QUESTION * 10).replace('x', 'yz')) for c in QUESTION]", "x" * 5000),
-    (
-        "[n in h for n in ['a' * 49999 + 'b'] for h in [QUESTION * 10] for c in QUESTION]",
-        "a" * 9990,
-    ),
-    ("[len(json_loads('[' + '1,' * 49998 + '1]')) for c in QUESTION]", "x" * 5000),
-    ("[(2 ** 9999) ** 10 // ((2 ** 9999) ** 5 - 1) > 0 for c in QUESTION]", "x" * 5000),
     ("[sum([(2 ** 9999) ** 10] * 9999) > 0 for c in QUESTION]", "x" * 300),
-    ("[len(str(list(QUESTION * 10))) for c in QUESTION]", "x" * 3000),
-    ("[len(json_dumps(list(QUESTION * 10))) for c in QUESTION]", "x" * 3000),
-    ("[len(set(QUESTION.split(' ') * 10)) for c in QUESTION]", "a " * 2000),
     (
         "[x == y for x in [[[1] * 1000 for i in QUESTION]] "
         "for y in [[[1] * 1000 for i in QUESTION]] for c in QUESTION * 7]",
         "x" * 1000,
     ),
-    ("[len((QUESTION * 10).splitlines()) for c in QUESTION]", "a\n" * 4999),
-    ("[(QUESTION * 10).split('x').count('') for c in QUESTION]", "x" * 5000),
-    ("[len((QUESTION * 10).title()) for c in QUESTION]", "x" * 9999),
 ]
+
+# A ping sent while an attack runs must be answered within this long (an HTTP timeout, so a
+# frozen daemon fails the test; the attacks above froze it for seconds to minutes).
+PING_TIMEOUT = 5.0
 
 
 def _attack_rules() -> str:
@@ -74,49 +60,40 @@ def _attack_rules() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _race(base: str, text: str) -> tuple[dict[str, Any], list[float]]:
-    """Post ``text`` and, from other threads while it runs, three pings.
+def _race(base: str, text: str) -> tuple[dict[str, Any], list[str]]:
+    """Post ``text`` and, from other threads while it runs, three pings (each bounded by
+    :data:`PING_TIMEOUT`); the attack's reply and the pings' answers."""
 
-    Each ping's wait is measured from when it was due, so a blocked server shows
-    up however the threads get scheduled.
-    """
-    started = time.monotonic()
-
-    def post(body: str) -> dict[str, Any]:
-        with httpx.Client(base_url=base, timeout=60) as client:
+    def post(body: str, timeout: float) -> dict[str, Any]:
+        with httpx.Client(base_url=base, timeout=timeout) as client:
             return client.post("/v1/messages", json={"text": body}).json()
 
-    def ping(delay: float) -> float:
-        due = started + delay
-        time.sleep(max(0.0, due - time.monotonic()))
-        assert post("ping")["answer"] == "pong"
-        return time.monotonic() - due
+    def ping(delay: float) -> str:
+        time.sleep(delay)  # spread over the attack's run
+        return post("ping", PING_TIMEOUT)["answer"]
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        attack = pool.submit(post, text)
+        attack = pool.submit(post, text, 60)
         pings = [pool.submit(ping, delay) for delay in (0.05, 0.2, 0.5)]
         return attack.result(), [p.result() for p in pings]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("index", "attack"), list(enumerate(ATTACKS)), ids=lambda v: str(v)[:50])
-async def test_an_expensive_expression_never_freezes_the_daemon(
-    index: int, attack: tuple[str, str]
-) -> None:
-    expr, arg = attack
+async def test_an_expensive_expression_never_freezes_the_daemon() -> None:
     async with Bot({"attacks.yaml": _attack_rules()}) as bot:
         adapter = HttpAdapter("127.0.0.1:0")
         await adapter.start(bot.engine.handle)
         try:
             base = f"http://127.0.0.1:{adapter.port}"
-            reply, waits = await asyncio.to_thread(_race, base, f"a{index} {arg}")
+            for index, (expr, arg) in enumerate(ATTACKS):
+                reply, pongs = await asyncio.to_thread(_race, base, f"a{index} {arg}")
+                assert pongs == ["pong"] * 3, expr
+                assert reply["rule"] == f"a{index}"
+                error = reply["error"] or ""
+                assert expr in error and ("too costly" in error or "too large" in error), error
         finally:
             await adapter.stop()
-    assert max(waits) < 1.0, f"a ping waited {max(waits):.1f} s while {expr!r} ran"
-    assert reply["rule"] == f"a{index}"
-    error = reply["error"] or ""
-    assert expr in error and ("too costly" in error or "too large" in error), error
 
 
 # -- from test_review_issue7.py (review of the issue 7 hardening: attacks that still got through)
@@ -207,17 +184,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _pings(base: str, stop: asyncio.Event) -> list[float]:
-    """Latency of ``ping`` messages sent one after another until ``stop``."""
-    took: list[float] = []
-    async with httpx.AsyncClient(timeout=60) as client:
+async def _pings(base: str, stop: asyncio.Event) -> int:
+    """``ping`` messages one after another until ``stop``, each answered within
+    :data:`PING_TIMEOUT` (else the HTTP timeout fails the test); how many were answered."""
+    answered = 0
+    async with httpx.AsyncClient(timeout=PING_TIMEOUT) as client:
         while not stop.is_set():
-            started = time.monotonic()
             r = await client.post(f"{base}/v1/messages", json={"text": "ping", "user": "p"})
-            took.append(time.monotonic() - started)
             assert r.json()["answer"] == "pong"
+            answered += 1
             await asyncio.sleep(0.05)
-    return took
+    return answered
 
 
 PING_RULE = """
@@ -230,9 +207,9 @@ rules:
 
 async def _attack_served(
     tmp_path: Path, rules: str, text: str, config: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], list[float], int]:
+) -> tuple[dict[str, Any], int, int]:
     """Run ``serve`` (its own process: a frozen loop cannot hide its own freeze), send
-    ``text`` while pings go on in parallel; (the reply, ping latencies, peak RSS in kB)."""
+    ``text`` while pings go on in parallel; (the reply, pings answered, peak RSS in kB)."""
     rules_dir = tmp_path / "rules"
     rules_dir.mkdir()
     (rules_dir / "r.yaml").write_text(PING_RULE + textwrap.indent(textwrap.dedent(rules), "  "))
@@ -261,8 +238,8 @@ async def _attack_served(
             attack = await client.post(f"{base}/v1/messages", json={"text": text, "user": "a"})
             await asyncio.sleep(0.3)
             stop.set()
-            took = await pinger
-        return attack.json(), took, _peak_kb(proc.pid)
+            pinged = await pinger
+        return attack.json(), pinged, _peak_kb(proc.pid)
     finally:
         proc.kill()
         await proc.wait()
@@ -286,11 +263,11 @@ async def test_a_doubly_gzipped_body_cannot_blow_up_the_daemon(
     """
     llm = {"models": {"m": {"base_url": f"{hostile['url']}/v1", "model": "m"}},
            "default": "m", "retries": 0}  # fmt: skip
-    reply, took, peak = await _attack_served(tmp_path, rules, text, {"llm": llm})
+    reply, pinged, peak = await _attack_served(tmp_path, rules, text, {"llm": llm})
     error = reply["error"] or ""
     assert "too large" in error or "encod" in error, error
     assert peak < PEAK_RSS_LIMIT_KB, f"peak RSS {peak // 1024} MB"
-    assert max(took) < 1.0, f"a ping waited {max(took):.2f} s"
+    assert pinged > 0
 
 
 @pytest.mark.timeout(120)
@@ -307,6 +284,6 @@ async def test_integers_with_equal_hashes_do_not_freeze_the_daemon(
         - {{plugin: HTTP, url: "{hostile["url"]}/nums"}}
         - {{plugin: ADJUST, input: "?= len(set(STEP_RESULT))"}}
     """
-    reply, took, _ = await _attack_served(tmp_path, rules, "uniq")
+    reply, pinged, _ = await _attack_served(tmp_path, rules, "uniq")
     assert "too costly" in (reply["error"] or ""), reply
-    assert max(took) < 1.0, f"a ping waited {max(took):.2f} s"
+    assert pinged > 0

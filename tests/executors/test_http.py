@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,14 +38,13 @@ async def run_steps(steps: str, text: str = "go", **settings: Any) -> Reply:
 
 
 async def test_http_step_stops_reading_an_endless_body(upstream: Upstream) -> None:
-    started = time.monotonic()
     reply = await run_steps(
         f'- {{plugin: HTTP, url: "{upstream.url}/forever", max_response_bytes: 1000000}}'
     )
     assert reply.error is not None
     assert "too large" in reply.error
     assert f"{upstream.url}/forever" in reply.error and "1000000" in reply.error
-    assert time.monotonic() - started < 20  # the cap, not the step timeout, ended it
+    assert "timed out" not in reply.error  # the cap, not the step timeout, ended it
 
 
 async def test_http_step_default_cap_and_declared_length(upstream: Upstream) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -268,15 +267,12 @@ async def test_100_concurrent_conversations(provider: FakeProvider) -> None:
     provider.delay = 0.2
     rules = RULES.replace('system: "Answer briefly."', "history: 3")
     async with Bot({"r.yaml": rules}, llm=llm(provider)) as bot:
-        started = time.perf_counter()
         replies = await asyncio.gather(
             *(bot.ask(f"ask question number {i}", user=f"user{i}") for i in range(100))
         )
-        elapsed = time.perf_counter() - started
         for i, reply in enumerate(replies):
             assert reply.error is None, reply.error
             assert reply.text == f"echo: question number {i}"
-        print(f"\n100 concurrent conversations, provider answering after 200 ms: {elapsed:.3f} s")
     assert len(provider.seen()) == 100
 
 
@@ -314,12 +310,10 @@ async def test_llm_body_that_never_ends_is_too_large(upstream: Upstream) -> None
 
 async def test_llm_sse_stream_that_never_ends_is_too_large(upstream: Upstream) -> None:
     llm = _llm(upstream, "endless-sse", max_response_bytes=1_000_000, spec={"stream": True})
-    started = time.monotonic()
     reply = await run_steps(LLM_STEP, llm=llm)
     assert reply.error is not None
     assert "too large" in reply.error and "endless-sse" in reply.error, reply.error
-    assert "deadline" not in reply.error
-    assert time.monotonic() - started < 20
+    assert "deadline" not in reply.error  # the cap ended it, not the 30 s deadline
 
 
 API_KEY = "sk-test-5ecret-K3y-0123456789"
