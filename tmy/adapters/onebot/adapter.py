@@ -115,7 +115,7 @@ class OneBotAdapter:
 
     async def start(self, handle: Handler) -> None:
         self._handle = handle
-        self._stopping = False
+        self._stopping = self._accounts.stopping = False
         self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
         if self.config.mode == "forward":
             self._session = aiohttp.ClientSession(
