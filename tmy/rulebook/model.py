@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmy.executors.registry import ExecutorSpec
 from tmy.rulebook.triggers import Trigger, trigger_warnings
 from tmy.types import StepHook
 from tmy.values.compiled import PathValue, Value
+
+if TYPE_CHECKING:
+    from tmy.rulebook.index import TriggerIndex
 
 SCOPES = ("global", "chat", "user")
 
@@ -179,7 +182,7 @@ class Rulebook:
 
     rules: tuple[Rule, ...]
     variables: dict[str, VariableDecl]
-    index: Any  # TriggerIndex
+    index: TriggerIndex
     files: tuple[str, ...]
     by_id: dict[str, Rule] = field(default_factory=dict)
     has_sessions: bool = False

@@ -1,11 +1,11 @@
-r"""Trigger words: parsing, normalisation and the match result.
+r"""Trigger words: parsing, the warnings ``check`` gives, and the match result.
 
 ``word`` exact, ``word*`` prefix, ``*word`` suffix, ``*word*`` contains,
 ``re:<regex>`` regular expression, ``*`` anything. Matching is done on the
-message stripped of characters drawn as nothing (format characters such as
-U+200B, other default-ignorables, variation selectors after a letter),
-normalised to Unicode NFKC, trimmed, and case-folded unless the rule is
-``case_sensitive``.
+message stripped of characters drawn as nothing, normalised to Unicode NFKC,
+trimmed, and case-folded unless the rule is ``case_sensitive``
+(:mod:`tmy.rulebook.textform`); the trigger index (:mod:`tmy.rulebook.index`)
+finds the rule.
 
 Regex triggers are compiled with the ``regex`` module rather than ``re``: it
 reads the same syntax (Unicode ``\w``, lookarounds and backreferences keep
@@ -14,7 +14,7 @@ a match after a time limit. The index gives all regex triggers of one message a
 shared budget (:data:`REGEX_BUDGET`), so a pattern with catastrophic
 backtracking (``^(a+)+$``) costs one message at most that long instead of
 stalling every chat; ``check`` warns about nested quantifiers and repeated
-alternatives that overlap (``(a|aa)+``) either way.
+alternatives that overlap (``(a|aa)+``) either way (:mod:`tmy.rulebook.regexrisk`).
 """
 
 from __future__ import annotations
