@@ -17,6 +17,7 @@ from tmy.engine.run import Run, StepContext, StepFailed
 from tmy.errors import EvalError
 from tmy.executors.adjust import adjust
 from tmy.message import StepRecord
+from tmy.rulebook.fields import type_names
 from tmy.rulebook.model import Step
 from tmy.store.base import MISSING
 from tmy.values.compiled import LIST_MODES, Constant, Expression, to_text
@@ -24,6 +25,9 @@ from tmy.values.paths import Path, set_in
 
 
 async def execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
+    """Run ``step`` once: its input, its options, the executor (under the step timeout
+    unless it is instant), then STEP_RESULT and ``save:`` (``save: STEP_ERROR`` with a
+    value ends the run as an error)."""
     v = run.vars
     if logs.DEBUG_ENABLED:
         logs.emit("debug", "step.start", uri=uri, plugin=step.plugin)
@@ -208,14 +212,8 @@ def _options_now(run: Run, step: Step) -> dict[str, Any]:
             value = val.evaluate(v)
             if opt.types and not val.constant and not isinstance(value, opt.types):
                 raise EvalError(
-                    f"option '{name}' of {step.plugin} must be {_type_names(opt.types)}, "
+                    f"option '{name}' of {step.plugin} must be {type_names(opt.types)}, "
                     f"got {type(value).__name__}"
                 )
             cfg[name] = value
     return cfg
-
-
-def _type_names(types: Any) -> str:
-    if isinstance(types, tuple):
-        return " or ".join(t.__name__ for t in types)
-    return types.__name__
