@@ -4,7 +4,6 @@ sample rules."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import os
 import sys
@@ -17,12 +16,13 @@ from structlog.testing import capture_logs
 import tmy.llm
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.upstream import MB
-from tmy.app import EXTENSIONS, SERVICE_HOOKS
+from tmy.app import App, build_registry
+from tmy.builtins import BUILTINS
 from tmy.config import Settings
 from tmy.config.llm import MOCK, load_config
 from tmy.errors import ConfigError, RuleError
 from tmy.llm.executor import llm_step
-from tmy.llm.inspect import inspect
+from tmy.llm.inspect import inspect, render
 from tmy.llm.usage import keys, today
 from tmy.message import Message
 from tmy.testing import Bot
@@ -115,29 +115,18 @@ async def test_a_bad_llm_config_stops_start_up() -> None:
             pass
 
 
-def test_install_is_idempotent_and_replaces_the_placeholder() -> None:
-    before = (len(EXTENSIONS), len(SERVICE_HOOKS))
-    tmy.llm.install()
-    tmy.llm.install()
-    assert (len(EXTENSIONS), len(SERVICE_HOOKS)) == before
-    from tmy.app import build_registry
-
-    assert build_registry(Settings(plugins=Path("/nonexistent"))).get("LLM").run is llm_step
+def test_the_llm_executor_comes_from_the_llm_extension() -> None:
+    settings = Settings(plugins=Path("/nonexistent"))
+    assert build_registry(settings, [tmy.llm.EXTENSION]).get("LLM").run is llm_step
+    assert "LLM" not in build_registry(settings)
 
 
-async def test_the_mock_is_announced_once_by_serve_and_never_by_one_shot_runs(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from tmy.app import SERVE_NOTICES
-
-    monkeypatch.setattr(tmy.llm, "_announced", False)
+async def test_the_mock_is_announced_by_serving_and_never_by_one_shot_runs() -> None:
     with capture_logs() as logs:
         async with Bot({"r.yaml": "rules: []"}) as bot:  # what ask/vars/ctx open
-            pass
-        assert [e["event"] for e in logs].count("llm.mock") == 0
-        for _ in range(2):  # what serve does once it is up
-            for notice in SERVE_NOTICES:
-                notice(bot.engine.services)
+            assert [e["event"] for e in logs].count("llm.mock") == 0
+            async with tmy.llm.EXTENSION.serving(bot.engine.services):  # what serve enters once
+                pass
     assert [e["event"] for e in logs].count("llm.mock") == 1
 
 
@@ -260,6 +249,13 @@ rules:
 """
 
 
+async def _ctx(settings: Settings, text: str, who: dict[str, str]) -> tuple[int, str]:
+    """What ``run.py ctx`` prints for ``text`` and its exit status (nothing is sent)."""
+    async with App(settings, extensions=BUILTINS) as app:
+        seen = await inspect(app, Message(text, **who))
+    return (0 if seen.request is not None else 1), render(seen)
+
+
 async def test_ctx_prints_the_request_without_sending_it(
     provider: FakeProvider, tmp_path: Path
 ) -> None:
@@ -274,9 +270,8 @@ async def test_ctx_prints_the_request_without_sending_it(
         await bot.say("chat first", user="alice", platform="console")
     assert len(provider.seen()) == 1
     who = {"user": "alice", "chat": "", "platform": "console"}
-    out = io.StringIO()
-    assert await inspect(settings, "chat second", who, out=out) == 0
-    text = out.getvalue()
+    code, text = await _ctx(settings, "chat second", who)
+    assert code == 0
     assert len(provider.seen()) == 1  # nothing was sent
     header, body = text.split("\n{", 1)
     body = json.loads("{" + body)
@@ -286,12 +281,10 @@ async def test_ctx_prints_the_request_without_sending_it(
     assert body["messages"][-1]["content"].endswith("\n\nsecond")
     assert body["tools"][0]["function"]["name"] == "lookup"
     signature = header.split("sha256 ")[1][:16]
-    out = io.StringIO()
-    await inspect(settings, "chat another topic", {**who, "user": "bob"}, out=out)
-    assert f"sha256 {signature}" in out.getvalue()  # the stable prefix is the same for everyone
-    out = io.StringIO()
-    assert await inspect(settings, "unmatched", who, out=out) == 1
-    assert "no rule matched" in out.getvalue()
+    _, text = await _ctx(settings, "chat another topic", {**who, "user": "bob"})
+    assert f"sha256 {signature}" in text  # the stable prefix is the same for everyone
+    code, text = await _ctx(settings, "unmatched", who)
+    assert code == 1 and "no rule matched" in text
 
 
 def _cli_env() -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+import tmy.llm
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.llm_helpers import RULES, llm, llm_stats
 from tests.support.upstream import Upstream
@@ -349,19 +350,13 @@ async def test_echoed_api_key_is_redacted(
     assert API_KEY not in text
 
 
-async def test_password_in_base_url_is_not_logged(
-    log_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import tmy.llm
-    from tmy.app import SERVE_NOTICES
-
+async def test_password_in_base_url_is_not_logged(log_file: Path) -> None:
     password = "hunter2-pa55word"
     llm = {"models": {"m": {"base_url": f"http://bob:{password}@127.0.0.1:9/v1", "model": "x"}},
            "default": "m", "retries": 0}  # fmt: skip
     async with Bot(_rules(LLM_STEP), llm=llm) as bot:
-        monkeypatch.setattr(tmy.llm, "_announced", False)
-        for notice in SERVE_NOTICES:  # what serve logs at start: the model's endpoint
-            notice(bot.engine.services)
+        async with tmy.llm.EXTENSION.serving(bot.engine.services):  # what serve logs at start
+            pass
         reply = await bot.ask("go")  # nothing listens on port 9: the error names the endpoint
     logs.flush()
     text = log_file.read_text()

@@ -8,7 +8,6 @@ provider on loopback, whose request log shows exactly what the model got.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import re
 import secrets
@@ -20,10 +19,12 @@ from aiohttp import web
 
 from tests.support.llm_fake_provider import FakeProvider, Reply
 from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
+from tmy.app import App
+from tmy.builtins import BUILTINS
 from tmy.config import Settings
 from tmy.config.memory import load_memory_config, recall_spec
 from tmy.errors import ConfigError, RuleError
-from tmy.llm.inspect import inspect
+from tmy.llm.inspect import inspect, render
 from tmy.memory import entries, scoring
 from tmy.memory.dialog import dialog_key, open_key
 from tmy.message import Message
@@ -547,11 +548,10 @@ async def test_ctx_shows_the_memory_block_and_why_each_entry_was_chosen(
         details = reply.steps[0].extra["memory"]  # ask --json shows the same
         assert [e["text"] for e in details["entries"]] == ["my cat is called Mimi"]
     sent = len(provider.seen())
-    out = io.StringIO()
-    who = {"user": "ann", "chat": "", "platform": "console"}
-    assert await inspect(settings, "ai what is my cat called", who, out=out) == 0
-    assert len(provider.seen()) == sent  # nothing sent
-    text = out.getvalue()
+    async with App(settings, extensions=BUILTINS) as app:  # what `run.py ctx` opens
+        seen = await inspect(app, Message("ai what is my cat called", user="ann"))
+    assert seen.request is not None and len(provider.seen()) == sent  # nothing sent
+    text = render(seen)
     header, body = text.split("\n{", 1)
     assert "# memory (lexical, min_score 0.35): 1 of 3 entries" in header
     assert re.search(
