@@ -46,6 +46,7 @@ CTX = Command(
         ),
     ),
     usage="TEXT",
+    description="print the LLM request this message would send, without sending it",
     quiet=True,  # the dry run ends the run early on purpose: its run.failed warning is noise
 )
 

@@ -120,7 +120,8 @@ MEMORY = Command(
             fronts=_CLI,
         ),
     ),
-    usage="[USER] | del ID",
+    usage="[USER] | memory del ID",  # `.tmy help` lists "memory [USER] | memory del ID"
+    description="list, delete or export long-term memory entries and dialogue summaries",
 )
 
 
@@ -159,7 +160,7 @@ DIALOG = Command(
         # not "user": the CLI's --user (who runs it) has that name
         Arg("other", "for clear: only this USER's", required=False, rest=True, metavar="USER"),
     ),
-    usage="[USER] | clear [USER]",
+    usage="[USER|clear]",
 )
 
 COMMANDS = (MEMORY, DIALOG)
