@@ -90,8 +90,7 @@ class Runtime:
 
 def runtime_of(services: Services) -> Runtime:
     """The app's LLM runtime (``services.state["llm"]``, set by the extension's lifespan)."""
-    state: Mapping[str, Any] = services.state
-    runtime = state.get(STATE_KEY)
+    runtime = services.state.get(STATE_KEY)
     if not isinstance(runtime, Runtime):
         raise ExecutorError("the LLM extension is not installed in this app")
     return runtime

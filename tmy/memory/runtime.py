@@ -7,9 +7,7 @@ read only through :func:`memory_of`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tmy.config.memory import MemoryConfig
 from tmy.errors import ExecutorError
@@ -28,8 +26,7 @@ class MemoryRuntime:
 
 def memory_of(services: Services) -> MemoryRuntime:
     """The app's memory runtime (``services.state["memory"]``, set by the extension's lifespan)."""
-    state: Mapping[str, Any] = services.state
-    runtime = state.get(STATE_KEY)
+    runtime = services.state.get(STATE_KEY)
     if not isinstance(runtime, MemoryRuntime):
         raise ExecutorError("the memory extension is not installed in this app")
     return runtime
