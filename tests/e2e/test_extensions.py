@@ -5,7 +5,9 @@ a module ``tmy_weather`` and a ``tmy_weather-0.1.dist-info/`` whose
 ``entry_points.txt`` declares ``[tmy.extensions] weather = tmy_weather:EXTENSION``
 — into a temporary folder put on ``PYTHONPATH`` (no network, no pip). The
 extension adds an executor (``WEATHER``), a rule key (``forecast:``) and a
-command (``weather``); all three then work without any change to ``tmy/``.
+command (``weather``); all three then work without any change to ``tmy/``: in
+``run.py check``, on the CLI (and its ``--help``), in ``.tmy`` chat and on the HTTP
+admin API.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,4 +150,27 @@ async def test_chat_runs_the_extensions_command_and_rule(
         assert await bot.say(".tmy weather Paris", user="root") == "weather in Paris: sunny"
         assert await bot.say("weather") == "cloudy in Paris"
         assert bot.app.rulebook.rules[0].extras["forecast"] == "Paris"
+    monkeypatch.delitem(sys.modules, "tmy_weather", raising=False)
+
+
+async def test_the_http_admin_api_runs_the_extensions_command(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(site))
+    async with (
+        serving({"r.yaml": RULES}, http_api_keys=("k-weather",)) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as client,
+    ):
+        response = await client.post(
+            "/admin/commands/weather",
+            json={"args": {"city": "Paris"}},
+            headers={"Authorization": "Bearer k-weather"},
+        )
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "command": "weather",
+        "ok": True,
+        "text": "weather in Paris: sunny",
+        "data": {"city": "Paris", "sky": "sunny"},
+    }
     monkeypatch.delitem(sys.modules, "tmy_weather", raising=False)
