@@ -6,11 +6,20 @@ from collections.abc import Mapping
 
 from tmy.command import Command, Invocation, Result
 
+# The order ``.tmy help`` has always listed these in (admins know the line by sight);
+# commands added since, and those of installed extensions, follow in registry order.
+_KNOWN_ORDER = (
+    "reload", "rules", "vars", "on", "off", "cron", "budget", "trace", "explain", "memory",
+    "dialog",
+)  # fmt: skip
+
 
 def help_text(commands: Mapping[str, Command]) -> str:
     """``commands: reload | rules [ID] | vars …``: every command chat can run but help."""
-    shown = [c.synopsis for c in commands.values() if "chat" in c.fronts and c.name != "help"]
-    return "commands: " + " | ".join(shown)
+    chat = [c for c in commands.values() if "chat" in c.fronts and c.name != "help"]
+    rank = {name: i for i, name in enumerate(_KNOWN_ORDER)}
+    chat.sort(key=lambda c: rank.get(c.name, len(rank)))  # stable: the rest keep their order
+    return "commands: " + " | ".join(c.synopsis for c in chat)
 
 
 async def _run(inv: Invocation) -> Result:
