@@ -232,6 +232,7 @@ async def run_case(
     profile: bool = False,
 ) -> dict[str, Any]:
     from tmy.app import App
+    from tmy.builtins import extensions
 
     prefix = common.redis_prefix()
     store = (
@@ -241,7 +242,7 @@ async def run_case(
     )
     users = max(concurrency, 8)
     settings = common.settings_for(tmp, rules=tmp / "rules", store=store)
-    app = App(settings)
+    app = App(settings, extensions=extensions())
     await app.__aenter__()
     out: dict[str, Any] = {"store": store_kind, "concurrency": concurrency}
     try:

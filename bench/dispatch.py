@@ -82,6 +82,7 @@ async def child(
     n: int, mix: bool, messages: int, warmup: int, profile: str | None, files: int = 1
 ) -> dict:
     from tmy.app import App
+    from tmy.builtins import extensions
     from tmy.rulebook.index import TriggerIndex
 
     with common.temp_dir(f"dispatch-{n}") as tmp:
@@ -93,7 +94,7 @@ async def child(
         rss_before = common.current_rss_mb()
         settings = common.settings_for(tmp, rules=tmp / "rules")
         t0 = time.perf_counter()
-        app = App(settings)
+        app = App(settings, extensions=extensions())
         await app.__aenter__()
         load_s = time.perf_counter() - t0
         try:

@@ -238,6 +238,7 @@ async def amain(
     server_pid: int | None = None,
 ) -> dict[str, Any]:
     from tmy.app import App
+    from tmy.builtins import extensions
 
     os.environ["OPENAI_API_KEY"] = "x"
     os.environ["OPENAI_BASE_URL"] = f"http://{HOST}:{port}/v1"
@@ -247,7 +248,7 @@ async def amain(
     common.write_rules(tmp / "rules", RULES)
     settings = common.settings_for(tmp, rules=tmp / "rules")
     out: dict[str, Any] = {"conversations": conversations, "provider_latency_s": latency}
-    async with App(settings) as app:
+    async with App(settings, extensions=extensions()) as app:
         spec = app.registry.get("LLM") if app.registry else None
         out["llm_executor"] = f"{spec.run.__module__}.{spec.run.__name__}" if spec else None
         # warm-up: imports, the first pooled connection, the store's tables

@@ -72,6 +72,7 @@ async def ticker(stop: asyncio.Event, worst: list[float]) -> None:
 
 async def measure(log: Path, ids: list[str]) -> list[dict[str, object]]:
     from tmy.app import App
+    from tmy.builtins import extensions
     from tmy.config import Settings
     from tmy.message import Message
 
@@ -84,7 +85,7 @@ async def measure(log: Path, ids: list[str]) -> list[dict[str, object]]:
         log_file=str(log),
     )
     rows = []
-    async with App(settings, rule_texts={"r.yaml": "rules: []\n"}) as app:
+    async with App(settings, extensions=extensions(), rule_texts={"r.yaml": "rules: []\n"}) as app:
         for tid in ids:
             stop = asyncio.Event()
             worst = [0.0]
