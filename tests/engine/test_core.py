@@ -15,7 +15,6 @@ from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
-import httpx
 import pytest
 
 from tmy.command import Command, Result
@@ -352,8 +351,3 @@ async def test_services_derive_shares_the_client_and_state_and_closes_only_its_o
     client = services.http
     await services.aclose()
     assert client.is_closed
-    async with httpx.AsyncClient() as recorder:  # tmy test's recorded network
-        await services.use_http(recorder)
-        assert services.http is recorder and services.derive(store).http is recorder
-        await services.aclose()
-        assert not recorder.is_closed  # its maker closes it

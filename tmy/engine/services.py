@@ -65,14 +65,6 @@ class Services:
         given — the same HTTP client; no engine until one is built on them."""
         return Services(self.settings, store, self.registry, self.state, http=http or self.http)
 
-    async def use_http(self, client: httpx.AsyncClient) -> None:
-        """Send every request through ``client`` from now on (``tmy test`` records the
-        network this way); a client these services made is closed, ``client`` stays
-        its maker's to close."""
-        await self.aclose()
-        self._http = client
-        self._owns_http = False
-
     async def aclose(self) -> None:
         """Close the HTTP client if these services created it."""
         if self._http is not None and self._owns_http:
