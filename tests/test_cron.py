@@ -1,8 +1,9 @@
 """Scheduled rules: validation with file:line, fire times, exactly once across daemons.
 
 The exactly-once tests start real ``serve`` processes sharing one Redis (or one
-SQLite file), let an ``every: 1s`` rule fire for over ten seconds, SIGKILL one
-daemon and check that every occurrence ran exactly once: no gap, no duplicate.
+SQLite file), let an ``every: 1s`` rule fire until both daemons have run some
+occurrences, SIGKILL one daemon and check that every occurrence ran exactly once:
+no gap, no duplicate.
 """
 
 from __future__ import annotations
@@ -185,20 +186,26 @@ async def _two_daemons_exactly_once(tmp_path: Path, store_url: str) -> None:
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "tick.yaml").write_text(TICK_RULES)
-    daemons = [_spawn(rules, store_url, tmp_path / f"d{i}.log") for i in range(2)]
+    logs = [tmp_path / f"d{i}.log" for i in range(2)]
+    daemons = [_spawn(rules, store_url, log) for log in logs]
+
+    async def fired_once_each(at_least: int, *, both: bool) -> list[str]:
+        """Poll until ``at_least`` occurrences ran (and, with ``both``, each daemon ran
+        some); check every read on the way: none twice, none missing."""
+        async with asyncio.timeout(40):
+            while True:
+                ticks, fired = await _read_fired(store_url)
+                _assert_each_second_once(ticks, fired)
+                took_turns = all(p.exists() and '"cron.done"' in p.read_text() for p in logs)
+                if len(fired) >= at_least and (took_turns or not both):
+                    return fired
+                await asyncio.sleep(0.25)
+
     try:
-        await asyncio.sleep(12)
-        ticks, fired = await _read_fired(store_url)
-        assert len(fired) >= 9, fired
-        _assert_each_second_once(ticks, fired)
-        logs = [(tmp_path / f"d{i}.log").read_text() for i in range(2)]
-        assert all('"cron.done"' in log for log in logs), "both daemons should take turns"
+        fired = await fired_once_each(5, both=True)  # both daemons take turns
         daemons[0].send_signal(signal.SIGKILL)
         daemons[0].wait()
-        await asyncio.sleep(5)
-        after_ticks, after = await _read_fired(store_url)
-        assert len(after) >= len(fired) + 4, (fired, after)
-        _assert_each_second_once(after_ticks, after)
+        await fired_once_each(len(fired) + 3, both=False)  # the survivor goes on alone
     finally:
         for d in daemons:
             if d.poll() is None:
@@ -369,15 +376,18 @@ def _sent_texts(impls: list[Any]) -> list[str]:
 
 
 async def _stall_one_of_two(
-    tmp_path: Path, store_url: str, proxy: FreezingProxy | None = None, stalls: int = STALLS
+    tmp_path: Path,
+    store_url: str,
+    proxies: dict[str, FreezingProxy] | None = None,
+    stalls: int = STALLS,
 ) -> None:
     """Two daemons share ``store_url`` (1 s leases); the first to claim each of two
     occurrences is SIGSTOPped for 2.5 s in the middle of its run (its HTTP step): the
     other takes the lease and runs it; the paused one, resumed, must write and send nothing.
 
-    With ``proxy``, daemon "a" reaches the store through it, and instead of a SIGSTOP
-    its link is frozen for 2.5 s whenever "a" is the claimant: it keeps running, its
-    commit waits in the frozen link and reaches the store after the lease moved on."""
+    With ``proxies``, each daemon reaches the store through its own, and instead of a
+    SIGSTOP the claimant's link is frozen for 2.5 s: it keeps running, its commit waits
+    in the frozen link and reaches the store after the lease moved on."""
     from aiohttp import web
 
     daemons: dict[str, subprocess.Popen[bytes]] = {}
@@ -387,10 +397,9 @@ async def _stall_one_of_two(
     async def step(request: web.Request) -> web.Response:
         name, fire = request.match_info["name"], request.query["fire"]
         if fire not in stalled and len(stalled) < stalls and len(daemons) == 2:
-            if proxy is not None:
-                if name == "a":
-                    stalled[fire] = name
-                    proxy.freeze(STALL_S)
+            if proxies is not None:
+                stalled[fire] = name
+                proxies[name].freeze(STALL_S)
             else:
                 stalled[fire] = name
                 pid = daemons[name].pid
@@ -413,7 +422,7 @@ async def _stall_one_of_two(
         rules.mkdir()
         (rules / "stall.yaml").write_text(STALL_RULES % {"port": port, "name": name})
         ports[name] = _free_port()
-        url = proxy.url(store_url) if proxy is not None and name == "a" else store_url
+        url = proxies[name].url(store_url) if proxies is not None else store_url
         daemons[name] = _spawn(
             rules, url, tmp_path / f"{name}.log", port=ports[name], config=config
         )
@@ -433,7 +442,12 @@ async def _stall_one_of_two(
                 if all(f in fired and f"tick {f}" in texts for f in stalled):
                     break
                 await asyncio.sleep(0.1)
-            await asyncio.sleep(STALL_S + 1)  # the paused ones resumed: time to write again
+            # the paused ones resume and find their lease gone: once each said so, nothing
+            # more of theirs can land (their commit is what was refused)
+            async with asyncio.timeout(STALL_S + 20):
+                while _lease_lost_lines(tmp_path) < len(stalled):
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(0.3)  # and a post, had one wrongly followed, would be here
             ticks, fired = await _read_fired(store_url)
             assert len(fired) == len(set(fired)), f"an occurrence ran twice: {sorted(fired)}"
             assert ticks == len(fired), "the run's two writes landed apart"
@@ -443,8 +457,6 @@ async def _stall_one_of_two(
             assert len(texts) == len(set(texts)), f"a scheduled post went out twice: {texts}"
             for fire in stalled:
                 assert texts.count(f"tick {fire}") == 1, (fire, texts)
-        logs = "".join((tmp_path / f"{n}.log").read_text() for n in ("a", "b"))
-        assert '"cron.lease_lost"' in logs, "the paused daemon did not say it lost its lease"
     finally:
         for d in daemons.values():
             if d.poll() is None:
@@ -456,6 +468,12 @@ async def _stall_one_of_two(
             except subprocess.TimeoutExpired:
                 d.kill()
         await runner.cleanup()
+
+
+def _lease_lost_lines(tmp_path: Path) -> int:
+    """How many times the daemons "a" and "b" logged that they lost a lease."""
+    logs = "".join((tmp_path / f"{n}.log").read_text() for n in ("a", "b"))
+    return logs.count('"cron.lease_lost"')
 
 
 class FreezingProxy:
@@ -821,13 +839,15 @@ async def test_a_daemon_cut_off_from_redis_past_its_lease_writes_and_sends_nothi
     commit arrives after the lease moved on, and the store refuses it (token compare)."""
     from urllib.parse import urlsplit
 
-    proxy = FreezingProxy(urlsplit(redis_url).port or 6379)
-    await proxy.start()
+    proxies = {name: FreezingProxy(urlsplit(redis_url).port or 6379) for name in ("a", "b")}
+    for proxy in proxies.values():
+        await proxy.start()
     try:
         url = f"{redis_url}?prefix={redis_namespace}&lease_ttl=1"
-        await _stall_one_of_two(tmp_path, url, proxy=proxy, stalls=1)
+        await _stall_one_of_two(tmp_path, url, proxies=proxies, stalls=1)
     finally:
-        await proxy.close()
+        for proxy in proxies.values():
+            await proxy.close()
 
 
 SHARED_COUNTER = """
