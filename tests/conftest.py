@@ -7,6 +7,11 @@ never skip the Redis half of the suite. Tests only touch keys under their own
 random prefix and delete them afterwards (never FLUSHDB: a developer's data may
 live in that database).
 
+The quick lane, ``pytest -m "not slow"``, leaves out what starts processes or servers:
+every daemon scenario (tests/e2e/), every test with a private ``redis-server``, and the
+tests marked ``slow`` by hand. A test outside the slow lane that starts a process fails,
+saying to mark it (so the quick lane stays quick as tests are added).
+
 The Redis Cluster (``redis_cluster_url``) is ``TMY_TEST_REDIS_CLUSTER_URL`` if
 set, else three private cluster-mode ``redis-server`` masters started for the
 session (``local_redis_cluster``, tests/support/redis_cluster.py); with ``CI`` set,
@@ -123,6 +128,44 @@ def _redis_server_exe() -> str:
             pytest.fail(f"CI must run every Redis test: {message}", pytrace=False)
         pytest.skip(f"!!! REDIS TEST SKIPPED !!! {message}")
     return exe
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the daemon scenarios and the private-``redis-server`` tests ``slow``."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if item.path.parent.name == "e2e" or "redis_server" in fixtures:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail a test outside the slow lane that starts a Python or Redis process (through
+    ``subprocess`` or asyncio's subprocesses: both go through ``subprocess.Popen``)."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    started: list[Any] = []
+    popen_init = subprocess.Popen.__init__
+
+    def recording(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
+        program = Path(str(args[0] if isinstance(args, list | tuple) else args).split()[0])
+        if program.name.startswith(("python", "redis-")):  # not a library's `uname -p`
+            started.append(args)
+        popen_init(self, args, *rest, **kw)
+
+    subprocess.Popen.__init__ = recording  # type: ignore[method-assign]
+    try:
+        result = yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+    if started:
+        shown = " ".join(map(str, started[0]))[:120] if isinstance(started[0], list) else started[0]
+        pytest.fail(
+            f"this test starts a process ({shown!s}): mark it @pytest.mark.slow "
+            "(the quick lane, -m 'not slow', runs no processes)",
+            pytrace=False,
+        )
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -205,6 +205,7 @@ def test_the_same_line_with_either_yaml_parser(name: str, loader: type) -> None:
     assert what and hint and "\n" not in what + hint
 
 
+@pytest.mark.slow  # run.py processes
 def test_check_as_a_process_prints_file_line_and_hint(tmp_path: Path) -> None:
     folder = tmp_path / "rules"
     folder.mkdir()
@@ -397,6 +398,7 @@ def test_a_registered_command_gets_its_help_from_the_tuple_or_its_description(
 # -- paths in a config file ----------------------------------------------------------------------
 
 
+@pytest.mark.slow  # run.py processes
 def test_paths_in_a_config_file_are_relative_to_its_directory(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "typed.yaml").write_text(TYPED, encoding="utf-8")
@@ -474,6 +476,7 @@ def test_the_shipped_config_finds_the_checkout_from_any_directory(
     assert (settings.rules, settings.store) == (Path("rules"), "sqlite:///data/tmy.db")
 
 
+@pytest.mark.slow  # run.py processes
 def test_check_from_another_directory_checks_the_checkout_rules(tmp_path: Path) -> None:
     here = run_py("check", cwd=REPO)
     there = run_py("check", cwd=tmp_path)

@@ -307,6 +307,7 @@ async def _cron_json(settings: Any) -> list[dict[str, Any]]:
         return await jobs_report(app.engine.rulebook, app.store, "UTC")
 
 
+@pytest.mark.slow  # run.py processes
 def test_run_py_cron_lists_jobs_and_their_next_fire_times(tmp_path: Path) -> None:
     rules = tmp_path / "rules"
     rules.mkdir()

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 import tmy
 from tmy.errors import ConfigError, EvalError, RuleError, StoreError, TmyError
 
@@ -54,6 +56,7 @@ def test_the_plugin_contract_is_exported() -> None:
     assert wanted <= set(tmy.__all__)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_test_harness_is_imported_only_when_used() -> None:
     code = "import sys, tmy; assert 'tmy.testing' not in sys.modules; tmy.Bot; print('ok')"
     out = subprocess.run(

@@ -106,6 +106,7 @@ rules:
         assert reply.error == "not allowed" and not reply.stopped
 
 
+@pytest.mark.slow  # run.py processes
 def test_ask_json_of_a_stop_refusal_has_no_error_and_exits_0(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "c.yaml").write_text(CHECKIN)
@@ -475,6 +476,7 @@ async def test_explain_shows_what_a_rule_in_cooldown_answers() -> None:
         assert "cooling down" in (ex.reason or "")
 
 
+@pytest.mark.slow  # run.py processes
 def test_ask_on_an_admin_command_prints_only_the_answer(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
     env["TMY_ADMINS"] = "boss"
@@ -489,6 +491,7 @@ def test_ask_on_an_admin_command_prints_only_the_answer(tmp_path: Path) -> None:
     assert "no reply" not in out.stderr
 
 
+@pytest.mark.slow  # run.py processes
 def test_a_rule_tests_now_also_moves_the_cooldown_clock(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(
         "rules:\n  - id: roll\n    triggers: [roll]\n"

@@ -125,6 +125,7 @@ async def test_serving_warns_once_that_the_mock_answers(app: App) -> None:
     assert [e["event"] for e in logs] == ["llm.mock"]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_tmy_llm_imports_nothing_from_tmy_memory() -> None:
     code = "import sys, tmy.llm; print([m for m in sys.modules if m.startswith('tmy.memory')])"
     out = subprocess.run(

@@ -554,6 +554,7 @@ def test_nested_quantifiers_are_recognised() -> None:
         assert not nested_quantifier(pattern), pattern
 
 
+@pytest.mark.slow  # run.py check processes
 def test_check_warns_about_nested_quantifiers_and_invisible_characters(tmp_path: Path) -> None:
     import subprocess
     import sys

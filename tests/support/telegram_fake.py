@@ -80,7 +80,7 @@ class FakeTelegram:
     async def start(self, port: int = 0) -> FakeTelegram:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._call)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.05)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()

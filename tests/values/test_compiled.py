@@ -262,6 +262,7 @@ def test_functions_over_huge_shared_structures_are_refused(source: str) -> None:
         compile_value(source).evaluate(SCOPE)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_quadratic_sum_of_lists_does_not_hang() -> None:
     """``sum(lists, [])`` is quadratic; it must be refused, not run for minutes."""
     code = textwrap.dedent(
