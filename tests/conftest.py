@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import redis
 
+from tests.support.hostile import bomb, hostile  # noqa: F401  (fixtures, for every test)
 from tests.support.redis_cluster import LocalCluster, cluster_client, cluster_tools
 from tests.support.upstream import upstream  # noqa: F401  (the fixture, for every test)
 
@@ -128,6 +129,24 @@ def _redis_server_exe() -> str:
             pytest.fail(f"CI must run every Redis test: {message}", pytrace=False)
         pytest.skip(f"!!! REDIS TEST SKIPPED !!! {message}")
     return exe
+
+
+# The whole suite (``pytest`` with no paths: the README's command, CI) runs on this many
+# pytest-xdist workers: most of its time is waiting on processes, servers and sockets, not
+# CPU. A run of chosen files stays in one process; ``-n N`` / ``-n 0`` / ``-p no:xdist`` win.
+SUITE_WORKERS = 4
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Spread the whole suite over :data:`SUITE_WORKERS` workers unless told otherwise."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    chosen = config.option.numprocesses is not None or config.option.dist != "no"
+    debugging = config.option.collectonly or config.option.usepdb
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS and not chosen and not debugging:
+        config.option.numprocesses = SUITE_WORKERS
+        config.option.dist = "loadgroup"  # tests marked xdist_group share a worker
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,18 +9,17 @@ import os
 import sys
 import textwrap
 import time
-import zlib
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from aiohttp import web
 
 from tmy.adapters.http import HttpAdapter
 from tmy.testing import Bot
+
+pytestmark = pytest.mark.xdist_group("attacks")  # one worker builds the gzip bomb
 
 # -- from test_hardening_values.py (issue 7 hardening, defects 4, 7, 10: expression cost,
 #    amplification, deep YAML)
@@ -103,66 +102,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 PEAK_RSS_LIMIT_KB = 600 * 1024
-
-
-HASH_MODULUS = 2**61 - 1  # hash(k * HASH_MODULUS) == 0 for every int k
-
-
-def _gzip(chunks: list[bytes] | bytes) -> bytes:
-    comp = zlib.compressobj(6, zlib.DEFLATED, 31)
-    parts = [comp.compress(c) for c in ([chunks] if isinstance(chunks, bytes) else chunks)]
-    return b"".join(parts) + comp.flush()
-
-
-def _double_gzip_of_zeros(mib: int) -> bytes:
-    block = b"\0" * (1 << 20)
-    return _gzip(_gzip([block] * mib))
-
-
-@pytest.fixture(scope="module")
-def bomb() -> bytes:
-    body = _double_gzip_of_zeros(1024)  # 1 GiB once decoded twice
-    assert len(body) < 10_000
-    return body
-
-
-@pytest.fixture
-async def hostile() -> AsyncIterator[dict[str, Any]]:
-    """A loopback upstream: /bomb and /v1/chat/completions send the bomb (set by the
-    test), /err echoes the URL it was asked for in a 500, /nums sends 40,000
-    integers that all hash alike."""
-    state: dict[str, Any] = {"bomb": b""}
-
-    async def bomb(request: web.Request) -> web.Response:
-        if request.method == "POST":
-            await request.read()
-        return web.Response(
-            body=state["bomb"],
-            headers={"Content-Encoding": "gzip, gzip", "Content-Type": "application/json"},
-        )
-
-    async def err(request: web.Request) -> web.Response:
-        return web.Response(status=500, text=f"cannot serve {request.url}")
-
-    async def nums(request: web.Request) -> web.Response:
-        numbers = [k * HASH_MODULUS for k in range(1, 40_001)]  # 0.9 MB of JSON
-        return web.json_response(numbers)
-
-    app = web.Application()
-    app.router.add_get("/bomb", bomb)
-    app.router.add_post("/v1/chat/completions", bomb)
-    app.router.add_get("/err", err)
-    app.router.add_get("/nums", nums)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state["url"] = f"http://127.0.0.1:{port}"
-    try:
-        yield state
-    finally:
-        await runner.cleanup()
 
 
 def _peak_kb(pid: int) -> int:
