@@ -8,6 +8,8 @@ import pytest
 
 from tests.support.log_helpers import read_log
 from tmy import logs
+from tmy.engine.core import Engine
+from tmy.message import Message
 from tmy.testing import Bot
 
 RULES = """
@@ -116,8 +118,10 @@ async def test_debug_level_logs_every_event_of_a_run(tmp_path: Path) -> None:
 class _BrokenSwitch:
     """Stands in for an engine bug: the chat-switch lookup blows up mid-message."""
 
-    @property
-    def _cache(self) -> dict:
+    def cached(self, message: Message) -> bool | None:
+        raise RuntimeError("switch state lost")
+
+    async def is_off(self, message: Message) -> bool:
         raise RuntimeError("switch state lost")
 
 
@@ -129,9 +133,9 @@ async def test_an_engine_crash_answers_and_is_logged_at_every_level(
     logs.configure(level, path)
     try:
         async with Bot({"r.yaml": RULES}) as bot:
-            bot.engine.switch = _BrokenSwitch()
-            reply = await bot.ask("count apples", user="ann")
-            assert bot.engine.inflight == 0 and await bot.engine.drain(0.1)
+            engine = Engine(bot.engine.rulebook, bot.engine.services, switch=_BrokenSwitch())
+            reply = await engine.handle(Message("count apples", user="ann", platform="test"))
+            assert engine.inflight == 0 and await engine.drain(0.1)
         events = [e for e in read_log(path) if e.get("trace_id") == reply.trace_id]
     finally:
         logs.configure("warning")
