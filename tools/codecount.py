@@ -102,8 +102,16 @@ def _mutated_name(node: ast.AST) -> tuple[str | None, str | None]:
 
 
 def _source_line_comment(lines: list[str], lineno: int) -> str:
+    """The comment that justifies line ``lineno``: on the line itself, else just above it."""
     line = lines[lineno - 1]
-    return line.split("#", 1)[1].strip() if "#" in line else ""
+    if "#" in line:
+        return line.split("#", 1)[1].strip()
+    above: list[str] = []
+    i = lineno - 2
+    while i >= 0 and lines[i].strip().startswith("#"):
+        above.insert(0, lines[i].strip().lstrip("#").strip())
+        i -= 1
+    return " ".join(above)
 
 
 def scan(root: Path) -> dict[str, list[Finding]]:

@@ -1,0 +1,62 @@
+"""The package's shape: the layer contract holds, and nothing hides a registry or a cycle.
+
+The layer order lives in pyproject.toml ([tool.importlinter]); this runs import-linter
+on it, so the README's test command (and CI) checks it. The counts come from
+tools/codecount.py, the script the README's Development section quotes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _codecount():  # tools/ is not a package: load the script by path
+    spec = importlib.util.spec_from_file_location("codecount", ROOT / "tools" / "codecount.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_layer_contract_holds(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # import-linter reads ./pyproject.toml
+    monkeypatch.syspath_prepend(os.fspath(ROOT))
+    code = lint_imports(no_cache=True, no_logo=True)
+    out = capsys.readouterr().out
+    assert code == 0, out[-4000:]
+    assert "1 kept, 0 broken" in out
+
+
+def test_no_module_level_registry_is_left():
+    found = _codecount().scan(ROOT / "tmy")
+    assert found["mutable_registries"] == []
+
+
+def test_every_function_level_import_of_tmy_says_why():
+    found = _codecount().scan(ROOT / "tmy")
+    unexplained = [f"{f.where} {f.name}" for f in found["function_level_imports"] if not f.note]
+    assert unexplained == []
+
+
+def test_the_counter_finds_what_it_counts(tmp_path):
+    """The script is not vacuous: a registry, a hidden import and long code are found."""
+    pkg = tmp_path / "tmy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hub.py").write_text("HOOKS: list = []\nTABLE = {}\n")
+    (pkg / "plugin.py").write_text(
+        "from tmy.hub import TABLE\n\n\ndef install():\n    from tmy import hub\n"
+        "    TABLE['x'] = 1\n" + "    x = 1\n" * 90
+    )
+    found = _codecount().scan(pkg)
+    assert {f.name for f in found["mutable_registries"]} == {"HOOKS", "TABLE"}
+    assert [f.name for f in found["function_level_imports"]] == ["tmy"]
+    assert [f.name for f in found["long_functions"]] == ["install"]
