@@ -8,9 +8,10 @@ random prefix and delete them afterwards (never FLUSHDB: a developer's data may
 live in that database).
 
 The quick lane, ``pytest -m "not slow"``, leaves out what starts processes or servers:
-every daemon scenario (tests/e2e/), every test with a private ``redis-server``, and the
-tests marked ``slow`` by hand. A test outside the slow lane that starts a process fails,
-saying to mark it (so the quick lane stays quick as tests are added).
+every daemon scenario (tests/e2e/), every test on a private ``redis-server`` or the Redis
+Cluster, and the tests marked ``slow`` by hand (processes, or seconds of real waiting).
+A test outside the slow lane that starts a Python or Redis process fails, saying to mark
+it (so the quick lane stays quick as tests are added).
 
 The Redis Cluster (``redis_cluster_url``) is ``TMY_TEST_REDIS_CLUSTER_URL`` if
 set, else three private cluster-mode ``redis-server`` masters started for the
@@ -150,10 +151,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the daemon scenarios and the private-``redis-server`` tests ``slow``."""
+    """Mark the daemon scenarios and the tests on private ``redis-server`` processes (one of
+    their own, or the session's local Redis Cluster) ``slow``."""
+    servers = {"redis_server", "redis_cluster_url", "cluster_store_url", "local_redis_cluster"}
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if item.path.parent.name == "e2e" or "redis_server" in fixtures:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.path.parent.name == "e2e" or fixtures & servers:
             item.add_marker(pytest.mark.slow)
 
 

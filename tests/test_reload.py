@@ -236,6 +236,7 @@ rules:
         await runner.cleanup()
 
 
+@pytest.mark.slow  # real waits: a schedule firing every second
 @pytest.mark.timeout(60)
 async def test_a_removed_scheduled_rule_stops_firing_and_a_new_one_starts(tmp_path: Path) -> None:
     ticking = """

@@ -380,6 +380,7 @@ async def test_send_errors_are_clear(served: Served) -> None:
         await served.adapter.send(Target("onebot", "private:2"), "x")
 
 
+@pytest.mark.slow  # real waits: heartbeat timeouts, floods, reconnects
 async def test_a_silent_connection_is_closed_after_heartbeat_timeout(bot: Bot) -> None:
     async with reverse(bot, heartbeat_timeout=0.5) as served:
         # a half-open peer: never reads, so never answers tmy's ping
@@ -453,6 +454,7 @@ def to_group(group: int, marker: str) -> Any:
     return lambda f: f["params"].get("group_id") == group and sent_text(f).endswith(marker)
 
 
+@pytest.mark.slow  # real waits: heartbeat timeouts, floods, reconnects
 async def test_a_flooded_group_cannot_starve_the_others(
     bot: Bot, log_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -633,6 +635,7 @@ async def test_forward_with_a_wrong_token_keeps_retrying_and_says_why(bot: Bot) 
         assert "access_token" in health["error"]
 
 
+@pytest.mark.slow  # real waits: heartbeat timeouts, floods, reconnects
 async def test_forward_closes_a_silent_server_and_reconnects(bot: Bot) -> None:
     async with FakeServer() as server:
         server.silent = True

@@ -254,6 +254,7 @@ def dropped(what: str) -> float:
     return metrics.REGISTRY.get_sample_value("tmy_chat_dropped_total", labels) or 0.0
 
 
+@pytest.mark.slow  # real waits: Telegram's retry_after
 async def test_a_flood_limited_chat_cannot_starve_the_others(
     log_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,6 +281,7 @@ async def test_a_flood_limited_chat_cannot_starve_the_others(
     assert lines and {(e["adapter"], e["chat"]) for e in lines} == {("telegram", str(GROUP["id"]))}
 
 
+@pytest.mark.slow  # real waits: Telegram's retry_after
 async def test_endless_flood_gives_up_after_bounded_retries() -> None:
     async with served() as s:
         s.fake.flood = [1, 1, 1, 1, 1]

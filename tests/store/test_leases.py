@@ -307,6 +307,7 @@ async def test_lock_of_a_frozen_holder_expires_after_one_lease(
         await reap(child)
 
 
+@pytest.mark.slow  # real waits: leases renewed for seconds
 async def test_a_holder_working_longer_than_its_lease_keeps_it(store: Store) -> None:
     other = open_store(store.url)
     await other.open()

@@ -32,7 +32,7 @@ from redis.retry import Retry
 STORE_BACKENDS_WITH_CLUSTER = [
     "sqlite",
     pytest.param("redis", marks=pytest.mark.redis),
-    pytest.param("cluster", marks=pytest.mark.redis),
+    pytest.param("cluster", marks=[pytest.mark.redis, pytest.mark.slow]),  # 3 redis-servers
 ]
 """``store_url`` params for a test module whose tests run on the Redis Cluster too.
 
