@@ -38,7 +38,7 @@ async def test_redis_update_leader_cancelled_does_not_strand_riders(redis_server
             # runs in the leader's task just before it sends the riders' batch:
             # freeze Redis so that compare-and-set stays in flight
             if not paused.is_set():
-                admin.client_pause(3000)
+                admin.client_pause(1000)
                 paused.set()
             return (0 if cur is MISSING else cur) + 1, "rider"
 
@@ -89,10 +89,10 @@ async def test_redis_update_on_a_stale_guess_is_not_lost(
 #    free)
 
 
-STALL = 3.0  # seconds Redis is frozen; longer than the client's socket timeout
+STALL = 1.5  # seconds Redis is frozen; longer than the client's socket timeout
 
 
-SOCKET_TIMEOUT = 1.0
+SOCKET_TIMEOUT = 0.5
 
 
 def shift(value: Any) -> tuple[Any, Any]:
