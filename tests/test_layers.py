@@ -8,6 +8,7 @@ tools/codecount.py, the script the README's Development section quotes.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -29,7 +30,17 @@ def _codecount():  # tools/ is not a package: load the script by path
 def test_the_layer_contract_holds(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)  # import-linter reads ./pyproject.toml
     monkeypatch.syspath_prepend(os.fspath(ROOT))
-    code = lint_imports(no_cache=True, no_logo=True)
+    # import-linter configures logging with disable_existing_loggers: put every logger
+    # back as it was, or later tests in this process lose asyncio's log records
+    loggers = [
+        lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)
+    ]
+    disabled = {lg: lg.disabled for lg in loggers}
+    try:
+        code = lint_imports(no_cache=True, no_logo=True)
+    finally:
+        for lg, was in disabled.items():
+            lg.disabled = was
     out = capsys.readouterr().out
     assert code == 0, out[-4000:]
     assert "1 kept, 0 broken" in out
