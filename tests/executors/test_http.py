@@ -3,35 +3,24 @@ references percent-encoded for their place in the URL, credentials kept out of e
 
 from __future__ import annotations
 
+import asyncio
 import json
-import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from tests.support.log_helpers import read_log
+from tests.support.steps import run_steps
 from tests.support.upstream import MB, Upstream
 from tmy import logs
 from tmy.errors import RuleErrors
-from tmy.message import Reply
 from tmy.testing import Bot
 
 # -- from test_hardening_io.py (issue 7 hardening, defects 6, 9, 11: bounded bodies, encoded URLs,
 #    redacted secrets)
-
-
-RULE_HEAD = 'rules:\n  - id: r\n    triggers: ["go*"]\n    on_error: "E: {STEP_ERROR}"\n'
-
-
-def _rules(steps: str) -> dict[str, str]:
-    body = textwrap.indent(textwrap.dedent(steps).strip(), " " * 6)
-    return {"x.yaml": RULE_HEAD + "    steps:\n" + body + "\n"}
-
-
-async def run_steps(steps: str, text: str = "go", **settings: Any) -> Reply:
-    async with Bot(_rules(steps), **settings) as bot:
-        return await bot.ask(text)
 
 
 async def test_http_step_stops_reading_an_endless_body(upstream: Upstream) -> None:
@@ -198,3 +187,152 @@ rules:
     assert reply.error is not None and "cannot serve" in reply.error
     assert key not in reply.error
     assert not [e for e in read_log(log_file) if key in json.dumps(e)]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[str]:
+    """A loopback HTTP server; yields its base URL."""
+    release = asyncio.Event()
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "method": request.method,
+                "params": dict(request.query),
+                "body": await request.text(),
+                "type": request.content_type,
+                "token": request.headers.get("X-Token"),
+            }
+        )
+
+    async def text(request: web.Request) -> web.Response:
+        return web.Response(text="plain 文本")
+
+    async def missing(request: web.Request) -> web.Response:
+        return web.Response(status=404, text="nothing here")
+
+    async def slow(request: web.Request) -> web.Response:
+        try:
+            await asyncio.wait_for(release.wait(), 10)
+        except TimeoutError:
+            pass
+        return web.Response(text="late")
+
+    async def bad_json(request: web.Request) -> web.Response:
+        return web.Response(text="{broken", content_type="application/json")
+
+    app = web.Application()
+    app.router.add_route("*", "/echo", echo)
+    app.router.add_get("/text", text)
+    app.router.add_get("/missing", missing)
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/bad-json", bad_json)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        release.set()
+        await runner.cleanup()
+
+
+async def test_http_get_decodes_json(server: str) -> None:
+    reply = await run_steps(f"""
+      - {{plugin: HTTP, url: "{server}/echo"}}
+      - {{plugin: ADJUST, input: "{{STEP_RESULT[method]}} {{STEP_RESULT[params]}}"}}
+    """)
+    assert reply.steps[0].result["method"] == "GET"
+    assert reply.text == "GET {}"
+    assert reply.steps[0].extra["status"] == 200
+
+
+async def test_http_text_response(server: str) -> None:
+    reply = await run_steps(f'- {{plugin: HTTP, url: "{server}/text"}}')
+    assert (reply.error, reply.text) == (None, "plain 文本")
+
+
+async def test_http_params_and_headers_are_templated_and_encoded(server: str) -> None:
+    reply = await run_steps(
+        f"""
+      - plugin: HTTP
+        url: "{server}/echo"
+        params: {{q: "{{QUESTION}}", n: 2}}
+        headers: {{X-Token: "t-{{USER}}"}}
+    """,
+        text="go a&b=c d",
+    )
+    result = reply.steps[0].result
+    assert result["params"] == {"q": "a&b=c d", "n": "2"}
+    assert result["token"] == "t-tester"
+
+
+async def test_http_post_body_comes_from_the_input(server: str) -> None:
+    reply = await run_steps(f"""
+      - {{plugin: HTTP, url: "{server}/echo", method: POST, input: {{k: "{{QUESTION}}"}}}}
+      - {{plugin: ADJUST, save: first}}
+      - {{plugin: HTTP, url: "{server}/echo", method: POST, input: "raw {{QUESTION}}"}}
+      - {{plugin: HTTP, url: "{server}/echo", json: [1, 2]}}
+      - {{plugin: ADJUST, input: "?= [first, STEP_RESULT]"}}
+    """, text="go v")  # fmt: skip
+    first, third = reply.steps[0].result, reply.steps[2].result
+    assert (first["method"], first["type"], first["body"]) == ("POST", "application/json",
+                                                              '{"k":"v"}')  # fmt: skip
+    assert (third["method"], third["body"]) == ("POST", "raw v")
+    fourth = reply.steps[3].result
+    assert (fourth["method"], fourth["body"]) == ("POST", "[1,2]")  # a json: body means POST
+
+
+async def test_http_404_is_a_step_error_with_the_status(server: str) -> None:
+    reply = await run_steps(f'- {{plugin: HTTP, url: "{server}/missing"}}')
+    assert reply.error is not None
+    assert "404" in reply.error and "nothing here" in reply.error
+    assert reply.text == f"E: {reply.error}"
+    assert reply.steps[0].extra["status"] == 404
+
+
+async def test_http_status_without_failing(server: str) -> None:
+    reply = await run_steps(f"""
+      - {{plugin: HTTP, url: "{server}/missing", fail_on_status: false, result: status}}
+      - {{plugin: HTTP, url: "{server}/missing", fail_on_status: false, save: body}}
+      - {{plugin: HTTP, url: "{server}/text", result: full}}
+    """)  # fmt: skip
+    assert reply.steps[0].result == 404
+    assert reply.steps[1].result == "nothing here"
+    full = reply.steps[2].result
+    assert (full["status"], full["body"]) == (200, "plain 文本")
+    assert full["headers"]["content-type"].startswith("text/plain")
+
+
+async def test_http_timeout_is_a_clear_error(server: str) -> None:
+    async with asyncio.timeout(30):  # no-hang bound, not a timing assertion
+        reply = await run_steps(f'- {{plugin: HTTP, url: "{server}/slow", timeout: 0.3}}')
+    assert reply.error is not None
+    assert "timed out" in reply.error and "0.3" in reply.error
+
+
+async def test_http_non_json_when_json_is_required(server: str) -> None:
+    reply = await run_steps(f'- {{plugin: HTTP, url: "{server}/text", result: json}}')
+    assert reply.error is not None and "not JSON" in reply.error and "plain" in reply.error
+    broken = await run_steps(f'- {{plugin: HTTP, url: "{server}/bad-json"}}')
+    assert broken.error is not None and "not JSON" in broken.error
+
+
+async def test_http_connection_refused_is_a_clear_error() -> None:
+    reply = await run_steps('- {plugin: HTTP, url: "http://127.0.0.1:9/x", timeout: 5}')
+    assert reply.error is not None and "http://127.0.0.1:9/x" in reply.error
+
+
+@pytest.mark.parametrize(
+    ("step", "hint"),
+    [
+        ("- {plugin: HTTP, url: 'ftp://x'}", "http://"),
+        ("- {plugin: HTTP, url: 'http://x', method: FETCH}", "method"),
+        ("- {plugin: HTTP, url: 'http://x', result: xml}", "result"),
+    ],
+)
+async def test_http_config_is_checked_at_load_time(step: str, hint: str) -> None:
+    with pytest.raises(RuleErrors, match=rf"x\.yaml:\d+: .*{hint}"):
+        await run_steps(step)

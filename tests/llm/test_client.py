@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 import tmy.llm
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.llm_helpers import RULES, llm, llm_stats
+from tests.support.steps import one_rule, run_steps
 from tests.support.upstream import Upstream
 from tmy import logs
 from tmy.adapters.http import HttpAdapter
@@ -281,19 +281,6 @@ async def test_100_concurrent_conversations(provider: FakeProvider) -> None:
 #    redacted secrets)
 
 
-RULE_HEAD = 'rules:\n  - id: r\n    triggers: ["go*"]\n    on_error: "E: {STEP_ERROR}"\n'
-
-
-def _rules(steps: str) -> dict[str, str]:
-    body = textwrap.indent(textwrap.dedent(steps).strip(), " " * 6)
-    return {"x.yaml": RULE_HEAD + "    steps:\n" + body + "\n"}
-
-
-async def run_steps(steps: str, text: str = "go", **settings: Any) -> Reply:
-    async with Bot(_rules(steps), **settings) as bot:
-        return await bot.ask(text)
-
-
 def _llm(up: Upstream, model: str, **extra: Any) -> dict[str, Any]:
     spec = {"base_url": f"{up.url}/v1", "model": model, **extra.pop("spec", {})}
     return {"models": {"m": spec}, "default": "m", "retries": 0, **extra}
@@ -325,7 +312,7 @@ async def test_echoed_api_key_is_redacted(
 ) -> None:
     monkeypatch.setenv("TMY_TEST_ECHO_KEY", API_KEY)
     llm = _llm(upstream, "echo-key", spec={"api_key_env": "TMY_TEST_ECHO_KEY"})
-    rules = _rules(LLM_STEP)
+    rules = one_rule(LLM_STEP)
     async with Bot(rules, llm=llm) as bot:
         http = HttpAdapter("127.0.0.1:0")
         await http.start(bot.engine.handle)
@@ -354,7 +341,7 @@ async def test_password_in_base_url_is_not_logged(log_file: Path) -> None:
     password = "hunter2-pa55word"
     llm = {"models": {"m": {"base_url": f"http://bob:{password}@127.0.0.1:9/v1", "model": "x"}},
            "default": "m", "retries": 0}  # fmt: skip
-    async with Bot(_rules(LLM_STEP), llm=llm) as bot:
+    async with Bot(one_rule(LLM_STEP), llm=llm) as bot:
         async with tmy.llm.EXTENSION.serving(bot.engine.services):  # what serve logs at start
             pass
         reply = await bot.ask("go")  # nothing listens on port 9: the error names the endpoint
