@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.processes import peak_kb
 from tmy.adapters.http import HttpAdapter
 from tmy.testing import Bot
 
@@ -104,17 +105,6 @@ REPO = Path(__file__).resolve().parents[2]
 PEAK_RSS_LIMIT_KB = 600 * 1024
 
 
-def _peak_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _free_port() -> int:
     import socket
 
@@ -178,7 +168,7 @@ async def _attack_served(
             await asyncio.sleep(0.3)
             stop.set()
             pinged = await pinger
-        return attack.json(), pinged, _peak_kb(proc.pid)
+        return attack.json(), pinged, peak_kb(proc.pid)
     finally:
         proc.kill()
         await proc.wait()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import peak_kb, rules_file, run_tmy
 from tests.support.upstream import Upstream
 
 # -- from test_hardening_io.py (issue 7 hardening, defects 6, 9, 11: bounded bodies, encoded URLs,
@@ -30,17 +30,6 @@ PEAK_RSS_LIMIT_KB = 600 * 1024
 def _llm(up: Upstream, model: str, **extra: Any) -> dict[str, Any]:
     spec = {"base_url": f"{up.url}/v1", "model": model, **extra.pop("spec", {})}
     return {"models": {"m": spec}, "default": "m", "retries": 0, **extra}
-
-
-def _peak_kb(pid: int) -> int:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
 
 
 @pytest.mark.timeout(120)
@@ -85,7 +74,7 @@ async def test_daemon_memory_stays_bounded_against_endless_bodies(
         peak = 0
         deadline = time.monotonic() + 90
         while proc.returncode is None:
-            peak = max(peak, _peak_kb(proc.pid))
+            peak = max(peak, peak_kb(proc.pid))
             if peak > PEAK_RSS_LIMIT_KB or time.monotonic() > deadline:
                 proc.kill()
                 break
@@ -106,37 +95,6 @@ async def test_daemon_memory_stays_bounded_against_endless_bodies(
 MAX_RSS_MB = 600
 
 
-_MEASURE = textwrap.dedent(
-    """
-    import json, resource, subprocess, sys
-    def cap():
-        limit = 2 << 30  # a safety net: without the fix these would take the machine's memory
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    done = subprocess.run(sys.argv[1:], capture_output=True, text=True, preexec_fn=cap)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    print(json.dumps({"rc": done.returncode, "out": done.stdout[-4000:],
-                      "err": done.stderr[-4000:], "rss_mb": rss}))
-    """
-)
-
-
-def run_tmy(tmp: Path, *args: str, timeout: float = 50) -> dict[str, Any]:
-    """``run.py <args>`` in a process of its own; its exit code, output and peak RSS (MB)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
-    env["TMY_STORE"] = f"sqlite:///{tmp / 'm.db'}"
-    cmd = [sys.executable, "-c", _MEASURE, sys.executable, "run.py", *args]
-    done = subprocess.run(
-        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=True
-    )
-    return json.loads(done.stdout)
-
-
-def _rules_file(tmp: Path, name: str, text: str) -> Path:
-    path = tmp / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def _one_step(input_text: str) -> str:
     return (
         "rules:\n  - id: r\n    triggers: [go]\n    steps:\n"
@@ -149,7 +107,7 @@ def _one_step(input_text: str) -> str:
     "spec", [">999999999", ">99999999999", ".999999999f", "0999999999"], ids=str
 )
 def test_check_refuses_a_huge_format_width_with_file_and_line(tmp_path: Path, spec: str) -> None:
-    path = _rules_file(tmp_path, "wide.yaml", _one_step("{QUESTION:" + spec + "}"))
+    path = rules_file(tmp_path, "wide.yaml", _one_step("{QUESTION:" + spec + "}"))
     got = run_tmy(tmp_path, "check", str(path))
     assert got["rc"] == 1, got
     assert f"{path}:5" in got["err"] and "Traceback" not in got["err"], got["err"]
@@ -161,7 +119,7 @@ def test_check_refuses_a_long_string_aliased_many_times(tmp_path: Path) -> None:
     # 220 KB of YAML: one 50 KB string, aliased 40,000 times (2 GB once expanded)
     text = "variables:\n  big:\n    default:\n      text: &s " + "x" * 50_000 + "\n"
     text += "      many: [" + ", ".join(["*s"] * 40_000) + "]\n"
-    path = _rules_file(tmp_path, "aliases.yaml", text)
+    path = rules_file(tmp_path, "aliases.yaml", text)
     got = run_tmy(tmp_path, "check", str(path))
     assert got["rc"] == 1, got
     assert f"{path}:5" in got["err"] and "Traceback" not in got["err"], got["err"]
@@ -181,7 +139,7 @@ def test_ask_with_a_template_that_would_render_a_gigabyte_stays_small(tmp_path: 
     )
     rules = tmp_path / "rules"
     rules.mkdir()
-    _rules_file(rules, "amp.yaml", text)
+    rules_file(rules, "amp.yaml", text)
     got = run_tmy(tmp_path, "ask", "--rules", str(rules), "go")
     assert got["rc"] == 1, got
     assert "too large" in got["err"] and "Traceback" not in got["err"], got["err"]

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.processes import rules_file, run_tmy
 from tmy.errors import RuleError, RuleErrors
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_rulebook, load_sources
@@ -376,40 +372,6 @@ async def test_a_default_json_cannot_hold_is_a_load_time_error() -> None:
 #    amplification, deep YAML)
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-_MEASURE = textwrap.dedent(
-    """
-    import json, resource, subprocess, sys
-    def cap():
-        limit = 2 << 30  # a safety net: without the fix these would take the machine's memory
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    done = subprocess.run(sys.argv[1:], capture_output=True, text=True, preexec_fn=cap)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
-    print(json.dumps({"rc": done.returncode, "out": done.stdout[-4000:],
-                      "err": done.stderr[-4000:], "rss_mb": rss}))
-    """
-)
-
-
-def run_tmy(tmp: Path, *args: str, timeout: float = 50) -> dict[str, Any]:
-    """``run.py <args>`` in a process of its own; its exit code, output and peak RSS (MB)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
-    env["TMY_STORE"] = f"sqlite:///{tmp / 'm.db'}"
-    cmd = [sys.executable, "-c", _MEASURE, sys.executable, "run.py", *args]
-    done = subprocess.run(
-        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=True
-    )
-    return json.loads(done.stdout)
-
-
-def _rules_file(tmp: Path, name: str, text: str) -> Path:
-    path = tmp / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def _chained_anchors() -> str:
     """Eight anchors, each 150 levels deep around an alias of the previous one."""
     lines, inner = [], "1"
@@ -434,7 +396,7 @@ def _chained_anchors() -> str:
 def test_yaml_nested_50000_deep_is_an_error_with_file_and_line(
     tmp_path: Path, nested: str, line: int, hint: str
 ) -> None:
-    path = _rules_file(tmp_path, "deep.yaml", "variables:\n  x:\n    default: " + nested + "\n")
+    path = rules_file(tmp_path, "deep.yaml", "variables:\n  x:\n    default: " + nested + "\n")
     got = run_tmy(tmp_path, "check", str(path), timeout=50)
     assert got["rc"] == 1, got
     assert f"{path}:{line}:" in got["err"], got["err"]

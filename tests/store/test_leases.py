@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import tmy
+from tests.support.processes import reap, spawn_holder
 from tests.support.redis_cluster import STORE_BACKENDS_WITH_CLUSTER
 from tmy.errors import ConfigError, LeaseLost, StoreError, ValueRefused
 from tmy.store import MISSING, open_store
@@ -224,45 +224,6 @@ async def test_a_commit_with_an_expiry_no_store_can_hold_writes_nothing(store: S
 
 # A lock freed "within seconds" (not the old 30-60 s): a waiter gives up after this long.
 FREED_WITHIN = 8.0
-
-
-TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import the same tmy
-
-
-LOCK_HOLDER = """
-import asyncio, sys
-from tmy.store import open_store
-
-async def main(url, ttl):
-    store = open_store(url)
-    await store.open()
-    kwargs = {} if ttl == "default" else {"ttl": float(ttl)}
-    async with store.lock("job", **kwargs):
-        print("held", flush=True)
-        await asyncio.sleep(600)
-
-asyncio.run(main(sys.argv[1], sys.argv[2]))
-"""
-
-
-async def spawn_holder(url: str, ttl: str) -> asyncio.subprocess.Process:
-    """A separate process that takes the lock ``job`` with the real store and keeps it."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([TMY_ROOT, os.environ.get("PYTHONPATH", "")]),
-    }
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", LOCK_HOLDER, url, ttl, stdout=asyncio.subprocess.PIPE, env=env
-    )
-    async with asyncio.timeout(30):
-        assert await child.stdout.readline() == b"held\n"  # type: ignore[union-attr]
-    return child
-
-
-async def reap(child: asyncio.subprocess.Process) -> None:
-    if child.returncode is None:
-        child.kill()
-        await child.wait()
 
 
 async def assert_held(store: Store, key: str) -> None:

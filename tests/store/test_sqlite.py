@@ -4,7 +4,6 @@ retried after SQLITE_BUSY applied once."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import tmy
+from tests.support.processes import reap, spawn_holder
 from tmy.errors import ConfigError
 from tmy.store import MISSING, open_store
 from tmy.store.sqlite import SQLiteStore
@@ -34,48 +33,9 @@ def test_the_sqlite_url_help_says_where_relative_paths_go(tmp_path: Path) -> Non
 #    free)
 
 
-TMY_ROOT = str(Path(tmy.__file__).resolve().parent.parent)  # children import the same tmy
-
-
 def increment(value: Any) -> tuple[int, int]:
     new = (0 if value is MISSING else value) + 1
     return new, new
-
-
-LOCK_HOLDER = """
-import asyncio, sys
-from tmy.store import open_store
-
-async def main(url, ttl):
-    store = open_store(url)
-    await store.open()
-    kwargs = {} if ttl == "default" else {"ttl": float(ttl)}
-    async with store.lock("job", **kwargs):
-        print("held", flush=True)
-        await asyncio.sleep(600)
-
-asyncio.run(main(sys.argv[1], sys.argv[2]))
-"""
-
-
-async def spawn_holder(url: str, ttl: str) -> asyncio.subprocess.Process:
-    """A separate process that takes the lock ``job`` with the real store and keeps it."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([TMY_ROOT, os.environ.get("PYTHONPATH", "")]),
-    }
-    child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", LOCK_HOLDER, url, ttl, stdout=asyncio.subprocess.PIPE, env=env
-    )
-    async with asyncio.timeout(30):
-        assert await child.stdout.readline() == b"held\n"  # type: ignore[union-attr]
-    return child
-
-
-async def reap(child: asyncio.subprocess.Process) -> None:
-    if child.returncode is None:
-        child.kill()
-        await child.wait()
 
 
 @pytest.mark.slow
