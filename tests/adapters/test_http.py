@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.samples import samples
 from tmy import logs
 from tmy.adapters.http import HttpAdapter, parse_listen
 from tmy.adapters.openai import OpenAIFacade
@@ -383,10 +384,6 @@ async def test_a_websocket_upgrade_from_another_site_is_refused_on_mounted_route
 
 
 # -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
-
-
-def samples(store: str) -> Bot:
-    return Bot(REPO / "rules", plugins=REPO / "plugins", store=store)
 
 
 async def test_a_lone_surrogate_in_a_message_is_answered_over_http(tmp_path: Path) -> None:

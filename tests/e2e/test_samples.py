@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tmy.testing import Bot
+from tests.support.samples import samples
 
 # -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
-
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def samples(store: str) -> Bot:
-    return Bot(REPO / "rules", plugins=REPO / "plugins", store=store)
 
 
 async def test_every_sample_feature_works_on_both_stores(store_url: str) -> None:

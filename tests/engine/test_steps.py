@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.samples import samples
 from tmy.errors import ConfigError, RuleErrors
 from tmy.testing import Bot
 
@@ -20,10 +21,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def rules(text: str) -> dict[str, str]:
     return {"audit.yaml": textwrap.dedent(text)}
-
-
-def samples(store: str) -> Bot:
-    return Bot(REPO / "rules", plugins=REPO / "plugins", store=store)
 
 
 @pytest.mark.redis
