@@ -37,6 +37,7 @@ rules:
 
 def test_the_loopback_adapter_is_an_adapter() -> None:
     adapter: Adapter = LoopbackAdapter()  # the Protocol, checked by the type checker too
+    assert isinstance(adapter, Adapter)  # and at run time (it is runtime_checkable)
     assert adapter.name == "test" and adapter.routes() == []
     assert adapter.health() == {"state": "stopped"}
 
