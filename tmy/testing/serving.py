@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from tmy.app import App
-from tmy.builtins import extensions as all_extensions
 from tmy.config import Settings
 from tmy.engine.core import Engine
 from tmy.extension import Extension
 from tmy.message import Reply, Target
 from tmy.reload import ReloadResult
-from tmy.testing.bot import read_var, settings_for
+from tmy.testing.bot import default_extensions, read_var, settings_for
 from tmy.testing.loopback import LoopbackAdapter, Sent
 from tmy.types import Adapter
 
@@ -124,7 +123,7 @@ async def serving(
             settings, texts = settings_for(rules, Path(tmp), store=store, plugins=plugins, **chosen)
         app = App(
             settings,
-            extensions=all_extensions() if extensions is None else tuple(extensions),
+            extensions=default_extensions() if extensions is None else tuple(extensions),
             rule_texts=texts,
             adapters=(loopback, *adapters),
             serve=True,
