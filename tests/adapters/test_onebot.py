@@ -684,7 +684,7 @@ def test_from_settings_applies_defaults_and_checks_values(bot: Bot) -> None:
     assert from_settings(bot.settings.with_(adapters={"onebot": {"enabled": False}})) is None
     adapter = from_settings(bot.settings.with_(adapters={"onebot": {"enabled": True}}))
     assert adapter is not None
-    assert adapter.config == OneBotConfig()
+    assert adapter.config == OneBotConfig(enabled=True)
     assert [r.path for r in adapter.routes()] == ["/onebot/v11/ws", "/onebot/v11/ws/"]
     with pytest.raises(ConfigError, match=r"adapters.onebot.url"):
         from_settings(
