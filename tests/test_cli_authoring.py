@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -346,12 +345,6 @@ def _help_lines(capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     return capsys.readouterr().out
-
-
-def _listed(help_text: str) -> dict[str, str]:
-    """COMMAND -> its help line, from the subcommand list of --help (COLUMNS is wide)."""
-    found = re.findall(r"^    (\w[\w-]*)(?: +(.*))?$", help_text, re.MULTILINE)
-    return {name: text.strip() for name, text in found}
 
 
 @pytest.fixture(autouse=True)
