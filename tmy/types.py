@@ -20,8 +20,10 @@ if TYPE_CHECKING:  # names for annotations only: this module must stay importabl
     import structlog
 
     from tmy.config import Settings
+    from tmy.engine.run import Run
     from tmy.executors.registry import Registry
     from tmy.message import Message, Reply, StepRecord, Target
+    from tmy.rulebook.model import Rule, Step
     from tmy.store.base import Store
 
 
@@ -50,10 +52,31 @@ class Services(Protocol):
 
 
 class StepContext(Protocol):
-    """The run as an executor sees it, besides its input and options (seed 004)."""
+    """The run as an executor sees it, besides its input and options (seed 004).
+
+    Everything a built-in executor reads from its run is here, so a plugin can do
+    what they do without reaching into the engine.
+    """
 
     @property
     def message(self) -> Message: ...
+
+    @property
+    def rule(self) -> Rule:
+        """The rule being run (read-only: ``id``, ``intent``, ``file``, ``session`` …)."""
+        ...
+
+    @property
+    def trace_id(self) -> str: ...
+
+    @property
+    def step_timeout(self) -> float | None:
+        """The step's own ``timeout:`` in seconds, None when it sets none.
+
+        The engine then uses ``services.settings.step_timeout``; an executor may
+        pick its own default (HTTP: 10 s).
+        """
+        ...
 
     @property
     def services(self) -> Services: ...
@@ -73,6 +96,22 @@ class StepContext(Protocol):
 
     async def set(self, path: str, value: Any) -> None:
         """Write a variable position (declared variables are written through)."""
+        ...
+
+    async def scope(self, names: Iterable[str]) -> Mapping[str, Any]:
+        """The run's variables, read-only, with the declared ones among ``names`` loaded.
+
+        What a compiled template or expression evaluates against
+        (``value.evaluate(await ctx.scope(value.names))``).
+        """
+        ...
+
+    def add_record(self, record: StepRecord) -> None:
+        """List a sub-step (a tool call) in the run's records, so ``run.done`` shows it."""
+        ...
+
+    def within(self, uri: str, record: StepRecord) -> StepContext:
+        """A context for a sub-step of this one (its own ``uri`` and record), same run."""
         ...
 
 
@@ -102,13 +141,16 @@ class StepHook(Protocol):
         class WhenSunny(tmy.StepHook):
             async def before(self, run, step, record):
                 return await is_sunny()
+
+    ``run.context(step, step.uri, record)`` is the step's :class:`StepContext`,
+    for a hook that reads the run's variables or calls an executor.
     """
 
-    async def before(self, run: Any, step: Any, record: StepRecord) -> bool:
+    async def before(self, run: Run, step: Step, record: StepRecord) -> bool:
         """Whether the step runs at all (False skips it, as a false ``when:`` does)."""
         return True
 
-    async def again(self, run: Any, step: Any, record: StepRecord, count: int) -> bool:
+    async def again(self, run: Run, step: Step, record: StepRecord, count: int) -> bool:
         """After the step's ``count``-th run: whether to run it once more."""
         return False
 

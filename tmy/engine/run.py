@@ -7,6 +7,7 @@ and :mod:`tmy.engine.execute` runs each step.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tmy.engine.variables import Variables
@@ -44,6 +45,10 @@ class Run:
     def locals(self) -> dict[str, Any]:
         return self.vars.locals
 
+    def context(self, step: Step, uri: str, record: StepRecord) -> StepContext:
+        """The run as ``step``'s executor sees it (for a step hook that acts for the step)."""
+        return StepContext(self, step, uri, record)
+
 
 class StepContext:
     """What an executor can reach besides its input and options (:class:`tmy.types.StepContext`)."""
@@ -65,6 +70,18 @@ class StepContext:
         return self.run.vars
 
     @property
+    def rule(self) -> Rule:
+        return self.run.rule
+
+    @property
+    def trace_id(self) -> str:
+        return self.run.trace_id
+
+    @property
+    def step_timeout(self) -> float | None:
+        return self.step.timeout
+
+    @property
     def services(self) -> Services:
         return self.run.services
 
@@ -79,6 +96,19 @@ class StepContext:
     async def set(self, path: str, value: Any) -> None:
         """Write a variable position (declared variables are written through)."""
         await self.run.vars.write(parse_path(path), value)
+
+    async def scope(self, names: Iterable[str]) -> Mapping[str, Any]:
+        """The run's variables (read-only), the declared ones among ``names`` loaded."""
+        await self.run.vars.fetch(names)
+        return self.run.vars
+
+    def add_record(self, record: StepRecord) -> None:
+        """List a sub-step (a tool call) in the run's records, so ``run.done`` shows it."""
+        self.run.records.append(record)
+
+    def within(self, uri: str, record: StepRecord) -> StepContext:
+        """A context for a sub-step of this one (its own ``uri`` and record), same run."""
+        return StepContext(self.run, self.step, uri, record)
 
 
 class StepFailed(Exception):

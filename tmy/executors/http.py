@@ -44,6 +44,7 @@ from tmy import bodies, redact
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import preview
+from tmy.types import StepContext
 from tmy.values.compiled import Template, Value, to_text
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
@@ -111,7 +112,7 @@ def validate(cfg: dict[str, Any]) -> None:
         )
 
 
-async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
+async def http_request(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     url = await _url(cfg["url"], ctx, raw=cfg.get("raw_url") is True)
     cfg = {**cfg, "url": url}
     try:
@@ -139,7 +140,7 @@ async def http_request(value: Any, cfg: dict[str, Any], ctx: Any) -> Any:
         content = body_data if isinstance(body_data, (str, bytes)) else str(body_data)
     if content is not None:
         kwargs["content"] = content
-    timeout = float(ctx.step.timeout or DEFAULT_TIMEOUT)
+    timeout = float(ctx.step_timeout or DEFAULT_TIMEOUT)
     cap = cfg.get("max_response_bytes") or DEFAULT_MAX_RESPONSE_BYTES
     shown = redact.safe_url(url)
     secrets = _request_secrets(cfg)
@@ -230,17 +231,17 @@ def _request_secrets(cfg: dict[str, Any]) -> list[str]:
 # -- the url template ------------------------------------------------------------------------
 
 
-async def _url(given: Any, ctx: Any, *, raw: bool) -> str:
+async def _url(given: Any, ctx: StepContext, *, raw: bool) -> str:
     """The step's ``url`` rendered, each reference encoded for its position (unless ``raw``)."""
     if not isinstance(given, Value):  # a literal (a model's tool call passes the whole URL)
         return to_text(given)
-    await ctx.vars.fetch(given.names)
+    scope = await ctx.scope(given.names)
     if raw or not isinstance(given, Template):
-        value = given.evaluate(ctx.vars)
+        value = given.evaluate(scope)
         if not isinstance(value, str):
             raise ExecutorError(f"option 'url' of HTTP must be str, got {type(value).__name__}")
         return value
-    return render_url(given, ctx.vars)
+    return render_url(given, scope)
 
 
 def render_url(template: Template, scope: Any) -> str:

@@ -25,6 +25,7 @@ from tmy.llm.client import Completion, LLMError, Request, complete
 from tmy.llm.contracts import Contract, ContractError, clean
 from tmy.llm.runtime import Runtime
 from tmy.llm.usage import add_usage, check_budget, today
+from tmy.types import StepContext
 
 log = structlog.get_logger("tmy.llm")
 
@@ -43,7 +44,7 @@ class Job:
     """One step's (or one judgement's) conversation with a model."""
 
     rt: Runtime
-    ctx: Any  # StepContext: run, step, uri, record, message, services
+    ctx: StepContext
     model: ModelConfig
     deadline: float  # time.monotonic() value
     scene: str

@@ -17,13 +17,12 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from tmy.config.llm import LLMConfig, known_models
 from tmy.config.memory import RecallSpec, recall_spec
-from tmy.engine.scheduler import StepContext
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import history, prompt
@@ -31,8 +30,13 @@ from tmy.llm import tools as toolkit
 from tmy.llm.contracts import JUDGE, contract_from
 from tmy.llm.exchange import Job, Plan, converse
 from tmy.llm.runtime import Recall, runtime_of
-from tmy.types import StepHook
+from tmy.types import StepContext, StepHook
 from tmy.values.compiled import Value, compile_value, to_text
+
+if TYPE_CHECKING:
+    from tmy.engine.run import Run
+    from tmy.message import StepRecord
+    from tmy.rulebook.model import Step
 
 log = structlog.get_logger("tmy.llm")
 
@@ -101,9 +105,9 @@ def make_check(config: LLMConfig) -> Any:
     return check
 
 
-def _deadline(ctx: Any, cfg: dict[str, Any], config: LLMConfig) -> float:
+def _deadline(ctx: StepContext, cfg: dict[str, Any], config: LLMConfig) -> float:
     """Seconds for this step: its ``deadline``, else llm.deadline, within the step timeout."""
-    step_timeout = getattr(ctx.step, "timeout", None) or ctx.services.settings.step_timeout
+    step_timeout = ctx.step_timeout or ctx.services.settings.step_timeout
     wanted = cfg.get("deadline") or config.deadline or step_timeout
     return max(0.01, min(float(wanted), float(step_timeout) * 0.98))
 
@@ -148,7 +152,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         return prompt.build_system(
             config.scene_prompts["general"],
             system,
-            ctx.run.rule.intent,
+            ctx.rule.intent,
             tool_text,
             hint,
             contract.instruction(),
@@ -165,7 +169,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
         tail = prompt.tail(
             question,
-            now=str(ctx.vars.locals.get("NOW", "")),
+            now=str((await ctx.scope(("NOW",))).get("NOW", "")),
             who=who,
             where=f"chat {m.chat} on {m.platform}",
             memory=recalled,
@@ -220,11 +224,10 @@ def _permissions(value: Any) -> list[str]:
 
 
 async def _render(ctx: StepContext, name: str, value: Any) -> str:
-    rule_file = ctx.step.file if ctx.step is not None else ""
-    path = prompt.template_path(name, rule_file, ctx.services.settings.rules)
+    path = prompt.template_path(name, ctx.rule.file, ctx.services.settings.rules)
     names = prompt.template_names(path)
-    await ctx.vars.fetch(names)
-    scope = {n: ctx.vars[n] for n in names if n in ctx.vars}
+    variables = await ctx.scope(names)
+    scope = {n: variables[n] for n in names if n in variables}
     scope["input"] = value
     return prompt.render_template(path, scope)
 
@@ -270,16 +273,16 @@ def validate_max_loops(raw: Any) -> int:
 
 
 async def judge(
-    run: Any, step: Any, record: Any, scene: str, spec: Judgement, extra: str = ""
+    run: Run, step: Step, record: StepRecord, scene: str, spec: Judgement, extra: str = ""
 ) -> bool:
     """Ask the model whether ``spec.condition`` holds for the current STEP_RESULT."""
     uri = step.uri
-    ctx = StepContext(run, step, uri, record)
-    rt = runtime_of(run.services)
+    ctx = run.context(step, uri, record)
+    rt = runtime_of(ctx.services)
     config = rt.config
-    await run.vars.fetch(spec.condition.names)
-    condition = to_text(spec.condition.evaluate(run.vars))
-    content = to_text(run.locals.get("STEP_RESULT"))
+    scope = await ctx.scope(spec.condition.names)
+    condition = to_text(spec.condition.evaluate(scope))
+    content = to_text(scope.get("STEP_RESULT"))
     seconds = _deadline(ctx, {}, config)
     job = Job(rt, ctx, _model(config, spec.model), time.monotonic() + seconds, scene)
     stats = record.extra.setdefault("when_llm" if scene == "branch" else "while_llm", [])
@@ -287,7 +290,7 @@ async def judge(
 
     def system_for(hint: str | None) -> str:
         return prompt.build_system(
-            config.scene_prompts[scene], "", run.rule.intent, "", hint, JUDGE.instruction()
+            config.scene_prompts[scene], "", ctx.rule.intent, "", hint, JUDGE.instruction()
         )
 
     question = f"Condition: {condition}{extra}\n\nContent:\n{content}"
@@ -317,7 +320,7 @@ async def judge(
 class WhenLLM(StepHook):
     """``when_llm:`` — the branch scene decides whether the step runs."""
 
-    async def before(self, run: Any, step: Any, record: Any) -> bool:
+    async def before(self, run: Run, step: Step, record: StepRecord) -> bool:
         """Run the step only when the model judges the condition true."""
         return await judge(run, step, record, "branch", step.extras["when_llm"])
 
@@ -325,7 +328,7 @@ class WhenLLM(StepHook):
 class WhileLLM(StepHook):
     """``while_llm:`` — the loop scene decides whether the step runs again."""
 
-    async def again(self, run: Any, step: Any, record: Any, count: int) -> bool:
+    async def again(self, run: Run, step: Step, record: StepRecord, count: int) -> bool:
         """Run the step once more? No after ``max_loops`` runs, else the model decides."""
         limit = step.extras.get("max_loops", DEFAULT_MAX_LOOPS)
         if count >= limit:

@@ -34,11 +34,11 @@ from typing import Any
 import jsonschema
 import structlog
 
-from tmy.engine.scheduler import StepContext
 from tmy.errors import ExecutorError, TmyError
 from tmy.logs import preview
 from tmy.message import StepRecord
 from tmy.rulebook.triggers import Match
+from tmy.types import StepContext
 from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.run")
@@ -235,7 +235,11 @@ def parse_text_calls(content: str) -> tuple[list[dict[str, Any]], str, str]:
 
 
 async def run_call(
-    ctx: Any, tools: dict[str, Tool], permissions: list[str], call: dict[str, Any], call_id: str
+    ctx: StepContext,
+    tools: dict[str, Tool],
+    permissions: list[str],
+    call: dict[str, Any],
+    call_id: str,
 ) -> str:
     """Run one call; the text the model gets back (errors included — they are its to handle)."""
     uri = f"{ctx.uri}/tool/{call_id}"
@@ -270,7 +274,7 @@ async def run_call(
         text = text[:RESULT_LIMIT] + f"\n…(cut: {len(text)} characters in all)"
     record.result = text
     record.ms = round((time.perf_counter() - started) * 1000, 3)
-    ctx.run.records.append(record)  # so the run's one line (run.done) lists the call
+    ctx.add_record(record)  # so the run's one line (run.done) lists the call
     log.debug(
         "step.done",
         uri=uri,
@@ -299,7 +303,9 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value
 
 
-async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record: StepRecord) -> str:
+async def _execute(
+    ctx: StepContext, tool: Tool, args: dict[str, Any], uri: str, record: StepRecord
+) -> str:
     services = ctx.services
     if tool.kind == "rule":
         rule = services.engine.rulebook.by_id.get(tool.target)
@@ -322,7 +328,7 @@ async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record:
         groups = {k: v for k, v in args.items() if k.isidentifier() and k.upper() != k}
         match = Match(rule, None, tool.target, args, groups)  # type: ignore[arg-type]
         reply = await services.engine.run_rule(
-            match, ctx.message, ctx.run.trace_id, json.dumps(args, ensure_ascii=False), finish=False
+            match, ctx.message, ctx.trace_id, json.dumps(args, ensure_ascii=False), finish=False
         )
         record.extra["steps"] = [s.uri for s in reply.steps]
         if reply.error:
@@ -336,5 +342,5 @@ async def _execute(ctx: Any, tool: Tool, args: dict[str, Any], uri: str, record:
         raise _Refused(f"unknown argument {sorted(extra)[0]!r} for {tool.name}")
     cfg.update({k: v for k, v in args.items() if k != "input"})
     value = args.get("input", "")
-    result = await spec.run(value, cfg, StepContext(ctx.run, ctx.step, uri, record))
+    result = await spec.run(value, cfg, ctx.within(uri, record))
     return to_text(result)

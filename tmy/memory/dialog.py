@@ -124,7 +124,7 @@ def _fallback(record: dict[str, Any], max_chars: int) -> str:
     return f"{who}: {turns[0][0]}"[: max_chars * 2]
 
 
-async def summarize(job: Any, record: dict[str, Any], cfg: MemoryConfig) -> tuple[str, bool]:
+async def summarize(job: Job, record: dict[str, Any], cfg: MemoryConfig) -> tuple[str, bool]:
     """(summary, made by the model?) of a finished conversation; never raises a TmyError."""
     limit = cfg.dialogue.max_chars
     schema = {
@@ -209,7 +209,7 @@ async def store_summary(
     return item
 
 
-async def close(job: Any, record: dict[str, Any], cfg: MemoryConfig) -> dict[str, Any]:
+async def close(job: Job, record: dict[str, Any], cfg: MemoryConfig) -> dict[str, Any]:
     """Summarise a finished conversation and keep the summary."""
     text, by_model = await summarize(job, record, cfg)
     store = job.rt.services.store

@@ -27,6 +27,7 @@ from tmy.llm.runtime import runtime_of
 from tmy.logs import get_logger
 from tmy.memory.entries import vector_key
 from tmy.store.base import MISSING, Store
+from tmy.types import Services
 
 log = get_logger("tmy.memory")
 
@@ -38,7 +39,9 @@ class EmbeddingError(TmyError):
     """The embeddings endpoint failed (recall goes on without it)."""
 
 
-async def embed(services: Any, cfg: EmbeddingsConfig, texts: Sequence[str]) -> list[list[float]]:
+async def embed(
+    services: Services, cfg: EmbeddingsConfig, texts: Sequence[str]
+) -> list[list[float]]:
     """One vector per text, in order; EmbeddingError on any failure."""
     if not texts:
         return []
@@ -89,7 +92,7 @@ def _compact(vector: list[float]) -> list[float]:
     return [round(x, 5) for x in vector]
 
 
-async def store_vector(services: Any, cfg: EmbeddingsConfig, entry: dict[str, Any]) -> None:
+async def store_vector(services: Services, cfg: EmbeddingsConfig, entry: dict[str, Any]) -> None:
     """Compute and keep the vector of a new entry (failures are logged, not raised)."""
     try:
         (vector,) = await embed(services, cfg, [entry["text"]])

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from tmy.config.memory import SCOPES
-from tmy.engine.scheduler import StepContext
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import get_logger, preview
@@ -26,6 +25,7 @@ from tmy.memory import entries, scoring
 from tmy.memory.embeddings import forget_vectors, store_vector
 from tmy.memory.recall import RELATIVE_CUT
 from tmy.memory.runtime import memory_of
+from tmy.types import StepContext
 from tmy.values.compiled import to_text
 
 log = get_logger("tmy.memory")

@@ -84,7 +84,7 @@ class MemoryRecall:
         cfg = self.memory.config
         if not cfg.dialogue.enabled:
             return
-        rule = ctx.run.rule
+        rule = ctx.rule
         idle = float(rule.session) if rule.session > 0 else cfg.dialogue.idle
         max_turns = cfg.dialogue.max_turns or job.rt.config.history_turns
         try:
