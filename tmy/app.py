@@ -55,7 +55,7 @@ from tmy.message import Target
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
-from tmy.store import codec, open_store
+from tmy.store import open_store
 from tmy.store.base import Store
 from tmy.store.metered import metered
 from tmy.types import Adapter
@@ -183,10 +183,11 @@ class App:
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         settings = self.settings
         _register_secrets(settings)
-        codec.MAX_VALUE_BYTES = settings.max_value_bytes
         self.registry = build_registry(settings, self.extensions)
         rulebook = self.load_rules()
-        store = self._given_store or metered(open_store(settings.store))
+        store = self._given_store or metered(
+            open_store(settings.store, max_value_bytes=settings.max_value_bytes)
+        )
         await store.open()
         if self._given_store is None:
             stack.push_async_callback(store.close)

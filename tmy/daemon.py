@@ -100,13 +100,14 @@ class Adapters:
                     f"{adapter.name}: needs the HTTP listener (adapters.http.enabled: true)"
                 )
             self.http.mount(mounted)
-        if self.http is not None:
-            if routes:
-                self.http.mount(routes)
-            self.http.health_source = health
+        if self.http is not None and routes:
+            self.http.mount(routes)
         for adapter in self.all:
             try:
-                await adapter.start(handle)
+                if adapter is self.http:
+                    await self.http.start(handle, health=health)
+                else:
+                    await adapter.start(handle)
             except Exception as exc:
                 if adapter is self.http:
                     raise

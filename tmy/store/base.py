@@ -70,6 +70,18 @@ class Store(Protocol):
 
     url: str
 
+    @property
+    def max_value_bytes(self) -> int:
+        """The largest value it stores, in bytes of JSON (``limits.max_value_bytes``): a
+        larger one is refused with :class:`~tmy.errors.ValueRefused` before anything is written."""
+        ...
+
+    @property
+    def one_slot_commits(self) -> bool:
+        """True when one :meth:`commit` may touch only one hash slot (a Redis Cluster):
+        a caller with keys in several slots commits them one slot at a time."""
+        ...
+
     async def open(self) -> None:
         """Connect / create tables. Raises StoreError when unreachable."""
 

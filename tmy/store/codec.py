@@ -18,9 +18,12 @@ Decisions, so that every backend stores exactly the same thing:
   would read back as a rounded float); ``NaN`` and ``±Infinity`` (orjson would
   silently write ``null``); strings with lone surrogates; nesting deeper than
   254 levels.
-* Values larger than :data:`MAX_VALUE_BYTES` encoded (``limits.max_value_bytes``)
-  are refused: one message must not be able to grow a stored list or map
-  without bound, nor make every later read of it slow.
+* Values larger than the store's ``max_value_bytes`` encoded
+  (``limits.max_value_bytes``, default :data:`MAX_VALUE_BYTES`) are refused: one
+  message must not be able to grow a stored list or map without bound, nor
+  make every later read of it slow. Each store carries its own limit (given to
+  its constructor / :func:`~tmy.store.open_store`) and passes it to
+  :func:`encode`; nothing here is set per app.
 * The ``MISSING`` marker cannot be stored inside a value; at the top level it
   means "delete" (see the backends' ``set`` and ``update``).
 
@@ -42,8 +45,9 @@ _DUMPS_OPTIONS = (
     orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 )
 
-# the largest encoded value a store accepts; App sets it from limits.max_value_bytes
 MAX_VALUE_BYTES = 4 * 1024 * 1024
+"""The largest encoded value a store accepts unless told otherwise (``limits.max_value_bytes``'s
+default); a constant: each store is given its own limit."""
 
 _ALLOWED = "null, bool, int (64-bit), finite float, str, list/tuple and dict"
 
@@ -67,8 +71,9 @@ def _has_nonfinite(value: Any) -> bool:
     return False
 
 
-def encode(value: Any, key: str = "") -> bytes:
-    """``value`` as UTF-8 JSON bytes; StoreError (naming the type) if JSON cannot hold it."""
+def encode(value: Any, key: str = "", limit: int = MAX_VALUE_BYTES) -> bytes:
+    """``value`` as UTF-8 JSON bytes; StoreError (naming the type) if JSON cannot hold it
+    or it is over ``limit`` bytes (the store's ``limits.max_value_bytes``)."""
     try:
         raw = orjson.dumps(value, option=_DUMPS_OPTIONS)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
@@ -81,10 +86,10 @@ def encode(value: Any, key: str = "") -> bytes:
             f"cannot store the value{_where(key)}: it contains NaN or Infinity, "
             "which JSON cannot hold"
         )
-    if len(raw) > MAX_VALUE_BYTES:
+    if len(raw) > limit:
         raise ValueRefused(
             f"cannot store the value{_where(key)}: it is {len(raw):,} bytes as JSON "
-            f"(limits.max_value_bytes is {MAX_VALUE_BYTES:,})"
+            f"(limits.max_value_bytes is {limit:,})"
         )
     return raw
 

@@ -74,6 +74,16 @@ class MeteredStore:
         """The wrapped store's URL."""
         return self.inner.url
 
+    @property
+    def max_value_bytes(self) -> int:
+        """The wrapped store's value limit."""
+        return self.inner.max_value_bytes
+
+    @property
+    def one_slot_commits(self) -> bool:
+        """Whether the wrapped store commits one hash slot at a time."""
+        return self.inner.one_slot_commits
+
     def __getattr__(self, name: str) -> Any:
         # only reached for attributes this wrapper lacks; ``inner`` itself is always set
         if name == "inner":

@@ -43,8 +43,11 @@ _DELETED = None  # marker for "deleted in the overlay" (a stored value is always
 class OverlayStore:
     """``real`` for reading, memory for writing (see the module docstring)."""
 
+    one_slot_commits = False  # its commits stay in memory
+
     def __init__(self, real: Store) -> None:
         self.real = real
+        self.max_value_bytes = real.max_value_bytes  # refuse what the real store would
         # key -> (encoded value, or None when deleted here; absolute expiry or None)
         self._mine: dict[str, tuple[bytes | None, float | None]] = {}
         self._updates = KeyedLocks()
@@ -83,7 +86,7 @@ class OverlayStore:
         if value is MISSING:
             self._mine[key] = (_DELETED, None)
         else:
-            self._mine[key] = (encode(value, key), expires)
+            self._mine[key] = (encode(value, key, self.max_value_bytes), expires)
 
     # -- the Store protocol ---------------------------------------------------------------------
 
@@ -163,7 +166,8 @@ class OverlayStore:
         for key, value, ttl in writes:
             check_key(key)
             expires = None if ttl is None else now + check_ttl(ttl)
-            staged.append((key, MISSING if value is MISSING else encode(value, key), expires))
+            raw = MISSING if value is MISSING else encode(value, key, self.max_value_bytes)
+            staged.append((key, raw, expires))
         for key, raw, expires in staged:
             self._mine[key] = (_DELETED, None) if raw is MISSING else (raw, expires)
 

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl
 
 from tmy.errors import ConfigError, StoreError
 from tmy.store.base import Store
+from tmy.store.codec import MAX_VALUE_BYTES
 from tmy.store.leases import lease_ttl_option
 from tmy.store.sqlite import SQLiteStore
 
@@ -40,9 +41,12 @@ _ACCEPTED = (
 )
 
 
-def open_store(url: str, base_dir: Path | None = None) -> Store:
+def open_store(
+    url: str, base_dir: Path | None = None, *, max_value_bytes: int = MAX_VALUE_BYTES
+) -> Store:
     """The store ``url`` names, not yet opened (the caller awaits ``.open()``).
 
+    ``max_value_bytes``: the largest encoded value it takes (``limits.max_value_bytes``).
     Raises ConfigError, listing the accepted forms, for anything else.
     """
     if not isinstance(url, str) or "://" not in url:
@@ -51,9 +55,10 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
     scheme = scheme.lower()
     if scheme == "sqlite":
         rest, lease_ttl = _sqlite_options(url, rest)
+        path = _sqlite_path(url, rest, base_dir)
         if lease_ttl is None:
-            return SQLiteStore(_sqlite_path(url, rest, base_dir))
-        return SQLiteStore(_sqlite_path(url, rest, base_dir), lease_ttl=lease_ttl)
+            return SQLiteStore(path, max_value_bytes=max_value_bytes)
+        return SQLiteStore(path, lease_ttl=lease_ttl, max_value_bytes=max_value_bytes)
     if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
         # deferred: redis-py alone adds ~0.17 s to start-up, which a SQLite
         # deployment (the default) need not pay
@@ -61,7 +66,7 @@ def open_store(url: str, base_dir: Path | None = None) -> Store:
 
         backend = RedisClusterStore if scheme.endswith("+cluster") else RedisStore
         try:
-            return backend(url)
+            return backend(url, max_value_bytes=max_value_bytes)
         except StoreError as exc:
             raise ConfigError(f"{exc}; {_ACCEPTED}") from None
     raise ConfigError(f"unsupported store URL scheme {scheme!r} in {url!r}; {_ACCEPTED}")

@@ -96,8 +96,8 @@ class HttpAdapter:
         self._runner: web.AppRunner | None = None
         self._handle: Handler | None = None
         self._mounted: list[web.RouteDef] = []
-        # the daemon's whole health report; without one, /healthz says only "ok"
-        self.health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        # the daemon's whole health report (given to start); without one, /healthz says "ok"
+        self._health_source: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     @property
     def guard(self) -> ConnectionGuard | None:
@@ -160,8 +160,16 @@ class HttpAdapter:
             "http: the HTTP adapter answers requests; it cannot send on its own initiative"
         )
 
-    async def start(self, handle: Handler) -> None:
+    async def start(
+        self,
+        handle: Handler,
+        *,
+        health: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+    ) -> None:
+        """Listen, answering with ``handle``; ``health`` makes the ``/healthz`` report
+        (the serving app's: store, adapters, cron outbox), else it says only "ok"."""
         self._handle = handle
+        self._health_source = health
         app = web.Application(client_max_size=MAX_BODY, middlewares=[self.gate.middleware])
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
@@ -214,9 +222,9 @@ class HttpAdapter:
             self.guard.close_all()
 
     async def _health(self, request: web.Request) -> web.Response:
-        if self.health_source is None:
+        if self._health_source is None:
             return web.json_response({"status": "ok"})
-        report = await self.health_source()
+        report = await self._health_source()
         # "degraded" (an adapter down) still serves the others: 200; a dead store is 503
         status = 503 if report.get("status") == "error" else 200
         return web.json_response(report, status=status, dumps=dumps)

@@ -52,6 +52,7 @@ class RedisClusterStore(RedisStore):
     _SCHEMES = ("redis+cluster", "rediss+cluster")
     _REFRESH_COST = 1  # a resend may first wait for a refresh of the cluster layout
     _PIPELINED_WRITES = False  # queued writes may be on several nodes: each goes alone
+    one_slot_commits = True  # a commit's script runs on one node: its keys share one slot
 
     @classmethod
     def _kind(cls) -> str:

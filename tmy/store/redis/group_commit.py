@@ -60,7 +60,7 @@ Outcome = tuple[Job, BaseException | None, Any]
 
 
 def _apply(
-    batch: list[Job], expected: bytes | None, key: str, verified: bool
+    batch: list[Job], expected: bytes | None, key: str, verified: bool, limit: int
 ) -> tuple[list[Outcome], bytes | None, bool]:
     """Run each job's fn in order, each on a fresh decode of the previous result.
 
@@ -72,7 +72,7 @@ def _apply(
     for job in batch:
         try:
             new, result = job.fn(MISSING if raw is None else decode(raw, key))
-            next_raw = None if new is MISSING else encode(new, key)
+            next_raw = None if new is MISSING else encode(new, key, limit)
         except Exception as exc:
             if not verified:
                 return outcomes, raw, True
@@ -180,12 +180,14 @@ class GroupCommit(RedisLanes):
         attempt = 0
         while attempt < self.update_retries:
             attempt += 1
-            outcomes, raw, guess_failed = _apply(batch, state.expected, key, state.verified)
+            outcomes, raw, guess_failed = _apply(
+                batch, state.expected, key, state.verified, self.max_value_bytes
+            )
             if guess_failed:
                 # fn (or encoding) failed on a guessed value: fail only if it is real
                 if await self._guessed_wrong(state):
                     continue
-                outcomes, raw, _ = _apply(batch, state.expected, key, True)
+                outcomes, raw, _ = _apply(batch, state.expected, key, True, self.max_value_bytes)
             if raw == state.expected and state.verified and not state.sent:
                 _settle(outcomes)  # no change to a value read from Redis: nothing to write
                 return

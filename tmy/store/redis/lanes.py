@@ -44,7 +44,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tmy.errors import StoreError
-from tmy.store.codec import check_key
+from tmy.store.codec import MAX_VALUE_BYTES, check_key
 from tmy.store.leases import LEASE_TTL, KeyedLocks, lease_ttl_option, new_token
 from tmy.store.redis.cache import RawCache
 from tmy.store.redis.connection import (
@@ -113,12 +113,14 @@ class RedisLanes:
         max_connections: int = 64,
         update_retries: int = 100,
         cache_keys: int = 10_000,
+        max_value_bytes: int = MAX_VALUE_BYTES,
     ) -> None:
         """``url``'s ``?prefix=`` overrides ``prefix``, and its ``max_connections``,
         ``timeout`` (the wait for a free connection; default: ``socket_timeout``),
         ``socket_timeout`` and ``socket_connect_timeout`` override the arguments
         (the store sizes its gate and write records by them); other query
-        parameters go to redis-py."""
+        parameters go to redis-py. ``max_value_bytes``: the largest encoded value it
+        takes (``limits.max_value_bytes``)."""
         try:
             parts = urlsplit(url)
         except ValueError as exc:
@@ -149,6 +151,7 @@ class RedisLanes:
             lease_ttl_option(own["lease_ttl"], url) if "lease_ttl" in own else LEASE_TTL
         )
         self.update_retries = update_retries
+        self.max_value_bytes = max_value_bytes
         self._locate(url, parts, rest)  # sets where and what the client connects to
         # a write's record must outlive every resent copy of it: redis-py sends at
         # most 1 + REDIS_RETRIES copies, each within a connect and a socket timeout

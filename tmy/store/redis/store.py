@@ -68,6 +68,7 @@ class RedisStore(GroupCommit):
     """
 
     _PIPELINED_WRITES = True  # writes queued behind one in flight go as one pipeline
+    one_slot_commits = False  # one server runs a commit's script over any keys
 
     async def get(self, key: str) -> Any:
         """The value at ``key``, or ``MISSING`` (one GET)."""
@@ -100,7 +101,7 @@ class RedisStore(GroupCommit):
             await self.delete(key)
             return
         rkey = self._k(key)
-        raw = encode(value, key)
+        raw = encode(value, key, self.max_value_bytes)
         px = ttl_arg(ttl)
         await self._recorded(f"set {key!r}", [rkey, self._op(rkey)], ("s", raw, px, self._op_px))
         self._cache.put(rkey, raw)
@@ -210,7 +211,7 @@ class RedisStore(GroupCommit):
         raws: list[bytes | None] = []
         for key, value, ttl in writes:
             rkey = self._k(key)
-            raw = None if value is MISSING else encode(value, key)
+            raw = None if value is MISSING else encode(value, key, self.max_value_bytes)
             wkeys.append(rkey)
             raws.append(raw)
             args += ["d", b"", "0"] if raw is None else ["s", raw, ttl_arg(ttl)]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tmy.errors import StoreError
-from tmy.store.codec import check_ttl
+from tmy.store.codec import MAX_VALUE_BYTES, check_ttl
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
 
 T = TypeVar("T")
@@ -64,6 +64,8 @@ def is_live(row: tuple[Any, ...] | None, now: float) -> bool:
 class SQLiteConnection:
     """One SQLite file's connection under :class:`~tmy.store.sqlite.SQLiteStore`."""
 
+    one_slot_commits = False  # one transaction commits any keys
+
     def __init__(
         self,
         path: str | Path,
@@ -71,10 +73,13 @@ class SQLiteConnection:
         lock_timeout: float = 10.0,
         busy_timeout_ms: int = 20,
         lease_ttl: float = LEASE_TTL,
+        max_value_bytes: int = MAX_VALUE_BYTES,
     ) -> None:
         """``lock_timeout``: how long to wait for another process's write lock;
-        ``lease_ttl``: the default length of ``lock``'s leases (URL ``?lease_ttl=``)."""
+        ``lease_ttl``: the default length of ``lock``'s leases (URL ``?lease_ttl=``);
+        ``max_value_bytes``: the largest encoded value it takes (``limits.max_value_bytes``)."""
         self.path: str | Path = path if str(path) == ":memory:" else Path(path)
+        self.max_value_bytes = max_value_bytes
         self.lease_ttl = check_ttl(lease_ttl, "lease_ttl")
         self.url = f"sqlite:///{self.path}"
         if lease_ttl != LEASE_TTL:

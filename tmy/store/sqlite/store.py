@@ -87,7 +87,7 @@ class SQLiteStore(SQLiteConnection):
         if value is MISSING:
             await self.delete(key)
             return
-        raw = encode(value, key).decode()
+        raw = encode(value, key, self.max_value_bytes).decode()
         expires_in = None if ttl is None else check_ttl(ttl)
 
         def op(db: sqlite3.Connection) -> None:
@@ -129,7 +129,7 @@ class SQLiteStore(SQLiteConnection):
                 if row is not None:
                     db.execute("DELETE FROM kv WHERE key = ?", (key,))
             else:
-                raw = encode(new, key).decode()
+                raw = encode(new, key, self.max_value_bytes).decode()
                 kept = row[1] if live else None  # type: ignore[index]
                 expires = kept if expires_in is None else now + expires_in
                 db.execute(UPSERT, (key, raw, expires))
@@ -170,9 +170,10 @@ class SQLiteStore(SQLiteConnection):
         """
         leases = check_fence(fence)
         rows: list[tuple[str, str | None, float | None]] = []
+        limit = self.max_value_bytes
         for key, value, ttl in writes:
             check_key(key)
-            raw = None if value is MISSING else encode(value, key).decode()
+            raw = None if value is MISSING else encode(value, key, limit).decode()
             rows.append((key, raw, None if ttl is None else check_ttl(ttl)))
         if not rows and not leases:
             return
