@@ -52,6 +52,7 @@ def test_the_plugin_contract_is_exported() -> None:
         "Registry", "Option", "ExecutorSpec", "Executor", "StepContext", "StepHook", "Adapter",
         "Handler", "Command", "Extension", "RuleKey", "StepKey", "ConfigSection", "Message",
         "Reply", "StepRecord", "Target", "Store", "MISSING", "TmyError", "Bot", "serving",
+        "Services", "Route",
     }  # fmt: skip
     assert wanted <= set(tmy.__all__)
 

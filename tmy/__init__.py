@@ -11,7 +11,9 @@ What a plugin, extension or adapter author needs is importable from here::
   :class:`Extension`, :class:`RuleKey`, :class:`StepKey` with its
   :class:`StepHook`, :class:`ConfigSection`, and operator commands
   (:class:`Command`, :class:`Arg`, :class:`Invocation`, :class:`Result`);
-* adapters: the :class:`Adapter` protocol and the :data:`Handler` it is started with;
+* what a run reaches: :class:`Services` (settings, store, registry, HTTP client);
+* adapters: the :class:`Adapter` protocol, the :data:`Handler` it is started with and
+  the :data:`Route` type of the web routes it mounts;
 * the data: :class:`Message`, :class:`Reply`, :class:`StepRecord`, :class:`Target`,
   :class:`Store` and :data:`MISSING`;
 * the error tree under :class:`TmyError` (drawn in :mod:`tmy.errors`);
@@ -37,7 +39,7 @@ from tmy.executors.registry import ExecutorSpec, Option, Registry
 from tmy.extension import ConfigSection, Extension, RuleKey, StepKey
 from tmy.message import Message, Reply, StepRecord, Target
 from tmy.store.base import MISSING, Store
-from tmy.types import Adapter, Executor, Handler, StepContext, StepHook
+from tmy.types import Adapter, Executor, Handler, Route, Services, StepContext, StepHook
 
 __version__ = "0.1.0"
 
@@ -66,9 +68,11 @@ __all__ = [
     "Registry",
     "Reply",
     "Result",
+    "Route",
     "RuleError",
     "RuleErrors",
     "RuleKey",
+    "Services",
     "StepContext",
     "StepHook",
     "StepKey",

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tmy.errors import TmyError
 from tmy.message import Message
+
+if TYPE_CHECKING:
+    from tmy.config import Settings
+    from tmy.types import AppLike, ExtensionLike
 
 Front = Literal["cli", "chat", "http"]
 ALL_FRONTS: frozenset[str] = frozenset(("cli", "chat", "http"))
@@ -95,8 +99,8 @@ class Invocation:
     args: Mapping[str, Any]
     who: Message
     front: str
-    app: Any  # tmy.app.App, or None (needs="settings" on the CLI); Any: commands sit below it
-    settings: Any = None  # tmy.config.Settings
+    app: AppLike | None  # the open app; None when the command needs only the settings (CLI)
+    settings: Settings | None = None
     compact: bool = False
     emit: Callable[..., None] | None = None  # emit(line, stderr=False)
     commands: Mapping[str, Command] = field(default_factory=dict)  # the app's command table
@@ -170,7 +174,7 @@ def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, A
     return args
 
 
-def command_table(extensions: Iterable[Any]) -> dict[str, Command]:
+def command_table(extensions: Iterable[ExtensionLike]) -> dict[str, Command]:
     """Name -> Command over ``extensions`` (``Extension.commands``), in their order."""
     table: dict[str, Command] = {}
     for extension in extensions:

@@ -21,10 +21,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tmy.command import Command
 from tmy.errors import ConfigError
-from tmy.types import Command, Services, StepHook
+from tmy.types import Services, StepHook
+
+if TYPE_CHECKING:
+    from tmy.config import Settings
+    from tmy.executors.registry import ExecutorSpec
 
 ENTRY_POINT_GROUP = "tmy.extensions"
 
@@ -68,7 +73,7 @@ class ConfigSection:
     parse: Callable[[Mapping[str, Any]], Any]
 
 
-def _no_executors(settings: Any) -> tuple[Any, ...]:
+def _no_executors(settings: Settings) -> tuple[ExecutorSpec, ...]:
     return ()
 
 
@@ -98,7 +103,7 @@ class Extension:
     """
 
     name: str
-    executors: Callable[[Any], Iterable[Any]] = _no_executors
+    executors: Callable[[Settings], Iterable[ExecutorSpec]] = _no_executors
     rule_keys: Mapping[str, RuleKey] = field(default_factory=dict)
     step_keys: Mapping[str, StepKey] = field(default_factory=dict)
     commands: tuple[Command, ...] = ()

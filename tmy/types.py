@@ -5,25 +5,32 @@ platform adapter, an operator command, an extension bundling them — is a
 Protocol or an alias here, so a plugin author reads one file to learn what to
 write, and a type checker holds both sides to it. The concrete classes live
 where they are implemented (:class:`tmy.extension.Extension`,
-:class:`tmy.command.Command`, the engine's step context); this module
-imports none of them at run time, so any layer may import it.
+:class:`tmy.command.Command`, the engine's step context); their Protocols here
+are :class:`ExtensionLike` and :class:`CommandLike` (what the app and the front
+ends read of one), and :class:`AppLike` is the open app as a command sees it.
+This module imports none of them at run time, so any layer may import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # names for annotations only: this module must stay importable from any layer
     import httpx
     import structlog
 
+    from tmy.command import Arg, Command, Invocation, Result
     from tmy.config import Settings
+    from tmy.engine.core import Engine
     from tmy.engine.run import Run
-    from tmy.executors.registry import Registry
+    from tmy.engine.switch import ChatSwitch
+    from tmy.executors.registry import ExecutorSpec, Registry
+    from tmy.extension import ConfigSection, RuleKey, StepKey
     from tmy.message import Message, Reply, StepRecord, Target
-    from tmy.rulebook.model import Rule, Step
+    from tmy.reload import ReloadResult
+    from tmy.rulebook.model import Rule, Rulebook, Step
     from tmy.store.base import Store
 
 
@@ -182,8 +189,12 @@ class Adapter(Protocol):
         ...
 
 
-class Command(Protocol):
-    """An operator command, defined once, reached from the CLI, ``.tmy`` chat and HTTP."""
+class CommandLike(Protocol):
+    """An operator command, defined once, reached from the CLI, ``.tmy`` chat and HTTP.
+
+    What the three front ends and the app read of one (:class:`tmy.Command` is the
+    concrete, frozen form a command is written as).
+    """
 
     @property
     def name(self) -> str: ...
@@ -191,9 +202,49 @@ class Command(Protocol):
     @property
     def help(self) -> str: ...
 
+    @property
+    def needs(self) -> Literal["app", "daemon", "settings"]:
+        """What must be open to run it: the app, a running daemon, or only the settings."""
+        ...
 
-class Extension(Protocol):
-    """A bundle of executors, rule and step keys, commands, config and a lifespan."""
+    @property
+    def admin(self) -> bool:
+        """Chat refuses it to non-admins."""
+        ...
+
+    @property
+    def fronts(self) -> frozenset[str]:
+        """Where it is reachable: ``cli``, ``chat``, ``http``."""
+        ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def json_help(self) -> str: ...
+
+    @property
+    def quiet(self) -> bool: ...
+
+    @property
+    def misuse(self) -> str:
+        """The answer to a missing required argument."""
+        ...
+
+    def args_for(self, front: str) -> tuple[Arg, ...]:
+        """The arguments that exist on ``front``."""
+        ...
+
+    def run(self, invocation: Invocation) -> Awaitable[Result]:
+        """Run it once; the result renders as text and as JSON."""
+        ...
+
+
+class ExtensionLike(Protocol):
+    """A bundle of executors, rule and step keys, commands, config and a lifespan.
+
+    What the app reads of one (:class:`tmy.Extension` is the concrete, frozen form).
+    """
 
     @property
     def name(self) -> str: ...
@@ -202,17 +253,17 @@ class Extension(Protocol):
     def commands(self) -> tuple[Command, ...]: ...
 
     @property
-    def rule_keys(self) -> Mapping[str, Any]: ...
+    def rule_keys(self) -> Mapping[str, RuleKey]: ...
 
     @property
-    def step_keys(self) -> Mapping[str, Any]: ...
+    def step_keys(self) -> Mapping[str, StepKey]: ...
 
     @property
-    def config(self) -> Any:
-        """The top-level config section it owns (a ``ConfigSection``), or None."""
+    def config(self) -> ConfigSection | None:
+        """The top-level config section it owns, or None."""
         ...
 
-    def executors(self, settings: Any) -> Iterable[Any]:
+    def executors(self, settings: Settings) -> Iterable[ExecutorSpec]:
         """The executors it adds, given the validated settings (checks may depend on config)."""
         ...
 
@@ -222,4 +273,38 @@ class Extension(Protocol):
 
     def serving(self, services: Services) -> AbstractAsyncContextManager[Any]:
         """What it runs only while the app serves (the daemon), after the adapters start."""
+        ...
+
+
+class AppLike(Protocol):
+    """The open app as a command sees it (``Invocation.app``; :class:`tmy.app.App` once open).
+
+    Commands sit below the app in the layers, so they type it by this Protocol
+    instead of importing :mod:`tmy.app`.
+    """
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def rulebook(self) -> Rulebook: ...
+
+    @property
+    def switch(self) -> ChatSwitch:
+        """The chats ``.tmy off`` keeps the bot quiet in."""
+        ...
+
+    @property
+    def commands(self) -> Mapping[str, Command]:
+        """The app's command table, by name."""
+        ...
+
+    async def reload(self, reason: str) -> ReloadResult:
+        """Reload the plugins and rules now (``reload``; ``reason`` is logged)."""
         ...

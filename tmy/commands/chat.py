@@ -11,13 +11,16 @@ so the bot does not even confirm that the command exists. A command marked
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tmy.command import Command, Invocation, parse_words
 from tmy.commands.help import help_text
 from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message
+
+if TYPE_CHECKING:
+    from tmy.types import AppLike
 
 log = get_logger("tmy.admin")
 
@@ -28,7 +31,7 @@ class ChatCommands:
     """Parses ``<prefix> <command> …`` and runs it from the app's command table."""
 
     def __init__(
-        self, commands: Mapping[str, Command], app: Any, prefix: str = DEFAULT_PREFIX
+        self, commands: Mapping[str, Command], app: AppLike, prefix: str = DEFAULT_PREFIX
     ) -> None:
         self.commands = commands
         self.app = app

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -31,12 +31,15 @@ from tmy.errors import TmyError
 from tmy.logs import get_logger
 from tmy.message import Message, id_problem
 
+if TYPE_CHECKING:
+    from tmy.types import AppLike
+
 log = get_logger("tmy.admin")
 
 _WHO = ("user", "chat", "platform", "user_name")
 
 
-def routes(app: Any) -> list[web.RouteDef]:
+def routes(app: AppLike) -> list[web.RouteDef]:
     """The admin routes for ``app``'s listener (the app mounts them when it serves)."""
     api = _AdminApi(app)
     return [
@@ -101,7 +104,7 @@ def _who(body: Mapping[str, Any], max_id_chars: int) -> Message:
 class _AdminApi:
     """The handlers, bound to one app."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: AppLike) -> None:
         self.app = app
 
     def _refused(self, request: web.Request) -> web.Response | None:
