@@ -46,7 +46,7 @@ PLATFORM_MODULES = {
 def _enabled(settings: Settings, platform: str) -> bool:
     if platform == "openai":  # the facade rides on the listener
         return settings.http_enabled
-    return bool((settings.adapters.get(platform) or {}).get("enabled"))
+    return bool(getattr(settings.adapters, platform).enabled)  # onebot, discord, telegram
 
 
 def build_adapters(
