@@ -22,18 +22,19 @@ their module::
     ├── AdapterError       a chat-platform adapter failed
     │   └── ActionFailed   a OneBot action failed       (tmy.adapters.onebot.connection)
     ├── CommandError       an operator command used wrongly (exit 2) (tmy.command)
+    ├── ContractError      a model's answer broke its output contract   (tmy.llm.contracts)
+    │                      (the exchange's retry loop makes it a retry hint)
+    ├── OpenAIError        the OpenAI facade refuses a request (tmy.adapters.openai.payload)
+    │                      (rendered as its HTTP error response)
     ├── EmbeddingError     the embeddings endpoint failed            (tmy.memory.embeddings)
     ├── BodyTooLarge       a decoded HTTP body passed its cap        (tmy.bodies)
     └── BadEncoding        an HTTP body in an encoding tmy does not decode (tmy.bodies)
 
 Outside the tree on purpose: internal control-flow signals that never leave
 the function or module that raises them — ``StepFailed`` (tmy.engine.run:
-a step ended with STEP_ERROR, caught by the scheduler), ``ContractError``
-(tmy.llm.contracts: a model's answer broke its contract, caught by the
-exchange's retry loop and turned into a retry hint), ``OpenAIError``
-(tmy.adapters.openai.payload: rendered as the facade's HTTP error response),
-and the private ``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools),
-``FnFailed`` (tmy.store.sqlite.connection).
+a step ended with STEP_ERROR, caught by the scheduler), and the private
+``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools), ``FnFailed``
+(tmy.store.sqlite.connection).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.

@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tmy.errors import ExecutorError
+from tmy.errors import ExecutorError, TmyError
 
 RETURNS = ("str", "int", "float", "bool", "list", "dict")
 FORMATS = ("json", "yaml")
@@ -44,7 +44,7 @@ _SIMPLE_INSTRUCTIONS = {
 }
 
 
-class ContractError(ValueError):
+class ContractError(TmyError):
     """The answer does not meet the contract; the message goes into the retry hint."""
 
 

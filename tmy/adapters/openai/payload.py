@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from tmy.adapters.http import dumps
+from tmy.errors import TmyError
 from tmy.message import Reply
 
 USAGE_KEYS = ("llm", "when_llm", "while_llm")  # StepRecord.extra entries that carry LLM tokens
@@ -26,7 +27,7 @@ def key_identity(key: str) -> str:
     return f"key:{digest[:12]}"
 
 
-class OpenAIError(Exception):
+class OpenAIError(TmyError):
     """A request the facade refuses, already in OpenAI's error vocabulary."""
 
     def __init__(
