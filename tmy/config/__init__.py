@@ -6,21 +6,24 @@ concern: :mod:`~tmy.config.load` (the file, the environment, the flags),
 :mod:`~tmy.config.schema` (the keys each section takes), :mod:`~tmy.config.settings`
 (the Settings and its ``limits``/``log`` sections), :mod:`~tmy.config.adapters`
 (``adapters:``), :mod:`~tmy.config.llm` (``llm:``), :mod:`~tmy.config.memory`
-(``llm.memory:``), :mod:`~tmy.config.timezone` (time zone names).
+(``llm.memory:``), :mod:`~tmy.config.store` (the store URL's syntax),
+:mod:`~tmy.config.timezone` (time zone names).
 """
 
 from __future__ import annotations
 
-from tmy.config.adapters import ADAPTER_SECTIONS, PLATFORM_SECTIONS, Adapters
+from tmy.config.adapters import ADAPTER_SECTIONS, PLATFORM_SECTIONS, Adapters, parse_listen
 from tmy.config.load import (
     CHECKOUT_CONFIG,
     DEFAULT_CONFIG,
     ENV,
     key_line,
     load_settings,
+    setting_error,
     with_sections,
 )
 from tmy.config.settings import Limits, LogConfig, Settings
+from tmy.config.store import StoreURL, parse_store_url
 from tmy.config.timezone import zone_of
 
 __all__ = [
@@ -33,8 +36,12 @@ __all__ = [
     "Limits",
     "LogConfig",
     "Settings",
+    "StoreURL",
     "key_line",
     "load_settings",
+    "parse_listen",
+    "parse_store_url",
+    "setting_error",
     "with_sections",
     "zone_of",
 ]

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from tmy.errors import ConfigError
+from tmy.errors import ConfigError, TmyError
 
 PER_CHAT_LIMIT = 1000  # the most any max_pending_per_chat may be (the adapters' queue totals)
 PLATFORM_SECTIONS = ("onebot", "discord", "telegram")
@@ -56,7 +56,7 @@ class Section(Mapping[str, Any]):
         """The section's known keys over the defaults (a null value keeps the default)."""
         if isinstance(section, cls):
             return section
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in fields(cls) if f.init}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in section.items() if k in known and v is not None})
 
 
@@ -67,9 +67,20 @@ class ConsoleConfig(Section):
     enabled: bool = True
 
 
+def parse_listen(listen: str, error: type[TmyError] = ConfigError) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``:PORT``) → (host, port); ``error`` (ConfigError for the config,
+    AdapterError for the listener's own callers) when it is neither."""
+    host, sep, port = listen.rpartition(":") if isinstance(listen, str) else ("", "", "")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise error(f"HTTP listen address {listen!r} must be HOST:PORT, e.g. 127.0.0.1:8080")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
 @dataclass(frozen=True, slots=True)
 class HttpConfig(Section):
-    """``adapters.http``: the listener (REST API, webhooks, admin) and its guards."""
+    """``adapters.http``: the listener (REST API, webhooks, admin) and its guards;
+    ``host`` and ``port`` are ``listen`` parsed (a bad one is a ConfigError naming
+    ``adapters.http.listen``)."""
 
     enabled: bool = True
     listen: str = "127.0.0.1:8080"
@@ -80,6 +91,16 @@ class HttpConfig(Section):
     max_connections: int = 1000
     max_requests_in_flight: int = 256
     allowed_hosts: tuple[str, ...] = ()
+    host: str = field(init=False, repr=False, compare=False)
+    port: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            host, port = parse_listen(self.listen)
+        except ConfigError as exc:
+            raise ConfigError(f"adapters.http.listen: {exc}") from None
+        object.__setattr__(self, "host", host)
+        object.__setattr__(self, "port", port)
 
 
 @dataclass(frozen=True, slots=True)

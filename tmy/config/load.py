@@ -25,12 +25,14 @@ from typing import Any
 
 import yaml
 
-from tmy.config.adapters import ADAPTER_SECTIONS, Adapters
+from tmy.config.adapters import ADAPTER_SECTIONS, Adapters, parse_listen
 from tmy.config.llm import load_config
 from tmy.config.schema import SCHEMA, first_problem
 from tmy.config.settings import Settings
+from tmy.config.store import parse_store_url
 from tmy.errors import ConfigError
 from tmy.extension import ConfigSection, Extension
+from tmy.logs import level_of
 from tmy.yamlfile.hints import diagnose, message
 
 DEFAULT_CONFIG = Path("config/tmy.yaml")
@@ -73,6 +75,14 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "http_enabled": ("adapters.http", "enabled"),
     **{f"http_{k}": ("adapters.http", k) for k in _HTTP_KEYS},
 }
+# Settings field -> (its config key, the check of its value): values whose words the
+# schema cannot judge (it sees only their type), checked once here rather than where
+# they are used (the store opening, logging set up, the listener binding)
+_VALUE_CHECKS: dict[str, tuple[str, Any]] = {
+    "store": ("store", parse_store_url),
+    "log_level": ("log.level", level_of),
+    "http_listen": ("adapters.http.listen", parse_listen),
+}
 
 
 def load_settings(
@@ -103,11 +113,13 @@ def load_settings(
     values = _file_values(data)
     if data:
         _resolve_paths(values, path.absolute().parent)
+    in_file = dict(values)  # before the environment and the flags have their say
     _apply_env(values, env)
     values.update({k: v for k, v in overrides.items() if v is not None})
     kwargs = _typed({k: v for k, v in values.items() if v is not None})
     kwargs["source"] = str(path) if path.exists() else "<defaults>"
     file = (path, text) if text else None
+    _check_values(kwargs, file, in_file)
     try:
         kwargs["llm"] = load_config(kwargs.get("llm") or {}, env)
     except ConfigError as exc:
@@ -229,6 +241,41 @@ def _typed(kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("log_format", "auto") not in ("auto", "json", "console"):
         raise ConfigError(f"log.format {kwargs['log_format']!r} must be auto, json or console")
     return kwargs
+
+
+def _check_values(
+    kwargs: Mapping[str, Any], file: tuple[Path, str] | None, in_file: Mapping[str, Any]
+) -> None:
+    """The ``_VALUE_CHECKS``: a bad value is a ConfigError ``key: what is wrong``, with
+    ``file:line:`` in front when the value is the file's (not the environment's or a flag's)."""
+    for name, (key, check) in _VALUE_CHECKS.items():
+        value = kwargs.get(name)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except ConfigError as exc:
+            where = file if value is in_file.get(name) else None
+            raise at_key(exc, key, where) from None
+
+
+def at_key(exc: Exception, key: str, file: tuple[Path, str] | None = None) -> ConfigError:
+    """``exc`` as a ConfigError ``key: message`` (the message as is when it starts with
+    the key), behind ``file:line:`` when ``file`` (path, text) holds ``key``."""
+    problem = str(exc) if str(exc).startswith(key) else f"{key}: {exc}"
+    line = key_line(file[1], key) if file else None
+    return ConfigError(f"{file[0]}:{line}: {problem}" if file and line else problem)
+
+
+def setting_error(settings: Settings, key: str, exc: Exception) -> ConfigError:
+    """``exc`` about config ``key`` worded as load_settings words its own errors: for a
+    check that needs a layer above the config (``error_reply``, compiled by the value
+    language): ``file:line: key: …`` when the settings' config file holds the key."""
+    path = Path(settings.source)
+    file = None
+    if settings.source != "<defaults>" and path.is_file():
+        file = (path, path.read_text(encoding="utf-8"))
+    return at_key(exc, key, file)
 
 
 def _parse_section(section: ConfigSection, raw: Any) -> Any:

@@ -49,11 +49,24 @@ __all__ = [
     "emit_event",
     "flush",
     "get_logger",
+    "level_of",
     "preview",
 ]
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 PREVIEW = 200
+
+
+def level_of(level: str) -> int:
+    """The number of a log level name (any case); ConfigError naming the allowed ones.
+
+    The config checks ``log.level`` with this at load, so :func:`configure` never
+    meets a bad name from the config.
+    """
+    lvl = LEVELS.get(str(level).lower())
+    if lvl is None:
+        raise ConfigError(f"log level {level!r} must be one of {', '.join(LEVELS)}")
+    return lvl
 
 
 def preview(value: Any, limit: int = PREVIEW) -> Any:
@@ -339,9 +352,7 @@ def configure(
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
     global _sink, INFO_ENABLED, DEBUG_ENABLED
-    lvl = LEVELS.get(str(level).lower())
-    if lvl is None:
-        raise ConfigError(f"log level {level!r} must be one of {', '.join(LEVELS)}")
+    lvl = level_of(level)
     flush()
     if file:
         path = Path(file)

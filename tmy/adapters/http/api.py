@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tmy.config.adapters import parse_listen as _listen_address
 from tmy.errors import AdapterError
 
 # Routes whose body is JSON: anything else is refused (415) before it is read.
@@ -60,11 +61,12 @@ def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
-    """``HOST:PORT`` (or ``:PORT``) → (host, port)."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise AdapterError(f"HTTP listen address {listen!r} must be HOST:PORT, e.g. 127.0.0.1:8080")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
+    """``HOST:PORT`` (or ``:PORT``) → (host, port); AdapterError when it is neither.
+
+    The config's own reading (:func:`tmy.config.adapters.parse_listen`, which checked
+    ``adapters.http.listen`` at load) with the listener's error class.
+    """
+    return _listen_address(listen, AdapterError)
 
 
 def is_json_route(method: str, path: str) -> bool:
