@@ -201,7 +201,9 @@ class App:
         chat = ChatCommands(self.commands, self, settings.admin_prefix)
         self.engine = Engine(rulebook, services, commands=chat, switch=self.switch)
         stack.push_async_callback(self._drain)
-        self.reloader = Reloader(self._rebuild, self._swap, on_result=metrics.reload)
+        self.reloader = Reloader(
+            self._rebuild, self._swap, on_result=metrics.reload, listeners=[self._rules_reloaded]
+        )
         # The rulebook lives as long as the daemon: move it out of the collector's
         # sight, or every full collection walks all rules (measurable at 10,000 rules).
         # No gc.collect() first: loading frees its garbage by reference counting,
@@ -231,8 +233,7 @@ class App:
             )
             self.cron = scheduler
             stack.push_async_callback(scheduler.stop, settings.shutdown_grace)
-            scheduler.start(engine.rulebook)
-            self.reloader.listeners.append(scheduler.update)
+            scheduler.start(engine.rulebook)  # and follows reloads (_rules_reloaded)
         if settings.watch:
             folders = [settings.rules, settings.plugins]
             await stack.enter_async_context(_watching(folders, self.reload))
@@ -249,9 +250,13 @@ class App:
     def _swap(self, registry: Registry, rulebook: Rulebook) -> None:
         """Put a reload's registry and rules in force, together."""
         assert self.engine is not None
-        self.engine.replace_rulebook(rulebook)
-        self.engine.services.registry = registry
+        self.engine.replace_rulebook(rulebook, registry)
         self.registry = registry
+
+    def _rules_reloaded(self, rulebook: Rulebook) -> None:
+        """The reloader's listener: the scheduler (when serving one) follows the new rules."""
+        if self.cron is not None:
+            self.cron.update(rulebook)
 
 
 def _register_secrets(settings: Settings) -> None:

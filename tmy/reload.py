@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,9 @@ class Reloader:
 
     ``rebuild()`` builds a fresh registry and loads the rules against it (it runs
     in a worker thread and raises RuleError/ConfigError for a bad file);
-    ``swap(registry, rulebook)`` puts both in force together. The app passes
-    its own: this module knows nothing about how an app is made.
+    ``swap(registry, rulebook)`` puts both in force together; then each of
+    ``listeners`` gets the new rulebook. The app passes its own: this module
+    knows nothing about how an app is made.
     """
 
     def __init__(
@@ -73,10 +74,12 @@ class Reloader:
         rebuild: Callable[[], tuple[Any, Any]],
         swap: Callable[[Any, Any], None],
         on_result: Callable[[bool], None] | None = None,
+        *,
+        listeners: Sequence[Callable[[Any], None]] = (),
     ) -> None:
         self.rebuild = rebuild
         self.swap = swap
-        self.listeners: list[Callable[[Any], None]] = []
+        self.listeners: tuple[Callable[[Any], None], ...] = tuple(listeners)
         self.on_result = on_result  # metrics
         self._lock = asyncio.Lock()
 

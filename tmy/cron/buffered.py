@@ -29,7 +29,7 @@ from typing import Any
 from tmy.engine.core import Engine
 from tmy.engine.variables import variable_key
 from tmy.message import Message, Reply
-from tmy.store.base import MISSING, Store
+from tmy.store.base import MISSING
 from tmy.store.codec import decode
 from tmy.store.overlay import OverlayStore
 
@@ -61,20 +61,14 @@ async def run_buffered(
     to commit (nothing has reached the real store).
     """
     buffer = RunBuffer(engine.services.store)
-    shadow = Engine(engine.rulebook, engine.services.derive(buffer))
-    shadow.fixed_now = engine.fixed_now
+    shadow = Engine(engine.rulebook, engine.services.derive(buffer), fixed_now=engine.fixed_now)
     try:
         reply = await shadow.run_scheduled(rule, message, question, extra)
         return reply, buffer.pending()
     finally:
-        buffer._mine.clear()  # the real store is not ours to close
+        buffer.discard()  # the real store is not ours to close
 
 
 def variable_keys(rulebook: Any, names: Sequence[str], message: Message) -> list[str]:
     """The store keys of the declared variables ``names`` for ``message``, in name order."""
     return [variable_key(rulebook.variables[name], message) for name in sorted(names)]
-
-
-def store_of(store: Store) -> Any:
-    """The backend under a metering wrapper (for backend-specific limits)."""
-    return getattr(store, "inner", store)

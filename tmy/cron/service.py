@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tmy import metrics
-from tmy.cron.buffered import Write, run_buffered, store_of, variable_keys
+from tmy.cron.buffered import Write, run_buffered, variable_keys
 from tmy.cron.occurrence import (
     DONE_TTL,
     SKIPPED_OFF,
@@ -52,13 +52,6 @@ means "on time only", not "never"); no catch-up after downtime is ever allowed b
 CLAIM_ATTEMPTS = 3  # claims of one occurrence by one daemon when its lease was lost
 
 
-def _one_slot_commits(store: Store) -> bool:
-    """A Redis Cluster commits one hash slot at a time."""
-    from tmy.store.redis import RedisClusterStore  # defers the redis client (SQLite never needs it)
-
-    return isinstance(store_of(store), RedisClusterStore)
-
-
 @dataclass(slots=True)
 class _Job:
     rule: Any  # tmy.rulebook.model.Rule
@@ -85,7 +78,7 @@ class Cron(Outbox):
     ) -> None:
         self.engine = engine
         self.store = store
-        self._one_slot = _one_slot_commits(store)  # a Redis Cluster: commits one slot at a time
+        self._one_slot = store.one_slot_commits  # a Redis Cluster: commits one slot at a time
         self.send = send
         self.default_zone = default_zone
         self.on_fire = on_fire  # (rule id, outcome): metrics

@@ -40,6 +40,7 @@ from tmy.engine.tracing import log_matched, log_received, log_run, log_unmatched
 from tmy.engine.tracing import trace_id as _new_trace_id
 from tmy.engine.variables import Variables, conversation_key
 from tmy.errors import TmyError
+from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
 from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
@@ -65,9 +66,14 @@ class Engine(InFlight):
         *,
         commands: ChatCommandsGate | None = None,
         switch: ChatSwitchGate | None = None,
+        fixed_now: str | None = None,
+        dry_run: bool = False,
     ) -> None:
         """``commands``: the ``.tmy`` front end (admin commands never reach the rules);
-        ``switch``: the chats where the bot is off. Both optional (a rule test's engine)."""
+        ``switch``: the chats where the bot is off. Both optional (a rule test's engine).
+        ``fixed_now``: NOW pinned (a second engine copies its first one's; see
+        :meth:`pin_now`); ``dry_run``: explain's engine, whose runs store and send
+        nothing and are logged as such."""
         self.rulebook = rulebook
         self.services = services
         self.settings = services.settings
@@ -79,8 +85,8 @@ class Engine(InFlight):
         InFlight.__init__(self)
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
-        self.fixed_now: str | None = None  # pins NOW (YAML rule tests' ``now:``)
-        self.dry_run = False  # explain's engine: nothing is stored or sent; logged as such
+        self.fixed_now = fixed_now  # pins NOW (YAML rule tests' ``now:``); see pin_now
+        self.dry_run = dry_run
         self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
 
     def _now(self) -> str:
@@ -93,8 +99,21 @@ class Engine(InFlight):
             self._now_cache = (sec, now.isoformat(timespec="seconds"))
         return self._now_cache[1]
 
-    def replace_rulebook(self, rulebook: Rulebook) -> None:
-        """Swap rules atomically: runs in flight finish on the rules they started with."""
+    def pin_now(self, now: str | None) -> None:
+        """Pin NOW (and the cooldowns' clock) to the ISO time ``now``; None: the real clock.
+
+        A YAML rule test's ``now:`` holds for its case only.
+        """
+        self.fixed_now = now
+
+    def replace_rulebook(self, rulebook: Rulebook, registry: Registry | None = None) -> None:
+        """Swap rules atomically: runs in flight finish on the rules they started with.
+
+        ``registry``: the executors the new rules were loaded against (a reload), put
+        in force with them — no run sees the new rules with the old executors.
+        """
+        if registry is not None:
+            self.services.replace_registry(registry)
         self.rulebook = rulebook
 
     async def handle(self, message: Message) -> Reply:

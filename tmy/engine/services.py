@@ -9,7 +9,7 @@ lifespan yielded, by extension name — with a typed accessor of their own
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +59,35 @@ class Services:
             self._http = new_http_client()
         return self._http
 
-    def derive(self, store: Store, *, http: httpx.AsyncClient | None = None) -> Services:
+    def derive(
+        self,
+        store: Store,
+        *,
+        http: httpx.AsyncClient | None = None,
+        state: Mapping[str, Callable[[Services], Any]] | None = None,
+    ) -> Services:
         """The same services over another store, for a second engine (a dry run, a
         buffered scheduled run): settings, registry, state and — unless ``http`` is
-        given — the same HTTP client; no engine until one is built on them."""
-        return Services(self.settings, store, self.registry, self.state, http=http or self.http)
+        given — the same HTTP client; no engine until one is built on them.
+
+        ``state``: extension name -> what makes that extension's state for the
+        derived services (an extension's state may hold the services it runs on:
+        explain's dry run gives the LLM runtime its recorded network this way);
+        the other extensions' states are shared, and this object's are untouched.
+        """
+        if not state:
+            return Services(self.settings, store, self.registry, self.state, http=http or self.http)
+        states = dict(self.state)
+        derived = Services(
+            self.settings, store, self.registry, MappingProxyType(states), http=http or self.http
+        )
+        for name, make in state.items():
+            states[name] = make(derived)
+        return derived
+
+    def replace_registry(self, registry: Registry) -> None:
+        """Put a reload's executors in force (the engine does, with the new rules)."""
+        self.registry = registry
 
     async def aclose(self) -> None:
         """Close the HTTP client if these services created it."""

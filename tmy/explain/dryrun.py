@@ -10,6 +10,7 @@ answered by the TESTONLY mock.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote_plus
@@ -52,10 +53,15 @@ class _StepTracker:
 
 
 class _DryEngine(Engine):
-    """An engine on the overlay store that tells the tracker which step is running."""
+    """An engine on the overlay store that tells the tracker which step is running.
 
-    def __init__(self, rulebook: Any, services: Services, tracker: _StepTracker) -> None:
-        super().__init__(rulebook, services)
+    Its run.done lines say ``dry_run``: trace and log readers tell them apart.
+    """
+
+    def __init__(
+        self, rulebook: Any, services: Services, tracker: _StepTracker, fixed_now: str | None
+    ) -> None:
+        super().__init__(rulebook, services, fixed_now=fixed_now, dry_run=True)
         self.tracker = tracker
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
@@ -81,9 +87,9 @@ class _Recorder(httpx.AsyncBaseTransport):
     plugins using the shared client) gets :data:`PLACEHOLDER` as JSON.
     """
 
-    def __init__(self, tracker: _StepTracker) -> None:
+    def __init__(self, tracker: _StepTracker, models: Sequence[Any]) -> None:
         self.tracker = tracker
-        self.models: list[Any] = []  # the real ModelConfigs, by their index in the dry URL
+        self.models = tuple(models)  # the real ModelConfigs, by their index in the dry URL
         self.captured: list[dict[str, Any]] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -198,25 +204,17 @@ def _shown_body(raw: bytes, content_type: str) -> Any:
     return text
 
 
-def _dry_state(real: Services, services: Services) -> list[Any]:
-    """Point every LLM model of the dry services at the recorder; the real configs, by index.
-
-    The dry services get their own LLM runtime (a copy: the live one is untouched),
-    its models sending to :data:`DRY_HOST`, where the recorder answers with the mock.
-    """
-    state = services.state
-    rt = real.state.get(STATE_KEY)
-    if not isinstance(rt, Runtime) or not isinstance(state, dict):
-        return []
+def _dry_llm(rt: Runtime) -> Callable[[Services], Runtime]:
+    """What makes the dry services' LLM runtime: ``rt`` (untouched) with every model
+    sending to :data:`DRY_HOST` (the i-th at ``/llm/i``), where the recorder answers
+    with the mock; no fallbacks, no retries."""
     config = rt.config
-    originals = list(config.models.values())
     models = {
         name: replace(model, base_url=f"http://{DRY_HOST}/llm/{i}", fallback=())
         for i, (name, model) in enumerate(config.models.items())
     }
     dry_config = replace(config, models=models, retries=0)
-    state[STATE_KEY] = rt.derive(services, dry_config)
-    return originals
+    return lambda services: rt.derive(services, dry_config)
 
 
 async def dry_run(
@@ -226,15 +224,18 @@ async def dry_run(
     real = engine.services
     overlay = OverlayStore(real.store)
     tracker = _StepTracker()
-    recorder = _Recorder(tracker)
+    models: Sequence[Any] = ()
+    dry_state: dict[str, Callable[[Services], Any]] = {}
+    rt = real.state.get(STATE_KEY)
+    if isinstance(rt, Runtime):  # the LLM extension is installed: its models go to the recorder
+        models = tuple(rt.config.models.values())
+        dry_state[STATE_KEY] = _dry_llm(rt)
+    recorder = _Recorder(tracker, models)
     client = httpx.AsyncClient(
         transport=recorder, follow_redirects=True, headers={"Accept-Encoding": ACCEPT_ENCODING}
     )
-    services = Services(real.settings, overlay, real.registry, dict(real.state), http=client)
-    recorder.models = _dry_state(real, services)
-    dry = _DryEngine(rulebook, services, tracker)
-    dry.dry_run = True  # its run.done lines say so: trace and log readers tell them apart
-    dry.fixed_now = engine.fixed_now
+    services = real.derive(overlay, http=client, state=dry_state)
+    dry = _DryEngine(rulebook, services, tracker, engine.fixed_now)
     token = logs.bind_trace(ex.trace_id)
     try:
         if match.rule.cooldown is not None:  # the window the run would start (overlay only)

@@ -123,7 +123,7 @@ def _message(case: Case, text: str) -> Message:
 
 
 async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
-    engine.fixed_now = case.now
+    engine.pin_now(case.now)
     outbound.canned = case.http
     outbound.log = []
     rulebook = engine.rulebook
@@ -146,7 +146,7 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
         reply = await engine.run_scheduled(rule, message, schedule.input, {"FIRE_TIME": fire_time})
     else:
         reply = await engine.handle(message)
-    engine.fixed_now = None
+    engine.pin_now(None)
     ok, detail = _judge(case, reply)
     if not ok:
         if reply.error and case.kind != "expect_error":

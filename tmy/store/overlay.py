@@ -95,6 +95,10 @@ class OverlayStore:
 
     async def close(self) -> None:
         """Forget what was written; the real store stays open."""
+        self.discard()
+
+    def discard(self) -> None:
+        """Forget what was written, at once (no I/O: the real store is never written)."""
         self._mine.clear()
 
     async def ping(self) -> None:
