@@ -48,15 +48,15 @@ async def explain(engine: Engine, message: Message, *, run: bool = False) -> Exp
         reply = await engine.handle(copy_message(message, ex.text))
         take_reply(ex, rulebook, reply)
         return ex
-    if ex._answers_anyway and ex._match is not None:  # a cooldown: what it answers instead
-        left = float(await engine.cooldown_left(ex._match.rule, message))
-        cooled = await engine.cooldown_reply(ex._match, message, ex.text, max(left, 1.0))
+    if ex.answers_anyway and ex.match is not None:  # a cooldown: what it answers instead
+        left = float(await engine.cooldown_left(ex.match.rule, message))
+        cooled = await engine.cooldown_reply(ex.match, message, ex.text, max(left, 1.0))
         ex.reply = {"text": cooled.text, "error": cooled.error}
         return ex
-    if ex._match is None or ex._blocked:
+    if ex.match is None or ex.blocked:
         return ex
     ex.trace_id = f"explain-{os.urandom(6).hex()}"
-    reply, captured, writes = await dry_run(engine, rulebook, ex._match, message, ex)
+    reply, captured, writes = await dry_run(engine, rulebook, ex.match, message, ex)
     ex.requests = captured
     ex.writes = writes
     take_reply(ex, rulebook, reply)

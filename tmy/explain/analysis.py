@@ -33,7 +33,7 @@ async def analyse(engine: Engine, rulebook: Any, message: Message) -> Explanatio
         ex.reason = _unmatched_reason(found, message, ex)
         return ex
     ex.matched = match.rule.id
-    ex._match, ex._rule = match, match.rule
+    ex.match, ex.rule = match, match.rule
     await _gates(engine, match.rule, message, ex)
     return ex
 
@@ -87,7 +87,7 @@ def _candidates(rulebook: Any, message: Message, ex: Explanation) -> tuple[list[
     index = rulebook.index
     text = ex.text
     found = index.explain_matches(text)
-    ex._looked_up = True
+    ex.looked_up = True
     winner = next((c for c in found if c.rule.filters.admits(message)), None)
     ex.candidates = [_candidate(c, winner, message) for c in found]
     seen_rules: set[str] = set()
@@ -151,7 +151,7 @@ async def _gates(engine: Engine, rule: Any, message: Message, ex: Explanation) -
                 f"the bot is switched off in this chat (an admin can say '{prefix} on'); "
                 f"rule {rule.id!r} would answer otherwise"
             )
-            ex._blocked = True
+            ex.blocked = True
             ex.near_misses.insert(0, _near(rule, ex.trigger or "<session>", ex.reason))
             return
     if rule.cooldown is None:
@@ -167,8 +167,8 @@ async def _gates(engine: Engine, rule: Any, message: Message, ex: Explanation) -
             else "it stays silent"
         )
         ex.reason = f"rule {rule.id!r} is cooling down ({left:.0f} s left): {answers}"
-        ex._blocked = True
-        ex._answers_anyway = rule.cooldown.reply is not None
+        ex.blocked = True
+        ex.answers_anyway = rule.cooldown.reply is not None
         ex.near_misses.insert(0, _near(rule, ex.trigger or "<session>", ex.reason))
 
 

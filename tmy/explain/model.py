@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmy.command import jsonable
 from tmy.explain.render import render
 from tmy.message import Message
+
+if TYPE_CHECKING:
+    from tmy.rulebook.model import Rule
+    from tmy.rulebook.triggers import Match
 
 
 @dataclass
@@ -32,12 +36,12 @@ class Explanation:
     dry_run: bool = True
     trace_id: str = ""
     notes: list[str] = field(default_factory=list)
-    # not part of the JSON: what the run needs
-    _match: Any = None
-    _rule: Any = None
-    _blocked: bool = False
-    _answers_anyway: bool = False  # blocked, but a reply goes out (a cooldown's reply)
-    _looked_up: bool = False  # the triggers were consulted (not refused before matching)
+    # not part of the JSON: what the dry run and the rendering need
+    match: Match | None = None
+    rule: Rule | None = None
+    blocked: bool = False
+    answers_anyway: bool = False  # blocked, but a reply goes out (a cooldown's reply)
+    looked_up: bool = False  # the triggers were consulted (not refused before matching)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -66,12 +70,12 @@ class Explanation:
     @property
     def ran(self) -> bool:
         """Did (or, in a dry run, would) a rule run for this message?"""
-        return self.matched is not None and not self._blocked
+        return self.matched is not None and not self.blocked
 
     @property
     def headline(self) -> str:
         """The one line that says what happens."""
-        if self.matched is not None and not self._blocked:
+        if self.matched is not None and not self.blocked:
             how = (
                 "through its open session (no trigger matched)"
                 if self.via == "session"
@@ -80,7 +84,7 @@ class Explanation:
             error = self.reply.get("error")
             tail = f"; the run failed: {error}" if error else ""
             return f"matched rule {self.matched!r} {how}{tail}"
-        verb = "no run" if self._answers_anyway else "no reply"
+        verb = "no run" if self.answers_anyway else "no reply"
         return f"{verb}: {self.reason or 'no rule matched'}"
 
     def render(self, *, compact: bool = False) -> str:

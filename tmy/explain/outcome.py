@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmy.explain.model import Explanation
 from tmy.message import Reply, StepRecord
-from tmy.values.compiled import Constant, Expression
+from tmy.values.compiled import Constant, Expression, Template
+
+if TYPE_CHECKING:
+    from tmy.rulebook.model import Step
 
 
 def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
@@ -16,7 +19,7 @@ def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
         ex.reply["stopped"] = True
     if not ex.dry_run:
         _take_decision(ex, rulebook, reply)
-    rule = ex._rule
+    rule = ex.rule
     by_uri = {s.uri: s for s in rule.steps} if rule is not None else {}
     requests = {}
     for req in ex.requests:
@@ -25,7 +28,7 @@ def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
     for record in reply.steps:
         ran.add(record.uri)
         ex.steps.append(_step(record, by_uri.get(record.uri), requests.pop(record.uri, None)))
-    if rule is not None and reply.steps and not ex._blocked:
+    if rule is not None and reply.steps and not ex.blocked:
         last = reply.steps[-1]
         why = (
             f"the run stopped at {last.uri} (stop:)"
@@ -48,22 +51,22 @@ def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
 def _take_decision(ex: Explanation, rulebook: Any, reply: Reply) -> None:
     """After ``--run``: the real engine decided, so its word wins over the prediction."""
     if reply.rule is None:
-        if ex.matched is not None and not ex._blocked:  # expected a run, there was none
+        if ex.matched is not None and not ex.blocked:  # expected a run, there was none
             ex.notes.append(f"explain expected rule {ex.matched!r}, but the engine did not run it")
             ex.reason = reply.reason or reply.error or "the engine ran no rule"
-            ex.matched, ex._rule = None, None
+            ex.matched, ex.rule = None, None
         elif ex.reason is None:
             ex.reason = reply.reason or reply.error or "no rule matched"
-        ex._blocked = True  # (a rule blocked by the chat switch keeps its name in ``matched``)
+        ex.blocked = True  # (a rule blocked by the chat switch keeps its name in ``matched``)
         return
     if reply.rule != ex.matched:
         ex.notes.append(f"explain expected rule {ex.matched!r}; the engine ran {reply.rule!r}")
-        ex.matched, ex._rule = reply.rule, rulebook.by_id.get(reply.rule)
+        ex.matched, ex.rule = reply.rule, rulebook.by_id.get(reply.rule)
     if reply.reason is not None:  # matched, but not run (a cooldown)
         ex.reason = ex.reason or reply.reason
-        ex._blocked = True
+        ex.blocked = True
     else:
-        ex.reason, ex._blocked = None, False
+        ex.reason, ex.blocked = None, False
 
 
 def _step(record: StepRecord, step: Any, sent: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -88,12 +91,12 @@ def _step(record: StepRecord, step: Any, sent: list[dict[str, Any]] | None) -> d
     return out
 
 
-def _skip_reason(step: Any) -> str:
+def _skip_reason(step: Step | None) -> str:
     if step is None:
         return "skipped"
     if step.when is not None:
         return f"when: {_source(step.when)} was false"
-    keys = [k for k in getattr(step, "extras", {}) if k.startswith("when")]
+    keys = [k for k in step.extras if k.startswith("when")]
     if keys:
         return f"{keys[0]}: the model judged no"
     return "skipped by an extension"
@@ -104,4 +107,6 @@ def _source(value: Any) -> str:
         return repr(value.value)
     if isinstance(value, Expression):
         return repr(f"?= {value.source}")
-    return repr(getattr(value, "source", value))
+    if isinstance(value, Template):
+        return repr(value.source)
+    return repr(value)  # a list or map literal: no source text kept

@@ -40,9 +40,9 @@ def render(ex: Explanation, compact: bool) -> str:
     lines += _matching(ex, compact)
     if ex.steps:
         lines += _steps(ex, compact, limit)
-    elif ex.matched is not None and not ex._blocked and ex._rule is not None:
+    elif ex.matched is not None and not ex.blocked and ex.rule is not None:
         lines.append("steps: none")
-    if ex.matched is not None and not ex._blocked:
+    if ex.matched is not None and not ex.blocked:
         reply = ex.reply
         lines.append(f"reply: {_show(reply.get('text', ''), limit)}")
         if reply.get("error"):
@@ -61,8 +61,8 @@ def render(ex: Explanation, compact: bool) -> str:
 
 def _header(ex: Explanation, compact: bool, limit: int) -> list[str]:
     lines = [ex.headline]
-    if ex.matched is not None and ex._rule is not None:
-        r = ex._rule
+    if ex.matched is not None and ex.rule is not None:
+        r = ex.rule
         lines[0] += f" ({r.file}:{r.line})"
     lines.append(f"text: {_show(ex.text, limit)}")
     folded = f" (case-folded: {_show(ex.folded, limit)})" if ex.folded != ex.normalised else ""
@@ -96,7 +96,7 @@ def _matching(ex: Explanation, compact: bool) -> list[str]:
                 )
         if len(rows) < len(ex.candidates):
             lines.append(f"  … and {len(ex.candidates) - len(rows)} more")
-    elif ex._looked_up:
+    elif ex.looked_up:
         lines.append("candidates: none (no trigger matched)")
     # a refused candidate is already shown above with its reason
     listed = {(c["rule"], c["trigger"]) for c in ex.candidates}

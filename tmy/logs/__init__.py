@@ -290,7 +290,7 @@ def _line(
         line = orjson.dumps(event, option=option)  # plain JSON values, the usual line
     except TypeError:
         line = _dumps_any(event) + (b"\n" if option else b"")
-    if redact._raw:  # configured secrets (API keys, passwords) never reach the log
+    if redact.active():  # configured secrets (API keys, passwords) never reach the log
         line = redact.redact_line(line)
     if limit and level in _LIMITED:
         key = line.replace(_stamp[1].encode(), b"", 1)

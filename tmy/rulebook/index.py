@@ -187,7 +187,7 @@ def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry,
             log.warning(
                 "trigger.regex_timeout",
                 trigger=e[2].source,
-                rule=getattr(e[1], "id", None),
+                rule=e[1].id,
                 budget_ms=REGEX_BUDGET * 1000,
                 hint="this pattern backtracks too much on this text; avoid nested quantifiers",
             )
