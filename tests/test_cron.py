@@ -20,6 +20,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import aiohttp
 import pytest
@@ -36,6 +37,7 @@ from tmy.rulebook.loader import load_sources
 from tmy.store import open_store
 from tmy.testing import LoopbackAdapter, serving
 
+UTC_ZONE = ZoneInfo("UTC")  # what settings.tz holds for timezone: UTC
 REPO = Path(__file__).resolve().parent.parent
 
 TICK_RULES = """
@@ -103,7 +105,7 @@ def test_a_rule_may_have_triggers_and_a_schedule_and_fire_time_is_known() -> Non
 
 def test_every_is_aligned_to_the_epoch_so_every_daemon_agrees() -> None:
     schedule = validate_schedule({"every": "30s"})
-    timing = Timing(schedule, "UTC")
+    timing = Timing(schedule, UTC_ZONE)
     moment = datetime(2026, 11, 24, 10, 0, 17, 500_000, tzinfo=UTC)
     assert timing.after(moment) == datetime(2026, 11, 24, 10, 0, 30, tzinfo=UTC)
     assert timing.after(datetime(2026, 11, 24, 10, 0, 30, tzinfo=UTC)).second == 0  # strictly after
@@ -112,7 +114,9 @@ def test_every_is_aligned_to_the_epoch_so_every_daemon_agrees() -> None:
 
 
 def test_cron_times_are_computed_in_the_schedules_time_zone() -> None:
-    timing = Timing(validate_schedule({"cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai"}), "UTC")
+    timing = Timing(
+        validate_schedule({"cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai"}), UTC_ZONE
+    )
     # Tuesday 2026-11-24 02:00 UTC is 10:00 in Shanghai: next is Wednesday 09:00 +08:00
     fire = timing.after(datetime(2026, 11, 24, 2, 0, tzinfo=UTC))
     assert fire.isoformat() == "2026-11-25T09:00:00+08:00"
@@ -121,7 +125,7 @@ def test_cron_times_are_computed_in_the_schedules_time_zone() -> None:
 
 
 def test_after_downtime_only_the_latest_missed_occurrence_is_run() -> None:
-    timing = Timing(validate_schedule({"cron": "*/5 * * * *"}), "UTC")
+    timing = Timing(validate_schedule({"cron": "*/5 * * * *"}), UTC_ZONE)
     now = datetime(2026, 11, 24, 10, 17, 0, tzinfo=UTC)
     assert timing.latest(now, 3600) == datetime(2026, 11, 24, 10, 15, tzinfo=UTC)
     assert timing.latest(now, 60) is None
@@ -304,7 +308,7 @@ async def _cron_json(settings: Any) -> list[dict[str, Any]]:
     from tmy.cron import jobs_report
 
     async with App(settings.with_(http_enabled=False), extensions=extensions()) as app:
-        return await jobs_report(app.engine.rulebook, app.store, "UTC")
+        return await jobs_report(app.engine.rulebook, app.store, UTC_ZONE)
 
 
 @pytest.mark.slow  # run.py processes
@@ -581,7 +585,7 @@ async def test_misfire_grace_zero_means_on_time_only_and_still_fires() -> None:
 
     async with Bot({"r.yaml": _counted("every: 1s, misfire_grace: 0")}) as bot:
         store = bot.app.store
-        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron = Cron(bot.engine, store, None, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             runs = await _wait_for(lambda: _history(store), timeout=4)
@@ -603,7 +607,7 @@ async def test_raising_misfire_grace_by_reload_never_reruns_an_occurrence(tmp_pa
     rules = {"r.yaml": _counted("every: 1h, misfire_grace: 3600")}
     async with Bot(rules, store=f"sqlite:///{db}") as bot:
         store = bot.app.store
-        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron = Cron(bot.engine, store, None, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             assert await _wait_for(lambda: _history(store)), "the missed occurrence did not run"
@@ -650,7 +654,7 @@ async def test_tmy_off_in_a_chat_stops_its_scheduled_runs_and_posts() -> None:
         async def send(target: Any, text: str) -> None:
             sent.append(text)
 
-        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron = Cron(bot.engine, store, send, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             runs = await _wait_for(lambda: _history(store), timeout=4)
@@ -685,7 +689,7 @@ async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Pa
         pending = await _wait_for(lambda: outbox_entries(store))
         assert [item["state"] for _, item in pending] == ["retry"]
         assert _failures("retry") == retries + 1
-        jobs = await jobs_report(daemon.engine.rulebook, store, "UTC")
+        jobs = await jobs_report(daemon.engine.rulebook, store, UTC_ZONE)
         (item,) = jobs[0]["outbox"]
         assert item["attempts"] == 1 and "no bot account" in item["last_error"]
         assert "pending send" in format_report(jobs)
@@ -740,7 +744,7 @@ async def test_a_send_that_keeps_failing_past_its_window_is_given_up_and_counted
         async def send(target: Any, text: str) -> None:
             raise RuntimeError("onebot: no bot account connected")
 
-        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron = Cron(bot.engine, store, send, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             runs = await _wait_for(lambda: _history(store))
@@ -765,7 +769,7 @@ async def test_a_full_outbox_gives_a_failed_send_up_at_once() -> None:
         async def send(target: Any, text: str) -> None:
             raise RuntimeError("onebot: no bot account connected")
 
-        cron = Cron(bot.engine, store, send, default_zone="UTC")
+        cron = Cron(bot.engine, store, send, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             runs = await _wait_for(lambda: _history(store))
@@ -787,7 +791,7 @@ async def test_a_scheduled_run_commits_on_a_redis_cluster_one_slot_at_a_time(
     rules = {"r.yaml": _counted("every: 1h, misfire_grace: 3600")}
     async with Bot(rules, store=cluster_store_url) as bot:
         store = bot.app.store
-        cron = Cron(bot.engine, store, None, default_zone="UTC")
+        cron = Cron(bot.engine, store, None, default_zone=UTC_ZONE)
         cron.start(bot.engine.rulebook)
         try:
             runs = await _wait_for(lambda: _history(store), timeout=10)
@@ -815,7 +819,7 @@ async def test_two_daemons_resend_a_failed_scheduled_send_once(tmp_path: Path) -
             raise RuntimeError("onebot: no bot account connected")
 
     async with Bot(rules, store=url) as one, Bot(rules, store=url) as two:
-        crons = [Cron(b.engine, b.app.store, send, default_zone="UTC") for b in (one, two)]
+        crons = [Cron(b.engine, b.app.store, send, default_zone=UTC_ZONE) for b in (one, two)]
         for cron, bot in zip(crons, (one, two), strict=True):
             cron.start(bot.engine.rulebook)
         try:
@@ -894,7 +898,7 @@ async def test_a_chat_run_writing_during_a_scheduled_run_is_not_overwritten() ->
     try:
         async with Bot({"r.yaml": rules}) as bot:
             assert "ticks" in bot.engine.rulebook.locked_variables
-            cron = Cron(bot.engine, bot.app.store, None, default_zone="UTC")
+            cron = Cron(bot.engine, bot.app.store, None, default_zone=UTC_ZONE)
             cron.start(bot.engine.rulebook)
             try:
                 async with asyncio.timeout(10):

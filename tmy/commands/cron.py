@@ -7,7 +7,7 @@ from tmy.cron import format_report, jobs_report
 
 
 async def _run(inv: Invocation) -> Result:
-    jobs = await jobs_report(inv.app.engine.rulebook, inv.app.store, inv.settings.timezone)
+    jobs = await jobs_report(inv.app.engine.rulebook, inv.app.store, inv.settings.tz)
     return Result(format_report(jobs), jobs)
 
 

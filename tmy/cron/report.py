@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from tmy.cron.occurrence import fire_time_text, history_key, target_key
@@ -13,9 +13,10 @@ from tmy.store.base import Store
 
 
 async def jobs_report(
-    rulebook: Any, store: Store, default_zone: str, *, upcoming: int = 3
+    rulebook: Any, store: Store, default_zone: tzinfo | None, *, upcoming: int = 3
 ) -> list[dict[str, Any]]:
-    """Every scheduled rule with its next fire times and last runs (``run.py cron``)."""
+    """Every scheduled rule with its next fire times and last runs (``run.py cron``);
+    ``default_zone`` is the config's (``settings.tz``; None: the machine's)."""
     out = []
     pending: dict[str, list[dict[str, Any]]] = {}
     for _, item in await outbox_entries(store):

@@ -200,11 +200,13 @@ def resolve_timezone(name: str | None) -> tzinfo:
 
 
 class Timing:
-    """The fire times of one schedule in its time zone."""
+    """The fire times of one schedule in its time zone: the rule's own ``timezone:``,
+    else ``default_zone`` (the config's, ``settings.tz``; None: the machine's)."""
 
-    def __init__(self, schedule: Schedule, default_zone: str) -> None:
+    def __init__(self, schedule: Schedule, default_zone: tzinfo | None) -> None:
         self.schedule = schedule
-        self.tz = resolve_timezone(schedule.timezone or default_zone)
+        own = zone_of(schedule.timezone, RuleError) if schedule.timezone else None
+        self.tz = concrete(own if schedule.timezone else default_zone)
         self.trigger = cron_trigger(schedule.cron, self.tz) if schedule.cron else None
 
     def after(self, moment: datetime) -> datetime:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from tmy import metrics
@@ -73,7 +73,7 @@ class Cron(Outbox):
         store: Store,
         send: SendFn | None,
         *,
-        default_zone: str = "local",
+        default_zone: tzinfo | None = None,
         on_fire: Callable[[str, str], None] | None = None,
     ) -> None:
         self.engine = engine

@@ -24,7 +24,6 @@ from tmy.ruletests.cases import (
     Canned,
     Case,
     normalise_now,
-    zone,
 )
 from tmy.store.codec import encode
 
@@ -334,7 +333,7 @@ def load_cases(
         return [], [str(e) for e in exc.errors]
     except RuleError as exc:
         return [], [str(exc)]
-    parser = _CaseParser(rulebook, zone(settings.timezone))
-    cases = [c for c in (parser.parse(t) for t in getattr(rulebook, "tests", ())) if c]
+    parser = _CaseParser(rulebook, settings.tz)
+    cases = [c for c in (parser.parse(t) for t in rulebook.tests) if c]
     errors = sorted(parser.errors, key=lambda e: (str(e.file), e.line or 0))  # stable: in order
     return cases, [str(e) for e in errors]
