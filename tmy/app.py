@@ -40,7 +40,7 @@ from tmy.adapters.http import HttpAdapter
 from tmy.command import Command
 from tmy.commands import http as admin_http
 from tmy.commands.chat import ChatCommands
-from tmy.config import Settings
+from tmy.config import Settings, with_sections
 from tmy.daemon import Adapters, build_adapters, health_report
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
@@ -98,9 +98,10 @@ class App:
         serve: bool | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
-        self.settings = settings
         self.extensions: tuple[Extension, ...] = tuple(extensions)
         check_unique(self.extensions)  # so no command name is claimed twice below
+        # each extension finds its config section, also in Settings not made by load_settings
+        self.settings = with_sections(settings, self.extensions)
         self.commands: Mapping[str, Command] = MappingProxyType(
             {command.name: command for ext in self.extensions for command in ext.commands}
         )
@@ -229,7 +230,7 @@ class App:
             await stack.enter_async_context(extension.serving(engine.services))
         if cron.EXTENSION in self.extensions:
             scheduler = cron.Cron(
-                engine, store, self.send, default_zone=settings.timezone, on_fire=metrics.cron_fire
+                engine, store, self.send, default_zone=settings.tz, on_fire=metrics.cron_fire
             )
             self.cron = scheduler
             stack.push_async_callback(scheduler.stop, settings.shutdown_grace)
@@ -265,7 +266,7 @@ def _register_secrets(settings: Settings) -> None:
     for key in settings.http_api_keys:  # the listener's keys
         redact.add(key)
     # the OneBot token too, even when no adapter is built (`ask`, `chat`, rule tests)
-    redact.add((settings.adapters.get("onebot") or {}).get("access_token"))
+    redact.add(settings.adapters.onebot.access_token)
 
 
 @contextlib.asynccontextmanager
