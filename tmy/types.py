@@ -57,6 +57,12 @@ class Services(Protocol):
     @property
     def http(self) -> httpx.AsyncClient: ...
 
+    @property
+    def engine(self) -> Engine | None:
+        """The engine built on these services (None until it is): its ``rulebook``, and
+        ``run_rule`` for a step that runs another rule (an LLM tool call)."""
+        ...
+
 
 class StepContext(Protocol):
     """The run as an executor sees it, besides its input and options (seed 004).

@@ -38,7 +38,7 @@ from tmy.errors import ExecutorError, TmyError
 from tmy.logs import preview
 from tmy.message import StepRecord
 from tmy.rulebook.triggers import Match
-from tmy.types import StepContext
+from tmy.types import Services, StepContext
 from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.run")
@@ -132,7 +132,7 @@ class Tool:
         }
 
 
-def resolve(names: Any, services: Any) -> list[Tool]:
+def resolve(names: Any, services: Services) -> list[Tool]:
     """The tools a step lists: rule ids first, then executor names."""
     if not names:
         return []

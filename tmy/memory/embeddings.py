@@ -102,7 +102,7 @@ async def store_vector(services: Services, cfg: EmbeddingsConfig, entry: dict[st
 
 
 async def vectors_for(
-    services: Any, cfg: EmbeddingsConfig, entries: Sequence[dict[str, Any]], *, save: bool
+    services: Services, cfg: EmbeddingsConfig, entries: Sequence[dict[str, Any]], *, save: bool
 ) -> dict[str, list[float]]:
     """Vectors of ``entries`` by id: stored ones, and the missing ones computed (and kept)."""
     store: Store = services.store

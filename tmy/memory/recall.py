@@ -43,6 +43,7 @@ from tmy.memory.embeddings import EmbeddingError, embed, vectors_for
 from tmy.memory.entries import clean_text, entries_of, scope_key, touch
 from tmy.memory.runtime import memory_of
 from tmy.message import Message
+from tmy.types import Services
 
 log = get_logger("tmy.memory")
 
@@ -188,7 +189,7 @@ def render(
 
 
 async def recall(
-    services: Any,
+    services: Services,
     message: Message,
     spec: RecallSpec,
     query: str,
@@ -252,7 +253,7 @@ async def recall(
 
 
 async def _score_entries(
-    services: Any,
+    services: Services,
     cfg: MemoryConfig,
     spec: RecallSpec,
     query: str,
