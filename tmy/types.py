@@ -139,7 +139,10 @@ exception becomes ``STEP_ERROR``.
 Handler = Callable[["Message"], Awaitable["Reply"]]
 """The engine's entry point an adapter is started with: a Message in, its Reply out."""
 
-Route = Any
+if TYPE_CHECKING:
+    from aiohttp.web import RouteDef as Route
+else:
+    Route = Any  # aiohttp is not imported for an annotation: the CLI starts without it
 """An ``aiohttp.web`` route definition (``web.get(path, handler)``), mounted on the listener."""
 
 

@@ -21,13 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmy.llm.exchange import CAPTURE
 from tmy.llm.runtime import runtime_of
 from tmy.llm.usage import today, usage_of
 from tmy.message import Message, Reply
 from tmy.redact import safe_url
+
+if TYPE_CHECKING:
+    from tmy.types import AppLike
 
 
 def prefix_signature(body: dict[str, Any], prefix_len: int) -> str:
@@ -85,7 +88,7 @@ def _url(model: Any) -> str:
     return model.base_url if model.is_mock else f"{safe_url(model.base_url)}/chat/completions"
 
 
-async def inspect(app: Any, message: Message) -> Inspection:
+async def inspect(app: AppLike, message: Message) -> Inspection:
     """Run ``message`` on ``app``'s engine up to its first LLM request and capture that request."""
     engine = app.engine
     captured: list[dict[str, Any]] = []
