@@ -1,0 +1,44 @@
+"""``run.py check`` judges the config values the config layer cannot: ``error_reply``.
+
+It compiles in tmy.values (above tmy.config), so load_settings passes it; check
+refuses a bad one with the file and line, as load_settings words its own errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tmy.cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "tmy.yaml"
+    path.write_text(
+        f"rules: {REPO / 'rules'}\nplugins: {REPO / 'plugins'}\n"
+        f"store: 'sqlite:///:memory:'\nwatch: false\n{extra}",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_check_refuses_an_error_reply_naming_anything_but_run_locals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, "error_reply: '{NOPE}'\n")
+    assert tmy.cli.main(["check", "--config", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {config}:5: error_reply '{{NOPE}}' refers to 'NOPE'; it may use only run "
+        "locals such as {STEP_ERROR}, {USER_NAME} or {QUESTION}"
+    )
+
+
+def test_check_takes_an_error_reply_of_run_locals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, "error_reply: 'sorry {USER_NAME}: {STEP_ERROR}'\n")
+    assert tmy.cli.main(["check", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
