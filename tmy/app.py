@@ -159,8 +159,14 @@ class App:
                 ((Path(name), text) for name, text in self._rule_texts.items()),
                 registry,
                 store_url=self.settings.store,
+                max_value_bytes=self.settings.max_value_bytes,
             )
-        return load_rulebook(self.settings.rules, registry, store_url=self.settings.store)
+        return load_rulebook(
+            self.settings.rules,
+            registry,
+            store_url=self.settings.store,
+            max_value_bytes=self.settings.max_value_bytes,
+        )
 
     # -- the lifespan ---------------------------------------------------------------------------
 

@@ -401,3 +401,20 @@ def test_yaml_nested_50000_deep_is_an_error_with_file_and_line(
     assert got["rc"] == 1, got
     assert f"{path}:{line}:" in got["err"], got["err"]
     assert hint in got["err"] and "Traceback" not in got["err"], got["err"]
+
+
+def test_a_variable_default_must_fit_the_configured_value_limit() -> None:
+    """``limits.max_value_bytes`` bounds a declared default as it bounds every stored value."""
+    text = textwrap.dedent(
+        """\
+        variables:
+          big: {default: "%s"}
+        rules: []
+        """
+    ) % ("x" * 2000)
+    source = [(Path("limits.yaml"), text)]
+    assert load_sources(source, default_registry()).variables["big"].default == "x" * 2000
+    with pytest.raises(RuleErrors) as caught:
+        load_sources(source, default_registry(), max_value_bytes=1000)
+    assert "limits.yaml:2:" in str(caught.value)
+    assert "variable 'big': the default cannot be stored" in str(caught.value)

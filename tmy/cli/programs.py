@@ -85,7 +85,12 @@ def run_check(settings: Settings, path: str | None, extensions: Sequence[Extensi
     except ConfigError as exc:
         raise setting_error(settings, "error_reply", exc) from None
     root = Path(path) if path else settings.rules
-    rulebook = load_rulebook(root, build_registry(settings, extensions), store_url=settings.store)
+    rulebook = load_rulebook(
+        root,
+        build_registry(settings, extensions),
+        store_url=settings.store,
+        max_value_bytes=settings.max_value_bytes,
+    )
     for warning in rulebook.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     triggers = sum(len(r.triggers) for r in rulebook.rules)

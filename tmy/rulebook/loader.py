@@ -35,7 +35,7 @@ from tmy.rulebook.model import (
     VariableDecl,
 )
 from tmy.rulebook.rules import RuleCompiler
-from tmy.store.codec import encode
+from tmy.store.codec import MAX_VALUE_BYTES, encode
 from tmy.yamlfile.source import LineDict, LineList, read_yaml
 
 FILE_KEYS = ("variables", "rules", "tests")
@@ -57,16 +57,26 @@ def rule_files(root: Path) -> list[Path]:
 
 
 def load_rulebook(
-    root: Path | str, registry: Registry, *, store_url: str | None = None
+    root: Path | str,
+    registry: Registry,
+    *,
+    store_url: str | None = None,
+    max_value_bytes: int = MAX_VALUE_BYTES,
 ) -> Rulebook:
     """Load every rules file under ``root``; RuleErrors listing every problem found.
 
     With ``store_url``, rules the store cannot run are refused too (see
-    :func:`check_store`).
+    :func:`check_store`); a variable's default must fit ``max_value_bytes``
+    (``limits.max_value_bytes``), as every value written to the store must.
     """
     root = Path(root)
     files = rule_files(root)
-    return load_sources(((p, None) for p in files), registry, store_url=store_url)
+    return load_sources(
+        ((p, None) for p in files),
+        registry,
+        store_url=store_url,
+        max_value_bytes=max_value_bytes,
+    )
 
 
 def load_sources(
@@ -74,6 +84,7 @@ def load_sources(
     registry: Registry,
     *,
     store_url: str | None = None,
+    max_value_bytes: int = MAX_VALUE_BYTES,
 ) -> Rulebook:
     """Load rules from (path, text) pairs; ``text=None`` reads the file.
 
@@ -85,7 +96,7 @@ def load_sources(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        loader = _Loader(registry)
+        loader = _Loader(registry, max_value_bytes)
         names = []
         for path, text in sources:
             names.append(str(path))
@@ -131,8 +142,9 @@ def check_store(rulebook: Rulebook, store_url: str) -> None:
 class _Loader(RuleCompiler):
     """Reads the files one by one, then compiles every rule once all variables are known."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, max_value_bytes: int = MAX_VALUE_BYTES) -> None:
         super().__init__(registry)
+        self.max_value_bytes = max_value_bytes
         self.raw_rules: list[tuple[str, LineDict]] = []
         self.tests: list[RuleTest] = []
 
@@ -229,7 +241,7 @@ class _Loader(RuleCompiler):
             scope = "global"  # declared anyway: rules using it must not say "declare it"
         default = plain(decl.get("default"))
         try:
-            encode(default, name)
+            encode(default, name, self.max_value_bytes)
         except StoreError as exc:
             self.error(
                 f"variable {name!r}: the default cannot be stored ({exc}); quote dates and "
