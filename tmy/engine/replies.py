@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tmy.config import Settings
+from tmy.config import Settings, setting_error
 from tmy.engine.run import Run
 from tmy.engine.variables import conversation_key
 from tmy.errors import ConfigError, TmyError
@@ -29,13 +29,18 @@ LAST_RESORT_REPLY = "Sorry, something went wrong."
 
 
 def error_reply_template(settings: Settings) -> Value:
-    """``error_reply`` compiled; a ConfigError when it names anything but run locals."""
+    """``error_reply`` compiled; a ConfigError (``file:line: error_reply: …`` when the
+    config file holds it) when it names anything but run locals."""
     template = compile_template(settings.error_reply)
     unknown = template.names - RUN_LOCALS
     if unknown:
-        raise ConfigError(
-            f"error_reply {settings.error_reply!r} refers to {sorted(unknown)[0]!r}; "
-            "it may use only run locals such as {STEP_ERROR}, {USER_NAME} or {QUESTION}"
+        raise setting_error(
+            settings,
+            "error_reply",
+            ConfigError(
+                f"error_reply {settings.error_reply!r} refers to {sorted(unknown)[0]!r}; "
+                "it may use only run locals such as {STEP_ERROR}, {USER_NAME} or {QUESTION}"
+            ),
         )
     return template
 
