@@ -102,3 +102,31 @@ async def test_a_daemon_command_reports_a_wrong_key_and_a_missing_daemon(
         assert capsys.readouterr().out.startswith("reloaded: 1 rules from 1 files (")
     assert tmy.cli.main(["reload", "--url", daemon.url]) == 2
     assert capsys.readouterr().err.startswith(f"error: no daemon answered at {daemon.url}: ")
+
+
+async def test_reload_posts_to_the_route_it_always_used(capsys: pytest.CaptureFixture[str]) -> None:
+    """``run.py reload`` asks ``POST /admin/reload``, so it still reloads an older daemon."""
+    from aiohttp import web
+
+    seen: list[str] = []
+
+    async def old_daemon(request: web.Request) -> web.Response:  # only the old route
+        seen.append(request.path)
+        return web.json_response(
+            {"ok": True, "rules": 3, "files": 2, "ms": 1.5, "warnings": ["w"], "errors": []}
+        )
+
+    app = web.Application()
+    app.router.add_post("/admin/reload", old_daemon)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        argv = ["reload", "--url", f"http://127.0.0.1:{port}"]
+        assert await asyncio.to_thread(tmy.cli.main, argv) == 0
+    finally:
+        await runner.cleanup()
+    assert seen == ["/admin/reload"]
+    assert capsys.readouterr().out == "reloaded: 3 rules from 2 files (1.5 ms)\nwarning: w\n"

@@ -4,7 +4,8 @@ Each :class:`~tmy.command.Command` becomes a subcommand with its CLI arguments
 (``Arg``s whose fronts include "cli"), ``--json`` when it has a JSON form, and
 ``--url``/``--key`` when it runs in the daemon. The app is opened as the command
 ``needs``: ``app`` opens one (no console, no listener), ``settings`` none,
-``daemon`` asks the running daemon over HTTP (``POST /admin/commands/{name}``).
+``daemon`` asks the running daemon over HTTP (``POST /admin/commands/{name}``;
+``reload`` keeps the route it always used, ``POST /admin/reload``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tmy.adapters.http import parse_listen
 from tmy.app import App
 from tmy.cli.options import identity, option, sender
 from tmy.command import Arg, Command, Invocation, Result
+from tmy.commands.reload import cli_text as reload_text
 from tmy.config import Settings
 from tmy.extension import Extension
 
@@ -54,7 +56,7 @@ def add_commands(
             parser.add_argument("--json", action="store_true", help=command.json_help)
         if command.needs == "daemon":
             parser.add_argument(
-                "--url", help="the daemon's listener (default: adapters.http.listen)"
+                "--url", help="the daemon's listener (default: from adapters.http.listen)"
             )
             parser.add_argument("--key", help="API key for the listener [TMY_API_KEY]")
 
@@ -156,16 +158,20 @@ def ask_daemon(
     """Run command ``name`` in the running daemon (its HTTP listener); print the outcome.
 
     ``body`` is what ``POST /admin/commands/{name}`` takes: ``args`` and who asks.
+    ``reload`` posts to ``POST /admin/reload`` instead, as it always has: this CLI then
+    still reloads a daemon of an older version, which logs the reload as it did.
     """
     url = url or daemon_url(settings)
     key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
+    legacy = name == "reload"
+    path = "/admin/reload" if legacy else f"/admin/commands/{name}"
     try:
         # a JSON body: the listener takes /admin/… only as application/json, which a
         # web page cannot send cross-site without a CORS preflight
         response = httpx.post(
-            f"{url.rstrip('/')}/admin/commands/{name}",
-            json=dict(body),
+            f"{url.rstrip('/')}{path}",
+            json={} if legacy else dict(body),
             headers=headers,
             timeout=120,
         )
@@ -176,6 +182,8 @@ def ask_daemon(
         answer = response.json()
     except ValueError:
         answer = None
+    if legacy and isinstance(answer, dict) and response.status_code != 401:
+        answer = {"ok": bool(answer.get("ok")), "text": reload_text(answer)}
     if not isinstance(answer, dict) or (response.status_code != 401 and "text" not in answer):
         shown = response.text[:200]
         print(f"error: {url} answered {response.status_code}: {shown}", file=sys.stderr)
