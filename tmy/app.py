@@ -18,7 +18,10 @@ closed (no new messages), runs in flight drained (``limits.shutdown_grace``),
 extensions closed, clients and the store closed. The daemon (:func:`serve`),
 the CLI commands and the test harness all go through here, so they behave
 alike. The app is *given* its extensions (the CLI and :mod:`tmy.testing` pass
-:func:`tmy.builtins.extensions`); it never imports them.
+:func:`tmy.builtins.extensions`) and imports none of them, with one exception:
+when the cron extension is among them, serving also runs :mod:`tmy.cron`'s
+scheduler, which needs the adapters' ``send`` and the reloader — services an
+extension's serving lifespan is not given (yet).
 """
 
 from __future__ import annotations
