@@ -418,3 +418,17 @@ def test_a_variable_default_must_fit_the_configured_value_limit() -> None:
         load_sources(source, default_registry(), max_value_bytes=1000)
     assert "limits.yaml:2:" in str(caught.value)
     assert "variable 'big': the default cannot be stored" in str(caught.value)
+
+
+@pytest.mark.parametrize(("kind", "key"), [("rule_keys", "priority"), ("step_keys", "when")])
+def test_an_extension_may_not_take_over_a_key_of_tmys_own(kind: str, key: str) -> None:
+    from tmy.errors import ConfigError
+    from tmy.extension import Extension, RuleKey, StepKey
+
+    claim = RuleKey(str) if kind == "rule_keys" else StepKey(str)
+    registry = default_registry()
+    registry.install(Extension("grabby", **{kind: {key: claim}}), None)
+    with pytest.raises(
+        ConfigError, match=f"claims the (rule|step) key '{key}', which is tmy's own"
+    ):
+        load_sources([(Path("r.yaml"), "rules: []\n")], registry)

@@ -34,7 +34,7 @@ from tmy.rulebook.model import (
     RuleTest,
     VariableDecl,
 )
-from tmy.rulebook.rules import RuleCompiler
+from tmy.rulebook.rules import RuleCompiler, check_key_claims
 from tmy.store.codec import MAX_VALUE_BYTES, encode
 from tmy.yamlfile.source import LineDict, LineList, read_yaml
 
@@ -144,6 +144,7 @@ class _Loader(RuleCompiler):
 
     def __init__(self, registry: Registry, max_value_bytes: int = MAX_VALUE_BYTES) -> None:
         super().__init__(registry)
+        check_key_claims(registry)
         self.max_value_bytes = max_value_bytes
         self.raw_rules: list[tuple[str, LineDict]] = []
         self.tests: list[RuleTest] = []

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tmy.errors import EvalError, RuleError
+from tmy.errors import ConfigError, EvalError, RuleError
+from tmy.executors.registry import Registry
 from tmy.rulebook import atomic
 from tmy.rulebook.fields import unknown_key
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, SCOPES, Cooldown, Filters, Rule, Step
-from tmy.rulebook.steps import ID_RE, StepCompiler
+from tmy.rulebook.steps import ID_RE, STEP_KEYS, StepCompiler
 from tmy.rulebook.triggers import Trigger, parse_trigger
 from tmy.values.compiled import Value, compile_value
 from tmy.yamlfile.source import LineDict, LineList
@@ -42,6 +43,17 @@ COOLDOWN_KEYS = ("seconds", "per", "reply")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
 _FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
 _KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
+
+
+def check_key_claims(registry: Registry) -> None:
+    """An extension may add rule and step keys, not take over tmy's own (``when``, ``id``)."""
+    for kind, claimed, own in (
+        ("rule key", registry.rule_keys, _RULE_KEY_SET),
+        ("step key", registry.step_keys, frozenset(STEP_KEYS)),
+    ):
+        taken = sorted(set(claimed) & own)
+        if taken:
+            raise ConfigError(f"an extension claims the {kind} {taken[0]!r}, which is tmy's own")
 
 
 class RuleCompiler(StepCompiler):
