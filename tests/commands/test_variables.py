@@ -1,19 +1,19 @@
 """``vars`` (tmy.commands.variables) from the command line, in-process through ``tmy.cli.main``.
 
-The same runs as ``python run.py vars …`` without a process each (tests/test_cli.py keeps
-one real-process smoke test of ``vars``).
+The same runs as ``python run.py vars …`` without a process each (tests/cli/test_run_py.py
+keeps one real-process smoke test of ``vars``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tmy import cli
+from tmy import cli, logs
 
 RULES = """
 variables:
@@ -32,7 +32,7 @@ rules:
 @pytest.fixture
 def run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., tuple[int, str]]:
+) -> Iterator[Callable[..., tuple[int, str]]]:
     """``run(*argv)``: ``run.py *argv --rules … --store …`` in-process; (exit code, stdout)."""
     for name in [k for k in os.environ if k.startswith("TMY_")]:
         monkeypatch.delenv(name)
@@ -47,7 +47,8 @@ def run(
         out, err = capsys.readouterr()
         return code, out + err
 
-    return run
+    yield run
+    logs.configure("warning")  # main() pointed the log at capsys's stderr, still open here
 
 
 def test_vars_set_get_list_del(run: Callable[..., tuple[int, str]]) -> None:

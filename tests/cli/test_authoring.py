@@ -24,18 +24,23 @@ from tmy.config import load_settings
 from tmy.testing import Bot
 from tmy.yamlfile.hints import diagnose
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_env(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[None]:
     """Run as from the repository, without a developer's TMY_* / LLM environment."""
     monkeypatch.chdir(REPO)
     for name in list(os.environ):
         if name.startswith("TMY_") or name.startswith("OPENAI_"):
             monkeypatch.delenv(name)
     yield
-    logs.configure("warning")  # main() pointed the log at this test's captured stderr
+    # main() pointed the log at this test's captured stderr: point it back while that is
+    # still open (capsys, asked for above, closes after this), or a pending repeats
+    # report is written to a closed stream
+    logs.configure("warning")
 
 
 def main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

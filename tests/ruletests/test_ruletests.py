@@ -23,18 +23,23 @@ import pytest
 import tmy.ruletests  # noqa: F401  (registers the `test` command)
 from tmy import cli, logs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _repo_cwd(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _repo_cwd(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[None]:
     """Run as from the repository (config/, plugins/), without a developer's TMY_*/LLM env."""
     monkeypatch.chdir(REPO)
     for name in list(os.environ):
         if name.startswith("TMY_") or name.startswith("OPENAI_"):
             monkeypatch.delenv(name)
     yield
-    logs.configure("warning")  # main() pointed the log at this test's captured stderr
+    # main() pointed the log at this test's captured stderr: point it back while that is
+    # still open (capsys, asked for above, closes after this), or a pending repeats
+    # report is written to a closed stream
+    logs.configure("warning")
 
 
 def write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:

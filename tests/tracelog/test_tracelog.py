@@ -22,7 +22,7 @@ from tmy import cli, logs
 from tmy.testing import Bot
 from tmy.tracelog import as_dict, build_view, follow, read_trace, render, trace_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 RULES = """
 variables:
