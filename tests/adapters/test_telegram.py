@@ -230,15 +230,18 @@ async def test_a_failing_message_does_not_stop_the_adapter() -> None:
 # -- outbound ----------------------------------------------------------------------------------
 
 
-async def test_flood_wait_is_honoured_and_the_reply_delivered_once() -> None:
+async def test_flood_wait_is_honoured_and_the_reply_delivered_once(log_file: Path) -> None:
     async with served() as s:
         s.fake.flood = [1]
         await s.fake.message("echo flood")
         sent = await s.fake.next_sent()
         assert sent["text"].endswith("|flood")
-        calls = [t for t, method, _ in s.fake.calls if method == "sendMessage"]
+        calls = [params for _, method, params in s.fake.calls if method == "sendMessage"]
         assert len(calls) == 2 and len(s.fake.sent) == 1
-        assert calls[1] - calls[0] >= 0.95  # retry_after=1 was waited out
+        assert calls[1]["text"] == calls[0]["text"]  # the refused piece, sent again
+    # the wait the adapter took before the retry is the one the 429 asked for
+    waits = [e for e in read_log(log_file) if e["event"] == "telegram.flood_wait"]
+    assert [(w["chat"], w["retry_after"]) for w in waits] == [(sent["chat_id"], 1)]
 
 
 async def until(condition: Any, timeout: float = 10.0) -> None:
