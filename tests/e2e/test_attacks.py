@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from tests.support.processes import peak_kb
-from tmy.adapters.http import HttpAdapter
-from tmy.testing import Bot
+from tmy.testing import serving
 
 pytestmark = pytest.mark.xdist_group("attacks")  # one worker builds the gzip bomb
 
@@ -81,19 +80,13 @@ def _race(base: str, text: str) -> tuple[dict[str, Any], list[str]]:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_an_expensive_expression_never_freezes_the_daemon() -> None:
-    async with Bot({"attacks.yaml": _attack_rules()}) as bot:
-        adapter = HttpAdapter("127.0.0.1:0")
-        await adapter.start(bot.engine.handle)
-        try:
-            base = f"http://127.0.0.1:{adapter.port}"
-            for index, (expr, arg) in enumerate(ATTACKS):
-                reply, pongs = await asyncio.to_thread(_race, base, f"a{index} {arg}")
-                assert pongs == ["pong"] * 3, expr
-                assert reply["rule"] == f"a{index}"
-                error = reply["error"] or ""
-                assert expr in error and ("too costly" in error or "too large" in error), error
-        finally:
-            await adapter.stop()
+    async with serving({"attacks.yaml": _attack_rules()}) as daemon:
+        for index, (expr, arg) in enumerate(ATTACKS):
+            reply, pongs = await asyncio.to_thread(_race, daemon.url, f"a{index} {arg}")
+            assert pongs == ["pong"] * 3, expr
+            assert reply["rule"] == f"a{index}"
+            error = reply["error"] or ""
+            assert expr in error and ("too costly" in error or "too large" in error), error
 
 
 # -- from test_review_issue7.py (review of the issue 7 hardening: attacks that still got through)

@@ -21,11 +21,11 @@ import httpx
 import pytest
 
 from tests.support.log_helpers import read_log
-from tmy.adapters.http import HttpAdapter
 from tmy.errors import RuleError
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
+from tmy.testing.bot import read_var
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,15 +184,10 @@ async def test_50_concurrent_checkins_over_http_let_exactly_one_through(
             request.getfixturevalue("redis_namespace"),
         )
         store = f"{url}?prefix={prefix}"
-    async with Bot({"c.yaml": CHECKIN}, store=store) as bot:
-        adapter = HttpAdapter("127.0.0.1:0")
-        await adapter.start(bot.engine.handle)
-        try:
-            answers = await _post_all(f"http://127.0.0.1:{adapter.port}", 50)
-        finally:
-            await adapter.stop()
+    async with serving({"c.yaml": CHECKIN}, store=store) as daemon:
+        answers = await _post_all(daemon.url, 50)
         assert _successes(answers) == 1
-        assert await bot.var("checkins", user="ann", platform="http") == 1
+        assert await read_var(daemon.engine, "checkins", user="ann", platform="http") == 1
 
 
 async def test_without_the_span_the_guard_lets_several_through(tmp_path: Path) -> None:

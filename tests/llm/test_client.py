@@ -25,10 +25,9 @@ from tests.support.llm_helpers import RULES, llm, llm_stats
 from tests.support.steps import one_rule, run_steps
 from tests.support.upstream import Upstream
 from tmy import logs
-from tmy.adapters.http import HttpAdapter
 from tmy.llm.usage import keys, today
 from tmy.message import Message
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 
 async def test_non_streaming_answer_and_openai_cached_tokens(provider: FakeProvider) -> None:
@@ -313,17 +312,10 @@ async def test_echoed_api_key_is_redacted(
     monkeypatch.setenv("TMY_TEST_ECHO_KEY", API_KEY)
     llm = _llm(upstream, "echo-key", spec={"api_key_env": "TMY_TEST_ECHO_KEY"})
     rules = one_rule(LLM_STEP)
-    async with Bot(rules, llm=llm) as bot:
-        http = HttpAdapter("127.0.0.1:0")
-        await http.start(bot.engine.handle)
-        try:
-            async with httpx.AsyncClient() as client:
-                got = await client.post(
-                    f"http://127.0.0.1:{http.port}/v1/messages", json={"text": "go"}
-                )
-        finally:
-            await http.stop()
-        reply = await bot.ask("go")
+    async with serving(rules, llm=llm) as daemon:
+        async with httpx.AsyncClient() as client:
+            got = await client.post(f"{daemon.url}/v1/messages", json={"text": "go"})
+        reply = await daemon.push("go")
     assert upstream.hits[0]["headers"]["Authorization"] == f"Bearer {API_KEY}"  # it was sent
     error = got.json()["error"]
     assert "Incorrect API key provided" in error and "***" in error

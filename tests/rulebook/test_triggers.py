@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from tests.support.log_helpers import read_log
-from tmy.adapters.http import HttpAdapter
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources
 from tmy.rulebook.triggers import backtracking_risk, nested_quantifier, normalise, parse_trigger
-from tmy.testing import Bot
+from tmy.testing import Bot, serving
 
 
 def rule(rid: str, *triggers: str, **extra: Any) -> dict[str, Any]:
@@ -470,16 +469,11 @@ rules:
 
 @pytest.fixture
 async def served() -> AsyncIterator[httpx.AsyncClient]:
-    async with Bot({"r.yaml": REDOS_RULES}) as bot:
-        adapter = HttpAdapter("127.0.0.1:0")
-        await adapter.start(bot.engine.handle)
-        try:
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{adapter.port}", timeout=60
-            ) as client:
-                yield client
-        finally:
-            await adapter.stop()
+    async with (
+        serving({"r.yaml": REDOS_RULES}) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=60) as client,
+    ):
+        yield client
 
 
 @pytest.mark.parametrize("attack", ["a" * 40 + "!", "a" * 70 + "!", "x" * 60])
