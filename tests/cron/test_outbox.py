@@ -30,7 +30,7 @@ async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Pa
     from tmy.cron import format_report, jobs_report, outbox_entries
 
     schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
-    onebot = RefusesFirstSend("onebot")
+    onebot = RefusesFirstSend()
     rules = {"r.yaml": counted(schedule, GROUP)}
     async with serving(rules, adapters=(onebot,), http_enabled=False) as daemon:
         store = daemon.app.store
@@ -57,13 +57,18 @@ async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Pa
 
 
 class RefusesFirstSend(LoopbackAdapter):
-    """A platform whose first send is refused, as OneBot's is before NapCat connects."""
+    """A platform named onebot that refuses its first ``refuse`` sends (every send with
+    None), as OneBot does before NapCat connects; ``attempts`` has every text it was given
+    (a list two daemons may share)."""
 
-    refused = False
+    def __init__(self, refuse: int | None = 1, attempts: list[str] | None = None) -> None:
+        super().__init__("onebot")
+        self.refuse = refuse
+        self.attempts = [] if attempts is None else attempts
 
     async def send(self, target: Any, text: str) -> None:
-        if not self.refused:
-            self.refused = True
+        self.attempts.append(text)
+        if self.refuse is None or len(self.attempts) <= self.refuse:
             raise AdapterError("onebot: no bot account connected")
         await super().send(target, text)
 
@@ -80,32 +85,26 @@ async def _retried(store: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(30)
-async def test_a_send_that_keeps_failing_past_its_window_is_given_up_andcounted() -> None:
-    from tmy.cron import Cron, outbox_entries
-    from tmy.testing import Bot
+async def test_a_send_that_keeps_failing_past_its_window_is_given_up_and_counted() -> None:
+    from tmy.cron import outbox_entries
 
     # the occurrence that runs at start is already older than its 1 s retry window
     rules = {"r.yaml": counted("every: 1h, misfire_grace: 3600, send_retry: 1", GROUP)}
-    async with Bot(rules) as bot:
-        store = bot.app.store
-        given_up = _failures("gave_up")
-
-        async def send(target: Any, text: str) -> None:
-            raise RuntimeError("onebot: no bot account connected")
-
-        cron = Cron(bot.engine, store, send, default_zone=UTC_ZONE)
-        cron.start(bot.engine.rulebook)
-        try:
-            runs = await wait_for(lambda: history(store))
-        finally:
-            await cron.stop()
+    given_up = _failures("gave_up")
+    onebot = RefusesFirstSend(refuse=None)
+    async with serving(rules, adapters=(onebot,), http_enabled=False) as daemon:
+        store = daemon.app.store
+        runs = await wait_for(lambda: history(store))
         assert runs[0]["sent"].endswith("(gave up after 1 attempt)"), runs
         assert _failures("gave_up") == given_up + 1
         assert await outbox_entries(store) == []
+        assert onebot.sent == []
 
 
 @pytest.mark.timeout(30)
 async def test_a_full_outbox_gives_a_failed_send_up_at_once() -> None:
+    """A Cron of its own, started after the outbox is filled (a served daemon's cron
+    would run the occurrence before the test could fill it)."""
     from tmy.cron import MAX_OUTBOX, OUTBOX_INDEX, Cron
     from tmy.testing import Bot
 
@@ -131,30 +130,21 @@ async def test_a_full_outbox_gives_a_failed_send_up_at_once() -> None:
 @pytest.mark.timeout(30)
 async def test_two_daemons_resend_a_failed_scheduled_send_once(tmp_path: Path) -> None:
     """Both daemons poll the outbox; the resend is claimed, so exactly one posts it."""
-    from tmy.cron import Cron, outbox_entries
-    from tmy.testing import Bot
+    from tmy.cron import outbox_entries
 
     schedule = "every: 1h, misfire_grace: 3600, send_retry: 7200"
     rules = {"r.yaml": counted(schedule, GROUP)}
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    attempts: list[str] = []
-
-    async def send(target: Any, text: str) -> None:
-        attempts.append(text)
-        if len(attempts) == 1:
-            raise RuntimeError("onebot: no bot account connected")
-
-    async with Bot(rules, store=url) as one, Bot(rules, store=url) as two:
-        crons = [Cron(b.engine, b.app.store, send, default_zone=UTC_ZONE) for b in (one, two)]
-        for cron, bot in zip(crons, (one, two), strict=True):
-            cron.start(bot.engine.rulebook)
-        try:
-            assert await wait_for(lambda: asyncio.sleep(0, len(attempts) >= 2), timeout=8)
-            assert await wait_for(lambda: _outbox_empty(one.app.store), timeout=2)
-            await asyncio.sleep(1.5)  # another poll of each daemon: nothing more goes out
-        finally:
-            for cron in crons:
-                await cron.stop()
+    attempts: list[str] = []  # both daemons' onebot sends; the first one is refused
+    one_bot, two_bot = (RefusesFirstSend(attempts=attempts) for _ in range(2))
+    async with (
+        serving(rules, store=url, adapters=(one_bot,), http_enabled=False) as one,
+        serving(rules, store=url, adapters=(two_bot,), http_enabled=False),
+    ):
+        assert await wait_for(lambda: asyncio.sleep(0, len(attempts) >= 2), timeout=8)
+        assert await wait_for(lambda: _outbox_empty(one.app.store), timeout=2)
+        await asyncio.sleep(1.5)  # another poll of each daemon: nothing more goes out
         assert len(attempts) == 2, attempts
+        assert len(one_bot.sent) + len(two_bot.sent) == 1
         assert await outbox_entries(one.app.store) == []
         assert await one.app.store.get("var/global/ticks") == 1

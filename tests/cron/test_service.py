@@ -95,23 +95,17 @@ async def _cron_json(settings: Any) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(30)
 async def test_misfire_grace_zero_means_on_time_only_and_still_fires() -> None:
-    from tmy.cron import Cron
-    from tmy.testing import Bot
-
-    async with Bot({"r.yaml": counted("every: 1s, misfire_grace: 0")}) as bot:
-        store = bot.app.store
-        cron = Cron(bot.engine, store, None, default_zone=UTC_ZONE)
-        cron.start(bot.engine.rulebook)
-        try:
-            runs = await wait_for(lambda: history(store), timeout=4)
-        finally:
-            await cron.stop()
+    rules = {"r.yaml": counted("every: 1s, misfire_grace: 0")}
+    async with serving(rules, http_enabled=False) as daemon:
+        store = daemon.app.store
+        runs = await wait_for(lambda: history(store), timeout=4)
         assert runs and runs[0]["outcome"] == "ok", "an on-time firing was skipped as late"
         assert await store.get("var/global/ticks") == len(runs)
 
 
 @pytest.mark.timeout(30)
 async def test_raising_misfire_grace_by_reload_never_reruns_an_occurrence(tmp_path: Path) -> None:
+    """A Cron of its own: the test hands it the raised schedule (``update``) directly."""
     import sqlite3
 
     from tmy.cron import Cron
@@ -146,6 +140,8 @@ async def test_raising_misfire_grace_by_reload_never_reruns_an_occurrence(tmp_pa
 
 @pytest.mark.timeout(30)
 async def test_tmy_off_in_a_chat_stops_its_scheduled_runs_and_posts() -> None:
+    """A Cron of its own, started after the chat is off (a served daemon's cron could
+    fire before the test turns it off)."""
     from tmy.cron import Cron
     from tmy.testing import Bot
 
@@ -177,18 +173,10 @@ async def test_a_scheduled_run_commits_on_a_redis_cluster_one_slot_at_a_time(
 ) -> None:
     """A cluster commits one hash slot per script: the done mark (fenced, in its lease's
     slot) and the run's variables (each alone) still land, once."""
-    from tmy.cron import Cron
-    from tmy.testing import Bot
-
     rules = {"r.yaml": counted("every: 1h, misfire_grace: 3600")}
-    async with Bot(rules, store=cluster_store_url) as bot:
-        store = bot.app.store
-        cron = Cron(bot.engine, store, None, default_zone=UTC_ZONE)
-        cron.start(bot.engine.rulebook)
-        try:
-            runs = await wait_for(lambda: history(store), timeout=10)
-        finally:
-            await cron.stop()
+    async with serving(rules, store=cluster_store_url, http_enabled=False) as daemon:
+        store = daemon.app.store
+        runs = await wait_for(lambda: history(store), timeout=10)
         assert runs and runs[0]["outcome"] == "ok", runs
         assert await store.get("var/global/ticks") == 1
 
@@ -215,9 +203,6 @@ async def test_a_chat_run_writing_during_a_scheduled_run_is_not_overwritten() ->
     locked, so a chat run's increment waits and is added on top instead of lost."""
     from aiohttp import web
 
-    from tmy.cron import Cron
-    from tmy.testing import Bot
-
     entered, release = asyncio.Event(), asyncio.Event()
 
     async def slow(request: web.Request) -> web.Response:
@@ -234,22 +219,19 @@ async def test_a_chat_run_writing_during_a_scheduled_run_is_not_overwritten() ->
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     rules = SHARED_COUNTER % {"url": f"http://127.0.0.1:{port}/slow"}
     try:
-        async with Bot({"r.yaml": rules}) as bot:
-            assert "ticks" in bot.engine.rulebook.locked_variables
-            cron = Cron(bot.engine, bot.app.store, None, default_zone=UTC_ZONE)
-            cron.start(bot.engine.rulebook)
+        async with serving({"r.yaml": rules}, http_enabled=False) as daemon:
+            assert "ticks" in daemon.engine.rulebook.locked_variables
             try:
                 async with asyncio.timeout(10):
                     await entered.wait()  # the scheduled run read ticks and waits in its step
-                bump = asyncio.create_task(bot.say("bump"))
+                bump = asyncio.create_task(daemon.push("bump"))
                 await asyncio.sleep(0.3)
                 assert not bump.done()  # it waits for the scheduled run's lock
                 release.set()
                 async with asyncio.timeout(10):
-                    await bump
-                assert await bot.app.store.get("var/global/ticks") == 2
+                    assert (await bump).error is None
+                assert await daemon.app.store.get("var/global/ticks") == 2
             finally:
                 release.set()
-                await cron.stop()
     finally:
         await runner.cleanup()
