@@ -28,7 +28,10 @@ class JsonLines:
 
     def write(self, line: bytes) -> None:
         """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
-        self.stream.write(line)
+        try:
+            self.stream.write(line)
+        except ValueError:  # the stream is closed (interpreter exit, a finished capture)
+            return
         if self.interactive:
             self.stream.flush()
             return
