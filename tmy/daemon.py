@@ -15,12 +15,11 @@ The lifespan that opens and closes these lives in :mod:`tmy.app`.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from tmy.adapters import http
+from tmy.adapters import http, onebot, openai
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.http import HttpAdapter
 from tmy.config import Settings
@@ -33,13 +32,27 @@ from tmy.types import Adapter, Handler, Route
 
 log = get_logger("tmy")
 
-# platform -> module with ``from_settings(settings, store)``; imported only when enabled
-# (each pulls in its platform's client library)
-PLATFORM_MODULES = {
-    "openai": "tmy.adapters.openai",
-    "onebot": "tmy.adapters.onebot",
-    "discord": "tmy.adapters.discord_adapter",
-    "telegram": "tmy.adapters.telegram",
+
+def _discord(settings: Settings, store: Store | None) -> Adapter | None:
+    # deferred: importing discord.py takes a few hundred ms a bot not on Discord need not pay
+    from tmy.adapters import discord_adapter
+
+    return discord_adapter.from_settings(settings, store)
+
+
+def _telegram(settings: Settings, store: Store | None) -> Adapter | None:
+    # deferred: importing aiogram takes a few hundred ms a bot not on Telegram need not pay
+    from tmy.adapters import telegram
+
+    return telegram.from_settings(settings, store)
+
+
+# platform -> ``from_settings(settings, store)``, called only when the platform is enabled
+PLATFORMS: dict[str, Callable[[Settings, Store | None], Adapter | None]] = {
+    "openai": openai.from_settings,
+    "onebot": onebot.from_settings,
+    "discord": _discord,
+    "telegram": _telegram,
 }
 
 
@@ -60,9 +73,9 @@ def build_adapters(
     want_console = settings.console if console is None else console
     if want_console and sys.stdin is not None and sys.stdin.isatty():
         adapters.append(ConsoleAdapter())
-    for platform, module_name in PLATFORM_MODULES.items():
+    for platform, from_settings in PLATFORMS.items():
         if _enabled(settings, platform):
-            adapter = importlib.import_module(module_name).from_settings(settings, store)
+            adapter = from_settings(settings, store)
             if adapter is not None:
                 adapters.append(adapter)
     return adapters
