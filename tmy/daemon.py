@@ -66,7 +66,7 @@ def build_adapters(
     settings: Settings, *, console: bool | None = None, store: Store | None = None
 ) -> list[Adapter]:
     """Every adapter the settings enable; the HTTP listener first (others mount on it)."""
-    adapters: list[Any] = []
+    adapters: list[Adapter] = []
     listener = http.from_settings(settings, store)
     if listener is not None:
         adapters.append(listener)
@@ -85,8 +85,8 @@ class Adapters:
     """The running adapters of one serving app: start, stop, send, health."""
 
     def __init__(self, adapters: Iterable[Adapter]) -> None:
-        self.all: list[Any] = list(adapters)
-        self.started: list[Any] = []
+        self.all: list[Adapter] = list(adapters)
+        self.started: list[Adapter] = []
         self.failed: dict[str, str] = {}  # adapter name -> why it did not start
         self.http: HttpAdapter | None = next(
             (a for a in self.all if isinstance(a, HttpAdapter)), None
@@ -140,7 +140,7 @@ class Adapters:
                 log.warning("adapter.stop_failed", adapter=adapter.name, error=str(exc))
         self.started.clear()
 
-    def adapter(self, platform: str) -> Any:
+    def adapter(self, platform: str) -> Adapter | None:
         """The started adapter named ``platform``, or None."""
         return next((a for a in self.started if a.name == platform), None)
 

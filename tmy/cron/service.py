@@ -40,6 +40,7 @@ from tmy.engine.core import Engine
 from tmy.errors import LeaseLost, StoreError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Target
+from tmy.rulebook.model import Rule, Rulebook
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
 
@@ -54,13 +55,13 @@ CLAIM_ATTEMPTS = 3  # claims of one occurrence by one daemon when its lease was 
 
 @dataclass(slots=True)
 class _Job:
-    rule: Any  # tmy.rulebook.model.Rule
+    rule: Rule
     schedule: Schedule
     timing: Timing
     task: asyncio.Task[None] | None = None
 
 
-def scheduled_rules(rulebook: Any) -> list[Any]:
+def scheduled_rules(rulebook: Rulebook) -> list[Rule]:
     return [r for r in rulebook.rules if "schedule" in r.extras]
 
 
@@ -88,12 +89,12 @@ class Cron(Outbox):
         self._retrying: set[str] = set()  # outbox keys this daemon is resending now
         self._retrier: asyncio.Task[None] | None = None
 
-    def start(self, rulebook: Any) -> None:
+    def start(self, rulebook: Rulebook) -> None:
         self.update(rulebook)
         if self._retrier is None:
             self._retrier = asyncio.create_task(self._retry_loop(), name="cron outbox")
 
-    def update(self, rulebook: Any) -> None:
+    def update(self, rulebook: Rulebook) -> None:
         """Follow a new rulebook: start new jobs, stop removed ones, restart changed ones.
 
         An occurrence already claimed or done is never run again: the claim and
@@ -177,7 +178,7 @@ class Cron(Outbox):
         task.add_done_callback(self._runs.discard)
 
     async def _occurrence(
-        self, rule: Any, schedule: Schedule, fire: datetime, target: Target | None, on_time: bool
+        self, rule: Rule, schedule: Schedule, fire: datetime, target: Target | None, on_time: bool
     ) -> None:
         """Claim, run, mark done (fenced by the claim), send: once across every daemon.
 
@@ -228,7 +229,7 @@ class Cron(Outbox):
         self,
         lease: Lease,
         occ: str,
-        rule: Any,
+        rule: Rule,
         schedule: Schedule,
         fire: datetime,
         target: Target | None,
