@@ -10,7 +10,6 @@ switch and command front end.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
@@ -31,7 +30,7 @@ from tmy.executors import default_registry
 from tmy.logs import PREVIEW
 from tmy.message import Message, StepRecord
 from tmy.rulebook.loader import load_sources
-from tmy.store import Store, open_store
+from tmy.store import Store
 
 ECHO = """
 rules:
@@ -40,16 +39,6 @@ rules:
     steps:
       - {plugin: ADJUST, input: "{QUESTION}"}
 """
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path / 'tmy.db'}")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def make_engine(

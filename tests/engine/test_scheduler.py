@@ -10,11 +10,8 @@ by the real loader, a SQLite store in ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tmy.config import Settings
 from tmy.engine.core import Engine
@@ -26,7 +23,7 @@ from tmy.extension import Extension, StepKey
 from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.loader import load_sources
 from tmy.rulebook.model import Step
-from tmy.store import MISSING, Store, open_store
+from tmy.store import MISSING, Store
 from tmy.types import StepHook
 
 
@@ -73,16 +70,6 @@ TEST_EXTENSION = Extension(
         "note": StepKey(str),  # a key without a hook
     },
 )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path / 'tmy.db'}")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def registry() -> Registry:

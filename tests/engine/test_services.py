@@ -8,7 +8,6 @@ the engine.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +20,7 @@ from tmy.engine.services import Services
 from tmy.executors import default_registry
 from tmy.message import Message
 from tmy.rulebook.loader import load_sources
-from tmy.store import Store, open_store
+from tmy.store import Store
 from tmy.store.overlay import OverlayStore
 
 NOW_RULES = """
@@ -31,16 +30,6 @@ rules:
     steps:
       - {plugin: ADJUST, input: "{NOW}"}
 """
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path / 'tmy.db'}")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def services_on(store: Store, state: dict[str, Any] | None = None) -> Services:
