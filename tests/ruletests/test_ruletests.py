@@ -592,3 +592,17 @@ def test_the_cookbook_shows_each_recipe_file_exactly() -> None:
     for name, text in shown:
         recipe = (REPO / "docs" / "cookbook" / name).read_text(encoding="utf-8")
         assert text == recipe.rstrip("\n"), f"docs/cookbook.md shows an old {name}"
+
+
+def test_a_vars_preset_must_fit_the_configured_value_limit(tmp_path: Path) -> None:
+    """A case's ``vars:`` is written to the store: ``limits.max_value_bytes`` bounds it."""
+    from tmy.config import Settings
+    from tmy.ruletests.parsing import load_cases
+
+    case = '  - {send: hello, vars: {visits: "%s"}, expect: "x"}\n' % ("x" * 2000)
+    path = write(tmp_path, COUNTER + "tests:\n" + case)
+    cases, errors = load_cases(Settings(), path)
+    assert len(cases) == 1 and errors == []
+    cases, errors = load_cases(Settings(max_value_bytes=1000), path)
+    assert cases == [] and len(errors) == 1
+    assert "test case: 'vars':" in errors[0] and "visits" in errors[0]

@@ -51,9 +51,10 @@ class _Raw:
 class _CaseParser:
     """Validates ``tests:`` cases; every problem is a RuleError with file and line."""
 
-    def __init__(self, rulebook: Any, tz: tzinfo | None) -> None:
+    def __init__(self, rulebook: Any, tz: tzinfo | None, max_value_bytes: int) -> None:
         self.rulebook = rulebook
         self.tz = tz
+        self.max_value_bytes = max_value_bytes  # limits.max_value_bytes: a preset is stored
         self.errors: list[RuleError] = []
 
     def error(self, message: str, file: str, line: int) -> None:
@@ -235,7 +236,7 @@ class _CaseParser:
                 )
                 continue
             try:
-                encode(preset, name)
+                encode(preset, name, self.max_value_bytes)
             except StoreError as exc:
                 self.error(f"'vars': {exc}", file, line)
                 continue
@@ -328,12 +329,16 @@ def load_cases(
 ) -> tuple[list[Case], list[str]]:
     """Load ``root`` with the real loader; its validated cases, or the errors."""
     try:
-        rulebook = load_rulebook(root, build_registry(settings, extensions))
+        rulebook = load_rulebook(
+            root,
+            build_registry(settings, extensions),
+            max_value_bytes=settings.max_value_bytes,
+        )
     except RuleErrors as exc:
         return [], [str(e) for e in exc.errors]
     except RuleError as exc:
         return [], [str(exc)]
-    parser = _CaseParser(rulebook, settings.tz)
+    parser = _CaseParser(rulebook, settings.tz, settings.max_value_bytes)
     cases = [c for c in (parser.parse(t) for t in rulebook.tests) if c]
     errors = sorted(parser.errors, key=lambda e: (str(e.file), e.line or 0))  # stable: in order
     return cases, [str(e) for e in errors]
