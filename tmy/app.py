@@ -40,7 +40,7 @@ import httpx
 
 from tmy import cron, logs, metrics, redact
 from tmy.adapters.http import HttpAdapter
-from tmy.command import Command
+from tmy.command import Command, command_table
 from tmy.commands import http as admin_http
 from tmy.commands.chat import ChatCommands
 from tmy.config import Settings, with_sections
@@ -105,9 +105,7 @@ class App:
         check_unique(self.extensions)  # so no command name is claimed twice below
         # each extension finds its config section, also in Settings not made by load_settings
         self.settings = with_sections(settings, self.extensions)
-        self.commands: Mapping[str, Command] = MappingProxyType(
-            {command.name: command for ext in self.extensions for command in ext.commands}
-        )
+        self.commands: Mapping[str, Command] = MappingProxyType(command_table(self.extensions))
         self.serving = bool(adapters) if serve is None else serve
         self._rule_texts = rule_texts
         self._given_store = store
