@@ -1,0 +1,1 @@
+"""Backup, restore and migration of everything tmy keeps (filled in by the backup work)."""
