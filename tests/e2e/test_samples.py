@@ -1,10 +1,19 @@
-"""The shipped sample rules (rules/basics.yaml) end to end, on both stores."""
+"""The sample rules (examples/basics.yaml) end to end, on both stores."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.support.samples import samples
+from tmy.testing import Bot
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def samples(store: str) -> Bot:
+    """examples/basics.yaml with the example plugin (UPPER), as it runs once copied to rules/."""
+    return Bot(REPO / "examples" / "basics.yaml", plugins=REPO / "plugins", store=store)
+
 
 # -- from test_audit_issue2.py (issue 2 audit: each failed before its fix)
 
