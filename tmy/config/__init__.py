@@ -22,7 +22,7 @@ from tmy.config.load import (
     setting_error,
     with_sections,
 )
-from tmy.config.settings import Limits, LogConfig, Settings
+from tmy.config.settings import Limits, LogConfig, LogRotate, Settings
 from tmy.config.store import StoreURL, parse_store_url
 from tmy.config.timezone import zone_of
 
@@ -35,6 +35,7 @@ __all__ = [
     "Adapters",
     "Limits",
     "LogConfig",
+    "LogRotate",
     "Settings",
     "StoreURL",
     "key_line",

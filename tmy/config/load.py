@@ -71,6 +71,8 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     **{k: ("limits", k) for k in ("max_id_chars", "max_value_bytes", "shutdown_grace")},
     **{f"log_{k}": ("log", k) for k in ("level", "file", "format")},
     "slow_step": ("log", "slow_step"),
+    "log_rotate_max_bytes": ("log.rotate", "max_bytes"),
+    "log_rotate_backups": ("log.rotate", "backups"),
     "console": ("adapters.console", "enabled"),
     "http_enabled": ("adapters.http", "enabled"),
     **{f"http_{k}": ("adapters.http", k) for k in _HTTP_KEYS},

@@ -36,7 +36,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "max_value_bytes": int,
         "shutdown_grace": (int, float),
     },
-    "log": {"level": str, "file": str, "format": str, "slow_step": (int, float)},
+    "log": {"level": str, "file": str, "format": str, "slow_step": (int, float), "rotate": dict},
+    "log.rotate": {"max_bytes": int, "backups": int},
     "adapters": {
         "console": dict,
         "http": dict,
@@ -103,6 +104,7 @@ _POSITIVE = (
     "limits.max_id_chars",
     "limits.max_value_bytes",
     "log.slow_step",
+    "log.rotate.backups",
     "adapters.onebot.heartbeat_timeout",
     "adapters.onebot.action_timeout",
     "adapters.onebot.max_pending_per_chat",
@@ -114,7 +116,12 @@ _POSITIVE = (
     "adapters.http.max_connections",
     "adapters.http.max_requests_in_flight",
 )
-_NON_NEGATIVE = ("limits.shutdown_grace", "adapters.onebot.send_interval")
+# what a value of the wrong type should look like, for keys whose type is not obvious
+_TYPE_HINTS = {
+    "log.rotate.max_bytes": "a whole number of bytes, e.g. 10485760 for 10 MiB (0: never rotate)",
+    "log.rotate.backups": "how many rotated files to keep, a whole number >= 1",
+}
+_NON_NEGATIVE = ("limits.shutdown_grace", "adapters.onebot.send_interval", "log.rotate.max_bytes")
 
 
 def first_problem(
@@ -151,7 +158,8 @@ def first_problem(
 def _value_problem(key: str, value: Any, types: Any) -> str | None:
     """What is wrong with ``value`` (not None) at ``key``, or None."""
     if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
-        return f"{key!r} has the wrong type ({value!r})"
+        hint = f"; expected {_TYPE_HINTS[key]}" if key in _TYPE_HINTS else ""
+        return f"{key!r} has the wrong type ({value!r}){hint}"
     if key in CHOICES and value not in CHOICES[key]:
         return f"{key!r} must be one of {', '.join(CHOICES[key])} (got {value!r})"
     if key in _POSITIVE and value <= 0:

@@ -47,6 +47,15 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class LogRotate:
+    """``log.rotate:``: ``log.file`` moves to ``<file>.1`` … ``<file>.<backups>`` when it
+    would grow past ``max_bytes`` (0: never; leave it to logrotate). See tmy.logs.rotate."""
+
+    max_bytes: int = 0
+    backups: int = 5
+
+
+@dataclass(frozen=True, slots=True)
 class LogConfig:
     """``log:``: where log lines go, how they look, when a slow step is reported."""
 
@@ -54,6 +63,7 @@ class LogConfig:
     file: str = ""
     format: str = "auto"  # auto: readable lines on a terminal, JSON otherwise
     slow_step: float = 5.0  # a step still running after this many seconds logs step.running
+    rotate: LogRotate = field(default_factory=LogRotate)  # applies to ``file`` only
 
 
 def _no_llm() -> LLMConfig:
@@ -81,6 +91,8 @@ class Settings:
     log_file: str = ""
     log_format: str = "auto"  # auto: readable lines on a terminal, JSON otherwise
     slow_step: float = 5.0  # a step still running after this many seconds logs step.running
+    log_rotate_max_bytes: int = 0  # log.rotate: 0 = the log file never rotates
+    log_rotate_backups: int = 5
     console: bool = True
     http_enabled: bool = True
     http_listen: str = "127.0.0.1:8080"
@@ -131,7 +143,8 @@ class Settings:
             max_value_bytes=self.max_value_bytes,
             shutdown_grace=self.shutdown_grace,
         )
-        log = LogConfig(self.log_level, self.log_file, self.log_format, self.slow_step)
+        rotate = LogRotate(self.log_rotate_max_bytes, self.log_rotate_backups)
+        log = LogConfig(self.log_level, self.log_file, self.log_format, self.slow_step, rotate)
         for name, value in (
             ("llm", llm),
             ("adapters", adapters),

@@ -30,6 +30,7 @@ import structlog
 from tmy import redact
 from tmy.errors import ConfigError
 from tmy.logs.repeats import REPEAT_BURST, REPEAT_INTERVAL, REPEAT_KEYS, RepeatLimiter
+from tmy.logs.rotate import RotatingFile
 from tmy.logs.sinks import ConsoleLines, JsonLines
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "JsonLines",
     "Log",
     "RepeatLimiter",
+    "RotatingFile",
     "bind_trace",
     "configure",
     "emit",
@@ -344,20 +346,31 @@ def configure(
     file: str | Path | None = None,
     stream: TextIO | None = None,
     fmt: str = "json",
+    *,
+    max_bytes: int = 0,
+    backups: int = 5,
 ) -> None:
     """Send JSON lines to ``file`` (appended) or ``stream`` (default stderr).
 
     ``fmt``: ``json``; ``console`` for readable lines; ``auto`` for readable
     lines when the stream is a terminal and no file is given (``serve``).
+    ``max_bytes`` > 0 (``log.rotate``): the file rotates into ``backups``
+    numbered files as it reaches that size (:mod:`tmy.logs.rotate`); 0 never.
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
     global _sink, INFO_ENABLED, DEBUG_ENABLED
     lvl = level_of(level)
     flush()
+    previous = _sink
     if file:
         path = Path(file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _sink = JsonLines(path.open("ab", buffering=256 * 1024), interactive=False)
+        target: Any = (
+            RotatingFile(path, max_bytes, backups)
+            if max_bytes > 0
+            else path.open("ab", buffering=256 * 1024)
+        )
+        _sink = JsonLines(target, interactive=False)
     else:
         target = stream or sys.stderr
         raw = getattr(target, "buffer", target)
@@ -383,3 +396,5 @@ def configure(
         if not any(isinstance(f, _Repeats) for f in handler.filters):
             handler.addFilter(_Repeats())  # and one line per repeat burst
     atexit.register(flush)
+    if previous is not None and isinstance(previous.stream, RotatingFile):
+        previous.stream.close()  # its numbered files are this process's to rotate no more
