@@ -99,6 +99,7 @@ async def cooled_reply(
     variables.locals["COOLDOWN_LEFT"] = max(1, round(seconds_left))
     try:
         await variables.fetch(template.names)
+        await variables.fetch_boards(getattr(template, "boards", ()))
         answer = to_text(template.evaluate(variables))
     except TmyError as exc:
         log.warning("cooldown.reply_failed", rule=rule.id, error=str(exc))

@@ -123,6 +123,7 @@ async def execute_atomic(run: Run, step: Step, uri: str, record: StepRecord) -> 
 
     new, (value, result) = await v.store.update(v.key(name), apply)
     v.cache[name] = new
+    await v.written(name)  # its leaderboard, when it is ranked
     record.input = value
     record.result = result
     v.locals["STEP_RESULT"] = result

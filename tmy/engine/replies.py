@@ -62,6 +62,7 @@ async def error_text(run: Run, error_reply: Value, limit: int) -> str:
     template = run.rule.on_error or error_reply
     try:
         await run.vars.fetch(template.names)
+        await run.vars.fetch_boards(getattr(template, "boards", ()))
         text = to_text(template.evaluate(run.vars))
         if len(text) <= limit:
             return text

@@ -113,6 +113,8 @@ async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
         records.append(record)
         started = perf_counter()
         try:
+            if step.boards:  # top()/rank_of() in its values: their boards, fetched once per run
+                await run.vars.fetch_boards(step.boards)
             if step.lock_roots or step.when is not None or step.hooks:
                 await _guarded(run, step, uri, record, first=True)
             elif step.constant is not None:  # ADJUST of a constant: the reply of a FAQ rule
@@ -125,6 +127,8 @@ async def run_steps(run: Run, steps: tuple[Step, ...]) -> None:
                     while not run.failed and await hook.again(run, step, record, count):
                         count += 1
                         loc["STEP_ERROR"] = ""
+                        if step.boards:  # again after the step's own write of one
+                            await run.vars.fetch_boards(step.boards)
                         await _guarded(run, step, uri, record, first=False)
         except StepFailed:
             pass
@@ -168,6 +172,8 @@ async def _stops(run: Run, step: Step, record: StepRecord) -> bool:
     v = run.vars
     try:
         await v.fetch(step.stop.names)
+        if step.boards:  # the step may have written a ranked variable: its board again
+            await v.fetch_boards(step.boards)
         stop = truthy(step.stop.evaluate(v))
     except TmyError as exc:
         _fail(run, step, record, f"stop: {exc}")

@@ -15,22 +15,45 @@ writes are not sent at all until the span ends: they are kept in ``pending``
 (and in the snapshot, so the run's later steps read its own writes) and
 applied together by :meth:`Variables.flush` in one fenced store commit — a
 crash in between leaves all of them or none.
+
+A variable declared ``rank: true`` has a leaderboard per platform beside its
+values (``Store.rank_sync``): after every write of it, whichever path wrote
+(a save, a list mode, a locked or fenced write, an atomic span's flush, a
+plugin's ``ctx.set``, a pure step's atomic update), the board is told to
+re-read the value, so it equals the values even when concurrent writers'
+syncs arrive out of order. ``top()`` and ``rank_of()`` read the board as
+:meth:`Variables.fetch_boards` fetched it (once per run, again after the run
+wrote that variable).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from typing import Any
 
-from tmy.errors import EvalError, PathError
+from tmy.errors import EvalError, PathError, TmyError
+from tmy.logs import get_logger
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
+from tmy.values import randomness
 from tmy.values.compiled import LIST_MODES
 from tmy.values.paths import Path, get_in, set_in
+
+try:
+    from tmy.values.ranks import TOP_MAX
+except ImportError:  # TEMP until helper EXPR's tmy/values/ranks.py lands
+    TOP_MAX = 100
+
+log = get_logger("tmy.run")
+
+# what top() serves: (the board's first TOP_MAX entries as {"user", "name", "value"}, the
+# sender's rank or None)
+Board = tuple[list[dict[str, Any]], int | None]
 
 
 def _escape(part: str) -> str:
@@ -54,8 +77,17 @@ def conversation_key(kind: str, message: Message) -> str:
     return f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
 
 
-def list_take(value: Any, mode: str, where: str) -> tuple[Any, Any]:
-    """Apply a list mode to ``value`` in place; returns (value, member)."""
+def board_id(platform: str, name: str) -> str:
+    """The leaderboard of the ``rank: true`` variable ``name`` on ``platform``."""
+    return f"{_escape(platform)}/{name}"
+
+
+def list_take(value: Any, mode: str, where: str, r: float = 0.0) -> tuple[Any, Any]:
+    """Apply a list mode to ``value`` in place; returns (value, member).
+
+    ``r`` (in [0, 1)) picks PICK's member: drawn by the caller once, so a store
+    update that retries its function removes the same position of the list it sees.
+    """
     if not isinstance(value, list):
         kind = type(value).__name__ if value is not MISSING else "nothing"
         raise EvalError(f"input {mode} needs a list, but {where} holds {kind}")
@@ -71,6 +103,8 @@ def list_take(value: Any, mode: str, where: str) -> tuple[Any, Any]:
     elif mode == "LOOPFRONT":
         member = value.pop()
         value.insert(0, member)
+    elif mode == "PICK":
+        member = value.pop(min(int(r * len(value)), len(value) - 1))
     else:  # pragma: no cover - callers check LIST_MODES
         raise EvalError(f"unknown list mode {mode!r}; use one of {', '.join(LIST_MODES)}")
     return value, member
@@ -97,6 +131,7 @@ class Variables(Mapping[str, Any]):
         self.pending: dict[str, Any] | None = None  # an atomic span's buffered writes
         self.span: frozenset[str] = frozenset()  # the variables whose writes are buffered
         self.cache: dict[str, Any] = {}
+        self.boards: dict[str, Board] = {}  # leaderboards fetched by this run
         self._keys: dict[str, str] = {}
 
     @asynccontextmanager
@@ -149,7 +184,10 @@ class Variables(Mapping[str, Any]):
         writes = [(self.key(name), value, None) for name, value in pending.items()]
         fence = [self.leases[n] for n in names if n in self.leases]
         await self.store.commit(writes, fence=fence)
+        written = list(pending)
         pending.clear()
+        for name in written:
+            await self.written(name)
         return len(writes)
 
     def lost_lease(self) -> Lease | None:
@@ -163,9 +201,11 @@ class Variables(Mapping[str, Any]):
             if lease is not None:
                 lease.check()  # raises LeaseLost: the span ends, nothing is written
             self.pending[name] = root
-        else:
-            await self.store.commit([(self.key(name), root, None)], fence=[self.leases[name]])
+            self.cache[name] = root
+            return  # its board follows when the span's writes are flushed
+        await self.store.commit([(self.key(name), root, None)], fence=[self.leases[name]])
         self.cache[name] = root
+        await self.written(name)
 
     def _guard(self, name: str) -> AbstractAsyncContextManager[None]:
         """The lock a write to ``name`` needs, if a locked step may be mid-way on it."""
@@ -264,13 +304,21 @@ class Variables(Mapping[str, Any]):
                     return root, root
 
                 self.cache[name] = await self.store.update(self.key(name), apply)
+                await self.written(name)
             else:
                 await self.store.set(self.key(name), value)
                 self.cache[name] = value
+                await self.written(name)
 
     async def take(self, path: Path, mode: str) -> Any:
-        """SHIFT/POPUP/LOOPBACK/LOOPFRONT on the list at ``path`` (atomic when persistent)."""
+        """SHIFT/POPUP/LOOPBACK/LOOPFRONT/PICK on the list at ``path`` (atomic when persistent).
+
+        PICK's random number is drawn once, here, from the run's generator
+        (:func:`tmy.values.randomness.current`: seeded in rule tests), before the
+        store update whose function may be retried.
+        """
         name = path.root
+        r = randomness.current().random() if mode == "PICK" else 0.0
         if name not in self.declared:
             if name not in self.locals:
                 raise EvalError(f"undefined variable {name!r}")
@@ -278,7 +326,7 @@ class Variables(Mapping[str, Any]):
             # like "{jokes}" passes a global's list itself); this run sees the change
             root = self.locals[name] = copy.deepcopy(self.locals[name])
             target = get_in(root, path) if path.segments else root
-            return list_take(target, mode, str(path))[1]
+            return list_take(target, mode, str(path), r)[1]
 
         def apply(current: Any) -> tuple[Any, Any]:
             root = self.default(name) if current is MISSING else current
@@ -286,7 +334,7 @@ class Variables(Mapping[str, Any]):
                 target = get_in(root, path) if path.segments else root
             except PathError as exc:
                 raise EvalError(str(exc)) from None
-            _, member = list_take(target, mode, str(path))
+            _, member = list_take(target, mode, str(path), r)
             return root, (root, member)
 
         async with self._guard(name):
@@ -297,4 +345,76 @@ class Variables(Mapping[str, Any]):
                 return member
             root, member = await self.store.update(self.key(name), apply)
         self.cache[name] = root
+        await self.written(name)
         return member
+
+    # -- leaderboards (``rank: true``) ---------------------------------------------------------
+
+    def board(self, name: str) -> str:
+        """The store's id of ``name``'s leaderboard on the message's platform."""
+        return board_id(self.message.platform, name)
+
+    async def written(self, name: str) -> None:
+        """After a write of the declared variable ``name``: its board re-reads the value.
+
+        Called by every write path (and by :func:`tmy.engine.execute.execute_atomic`,
+        which updates the store itself). The sync re-reads the stored value, so
+        it is right whatever order concurrent writers' syncs arrive in. A sync
+        that fails is logged, not raised: the value is written, and the board
+        catches up at the variable's next write.
+        """
+        if not self.declared[name].rank:
+            return
+        message = self.message
+        # the user's display name; a platform that sent none has it equal to the id,
+        # and the board keeps the name it had (top() shows the id when it never had one)
+        shown = message.user_name if message.user_name != message.user else None
+        self.boards.pop(name, None)  # re-fetched on the run's next top()/rank_of()
+        try:
+            await self.store.rank_sync(self.board(name), message.user, self.key(name), shown)
+        except TmyError as exc:
+            log.warning("rank.sync_failed", variable=name, user=message.user, error=str(exc))
+
+    async def sync_ranks(self, names: Iterable[str]) -> None:
+        """Sync the boards of the ranked ones among ``names`` (a caller that wrote their
+        keys itself, such as a scheduled run's fenced commit)."""
+        for name in names:
+            if name in self.declared:
+                await self.written(name)
+
+    async def fetch_boards(self, names: Iterable[str]) -> None:
+        """Fetch the leaderboards among ``names`` this run has not fetched yet: the top
+        :data:`~tmy.values.ranks.TOP_MAX` and the sender's rank, for :meth:`leaderboard`.
+
+        A name that is not a ``rank: true`` variable is left out: :meth:`leaderboard`
+        says so when an expression asks for it.
+        """
+        wanted = [
+            n
+            for n in names
+            if n not in self.boards and (d := self.declared.get(n)) is not None and d.rank
+        ]
+        for name in wanted:
+            board = self.board(name)
+            top, rank = await asyncio.gather(
+                self.store.rank_top(board, TOP_MAX), self.store.rank_of(board, self.message.user)
+            )
+            entries = [
+                {"user": member, "name": shown if shown is not None else member, "value": score}
+                for member, score, shown in top
+            ]
+            self.boards[name] = (entries, rank)
+
+    def leaderboard(self, name: str) -> Board:
+        """``(top, rank)`` of ``name``'s board as :meth:`fetch_boards` fetched it:
+        the highest :data:`~tmy.values.ranks.TOP_MAX` entries first, the sender's
+        1-based rank (None before their first value)."""
+        decl = self.declared.get(name)
+        if decl is None or not decl.rank:
+            raise EvalError(
+                f"{name!r} is not a leaderboard: declare it with rank: true (a user-scoped number)"
+            )
+        board = self.boards.get(name)
+        if board is None:  # a value evaluated without the engine's fetch: an engine bug
+            raise EvalError(f"the leaderboard {name!r} was not fetched before it was read")
+        return board

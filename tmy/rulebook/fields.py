@@ -11,6 +11,7 @@ variables and the registry.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,13 @@ from tmy.errors import EvalError, RuleError
 from tmy.executors.registry import Registry
 from tmy.hints import did_you_mean
 from tmy.rulebook.model import VariableDecl
-from tmy.values.compiled import PathValue, Value, compile_path, compile_value
+from tmy.values.compiled import (
+    PathValue,
+    Value,
+    compile_expression,
+    compile_path,
+    compile_value,
+)
 from tmy.yamlfile.source import LineDict
 
 
@@ -43,6 +50,7 @@ class FieldReader:
             self.error(f"{where}: '{key}': {exc}", file, raw.line_of(key))
             return None
         self.check_names(val.names, raw, key, file, known, dynamic, where)
+        self.check_boards(boards_of(val), raw.line_of(key), key, file, where)
         return val
 
     def path(
@@ -62,13 +70,38 @@ class FieldReader:
         try:
             pv = compile_path(src)
         except EvalError as exc:
-            self.error(f"{where}: '{key}': {exc}", file, raw.line_of(key))
+            self.error(f"{where}: '{key}': {exc}{expression_hint(key, src)}", file,
+                       raw.line_of(key))  # fmt: skip
             return None
         reads = set(pv.names)
         if key == "INPUT" and pv.root:
             reads.add(pv.root)
         self.check_names(reads, raw, key, file, known, dynamic, where)
+        self.check_boards(boards_of(pv), raw.line_of(key), key, file, where)
         return pv
+
+    def check_boards(
+        self, boards: Iterable[str], line: int | None, key: str, file: str, where: str
+    ) -> None:
+        """Every ``top("name", n)`` / ``rank_of("name")`` must name a ``rank: true`` variable
+        (a board is kept only for those): said at load time rather than at every run."""
+        for name in sorted(boards):
+            decl = self.variables.get(name)
+            if decl is not None and decl.rank:
+                continue
+            ranked = sorted(n for n, d in self.variables.items() if d.rank)
+            self.error(
+                f"{where}: '{key}' calls top()/rank_of() on {name!r}, which "
+                + (
+                    f"is not a leaderboard: declare it with rank: true (a user-scoped number), "
+                    f"as at {decl.file}:{decl.line}"
+                    if decl is not None
+                    else f"is not a declared variable{did_you_mean(name, ranked)}: declare it "
+                    "under 'variables:' with scope: user and rank: true"
+                ),
+                file,
+                line,
+            )
 
     def check_names(
         self,
@@ -118,6 +151,30 @@ class FieldReader:
             self.error(f"'{key}' must be a list of names", file, raw.line_of(key))
             return None
         return frozenset(str(v) for v in val)
+
+
+def boards_of(value: Any) -> frozenset[str]:
+    """The leaderboards a compiled value (or a computed variable position) calls
+    top()/rank_of() on; empty for most values."""
+    boards = getattr(value, "boards", None)
+    if boards is None and isinstance(value, PathValue):
+        boards = getattr(value.dynamic, "boards", None)
+    return frozenset(boards or ())
+
+
+def expression_hint(key: str, src: str) -> str:
+    """For a position that does not parse but reads as an expression (seed 004's
+    ``'words[list][0]' if {words[list_size]!r} else 'EMPTY_STR'``): the ``?=`` it lacks,
+    with the corrected line. Expressions start with ``?=``; a plain string is a position."""
+    text = src.strip()
+    if text.startswith("?="):
+        return ""
+    try:
+        compile_expression(text)
+    except EvalError:
+        return ""
+    fixed = json.dumps(f"?= {text}", ensure_ascii=False)
+    return f"; it reads as an expression computing the position: start it with ?= — {key}: {fixed}"
 
 
 def plain(value: Any) -> Any:

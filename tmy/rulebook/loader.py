@@ -39,7 +39,7 @@ from tmy.store.codec import MAX_VALUE_BYTES, encode
 from tmy.yamlfile.source import LineDict, LineList, read_yaml
 
 FILE_KEYS = ("variables", "rules", "tests")
-VARIABLE_KEYS = ("scope", "default", "description")
+VARIABLE_KEYS = ("scope", "default", "description", "rank")
 _NAME_RE = re.compile(r"[^\W\d]\w*")
 # cron's rule key (tmy.cron.EXTENSION): a scheduled run holds every variable its rule may
 # write for the whole run, so the rulebook must know which rules are scheduled
@@ -251,8 +251,9 @@ class _Loader(RuleCompiler):
                 decl.line_of("default"),
             )
             default = None
+        rank = self.rank(name, decl, scope, default, file)
         prior = self.variables.get(name)
-        if prior and (prior.scope, prior.default) != (scope, default):
+        if prior and (prior.scope, prior.default, prior.rank) != (scope, default, rank):
             self.error(
                 f"variable {name!r} is declared again differently (first at "
                 f"{prior.file}:{prior.line})",
@@ -260,7 +261,34 @@ class _Loader(RuleCompiler):
                 line,
             )
             return
-        self.variables[name] = VariableDecl(name, scope, default, file, line)
+        self.variables[name] = VariableDecl(name, scope, default, file, line, rank)
+
+    def rank(self, name: str, decl: LineDict, scope: str, default: Any, file: str) -> bool:
+        """``rank: true`` — a leaderboard of the users' values: only a user-scoped number
+        can be ranked (a board orders users by one score each)."""
+        rank = decl.get("rank", False)
+        if not isinstance(rank, bool):
+            self.error(f"variable {name!r}: 'rank' must be true or false, got {rank!r}", file,
+                       decl.line_of("rank"))  # fmt: skip
+            return False
+        if not rank:
+            return False
+        if scope != "user":
+            self.error(
+                f"variable {name!r}: rank: true ranks users, so it needs 'scope: user' "
+                f"(it is {scope}); a leaderboard orders users by their own value",
+                file,
+                decl.line_of("scope") if "scope" in decl else decl.line_of("rank"),
+            )
+        number = isinstance(default, (int, float)) and not isinstance(default, bool)
+        if default is not None and not number:
+            self.error(
+                f"variable {name!r}: rank: true needs a number, but its default is "
+                f"{type(default).__name__} {default!r}; use 'default: 0' (or leave it out)",
+                file,
+                decl.line_of("default"),
+            )
+        return True  # even when refused: rules calling top() on it need no second error
 
     def finish(self, files: tuple[str, ...]) -> Rulebook:
         rules: list[Rule] = []

@@ -36,6 +36,7 @@ class VariableDecl:
     default: Any
     file: str
     line: int
+    rank: bool = False  # ``rank: true``: a leaderboard per platform is kept beside the values
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,9 @@ class Step:
     extras: dict[str, Any]  # step keys extensions installed (when_llm: …), validated
     file: str
     line: int
+    # the leaderboards (``rank: true`` variables) its values call top()/rank_of() on:
+    # fetched before the step runs (cached per run, re-fetched after the run writes one)
+    boards: frozenset[str] = frozenset()
     # set by the loader: a pure step that reads and saves one variable nothing else
     # locks, applied as one atomic store update (no lock round-trips)
     atomic_update: bool = False

@@ -13,7 +13,7 @@ from typing import Any
 from tmy.errors import ConfigError, EvalError, RuleError
 from tmy.executors.registry import Registry
 from tmy.rulebook import atomic
-from tmy.rulebook.fields import unknown_key
+from tmy.rulebook.fields import boards_of, unknown_key
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, SCOPES, Cooldown, Filters, Rule, Step
 from tmy.rulebook.steps import ID_RE, STEP_KEYS, StepCompiler
 from tmy.rulebook.triggers import Trigger, parse_trigger
@@ -240,6 +240,7 @@ class RuleCompiler(StepCompiler):
             except EvalError as exc:
                 self.error(f"{where}: 'reply': {exc}", file, line)
                 return None
+            self.check_boards(boards_of(reply), line, "reply", file, where)
             allowed = RUN_LOCALS | {"COOLDOWN_LEFT"} | set(self.variables)
             for name in sorted(reply.names - allowed):
                 self.error(

@@ -16,7 +16,7 @@ from tmy.errors import EvalError, RuleError
 from tmy.executors.adjust import adjust
 from tmy.executors.registry import ExecutorSpec, Registry
 from tmy.rulebook.atomic import lock_roots
-from tmy.rulebook.fields import FieldReader, type_names, unknown_key
+from tmy.rulebook.fields import FieldReader, boards_of, type_names, unknown_key
 from tmy.rulebook.model import Step
 from tmy.types import StepHook
 from tmy.values.compiled import LIST_MODES, Constant, Expression, PathValue, Value
@@ -79,6 +79,8 @@ class StepCompiler(FieldReader):
         if INPUT is not None:
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         dynamic_input = INPUT is not None and INPUT.root is None
+        values = (input_value, list_mode, when, stop, INPUT, save, *options.values())
+        boards = frozenset().union(*(boards_of(v) for v in values if v is not None))
         step = Step(
             index=index,
             id=sid,
@@ -98,6 +100,7 @@ class StepCompiler(FieldReader):
             file=file,
             line=raw.line,
             hooks=hooks,
+            boards=boards,
         )
         if (
             spec.run is adjust
