@@ -124,9 +124,27 @@ def test_write_into_a_list_position_and_append_at_len() -> None:
     assert root == {"l": ["one", "two", "three"]}
 
 
-def test_write_beyond_the_end_of_a_list_is_an_error() -> None:
-    with pytest.raises(PathError, match="out of range"):
-        set_in({"l": [1]}, parse_path("x[l][5]"), 0)
+def test_write_beyond_the_end_of_a_list_pads_it_with_nulls() -> None:
+    """Seed 004: ``save: lst[5]`` on a 2-item list stores the value at 5."""
+    root = {"l": [1, 2]}
+    set_in(root, parse_path("x[l][5]"), "six")
+    assert root == {"l": [1, 2, None, None, None, "six"]}
+    set_in(root, parse_path("x[l][7][k]"), 1)  # a level past the end: padded, then a map
+    assert root["l"][6:] == [None, {"k": 1}]
+    assert set_in([], parse_path("x[2]"), "c") == [None, None, "c"]
+
+
+def test_padding_a_list_is_bounded_and_negative_indexes_still_must_exist() -> None:
+    from tmy.values.paths import MAX_LIST_INDEX
+
+    with pytest.raises(PathError, match=r"index 10000000000 is too far past the end of a list"):
+        set_in({"l": [1]}, parse_path("x[l][10000000000]"), 0)
+    with pytest.raises(PathError, match="at most 1,000,000 members"):
+        set_in({"l": []}, parse_path(f"x[l][{MAX_LIST_INDEX + 1}]"), 0)
+    big = set_in({"l": []}, parse_path(f"x[l][{MAX_LIST_INDEX}]"), 0)["l"]
+    assert len(big) == MAX_LIST_INDEX + 1 and big[-1] == 0
+    with pytest.raises(PathError, match="index -3 is out of range for a list of 1"):
+        set_in({"l": [1]}, parse_path("x[l][-3]"), 0)
 
 
 def test_write_with_a_key_into_a_list_is_an_error() -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmy.errors import EvalError, PathError
-from tmy.values import expressions
+from tmy.values import expressions, ranks
 from tmy.values.cost import MAX_RESULT_UNITS, measure
 from tmy.values.paths import Path, parse_path
 from tmy.values.templates import (
@@ -51,7 +51,7 @@ __all__ = [
     "truthy",
 ]
 
-LIST_MODES = ("SHIFT", "POPUP", "LOOPBACK", "LOOPFRONT")
+LIST_MODES = ("SHIFT", "POPUP", "LOOPBACK", "LOOPFRONT", "PICK")
 
 MAX_TEMPLATE_REFS = 1_000  # references in one rule value (a template, or a list/map of them)
 
@@ -62,6 +62,7 @@ class Expression(Value):
     tree: Any
     refs: tuple[tuple[str, PathRef, str | None], ...]
     names: frozenset[str] = frozenset()
+    boards: frozenset[str] = frozenset()  # top("points", …)/rank_of("points"): {"points"}
 
     def evaluate(self, scope: Scope) -> Any:
         bound: dict[str, Any] = {}
@@ -78,7 +79,7 @@ def compile_expression(source: str) -> Expression:
     names = set(expressions.names_in(tree)) - {name for name, _, _ in refs}
     for _, ref, _ in refs:
         names |= ref.names
-    return Expression(source, tree, tuple(refs), frozenset(names))
+    return Expression(source, tree, tuple(refs), frozenset(names), ranks.boards_in(tree))
 
 
 def _bind_references(source: str) -> tuple[str, list[tuple[str, PathRef, str | None]]]:
@@ -148,12 +149,20 @@ def _compile_value(raw: Any) -> Value:
         items = [_compile_value(v) for v in raw]
         if all(v.constant for v in items):
             return Constant(raw)
-        return _ListValue(tuple(items), frozenset().union(*(v.names for v in items)))
+        return _ListValue(
+            tuple(items),
+            frozenset().union(*(v.names for v in items)),
+            frozenset().union(*(v.boards for v in items)),
+        )
     if isinstance(raw, dict):
         entries = {str(k): _compile_value(v) for k, v in raw.items()}
         if all(v.constant for v in entries.values()):
             return Constant(raw)
-        return _MapValue(entries, frozenset().union(*(v.names for v in entries.values())))
+        return _MapValue(
+            entries,
+            frozenset().union(*(v.names for v in entries.values())),
+            frozenset().union(*(v.boards for v in entries.values())),
+        )
     return Constant(raw)
 
 
@@ -190,6 +199,7 @@ def compile_string(raw: str) -> Value:
 class _ListValue(Value):
     items: tuple[Value, ...]
     names: frozenset[str] = frozenset()
+    boards: frozenset[str] = frozenset()
 
     def evaluate(self, scope: Scope) -> Any:
         result = [v.evaluate(scope) for v in self.items]
@@ -201,6 +211,7 @@ class _ListValue(Value):
 class _MapValue(Value):
     entries: dict[str, Value]
     names: frozenset[str] = frozenset()
+    boards: frozenset[str] = frozenset()
 
     def evaluate(self, scope: Scope) -> Any:
         result = {k: v.evaluate(scope) for k, v in self.entries.items()}
@@ -219,6 +230,11 @@ class PathValue:
     static: Path | None
     dynamic: Value | PathTemplate | None
     names: frozenset[str]
+
+    @property
+    def boards(self) -> frozenset[str]:
+        """Leaderboards a computed position reads (``?= top("points", 1)[0]["user"]``)."""
+        return self.dynamic.boards if isinstance(self.dynamic, Value) else frozenset()
 
     @property
     def root(self) -> str | None:

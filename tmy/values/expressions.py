@@ -33,7 +33,7 @@ from typing import Any
 import simpleeval
 
 from tmy.errors import EvalError, ExpressionError
-from tmy.values import cost
+from tmy.values import cost, ranks
 from tmy.values.cost import (
     ITEM_COST,
     MAX_SOURCE,
@@ -154,8 +154,21 @@ def parse_expression(source: str) -> ast.expr:
         raise ExpressionError(f"syntax error in expression {source.strip()!r}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise ExpressionError("expression is nested too deeply") from None
+    passed = _passed_functions(tree)
     for node in ast.walk(tree):
-        if isinstance(node, (ast.JoinedStr, ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield)):
+        if isinstance(node, ast.Lambda):
+            raise ExpressionError(
+                "lambdas are not allowed in expressions; to sort maps by a field write"
+                ' sorted(seq, by="field") (reverse=True for the highest first)'
+            )
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id in FUNCTIONS
+            and id(node) not in passed
+        ):
+            raise ExpressionError(f"{node.id} is a function: call it, {node.id}()")
+        if isinstance(node, (ast.JoinedStr, ast.NamedExpr, ast.Await, ast.Yield)):
             kind = {ast.JoinedStr: "f-strings"}.get(type(node), type(node).__name__)
             raise ExpressionError(f"{kind} are not allowed in expressions; use a {{template}}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
@@ -170,6 +183,18 @@ def parse_expression(source: str) -> ast.expr:
                 f" (available: {', '.join(sorted(FUNCTIONS))})"
             )
     return tree.body
+
+
+def _passed_functions(tree: ast.AST) -> set[int]:
+    """Name nodes where a function's name may stand: called, or handed to a call
+    (``sorted(xs, key=len)``). Anywhere else (``random < 0.5``) it was meant to be called."""
+    ok: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            ok.add(id(node.func))
+            ok.update(id(arg) for arg in node.args)
+            ok.update(id(kw.value) for kw in node.keywords)
+    return ok
 
 
 def names_in(tree: ast.expr) -> set[str]:
@@ -192,6 +217,7 @@ def evaluate(tree: ast.expr, source: str, scope: Mapping[str, Any], bound: dict[
     saved = ev.names, ev._max_count
     ev.names = _Names(scope, bound)
     outer = cost.begin(source)
+    outer_scope = ranks.enter(scope)
     ev._max_count = 0
     ev.expr = source
     try:
@@ -225,4 +251,5 @@ def evaluate(tree: ast.expr, source: str, scope: Mapping[str, Any], bound: dict[
         ) from None
     finally:
         ev.names, ev._max_count = saved
+        ranks.leave(outer_scope)
         cost.end(outer)

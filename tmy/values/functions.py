@@ -8,16 +8,21 @@ change a variable behind the engine's back; ``str.replace``/``str.join`` check
 their output size first, and padding and formatting methods (``ljust``,
 ``zfill``, ``format`` …) are not callable at all: their width comes from the
 expression and could allocate gigabytes.
+
+``sorted`` also takes ``by="field"`` (maps sorted by one of their fields, the
+way to write a leaderboard without a lambda); the random functions are in
+:mod:`tmy.values.draws`, ``top``/``rank_of`` in :mod:`tmy.values.ranks`.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from tmy.errors import ExpressionError
-from tmy.values import cost
+from tmy.values import cost, draws, ranks
 from tmy.values.cost import (
     CALL_COST,
     ITEM_COST,
@@ -207,6 +212,43 @@ def _sum(items: Any, start: Any = 0) -> Any:
     return sum(items, start)
 
 
+def _sorted(seq: Any, *, key: Any = None, by: Any = None, reverse: Any = False) -> list[Any]:
+    """``sorted(seq, by="field", reverse=True)``: maps sorted by one field, no lambda needed.
+
+    Without ``by`` it is Python's ``sorted``. Ties keep their order (the sort is stable).
+    """
+    if not isinstance(reverse, bool):
+        raise ExpressionError(f"sorted()'s reverse= is true or false, got {reverse!r}")
+    if by is None:
+        return sorted(seq, key=key, reverse=reverse)
+    if key is not None:
+        raise ExpressionError("sorted() takes by= or key=, not both")
+    if not isinstance(by, str):
+        raise ExpressionError(
+            "sorted(by=…) names a field of the maps as a quoted string,"
+            f' e.g. by="score"; got {by!r}'
+        )
+    items = list(seq)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ExpressionError(
+                f"sorted(by={by!r}) sorts maps; member {i} is {type(item).__name__} {item!r:.60}"
+            )
+        if by not in item:
+            keys = ", ".join(map(str, list(item)[:5]))
+            raise ExpressionError(
+                f"sorted(by={by!r}): member {i} has no key {by!r} (its keys: {keys or 'none'})"
+            )
+    try:
+        return sorted(items, key=operator.itemgetter(by), reverse=reverse)
+    except TypeError:
+        kinds = sorted({type(item[by]).__name__ for item in items})
+        raise ExpressionError(
+            f"sorted(by={by!r}): the {by!r} values cannot be compared ({' and '.join(kinds)});"
+            " make them all numbers or all texts"
+        ) from None
+
+
 def _function(name: str, fn: Callable[..., Any], price: Callable[..., int]) -> Any:
     """A built-in as expressions see it: charged before it runs and for what it built."""
 
@@ -224,7 +266,11 @@ def _function(name: str, fn: Callable[..., Any], price: Callable[..., int]) -> A
 _COSTS: dict[str, tuple[Callable[..., Any], Callable[..., int]]] = {
     "len": (len, _free), "bool": (bool, _free), "abs": (abs, _flat), "float": (float, _flat),
     "int": (int, _int_cost), "round": (round, _round_cost), "str": (str, _str_cost),
-    "sorted": (sorted, _sorting), "json_loads": (_json_loads, _free),
+    "sorted": (_sorted, _sorting), "json_loads": (_json_loads, _free),
+    "random": (draws.random_, _free), "randint": (draws.randint, _flat),
+    "choice": (draws.choice, _free), "sample": (draws.sample, _walking("sample")),
+    "shuffled": (draws.shuffled, _walking("shuffled")),
+    "top": (ranks.top, _free), "rank_of": (ranks.rank_of, _free),
     "set": (set, _set_cost), "dict": (dict, _dict_cost),
     **{name: (fn, _walking(name)) for name, fn in {
         "min": min, "max": max, "any": any, "all": all, "list": list,

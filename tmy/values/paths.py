@@ -6,7 +6,8 @@ map key (quotes optional: ``['a b']``). On a map an integer segment is the key
 ``"0"`` — JSON maps only have string keys, so that is what a stored map holds.
 
 Reading a missing part is an error that names the path; writing creates the
-missing map levels and replaces whatever stood at the final position.
+missing map levels, pads a list with nulls up to a position past its end, and
+replaces whatever stood at the final position.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmy.errors import PathError
+from tmy.values.cost import MAX_RESULT_UNITS
 
 Segment = str | int
 
 _NAME = r"[^\W\d]\w*"
 _NAME_RE = re.compile(_NAME)
 _INT_RE = re.compile(r"-?\d+")
+# the highest list index a write may pad up to: the cost model's bound on a value's members
+MAX_LIST_INDEX = MAX_RESULT_UNITS - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +124,24 @@ def get_in(value: Any, path: Path, start: int = 0) -> Any:
     return current
 
 
+def _pad(items: list[Any], index: int, path: Path) -> None:
+    """Nulls up to ``index`` (exclusive), refused past :data:`MAX_LIST_INDEX`:
+    ``lst[10000000000]`` must not allocate gigabytes."""
+    if index > MAX_LIST_INDEX:
+        raise PathError(
+            f"{path}: index {index} is too far past the end of a list of {len(items)}"
+            f" (a list may have at most {MAX_LIST_INDEX + 1:,} members)"
+        )
+    items.extend([None] * (index - len(items)))
+
+
 def set_in(value: Any, path: Path, new: Any) -> Any:
     """Return the root value with ``new`` stored at ``path``; mutates containers in place.
 
     Missing levels (and scalars standing where a level is needed) become maps;
     the final position is replaced whatever its type. Writing index ``len`` of a
-    list appends.
+    list appends; an index past that pads the list with nulls up to it (at most
+    :data:`MAX_LIST_INDEX`); a negative index must name a member.
     """
     if not path.segments:
         return new
@@ -137,9 +153,10 @@ def set_in(value: Any, path: Path, new: Any) -> Any:
             if not isinstance(seg, int):
                 here = Path(path.root, path.segments[:i])
                 raise PathError(f"{path}: {here} is {describe(current)}; [{seg}] needs an integer")
-            if seg == len(current):
+            if seg >= len(current):
+                _pad(current, seg, path)
                 current.append(new if last else {})
-            elif -len(current) <= seg < len(current):
+            elif -len(current) <= seg:
                 if last:
                     current[seg] = new
                 elif not isinstance(current[seg], (dict, list)):

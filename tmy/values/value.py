@@ -3,7 +3,8 @@
 Every value in a rule is compiled once, at load time, into a :class:`Value`
 that knows which root variable names it reads (``names``) — the engine uses
 that to fetch persistent variables before evaluating, and the loader uses it to
-report references to variables that can never exist.
+report references to variables that can never exist. ``boards`` are the
+leaderboards it reads (``top("points", 3)``), fetched the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Value(abc.ABC):
     """A compiled task_cfg value."""
 
     names: frozenset[str] = frozenset()
+    boards: frozenset[str] = frozenset()  # leaderboards it reads (top()/rank_of() names)
     constant: bool = False
 
     @abc.abstractmethod
