@@ -12,8 +12,12 @@
 * near misses: triggers whose literal is in the message but not where their
   kind needs it, case differences under ``case_sensitive``, rules refused by
   their filters, an open session, a chat switched off, a cooldown;
-* each step: input, result, error, time, whether ``when:`` skipped it, and
-  for HTTP and LLM steps what they would send; then the reply.
+* each step: input, result, error, time, whether ``when:`` skipped it, the
+  random draws it made (``drew: 3 from randint(1, 6)``), and for HTTP and LLM
+  steps what they would send; then the reply.
+
+``seed`` pins the random draws (:func:`tmy.values.randomness.seeded`), as a
+rule test's ``seed:`` does: the same seed shows the same draws every time.
 
 By default nothing changes (:mod:`~tmy.explain.dryrun`): the message is run by a
 second engine on an overlay store whose network is recorded, not used. ``--run``
@@ -28,6 +32,8 @@ Explain is given the open engine; it never opens an app.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
+from typing import Any
 
 from tmy.engine.core import Engine
 from tmy.explain.analysis import analyse
@@ -35,17 +41,31 @@ from tmy.explain.dryrun import dry_run
 from tmy.explain.model import Explanation, copy_message, message_for
 from tmy.explain.outcome import take_reply
 from tmy.message import Message
+from tmy.values import randomness
 
 __all__ = ["Explanation", "copy_message", "explain", "explain_text", "message_for"]
 
 
-async def explain(engine: Engine, message: Message, *, run: bool = False) -> Explanation:
-    """Explain ``message``: a dry run by default (nothing changes), the real run with ``run``."""
+async def explain(
+    engine: Engine, message: Message, *, run: bool = False, seed: int | str | None = None
+) -> Explanation:
+    """Explain ``message``: a dry run by default (nothing changes), the real run with ``run``;
+    ``seed`` pins the random draws (same seed, same draws)."""
+    with randomness.seeded(seed) if seed is not None else nullcontext():
+        return await _explain(engine, message, run)
+
+
+async def _explain(engine: Engine, message: Message, run: bool) -> Explanation:
     rulebook = engine.rulebook  # one rulebook for the whole explanation, like a run
     ex = await analyse(engine, rulebook, message)
     ex.dry_run = not run
     if run:
-        reply = await engine.handle(copy_message(message, ex.text))
+
+        def drew(call: str, value: Any) -> None:  # the real run: steps not told apart
+            ex.draws.append({"uri": "", "call": call, "value": value})
+
+        with randomness.recording(drew):
+            reply = await engine.handle(copy_message(message, ex.text))
         take_reply(ex, rulebook, reply)
         return ex
     if ex.answers_anyway and ex.match is not None:  # a cooldown: what it answers instead

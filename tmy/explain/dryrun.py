@@ -4,7 +4,8 @@ That engine shares the rules but reads the store through an
 :class:`~tmy.store.overlay.OverlayStore` (writes stay in memory and are
 listed), and its HTTP client sends nothing: each request is recorded
 (credentials masked) and answered with a placeholder; an LLM request is
-answered by the TESTONLY mock.
+answered by the TESTONLY mock. Every random draw is recorded (``ex.draws``)
+under the step that made it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tmy.message import Message, Reply
 from tmy.rulebook.triggers import Match
 from tmy.store.base import MISSING
 from tmy.store.overlay import OverlayStore
+from tmy.values import randomness
 from tmy.values.compiled import to_text
 
 DRY_HOST = "tmy-dry-run.invalid"  # where the dry run points LLM models (never resolved)
@@ -237,10 +239,15 @@ async def dry_run(
     services = real.derive(overlay, http=client, state=dry_state)
     dry = _DryEngine(rulebook, services, tracker, engine.fixed_now)
     token = logs.bind_trace(ex.trace_id)
+
+    def drew(call: str, value: Any) -> None:  # each draw, under the step that made it
+        ex.draws.append({"uri": tracker.current_uri(), "call": call, "value": value})
+
     try:
         if match.rule.cooldown is not None:  # the window the run would start (overlay only)
             await dry.cooldown_claim(match.rule, message)
-        reply = await dry.run_rule(match, message, ex.trace_id, ex.text)
+        with randomness.recording(drew):
+            reply = await dry.run_rule(match, message, ex.trace_id, ex.text)
     finally:
         logs.TRACE.reset(token)
         await client.aclose()

@@ -31,6 +31,8 @@ class Explanation:
     session: dict[str, Any] | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # random draws: {"uri" (the step; "" when not known), "call", "value"}
+    draws: list[dict[str, Any]] = field(default_factory=list)
     writes: dict[str, Any] | None = None
     reply: dict[str, Any] = field(default_factory=lambda: {"text": "", "error": None})
     dry_run: bool = True
@@ -59,6 +61,7 @@ class Explanation:
             "session": self.session,
             "steps": self.steps,
             "requests": self.requests,
+            "draws": self.draws,
             "writes": self.writes,
             "reply": self.reply,
             "dry_run": self.dry_run,

@@ -21,13 +21,20 @@ def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
         _take_decision(ex, rulebook, reply)
     rule = ex.rule
     by_uri = {s.uri: s for s in rule.steps} if rule is not None else {}
-    requests = {}
+    requests: dict[str, list[dict[str, Any]]] = {}
     for req in ex.requests:
         requests.setdefault(req["uri"], []).append(req)
+    draws: dict[str, list[dict[str, Any]]] = {}
+    for draw in ex.draws:
+        draws.setdefault(draw["uri"], []).append(draw)
     ran: set[str] = set()
     for record in reply.steps:
         ran.add(record.uri)
-        ex.steps.append(_step(record, by_uri.get(record.uri), requests.pop(record.uri, None)))
+        step = _step(record, by_uri.get(record.uri), requests.pop(record.uri, None))
+        drew = draws.pop(record.uri, None) if record.uri else None
+        if drew:
+            step["drew"] = [{"call": d["call"], "value": d["value"]} for d in drew]
+        ex.steps.append(step)
     if rule is not None and reply.steps and not ex.blocked:
         last = reply.steps[-1]
         why = (

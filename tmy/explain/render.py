@@ -137,8 +137,29 @@ def _steps(ex: Explanation, compact: bool, limit: int) -> list[str]:
                 if sent.get("body") is not None:
                     body_limit = _SHOW_LLM if sent["kind"] == "llm" else limit
                     lines.append(f"        body: {_show(sent['body'], body_limit)}")
+        for draw in s.get("drew", ()):
+            lines.append(f"      drew:   {_drew(draw, limit)}")
         if s["error"]:
             lines.append(f"      error:  {s['error']}")
         else:
             lines.append(f"      result: {_show(s['result'], limit)}")
+    attributed = {s["uri"] for s in ex.steps if s.get("drew")}
+    others = [d for d in ex.draws if d["uri"] not in attributed]
+    if others:  # the real run (--run) does not say which step drew
+        lines.append("random draws:")
+        lines.extend(f"  drew: {_drew(d, limit)}" for d in others)
     return lines
+
+
+def _drew(draw: dict[str, Any], limit: int) -> str:
+    """``3 from randint(1, 6)``: the value drawn and the call that drew it."""
+    value = draw["value"]
+    shown = _show(value, limit) if isinstance(value, str) else _plain(value, limit)
+    return f"{shown} from {draw['call']}"
+
+
+def _plain(value: Any, limit: int) -> str:
+    """A drawn number or list as written in an expression (``0.6394``, ``[2, 1]``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return _show(value, limit)
