@@ -8,7 +8,7 @@ the built-ins below plus every package installed under the entry-point group
 
 from __future__ import annotations
 
-from tmy import commands, cron, llm, memory
+from tmy import backup, commands, cron, llm, memory
 from tmy.extension import Extension, check_unique, installed_extensions
 
 BUILTINS: tuple[Extension, ...] = (
@@ -16,8 +16,9 @@ BUILTINS: tuple[Extension, ...] = (
     cron.EXTENSION,
     llm.EXTENSION,
     memory.EXTENSION,
+    backup.EXTENSION,
 )
-"""Core commands, cron, the LLM answerer and memory, in the order the app installs them.
+"""Core commands, cron, the LLM answerer, memory and backup, in the order the app installs them.
 
 Memory comes after the LLM answerer: its lifespan plugs recall into the LLM runtime."""
 

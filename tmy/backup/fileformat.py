@@ -1,0 +1,301 @@
+"""The backup file: versioned JSON lines, gzip optional, checked whole before a restore.
+
+One JSON object per line (UTF-8, ``\\n``-terminated), so a file can be read
+with ``zcat | head``, ``jq`` or ``grep`` and streamed without loading a parser
+of its own::
+
+    {"format": "tmy-backup", "version": 1, "tmy": "0.1.0", "created": "…", "store": "…",
+     "entries": N, "ranks": M}
+    {"key": "var/global/jokes", "value": ["A", "B"], "ttl": null}        × N, sorted by key
+    {"board": "console/points", "member": "alice", "score": 12.0, "name": "Alice"}   × M
+    {"end": "tmy-backup", "entries": N, "ranks": M}
+
+``ttl`` is the seconds the key had left when the snapshot was taken
+(``created``), ``null`` for a key that never expires. The counts are written
+twice, in the header and in the end line, so a file cut short anywhere — a
+full disk, a copy interrupted — is refused on restore, naming the line where
+it stops. A file is written to a hidden temporary name beside its target,
+flushed to disk and renamed over the target: ``FILE`` is either the previous
+file or the complete new one, never half of one.
+
+Versions: a reader takes every version up to :data:`VERSION` and refuses a
+newer one, naming both ("written by a newer tmy (backup version 2, tmy 0.3.0);
+this tmy 0.1.0 reads backup version 1 and older: upgrade tmy"). A change that
+an older reader would misread bumps :data:`VERSION`; adding a header field
+does not (readers ignore header fields they do not know). Every refusal is a
+:class:`~tmy.command.CommandError` (the CLI's ``error: …``, exit 2), raised
+while reading, before anything is written anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import math
+import os
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tmy.command import CommandError
+
+FORMAT = "tmy-backup"
+VERSION = 1
+GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_LEVEL = 6  # zlib's default: most of level 9's size at a fraction of its time
+
+
+Entry = tuple[str, Any, float | None]  # (key, value, ttl seconds left | None)
+Rank = tuple[str, str, float, str | None]  # (board, member, score, name)
+
+
+@dataclass(frozen=True, slots=True)
+class BackupFile:
+    """A backup file read and checked whole: its header, its entries and board entries."""
+
+    header: dict[str, Any]
+    entries: list[Entry] = field(default_factory=list)
+    ranks: list[Rank] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)  # key -> its line (for messages)
+
+    @property
+    def created(self) -> datetime:
+        return datetime.fromisoformat(self.header["created"])
+
+
+def tmy_version() -> str:
+    """This tmy's version (``tmy.__version__``), read from the package already imported:
+    an ``import tmy`` here would make the layer contract see the whole public API
+    (the test harness included) as a dependency of this module."""
+    return str(getattr(sys.modules["tmy"], "__version__", "unknown"))
+
+
+def header_for(store_url: str, entries: int, ranks: int, created: datetime) -> dict[str, Any]:
+    """The first line of a file holding ``entries`` keys and ``ranks`` board entries.
+
+    ``store_url`` must already have its password removed (:func:`tmy.redact.safe_url`).
+    """
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "tmy": tmy_version(),
+        "created": created.astimezone(UTC).isoformat(timespec="milliseconds"),
+        "store": store_url,
+        "entries": entries,
+        "ranks": ranks,
+    }
+
+
+def wants_gzip(path: Path, flag: bool = False) -> bool:
+    """Gzip when asked (``--gzip``, ``backup.gzip``) or when the name ends in ``.gz``."""
+    return flag or path.name.endswith(".gz")
+
+
+def write_file(
+    path: Path,
+    header: dict[str, Any],
+    entries: list[Entry],
+    ranks: list[Rank],
+    *,
+    compress: bool,
+) -> int:
+    """Write the file atomically (temporary name, fsync, rename); its size in bytes.
+
+    On any failure the temporary file is removed and ``path`` is left as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if compress:
+                # mtime=0: the same data gives the same bytes (comparable checksums)
+                with gzip.GzipFile(
+                    filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+                ) as packed:
+                    _write_lines(packed, header, entries, ranks)
+            else:
+                _write_lines(raw, header, entries, ranks)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _sync_dir(path.parent)
+    return path.stat().st_size
+
+
+def _write_lines(out: IO[bytes], head: dict[str, Any], es: list[Entry], rs: list[Rank]) -> None:
+    out.write(_line(head))
+    for key, value, ttl in es:
+        out.write(_line({"key": key, "value": value, "ttl": ttl}))
+    for board, member, score, name in rs:
+        out.write(_line({"board": board, "member": member, "score": score, "name": name}))
+    out.write(_line({"end": FORMAT, "entries": len(es), "ranks": len(rs)}))
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def _sync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX: fsync the directory); best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_file(path: Path) -> BackupFile:
+    """The whole file, checked: CommandError naming the line of the first problem.
+
+    Gzip is recognised by its magic bytes, whatever the name. Nothing is returned
+    unless every line parsed, the header's version is one this tmy reads, no key
+    appears twice, and the end line's counts match the header's and the lines'.
+    """
+    name = str(path)
+    try:
+        with path.open("rb") as probe:
+            packed = probe.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise CommandError(f"cannot read {name}: {exc.strerror or exc}") from None
+    header: dict[str, Any] | None = None
+    found = BackupFile(header={})
+    end: dict[str, Any] | None = None
+    number = 0
+    try:
+        for number, raw in _lines(path, packed):
+            where = f"{name}:{number}"
+            if end is not None:
+                raise CommandError(f"{where}: a line after the end line")
+            obj = _object(raw, where)
+            if header is None:
+                header = _check_header(obj, name)
+                continue
+            if "key" in obj:
+                _add_entry(found, obj, where, number)
+            elif "board" in obj:
+                found.ranks.append(_rank(obj, where))
+            elif "end" in obj:
+                end = obj
+            else:
+                raise CommandError(f"{where}: neither a key, a board entry nor the end line")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise CommandError(
+            f"{name}: the gzip stream is cut short or damaged after line {number} ({exc}): "
+            "the file is truncated"
+        ) from None
+    except OSError as exc:
+        raise CommandError(f"cannot read {name}: {exc.strerror or exc}") from None
+    if header is None:
+        raise CommandError(f"{name}: empty file, not a tmy backup")
+    counts = (len(found.entries), len(found.ranks))
+    promised = (header["entries"], header["ranks"])
+    if end is None:
+        raise CommandError(
+            f"{name}:{number}: the file ends without its end line after {counts[0]} of "
+            f"{promised[0]} keys and {counts[1]} of {promised[1]} board entries: it is truncated"
+        )
+    if (end.get("entries"), end.get("ranks")) != promised or counts != promised:
+        raise CommandError(
+            f"{name}:{number}: the header promises {promised[0]} keys and {promised[1]} board "
+            f"entries, the end line says {end.get('entries')} and {end.get('ranks')}, the file "
+            f"holds {counts[0]} and {counts[1]}"
+        )
+    return BackupFile(header, found.entries, found.ranks, found.lines)
+
+
+def _lines(path: Path, packed: bool) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the newline); a last line without its newline is
+    yielded as is (the JSON check or the missing end line then says what is wrong)."""
+    opener = gzip.open if packed else open
+    with opener(path, "rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            yield number, raw.rstrip(b"\n")
+
+
+def _object(raw: bytes, where: str) -> dict[str, Any]:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CommandError(f"{where}: not a JSON line ({exc}): corrupt or truncated") from None
+    if not isinstance(obj, dict):
+        raise CommandError(f"{where}: not a JSON object")
+    return obj
+
+
+def _check_header(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    where = f"{name}:1"
+    if obj.get("format") != FORMAT:
+        raise CommandError(f"{where}: not a tmy backup (its first line has no format {FORMAT!r})")
+    version = obj.get("version")
+    if not _count(version) or version < 1:
+        raise CommandError(f"{where}: the header's version {version!r} is not a version number")
+    if version > VERSION:
+        raise CommandError(
+            f"{name} was written by a newer tmy (backup version {version}, tmy {obj.get('tmy')}); "
+            f"this tmy {tmy_version()} reads backup version {VERSION} and older: upgrade tmy"
+        )
+    for key in ("entries", "ranks"):
+        if not _count(obj.get(key)):
+            raise CommandError(f"{where}: the header's {key!r} is not a count: {obj.get(key)!r}")
+    try:
+        created = datetime.fromisoformat(obj.get("created", ""))
+    except (TypeError, ValueError):
+        raise CommandError(f"{where}: the header's 'created' is not an ISO time") from None
+    if created.tzinfo is None:
+        raise CommandError(f"{where}: the header's 'created' has no time zone")
+    return obj
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _add_entry(found: BackupFile, obj: dict[str, Any], where: str, number: int) -> None:
+    key, ttl = obj.get("key"), obj.get("ttl")
+    if not isinstance(key, str) or not key:
+        raise CommandError(f"{where}: 'key' must be a non-empty string, got {key!r}")
+    if "value" not in obj:
+        raise CommandError(f"{where}: key {key!r} has no 'value'")
+    if ttl is not None and not _positive(ttl):
+        raise CommandError(f"{where}: key {key!r}: 'ttl' must be seconds > 0 or null")
+    if key in found.lines:
+        raise CommandError(f"{where}: key {key!r} appears twice (first on line {found.lines[key]})")
+    found.lines[key] = number
+    found.entries.append((key, obj["value"], None if ttl is None else float(ttl)))
+
+
+def _rank(obj: dict[str, Any], where: str) -> Rank:
+    board, member = obj.get("board"), obj.get("member")
+    score, name = obj.get("score"), obj.get("name")
+    if not isinstance(board, str) or not board or not isinstance(member, str) or not member:
+        raise CommandError(f"{where}: a board entry needs a text 'board' and 'member'")
+    what = f"{where}: board {board!r} member {member!r}"
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        raise CommandError(f"{what}: 'score' must be a number")
+    if name is not None and not isinstance(name, str):
+        raise CommandError(f"{what}: 'name' must be text or null")
+    return (board, member, float(score), name)
+
+
+def _positive(value: Any) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value > 0
+    )

@@ -1,0 +1,158 @@
+"""The scheduled backup: ``backup.cron`` run by the daemon, once per occurrence across replicas.
+
+The fire times come from :class:`tmy.cron.schedule.Timing` (the parser and
+clock maths scheduled rules use, in the config's ``timezone``). Each
+occurrence is claimed like a scheduled rule's: the store lease named after
+its done mark (``backup/done/<unix time>``) is taken, the mark checked, the
+backup written, and the mark committed fenced by the lease. Two daemons on one
+store therefore write one file per occurrence; the second finds the mark and
+skips. A failure (disk full, store down) is logged as ``backup.failed`` and
+leaves no mark: a replica still waiting for the claim tries the same
+occurrence itself, and in any case the next occurrence runs as usual — the
+daemon never stops over a backup.
+
+Files are named ``tmy-backup-<fire time, UTC>.jsonl.gz`` (``.jsonl`` with
+``gzip: false``); after each backup written into ``backup.path`` only the
+newest ``keep`` files of that pattern stay (other files there are never
+touched). A daemon that was down at a fire time does not catch up: the next
+occurrence is the next backup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from tmy.backup.config import BackupConfig, backup_dir, config_of
+from tmy.backup.operations import Written, take_backup
+from tmy.cron.occurrence import daemon_id, fire_time_text
+from tmy.cron.schedule import Timing, validate_schedule
+from tmy.errors import LeaseLost, StoreError
+from tmy.logs import get_logger
+from tmy.store.base import MISSING, Store
+from tmy.types import Services
+
+log = get_logger("tmy.backup")
+
+PREFIX = "tmy-backup-"
+FILE_NAME = re.compile(r"^tmy-backup-(\d{8}T\d{6}Z)\.jsonl(?:\.gz)?$")
+DONE_TTL = 2 * 86_400.0  # a done mark outlives any claim of its occurrence
+CLAIM_WAIT = 600.0
+"""How long a replica waits for another one's claim of the same occurrence (the
+holder may be writing a large file) before it logs ``backup.claim_failed``."""
+
+
+def file_name(moment: datetime, compress: bool) -> str:
+    """``tmy-backup-20261125T040000Z.jsonl.gz``: UTC, so names sort by time across DST."""
+    stamp = moment.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{PREFIX}{stamp}.jsonl{'.gz' if compress else ''}"
+
+
+def backups_in(folder: Path) -> list[Path]:
+    """The backup files tmy named in ``folder``, newest first (by the time in the name)."""
+    if not folder.is_dir():
+        return []
+    found = [(m.group(1), p) for p in folder.iterdir() if (m := FILE_NAME.match(p.name))]
+    return [p for _, p in sorted(found, key=lambda f: (f[0], f[1].name), reverse=True)]
+
+
+def prune(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` backup files of ``folder`` (0: delete none)."""
+    if keep <= 0:
+        return []
+    removed = []
+    for path in backups_in(folder)[keep:]:
+        with contextlib.suppress(FileNotFoundError):  # a replica sharing the folder was first
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+async def write_into_folder(
+    store: Store, folder: Path, config: BackupConfig, moment: datetime | None = None
+) -> Written:
+    """One backup named after ``moment`` (default: now) in ``folder``, then the pruning."""
+    path = folder / file_name(moment or datetime.now(UTC), config.gzip)
+    written = await take_backup(store, path, compress=config.gzip)
+    log.info("backup.written", **written.as_json())
+    removed = prune(folder, config.keep)
+    if removed:
+        log.info("backup.pruned", keep=config.keep, removed=[p.name for p in removed])
+    return written
+
+
+class ScheduledBackup:
+    """The daemon's backup job: :meth:`run` loops over the fire times, :meth:`occurrence`
+    claims and writes one."""
+
+    def __init__(self, store: Store, config: BackupConfig, folder: Path, zone: tzinfo | None):
+        assert config.cron is not None
+        self.store = store
+        self.config = config
+        self.folder = folder
+        self.timing = Timing(validate_schedule({"cron": config.cron}), zone)
+        self.daemon = daemon_id()
+
+    async def run(self, timing: Timing | None = None) -> None:
+        """Fire at every fire time from now on (``timing``: another clock, for tests)."""
+        timing = timing or self.timing
+        fire = timing.after(datetime.now(timing.tz))
+        log.info("backup.scheduled", cron=self.config.cron, next=fire_time_text(fire),
+                 path=str(self.folder), keep=self.config.keep)  # fmt: skip
+        while True:
+            while (delay := fire.timestamp() - time.time()) > 0:
+                await asyncio.sleep(delay)
+            await self.occurrence(fire)
+            fire = timing.after(max(fire, datetime.now(timing.tz)))  # no catch-up after a stall
+
+    async def occurrence(self, fire: datetime) -> Written | None:
+        """Claim the occurrence at ``fire`` and write its backup, unless a replica did;
+        every failure is logged, never raised (the next occurrence runs as usual)."""
+        mark = f"backup/done/{int(fire.timestamp())}"
+        fire_text = fire_time_text(fire)
+        try:
+            async with self.store.lock(mark, wait=CLAIM_WAIT) as lease:
+                done = await self.store.get(mark)
+                if done is not MISSING:
+                    by = done.get("daemon") if isinstance(done, dict) else None
+                    log.info("backup.skipped", fire_time=fire_text, daemon=by,
+                             reason="written by a replica")  # fmt: skip
+                    return None
+                written = await write_into_folder(self.store, self.folder, self.config, fire)
+                entry: dict[str, Any] = {"daemon": self.daemon, "file": written.path.name}
+                await self.store.commit([(mark, entry, DONE_TTL)], fence=[lease])
+                return written
+        except asyncio.CancelledError:
+            raise
+        except LeaseLost as exc:
+            log.error("backup.lease_lost", fire_time=fire_text, error=str(exc),
+                      detail="the file was written; a replica may write one too")  # fmt: skip
+        except (StoreError, OSError) as exc:
+            log.error("backup.failed", fire_time=fire_text, error=str(exc),
+                      detail="retried at the next occurrence")  # fmt: skip
+        except Exception as exc:  # a backup must never take the daemon down
+            log.exception("backup.failed", fire_time=fire_text, error=repr(exc))
+        return None
+
+
+@contextlib.asynccontextmanager
+async def serving(services: Services) -> AsyncIterator[ScheduledBackup | None]:
+    """The daemon's part: run :class:`ScheduledBackup` while serving when ``backup.cron`` is set."""
+    settings = services.settings
+    config, folder = config_of(settings), backup_dir(settings)
+    if config.cron is None or folder is None:
+        yield None
+        return
+    job = ScheduledBackup(services.store, config, folder, settings.tz)
+    task = asyncio.create_task(job.run(), name="backup")
+    try:
+        yield job
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
