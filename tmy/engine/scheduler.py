@@ -6,7 +6,7 @@ For each step:
    ``when:`` that is false skips the step.
 2. The input: ``STEP_RESULT`` (no ``input``, no ``INPUT``); the value at the
    ``INPUT`` position; a member taken from the list at ``INPUT`` when ``input``
-   is SHIFT / POPUP / LOOPBACK / LOOPFRONT (or an expression computing one);
+   is SHIFT / POPUP / LOOPBACK / LOOPFRONT / PICK (or an expression computing one);
    else ``input`` itself, with ``INPUT``'s value bound as the temporary ``INPUT``.
 3. The result goes to ``STEP_RESULT`` and, with ``save:``, to that position too.
    An error puts its message in ``STEP_ERROR`` and stops the chain (unless the

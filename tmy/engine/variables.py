@@ -43,11 +43,7 @@ from tmy.store.leases import Lease
 from tmy.values import randomness
 from tmy.values.compiled import LIST_MODES
 from tmy.values.paths import Path, get_in, set_in
-
-try:
-    from tmy.values.ranks import TOP_MAX
-except ImportError:  # TEMP until helper EXPR's tmy/values/ranks.py lands
-    TOP_MAX = 100
+from tmy.values.ranks import TOP_MAX
 
 log = get_logger("tmy.run")
 
@@ -108,6 +104,13 @@ def list_take(value: Any, mode: str, where: str, r: float = 0.0) -> tuple[Any, A
     else:  # pragma: no cover - callers check LIST_MODES
         raise EvalError(f"unknown list mode {mode!r}; use one of {', '.join(LIST_MODES)}")
     return value, member
+
+
+def _drew(mode: str, path: Path, member: Any) -> Any:
+    """``member``, told to ``explain`` (:func:`~tmy.values.randomness.note`) when PICK drew it."""
+    if mode == "PICK":
+        randomness.note(f"PICK {path}", member)
+    return member
 
 
 class Variables(Mapping[str, Any]):
@@ -326,7 +329,7 @@ class Variables(Mapping[str, Any]):
             # like "{jokes}" passes a global's list itself); this run sees the change
             root = self.locals[name] = copy.deepcopy(self.locals[name])
             target = get_in(root, path) if path.segments else root
-            return list_take(target, mode, str(path), r)[1]
+            return _drew(mode, path, list_take(target, mode, str(path), r)[1])
 
         def apply(current: Any) -> tuple[Any, Any]:
             root = self.default(name) if current is MISSING else current
@@ -342,11 +345,11 @@ class Variables(Mapping[str, Any]):
                 await self.fetch((name,))
                 root, member = apply(copy.deepcopy(self.cache[name]))[1]
                 await self._put_held(name, root)
-                return member
+                return _drew(mode, path, member)
             root, member = await self.store.update(self.key(name), apply)
         self.cache[name] = root
         await self.written(name)
-        return member
+        return _drew(mode, path, member)
 
     # -- leaderboards (``rank: true``) ---------------------------------------------------------
 

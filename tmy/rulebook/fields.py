@@ -93,8 +93,8 @@ class FieldReader:
             self.error(
                 f"{where}: '{key}' calls top()/rank_of() on {name!r}, which "
                 + (
-                    f"is not a leaderboard: declare it with rank: true (a user-scoped number), "
-                    f"as at {decl.file}:{decl.line}"
+                    "is not a leaderboard: declare it with rank: true (a user-scoped number)"
+                    f" (declared at {decl.file}:{decl.line})"
                     if decl is not None
                     else f"is not a declared variable{did_you_mean(name, ranked)}: declare it "
                     "under 'variables:' with scope: user and rank: true"
