@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.samples import samples
 from tmy.errors import ConfigError, RuleErrors
 from tmy.testing import Bot
 
@@ -23,10 +22,26 @@ def rules(text: str) -> dict[str, str]:
     return {"audit.yaml": textwrap.dedent(text)}
 
 
+VISITS = """
+variables:
+  visits: {scope: user, default: 0}
+rules:
+  - id: visits
+    triggers: [hello]
+    steps:
+      - {plugin: ADJUST, input: "?= visits + 1", save: visits}
+      - {plugin: ADJUST, input: "Hello {USER_NAME}, this is visit number {visits}."}
+  - id: echo
+    triggers: ["echo *"]
+    steps:
+      - {plugin: ADJUST}
+"""
+
+
 @pytest.mark.redis
 async def test_redis_outage_fails_runs_clearly_and_recovers(redis_server: Any) -> None:
     server = redis_server()
-    async with samples(server.url) as bot:
+    async with Bot(rules(VISITS), store=server.url) as bot:
         assert await bot.say("hello", user="ann") == "Hello ann, this is visit number 1."
         server.stop(kill=True)
         down = await bot.ask("hello", user="ann")
