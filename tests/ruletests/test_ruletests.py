@@ -434,7 +434,7 @@ tests:
     assert err.splitlines() == [
         f"{path}:25: test case: unknown key 'expct' (did you mean 'expect'?); a case has "
         "name, send, fire, user, user_name, chat, platform, private, mention, admin, vars, "
-        "now, http, expect, expect_re, expect_error, expect_no_reply",
+        "now, seed, http, expect, expect_re, expect_error, expect_no_reply",
         f"{path}:26: test case: each case needs 'send: <message>' (or 'fire: <scheduled rule id>')",
         f"{path}:27: test case: one expectation per case, got expect and expect_re "
         "(split it into two cases)",
@@ -520,6 +520,7 @@ tests:
         "actual": "Hello tester, visit 1.",
         "error": None,
         "rule": "hello",
+        "seed": None,
         "detail": [],
     }
     assert second["ok"] is False

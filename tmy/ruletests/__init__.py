@@ -19,6 +19,11 @@ Whatever the configuration says, the LLM is the TESTONLY mock, and outbound
 HTTP never leaves the machine: a request that no ``http:`` canned response of
 the case matches fails with "outbound HTTP refused in tests".
 
+Random draws (``randint``, ``choice``, ``input: PICK`` …) are pinned with
+``seed: 42`` on a case, or at the top of the file (a default for every case
+in it; a case's own wins): each seeded case draws from ``random.Random(seed)``
+afresh, so it draws the same values every run, whatever ran before it.
+
 Exit codes: 0 every case passed, 1 a case failed (or none ran), 2 a rules file
 or a test case is invalid (``file:line`` errors, all of them, nothing run).
 

@@ -23,6 +23,7 @@ CASE_KEYS = (
     "admin",
     "vars",
     "now",
+    "seed",
     "http",
     "expect",
     "expect_re",
@@ -75,6 +76,7 @@ class Case:
     http: tuple[Canned, ...]
     kind: str  # one of EXPECT_KEYS
     expected: Any
+    seed: int | str | None = None  # pins random draws (the case's, else the file's seed:)
 
     @property
     def where(self) -> str:
@@ -117,6 +119,7 @@ class Outcome:
             "actual": self.actual,
             "error": self.error,
             "rule": self.rule,
+            "seed": c.seed,
             "detail": self.detail,
         }
 

@@ -26,6 +26,7 @@ from tmy.ruletests.cases import (
     normalise_now,
 )
 from tmy.store.codec import encode
+from tmy.yamlfile.source import LineDict, read_yaml
 
 _TEXTS = (
     ("name", ""),
@@ -56,6 +57,7 @@ class _CaseParser:
         self.tz = tz
         self.max_value_bytes = max_value_bytes  # limits.max_value_bytes: a preset is stored
         self.errors: list[RuleError] = []
+        self.file_seeds: dict[str, int | str | None] = {}
 
     def error(self, message: str, file: str, line: int) -> None:
         self.errors.append(RuleError(f"test case: {message}", file=file, line=line))
@@ -77,6 +79,7 @@ class _CaseParser:
         flags = {key: self.flag(raw, key) for key in ("private", "mention", "admin")}
         variables = self.vars(raw.data.get("vars"), raw.file, raw.at("vars"))
         now = self.now(raw)
+        seed = self.seed(raw)
         http = self.http(raw.data.get("http"), raw.file, raw.at("http"))
         kind, expected = self.expected(raw, unknown)
         if len(self.errors) > before:
@@ -99,6 +102,7 @@ class _CaseParser:
             http=http,
             kind=kind,
             expected=expected,
+            seed=seed,
         )
 
     def send_or_fire(self, raw: _Raw, unknown: bool) -> tuple[Any, Any]:
@@ -160,6 +164,33 @@ class _CaseParser:
                 raw.at("now"),
             )
             return None
+
+    def seed(self, raw: _Raw) -> int | str | None:
+        """The case's ``seed:``, else its file's top-level ``seed:`` (a default for every case)."""
+        if "seed" in raw.data:
+            return self.checked_seed(raw.data["seed"], raw.file, raw.at("seed"))
+        if raw.file not in self.file_seeds:
+            self.file_seeds[raw.file] = self.file_seed(raw.file)
+        return self.file_seeds[raw.file]
+
+    def file_seed(self, file: str) -> int | str | None:
+        try:
+            doc = read_yaml(Path(file))
+        except RuleError:  # the loader read it a moment ago; gone since: no default
+            return None
+        if not isinstance(doc, LineDict) or "seed" not in doc:
+            return None
+        return self.checked_seed(doc["seed"], file, doc.line_of("seed"))
+
+    def checked_seed(self, value: Any, file: str, line: int) -> int | str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+            self.error(
+                f"'seed' must be a whole number or a text, like seed: 42, got {value!r}",
+                file,
+                line,
+            )
+            return None
+        return value
 
     def expected(self, raw: _Raw, unknown: bool) -> tuple[str, Any]:
         """The one expectation of the case: its kind and its checked value."""

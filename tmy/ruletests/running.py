@@ -1,8 +1,10 @@
 """Running a file's cases through the real engine, on a fresh store, with no way out.
 
 Each file gets a temporary SQLite store and its cases run in order (they share
-state); the LLM is the TESTONLY mock whatever the config says, and outbound HTTP
-is answered by the case's canned responses or refused.
+state); a case with a ``seed:`` (its own or its file's) draws its random values
+from ``random.Random(seed)``, fresh for that case; the LLM is the TESTONLY
+mock whatever the config says, and outbound HTTP is answered by the case's
+canned responses or refused.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import difflib
 import re
 import tempfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from tmy.message import Message
 from tmy.ruletests.cases import Canned, Case, Outcome, zone
 from tmy.ruletests.parsing import load_cases
 from tmy.ruletests.report import Report
+from tmy.values import randomness
 
 REFUSED = "outbound HTTP refused in tests: {url} (give the test an http: canned response)"
 
@@ -139,13 +143,17 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
             await engine.services.store.set(variable_key(rulebook.variables[name], message), value)
     except TmyError as exc:
         return Outcome(case, False, "", None, None, [f"could not preset vars: {exc}"])
-    if case.fire is not None:
-        tz = zone(schedule.timezone) if schedule.timezone else engine.tz
-        moment = datetime.fromisoformat(case.now) if case.now else datetime.now(tz)
-        fire_time = fire_time_text(moment.astimezone(tz))
-        reply = await engine.run_scheduled(rule, message, schedule.input, {"FIRE_TIME": fire_time})
-    else:
-        reply = await engine.handle(message)
+    # a seeded case draws from random.Random(seed), fresh for this case: the same draws
+    # every run, whichever cases ran (or were selected with -k) before it
+    with randomness.seeded(case.seed) if case.seed is not None else nullcontext():
+        if case.fire is not None:
+            tz = zone(schedule.timezone) if schedule.timezone else engine.tz
+            moment = datetime.fromisoformat(case.now) if case.now else datetime.now(tz)
+            fire_time = fire_time_text(moment.astimezone(tz))
+            extra = {"FIRE_TIME": fire_time}
+            reply = await engine.run_scheduled(rule, message, schedule.input, extra)
+        else:
+            reply = await engine.handle(message)
     engine.pin_now(None)
     ok, detail = _judge(case, reply)
     if not ok:
