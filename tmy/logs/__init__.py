@@ -29,8 +29,8 @@ import structlog
 
 from tmy import redact
 from tmy.errors import ConfigError
+from tmy.logs.logfile import LogFile
 from tmy.logs.repeats import REPEAT_BURST, REPEAT_INTERVAL, REPEAT_KEYS, RepeatLimiter
-from tmy.logs.rotate import RotatingFile
 from tmy.logs.sinks import ConsoleLines, JsonLines
 
 __all__ = [
@@ -43,8 +43,8 @@ __all__ = [
     "ConsoleLines",
     "JsonLines",
     "Log",
+    "LogFile",
     "RepeatLimiter",
-    "RotatingFile",
     "bind_trace",
     "configure",
     "emit",
@@ -355,7 +355,8 @@ def configure(
     ``fmt``: ``json``; ``console`` for readable lines; ``auto`` for readable
     lines when the stream is a terminal and no file is given (``serve``).
     ``max_bytes`` > 0 (``log.rotate``): the file rotates into ``backups``
-    numbered files as it reaches that size (:mod:`tmy.logs.rotate`); 0 never.
+    numbered files as it reaches that size; 0 never. Moved away (logrotate), the
+    file is opened anew within a flush (:mod:`tmy.logs.logfile`).
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
     global _sink, INFO_ENABLED, DEBUG_ENABLED
@@ -365,12 +366,7 @@ def configure(
     if file:
         path = Path(file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        target: Any = (
-            RotatingFile(path, max_bytes, backups)
-            if max_bytes > 0
-            else path.open("ab", buffering=256 * 1024)
-        )
-        _sink = JsonLines(target, interactive=False)
+        _sink = JsonLines(LogFile(path, max_bytes, backups), interactive=False)
     else:
         target = stream or sys.stderr
         raw = getattr(target, "buffer", target)
@@ -396,5 +392,5 @@ def configure(
         if not any(isinstance(f, _Repeats) for f in handler.filters):
             handler.addFilter(_Repeats())  # and one line per repeat burst
     atexit.register(flush)
-    if previous is not None and isinstance(previous.stream, RotatingFile):
-        previous.stream.close()  # its numbered files are this process's to rotate no more
+    if previous is not None and isinstance(previous.stream, LogFile):
+        previous.stream.close()  # a file this process no longer logs to

@@ -1,4 +1,6 @@
-"""``log.rotate``: the JSON log rotates into numbered backups and loses no line on the way."""
+"""The log file: ``log.rotate`` rotates it into numbered backups; moved away, it is reopened.
+
+No line is lost or written twice on the way."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tmy import logs
-from tmy.logs.rotate import RotatingFile
+from tmy.logs.logfile import LogFile
 
 
 @pytest.fixture
@@ -68,7 +70,7 @@ def test_zero_max_bytes_never_rotates(tmp_path: Path, restore_logs: None) -> Non
 def test_an_existing_file_counts_towards_the_size(tmp_path: Path) -> None:
     path = tmp_path / "tmy.log"
     path.write_bytes(b'{"n": -1}\n' * 30)  # 300 bytes from an earlier run
-    out = RotatingFile(path, max_bytes=320, backups=2)
+    out = LogFile(path, max_bytes=320, backups=2)
     out.write(b'{"n": 0, "pad": "abcdefghijklmnopqrstuvwxyz"}\n')
     out.flush()
     out.close()
@@ -79,8 +81,8 @@ def test_an_existing_file_counts_towards_the_size(tmp_path: Path) -> None:
 def test_two_writers_on_one_file_never_rotate_it_twice(tmp_path: Path) -> None:
     """A daemon and a one-shot command with the same log.file: the second to fill it reopens."""
     path = tmp_path / "tmy.log"
-    first = RotatingFile(path, max_bytes=100, backups=5)
-    second = RotatingFile(path, max_bytes=100, backups=5)
+    first = LogFile(path, max_bytes=100, backups=5)
+    second = LogFile(path, max_bytes=100, backups=5)
     line = b'{"n": 1, "who": "first......."}\n'  # 32 bytes: three fit in 100
     for _ in range(3):
         first.write(line)
@@ -102,7 +104,7 @@ def test_two_writers_on_one_file_never_rotate_it_twice(tmp_path: Path) -> None:
 def test_a_truncated_file_is_counted_again_not_rotated(tmp_path: Path) -> None:
     """logrotate's copytruncate empties the file under the writer: no needless rotation."""
     path = tmp_path / "tmy.log"
-    out = RotatingFile(path, max_bytes=100, backups=2)
+    out = LogFile(path, max_bytes=100, backups=2)
     for _ in range(3):
         out.write(b"x" * 30 + b"\n")
     out.flush()
@@ -114,6 +116,39 @@ def test_a_truncated_file_is_counted_again_not_rotated(tmp_path: Path) -> None:
     assert path.read_bytes().endswith(b"y" * 30 + b"\n")
 
 
+def test_a_file_moved_away_is_reopened_at_the_next_flush(
+    tmp_path: Path, restore_logs: None
+) -> None:
+    """logrotate's default (rename, then create): no copytruncate, no signal, no line lost."""
+    path = tmp_path / "tmy.log"
+    logs.configure("info", path)
+    log = logs.get_logger("tmy.test")
+    log.info("rotate.line", n=0)
+    logs.flush()
+    os.rename(path, tmp_path / "tmy.log-20261125")  # what logrotate does first
+    log.info("rotate.line", n=1)  # still to the open, renamed file
+    logs.flush()  # notices the name moved: opens tmy.log anew
+    log.info("rotate.line", n=2)
+    logs.flush()
+    assert numbers(tmp_path / "tmy.log-20261125") == [0, 1]
+    assert numbers(path) == [2]
+
+
+def test_a_deleted_file_is_created_again(tmp_path: Path) -> None:
+    path = tmp_path / "tmy.log"
+    out = LogFile(path)
+    out.write(b'{"n": 0}\n')
+    out.flush()
+    path.unlink()
+    out.flush()  # nothing pending, but the name is gone: reopened (created)
+    out.write(b'{"n": 1}\n')
+    out.flush()
+    out.close()
+    assert numbers(path) == [1]
+
+
 def test_bad_numbers_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="backups >= 1"):
-        RotatingFile(tmp_path / "tmy.log", max_bytes=100, backups=0)
+        LogFile(tmp_path / "tmy.log", max_bytes=100, backups=0)
+    with pytest.raises(ValueError, match="max_bytes must be >= 0"):
+        LogFile(tmp_path / "tmy.log", max_bytes=-1)
