@@ -29,9 +29,9 @@ from pathlib import Path
 from tmy import redact
 from tmy.backup.config import backup_dir, config_of
 from tmy.backup.fileformat import read_file, wants_gzip
-from tmy.backup.operations import apply, plan, take_backup
+from tmy.backup.operations import apply, plan, sizes, take_backup
 from tmy.backup.scheduled import write_into_folder
-from tmy.command import ALL_FRONTS, CLI_ONLY, Arg, Command, CommandError, Invocation, Result
+from tmy.command import ALL_FRONTS, CLI_ONLY, Arg, Command, Invocation, Result
 from tmy.config import Settings
 from tmy.store import open_store
 from tmy.store.base import Store
@@ -58,17 +58,19 @@ async def _store(inv: Invocation, settings: Settings) -> AsyncIterator[Store]:
         await store.close()
 
 
+NO_FOLDER = (
+    "no backup folder: set 'backup: {path: DIR}' in the config "
+    "(on the command line: python run.py backup FILE)"
+)
+
+
 async def _backup(inv: Invocation) -> Result:
     settings = _settings(inv)
     config = config_of(settings)
     file = inv.args.get("file")
-    if not file:
-        folder = backup_dir(settings)
-        if folder is None:
-            raise CommandError(
-                "backup: no folder to write into: set 'backup: {path: DIR}' in the config"
-                + (", or give a FILE: python run.py backup FILE" if inv.front == "cli" else "")
-            )
+    folder = backup_dir(settings)
+    if not file and folder is None:
+        return Result(NO_FOLDER, {"error": NO_FOLDER}, ok=False)
     async with _store(inv, settings) as store:
         if file:
             path = Path(file)
@@ -98,7 +100,7 @@ async def _restore(inv: Invocation) -> Result:
         return Result("\n".join(lines), todo.as_json(target, shown_mode, dry_run=True))
     async with _store(inv, settings) as store:
         written = await apply(store, todo, mode)
-    lines = [f"restored {written} keys and {len(todo.ranks)} board entries from {path}"]
+    lines = [f"restored {sizes(written, len(todo.ranks))} from {path}"]
     lines += todo.describe(target, shown_mode)[1:]
     data = {**todo.as_json(target, shown_mode, dry_run=False), "written": written}
     return Result("\n".join(lines), data)

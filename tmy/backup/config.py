@@ -44,7 +44,7 @@ class BackupConfig:
 
 def parse(raw: Mapping[str, Any]) -> BackupConfig:
     """``backup:`` as written -> :class:`BackupConfig`; ConfigError naming the key."""
-    data = check_section(SECTION, dict(raw), _SCHEMA)
+    data = check_section(SECTION, raw, _SCHEMA)
     cron = data.get("cron")
     if cron is not None:
         try:

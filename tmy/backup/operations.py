@@ -36,6 +36,15 @@ from tmy.store.codec import check_key, check_ttl, encode
 Mode = Literal["merge", "replace"]
 
 
+def counted(n: int, one: str, many: str) -> str:
+    """``1 key``, ``2 keys``: the counts every message of backup and restore prints."""
+    return f"{n} {one if n == 1 else many}"
+
+
+def sizes(entries: int, ranks: int) -> str:
+    return f"{counted(entries, 'key', 'keys')} and {counted(ranks, 'board entry', 'board entries')}"
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """A backup written: where, how much, from which store (its URL without password)."""
@@ -50,7 +59,7 @@ class Written:
 
     def describe(self) -> str:
         return (
-            f"wrote {self.path}: {self.entries} keys, {self.ranks} board entries, "
+            f"wrote {self.path}: {sizes(self.entries, self.ranks)}, "
             f"{self.size:,} bytes in {self.seconds:.2f}s from {self.store}"
         )
 
@@ -96,7 +105,7 @@ class Plan:
 
     def describe(self, target: str, mode: str) -> list[str]:
         lines = [
-            f"{len(self.entries)} keys and {len(self.ranks)} board entries "
+            f"{sizes(len(self.entries), len(self.ranks))} "
             f"(backup of {self.source.header.get('store')} taken {self.source.header['created']} "
             f"by tmy {self.source.header.get('tmy')})",
             f"into {target} ({mode})",
@@ -104,9 +113,12 @@ class Plan:
         lines += [f"  {family}: {count}" for family, count in self.groups().items()]
         if self.ranks:
             boards = len({board for board, *_ in self.ranks})
-            lines.append(f"  leaderboards: {boards} ({len(self.ranks)} entries)")
+            lines.append(
+                f"  leaderboards: {boards} ({counted(len(self.ranks), 'entry', 'entries')})"
+            )
         if self.expired:
-            lines.append(f"  {self.expired} keys expired since the backup: not restored")
+            expired = counted(self.expired, "key", "keys")
+            lines.append(f"  {expired} expired since the backup: not restored")
         return lines
 
     def as_json(self, target: str, mode: str, *, dry_run: bool) -> dict[str, Any]:
@@ -166,10 +178,10 @@ async def apply(store: Store, restore: Plan, mode: Mode | None) -> int:
         present = await store.snapshot()
         if present.entries or present.ranks:
             raise CommandError(
-                f"{redact.safe_url(store.url)} is not empty ({len(present.entries)} keys, "
-                f"{len(present.ranks)} board entries): restore --merge writes the backup's keys "
-                "over it and keeps the others; restore --replace deletes everything in it first. "
-                "Nothing was written"
+                f"{redact.safe_url(store.url)} is not empty "
+                f"({sizes(len(present.entries), len(present.ranks))}): restore --merge writes "
+                "the backup's keys over it and keeps the others; restore --replace deletes "
+                "everything in it first. Nothing was written"
             )
     snapshot = Snapshot(entries=restore.entries, ranks=restore.ranks)
     return await store.restore(snapshot, replace=mode == "replace")

@@ -1,0 +1,198 @@
+"""The backup file (tmy.backup.fileformat): lines, header, gzip, atomic writes, and every
+way a file is refused (newer version, corrupt line, truncation) with its line number."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tmy.backup.fileformat import FORMAT, VERSION, header_for, read_file, wants_gzip, write_file
+from tmy.command import CommandError
+
+CREATED = datetime(2026, 11, 25, 4, 0, tzinfo=UTC)
+ENTRIES: list[tuple[str, Any, float | None]] = [
+    ("mem/user/console/ann/1", {"text": "my cat is called Mimi", "vec": [0.25, -1.5]}, None),
+    ("session/console/c/ann", "memory-chat", 300.0),
+    ("var/global/hits", 41, None),
+    ("var/user/console/ann/name", "Ann ✓ 安", None),
+]
+RANKS: list[tuple[str, str, float, str | None]] = [
+    ("console/points", "ann", 12.0, "Ann"),
+    ("console/points", "bob", 3.5, None),
+]
+
+
+def _write(path: Path, *, compress: bool = False, **header: Any) -> int:
+    head = header_for("redis://***@db:6379/0", len(ENTRIES), len(RANKS), CREATED)
+    head.update(header)
+    return write_file(path, head, list(ENTRIES), list(RANKS), compress=compress)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return [json.loads(line) for line in raw.decode().splitlines()]
+
+
+def test_the_file_is_a_header_one_line_per_key_and_board_entry_and_an_end_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    lines = _lines(path)
+    assert lines[0] == {
+        "format": FORMAT,
+        "version": VERSION,
+        "tmy": "0.1.0",
+        "created": "2026-11-25T04:00:00.000+00:00",
+        "store": "redis://***@db:6379/0",
+        "entries": 4,
+        "ranks": 2,
+    }
+    assert lines[1:5] == [{"key": k, "value": v, "ttl": t} for k, v, t in ENTRIES]
+    assert lines[5:7] == [
+        {"board": "console/points", "member": "ann", "score": 12.0, "name": "Ann"},
+        {"board": "console/points", "member": "bob", "score": 3.5, "name": None},
+    ]
+    assert lines[7] == {"end": FORMAT, "entries": 4, "ranks": 2}
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_what_is_written_reads_back_the_same(tmp_path: Path, compress: bool) -> None:
+    path = tmp_path / "b.data"  # gzip is recognised by its bytes, not its name
+    _write(path, compress=compress)
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") is compress
+    loaded = read_file(path)
+    assert loaded.entries == ENTRIES
+    assert loaded.ranks == RANKS
+    assert loaded.created == CREATED
+    assert loaded.lines["var/global/hits"] == 4
+
+
+def test_gzip_is_chosen_by_the_name_or_the_flag() -> None:
+    assert wants_gzip(Path("b.jsonl.gz"))
+    assert wants_gzip(Path("b.jsonl"), True)
+    assert not wants_gzip(Path("b.jsonl"))
+
+
+def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    before = path.read_bytes()
+    head = header_for("sqlite:///x.db", 1, 0, CREATED)
+    with pytest.raises(TypeError):  # a value JSON cannot hold stops the write half-way
+        write_file(path, head, [("k", {1, 2}, None)], [], compress=False)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.jsonl"]
+
+
+def test_the_written_file_replaces_the_old_one_whole(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "b.jsonl.gz"  # the folder is made
+    _write(path, compress=True)
+    inode = path.stat().st_ino
+    _write(path, compress=True)
+    assert path.stat().st_ino != inode  # a new file renamed over it, not rewritten in place
+    assert read_file(path).entries == ENTRIES
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(CommandError) as caught:
+        read_file(path)
+    return str(caught.value)
+
+
+def test_a_newer_version_is_refused_naming_both_versions(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path, version=VERSION + 1, tmy="9.0.0")
+    message = _refused(path)
+    assert "written by a newer tmy" in message
+    assert f"backup version {VERSION + 1}, tmy 9.0.0" in message
+    assert f"this tmy 0.1.0 reads backup version {VERSION}" in message
+    assert message.endswith("upgrade tmy")
+
+
+def test_a_file_without_its_end_line_is_truncated(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:5]))  # header + 4 keys: no board entries, no end
+    message = _refused(path)
+    assert f"{path}:5:" in message
+    assert "4 of 4 keys and 0 of 2 board entries" in message
+    assert "truncated" in message
+
+
+def test_a_line_cut_in_the_middle_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    raw = path.read_bytes()
+    cut = raw.index(b"var/global/hits")
+    path.write_bytes(raw[:cut])
+    message = _refused(path)
+    assert f"{path}:4: not a JSON line" in message
+    assert "truncated" in message
+
+
+def test_a_cut_gzip_stream_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl.gz"
+    _write(path, compress=True)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    assert "truncated" in _refused(path)
+
+
+def test_counts_that_disagree_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path, entries=5)
+    assert "the header promises 5 keys" in _refused(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"key": "", "value": 1, "ttl": null}', "'key' must be a non-empty string"),
+        (b'{"key": "a", "ttl": null}', "key 'a' has no 'value'"),
+        (b'{"key": "a", "value": 1, "ttl": -3}', "'ttl' must be seconds > 0 or null"),
+        (b'{"key": "var/global/hits", "value": 2, "ttl": null}', "appears twice (first on line 4)"),
+        (b'{"board": "b", "member": "m", "score": "high"}', "'score' must be a number"),
+        (b'{"something": "else"}', "neither a key, a board entry nor the end line"),
+        (b"[1, 2]", "not a JSON object"),
+        (b"{not json", "not a JSON line"),
+    ],
+)
+def test_a_bad_line_is_refused_with_its_number(tmp_path: Path, line: bytes, message: str) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(5, line + b"\n")
+    path.write_bytes(b"".join(lines))
+    refused = _refused(path)
+    assert refused.startswith(f"{path}:6: ")
+    assert message in refused
+
+
+def test_a_line_after_the_end_line_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    with path.open("ab") as f:
+        f.write(b'{"key": "x", "value": 1, "ttl": null}\n')
+    assert f"{path}:9: a line after the end line" in _refused(path)
+
+
+def test_other_files_are_not_backups(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert "empty file" in _refused(empty)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"format": "something"}\n')
+    assert "not a tmy backup" in _refused(other)
+    assert "cannot read" in _refused(tmp_path / "missing.jsonl")
