@@ -93,6 +93,7 @@ async def test_the_keys_of_one_variable_share_one_slot(
     await store.update(key, increment)
     async with store.lock(key):
         names = sorted(k.decode() for k in admin.scan_iter(match=f"{store.prefix}:*"))
+        names.remove(f"{store.prefix}:{{tmy/format}}")  # the format marker open() wrote
         value, lock, *records = names
     # the layout of a single Redis: a daemon moved to a cluster finds its data
     assert value == f"{store.prefix}:{{{key}}}"

@@ -28,17 +28,85 @@ Keys are logical, slash-separated strings built by the engine
 backend maps them to its own layout. Values are anything JSON can hold; a value
 that JSON cannot hold is refused with :class:`~tmy.errors.StoreError` before
 anything is written.
+
+Besides the key/value map a store keeps **leaderboard boards** (``rank_sync``,
+``rank_top``, ``rank_of``): per board id, members with a numeric score and an
+optional display name, kept equal to the values of a ranked variable by calling
+``rank_sync`` after every write of it (it re-reads the value, so syncs arriving
+out of order still leave the board equal to the values). Highest first, ties
+ordered by member descending (byte order), on every backend.
+
+``snapshot`` reads every live key (value and remaining TTL) and every board
+entry; ``restore`` writes them into any store (merging, or replacing what is
+there): the backup and the SQLite → Redis migration. Leases and each store's
+internal bookkeeping (Redis write records and turns, the format marker) are
+never part of a snapshot and are left alone by ``restore``.
+
+The **format marker**: ``open`` writes ``{"format": STORE_FORMAT}`` at
+:data:`FORMAT_KEY` when absent and refuses a store whose marker names a newer
+format (written by a newer tmy), so an older tmy never misreads it. The marker
+is not listed by ``keys``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from tmy.errors import StoreError
 from tmy.store.leases import Lease
 
 R = TypeVar("R")
+
+STORE_FORMAT = 1
+"""The layout of the data this tmy writes; a store marked with a higher one is refused."""
+
+FORMAT_KEY = "tmy/format"
+"""The logical key of the format marker (``{"format": N}``): not listed, not snapshotted."""
+
+
+def check_format(marker: Any, where: str) -> None:
+    """Refuse a store whose format marker is newer than :data:`STORE_FORMAT` (or unreadable)."""
+    found = marker.get("format") if isinstance(marker, dict) else None
+    if isinstance(found, bool) or not isinstance(found, int):
+        raise StoreError(
+            f"{where}: the store format marker at {FORMAT_KEY!r} is unreadable ({marker!r}); "
+            f'expected {{"format": {STORE_FORMAT}}}'
+        )
+    if found > STORE_FORMAT:
+        raise StoreError(
+            f"{where}: this store was written by a newer tmy (store format {found}; "
+            f"this tmy reads format {STORE_FORMAT}): upgrade tmy"
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a store holds for the engine, as :meth:`Store.snapshot` read it.
+
+    ``entries``: ``(key, value, ttl seconds left or None)``, sorted by key, values
+    decoded (what ``get`` returns). ``ranks``: ``(board, member, score, name)``,
+    sorted by board then member.
+    """
+
+    entries: list[tuple[str, Any, float | None]] = field(default_factory=list)
+    ranks: list[tuple[str, str, float, str | None]] = field(default_factory=list)
+
+
+def rank_score(value: Any) -> float | None:
+    """The board score a stored value gives: an int/float (not bool) as float, else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def score_out(score: float) -> float:
+    """A score as handed out: an int when it is integral (``12``, not ``12.0``)."""
+    if score.is_integer() and abs(score) < 2**53:
+        return int(score)
+    return score
 
 
 class _Missing:
@@ -169,3 +237,50 @@ class Store(Protocol):
 
         ``prefix`` is literal: glob characters in it match only themselves.
         """
+
+    async def snapshot(self) -> Snapshot:
+        """Every live key (value and TTL left) and every board entry.
+
+        Not leases, not the store's internal bookkeeping, not the format marker.
+        SQLite: one read transaction (a point-in-time view, while other processes
+        keep writing). Redis / Redis Cluster: each key's value and TTL are read
+        together atomically (consistent per key, not across keys); SCAN-based,
+        in batches.
+        """
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """Write every entry of ``snapshot`` (with its TTL) and every board entry.
+
+        ``replace=True`` first deletes every existing key and board (not leases,
+        not the format marker); ``replace=False`` overwrites the keys and board
+        entries present and keeps the others. Every value is checked by the codec
+        before anything is written (too large: :class:`~tmy.errors.ValueRefused`
+        naming the key). Written in batches; returns the number of key/value
+        entries written.
+        """
+
+    # -- leaderboard boards -----------------------------------------------------------------------
+
+    async def rank_sync(
+        self, board: str, member: str, key: str, name: str | None = None
+    ) -> float | None:
+        """Make ``board`` agree with the value at ``key``, atomically (see the module doc).
+
+        An int/float (not bool) value upserts ``member`` with it as score (and
+        ``name`` if given, else the name it had); anything else, or no value,
+        removes ``member``. Returns the score set (an int when integral) or None.
+        """
+
+    async def rank_top(self, board: str, n: int) -> list[tuple[str, float, str | None]]:
+        """The ``n`` highest ``(member, score, name)`` of ``board``: highest score first,
+        ties by member descending; scores that are integral as int. O(log N + n)."""
+
+    async def rank_of(self, board: str, member: str) -> int | None:
+        """1 + the number of members with a strictly higher score (ties share a rank),
+        or None when ``member`` is not on ``board``."""
+
+    async def rank_entry(self, board: str, member: str) -> tuple[float, str | None] | None:
+        """``member``'s (score, name) on ``board``, or None when absent."""
+
+    async def rank_above(self, board: str, score: float) -> int:
+        """How many members of ``board`` have a score strictly above ``score``."""

@@ -113,6 +113,14 @@ def check_key(key: str) -> None:
             raise ValueRefused(f"store key {key!r} is not valid Unicode") from None
 
 
+def check_board(board: str, member: str | None = None) -> None:
+    """Refuse a board id no backend can hold (the rules of keys) or a member that is not
+    a string."""
+    check_key(board)
+    if member is not None and not isinstance(member, str):
+        raise ValueRefused(f"board members are strings, got {member!r}")
+
+
 MAX_TTL = 100 * 365 * 86_400.0
 """The longest expiry a store takes (100 years): Redis refuses an expiry time past
 2^63 ms mid-script, which would leave a multi-key commit half applied."""

@@ -2,14 +2,17 @@
 
 ``metered(store)`` wraps any :class:`~tmy.store.base.Store`: each call of
 ``open``, ``close``, ``ping``, ``get``, ``get_many``, ``set``, ``delete``,
-``update`` and ``keys`` is observed in ``tmy_store_op_seconds{op=…}``; one that
+``update``, ``keys``, ``snapshot``, ``restore`` and the board operations
+(``rank_sync``, ``rank_top``, ``rank_of``, ``rank_entry``, ``rank_above``) is
+observed in ``tmy_store_op_seconds{op=…}``; one that
 raises :class:`~tmy.errors.StoreError` also counts in
 ``tmy_store_errors_total{op=…}`` and is re-raised unchanged. ``lock(…)``
 times the acquire as op ``lock`` (not the time the lease is held); ``commit``
 is op ``commit``. Anything else (``url``, backend-specific attributes) passes
 through to the wrapped store.
 
-It also remembers the last write (``set``, ``delete``, ``update``, ``commit``)
+It also remembers the last write (``set``, ``delete``, ``update``, ``commit``,
+``restore``, ``rank_sync``)
 that failed in the store — "database or disk is full", Redis OOM or
 unreachable — until a later write succeeds, and ``ping`` then fails with
 ``StoreError("last write failed: …")``: a store that answers reads but refuses
@@ -21,7 +24,7 @@ nothing about the store's health — a value no store can hold
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from time import perf_counter
 from types import TracebackType
@@ -29,7 +32,7 @@ from typing import Any, TypeVar
 
 from tmy import metrics
 from tmy.errors import LeaseLost, StoreError, ValueRefused
-from tmy.store.base import Store
+from tmy.store.base import Snapshot, Store
 from tmy.store.leases import Lease
 
 R = TypeVar("R")
@@ -47,6 +50,13 @@ _OPS = (
     "commit",
     "keys",
     "lock",
+    "snapshot",
+    "restore",
+    "rank_sync",
+    "rank_top",
+    "rank_of",
+    "rank_entry",
+    "rank_above",
 )
 
 
@@ -209,6 +219,48 @@ class MeteredStore:
             raise
         finally:
             self._seconds["keys"].observe(perf_counter() - started)
+
+    async def _timed(self, op: str, call: Awaitable[R], *, write: bool = False) -> R:
+        """``call`` observed as ``op`` (a write's failure remembered, see the module doc)."""
+        started = perf_counter()
+        try:
+            result = await call
+            if write:
+                self._write_ok()
+            return result
+        except StoreError as exc:
+            self._errors[op].inc()
+            if write:
+                self._write_failed(exc)
+            raise
+        finally:
+            self._seconds[op].observe(perf_counter() - started)
+
+    async def snapshot(self) -> Snapshot:
+        return await self._timed("snapshot", self.inner.snapshot())
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        return await self._timed(
+            "restore", self.inner.restore(snapshot, replace=replace), write=True
+        )
+
+    async def rank_sync(
+        self, board: str, member: str, key: str, name: str | None = None
+    ) -> float | None:
+        call = self.inner.rank_sync(board, member, key, name)
+        return await self._timed("rank_sync", call, write=True)
+
+    async def rank_top(self, board: str, n: int) -> list[tuple[str, float, str | None]]:
+        return await self._timed("rank_top", self.inner.rank_top(board, n))
+
+    async def rank_of(self, board: str, member: str) -> int | None:
+        return await self._timed("rank_of", self.inner.rank_of(board, member))
+
+    async def rank_entry(self, board: str, member: str) -> tuple[float, str | None] | None:
+        return await self._timed("rank_entry", self.inner.rank_entry(board, member))
+
+    async def rank_above(self, board: str, score: float) -> int:
+        return await self._timed("rank_above", self.inner.rank_above(board, score))
 
     def lock(
         self, key: str, *, ttl: float | None = None, wait: float = 30.0

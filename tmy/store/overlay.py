@@ -21,6 +21,15 @@ ever read (``get``, ``get_many``, ``keys``, ``ping``).
 * ``ttl`` is honoured for what the overlay holds; ``update`` without ``ttl``
   keeps the expiry the overlay knows (a key it takes from the real store is
   treated as not expiring: an overlay lives for one explanation).
+* Boards: ``rank_sync`` reads the value through the overlay and keeps the
+  member's new entry (or its removal) here; ``rank_top``, ``rank_of``,
+  ``rank_entry`` and ``rank_above`` layer these entries over the real store's
+  board (a member's real entry, needed to rank it, is read when the overlay
+  first touches it). :meth:`board_syncs` lists the syncs made, so a caller that
+  commits the overlay's writes (a scheduled run) can sync the real boards after.
+* ``snapshot`` is the real store's with the overlay's writes laid over it;
+  ``restore`` writes into the overlay (a dry run); with ``replace`` the real
+  store's keys and boards are hidden from then on, as if deleted.
 """
 
 from __future__ import annotations
@@ -28,16 +37,29 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tmy.errors import StoreError
-from tmy.store.base import MISSING, Store
-from tmy.store.codec import check_key, check_ttl, decode, encode
+from tmy.store.base import MISSING, Snapshot, Store, rank_score, score_out
+from tmy.store.codec import check_board, check_key, check_ttl, decode, encode
 from tmy.store.leases import KeyedLocks, Lease, check_fence, new_token
+from tmy.store.snapshot import checked_ranks, encoded_entries, sorted_snapshot
 
 R = TypeVar("R")
 
 _DELETED = None  # marker for "deleted in the overlay" (a stored value is always bytes)
+_UNKNOWN: Any = object()  # a board member's real entry, not read yet
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A board member as the overlay has it: score (None: removed here), name, and its
+    entry on the real board when the overlay first touched it (None: absent)."""
+
+    score: float | None
+    name: str | None
+    real: Any  # tuple[float, str | None] | None | _UNKNOWN
 
 
 class OverlayStore:
@@ -52,6 +74,9 @@ class OverlayStore:
         self._mine: dict[str, tuple[bytes | None, float | None]] = {}
         self._updates = KeyedLocks()
         self._leases = KeyedLocks()
+        self._boards: dict[str, dict[str, _Entry]] = {}
+        self._syncs: list[tuple[str, str, str, str | None]] = []
+        self._cleared = False  # a replacing restore hid the real store's keys and boards
 
     def __repr__(self) -> str:
         return f"OverlayStore({self.real!r}, {len(self._mine)} keys written)"
@@ -100,6 +125,13 @@ class OverlayStore:
     def discard(self) -> None:
         """Forget what was written, at once (no I/O: the real store is never written)."""
         self._mine.clear()
+        self._boards.clear()
+        self._syncs.clear()
+        self._cleared = False
+
+    def board_syncs(self) -> list[tuple[str, str, str, str | None]]:
+        """The ``rank_sync(board, member, key, name)`` calls made on the overlay, in order."""
+        return list(self._syncs)
 
     async def ping(self) -> None:
         await self.real.ping()
@@ -107,7 +139,9 @@ class OverlayStore:
     async def get(self, key: str) -> Any:
         check_key(key)
         mine, value = self._own(key)
-        return value if mine else await self.real.get(key)
+        if mine or self._cleared:
+            return value if mine else MISSING
+        return await self.real.get(key)
 
     async def get_many(self, keys: Sequence[str]) -> list[Any]:
         out: list[Any] = [MISSING] * len(keys)
@@ -119,7 +153,7 @@ class OverlayStore:
                 out[i] = value
             else:
                 ask.append(i)
-        if ask:
+        if ask and not self._cleared:
             got = await self.real.get_many([keys[i] for i in ask])
             for i, value in zip(ask, got, strict=True):
                 out[i] = value
@@ -195,7 +229,7 @@ class OverlayStore:
             self._leases.release(key)
 
     async def keys(self, prefix: str) -> list[str]:
-        found = set(await self.real.keys(prefix))
+        found = set() if self._cleared else set(await self.real.keys(prefix))
         now = time.time()
         for key, (raw, expires) in self._mine.items():
             if not key.startswith(prefix):
@@ -205,3 +239,111 @@ class OverlayStore:
             else:
                 found.add(key)
         return sorted(found)
+
+    # -- snapshot and restore -------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        """The real store's snapshot with the overlay's writes and board entries laid over it."""
+        real = Snapshot() if self._cleared else await self.real.snapshot()
+        entries = {key: (value, ttl) for key, value, ttl in real.entries}
+        now = time.time()
+        for key, (raw, expires) in self._mine.items():
+            if raw is _DELETED or (expires is not None and expires <= now):
+                entries.pop(key, None)
+            else:
+                entries[key] = (decode(raw, key), None if expires is None else expires - now)
+        ranks = {(b, m): (score, name) for b, m, score, name in real.ranks}
+        for board, members in self._boards.items():
+            for member, entry in members.items():
+                if entry.score is None:
+                    ranks.pop((board, member), None)
+                else:
+                    ranks[board, member] = (entry.score, entry.name)
+        return sorted_snapshot(
+            [(k, v, ttl) for k, (v, ttl) in entries.items()],
+            [(b, m, score, name) for (b, m), (score, name) in ranks.items()],
+        )
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """Write ``snapshot`` into the overlay only (checked as a real store would)."""
+        rows = encoded_entries(snapshot, self.max_value_bytes)
+        ranks = checked_ranks(snapshot)
+        if replace:
+            self._mine.clear()
+            self._boards.clear()
+            self._cleared = True
+        now = time.time()
+        for key, raw, ttl in rows:
+            self._mine[key] = (raw, None if ttl is None else now + ttl)
+        for board, member, score, name in ranks:
+            members = self._boards.setdefault(board, {})
+            old = members.get(member)
+            real = old.real if old is not None else None if self._cleared else _UNKNOWN
+            members[member] = _Entry(score, name, real)
+        return len(rows)
+
+    # -- boards ---------------------------------------------------------------------------------
+
+    async def _real_entry(self, board: str, member: str) -> tuple[float, str | None] | None:
+        return None if self._cleared else await self.real.rank_entry(board, member)
+
+    async def _touched(self, board: str) -> dict[str, _Entry]:
+        """The board's members the overlay touched, each one's real entry read."""
+        members = self._boards.get(board, {})
+        for member, entry in members.items():
+            if entry.real is _UNKNOWN:
+                entry.real = await self._real_entry(board, member)
+        return members
+
+    async def rank_sync(
+        self, board: str, member: str, key: str, name: str | None = None
+    ) -> float | None:
+        """Make the overlay's board agree with the value the overlay reads at ``key``."""
+        check_board(board, member)
+        check_key(key)
+        score = rank_score(await self.get(key))
+        self._syncs.append((board, member, key, name))
+        members = self._boards.setdefault(board, {})
+        old = members.get(member)
+        if old is None:
+            real = await self._real_entry(board, member)
+            old = _Entry(*(real or (None, None)), real)
+        if score is None:
+            members[member] = _Entry(None, None, old.real)
+            return None
+        members[member] = _Entry(score, old.name if name is None else name, old.real)
+        return score_out(score)
+
+    async def rank_top(self, board: str, n: int) -> list[tuple[str, float, str | None]]:
+        """The real board's top, with the overlay's entries laid over it."""
+        check_board(board)
+        if n <= 0:
+            return []
+        members = self._boards.get(board, {})
+        real = [] if self._cleared else await self.real.rank_top(board, n + len(members))
+        merged = [(m, float(score), name) for m, score, name in real if m not in members]
+        merged += [(m, e.score, e.name) for m, e in members.items() if e.score is not None]
+        merged.sort(key=lambda item: (item[1], item[0]), reverse=True)
+        return [(m, score_out(score), name) for m, score, name in merged[:n]]
+
+    async def rank_entry(self, board: str, member: str) -> tuple[float, str | None] | None:
+        check_board(board, member)
+        entry = self._boards.get(board, {}).get(member)
+        if entry is None:
+            return await self._real_entry(board, member)
+        return None if entry.score is None else (score_out(entry.score), entry.name)
+
+    async def rank_above(self, board: str, score: float) -> int:
+        """The real board's count above ``score``, corrected by the members touched here."""
+        check_board(board)
+        above = 0 if self._cleared else await self.real.rank_above(board, score)
+        for entry in (await self._touched(board)).values():
+            if entry.real is not None and entry.real[0] > score:
+                above -= 1
+            if entry.score is not None and entry.score > score:
+                above += 1
+        return above
+
+    async def rank_of(self, board: str, member: str) -> int | None:
+        found = await self.rank_entry(board, member)
+        return None if found is None else await self.rank_above(board, found[0]) + 1

@@ -9,7 +9,11 @@ one hash slot, so every script's keys live on one cluster node):
 * its lease → ``{prefix}:{{k}}:lock`` holding the holder's token;
 * a record of each write recently applied to it →
   ``{prefix}:{{k}}:op:<operation id>`` (a short string, expiring after
-  ``op_ttl`` seconds — :data:`OP_RECORD_TTL`, 60, or more with long timeouts).
+  ``op_ttl`` seconds — :data:`OP_RECORD_TTL`, 60, or more with long timeouts);
+* the format marker → ``{prefix}:{{tmy/format}}`` (``{"format": 1}``, written by
+  ``open`` with SET NX; a newer format is refused);
+* a leaderboard board ``b`` → ``{prefix}:rank:{{b}}`` (a sorted set: member →
+  score) and ``{prefix}:rank-names:{{b}}`` (a hash: member → name), one slot.
 
 The prefix is ``tmy`` unless the constructor or a ``?prefix=`` URL parameter
 (which wins) says otherwise, so several deployments can share one database.
@@ -33,6 +37,9 @@ The package, bottom up (each module's docstring says the rest):
 * :mod:`~tmy.store.redis.cache` — the last raw value seen per key (the CAS guess);
 * :mod:`~tmy.store.redis.group_commit` — ``update``: batched compare-and-set,
   a hot key's turn;
+* :mod:`~tmy.store.redis.boards` — leaderboard boards (sorted sets);
+* :mod:`~tmy.store.redis.snapshots` — ``snapshot`` (SCAN, value and TTL read
+  together per key) and ``restore`` (pipelined);
 * :mod:`~tmy.store.redis.store` — :class:`RedisStore`: values, recorded writes,
   fenced commits, locks;
 * :mod:`~tmy.store.redis.cluster` — :class:`RedisClusterStore` and what differs.
@@ -42,7 +49,8 @@ script runs as commands too. One ``update`` is one ``EVALSHA`` (inside it:
 ``SET NX`` of the write record, ``GET`` of the key's turn, ``GET`` and ``SET``
 of the value); ``set`` and ``delete`` are one ``EVALSHA`` each (``GET`` of the
 record, ``SET``/``DEL``, ``SET`` of the record); ``get``/``get_many`` are one
-GET/MGET. ``open`` loads the scripts (one pipelined round-trip); after a Redis
+GET/MGET. ``open`` loads the scripts (one pipelined round-trip) and checks the
+format marker (two more: SET NX, GET); after a Redis
 restart a NOSCRIPT reply makes redis-py load a script again, once (a NOSCRIPT
 reply means the script did not run).
 

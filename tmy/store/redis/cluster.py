@@ -20,6 +20,19 @@ differs:
 * recorded writes (``set``/``delete``) that arrive while one is in flight are
   each sent on their own rather than as one pipeline (their keys may be on
   several nodes);
+* ``snapshot`` reads the keys of one hash slot per script (the scripts of
+  several slots in flight at once); ``restore``'s pipelines are split per node
+  by redis-py;
+* ``rank_sync`` cannot read the value and write the board in one script (they
+  are in different slots): it GETs the value, then sets the board
+  (:data:`~tmy.store.redis.scripts.RANK_SET`), then GETs the value again and
+  repeats if it changed meanwhile (at most :data:`SYNC_ROUNDS` times). Last
+  writer wins, checked: a sync whose stale board write lands after a newer
+  one sees the newer value on its second GET and writes that; the writer of
+  any later change syncs after it. So a board still converges to the values
+  when every writer syncs, but between a write and its sync a reader may see
+  the board one step behind (also true on one Redis, between the write and
+  the sync);
 * the prefix may not contain ``{`` or ``}``, and a logical key may not start
   with ``}`` (its hash tag would be empty and its keys would scatter over
   slots); the engine's keys (``var/…``, ``hist/…``, ``cron/…``) never do.
@@ -36,9 +49,15 @@ from redis.commands.core import AsyncScript
 from redis.crc import key_slot
 
 from tmy.errors import StoreError
-from tmy.store.codec import check_key
+from tmy.store.base import rank_score, score_out
+from tmy.store.codec import check_board, check_key, decode
+from tmy.store.redis.boards import name_args
 from tmy.store.redis.connection import SPARE_CONNECTIONS, retry_policy
+from tmy.store.redis.snapshots import batches
 from tmy.store.redis.store import RedisStore
+
+SYNC_ROUNDS = 3
+"""Board writes one cluster ``rank_sync`` makes at most while the value keeps changing."""
 
 
 class RedisClusterStore(RedisStore):
@@ -144,3 +163,34 @@ class RedisClusterStore(RedisStore):
     async def _mget(self, redis: Any, rkeys: list[str]) -> list[bytes | None]:
         # one MGET per slot (a cluster refuses an MGET across slots), one pipeline per node
         return await redis.mget_nonatomic(rkeys)
+
+    def _groups(self, rkeys: list[str]) -> list[list[str]]:
+        """Keys in groups of one hash slot (a script reads one slot), each at most a batch."""
+        slots: dict[int, list[str]] = {}
+        for rkey in rkeys:
+            slots.setdefault(key_slot(rkey.encode()), []).append(rkey)
+        return [list(chunk) for group in slots.values() for chunk in batches(group)]
+
+    async def rank_sync(
+        self, board: str, member: str, key: str, name: str | None = None
+    ) -> float | None:
+        """GET the value, set the board, GET again: repeat while the value changed (see
+        the module doc)."""
+        check_board(board, member)
+        zset, names = self._board(board)
+        rkey = self._k(key)
+        what = f"rank_sync {board!r} {member!r}"
+        async with self._io(what) as redis:
+            raw = await redis.get(rkey)
+        for _ in range(SYNC_ROUNDS):
+            score = None if raw is None else rank_score(decode(raw, key))
+            text = "" if score is None else raw.decode()
+            async with self._io(what) as redis:
+                await self._rank_set(
+                    keys=[zset, names], args=[member, text, *name_args(name)], client=redis
+                )
+                again = await redis.get(rkey)
+            if again == raw:
+                break
+            raw = again
+        return None if score is None else score_out(score)

@@ -44,7 +44,8 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tmy.errors import StoreError
-from tmy.store.codec import MAX_VALUE_BYTES, check_key
+from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
+from tmy.store.codec import MAX_VALUE_BYTES, check_key, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, lease_ttl_option, new_token
 from tmy.store.redis.cache import RawCache
 from tmy.store.redis.connection import (
@@ -53,7 +54,22 @@ from tmy.store.redis.connection import (
     TunedConnection,
     retry_policy,
 )
-from tmy.store.redis.scripts import CAS, COMMIT, GIVE, PUT, RENEW, TAKE, px
+from tmy.store.redis.scripts import (
+    CAS,
+    COMMIT,
+    GIVE,
+    PUT,
+    RANK_ENTRY,
+    RANK_OF,
+    RANK_PAGE,
+    RANK_SET,
+    RANK_SYNC,
+    RANK_TOP,
+    RENEW,
+    SNAP,
+    TAKE,
+    px,
+)
 
 if TYPE_CHECKING:
     from tmy.store.redis.group_commit import Job
@@ -99,6 +115,13 @@ class RedisLanes:
     _give: AsyncScript
     _renew: AsyncScript
     _commit_script: AsyncScript
+    _snap: AsyncScript
+    _rank_sync: AsyncScript
+    _rank_set: AsyncScript
+    _rank_top: AsyncScript
+    _rank_of: AsyncScript
+    _rank_entry: AsyncScript
+    _rank_page: AsyncScript
 
     _SCHEMES = ("redis", "rediss")
     _REFRESH_COST = 0  # connect+reply rounds a resend may wait for besides its own (see op_ttl)
@@ -202,6 +225,12 @@ class RedisLanes:
         check_key(key)
         return f"{self._head}{key}}}"
 
+    def _board(self, board: str) -> tuple[str, str]:
+        """A board's sorted set and hash of names: ``{prefix}:rank:{board}`` and
+        ``{prefix}:rank-names:{board}`` (one hash slot; outside the value keys' ``{prefix}:{``)."""
+        tail = self._k(board)[len(self._head) :]  # the checks of a key (a cluster's too)
+        return f"{self.prefix}:rank:{{{tail}", f"{self.prefix}:rank-names:{{{tail}"
+
     def _op(self, rkey: str) -> str:
         """A new write record key for ``rkey``, in its hash slot."""
         return f"{rkey}:op:{self._op_base}{next(self._op_seq):x}"
@@ -301,14 +330,44 @@ class RedisLanes:
         self._give = client.register_script(GIVE)
         self._renew = client.register_script(RENEW)
         self._commit_script = client.register_script(COMMIT)
-        scripts = (self._cas, self._put, self._take, self._give, self._renew, self._commit_script)
+        self._snap = client.register_script(SNAP)
+        self._rank_sync = client.register_script(RANK_SYNC)
+        self._rank_set = client.register_script(RANK_SET)
+        self._rank_top = client.register_script(RANK_TOP)
+        self._rank_of = client.register_script(RANK_OF)
+        self._rank_entry = client.register_script(RANK_ENTRY)
+        self._rank_page = client.register_script(RANK_PAGE)
+        scripts = (
+            self._cas,
+            self._put,
+            self._take,
+            self._give,
+            self._renew,
+            self._commit_script,
+            self._snap,
+            self._rank_sync,
+            self._rank_set,
+            self._rank_top,
+            self._rank_of,
+            self._rank_entry,
+            self._rank_page,
+        )
         try:
             with self._failing("connect"):
                 await self._prepare(client, scripts)
+                await self._mark_format(client)
         except BaseException:
             await client.aclose()
             raise
         self._redis = client
+
+    async def _mark_format(self, client: Any) -> None:
+        """Write the format marker when absent (SET NX: a resent copy changes nothing);
+        refuse a store a newer tmy wrote."""
+        rkey = self._k(FORMAT_KEY)
+        await client.set(rkey, encode({"format": STORE_FORMAT}), nx=True)
+        raw = await client.get(rkey)
+        check_format(None if raw is None else decode(raw, FORMAT_KEY), self.where)
 
     async def close(self) -> None:
         """Close every pooled connection; idempotent."""

@@ -109,6 +109,101 @@ redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
 return 0
 """
 
+# -- snapshots and boards (reads and idempotent writes: no write records needed) ----------
+
+# KEYS: value keys (one hash slot). Returns {raw or false, PTTL, raw or false, PTTL, …}:
+# each key's value and remaining life read together (PTTL -1: no expiry, -2: gone).
+SNAP = """
+local out = {}
+for i = 1, #KEYS do
+  out[2 * i - 1] = redis.call('GET', KEYS[i])
+  out[2 * i] = redis.call('PTTL', KEYS[i])
+end
+return out
+"""
+
+# Board keys: KEYS[b] the sorted set (member -> score), KEYS[b + 1] the hash of names.
+# ARGV[a]: member, ARGV[a + 1]: the value's raw JSON, ARGV[a + 2]: '1' when a name is
+# given, ARGV[a + 3]: the name. A raw JSON text Lua reads as a number (JSON numbers, and
+# nothing else JSON writes: strings are quoted, true/false/null/[/{ are not numbers)
+# becomes the member's score (ZADD takes the JSON text as is); anything else (or no
+# value) removes the member and its name. Returns the raw score text or false.
+_RANK_APPLY = """
+local function apply(raw, b, a)
+  if raw and tonumber(raw) then
+    redis.call('ZADD', KEYS[b], raw, ARGV[a])
+    if ARGV[a + 2] == '1' then redis.call('HSET', KEYS[b + 1], ARGV[a], ARGV[a + 3]) end
+    return raw
+  end
+  redis.call('ZREM', KEYS[b], ARGV[a])
+  redis.call('HDEL', KEYS[b + 1], ARGV[a])
+  return false
+end
+"""
+# KEYS: the value, the sorted set, the names. ARGV: member, '' (unused), '1'/'0' name
+# given, name. Reads the value and makes the board agree, in one step (one Redis).
+RANK_SYNC = (
+    _RANK_APPLY
+    + """
+return apply(redis.call('GET', KEYS[1]), 2, 1)
+"""
+)
+# KEYS: the sorted set, the names. ARGV: member, raw value ('' none), '1'/'0', name.
+# The cluster's second half of a sync (the value was read by a GET in another slot).
+RANK_SET = (
+    _RANK_APPLY
+    + """
+local raw = ARGV[2]
+if raw == '' then raw = false end
+return apply(raw, 1, 1)
+"""
+)
+# KEYS: the sorted set, the names. ARGV: n. Returns {member, score, name or false, …},
+# highest first, ties by member descending (ZREVRANGE's order).
+RANK_TOP = """
+local top = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+if #top == 0 then return {} end
+local members = {}
+for i = 1, #top, 2 do members[#members + 1] = top[i] end
+local names = redis.call('HMGET', KEYS[2], unpack(members))
+local out = {}
+for i = 1, #members do
+  out[#out + 1] = members[i]
+  out[#out + 1] = top[2 * i]
+  out[#out + 1] = names[i]
+end
+return out
+"""
+# KEYS: the sorted set. ARGV: member. 1 + members scoring strictly higher, or false.
+RANK_OF = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return false end
+return redis.call('ZCOUNT', KEYS[1], '(' .. score, '+inf') + 1
+"""
+# KEYS: the sorted set, the names. ARGV: member. {score, name or false}, or false.
+RANK_ENTRY = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return false end
+return {score, redis.call('HGET', KEYS[2], ARGV[1])}
+"""
+# KEYS: the sorted set, the names. ARGV: ZSCAN cursor. {next cursor, member, score,
+# name or false, …}: one page of a board with its names, read together.
+RANK_PAGE = """
+local page = redis.call('ZSCAN', KEYS[1], ARGV[1], 'COUNT', 500)
+local items = page[2]
+local out = {page[1]}
+if #items == 0 then return out end
+local members = {}
+for i = 1, #items, 2 do members[#members + 1] = items[i] end
+local names = redis.call('HMGET', KEYS[2], unpack(members))
+for i = 1, #members do
+  out[#out + 1] = members[i]
+  out[#out + 1] = items[2 * i]
+  out[#out + 1] = names[i]
+end
+return out
+"""
+
 
 def px(seconds: float) -> int:
     """``seconds`` as a script's PX argument: whole milliseconds, at least 1."""

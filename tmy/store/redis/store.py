@@ -49,18 +49,13 @@ from tmy.store.leases import (
     lost_in_store,
     new_token,
 )
-from tmy.store.redis.group_commit import GroupCommit
 from tmy.store.redis.scripts import px, ttl_arg
+from tmy.store.redis.snapshots import RedisSnapshots
 
 log = logging.getLogger("tmy.store.redis")  # the name it had as one module
 
 
-def _glob_escape(text: str) -> str:
-    """``text`` matched literally by SCAN MATCH."""
-    return "".join("\\" + c if c in "\\*?[]" else c for c in text)
-
-
-class RedisStore(GroupCommit):
+class RedisStore(RedisSnapshots):
     """A :class:`~tmy.store.base.Store` on Redis (``redis://`` or ``rediss://`` URL).
 
     The constructor is :class:`~tmy.store.redis.lanes.RedisLanes`'s (URL and
@@ -180,17 +175,9 @@ class RedisStore(GroupCommit):
         return await redis.mget(rkeys)
 
     async def keys(self, prefix: str) -> list[str]:
-        """Every live key starting with ``prefix``, sorted (SCAN MATCH, glob-escaped)."""
-        pattern = _glob_escape(self._head) + _glob_escape(prefix) + "*"
-        head = len(self._head.encode())
-        found: set[str] = set()
-        async with self._io(f"keys {prefix!r}") as redis:
-            async for rkey in redis.scan_iter(match=pattern, count=1000):
-                if rkey.endswith(b"}"):  # lock keys end in ":lock", write records in ":op:…"
-                    key = rkey[head:-1].decode()
-                    if key.startswith(prefix):  # "a}" also matches the key of "a"
-                        found.add(key)
-        return sorted(found)
+        """Every live key starting with ``prefix``, sorted (SCAN MATCH, glob-escaped);
+        not the format marker."""
+        return sorted(await self._value_keys(prefix, f"keys {prefix!r}"))
 
     async def commit(
         self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()

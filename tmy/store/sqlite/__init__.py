@@ -53,9 +53,15 @@ Why it is built this way:
 One instance belongs to one event loop (one thread); open a second instance for
 another thread or process.
 
+* **Format marker**: ``open`` inserts ``{"format": 1}`` at ``tmy/format`` when
+  absent and refuses a file whose marker names a newer format.
+
 The package: :mod:`~tmy.store.sqlite.connection` (the connection, its busy-wait
-retries and transactions, open/close, the SQL statements) and
-:mod:`~tmy.store.sqlite.store` (:class:`SQLiteStore`: values, commits, locks).
+retries and transactions, open/close, the SQL statements),
+:mod:`~tmy.store.sqlite.ranks` (leaderboard boards: the ``ranks`` table),
+:mod:`~tmy.store.sqlite.snapshots` (``snapshot``: one read transaction;
+``restore``) and :mod:`~tmy.store.sqlite.store` (:class:`SQLiteStore`: values,
+commits, locks).
 """
 
 from tmy.store.sqlite.store import SQLiteStore

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tmy.errors import StoreError
-from tmy.store.codec import MAX_VALUE_BYTES, check_ttl
+from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
+from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
 
 T = TypeVar("T")
@@ -26,6 +27,11 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL);
 CREATE INDEX IF NOT EXISTS kv_expires ON kv (expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, token TEXT NOT NULL, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS ranks (
+  board TEXT NOT NULL, member TEXT NOT NULL, score REAL NOT NULL, name TEXT,
+  PRIMARY KEY (board, member)
+);
+CREATE INDEX IF NOT EXISTS ranks_score ON ranks (board, score, member);
 """
 UPSERT = (
     "INSERT INTO kv (key, value, expires) VALUES (?, ?, ?) "
@@ -169,6 +175,16 @@ class SQLiteConnection:
                 db.execute(GIVE_LEASE, (key, token))
                 log.warning("lock %r: cleared the lease of a dead holder (%s)", key, token)
 
+    def _mark_format(self, db: sqlite3.Connection) -> None:
+        """Write the format marker when absent; refuse a file a newer tmy wrote."""
+        marker = encode({"format": STORE_FORMAT}).decode()
+        db.execute(
+            "INSERT OR IGNORE INTO kv (key, value, expires) VALUES (?, ?, NULL)",
+            (FORMAT_KEY, marker),
+        )
+        row = db.execute("SELECT value FROM kv WHERE key = ?", (FORMAT_KEY,)).fetchone()
+        check_format(decode(row[0], FORMAT_KEY), f"sqlite {self.path}")
+
     # -- lifecycle --------------------------------------------------------------
 
     async def open(self) -> None:
@@ -193,6 +209,7 @@ class SQLiteConnection:
             d.execute("PRAGMA synchronous = NORMAL")
             d.executescript(SCHEMA)
             self._clear_stale_leases(d)
+            self._mark_format(d)
 
         try:
             await self._run(setup, "open")

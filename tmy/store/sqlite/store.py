@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from tmy.store.base import MISSING
+from tmy.store.base import FORMAT_KEY, MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
 from tmy.store.leases import (
     Lease,
@@ -26,15 +26,15 @@ from tmy.store.sqlite.connection import (
     TAKE_LEASE,
     UPSERT,
     FnFailed,
-    SQLiteConnection,
     is_live,
     log,
 )
+from tmy.store.sqlite.snapshots import SQLiteSnapshots
 
 R = TypeVar("R")
 
 
-class SQLiteStore(SQLiteConnection):
+class SQLiteStore(SQLiteSnapshots):
     """A :class:`~tmy.store.base.Store` in one SQLite file (or ``:memory:``)."""
 
     # -- values -----------------------------------------------------------------
@@ -152,7 +152,7 @@ class SQLiteStore(SQLiteConnection):
             for key, expires in db.execute(sql, (prefix,)):
                 if not key.startswith(prefix):
                     break  # keys sharing the prefix are contiguous in index order
-                if expires is None or expires > now:
+                if (expires is None or expires > now) and key != FORMAT_KEY:
                     out.append(key)
             return out
 

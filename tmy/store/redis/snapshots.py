@@ -1,0 +1,170 @@
+"""The Redis store's ``snapshot`` and ``restore`` (see :mod:`tmy.store.base`).
+
+``snapshot`` SCANs the value keys (``{prefix}:{…}``, never KEYS) and reads
+them with a script, :data:`~tmy.store.redis.scripts.SNAP`, that returns each
+key's value and PTTL together: every entry is one consistent (value, TTL) pair,
+the set of them is not one moment (keys written meanwhile may or may not be in
+it). Up to :data:`~tmy.store.snapshot.BATCH` keys per script (one hash slot per
+script on a cluster), a few scripts in flight. Boards are SCANned too
+(``{prefix}:rank:{…}``) and read a ZSCAN page at a time together with their
+names (:data:`~tmy.store.redis.scripts.RANK_PAGE`). Leases, write records and
+turns are never read.
+
+``restore`` checks everything first (:mod:`tmy.store.snapshot`), then sends
+plain ``SET [PX]`` / ``ZADD`` / ``HSET`` commands in pipelines of
+:data:`~tmy.store.snapshot.BATCH`. They are not recorded writes: each sets a
+value the snapshot holds, so a copy redis-py resends after a lost reply writes
+the same thing again (a TTL restarts a moment later). ``replace`` first
+UNLINKs every value key but the format marker and every board (not leases, not
+write records, which expire on their own). Meant for a store no daemon is
+writing to meanwhile (a daemon's write to a key the snapshot also holds is
+overwritten, as a merge means).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from tmy.store.base import FORMAT_KEY, Snapshot
+from tmy.store.codec import decode
+from tmy.store.redis.boards import RedisBoards
+from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
+
+IN_FLIGHT = 8  # snapshot scripts sent at once
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by SCAN MATCH."""
+    return "".join("\\" + c if c in "\\*?[]" else c for c in text)
+
+
+async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
+    """``fn`` over ``items``, at most :data:`IN_FLIGHT` at once."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await fn(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+class RedisSnapshots(RedisBoards):
+    """``snapshot`` and ``restore`` on Redis (see the module doc)."""
+
+    # -- scanning -------------------------------------------------------------------------------
+
+    async def _scan(self, match: str, what: str) -> set[bytes]:
+        """Every Redis key matching ``match`` (SCAN, on every master of a cluster)."""
+        found: set[bytes] = set()
+        async with self._io(what) as redis:
+            async for rkey in redis.scan_iter(match=match, count=1000):
+                found.add(rkey)
+        return found
+
+    async def _value_keys(self, prefix: str, what: str) -> dict[str, str]:
+        """Live logical keys starting with ``prefix`` -> their Redis keys (not the marker)."""
+        head = len(self._head.encode())
+        out: dict[str, str] = {}
+        for rkey in await self._scan(glob_escape(self._head + prefix) + "*", what):
+            if rkey.endswith(b"}"):  # lock keys end in ":lock", write records in ":op:…"
+                key = rkey[head:-1].decode()
+                if key.startswith(prefix) and key != FORMAT_KEY:  # "a}" also matches "a"
+                    out[key] = rkey.decode()
+        return out
+
+    async def _boards(self, what: str) -> dict[str, tuple[str, str]]:
+        """Every board id -> its (sorted set, names) keys."""
+        head = f"{self.prefix}:rank:{{"
+        found = await self._scan(glob_escape(head) + "*", what)
+        boards = [rkey.decode()[len(head) : -1] for rkey in found]
+        return {board: self._board(board) for board in boards}
+
+    def _groups(self, rkeys: list[str]) -> list[list[str]]:
+        """Redis keys in groups one script may read (one Redis: any keys together)."""
+        return [list(chunk) for chunk in batches(rkeys)]
+
+    # -- snapshot -------------------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        """Every live key (value and TTL read together) and every board entry."""
+        keys = await self._value_keys("", "snapshot")
+        logical = {rkey: key for key, rkey in keys.items()}
+        entries: list[tuple[str, Any, float | None]] = []
+
+        async def read(group: list[str]) -> None:
+            async with self._io("snapshot") as redis:
+                flat = await self._snap(keys=group, args=[], client=redis)
+            for rkey, raw, pttl in zip(group, flat[::2], flat[1::2], strict=True):
+                if raw is None or pttl == -2:  # expired or deleted since the SCAN
+                    continue
+                key = logical[rkey]
+                entries.append((key, decode(raw, key), None if pttl < 0 else pttl / 1000))
+
+        await _each(self._groups(sorted(logical)), read)
+        ranks: list[tuple[str, str, float, str | None]] = []
+
+        async def read_board(item: tuple[str, tuple[str, str]]) -> None:
+            board, (zset, names) = item
+            seen: dict[str, tuple[float, str | None]] = {}  # ZSCAN may repeat a member
+            cursor: Any = "0"
+            while True:
+                async with self._io(f"snapshot of board {board!r}") as redis:
+                    page = await self._rank_page(keys=[zset, names], args=[cursor], client=redis)
+                cursor, flat = page[0], page[1:]
+                for i in range(0, len(flat), 3):
+                    name = None if flat[i + 2] is None else flat[i + 2].decode()
+                    seen[flat[i].decode()] = (float(flat[i + 1]), name)
+                if cursor in (b"0", "0", 0):
+                    break
+            ranks.extend((board, m, score, name) for m, (score, name) in seen.items())
+
+        await _each(sorted((await self._boards("snapshot")).items()), read_board)
+        return sorted_snapshot(entries, ranks)
+
+    # -- restore --------------------------------------------------------------------------------
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """Write ``snapshot`` in pipelines (see the module doc); ``replace`` wipes first."""
+        rows = encoded_entries(snapshot, self.max_value_bytes)
+        ranks = checked_ranks(snapshot)
+        # every Redis key first: a key a cluster refuses is refused before anything is written
+        targets = [(self._k(key), raw, ttl) for key, raw, ttl in rows]
+        boards = {board: self._board(board) for board, _, _, _ in ranks}
+        if replace:
+            doomed = list((await self._value_keys("", "restore")).values())
+            for zset, names in (await self._boards("restore")).values():
+                doomed += [zset, names]
+            for chunk in batches(doomed):
+                async with self._io("restore: clearing the store") as redis:
+                    pipe = redis.pipeline(transaction=False)
+                    for rkey in chunk:
+                        pipe.execute_command("UNLINK", rkey)
+                    await pipe.execute()
+                for rkey in chunk:
+                    self._cache.put(rkey, None)
+        for chunk in batches(targets):
+            async with self._io(f"restore of {len(chunk)} keys") as redis:
+                pipe = redis.pipeline(transaction=False)
+                for rkey, raw, ttl in chunk:
+                    if ttl is None:
+                        pipe.set(rkey, raw)
+                    else:
+                        pipe.set(rkey, raw, px=max(1, round(ttl * 1000)))
+                await pipe.execute()
+            for rkey, raw, _ in chunk:
+                self._cache.put(rkey, raw)
+        for chunk in batches(ranks):
+            async with self._io(f"restore of {len(chunk)} board entries") as redis:
+                pipe = redis.pipeline(transaction=False)
+                for board, member, score, name in chunk:
+                    zset, names = boards[board]
+                    pipe.zadd(zset, {member: score})
+                    if name is None:
+                        pipe.hdel(names, member)
+                    else:
+                        pipe.hset(names, member, name)
+                await pipe.execute()
+        return len(rows)

@@ -1,0 +1,117 @@
+"""The SQLite store's ``snapshot`` and ``restore`` (see :mod:`tmy.store.base`).
+
+``snapshot`` is one read transaction: every live row of ``kv`` (but the format
+marker) and every board entry as of one moment. On a file it runs on a
+connection of its own in a worker thread — WAL lets it read its moment while
+this process and others keep writing, and the event loop is not held while a
+large store is read; a ``:memory:`` database (private to its connection) is
+read on the store's own connection. Lease rows are never read.
+
+``restore`` checks every entry first (:mod:`tmy.store.snapshot`), then writes
+in ``BEGIN IMMEDIATE`` transactions of :data:`~tmy.store.snapshot.BATCH` rows
+(other writers get their turn between them); with ``replace`` the first one
+also deletes every key (but the format marker) and every board entry. A TTL
+counts from the moment its batch is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from tmy.errors import StoreError
+from tmy.store.base import FORMAT_KEY, Snapshot
+from tmy.store.codec import decode
+from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
+from tmy.store.sqlite.connection import UPSERT
+from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks
+
+Rows = tuple[list[tuple[str, str, float | None]], list[tuple[str, str, float, str | None]], float]
+
+
+def _read(db: sqlite3.Connection) -> Rows:
+    """Every live key/value row and every board row, in one read transaction."""
+    db.execute("BEGIN")
+    try:
+        now = time.time()
+        kv = db.execute(
+            "SELECT key, value, expires FROM kv WHERE key != ? "
+            "AND (expires IS NULL OR expires > ?) ORDER BY key",
+            (FORMAT_KEY, now),
+        ).fetchall()
+        ranks = db.execute(
+            "SELECT board, member, score, name FROM ranks ORDER BY board, member"
+        ).fetchall()
+    finally:
+        db.execute("COMMIT")
+    return kv, ranks, now
+
+
+class SQLiteSnapshots(SQLiteRanks):
+    """``snapshot`` and ``restore`` on SQLite (see the module doc)."""
+
+    async def snapshot(self) -> Snapshot:
+        """Every live key and board entry, from one read transaction."""
+        self._conn()  # refuse a closed store at once
+        if isinstance(self.path, Path):
+            kv, ranks, now = await asyncio.to_thread(self._read_file)
+        else:
+            kv, ranks, now = await self._run(_read, "snapshot")
+        entries: list[tuple[str, Any, float | None]] = [
+            (key, decode(raw, key), None if expires is None else expires - now)
+            for key, raw, expires in kv
+        ]
+        return sorted_snapshot(entries, [(b, m, float(s), n) for b, m, s, n in ranks])
+
+    def _read_file(self) -> Rows:
+        """:func:`_read` on a connection of its own (run in a worker thread)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
+        try:
+            return _read(db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
+        finally:
+            db.close()
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """Write ``snapshot`` in transactions of a few hundred rows (see the module doc)."""
+        rows = encoded_entries(snapshot, self.max_value_bytes)
+        ranks = checked_ranks(snapshot)
+        wipe = replace
+
+        def write(
+            db: sqlite3.Connection,
+            chunk: list[tuple[str, bytes, float | None]],
+            board_rows: list[tuple[str, str, float, str | None]],
+            wipe: bool,
+        ) -> None:
+            def body() -> None:
+                now = time.time()
+                if wipe:
+                    db.execute("DELETE FROM kv WHERE key != ?", (FORMAT_KEY,))
+                    db.execute("DELETE FROM ranks")
+                db.executemany(
+                    UPSERT,
+                    [(k, raw.decode(), None if t is None else now + t) for k, raw, t in chunk],
+                )
+                db.executemany(RANK_PUT, board_rows)
+
+            self._in_transaction(db, body)
+
+        work: list[tuple[list[Any], list[Any]]] = [(list(c), []) for c in batches(rows)]
+        work += [([], list(c)) for c in batches(ranks)]
+        if not work and wipe:
+            work = [([], [])]
+        for chunk, board_rows in work:
+            await self._run(
+                lambda db, c=chunk, b=board_rows, w=wipe: write(db, c, b, w),
+                f"restore of {len(chunk) + len(board_rows)} entries",
+            )
+            wipe = False
+        return len(rows)
