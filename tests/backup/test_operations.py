@@ -59,6 +59,10 @@ BOTH_WAYS = [
         "redis_store_url", "sqlite_store_url", id="redis-to-sqlite", marks=pytest.mark.redis
     ),
     pytest.param("sqlite_store_url", "other_sqlite_url", id="sqlite-to-sqlite"),
+    # the session's Redis Cluster (private redis-server processes: slow)
+    pytest.param(
+        "sqlite_store_url", "cluster_store_url", id="sqlite-to-cluster", marks=pytest.mark.slow
+    ),
 ]
 
 
