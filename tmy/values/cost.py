@@ -52,6 +52,7 @@ CONTAINER_COST = 200  # each nested list/map a walk enters
 MIXED_COST = 15  # more per member of a list that mixes kinds (measured one by one)
 FLOAT_COST = 75  # a float written as text (its shortest repr)
 SORT_COST = 3  # per member and comparison level of a sort (n * log2 n)
+DRAW_COST = 750  # one random draw: about 3 µs from the system generator (os.urandom)
 MAX_EVAL_SECONDS = 0.25  # wall-clock backstop, checked between nodes and calls
 
 

@@ -167,7 +167,8 @@ def parse_expression(source: str) -> ast.expr:
             and node.id in FUNCTIONS
             and id(node) not in passed
         ):
-            raise ExpressionError(f"{node.id} is a function: call it, {node.id}()")
+            call = ranks.USAGE.get(node.id, f"call it, {node.id}()")
+            raise ExpressionError(f"{node.id} is a function: {call}")
         if isinstance(node, (ast.JoinedStr, ast.NamedExpr, ast.Await, ast.Yield)):
             kind = {ast.JoinedStr: "f-strings"}.get(type(node), type(node).__name__)
             raise ExpressionError(f"{kind} are not allowed in expressions; use a {{template}}")

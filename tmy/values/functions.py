@@ -25,6 +25,7 @@ from tmy.errors import ExpressionError
 from tmy.values import cost, draws, ranks
 from tmy.values.cost import (
     CALL_COST,
+    DRAW_COST,
     ITEM_COST,
     MAX_RESULT_UNITS,
     MAX_ROUND_DIGITS,
@@ -133,6 +134,24 @@ def _sorting(*args: Any, **kwargs: Any) -> int:
 
 _SORTED_WALK = _walking("sorted")
 _STR_WALK = _walking("str")
+
+
+def _draws(count: Callable[..., int], walk: Callable[..., int] | None = None) -> Callable[..., int]:
+    """Cost of a random function: ``DRAW_COST`` per draw it makes (``count`` of its
+    arguments), plus the walk of its input (``sample``/``shuffled`` copy the list)."""
+
+    def units(*args: Any, **kwargs: Any) -> int:
+        try:
+            draws = max(count(*args, **kwargs), 1)
+        except (TypeError, ValueError):  # wrong arguments: the function itself says so
+            draws = 1
+        return draws * DRAW_COST + (walk(*args, **kwargs) if walk is not None else 0)
+
+    return units
+
+
+def _one(*args: Any, **kwargs: Any) -> int:
+    return 1
 
 
 def _conversion(value: Any) -> int:
@@ -267,9 +286,10 @@ _COSTS: dict[str, tuple[Callable[..., Any], Callable[..., int]]] = {
     "len": (len, _free), "bool": (bool, _free), "abs": (abs, _flat), "float": (float, _flat),
     "int": (int, _int_cost), "round": (round, _round_cost), "str": (str, _str_cost),
     "sorted": (_sorted, _sorting), "json_loads": (_json_loads, _free),
-    "random": (draws.random_, _free), "randint": (draws.randint, _flat),
-    "choice": (draws.choice, _free), "sample": (draws.sample, _walking("sample")),
-    "shuffled": (draws.shuffled, _walking("shuffled")),
+    "random": (draws.random_, _draws(_one)), "randint": (draws.randint, _draws(_one, _flat)),
+    "choice": (draws.choice, _draws(_one)),
+    "sample": (draws.sample, _draws(lambda seq, k: min(int(k), len(seq)), _walking("sample"))),
+    "shuffled": (draws.shuffled, _draws(len, _walking("shuffled"))),
     "top": (ranks.top, _free), "rank_of": (ranks.rank_of, _free),
     "set": (set, _set_cost), "dict": (dict, _dict_cost),
     **{name: (fn, _walking(name)) for name, fn in {
