@@ -38,7 +38,7 @@ from tmy.rulebook.rules import RuleCompiler, check_key_claims
 from tmy.store.codec import MAX_VALUE_BYTES, encode
 from tmy.yamlfile.source import LineDict, LineList, read_yaml
 
-FILE_KEYS = ("variables", "rules", "tests")
+FILE_KEYS = ("variables", "rules", "tests", "seed")  # seed: the rule tests' default (tmy.ruletests)
 VARIABLE_KEYS = ("scope", "default", "description", "rank")
 _NAME_RE = re.compile(r"[^\W\d]\w*")
 # cron's rule key (tmy.cron.EXTENSION): a scheduled run holds every variable its rule may
