@@ -411,7 +411,9 @@ class Variables(Mapping[str, Any]):
     def leaderboard(self, name: str) -> Board:
         """``(top, rank)`` of ``name``'s board as :meth:`fetch_boards` fetched it:
         the highest :data:`~tmy.values.ranks.TOP_MAX` entries first, the sender's
-        1-based rank (None before their first value)."""
+        1-based rank (None before their first value). Inside an atomic span the
+        span's own writes reach the board when they are committed together at its end,
+        so a step after the span sees them; a step inside it sees the board as it was."""
         decl = self.declared.get(name)
         if decl is None or not decl.rank:
             raise EvalError(
