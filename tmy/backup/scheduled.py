@@ -103,8 +103,6 @@ class ScheduledBackup:
         """Fire at every fire time from now on (``timing``: another clock, for tests)."""
         timing = timing or self.timing
         fire = timing.after(datetime.now(timing.tz))
-        log.info("backup.scheduled", cron=self.config.cron, next=fire_time_text(fire),
-                 path=str(self.folder), keep=self.config.keep)  # fmt: skip
         while True:
             while (delay := fire.timestamp() - time.time()) > 0:
                 await asyncio.sleep(delay)
@@ -150,6 +148,8 @@ async def serving(services: Services) -> AsyncIterator[ScheduledBackup | None]:
         yield None
         return
     job = ScheduledBackup(services.store, config, folder, settings.tz)
+    log.info("backup.scheduled", cron=config.cron, next=fire_time_text(job.timing.upcoming(1)[0]),
+             path=str(folder), keep=config.keep)  # fmt: skip
     task = asyncio.create_task(job.run(), name="backup")
     try:
         yield job
