@@ -43,8 +43,9 @@ from tmy.adapters.http import HttpAdapter
 from tmy.command import Command, command_table
 from tmy.commands import http as admin_http
 from tmy.commands.chat import ChatCommands
+from tmy.commands.lint import rule_warnings
 from tmy.config import Settings, with_sections
-from tmy.daemon import Adapters, build_adapters, health_report
+from tmy.daemon import Adapters, build_adapters, disabled_adapter, health_report
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
@@ -75,7 +76,12 @@ def build_registry(settings: Settings, extensions: Iterable[Extension] = ()) -> 
 
 def log_rule_warnings(app: App) -> None:
     """Log what `check` would warn about (the daemon does this once it is serving)."""
-    for warning in app.rulebook.warnings:
+    running = {a.name for a in app.adapters.all} if app.adapters is not None else set()
+
+    def disabled(platform: str) -> str | None:  # an adapter given to the app counts as enabled
+        return None if platform in running else disabled_adapter(app.settings, platform)
+
+    for warning in rule_warnings(app.rulebook, disabled):
         log.warning("rules.warning", detail=warning)
 
 

@@ -62,6 +62,29 @@ def _enabled(settings: Settings, platform: str) -> bool:
     return bool(getattr(settings.adapters, platform).enabled)  # onebot, discord, telegram
 
 
+ENABLED_BY = {
+    "console": "adapters.console.enabled",
+    "http": "adapters.http.enabled",
+    **{name: f"adapters.{'http' if name == 'openai' else name}.enabled" for name in PLATFORMS},
+}
+"""Each adapter a rule can name (``platforms:``, ``send_to:``) and the config key enabling it."""
+
+
+def disabled_adapter(settings: Settings, platform: str) -> str | None:
+    """The config key that would enable the adapter named ``platform`` when ``settings``
+    leave it off; None when it is on, or no adapter has that name (a message through
+    the HTTP API may carry any platform name). ``check`` warns with it."""
+    if platform == "console":
+        on = settings.console
+    elif platform == "http":
+        on = settings.http_enabled
+    elif platform in PLATFORMS:
+        on = _enabled(settings, platform)
+    else:
+        return None
+    return None if on else ENABLED_BY[platform]
+
+
 def build_adapters(
     settings: Settings, *, console: bool | None = None, store: Store | None = None
 ) -> list[Adapter]:

@@ -8,13 +8,15 @@ command registry by :mod:`tmy.cli.commands`.
 Common options work before or after the command: ``--config``, ``--rules``,
 ``--store``, ``--user``, ``--user-name``, ``--chat``, ``--platform``,
 ``--log-level`` (each has a ``TMY_*`` environment twin). Exit codes: 0 ok, 1 the
-command failed (rule errors, a failed run with ``ask``), 2 bad usage or configuration.
+command failed (rule errors, a failed run with ``ask``), 2 bad usage or configuration,
+141 the output's reader stopped early (a closed pipe).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -43,7 +45,38 @@ def build_parser(commands: Mapping[str, Command] | None = None) -> argparse.Argu
     return parser
 
 
+BROKEN_PIPE = 141
+"""The exit status when whoever reads the output stopped early (``check | head -1``): what a
+process killed by SIGPIPE reports (128 + 13), without a traceback."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); the exit status.
+
+    Every command's output may go to a pipe whose reader stops early (``check |
+    head -1``): that ends the command quietly with :data:`BROKEN_PIPE`.
+    """
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the guard: a closed pipe fails here, not at exit
+        return code
+    except BrokenPipeError:
+        _drop_stdout()
+        return BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush of what is still
+    buffered would otherwise fail again (``Exception ignored … BrokenPipeError``)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (a test's capture): nothing to protect
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     found = extensions()
     commands = command_table(found)
     args = build_parser(commands).parse_args(argv)
@@ -61,9 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "check":
             return run_check(settings, args.path, found)
         if name == "ask":
-            return asyncio.run(run_ask(settings, args.text, args.json, identity(args), found))
+            who = identity(args)
+            return asyncio.run(
+                run_ask(settings, args.text, args.json, who, found, admin=args.admin)
+            )
         if name == "chat":
-            return asyncio.run(run_chat(settings, identity(args), found))
+            return asyncio.run(run_chat(settings, identity(args), found, admin=args.admin))
         if name == "test":
             return run_test(settings, args, found)
         return run_command(commands[name], args, settings, commands, found)

@@ -6,6 +6,10 @@ Each :class:`~tmy.command.Command` becomes a subcommand with its CLI arguments
 ``needs``: ``app`` opens one (no console, no listener), ``settings`` none,
 ``daemon`` asks the running daemon over HTTP (``POST /admin/commands/{name}``;
 ``reload`` keeps the route it always used, ``POST /admin/reload``).
+
+A command that posts to chats (:data:`DAEMON_FIRST`: ``cron fire``) is asked of the
+running daemon first, because only the daemon has connected platform adapters; when
+no daemon answers it runs here (a note on stderr says so).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,9 +30,14 @@ from tmy.adapters.http import parse_listen
 from tmy.app import App
 from tmy.cli.options import identity, option, sender
 from tmy.command import Arg, Command, Invocation, Result
+from tmy.commands.cron_fire import is_posting
 from tmy.commands.reload import cli_text as reload_text
 from tmy.config import Settings
 from tmy.extension import Extension
+
+DAEMON_FIRST: dict[str, Callable[[dict[str, Any]], bool]] = {"cron": is_posting}
+"""Commands (by name) whose run, for the arguments given, posts to chats: asked of the
+running daemon first (``--url``/``--key`` as for ``reload``), else run here."""
 
 
 def add_commands(
@@ -54,7 +63,7 @@ def add_commands(
             _add_argument(target, arg)
         if command.json_help:
             parser.add_argument("--json", action="store_true", help=command.json_help)
-        if command.needs == "daemon":
+        if command.needs == "daemon" or command.name in DAEMON_FIRST:
             parser.add_argument(
                 "--url", help="the daemon's listener (default: from adapters.http.listen)"
             )
@@ -112,16 +121,26 @@ def run_command(
         values["json"] = bool(getattr(args, "json", False))
     if command.quiet and not option(args, "log-level") and not settings.log_file:
         logs.configure("error")  # the command's expected warnings would only be noise
-    if command.needs == "daemon":
+    if command.needs == "daemon" or _posts(command, values):
         sent = {a.name: values[a.name] for a in command.args_for("http") if a.name in values}
         body = {"args": sent, **identity(args)}
-        return ask_daemon(command.name, body, settings, args.url, args.key)
+        as_json = bool(command.json_help) and values.get("json", False)
+        first = command.needs != "daemon"  # else the daemon is the only place it runs
+        code = ask_daemon(command.name, body, settings, args.url, args.key, fallback=first,
+                          as_json=as_json)  # fmt: skip
+        if code is not None:
+            return code
     inv = Invocation(values, sender(args), "cli", None, settings, emit=_emit, commands=commands)
     if command.needs == "settings":
         result = _run(command.run(inv))
     else:
         result = _run(_in_app(command, inv, extensions))
     return _show(result, bool(command.json_help) and values.get("json", False))
+
+
+def _posts(command: Command, values: dict[str, Any]) -> bool:
+    posts = DAEMON_FIRST.get(command.name)
+    return posts is not None and posts(values)
 
 
 def _run(coro: Coroutine[Any, Any, Result]) -> Result:
@@ -153,14 +172,30 @@ def daemon_url(settings: Settings) -> str:
 
 
 def ask_daemon(
-    name: str, body: Mapping[str, Any], settings: Settings, url: str | None, key: str | None
-) -> int:
+    name: str,
+    body: Mapping[str, Any],
+    settings: Settings,
+    url: str | None,
+    key: str | None,
+    *,
+    fallback: bool = False,
+    as_json: bool = False,
+) -> int | None:
     """Run command ``name`` in the running daemon (its HTTP listener); print the outcome.
 
     ``body`` is what ``POST /admin/commands/{name}`` takes: ``args`` and who asks.
     ``reload`` posts to ``POST /admin/reload`` instead, as it always has: this CLI then
     still reloads a daemon of an older version, which logs the reload as it did.
+    ``fallback``: when no daemon answers (nothing listens there, or the config's
+    listener is off and no ``url`` is given), say so on stderr and return None: the
+    caller runs the command itself. ``as_json``: print the answer's ``data``.
     """
+    if fallback and url is None and not settings.http_enabled:
+        print(
+            "note: adapters.http is off in the config, so no daemon can be asked; running it here",
+            file=sys.stderr,
+        )
+        return None
     url = url or daemon_url(settings)
     key = key or os.environ.get("TMY_API_KEY") or next(iter(settings.http_api_keys), None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -173,8 +208,14 @@ def ask_daemon(
             f"{url.rstrip('/')}{path}",
             json={} if legacy else dict(body),
             headers=headers,
-            timeout=120,
+            timeout=httpx.Timeout(120, connect=5),
         )
+    except httpx.ConnectError as exc:
+        if fallback:
+            print(f"note: no daemon answered at {url} ({exc}); running it here", file=sys.stderr)
+            return None
+        print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
+        return 2
     except httpx.HTTPError as exc:
         print(f"error: no daemon answered at {url}: {exc}", file=sys.stderr)
         return 2
@@ -192,7 +233,9 @@ def ask_daemon(
         print(f"error: {answer.get('error')} (--key, or TMY_API_KEY)", file=sys.stderr)
         return 2
     ok = bool(answer.get("ok"))
-    if answer.get("text"):
+    if as_json and answer.get("data") is not None:
+        print(json.dumps(answer["data"], ensure_ascii=False, indent=2, default=str))
+    elif answer.get("text"):
         print(answer["text"], file=sys.stdout if ok else sys.stderr)
     if response.status_code == 400:
         return 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -20,10 +21,12 @@ from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.listener import raise_open_file_limit
 from tmy.app import App, build_registry, serve
 from tmy.command import jsonable
+from tmy.commands.lint import rule_warnings
 from tmy.config import Settings
+from tmy.daemon import disabled_adapter
 from tmy.engine.replies import error_reply_template
 from tmy.extension import Extension
-from tmy.message import Message
+from tmy.message import Message, Reply
 from tmy.rulebook.loader import load_rulebook
 from tmy.ruletests import print_report, report_json, run_tests
 
@@ -34,14 +37,21 @@ TEST_HELP = (
 )
 
 
+ADMIN_HELP = (
+    "the sender is an admin, whatever 'admins:' says: admin_only rules answer, .tmy commands run"
+)
+
+
 def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """The subparsers of serve, chat, ask, check and test."""
     p = sub.add_parser("serve", parents=[common], help="run the daemon (default)")
     p.add_argument("--http", metavar="HOST:PORT", help="where the HTTP adapter listens")
     p.add_argument("--no-console", action="store_true", help="no console adapter even on a TTY")
-    sub.add_parser("chat", parents=[common], help="talk to the bot as one user (a REPL)")
+    p = sub.add_parser("chat", parents=[common], help="talk to the bot as one user (a REPL)")
+    p.add_argument("--admin", action="store_true", help=ADMIN_HELP)
     p = sub.add_parser("ask", parents=[common], help="send one message, print the reply")
     p.add_argument("text", help="the message")
+    p.add_argument("--admin", action="store_true", help=ADMIN_HELP)
     p.add_argument(
         "--json", action="store_true", help="print {rule, answer, error, trace_id, steps} as JSON"
     )
@@ -88,7 +98,8 @@ def run_check(settings: Settings, path: str | None, extensions: Sequence[Extensi
         store_url=settings.store,
         max_value_bytes=settings.max_value_bytes,
     )
-    for warning in rulebook.warnings:
+    # warnings go to stderr, each "warning: file:line: …": the exit status stays 0
+    for warning in rule_warnings(rulebook, functools.partial(disabled_adapter, settings)):
         print(f"warning: {warning}", file=sys.stderr)
     triggers = sum(len(r.triggers) for r in rulebook.rules)
     print(
@@ -106,11 +117,13 @@ async def run_ask(
     as_json: bool,
     who: dict[str, str],
     extensions: Sequence[Extension],
+    *,
+    admin: bool = False,
 ) -> int:
     quiet = settings.with_(console=False, http_enabled=False)
     async with App(quiet, extensions=extensions) as app:
         assert app.engine is not None
-        reply = await app.engine.handle(Message(text, **who))
+        reply = await app.engine.handle(Message(text, is_admin=admin, **who))
     if as_json:
         print(json.dumps(jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
     else:
@@ -123,16 +136,28 @@ async def run_ask(
     return 1 if reply.error else 0
 
 
-async def run_chat(settings: Settings, who: dict[str, str], extensions: Sequence[Extension]) -> int:
+async def run_chat(
+    settings: Settings,
+    who: dict[str, str],
+    extensions: Sequence[Extension],
+    *,
+    admin: bool = False,
+) -> int:
     async with App(settings, extensions=extensions) as app:
-        assert app.engine is not None
+        engine = app.engine
+        assert engine is not None
         print(
-            f"tmy chat as {who['user']} — {len(app.engine.rulebook.rules)} rules. "
-            "Ctrl-D or /quit to leave.",
+            f"tmy chat as {who['user']}{' (admin)' if admin else ''} — "
+            f"{len(engine.rulebook.rules)} rules. Ctrl-D or /quit to leave.",
             file=sys.stderr,
         )
+
+        async def handle(message: Message) -> Reply:
+            message.is_admin = message.is_admin or admin  # --admin: every line from an admin
+            return await engine.handle(message)
+
         console = ConsoleAdapter(**who)
-        await console.start(app.engine.handle)
+        await console.start(handle)
         await console.done.wait()
     return 0
 

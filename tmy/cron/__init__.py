@@ -54,6 +54,12 @@ wakes up to (within :data:`ON_TIME_SLACK`) runs, a missed one never does.
 **Coalescing.** A daemon that starts (or falls behind) runs only the latest
 occurrence still inside ``misfire_grace``, not one per missed tick.
 
+**Firing now.** ``cron fire RULE`` (:meth:`Cron.fire_now`) runs one occurrence
+at once through the same claim, fenced commit, outbox and send: its done mark
+has a name of its own (``…/manual-<time>-<nonce>``), so the scheduled
+occurrences and the next fire time are untouched, and its history entry says
+``manual`` and who fired it.
+
 **History.** Every run is logged (``cron.fired`` / ``cron.done`` with its
 trace id) and kept in ``cron/hist/<rule>``: the last :data:`HISTORY` runs with
 fire time, daemon, target, trace id, outcome and send result.
@@ -65,7 +71,7 @@ from tmy.cron.occurrence import OUTBOX_INDEX, cron_message, fire_time_text
 from tmy.cron.outbox import MAX_OUTBOX, outbox_entries, outbox_summary
 from tmy.cron.report import format_report, jobs_report
 from tmy.cron.schedule import Schedule, Timing, validate_schedule
-from tmy.cron.service import Cron, scheduled_rules
+from tmy.cron.service import Cron, Fired, scheduled_rules
 from tmy.extension import Extension, RuleKey
 
 __all__ = [
@@ -73,6 +79,7 @@ __all__ = [
     "MAX_OUTBOX",
     "OUTBOX_INDEX",
     "Cron",
+    "Fired",
     "Schedule",
     "Timing",
     "cron_message",

@@ -54,6 +54,12 @@ def occurrence_id(rule_id: str, target: Target | None, fire: datetime) -> str:
     return f"{rule_id}/{target_key(target)}/{int(fire.timestamp())}"
 
 
+def manual_occurrence_id(rule_id: str, target: Target | None, fire: datetime) -> str:
+    """A fired-now occurrence (``cron fire``): its own name, never a scheduled one's, so its
+    done mark cannot make the scheduler skip the occurrence due at the same second."""
+    return f"{rule_id}/{target_key(target)}/manual-{int(fire.timestamp())}-{os.urandom(4).hex()}"
+
+
 def done_key(occ: str) -> str:
     """The occurrence's done mark; also the name of its claim lease (one slot on a cluster)."""
     return f"cron/done/{occ}"

@@ -294,6 +294,8 @@ class Outbox:
         target = Target(item["platform"], item["chat"], item["user"])
         entry = self._entry(item["fire_time"], target, item.get("trace_id"), "retry", None, "")
         entry["attempt"] = item["attempts"] + 1
+        if item.get("manual"):  # a resend of a fired-now reply (``cron fire``) says so too
+            entry.update(manual=True, by=item.get("by", ""))
         if item.get("state") == "sending":
             if now <= item["deadline"]:
                 return None

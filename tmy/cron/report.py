@@ -73,8 +73,9 @@ def format_report(jobs: list[dict[str, Any]]) -> str:
         lines.append(f"  next: {', '.join(job['next'])}")
         for run in job["last_runs"][-5:]:
             verb = f"retry {run['attempt']} of" if "attempt" in run else "ran"
+            manual = f" (fired now by {run.get('by') or '?'})" if run.get("manual") else ""
             lines.append(
-                f"  {verb} {run['fire_time']} on {run['daemon']} [{run['target']}]: "
+                f"  {verb} {run['fire_time']}{manual} on {run['daemon']} [{run['target']}]: "
                 f"{run['outcome']}, sent {run['sent']} (trace {run['trace_id']})"
             )
         if not job["last_runs"]:

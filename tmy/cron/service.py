@@ -30,6 +30,7 @@ from tmy.cron.occurrence import (
     done_key,
     fire_time_text,
     history_key,
+    manual_occurrence_id,
     occurrence_id,
     outbox_key,
     target_key,
@@ -39,7 +40,7 @@ from tmy.cron.schedule import Schedule, Timing
 from tmy.engine.core import Engine
 from tmy.errors import LeaseLost, StoreError, TmyError
 from tmy.logs import get_logger, preview
-from tmy.message import Message, Target
+from tmy.message import Message, Reply, Target
 from tmy.rulebook.model import Rule, Rulebook
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
@@ -59,6 +60,15 @@ class _Job:
     schedule: Schedule
     timing: Timing
     task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """One target's run of a fired-now occurrence (:meth:`Cron.fire_now`)."""
+
+    target: Target | None
+    entry: dict[str, Any]  # as kept in the history (outcome, sent, trace id, manual, by)
+    reply: Reply | None  # None: not run (the chat is off, the claim was lost)
 
 
 def scheduled_rules(rulebook: Rulebook) -> list[Rule]:
@@ -200,7 +210,7 @@ class Cron(Outbox):
                         log.warning("cron.missed", rule=rule.id, fire_time=fire_time_text(fire))
                         self._count(rule.id, "skipped")
                         return
-                    entry = await self._run_fenced(lease, occ, rule, schedule, fire, target)
+                    entry, _ = await self._run_fenced(lease, occ, rule, schedule, fire, target)
                     break
             except LeaseLost as exc:
                 self._lease_lost(rule.id, fire_time_text(fire), target, exc)
@@ -225,6 +235,46 @@ class Cron(Outbox):
             return
         await self._remember(rule.id, entry)
 
+    async def fire_now(
+        self,
+        rule: Rule,
+        *,
+        targets: Sequence[Target | None] | None = None,
+        by: str = "",
+        unsendable: Callable[[Target], str | None] | None = None,
+    ) -> list[Fired]:
+        """Run one occurrence of ``rule`` now (``cron fire``), through the scheduler's path.
+
+        Each target (default: the schedule's ``send_to``; none: one logged-only run)
+        is claimed, run on a buffer, committed fenced with its done mark and outbox
+        entry, posted and kept in the history like a scheduled occurrence, marked
+        ``manual`` (with ``by``). ``FIRE_TIME`` is now, in the schedule's zone. The
+        occurrence has a name of its own (:func:`manual_occurrence_id`), so the
+        scheduled occurrences and the next fire time are untouched. ``unsendable(target)``
+        says why this process cannot post there (None: it can): the reply is then
+        kept in the history as not sent, not queued in the outbox.
+        """
+        schedule: Schedule = rule.extras["schedule"]
+        fire = datetime.now(Timing(schedule, self.default_zone).tz).replace(microsecond=0)
+        chosen = tuple(targets) if targets is not None else (schedule.send_to or (None,))
+        out = []
+        for target in chosen:
+            occ = manual_occurrence_id(rule.id, target, fire)
+            unsent = unsendable(target) if unsendable is not None and target is not None else None
+            reply: Reply | None = None
+            try:
+                async with self.store.lock(done_key(occ)) as lease:
+                    entry, reply = await self._run_fenced(
+                        lease, occ, rule, schedule, fire, target, manual_by=by, unsent=unsent
+                    )
+            except LeaseLost as exc:  # paused or cut off from the store: nothing was written
+                self._lease_lost(rule.id, fire_time_text(fire), target, exc)
+                entry = self._entry(fire_time_text(fire), target, None, "error", str(exc), "")
+                entry.update(manual=True, by=by, sent="not sent")
+            await self._remember(rule.id, entry)
+            out.append(Fired(target, entry, reply))
+        return out
+
     async def _run_fenced(
         self,
         lease: Lease,
@@ -233,23 +283,34 @@ class Cron(Outbox):
         schedule: Schedule,
         fire: datetime,
         target: Target | None,
-    ) -> dict[str, Any]:
+        *,
+        manual_by: str | None = None,
+        unsent: str | None = None,
+    ) -> tuple[dict[str, Any], Reply | None]:
         """Run one claimed occurrence; its writes, done mark and outbox entry land together.
 
         The steps run on a buffer (:mod:`tmy.cron.buffered`); one ``commit`` fenced by
         the claim lease applies their writes, the done mark and (when there is a
         reply to post) the outbox entry in state ``sending`` — or, when the lease
         was lost meanwhile, nothing at all (``LeaseLost``: the new holder runs it).
+        Returns the history entry and the reply (None when the chat is off).
+
+        ``manual_by``: a fired-now run (``cron fire``), by whom; its history entry says
+        ``manual``. ``unsent``: why this process cannot post to ``target`` (``cron fire``
+        run where no daemon serves the platform): the reply is kept in the history
+        only, not in the outbox.
         """
         fire_text = fire_time_text(fire)
         message = cron_message(schedule, target)
+        manual = {} if manual_by is None else {"manual": True, "by": manual_by}
         if target is not None and await self._chat_off(message):
             # not run at all: a rotating tip does not advance while the chat is off
             entry = self._entry(fire_text, target, None, SKIPPED_OFF, None, "not sent")
+            entry.update(manual)
             await self._commit([(done_key(occ), _mark(entry), DONE_TTL)], lease)
             _log_chat_off(rule.id, fire_text, target)
             self._count(rule.id, "skipped")
-            return entry
+            return entry, None
         # the variables the rule may write stay locked from the run's first read to its
         # commit (name order, after the claim: no deadlock), so a chat run or another
         # occurrence writing them waits instead of being overwritten by this commit
@@ -261,9 +322,11 @@ class Cron(Outbox):
             )
             outcome = "error" if reply.error else "ok"
             item = None
-            if target is not None and reply.text and self.send is not None:
+            if target is not None and reply.text and self.send is not None and unsent is None:
                 item = _outbox_item(rule.id, target, reply, fire, schedule, lease.token)
+                item.update(manual)
             entry = self._entry(fire_text, target, reply.trace_id, outcome, reply.error, "")
+            entry.update(manual)
             commit: list[Write] = [*writes, (done_key(occ), _mark(entry), DONE_TTL)]
             if item is not None:
                 commit.append((outbox_key(occ), item, _outbox_ttl(item)))
@@ -272,6 +335,8 @@ class Cron(Outbox):
             sent = "logged only"
         elif not reply.text:
             sent = "nothing to send"
+        elif unsent is not None:
+            sent = f"not sent: {unsent}"
         elif item is None:
             sent = "error: no adapters running"
         else:
@@ -286,9 +351,10 @@ class Cron(Outbox):
             outcome=outcome,
             sent=sent,
             answer=preview(reply.text),
+            **manual,
         )
         self._count(rule.id, outcome)
-        return entry
+        return entry, reply
 
     async def _commit(self, writes: list[Write], lease: Lease, held: Sequence[Lease] = ()) -> None:
         """``store.commit`` fenced by ``lease``; on a Redis Cluster, one slot at a time.
