@@ -1,4 +1,4 @@
-"""The sample rules in rules/llm.yaml: offline on the TESTONLY mock, and against a provider
+"""The sample rules in examples/llm.yaml: offline on the TESTONLY mock, and against a provider
 selected by the environment alone (as with a real key), each sample doing its job."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tests.support.llm_fake_provider import FakeProvider, Reply
 from tmy.testing import Bot
 
-SAMPLES = Path(__file__).resolve().parents[2] / "rules" / "llm.yaml"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "llm.yaml"
 
 
 async def test_sample_rules_work_offline_on_the_mock() -> None:

@@ -192,6 +192,7 @@ async def test_stable_prefix_is_byte_identical_with_and_without_memory(
         await bot.say("ai what is my cat called", user="bob")  # no memory for bob
         other = asked(provider)[-1]
         await bot.say("ai what is my cat called", user="carl")
+        carl_first = asked(provider)[-1]
         await bot.say("remember my cat is called Tom", user="carl")
         await bot.say("ai what is my cat called", user="carl")  # history 1 turn + memory
         with_history = asked(provider)[-1]
@@ -202,10 +203,12 @@ async def test_stable_prefix_is_byte_identical_with_and_without_memory(
     assert "<memory>" not in last_user(before) and "<memory>" not in last_user(other)
     system = [json.dumps(b["messages"][0], ensure_ascii=False) for b in (before, other)]
     assert system[0] == system[1] == json.dumps(with_history["messages"][0], ensure_ascii=False)
-    # everything before the tail: system + the history pair, byte for byte
-    prefix = json.dumps(with_history["messages"][:-1], ensure_ascii=False).encode()
-    assert prefix == json.dumps(no_memory["messages"][:-1], ensure_ascii=False).encode()
-    assert with_history["messages"][1]["content"] == "what is my cat called"  # history: no block
+    assert system[0] == json.dumps(no_memory["messages"][0], ensure_ascii=False)
+    # the memory block is in the tail only: the request before it is the prefix, byte for byte
+    prefix = json.dumps(carl_first["messages"], ensure_ascii=False).encode()
+    sent = len(carl_first["messages"])
+    assert json.dumps(with_history["messages"][:sent], ensure_ascii=False).encode() == prefix
+    assert "<memory>" not in with_history["messages"][1]["content"]  # the kept turn had none
 
 
 # -- dialogue summaries ---------------------------------------------------------------------------

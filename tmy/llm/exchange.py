@@ -35,6 +35,11 @@ CAPTURE: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.Conte
 )
 
 
+def capturing() -> bool:
+    """Under the ``ctx`` inspector: requests are captured, and nothing may be written."""
+    return CAPTURE.get() is not None
+
+
 class DryRun(ExecutorError):
     """The inspector captured a request; the run stops here, nothing was sent."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -25,10 +26,10 @@ from tmy.config.llm import LLMConfig, known_models
 from tmy.config.memory import RecallSpec, recall_spec
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
-from tmy.llm import history, prompt
+from tmy.llm import fold, history, jinja, prompt
 from tmy.llm import tools as toolkit
 from tmy.llm.contracts import JUDGE, contract_from
-from tmy.llm.exchange import Job, Plan, converse
+from tmy.llm.exchange import Job, Plan, capturing, converse
 from tmy.llm.runtime import Recall, runtime_of
 from tmy.types import StepContext, StepHook
 from tmy.values.compiled import Value, compile_value, to_text
@@ -77,8 +78,12 @@ OPTIONS = {
 }
 
 
-def make_check(config: LLMConfig) -> Any:
-    """A load-time check of a step's constant options (file:line errors, not runtime surprises)."""
+def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
+    """A load-time check of a step's constant options (file:line errors, not runtime surprises).
+
+    ``rules``: the rules directory (or file), where a constant ``template:`` is looked
+    for so a Jinja2 syntax error is reported at load (:func:`tmy.llm.jinja.check_at_load`).
+    """
 
     def check(cfg: dict[str, Any]) -> None:
         try:
@@ -101,6 +106,9 @@ def make_check(config: LLMConfig) -> Any:
         prompt.few_shot(cfg.get("messages"))
         if cfg.get("memory") is not None:  # long-term memory (its schema: tmy.config.memory)
             recall_spec(cfg["memory"])
+        template = cfg.get("template")
+        if rules is not None and isinstance(template, str) and template:
+            jinja.check_at_load(template, rules)
 
     return check
 
@@ -126,6 +134,8 @@ async def llm_step(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     seconds = _deadline(ctx, cfg, config)
     job = Job(rt, ctx, _model(config, cfg.get("model")), time.monotonic() + seconds, "general")
     ctx.record.extra["llm"] = job.stats
+    if not capturing() and not toolkit.nested():
+        await _remember(ctx)
     try:
         async with asyncio.timeout(seconds):
             return await _answer(job, value, cfg)
@@ -141,8 +151,12 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     if cfg.get("template"):
         question = await _render(ctx, cfg["template"], value)
     turns = min(int(cfg.get("history") or 0), config.history_turns)
-    stored, summary = await history.load(store, ctx.message) if turns else ([], None)
-    pairs = prompt.select_history(stored, turns, config.history_max_tokens)
+    pairs, summary = await history.load(store, ctx.message) if turns else ([], None)
+    if turns and summary is None and history.is_full(pairs, turns, config.history_max_tokens):
+        if capturing():  # the ctx inspector changes nothing: it says a fold comes first
+            job.stats["fold_pending"] = True
+        else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
+            pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
     tools = toolkit.resolve(cfg.get("tools"), ctx.services)
     protocol = cfg.get("tool_protocol") or "native"
     system = prompt.merge_system(cfg.get("system"))
@@ -192,11 +206,20 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         stream=cfg.get("stream"),
     )
     result, text = await converse(job, plan)
-    if turns:
-        await history.append(store, ctx.message, question, text, config.history_turns, summary)
+    if turns:  # the tail as it was sent: the next request extends this one exactly
+        await history.append(store, ctx.message, tail, text, summary)
     if memory is not None:  # long-term memory: this turn counts towards the dialogue summary
         await memory[0].after_answer(job, memory[1], question, text)
     return result
+
+
+async def _remember(ctx: StepContext) -> None:
+    """Keep the message this step answers: ``ctx`` without a query inspects it again."""
+    try:
+        question = (await ctx.scope(("QUESTION",))).get("QUESTION")
+        await history.remember_last(ctx.services.store, ctx.message, ctx.rule.id, question)
+    except TmyError as exc:  # an inspector's convenience must not fail the answer
+        log.warning("llm.last_not_kept", uri=ctx.uri, error=str(exc))
 
 
 def _memory(job: Job, raw: Any) -> tuple[Recall, RecallSpec] | None:
@@ -224,12 +247,15 @@ def _permissions(value: Any) -> list[str]:
 
 
 async def _render(ctx: StepContext, name: str, value: Any) -> str:
-    path = prompt.template_path(name, ctx.rule.file, ctx.services.settings.rules)
-    names = prompt.template_names(path)
+    """The question rendered by the Jinja2 file ``name``; its errors name file:line."""
+    path = jinja.template_path(name, ctx.rule.file, ctx.services.settings.rules)
+    step = next((s for s in ctx.rule.steps if s.uri == ctx.uri), None)
+    used_by = f" (used by {step.file}:{step.line}, step {ctx.uri})" if step else ""
+    names = jinja.template_names(path, used_by)
     variables = await ctx.scope(names)
     scope = {n: variables[n] for n in names if n in variables}
     scope["input"] = value
-    return prompt.render_template(path, scope)
+    return jinja.render_template(path, scope, used_by)
 
 
 # -- judged scenes (branch, loop) ---------------------------------------------------------------

@@ -39,7 +39,7 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
             executor.llm_step,
             options=executor.OPTIONS,
             takes=str,
-            check=executor.make_check(settings.llm),
+            check=executor.make_check(settings.llm, settings.rules),
             doc="the LLM answerer: asks a model, answers by the output contract",
         ),
     )

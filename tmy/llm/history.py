@@ -1,28 +1,58 @@
 """Chat history per conversation (platform + chat + user), kept in the store.
 
 Stored at ``conversation_key("llmhist", message)`` as ``[[ask, answer], …]``,
-newest last, at most ``llm.history.turns`` pairs. Only the question and the
-final answer are kept — not the time/sender tail nor tool traffic — so a turn
-reads the same every time it is sent again, and the request prefix stays
-byte-identical across turns (a provider's prompt cache keeps hitting).
+oldest first. ``ask`` is the user message exactly as it was sent (the dynamic
+tail: time, sender, recalled memory, then the question) and ``answer`` the
+model's final answer — not tool traffic. So the next request of the
+conversation starts with the previous request's messages byte for byte, and a
+provider's prompt cache keeps hitting the whole conversation (seed 003).
 
-``STEP_SUMMARY`` (stored by the engine after a run) replaces the whole history
-the next time a step with ``history:`` answers, and is then cleared.
+The history never slides (dropping the oldest turn would change every
+request's prefix): when it is full — more than the step's ``history:`` turns,
+or more than ``llm.history.max_tokens`` — the next request first **folds** it
+(:mod:`tmy.llm.fold`): the whole history becomes one summary pair, and the
+history grows from there again. ``STEP_SUMMARY`` (stored by the engine after a
+run) is the same thing decided by a rule: it replaces the whole history the
+next time a step with ``history:`` answers.
+
+The conversation's last message that reached an LLM step is kept too
+(``llmlast``): ``ctx`` without a query inspects it again.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tmy.engine.variables import conversation_key
+from tmy.llm.prompt import estimate_tokens
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
 KIND = "llmhist"
+LAST = "llmlast"
+LAST_TTL = 30 * 86400  # the last message is kept this long (seconds)
 
 
 def _valid(pair: Any) -> bool:
     return isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
+
+
+def valid_pairs(value: Any) -> list[list[str]]:
+    """The well-formed ``[ask, answer]`` pairs of a stored history."""
+    return [p for p in value if _valid(p)] if isinstance(value, list) else []
+
+
+def tokens(pairs: list[list[str]]) -> int:
+    """The estimated tokens of ``pairs`` (as :func:`tmy.llm.prompt.estimate_tokens` counts)."""
+    return sum(estimate_tokens(q) + estimate_tokens(a) for q, a in pairs)
+
+
+def is_full(pairs: list[list[str]], turns: int, max_tokens: int) -> bool:
+    """More than ``turns`` pairs, or more than ``max_tokens``: the next request folds first."""
+    if len(pairs) > max(turns, 1):
+        return True
+    return bool(max_tokens) and len(pairs) > 1 and tokens(pairs) > max_tokens
 
 
 async def load(store: Store, message: Message) -> tuple[list[list[str]], list[str] | None]:
@@ -37,9 +67,7 @@ async def load(store: Store, message: Message) -> tuple[list[list[str]], list[st
     )
     if summary is not MISSING and _valid(summary):
         return [summary], summary
-    if not isinstance(stored, list):
-        return [], None
-    return [p for p in stored if _valid(p)], None
+    return valid_pairs(stored), None
 
 
 async def append(
@@ -47,26 +75,74 @@ async def append(
     message: Message,
     ask: str,
     answer: str,
-    keep: int,
     summary: list[str] | None = None,
 ) -> None:
     """Add one turn atomically (concurrent turns of one conversation both land).
 
-    With ``summary`` the stored history is replaced by it first and the pending
-    summary is cleared. An ephemeral identity (one request) keeps no history.
+    Nothing is ever dropped here (that would slide the history): only a fold
+    (:func:`replace_prefix`) or ``STEP_SUMMARY`` shortens it. With ``summary``
+    the stored history is replaced by it first and the pending summary is
+    cleared. An ephemeral identity (one request) keeps no history.
     """
     if message.ephemeral:
         return
 
     def add(current: Any) -> tuple[Any, None]:
-        pairs = [summary] if summary else current if isinstance(current, list) else []
-        return [*pairs, [ask, answer]][-max(keep, 1) :], None
+        pairs = [summary] if summary else valid_pairs(current)
+        return [*pairs, [ask, answer]], None
 
     await store.update(conversation_key(KIND, message), add)
     if summary:
         await store.delete(conversation_key("summary", message))
 
 
+async def replace_prefix(
+    store: Store, message: Message, folded: list[list[str]], pair: list[str]
+) -> list[list[str]]:
+    """Put ``pair`` in the place of ``folded`` — atomically, and only while the stored
+    history still starts with them; turns added meanwhile stay after it. The history
+    as it is now stored."""
+
+    def swap(current: Any) -> tuple[Any, list[list[str]]]:
+        pairs = valid_pairs(current)
+        if folded and pairs[: len(folded)] == folded:
+            new = [pair, *pairs[len(folded) :]]
+            return new, new
+        return current, pairs  # folded meanwhile (another request, STEP_SUMMARY): as it is
+
+    result: list[list[str]] = await store.update(conversation_key(KIND, message), swap)
+    return result
+
+
 async def clear(store: Store, message: Message) -> bool:
     """Forget this conversation's history."""
     return await store.delete(conversation_key(KIND, message))
+
+
+# -- the last message (what ``ctx`` without a query inspects) -------------------------------------
+
+
+async def remember_last(store: Store, message: Message, rule: str, question: Any) -> None:
+    """Keep the message that reached an LLM step of ``rule`` (``ctx`` shows it again)."""
+    if message.ephemeral:
+        return
+    text = message.text if isinstance(message.text, str) else str(message.text)
+    record = {
+        "text": text,
+        "question": question if isinstance(question, str) else text,
+        "rule": rule,
+        "at": round(time.time(), 3),
+    }
+    await store.set(conversation_key(LAST, message), record, ttl=LAST_TTL)
+
+
+async def last_message(store: Store, message: Message) -> dict[str, str] | None:
+    """``{text, question, rule}`` of this conversation's last LLM message, or None."""
+    value = await store.get(conversation_key(LAST, message))
+    if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+        return None
+    return {
+        "text": value["text"],
+        "question": str(value.get("question") or value["text"]),
+        "rule": str(value.get("rule") or ""),
+    }

@@ -18,12 +18,8 @@ concatenated into bullet lists).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
-
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, meta
-from jinja2.sandbox import SandboxedEnvironment
 
 from tmy.errors import ExecutorError
 
@@ -112,18 +108,6 @@ def few_shot(messages: Any) -> list[dict[str, str]]:
     return out
 
 
-def select_history(pairs: Sequence[Sequence[str]], turns: int, max_tokens: int) -> list[list[str]]:
-    """The last ``turns`` [ask, answer] pairs, dropping the oldest beyond ``max_tokens``."""
-    if turns <= 0:
-        return []
-    chosen = [list(p) for p in pairs if isinstance(p, (list, tuple)) and len(p) == 2][-turns:]
-    total = sum(estimate_tokens(q) + estimate_tokens(a) for q, a in chosen)
-    while chosen and max_tokens and total > max_tokens:
-        q, a = chosen.pop(0)
-        total -= estimate_tokens(q) + estimate_tokens(a)
-    return chosen
-
-
 def tail(question: str, *, now: str = "", who: str = "", where: str = "", memory: str = "") -> str:
     """The dynamic tail: time and who is asking (when known), then the question.
 
@@ -162,57 +146,3 @@ def layout(
         messages.append({"role": "assistant", "content": answer})
     messages.append({"role": "user", "content": question})
     return messages
-
-
-# -- Jinja2 templates -------------------------------------------------------------------------
-
-_ENVS: dict[str, SandboxedEnvironment] = {}
-
-
-def template_path(name: str, rule_file: str, rules_dir: Path) -> Path:
-    """A template file relative to the rule's file, else to the rules directory."""
-    path = Path(name)
-    if path.is_absolute():
-        return path
-    for base in (Path(rule_file).parent, rules_dir if rules_dir.is_dir() else rules_dir.parent):
-        candidate = base / path
-        if candidate.is_file():
-            return candidate
-    return Path(rule_file).parent / path
-
-
-def template_names(path: Path) -> set[str]:
-    """Variables a template reads (so declared ones can be fetched from the store first)."""
-    env = _env(path.parent)
-    try:
-        source = path.read_text(encoding="utf-8")
-        return set(meta.find_undeclared_variables(env.parse(source)))
-    except OSError as exc:
-        raise ExecutorError(f"template {str(path)!r} cannot be read: {exc}") from None
-    except TemplateError as exc:
-        raise ExecutorError(f"template {str(path)!r}: {exc}") from None
-
-
-def render_template(path: Path, context: Mapping[str, Any]) -> str:
-    """Render ``path`` in a sandbox; an undefined name is an error naming it."""
-    env = _env(path.parent)
-    try:
-        return env.get_template(path.name).render(dict(context))
-    except TemplateError as exc:
-        line = getattr(exc, "lineno", None)
-        where = f"{path}:{line}" if line else str(path)
-        raise ExecutorError(f"template {where}: {exc}") from None
-
-
-def _env(folder: Path) -> SandboxedEnvironment:
-    key = str(folder.resolve())
-    env = _ENVS.get(key)
-    if env is None:
-        env = _ENVS[key] = SandboxedEnvironment(
-            loader=FileSystemLoader(key),
-            undefined=StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=False,
-            auto_reload=True,
-        )
-    return env

@@ -49,6 +49,13 @@ MAX_DEPTH = 3
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("tmy_llm_tool_depth", default=0)
+
+
+def nested() -> bool:
+    """Inside a tool call: a rule the model called, not the message's own rule."""
+    return _DEPTH.get() > 0
+
+
 _TYPES = {
     str: "string",
     int: "integer",
