@@ -100,3 +100,16 @@ def test_new_function_names_are_not_variable_names_in_expressions() -> None:
     """``names`` (what the engine fetches, what the loader checks) leaves them out."""
     expr = compile_value("?= [random(), randint(1, 6), choice(xs), sample(xs, 1), shuffled(xs)]")
     assert expr.names == frozenset({"xs"})
+
+
+def test_call_hint_is_what_the_loader_says_for_a_function_s_name_in_a_template() -> None:
+    """``input: "{random}"`` reads a variable named random; the rulebook asks call_hint."""
+    from tmy.values.functions import call_hint
+
+    assert call_hint("random") == "random is a function: call it, random()"
+    assert call_hint("shuffled") == "shuffled is a function: call it, shuffled()"
+    assert call_hint("rank_of") == (
+        "rank_of is a function: rank_of() takes the variable's name as a quoted string,"
+        ' e.g. rank_of("points")'
+    )
+    assert call_hint("points") is None

@@ -43,7 +43,7 @@ from tmy.values.cost import (
     cost_of,
     hash_flooding,
 )
-from tmy.values.functions import ALLOWED_ATTRS, FUNCTIONS, BoundMethod
+from tmy.values.functions import ALLOWED_ATTRS, FUNCTIONS, BoundMethod, call_hint
 from tmy.values.operators import OPERATORS
 
 NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
@@ -167,8 +167,7 @@ def parse_expression(source: str) -> ast.expr:
             and node.id in FUNCTIONS
             and id(node) not in passed
         ):
-            call = ranks.USAGE.get(node.id, f"call it, {node.id}()")
-            raise ExpressionError(f"{node.id} is a function: {call}")
+            raise ExpressionError(call_hint(node.id) or node.id)
         if isinstance(node, (ast.JoinedStr, ast.NamedExpr, ast.Await, ast.Yield)):
             kind = {ast.JoinedStr: "f-strings"}.get(type(node), type(node).__name__)
             raise ExpressionError(f"{kind} are not allowed in expressions; use a {{template}}")

@@ -299,6 +299,14 @@ _COSTS: dict[str, tuple[Callable[..., Any], Callable[..., int]]] = {
 FUNCTIONS: dict[str, Any] = {name: _function(name, *pair) for name, pair in _COSTS.items()}
 
 
+def call_hint(name: str) -> str | None:
+    """For a function's name read as a value (``random``, ``{random}``): how to call it
+    (``random is a function: call it, random()``); None for any other name."""
+    if name not in FUNCTIONS:
+        return None
+    return f"{name} is a function: {ranks.USAGE.get(name, f'call it, {name}()')}"
+
+
 # -- methods -----------------------------------------------------------------------------
 
 
