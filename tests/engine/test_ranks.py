@@ -4,6 +4,8 @@ write, ``top()`` and ``rank_of()`` read it, one board per platform."""
 from __future__ import annotations
 
 import asyncio
+import textwrap
+from pathlib import Path
 from typing import Any
 
 from tmy.engine.variables import board_id
@@ -48,6 +50,38 @@ rules:
       - {plugin: ADJUST, input: "?= points + 1", save: points}
       - {plugin: ADJUST, input: done, save: last}
       - {plugin: ADJUST, input: "?= [points, rank_of('points'), top('points', 5)]"}
+"""
+
+LOCKED_RULES = (
+    SPAN_RULES
+    + """
+  - id: set
+    triggers: ["set *"]
+    steps:
+      - {plugin: ADJUST, input: "?= int(QUESTION)", save: points}
+  - id: grant
+    triggers: ["grant *"]
+    steps:
+      - {plugin: GRANT}
+      - {plugin: ADJUST, input: "?= top('points', 1)"}
+  - id: rank
+    triggers: [rank]
+    steps:
+      - {plugin: ADJUST, input: "?= rank_of('points')"}
+"""
+)
+
+GRANT = """
+from tmy import Registry
+
+
+async def grant(value, cfg, ctx):
+    await ctx.set("points", int(ctx.message.text.split()[1]))
+    return value
+
+
+def register(registry: Registry) -> None:
+    registry.add("GRANT", grant, doc="sets points from a plugin")
 """
 
 
@@ -160,3 +194,19 @@ async def test_concurrent_increments_leave_the_board_equal_to_the_values(store_u
         assert {member: name for member, _, name in board} == {u: f"N{u[1:]}" for u in users}
         ordered = sorted(values.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
         assert [(e["user"], e["value"]) for e in await result(bot, "top 8")] == ordered
+
+
+async def test_locked_writes_and_a_plugins_ctx_set_sync_the_board(
+    store_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "grant.py").write_text(textwrap.dedent(GRANT), encoding="utf-8")
+    async with Bot({"c.yaml": LOCKED_RULES}, store=store_url, plugins=tmp_path) as bot:
+        assert "points" in bot.engine.rulebook.locked_variables  # set takes the lock: fenced
+        await bot.say("set 4", user="u1", user_name="Ann")
+        await bot.say("set 6", user="u2", user_name="Bob")
+        assert await result(bot, "grant 9", user="u1", user_name="Ann") == [
+            {"user": "u1", "name": "Ann", "value": 9}
+        ]
+        assert [await result(bot, "rank", user=u) for u in ("u1", "u2", "u3")] == [1, 2, None]
+        board = await bot.engine.services.store.rank_top(board_id("test", "points"), 10)
+        assert board == [("u1", 9, "Ann"), ("u2", 6, "Bob")]
