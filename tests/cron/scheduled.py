@@ -9,8 +9,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tmy.cron import EXTENSION as cron_extension
+from tmy.errors import AdapterError
 from tmy.executors import default_registry
 from tmy.rulebook.loader import load_sources
+from tmy.testing import LoopbackAdapter
 
 UTC_ZONE = ZoneInfo("UTC")  # what settings.tz holds for timezone: UTC
 GROUP = ", send_to: [{platform: onebot, chat: 'group:5'}]"
@@ -49,3 +51,20 @@ async def wait_for(check: Any, timeout: float = 5.0) -> Any:
 
 async def history(store: Any) -> list[dict[str, Any]]:
     return (await store.get("cron/hist/job")) or []
+
+
+class RefusesFirstSend(LoopbackAdapter):
+    """A platform named onebot that refuses its first ``refuse`` sends (every send with
+    None), as OneBot does before NapCat connects; ``attempts`` has every text it was given
+    (a list two daemons may share)."""
+
+    def __init__(self, refuse: int | None = 1, attempts: list[str] | None = None) -> None:
+        super().__init__("onebot")
+        self.refuse = refuse
+        self.attempts = [] if attempts is None else attempts
+
+    async def send(self, target: Any, text: str) -> None:
+        self.attempts.append(text)
+        if self.refuse is None or len(self.attempts) <= self.refuse:
+            raise AdapterError("onebot: no bot account connected")
+        await super().send(target, text)

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.cron.scheduled import GROUP, UTC_ZONE, counted, history, wait_for
+from tests.cron.scheduled import GROUP, UTC_ZONE, RefusesFirstSend, counted, history, wait_for
 from tests.support.log_helpers import read_log
-from tmy.errors import AdapterError
-from tmy.testing import LoopbackAdapter, serving
+from tmy.testing import serving
 
 
 def _failures(outcome: str) -> float:
@@ -54,23 +53,6 @@ async def test_a_failed_scheduled_send_is_kept_retried_and_reported(log_file: Pa
     failed = [e for e in read_log(log_file) if e["event"] == "cron.send_failed"]
     assert failed and failed[0]["level"] == "warning", failed
     assert failed[0]["error"] == "onebot: no bot account connected"
-
-
-class RefusesFirstSend(LoopbackAdapter):
-    """A platform named onebot that refuses its first ``refuse`` sends (every send with
-    None), as OneBot does before NapCat connects; ``attempts`` has every text it was given
-    (a list two daemons may share)."""
-
-    def __init__(self, refuse: int | None = 1, attempts: list[str] | None = None) -> None:
-        super().__init__("onebot")
-        self.refuse = refuse
-        self.attempts = [] if attempts is None else attempts
-
-    async def send(self, target: Any, text: str) -> None:
-        self.attempts.append(text)
-        if self.refuse is None or len(self.attempts) <= self.refuse:
-            raise AdapterError("onebot: no bot account connected")
-        await super().send(target, text)
 
 
 async def _outbox_empty(store: Any) -> bool:
