@@ -414,3 +414,23 @@ async def test_a_redis_store_written_by_a_newer_tmy_is_refused(
     )
     with pytest.raises(StoreError, match="not open"):
         await store.get("var/a")
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+async def test_redis_snapshot_after_the_scripts_were_flushed_loads_them_again(
+    redis_server: Any,
+) -> None:
+    """A Redis restarted (or SCRIPT FLUSHed) mid-life answers NOSCRIPT, which means
+    nothing ran: the snapshot loads its scripts again and reads on."""
+    server = redis_server()
+    store = await opened(f"{server.url}?prefix=flushed")
+    try:
+        await fill(store)
+        want = await store.snapshot()
+        server.client().script_flush()
+        assert_same(await store.snapshot(), want)
+        server.client().script_flush()
+        assert await store.rank_top(BOARD, 1) == [("alice", 12, "Alice")]
+    finally:
+        await store.close()

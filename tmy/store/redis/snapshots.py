@@ -5,7 +5,8 @@ them with a script, :data:`~tmy.store.redis.scripts.SNAP`, that returns each
 key's value and PTTL together: every entry is one consistent (value, TTL) pair,
 the set of them is not one moment (keys written meanwhile may or may not be in
 it). Up to :data:`~tmy.store.snapshot.BATCH` keys per script (one hash slot per
-script on a cluster), a few scripts in flight. Boards are SCANned too
+script on a cluster: the scripts of many slots go in one pipeline), a few
+pipelines in flight. Boards are SCANned too
 (``{prefix}:rank:{…}``) and read a ZSCAN page at a time together with their
 names (:data:`~tmy.store.redis.scripts.RANK_PAGE`). Leases, write records and
 turns are never read.
@@ -27,10 +28,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
+from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, Snapshot
 from tmy.store.codec import decode
 from tmy.store.redis.boards import RedisBoards
-from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
+from tmy.store.snapshot import BATCH, batches, checked_ranks, encoded_entries, sorted_snapshot
 
 IN_FLIGHT = 8  # snapshot scripts sent at once
 
@@ -38,6 +42,19 @@ IN_FLIGHT = 8  # snapshot scripts sent at once
 def glob_escape(text: str) -> str:
     """``text`` matched literally by SCAN MATCH."""
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
+
+
+def _waves(groups: list[list[str]]) -> list[list[list[str]]]:
+    """Groups gathered into waves of at most :data:`BATCH` keys (a group may be alone)."""
+    waves: list[list[list[str]]] = []
+    size = BATCH
+    for group in groups:
+        if size + len(group) > BATCH:
+            waves.append([])
+            size = 0
+        waves[-1].append(group)
+        size += len(group)
+    return waves
 
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
@@ -94,16 +111,15 @@ class RedisSnapshots(RedisBoards):
         logical = {rkey: key for key, rkey in keys.items()}
         entries: list[tuple[str, Any, float | None]] = []
 
-        async def read(group: list[str]) -> None:
-            async with self._io("snapshot") as redis:
-                flat = await self._snap(keys=group, args=[], client=redis)
-            for rkey, raw, pttl in zip(group, flat[::2], flat[1::2], strict=True):
-                if raw is None or pttl == -2:  # expired or deleted since the SCAN
-                    continue
-                key = logical[rkey]
-                entries.append((key, decode(raw, key), None if pttl < 0 else pttl / 1000))
+        async def read(wave: list[list[str]]) -> None:
+            for group, flat in zip(wave, await self._read_wave(wave), strict=True):
+                for rkey, raw, pttl in zip(group, flat[::2], flat[1::2], strict=True):
+                    if raw is None or pttl == -2:  # expired or deleted since the SCAN
+                        continue
+                    key = logical[rkey]
+                    entries.append((key, decode(raw, key), None if pttl < 0 else pttl / 1000))
 
-        await _each(self._groups(sorted(logical)), read)
+        await _each(_waves(self._groups(sorted(logical))), read)
         ranks: list[tuple[str, str, float, str | None]] = []
 
         async def read_board(item: tuple[str, tuple[str, str]]) -> None:
@@ -123,6 +139,25 @@ class RedisSnapshots(RedisBoards):
 
         await _each(sorted((await self._boards("snapshot")).items()), read_board)
         return sorted_snapshot(entries, ranks)
+
+    async def _read_wave(self, wave: list[list[str]]) -> list[Any]:
+        """One SNAP script per group, the wave's scripts in one pipeline (split per node
+        on a cluster). After a Redis restart (NOSCRIPT: nothing ran) the script is loaded
+        again and the wave read again: reads are safe to repeat."""
+        for attempt in (1, 2):
+            async with self._io("snapshot") as redis:
+                pipe = redis.pipeline(transaction=False)
+                for group in wave:
+                    pipe.execute_command("EVALSHA", self._snap.sha, len(group), *group)
+                replies = await pipe.execute(raise_on_error=False)
+                if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
+                    await redis.script_load(self._snap.script)  # every master of a cluster
+                    continue
+            for reply in replies:
+                if isinstance(reply, BaseException):
+                    raise StoreError(f"{self.where}: snapshot failed: {reply}")
+            break
+        return replies
 
     # -- restore --------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@
 marker) and every board entry as of one moment. On a file it runs on a
 connection of its own in a worker thread — WAL lets it read its moment while
 this process and others keep writing, and the event loop is not held while a
-large store is read; a ``:memory:`` database (private to its connection) is
+large store is read and decoded; a ``:memory:`` database (private to its connection) is
 read on the store's own connection. Lease rows are never read.
 
 ``restore`` checks every entry first (:mod:`tmy.store.snapshot`), then writes
@@ -29,11 +29,9 @@ from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_s
 from tmy.store.sqlite.connection import UPSERT
 from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks
 
-Rows = tuple[list[tuple[str, str, float | None]], list[tuple[str, str, float, str | None]], float]
 
-
-def _read(db: sqlite3.Connection) -> Rows:
-    """Every live key/value row and every board row, in one read transaction."""
+def _read(db: sqlite3.Connection) -> Snapshot:
+    """Every live key/value row and every board row, in one read transaction, decoded."""
     db.execute("BEGIN")
     try:
         now = time.time()
@@ -47,7 +45,11 @@ def _read(db: sqlite3.Connection) -> Rows:
         ).fetchall()
     finally:
         db.execute("COMMIT")
-    return kv, ranks, now
+    entries: list[tuple[str, Any, float | None]] = [
+        (key, decode(raw, key), None if expires is None else expires - now)
+        for key, raw, expires in kv
+    ]
+    return sorted_snapshot(entries, [(b, m, float(s), n) for b, m, s, n in ranks])
 
 
 class SQLiteSnapshots(SQLiteRanks):
@@ -57,16 +59,10 @@ class SQLiteSnapshots(SQLiteRanks):
         """Every live key and board entry, from one read transaction."""
         self._conn()  # refuse a closed store at once
         if isinstance(self.path, Path):
-            kv, ranks, now = await asyncio.to_thread(self._read_file)
-        else:
-            kv, ranks, now = await self._run(_read, "snapshot")
-        entries: list[tuple[str, Any, float | None]] = [
-            (key, decode(raw, key), None if expires is None else expires - now)
-            for key, raw, expires in kv
-        ]
-        return sorted_snapshot(entries, [(b, m, float(s), n) for b, m, s, n in ranks])
+            return await asyncio.to_thread(self._read_file)
+        return await self._run(_read, "snapshot")
 
-    def _read_file(self) -> Rows:
+    def _read_file(self) -> Snapshot:
         """:func:`_read` on a connection of its own (run in a worker thread)."""
         try:
             db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
