@@ -1,8 +1,11 @@
 """The LLM answerer's operator commands: ``ctx`` (the request inspector) and ``budget``.
 
-* ``ctx TEXT`` (``python run.py ctx [--user U --chat C] [--json] TEXT``): the request
-  ``TEXT`` would send, without sending it (:mod:`tmy.llm.inspect`); exit 1 when no
-  request would be sent.
+* ``ctx [QUERY]`` (``python run.py ctx [--user U --chat C] [--json] [QUERY]``,
+  ``.tmy ctx [QUERY]`` for admins, ``POST /admin/commands/ctx``): the request the
+  sender's next message would send in this chat — system prompt, memory recalled
+  for QUERY, history, tools — without sending it or changing anything
+  (:mod:`tmy.llm.inspect`); without QUERY, their last LLM message again. Exit 1
+  when no request would be sent.
 * ``budget [USER]`` (``.tmy budget [USER]``): today's LLM token counters of the sender,
   or of USER on the sender's platform.
 
@@ -23,19 +26,25 @@ _OFF_CHAT = frozenset(("cli", "http"))
 
 
 async def run_ctx(inv: Invocation) -> Result:
-    """The inspector's header and request body; exit 1 (not an error) when none would be sent."""
-    message = dataclasses.replace(inv.who, text=inv.args["text"])
+    """The inspector's header and request; exit 1 (not an error) when none would be sent."""
+    message = dataclasses.replace(inv.who, text=inv.args.get("text") or "")
     seen = await inspect(inv.app, message)
-    text = render(seen, as_json=bool(inv.args.get("json")))
+    text = render(seen, as_json=bool(inv.args.get("json")), compact=inv.compact)
     return Result(text, seen.as_dict(), exit_code=0 if seen.request is not None else 1)
 
 
 CTX = Command(
     name="ctx",
-    help="print the LLM request a message would send, without sending it",
+    help="what your next LLM request here would send (system, memory, history, tools)",
     run=run_ctx,
     args=(
-        Arg("text", "the message, as a user would send it", rest=True),
+        Arg(
+            "text",
+            "your next message (default: your last LLM message in this chat)",
+            required=False,
+            rest=True,
+            metavar="QUERY",
+        ),
         Arg(
             "json",
             "print only the request body",
@@ -45,8 +54,10 @@ CTX = Command(
             fronts=_OFF_CHAT,
         ),
     ),
-    usage="TEXT",
-    description="print the LLM request this message would send, without sending it",
+    usage="[QUERY]",
+    description="print the LLM request your next message (QUERY, or your last LLM message in "
+    "this chat) would send — system prompt, memory recall, history, tools — without sending "
+    "it or changing anything",
     quiet=True,  # the dry run ends the run early on purpose: its run.failed warning is noise
 )
 
