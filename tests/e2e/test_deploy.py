@@ -9,7 +9,7 @@ Always, with no container engine:
   CMD from its WORKDIR) serves, passes its own HEALTHCHECK command, reloads on SIGHUP and
   stops with exit 0 on SIGTERM;
 - compose.yaml's structure (tmy + redis, the store on the redis service, healthchecks,
-  volumes, a port range for two replicas) and the commented NapCat wiring;
+  volumes, a second replica on its own port) and the commented NapCat wiring;
 - the systemd unit (LimitNOFILE, ExecReload, a user, the README's command), and
   deploy/logrotate.conf run by the real logrotate against tmy's log file.
 
@@ -469,7 +469,7 @@ def test_compose_runs_tmy_on_the_redis_service(compose: dict[str, Any]) -> None:
     store = tmy["environment"]["TMY_STORE"]
     assert parse_store_url(store).scheme == "redis"
     assert urlsplit(store).hostname == "redis", "the store must be the redis service"
-    assert tmy["build"] == "." and "container_name" not in tmy, "a name would stop --scale"
+    assert tmy["build"] == "." and "container_name" not in tmy
     for service in (tmy, redis):
         assert service["restart"] in ("unless-stopped", "always")
     assert "--appendonly" in redis["command"]
@@ -493,14 +493,24 @@ def test_compose_volumes_are_the_image_s(compose: dict[str, Any]) -> None:
     assert any(v.endswith(":/data") for v in redis["volumes"])
 
 
-def test_compose_publishes_a_loopback_port_range_for_two_replicas(compose: dict[str, Any]) -> None:
-    (mapping,) = compose["services"]["tmy"]["ports"]
-    host_ip, host_ports, container = mapping.split(":")
-    assert host_ip == "127.0.0.1", "without api_keys the listener trusts its callers"
-    first, _, last = host_ports.partition("-")
-    assert last and int(last) - int(first) >= 1, "--scale tmy=2 needs two host ports"
-    assert container == DOCKER.env["TMY_HTTP"].rsplit(":", 1)[1]
-    assert compose["services"]["tmy"]["environment"]["TMY_HTTP"] == DOCKER.env["TMY_HTTP"]
+def test_compose_publishes_loopback_ports_and_a_second_replica(compose: dict[str, Any]) -> None:
+    """``--profile replicas`` adds tmy-2: the same service but for its own host port."""
+    services = compose["services"]
+    tmy, second = services["tmy"], services["tmy-2"]
+    assert second["profiles"] == ["replicas"] and "profiles" not in tmy
+    assert {k: v for k, v in second.items() if k not in ("ports", "profiles")} == {
+        k: v for k, v in tmy.items() if k != "ports"
+    }
+    container = DOCKER.env["TMY_HTTP"].rsplit(":", 1)[1]
+    hosts = []
+    for service in (tmy, second):
+        (mapping,) = service["ports"]
+        host_ip, host_port, inside = mapping.split(":")
+        assert host_ip == "127.0.0.1", "without api_keys the listener trusts its callers"
+        assert inside == container
+        hosts.append(host_port)
+    assert len(set(hosts)) == 2, "each replica its own host port"
+    assert tmy["environment"]["TMY_HTTP"] == DOCKER.env["TMY_HTTP"]
 
 
 def test_the_commented_napcat_service_connects_where_tmy_serves_onebot() -> None:
