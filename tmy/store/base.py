@@ -21,7 +21,10 @@ client library that resends a command whose reply was lost (Redis stalled
 past the socket timeout, a connection cut after the command ran) must not
 change the data a second time. So a call that returns normally was applied
 exactly once; a call that raises :class:`~tmy.errors.StoreError` was applied
-once or not at all (its outcome is unknown, never doubled).
+once or not at all (its outcome is unknown, never doubled). Two writes are
+idempotent instead of recorded: ``rank_sync`` (a resent copy re-reads the value
+and sets the board to it again) and ``restore`` (a resent copy writes the
+snapshot's same values again).
 
 Keys are logical, slash-separated strings built by the engine
 (``var/global/jokes``, ``var/user/console/alice/visits``, ``hist/…``); each
@@ -34,7 +37,11 @@ Besides the key/value map a store keeps **leaderboard boards** (``rank_sync``,
 optional display name, kept equal to the values of a ranked variable by calling
 ``rank_sync`` after every write of it (it re-reads the value, so syncs arriving
 out of order still leave the board equal to the values). Highest first, ties
-ordered by member descending (byte order), on every backend.
+ordered by member descending (byte order), on every backend. SQLite reads the
+value and sets the board in one transaction, Redis in one script; on a Redis
+Cluster the value and the board live in different hash slots, so a sync reads,
+writes the board, and reads again, repeating while the value changed (last
+writer wins, checked: see :mod:`tmy.store.redis.cluster`).
 
 ``snapshot`` reads every live key (value and remaining TTL) and every board
 entry; ``restore`` writes them into any store (merging, or replacing what is
@@ -264,7 +271,8 @@ class Store(Protocol):
     async def rank_sync(
         self, board: str, member: str, key: str, name: str | None = None
     ) -> float | None:
-        """Make ``board`` agree with the value at ``key``, atomically (see the module doc).
+        """Make ``board`` agree with the value at ``key``, atomically (one transaction / one
+        script; on a Redis Cluster read, write, read again: see the module doc).
 
         An int/float (not bool) value upserts ``member`` with it as score (and
         ``name`` if given, else the name it had); anything else, or no value,
