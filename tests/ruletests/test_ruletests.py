@@ -580,7 +580,7 @@ def test_run_py_test_as_a_user_runs_it(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "-签到成功，累计 101 次" in done.stdout
     assert "+签到成功，累计 100 次" in done.stdout
-    assert done.stdout.rstrip().endswith("5 passed, 1 failed")
+    assert re.search(r"\n\d+ passed, 1 failed$", done.stdout.rstrip())  # the rest still pass
 
 
 def test_the_cookbook_shows_each_recipe_file_exactly() -> None:
