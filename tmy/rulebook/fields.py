@@ -26,6 +26,7 @@ from tmy.values.compiled import (
     compile_path,
     compile_value,
 )
+from tmy.values.functions import call_hint
 from tmy.yamlfile.source import LineDict
 
 
@@ -118,6 +119,15 @@ class FieldReader:
         if dynamic:
             return
         for name in sorted(set(names) - known):
+            call = call_hint(name)
+            if call is not None:  # "{random}" in a template: a function, not a variable
+                self.error(
+                    f"{where}: '{key}' reads {name!r}, which is never set: {call}, inside a "
+                    "?= expression (a {template} only reads variables)",
+                    file,
+                    raw.line_of(key),
+                )
+                continue
             extra = did_you_mean(name, sorted(known))
             self.error(
                 f"{where}: '{key}' reads {name!r}, which is never set{extra}: declare it under "
