@@ -2,8 +2,8 @@
 
 ``python run.py backup FILE`` writes the store's :meth:`~tmy.store.base.Store.snapshot`
 — every persistent variable of every scope, memory entries and embeddings,
-knowledge chunks, dialogue summaries and histories, sessions, cron history and
-outbox, chat switches, usage counters, leaderboards — as a versioned JSON-lines
+dialogue summaries and histories, sessions, cron history and outbox, chat
+switches, usage counters, leaderboards — as a versioned JSON-lines
 file (:mod:`tmy.backup.fileformat`); ``python run.py restore FILE`` loads one into
 any store tmy accepts (:mod:`tmy.backup.operations`), which is how a deployment
 moves from the embedded SQLite file to Redis or a Redis Cluster. The daemon
