@@ -104,6 +104,31 @@ async def test_requests_extend_each_other_until_the_fold_then_start_from_the_sum
     assert [pair[0] for pair in history][:1] == [FOLD_ASK] and len(history) == 4
 
 
+async def test_the_summary_pair_does_not_count_and_is_folded_into_the_next(
+    provider: FakeProvider,
+) -> None:
+    summaries = iter(["First four.", "All eight."])
+
+    def default(body: dict[str, Any]) -> Action:
+        if is_fold(body):
+            return Reply(json.dumps({"summary": next(summaries)}))
+        return Reply("echo: " + body["messages"][-1]["content"].split("\n")[-1])
+
+    provider.default = default
+    async with Bot({"r.yaml": RULES}, llm=on(provider)) as bot:
+        for i in range(1, 10):
+            await bot.say(f"chat {i}")
+    asks, folds = split(provider)
+    assert len(folds) == 2
+    # after the first fold: the summary and up to 3 turns (history: 3), then the next fold
+    assert [len(b["messages"]) for b in asks] == [2, 4, 6, 8, 4, 6, 8, 10, 4]
+    assert folds[1]["messages"][-1]["content"].splitlines()[:2] == [
+        f"user: {FOLD_ASK}",
+        "assistant: First four.",
+    ]
+    assert [m["content"] for m in asks[8]["messages"][1:3]] == [FOLD_ASK, "All eight."]
+
+
 async def test_a_history_over_max_tokens_folds_too(provider: FakeProvider) -> None:
     provider.default = answering("Long questions were asked.")
     text = RULES.replace("history: 3", "history: 10")

@@ -36,7 +36,7 @@ from tmy.llm.exchange import Job, Plan, converse
 
 log = structlog.get_logger("tmy.llm")
 
-FOLD_ASK = "Summarise our conversation so far."
+FOLD_ASK = history.FOLD_ASK
 SUMMARY_CHARS = 800  # what the summary is asked to fit in (and the extract is cut to)
 SUMMARY_SECONDS = 30.0  # at most this long for the summary call
 LOCK_KIND = "llmfold"

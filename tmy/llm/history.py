@@ -30,6 +30,7 @@ from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
 KIND = "llmhist"
+FOLD_ASK = "Summarise our conversation so far."  # the user side of a fold's summary pair
 LAST = "llmlast"
 LAST_TTL = 30 * 86400  # the last message is kept this long (seconds)
 
@@ -49,8 +50,10 @@ def tokens(pairs: list[list[str]]) -> int:
 
 
 def is_full(pairs: list[list[str]], turns: int, max_tokens: int) -> bool:
-    """More than ``turns`` pairs, or more than ``max_tokens``: the next request folds first."""
-    if len(pairs) > max(turns, 1):
+    """More than ``turns`` turns since the last fold (its summary pair does not count),
+    or more than ``max_tokens`` in all: the next request folds first."""
+    since = len(pairs) - (1 if pairs and pairs[0][0] == FOLD_ASK else 0)
+    if since > max(turns, 1):
         return True
     return bool(max_tokens) and len(pairs) > 1 and tokens(pairs) > max_tokens
 
