@@ -211,6 +211,32 @@ tests:
     assert "5 passed, 0 failed" in out
 
 
+def test_a_preset_ranked_value_is_on_its_leaderboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vars: writes the store directly; a rank: true value must still reach top()/rank_of()."""
+    path = write(
+        tmp_path,
+        """\
+variables:
+  points: {scope: user, default: 0, rank: true}
+rules:
+  - id: board
+    triggers: [board]
+    steps:
+      - plugin: ADJUST
+        input: "?= str(rank_of('points')) + ' ' + ','.join(e['user'] for e in top('points', 3))"
+tests:
+  - {send: board, user: ann, vars: {points: 7}, expect: "1 ann"}
+  - {send: board, user: bob, vars: {points: 9}, expect: "1 bob,ann"}
+  - {send: board, user: ann, expect: "2 bob,ann"}
+""",
+    )
+    code, out, _ = run_test(capsys, str(path))
+    assert code == 0, out
+    assert "3 passed, 0 failed" in out
+
+
 def test_each_file_starts_on_a_fresh_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,6 @@ import pytest
 
 import tmy.ruletests  # noqa: F401  (registers the `test` command)
 from tmy import cli, logs
-from tmy.rulebook.loader import FILE_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,10 +153,6 @@ def test_pick_takes_the_seeded_member_and_removes_it(
     assert sorted(expected) == ["a", "b", "c", "d", "e"]  # without replacement
 
 
-@pytest.mark.skipif(
-    "seed" not in FILE_KEYS,
-    reason="a file-level seed: needs 'seed' in tmy.rulebook.loader.FILE_KEYS (see EXPR's report)",
-)
 def test_a_file_seed_is_every_case_s_default_and_a_case_seed_wins(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

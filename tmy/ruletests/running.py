@@ -25,7 +25,7 @@ from tmy.app import App
 from tmy.config import Settings
 from tmy.config.llm import mocked
 from tmy.cron import cron_message, fire_time_text
-from tmy.engine.variables import variable_key
+from tmy.engine.variables import Variables, variable_key
 from tmy.errors import TmyError
 from tmy.extension import Extension
 from tmy.message import Message
@@ -141,6 +141,9 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
     try:
         for name, value in case.vars.items():
             await engine.services.store.set(variable_key(rulebook.variables[name], message), value)
+        # a preset rank: true value is on its leaderboard, as any write of it would be
+        preset = Variables({}, rulebook.variables, engine.services.store, message)
+        await preset.sync_ranks(case.vars)
     except TmyError as exc:
         return Outcome(case, False, "", None, None, [f"could not preset vars: {exc}"])
     # a seeded case draws from random.Random(seed), fresh for this case: the same draws
