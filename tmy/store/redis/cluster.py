@@ -53,8 +53,8 @@ from tmy.store.base import rank_score, score_out
 from tmy.store.codec import check_board, check_key, decode
 from tmy.store.redis.boards import name_args
 from tmy.store.redis.connection import SPARE_CONNECTIONS, retry_policy
-from tmy.store.redis.snapshots import batches
 from tmy.store.redis.store import RedisStore
+from tmy.store.snapshot import batches
 
 SYNC_ROUNDS = 3
 """Board writes one cluster ``rank_sync`` makes at most while the value keeps changing."""
