@@ -143,6 +143,17 @@ def test_cli_refuses_a_newer_or_truncated_file_before_writing(
     assert not (tmp_path / "target.db").exists()  # refused before the target was opened
 
 
+def test_cli_backup_that_cannot_be_written_says_so(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "taken").mkdir()
+    assert run("backup", str(tmp_path / "taken"), "--config", str(config)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cannot write the backup to ") and "Is a directory" in err
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == []
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
 def test_cli_merge_and_replace_exclude_each_other(config: Path, tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as caught:
         run("restore", str(tmp_path / "x.jsonl"), "--merge", "--replace")

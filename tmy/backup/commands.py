@@ -72,15 +72,20 @@ async def _backup(inv: Invocation) -> Result:
     if not file and folder is None:
         return Result(NO_FOLDER, {"error": NO_FOLDER}, ok=False)
     async with _store(inv, settings) as store:
-        if file:
-            path = Path(file)
-            written = await take_backup(
-                store, path, compress=wants_gzip(path, bool(inv.args.get("gzip")))
-            )
-        else:
-            gzip = config.gzip or bool(inv.args.get("gzip"))
-            chosen = dataclasses.replace(config, gzip=gzip)
-            written = await write_into_folder(store, folder, chosen)
+        try:
+            if file:
+                path = Path(file)
+                written = await take_backup(
+                    store, path, compress=wants_gzip(path, bool(inv.args.get("gzip")))
+                )
+            else:
+                gzip = config.gzip or bool(inv.args.get("gzip"))
+                chosen = dataclasses.replace(config, gzip=gzip)
+                written = await write_into_folder(store, folder, chosen)
+        except OSError as exc:  # a full disk, a folder that is a file: nothing half written
+            where = exc.filename or file or folder
+            text = f"cannot write the backup to {where}: {exc.strerror or exc}"
+            return Result(text, {"error": text}, ok=False)
     return Result(written.describe(), written.as_json())
 
 
