@@ -52,3 +52,28 @@ async def test_the_onebot_access_token_is_refused_by_remember_without_the_adapte
     async with Bot({"r.yaml": RULES}, adapters={"onebot": {"access_token": token}}) as bot:
         reply = await bot.ask(f"remember the token is {token}", user="ann")
         assert reply.error and "a credential this bot is configured with" in reply.error
+
+
+async def test_a_serving_daemon_logs_what_check_warns_about(log_file: Path) -> None:
+    """Collisions between files and adapters the config leaves off are logged at start-up;
+    an adapter given to the app (here the loopback one, named onebot) counts as enabled."""
+    from tmy.testing import serving
+
+    rules = {
+        "a.yaml": "rules:\n  - {id: a, triggers: [hello], steps: [{plugin: ADJUST}]}\n",
+        "b.yaml": (
+            "rules:\n  - {id: b, triggers: ['hello *'], steps: [{plugin: ADJUST}]}\n"
+            "  - {id: tg, platforms: [telegram], triggers: [tg], steps: [{plugin: ADJUST}]}\n"
+            "  - {id: qq, platforms: [onebot], triggers: [qq], steps: [{plugin: ADJUST}]}\n"
+        ),
+    }
+    async with serving(rules, platform="onebot"):
+        pass
+    details = [e["detail"] for e in read_log(log_file) if e.get("event") == "rules.warning"]
+    assert details == [
+        "b.yaml:2: trigger 'hello *' of rule 'b' collides with trigger 'hello' of rule 'a' "
+        "(a.yaml:2): both answer 'hello', and rule 'a' wins (exact before prefix triggers) "
+        "(give one rule a higher 'priority:', or another trigger)",
+        "b.yaml:3: rule 'tg' answers on telegram (platforms:), but the config does not enable "
+        "the telegram adapter (set adapters.telegram.enabled: true); it answers nowhere",
+    ]

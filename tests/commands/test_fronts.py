@@ -64,6 +64,13 @@ CASES: dict[str, list[dict[str, Any]]] = {
     "explain": [{"args": {"text": "count"}}],
     "ctx": [{"args": {"text": "ask hello"}}],
     "memory": [{"args": {"action": "list"}, "chat": ""}],
+    "cron": [
+        {"args": {}},
+        {
+            "args": {"action": "fire", "rule": "tick", "dry_run": True},
+            "chat": "fire tick --dry-run",
+        },
+    ],
 }
 VOLATILE_KEYS = {"ms", "trace_id", "reason"}
 VOLATILE_TEXT = [
