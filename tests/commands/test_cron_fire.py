@@ -177,7 +177,7 @@ def test_unknown_and_unscheduled_rules_and_bad_targets_are_usage_errors(
     assert code == 2 and "--target takes PLATFORM:CHAT" in err
     code, _, err = _cli(capsys, "cron", "fire", "digest", "--target", "onebto:g", "--dry-run",
                         *base)  # fmt: skip
-    assert code == 2 and "unknown platform 'onebto' in --target (did you mean 'onebot'?)" in err
+    assert code == 2 and "no adapter can post to 'onebto' here (did you mean 'onebot'?)" in err
 
 
 def test_a_failed_run_exits_1_and_is_kept_as_an_error(
@@ -258,6 +258,10 @@ async def test_chat_and_http_fire_through_the_daemons_scheduler(tmp_path: Path) 
         dry = await daemon.push(".tmy cron fire digest --dry-run --target onebot:group:7",
                                 user="root")  # fmt: skip
         assert "would send to onebot:group:7:" in dry.text and "#2 in group:7" in dry.text
+        nowhere = await daemon.push(".tmy cron fire digest --target console:me", user="root")
+        assert nowhere.text == (
+            "error: no adapter can post to 'console' here; --target takes one of: onebot"
+        )
         refused = await daemon.push(".tmy cron fire digest", user="stranger")
         assert refused.text == ""  # an admin command: no answer to anyone else
 

@@ -75,21 +75,21 @@ def scheduled_rule(rulebook: Rulebook, rule_id: str) -> Rule:
     return rule
 
 
-def parse_target(text: str, platforms: Sequence[str] = ()) -> Target:
+def parse_target(text: str, platforms: Sequence[str] = TARGET_PLATFORMS) -> Target:
     """``PLATFORM:CHAT`` (``onebot:group:5``, ``telegram:-100123``) as a Target.
 
-    The platform is one ``send_to`` takes, or one of ``platforms`` (the adapters the
-    serving daemon runs); CommandError otherwise.
+    ``platforms``: where a post can go from here (the platforms ``send_to`` takes; in a
+    serving daemon, its running adapters that can post); CommandError otherwise.
     """
     platform, sep, chat = text.partition(":")
     platform, chat = platform.strip(), chat.strip()
     if not sep or not platform or not chat:
         raise CommandError(f"--target takes PLATFORM:CHAT (e.g. onebot:group:5), got {text!r}")
-    known = list(dict.fromkeys([*TARGET_PLATFORMS, *platforms]))
-    if platform not in known:
+    if platform not in platforms:
+        known = ", ".join(platforms) or "none"
         raise CommandError(
-            f"unknown platform {platform!r} in --target{did_you_mean(platform, known)}; "
-            f"one of {', '.join(known)}"
+            f"no adapter can post to {platform!r} here{did_you_mean(platform, platforms)}; "
+            f"--target takes one of: {known}"
         )
     return Target(platform, chat)
 
@@ -124,10 +124,15 @@ def where(target: Target | None) -> str:
 # -- firing for real ----------------------------------------------------------------------------
 
 
-def _running_platforms(app: Any) -> list[str]:
-    """The adapters a serving app runs (none when it does not serve)."""
-    adapters = getattr(app, "adapters", None)
-    return [a.name for a in getattr(adapters, "started", ())]
+_ANSWER_ONLY = frozenset({"http", "openai"})  # adapters that answer requests, never post
+
+
+def _posting_platforms(app: Any) -> tuple[str, ...]:
+    """Where a post can go: a serving app's running adapters that post, else ``send_to``'s."""
+    adapters = getattr(app, "adapters", None)  # the App's, when it serves (AppLike lacks it)
+    if adapters is None:
+        return TARGET_PLATFORMS
+    return tuple(a.name for a in adapters.started if a.name not in _ANSWER_ONLY)
 
 
 def _scheduler(inv: Invocation) -> tuple[Cron, bool]:
@@ -325,7 +330,7 @@ async def run_fire(inv: Invocation, rule_arg: str | None) -> Result:
     rule = scheduled_rule(inv.app.engine.rulebook, rule_id)
     target = None
     if target_text:
-        target = parse_target(target_text, _running_platforms(inv.app))
+        target = parse_target(target_text, _posting_platforms(inv.app))
     if dry_run:
         return await fire_dry(inv, rule, target)
     return await fire(inv, rule, target)
