@@ -9,7 +9,9 @@ Always, with no container engine:
   CMD from its WORKDIR) serves, passes its own HEALTHCHECK command, reloads on SIGHUP and
   stops with exit 0 on SIGTERM;
 - compose.yaml's structure (tmy + redis, the store on the redis service, healthchecks,
-  volumes, a second replica on its own port) and the commented NapCat wiring;
+  volumes, a second replica on its own port) and the commented NapCat wiring; its two
+  replicas, run as compose runs them on one Redis, lose no update and run each
+  scheduled occurrence once;
 - the systemd unit (LimitNOFILE, ExecReload, a user, the README's command), and
   deploy/logrotate.conf run by the real logrotate against tmy's log file.
 
@@ -20,6 +22,7 @@ Otherwise those tests skip, saying exactly what is missing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import grp
 import json
@@ -47,6 +50,7 @@ import yaml
 from tests.e2e.readme_commands import FENCE, SHELL, commands
 from tmy import logs
 from tmy.config import Settings, load_settings, parse_store_url
+from tmy.store import open_store
 
 pytestmark = pytest.mark.slow  # processes (tests/e2e is the slow lane anyway)
 
@@ -233,6 +237,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def replay_image(root: Path) -> Path:
+    """The Dockerfile's COPYs into ``root`` (the image's file system); returns its WORKDIR."""
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for src, dest in DOCKER.copies():
+        target = root / str(dest).lstrip("/")
+        if (REPO / src).is_dir():
+            shutil.copytree(REPO / src, target, ignore=skip, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / src, target)
+    return root / str(DOCKER.workdir).lstrip("/")
+
+
+def start_image(workdir: Path, env: dict[str, str], stderr: Any) -> subprocess.Popen[str]:
+    """The image's ENTRYPOINT + CMD in ``workdir``, by the suite's interpreter."""
+    return subprocess.Popen(
+        [sys.executable, *DOCKER.command[1:]],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+    )
+
+
 # -- the Dockerfile, always ---------------------------------------------------------------------
 
 
@@ -299,30 +329,12 @@ def test_the_replayed_image_serves_passes_its_healthcheck_reloads_and_stops(
     WORKDIR, with the suite's interpreter (which has the dependencies ``pip install .`` puts
     in the image). Proves the image holds all the bot needs, that its health check command
     works against the real daemon, and that the store lands in the data volume."""
-    root = tmp_path / "root"
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for src, dest in DOCKER.copies():
-        target = root / str(dest).lstrip("/")
-        if (REPO / src).is_dir():
-            shutil.copytree(REPO / src, target, ignore=skip, dirs_exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / src, target)
-    workdir = root / str(DOCKER.workdir).lstrip("/")
+    workdir = replay_image(tmp_path / "root")
     port = free_port()
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **DOCKER.env}
     env["TMY_HTTP"] = f"127.0.0.1:{port}"  # the image's 0.0.0.0, kept to loopback here
-    command = [sys.executable, *DOCKER.command[1:]]
     check = [sys.executable, *DOCKER.healthcheck[1:]]
-    proc = subprocess.Popen(
-        command,
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_image(workdir, env, subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -511,6 +523,91 @@ def test_compose_publishes_loopback_ports_and_a_second_replica(compose: dict[str
         hosts.append(host_port)
     assert len(set(hosts)) == 2, "each replica its own host port"
     assert tmy["environment"]["TMY_HTTP"] == DOCKER.env["TMY_HTTP"]
+
+
+REPLICA_RULES = """
+variables:
+  hits: {scope: global, default: 0}
+  fired: {scope: global, default: []}
+rules:
+  - id: hit
+    triggers: ["hit"]
+    steps:
+      - {plugin: ADJUST, input: "?= hits + 1", save: hits}
+  - id: tick
+    schedule: {every: 1s, misfire_grace: 30}
+    steps:
+      - {plugin: ADJUST, input: "?= fired + [FIRE_TIME]", save: fired}
+"""
+
+
+def service_env(service: dict[str, Any], store: str, port: int, home: Path) -> dict[str, str]:
+    """A compose service's environment as the container gets it, with the test's Redis for
+    the ``redis`` service and a loopback port for the published one."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), **DOCKER.env}
+    for key, value in service["environment"].items():
+        env[key] = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))  # ${TZ:-UTC} → UTC
+    assert urlsplit(env["TMY_STORE"]).hostname == "redis"
+    env["TMY_STORE"] = store
+    env["TMY_HTTP"] = f"127.0.0.1:{port}"
+    return env
+
+
+@pytest.mark.redis
+async def test_the_two_compose_replicas_share_one_redis(
+    tmp_path: Path, compose: dict[str, Any], redis_store_url: str
+) -> None:
+    """tmy and tmy-2 as compose runs them (the replayed image, each service's environment,
+    one Redis): 60 increments sent to both at once give each value 1…60 exactly once, and
+    a schedule every second runs each occurrence once across the two."""
+    workdir = replay_image(tmp_path / "root")
+    (workdir / "rules" / "replicas.yaml").write_text(REPLICA_RULES)  # the rules volume
+    ports = [free_port(), free_port()]
+    procs = []
+    with contextlib.ExitStack() as files:
+        for name, port in zip(("tmy", "tmy-2"), ports, strict=True):
+            env = service_env(compose["services"][name], redis_store_url, port, tmp_path)
+            err = files.enter_context((tmp_path / f"{name}.log").open("w"))
+            procs.append(start_image(workdir, env, err))
+    try:
+        async with httpx.AsyncClient(timeout=30) as client:
+            for port in ports:
+                deadline = time.monotonic() + 30
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await client.get(f"http://127.0.0.1:{port}/healthz")).is_success:
+                            break
+                    assert time.monotonic() < deadline, (tmp_path / "tmy.log").read_text()
+                    await asyncio.sleep(0.2)
+
+            async def hit(i: int) -> int:
+                url = f"http://127.0.0.1:{ports[i % 2]}/v1/messages"
+                reply = (await client.post(url, json={"text": "hit", "user": f"u{i}"})).json()
+                assert reply["rule"] == "hit" and reply["error"] is None, reply
+                return int(reply["answer"])
+
+            answers = await asyncio.gather(*(hit(i) for i in range(60)))
+        assert sorted(answers) == list(range(1, 61))
+        store = open_store(redis_store_url)
+        await store.open()
+        try:
+            deadline = time.monotonic() + 20
+            while len(fired := await store.get("var/global/fired") or []) < 3:
+                assert time.monotonic() < deadline, "the schedule did not fire"
+                await asyncio.sleep(0.25)
+        finally:
+            await store.close()
+        assert len(set(fired)) == len(fired), f"an occurrence ran twice: {fired}"
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert [p.returncode for p in procs] == [0, 0]
 
 
 def test_the_commented_napcat_service_connects_where_tmy_serves_onebot() -> None:
