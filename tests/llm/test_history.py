@@ -100,6 +100,8 @@ async def test_requests_extend_each_other_until_the_fold_then_start_from_the_sum
     ]
     assert replies[4].steps[0].extra["llm"]["fold"]["calls"], "ask --json shows the fold"
     assert replies[4].steps[0].extra["llm"]["folded_turns"] == 4
+    stats = replies[4].steps[0].extra["llm"]
+    assert (stats["prompt_tokens"], stats["completion_tokens"]) == (20, 10)  # answer + fold
     assert usage["user"]["calls"] == 8  # seven answers and the summary, all counted
     assert [pair[0] for pair in history][:1] == [FOLD_ASK] and len(history) == 4
 

@@ -15,7 +15,7 @@ and the summary replaces exactly the turns it summarised (a compare-and-set on
 the stored list): a turn that landed meanwhile stays, after the summary.
 
 The summary call is a request like any other (budget, usage counters, the
-TESTONLY mock, ``ask --json``: ``extra.llm.fold``). When it fails, a plain
+TESTONLY mock, ``ask --json``: ``extra.llm.fold``, its tokens in the step's totals). When it fails, a plain
 extract of the conversation's end is kept instead (logged ``llm.fold_failed``),
 so the history stays bounded.
 """
@@ -105,6 +105,9 @@ async def summarise(job: Job, pairs: list[list[str]]) -> tuple[str, bool]:
         error = f"no summary within {seconds:g} s"
     except TmyError as exc:
         error = str(exc)
+    finally:  # the step's token totals include its fold (ask --json, the OpenAI facade)
+        for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            job.stats[key] += sub.stats[key]
     log.warning("llm.fold_failed", uri=job.ctx.uri, error=error, kept="an extract")
     return extract(pairs), False
 
