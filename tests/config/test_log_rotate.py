@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,13 @@ def test_rotate_must_be_a_mapping(tmp_path: Path) -> None:
     path = write(tmp_path, "log:\n  rotate: 1048576\n")
     with pytest.raises(ConfigError, match=r"tmy\.yaml:2: 'log\.rotate' has the wrong type"):
         load_settings(path, env={})
+
+
+def test_the_deploy_docs_example_loads(tmp_path: Path) -> None:
+    """docs/deploy.md's log.rotate example is a config tmy accepts, meaning what it says."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    (example,) = [b for b in blocks if "rotate:" in b]
+    settings = load_settings(write(tmp_path, example), env={})
+    assert settings.log.rotate == LogRotate(max_bytes=100 * 1024 * 1024, backups=5)
+    assert Path(settings.log.file).resolve() == (tmp_path.parent / "data" / "tmy.log").resolve()
