@@ -277,13 +277,19 @@ async def test_ctx_prints_the_request_without_sending_it(
     body = json.loads("{" + body)
     assert "# rule chat · step chat/0 · scene general" in header
     assert "stable prefix: 1 messages + tools" in header and "then 2 history messages" in header
-    assert [m["content"] for m in body["messages"][1:3]] == ["first", "echo: first"]
+    # the history keeps the user message exactly as sent (Time/From lines first)
+    assert body["messages"][1]["content"].endswith("\n\nfirst")
+    assert body["messages"][2]["content"] == "echo: first"
     assert body["messages"][-1]["content"].endswith("\n\nsecond")
     assert body["tools"][0]["function"]["name"] == "lookup"
     signature = header.split("sha256 ")[1][:16]
     _, text = await _ctx(settings, "chat another topic", {**who, "user": "bob"})
     assert f"sha256 {signature}" in text  # the stable prefix is the same for everyone
+    # text no rule answers is a follow-up of the user's last LLM message in this chat …
     code, text = await _ctx(settings, "unmatched", who)
+    assert code == 0 and "# rule chat" in text
+    # … and, for a user with no LLM message yet, says that no rule matched
+    code, text = await _ctx(settings, "unmatched", {**who, "user": "carol"})
     assert code == 1 and "no rule matched" in text
 
 
@@ -311,7 +317,7 @@ def _common(tmp_path: Path, llm: dict[str, Any] | None = None) -> list[str]:
         "--config",
         str(tmp_path / "tmy.yaml"),
         "--rules",
-        str(REPO / "rules" / "llm.yaml"),
+        str(REPO / "examples" / "llm.yaml"),
         "--store",
         f"sqlite:///{tmp_path / 'db.sqlite'}",
         "--user",
