@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ import yaml
 
 from tests.e2e.readme_commands import FENCE, SHELL, commands
 from tmy import logs
+from tmy.adapters.origin import HostPolicy
 from tmy.config import Settings, load_settings, parse_store_url
 from tmy.store import open_store
 
@@ -627,7 +629,22 @@ def test_the_commented_napcat_service_connects_where_tmy_serves_onebot() -> None
     assert str(url.port) == DOCKER.env["TMY_HTTP"].rsplit(":", 1)[1]
     assert url.path == defaults.adapters.onebot.path and defaults.adapters.onebot.mode == "reverse"
     assert client["messagePostFormat"] == "array" and client["enable"] is True
-    assert "allowed_hosts: [tmy]" in (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+
+
+def test_the_docs_napcat_settings_let_napcat_in(tmp_path: Path) -> None:
+    """docs/deploy.md's config for NapCat: the adapter on, and the listener (0.0.0.0 in the
+    image) answering a request that names the service (``Host: tmy:8080``), which it
+    refuses without the setting."""
+    docs = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", docs, re.S)
+    (example,) = [textwrap.dedent(b) for b in blocks if "allowed_hosts" in b]
+    config = tmp_path / "tmy.yaml"
+    config.write_text(example)
+    settings = load_settings(config, env={"TMY_HTTP": DOCKER.env["TMY_HTTP"]})
+    assert settings.adapters.onebot.enabled and settings.adapters.onebot.mode == "reverse"
+    listen = settings.adapters.http.listen.rsplit(":", 1)[0]
+    assert HostPolicy(listen, settings.adapters.http.allowed_hosts).host_problem("tmy:8080") is None
+    assert HostPolicy(listen, ()).host_problem("tmy:8080") is not None
 
 
 # -- the systemd unit and logrotate ------------------------------------------------------------
