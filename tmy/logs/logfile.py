@@ -59,11 +59,12 @@ class LogFile:
         return file, os.fstat(file.fileno()).st_size
 
     def write(self, data: bytes) -> int:
-        if self.max_bytes and self._full(len(data)):
+        size = self.size + len(data)
+        if self.max_bytes and size > self.max_bytes and self.size:  # checks inlined: hot path
             self._rollover(len(data))
-        written = self.file.write(data)
-        self.size += len(data)
-        return written
+            size = self.size + len(data)
+        self.size = size
+        return self.file.write(data)
 
     def flush(self) -> None:
         self.file.flush()
