@@ -117,3 +117,28 @@ async def test_a_switched_off_chat_is_skipped_and_a_target_given_replaces_send_t
             ("onebot:group:5:", "skipped: chat off"),
             ("onebot:group:6:", "ok"),
         ]
+
+
+RANKED = """
+variables:
+  points: {scope: user, default: 0, rank: true}
+rules:
+  - id: job
+    schedule: {every: 1h, send_to: [{platform: onebot, chat: "group:5"}]}
+    steps:
+      - {plugin: ADJUST, input: "?= points + 5", save: points}
+      - {plugin: ADJUST, input: "points {points}"}
+"""
+
+
+async def test_a_scheduled_run_s_rank_true_write_reaches_the_real_leaderboard() -> None:
+    """The run writes into a buffer committed fenced; its board syncs are repeated on the
+    real store once the commit landed, so top()/rank_of() see the scheduled write."""
+    async with serving({"r.yaml": RANKED}, platform="onebot", timezone="UTC") as daemon:
+        scheduler, store = daemon.app.cron, daemon.app.store
+        assert scheduler is not None
+        for _ in range(2):
+            await scheduler.fire_now(daemon.engine.rulebook.by_id["job"], by="test")
+        assert await store.get("var/user/onebot/cron/points") == 10
+        assert await store.rank_top("onebot/points", 3) == [("cron", 10, None)]  # name = id
+        assert await store.rank_of("onebot/points", "cron") == 1

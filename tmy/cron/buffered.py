@@ -34,6 +34,7 @@ from tmy.store.codec import decode
 from tmy.store.overlay import OverlayStore
 
 Write = tuple[str, Any, float | None]
+Sync = tuple[str, str, str, str | None]  # a leaderboard's rank_sync(board, member, key, name)
 
 
 class RunBuffer(OverlayStore):
@@ -53,18 +54,20 @@ class RunBuffer(OverlayStore):
 
 async def run_buffered(
     engine: Engine, rule: Any, message: Message, question: str, extra: dict[str, Any]
-) -> tuple[Reply, Sequence[Write]]:
+) -> tuple[Reply, Sequence[Write], Sequence[Sync]]:
     """Run ``rule`` as a scheduled run on a second engine over a :class:`RunBuffer`.
 
     The second engine shares the real one's rules, settings, executors, hooks
-    and HTTP client; only its store differs. Returns the reply and the writes
-    to commit (nothing has reached the real store).
+    and HTTP client; only its store differs. Returns the reply, the writes to
+    commit (nothing has reached the real store) and the leaderboard syncs to
+    repeat on the real store once they are committed (a ``rank: true``
+    variable written by the run).
     """
     buffer = RunBuffer(engine.services.store)
     shadow = Engine(engine.rulebook, engine.services.derive(buffer), fixed_now=engine.fixed_now)
     try:
         reply = await shadow.run_scheduled(rule, message, question, extra)
-        return reply, buffer.pending()
+        return reply, buffer.pending(), buffer.board_syncs()
     finally:
         buffer.discard()  # the real store is not ours to close
 

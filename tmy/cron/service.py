@@ -19,7 +19,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from tmy import metrics
-from tmy.cron.buffered import Write, run_buffered, variable_keys
+from tmy.cron.buffered import Sync, Write, run_buffered, variable_keys
 from tmy.cron.occurrence import (
     DONE_TTL,
     SKIPPED_OFF,
@@ -317,7 +317,7 @@ class Cron(Outbox):
         keys = variable_keys(self.engine.rulebook, rule.scheduled_locks, message)
         async with AsyncExitStack() as stack:
             held = [await stack.enter_async_context(self.store.lock(key)) for key in keys]
-            reply, writes = await run_buffered(
+            reply, writes, syncs = await run_buffered(
                 self.engine, rule, message, schedule.input, {"FIRE_TIME": fire_text}
             )
             outcome = "error" if reply.error else "ok"
@@ -331,6 +331,7 @@ class Cron(Outbox):
             if item is not None:
                 commit.append((outbox_key(occ), item, _outbox_ttl(item)))
             await self._commit(commit, lease, held)
+            await self._sync_boards(syncs)
         if target is None:
             sent = "logged only"
         elif not reply.text:
@@ -355,6 +356,16 @@ class Cron(Outbox):
         )
         self._count(rule.id, outcome)
         return entry, reply
+
+    async def _sync_boards(self, syncs: Sequence[Sync]) -> None:
+        """Make the leaderboards of the ``rank: true`` variables the run committed follow
+        them (the run synced its buffer's boards only). Each sync re-reads the committed
+        value; one that fails is logged, and the board catches up at the next write."""
+        for board, member, key, name in syncs:
+            try:
+                await self.store.rank_sync(board, member, key, name)
+            except TmyError as exc:
+                log.warning("rank.sync_failed", key=key, user=member, error=str(exc))
 
     async def _commit(self, writes: list[Write], lease: Lease, held: Sequence[Lease] = ()) -> None:
         """``store.commit`` fenced by ``lease``; on a Redis Cluster, one slot at a time.
