@@ -20,12 +20,17 @@ variables:
   counter: {scope: user, default: 0}
   notes: {scope: global, default: {}}
   scores: {scope: global, default: {}}
+  points: {scope: user, default: 0, rank: true}
 rules:
   - id: count
     triggers: [count]
     steps:
       - {id: add, plugin: ADJUST, input: "?= counter + 1", save: counter}
       - {plugin: ADJUST, input: "count={counter}"}
+  - id: board
+    triggers: [board]
+    steps:
+      - {plugin: ADJUST, input: "?= [e['user'] for e in top('points', 3)]"}
 """
 
 
@@ -83,3 +88,13 @@ def test_vars_refuses_undeclared_names(run: Callable[..., tuple[int, str]]) -> N
     code, said = run("vars", "get", "nope")
     assert code == 2
     assert "'nope' is not a declared variable" in said
+
+
+def test_vars_set_and_del_keep_a_rank_true_variable_s_leaderboard(
+    run: Callable[..., tuple[int, str]],
+) -> None:
+    assert run("vars", "set", "points", "5")[0] == 0
+    assert run("vars", "set", "points", "9", user="bob")[0] == 0
+    assert json.loads(run("ask", "board", "--json")[1])["answer"] == '["bob", "ann"]'
+    assert run("vars", "del", "points", user="bob")[0] == 0  # back to its default: off the board
+    assert json.loads(run("ask", "board", "--json")[1])["answer"] == '["ann"]'

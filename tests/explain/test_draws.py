@@ -7,9 +7,12 @@ are computed with ``random.Random(seed)``, which a seeded explanation draws from
 
 from __future__ import annotations
 
+import os
 import random
+import re
 from typing import Any
 
+from tmy import cli, logs
 from tmy.explain import explain, message_for
 from tmy.testing import Bot
 
@@ -110,3 +113,21 @@ rules:
     async with Bot({"main.yaml": rules}) as b:
         drawn = {(await explain(b.engine, message_for("big"))).reply["text"] for _ in range(4)}
     assert len(drawn) > 1  # four 50-bit draws alike: never
+
+
+def test_the_explain_command_takes_seed(tmp_path: Any, capsys: Any, monkeypatch: Any) -> None:
+    """``run.py explain TEXT --seed N`` shows what a rule test's ``seed: N`` draws."""
+    for name in [k for k in os.environ if k.startswith("TMY_")]:
+        monkeypatch.delenv(name)
+    rules = tmp_path / "r.yaml"
+    rules.write_text(RULES, encoding="utf-8")
+    common = ["--rules", str(rules), "--store", f"sqlite:///{tmp_path / 'x.db'}"]
+    outs = []
+    for _ in range(2):
+        assert cli.main(["explain", "roll", "--seed", "42", *common]) == 0
+        outs.append(capsys.readouterr().out)
+    logs.configure("warning")
+    expected = random.Random(42).randint(1, 6)
+    assert f"drew:   {expected} from randint(1, 6)" in outs[0]
+    untimed_outs = [re.sub(r"\d+\.\d+ ms", "", out) for out in outs]
+    assert untimed_outs[0] == untimed_outs[1]

@@ -90,6 +90,8 @@ def _main(argv: Sequence[str] | None) -> int:
             "warning" if quiet and not settings.log_file else settings.log_level,
             settings.log_file or None,
             fmt="json" if settings.log_format == "auto" else settings.log_format,
+            max_bytes=settings.log.rotate.max_bytes,
+            backups=settings.log.rotate.backups,
         )
         if name == "check":
             return run_check(settings, args.path, found)

@@ -79,7 +79,14 @@ def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
 def run_serve(settings: Settings, args: argparse.Namespace, extensions: Sequence[Extension]) -> int:
     if getattr(args, "http", None):
         settings = settings.with_(http_listen=args.http, http_enabled=True)
-    logs.configure(settings.log_level, settings.log_file or None, fmt=settings.log_format)
+    rotate = settings.log.rotate
+    logs.configure(
+        settings.log_level,
+        settings.log_file or None,
+        fmt=settings.log_format,
+        max_bytes=rotate.max_bytes,
+        backups=rotate.backups,
+    )
     # room for connections, store sockets and outbound steps; both limits logged
     logs.get_logger("tmy").info("daemon.open_files", **raise_open_file_limit())
     if getattr(args, "no_console", False):

@@ -37,7 +37,9 @@ def _message(inv: Invocation) -> Message:
 
 
 async def _run(inv: Invocation) -> Result:
-    ex = await explain(inv.app.engine, _message(inv), run=bool(inv.args.get("run")))
+    ex = await explain(
+        inv.app.engine, _message(inv), run=bool(inv.args.get("run")), seed=inv.args.get("seed")
+    )
     text = ex.render(compact=inv.compact)
     return Result(text, ex.as_dict(), exit_code=1 if ex.reply.get("error") else 0)
 
@@ -61,5 +63,12 @@ EXPLAIN = Command(
         _switch("mention", "the message @-mentions the bot (or replies to it)"),
         _switch("admin", "the sender is an admin"),
         _switch("run", "run the message for real (changes the store, sends)"),
+        Arg(
+            "seed",
+            "pin the random draws (the same seed shows the same draws, as a rule test's seed:)",
+            flag=True,
+            metavar="SEED",
+            fronts=_NOT_CHAT,
+        ),
     ),
 )

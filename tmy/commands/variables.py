@@ -136,6 +136,7 @@ async def vars_command(
                 f"to change one position use: vars set {name} VALUE"
             )
         await store.delete(key)
+        await Variables({}, declared, store, who).sync_ranks([path.root])  # off its board
         return Result(f"{path.root} reset to its default", {"reset": path.root})
     if value is None:
         raise CommandError("vars set needs a value (JSON, or a plain string)")
