@@ -392,7 +392,8 @@ def test_follow_command_until_ctrl_c(tmp_path: Path) -> None:
     try:
         assert "following" in proc.stderr.readline()
         asked = subprocess.run(
-            [sys.executable, "run.py", "ask", "joke", "--json", "--log-level", "info"],
+            [sys.executable, "run.py", "--rules", "examples/basics.yaml", "ask", "joke", "--json"]
+            + ["--log-level", "info"],
             cwd=REPO,
             env=env,
             capture_output=True,
