@@ -176,18 +176,26 @@ class Sandbox:
 
 
 class Daemon:
-    """A README command that starts the daemon, on a free port, in its own session."""
+    """A README command that starts the daemon, on a free port, in its own session.
 
-    def __init__(self, box: Sandbox, command: str, log: Path, **env: str) -> None:
+    Its standard error is ``log``; a command that sends it elsewhere itself and puts the
+    daemon in the background (``serve 2> tmy.log &``) gives ``background=True`` and the
+    file it writes: the shell returns at once and the daemon runs on in its session.
+    """
+
+    def __init__(
+        self, box: Sandbox, command: str, log: Path, *, background: bool = False, **env: str
+    ) -> None:
         self.port = free_port()
         self.log = log
+        self.background = background
         self.proc = subprocess.Popen(
             ["bash", "-c", command],
             cwd=box.root,
             env={**box.env, "TMY_HTTP": f"127.0.0.1:{self.port}", **env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=log.open("w"),
+            stderr=subprocess.DEVNULL if background else log.open("w"),
             start_new_session=True,
         )
         self.url = f"http://127.0.0.1:{self.port}"
@@ -195,7 +203,8 @@ class Daemon:
     def wait_healthy(self, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the daemon exited:\n{self.log.read_text()}"
+            if not self.background:
+                assert self.proc.poll() is None, f"the daemon exited:\n{self.log.read_text()}"
             with contextlib.suppress(httpx.HTTPError):
                 got = httpx.get(f"{self.url}/healthz", timeout=2)
                 if got.status_code == 200:
@@ -205,6 +214,8 @@ class Daemon:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         found = []
+        if not self.log.exists():
+            return found
         for line in self.log.read_text(encoding="utf-8").splitlines():
             with contextlib.suppress(ValueError):
                 record = json.loads(line)
@@ -226,19 +237,39 @@ class Daemon:
         return got.json()
 
     def stop(self) -> int:
-        """SIGTERM, as an operator (or systemd) stops it; its exit status."""
-        if self.proc.poll() is None:
+        """SIGTERM, as an operator (or systemd) stops it; its exit status (a background
+        daemon's: 0 once its session is empty, as its shell's status says nothing)."""
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGTERM)
         try:
-            return self.proc.wait(30)
+            code = self.proc.wait(30)
+            if self.background:
+                deadline = time.monotonic() + 30
+                while _session_alive(self.proc.pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                code = 1 if _session_alive(self.proc.pid) else 0
+            return code
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+def _session_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
-def daemon(box: Sandbox, command: str, tmp_path: Path, **env: str) -> Iterator[Daemon]:
-    running = Daemon(box, command, tmp_path / f"daemon-{free_port()}.log", **env)
+def daemon(
+    box: Sandbox, command: str, tmp_path: Path, log: Path | None = None, **env: str
+) -> Iterator[Daemon]:
+    """The daemon ``command`` starts, healthy; stopped by SIGTERM after, exiting 0."""
+    background = log is not None
+    log = log or tmp_path / f"daemon-{free_port()}.log"
+    running = Daemon(box, command, log, background=background, **env)
     try:
         running.wait_healthy()
         yield running
@@ -471,42 +502,15 @@ def test_the_openai_facade_with_api_keys_and_a_reload_elsewhere(
 
 
 @runs(LOG_SERVE, LOG_GREP)
-def test_a_run_is_found_in_the_log_by_its_trace_id(box: Sandbox) -> None:
-    if shutil.which("jq") is None:
-        pytest.fail("jq is not installed: the README's log example needs it")
-    port = free_port()
-    env = {**box.env, "TMY_HTTP": f"127.0.0.1:{port}"}
-    starter = subprocess.Popen(
-        ["bash", "-c", LOG_SERVE], cwd=box.root, env=env,
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        assert starter.wait(30) == 0  # the shell returns at once; the daemon runs on
-        bot = Daemon.__new__(Daemon)
-        bot.proc, bot.port, bot.url, bot.log = (
-            starter,
-            port,
-            f"http://127.0.0.1:{port}",
-            (box.root / "tmy.log"),
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{bot.url}/healthz", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.1)
+def test_a_run_is_found_in_the_log_by_its_trace_id(box: Sandbox, tmp_path: Path) -> None:
+    assert shutil.which("jq"), "jq is not installed: the README's log example needs it"
+    with daemon(box, LOG_SERVE, tmp_path, log=box.root / "tmy.log") as bot:
         trace = bot.say(".hello")["trace_id"]
         bot.wait_event("run.done")
         done = box.run(local(LOG_GREP, **{"3f2a9c0d1b7e4e55": trace}))
         steps = [json.loads(line) for line in done.stdout.splitlines()]
         assert [s["uri"] for s in steps] == ["my-first-rule/0", "my-first-rule/1"], done.stderr
         assert steps[1]["result"] == "Hello ann! That is greeting number 1 from you."
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(starter.pid, signal.SIGTERM)
-        time.sleep(0.5)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(starter.pid, signal.SIGKILL)
 
 
 # -- Redis, Redis Cluster ----------------------------------------------------------------------
