@@ -32,23 +32,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import httpx
-
-from tmy import logs
-from tmy.bodies import ACCEPT_ENCODING
 from tmy.command import CommandError, Invocation, Result, jsonable
 from tmy.cron import Cron, Fired, cron_message, fire_time_text, scheduled_rules
 from tmy.cron.occurrence import SKIPPED_OFF
 from tmy.cron.schedule import TARGET_PLATFORMS, Schedule, Timing
 from tmy.engine.core import Engine
-from tmy.explain.dryrun import _dry_llm, _DryEngine, _Recorder, _StepTracker
+from tmy.explain.dryrun import dry_engine
 from tmy.hints import did_you_mean
-from tmy.llm.runtime import STATE_KEY, Runtime
 from tmy.logs import preview
 from tmy.message import Target
 from tmy.rulebook.model import Rule, Rulebook
-from tmy.store.base import MISSING
-from tmy.store.overlay import OverlayStore
 
 FIRE_USAGE = "usage: cron fire RULE [--target PLATFORM:CHAT] [--dry-run]"
 _LOG_ONLY = "(no send_to: the reply is only logged)"
@@ -251,34 +244,11 @@ async def dry_fire(
     switch = engine.switch
     if target is not None and switch is not None and await switch.is_off(message):
         return DryFire(target, SKIPPED_OFF)
-    real = engine.services
-    overlay = OverlayStore(real.store)
-    tracker = _StepTracker()
-    models: Sequence[Any] = ()
-    dry_state: dict[str, Any] = {}
-    rt = real.state.get(STATE_KEY)
-    if isinstance(rt, Runtime):  # the LLM extension is installed: its models go to the recorder
-        models = tuple(rt.config.models.values())
-        dry_state[STATE_KEY] = _dry_llm(rt)
-    recorder = _Recorder(tracker, models)
-    client = httpx.AsyncClient(
-        transport=recorder, follow_redirects=True, headers={"Accept-Encoding": ACCEPT_ENCODING}
-    )
-    services = real.derive(overlay, http=client, state=dry_state)
-    dry = _DryEngine(engine.rulebook, services, tracker, engine.fixed_now)
-    token = logs.bind_trace(f"dry-fire-{os.urandom(6).hex()}")
-    try:
-        reply = await dry.run_scheduled(
-            rule, message, schedule.input, {"FIRE_TIME": fire_time_text(fire)}
-        )
-    finally:
-        logs.TRACE.reset(token)
-        await client.aclose()
-        await services.aclose()
-    writes = {k: (None if v is MISSING else v) for k, v in overlay.written().items()}
-    await overlay.close()
+    async with dry_engine(engine, engine.rulebook, f"dry-fire-{os.urandom(6).hex()}") as dry:
+        extra = {"FIRE_TIME": fire_time_text(fire)}
+        reply = await dry.engine.run_scheduled(rule, message, schedule.input, extra)
     outcome = "error" if reply.error else "ok"
-    return DryFire(target, outcome, reply.text, reply.error, writes, recorder.captured)
+    return DryFire(target, outcome, reply.text, reply.error, dry.writes, dry.requests)
 
 
 async def fire_dry(inv: Invocation, rule: Rule, target: Target | None) -> Result:

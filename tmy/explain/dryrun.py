@@ -11,8 +11,9 @@ under the step that made it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -219,10 +220,26 @@ def _dry_llm(rt: Runtime) -> Callable[[Services], Runtime]:
     return lambda services: rt.derive(services, dry_config)
 
 
-async def dry_run(
-    engine: Engine, rulebook: Any, match: Match, message: Message, ex: Explanation
-) -> tuple[Reply, list[dict[str, Any]], dict[str, Any]]:
-    """Run ``match`` on a second engine: overlay store, recorded network, the real rules."""
+@dataclass
+class DrySession:
+    """A second engine that changes nothing, with what it did: the overlay's writes and
+    the recorded requests (read them after the ``async with`` block of :func:`dry_engine`)."""
+
+    engine: Engine
+    tracker: _StepTracker
+    overlay: OverlayStore
+    recorder: _Recorder
+    writes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.recorder.captured
+
+
+@asynccontextmanager
+async def dry_engine(engine: Engine, rulebook: Any, trace_id: str) -> AsyncIterator[DrySession]:
+    """The real rules on an overlay store with a recording network (``explain``'s dry run,
+    ``cron fire --dry-run``); the overlay's writes land in ``session.writes`` at exit."""
     real = engine.services
     overlay = OverlayStore(real.store)
     tracker = _StepTracker()
@@ -237,21 +254,31 @@ async def dry_run(
         transport=recorder, follow_redirects=True, headers={"Accept-Encoding": ACCEPT_ENCODING}
     )
     services = real.derive(overlay, http=client, state=dry_state)
-    dry = _DryEngine(rulebook, services, tracker, engine.fixed_now)
-    token = logs.bind_trace(ex.trace_id)
-
-    def drew(call: str, value: Any) -> None:  # each draw, under the step that made it
-        ex.draws.append({"uri": tracker.current_uri(), "call": call, "value": value})
-
+    session = DrySession(
+        _DryEngine(rulebook, services, tracker, engine.fixed_now), tracker, overlay, recorder
+    )
+    token = logs.bind_trace(trace_id)
     try:
-        if match.rule.cooldown is not None:  # the window the run would start (overlay only)
-            await dry.cooldown_claim(match.rule, message)
-        with randomness.recording(drew):
-            reply = await dry.run_rule(match, message, ex.trace_id, ex.text)
+        yield session
     finally:
         logs.TRACE.reset(token)
         await client.aclose()
         await services.aclose()
-    writes = {k: (None if v is MISSING else v) for k, v in overlay.written().items()}
-    await overlay.close()
-    return reply, recorder.captured, writes
+        session.writes = {k: (None if v is MISSING else v) for k, v in overlay.written().items()}
+        await overlay.close()
+
+
+async def dry_run(
+    engine: Engine, rulebook: Any, match: Match, message: Message, ex: Explanation
+) -> tuple[Reply, list[dict[str, Any]], dict[str, Any]]:
+    """Run ``match`` on a second engine: overlay store, recorded network, the real rules."""
+    async with dry_engine(engine, rulebook, ex.trace_id) as dry:
+
+        def drew(call: str, value: Any) -> None:  # each draw, under the step that made it
+            ex.draws.append({"uri": dry.tracker.current_uri(), "call": call, "value": value})
+
+        if match.rule.cooldown is not None:  # the window the run would start (overlay only)
+            await dry.engine.cooldown_claim(match.rule, message)
+        with randomness.recording(drew):
+            reply = await dry.engine.run_rule(match, message, ex.trace_id, ex.text)
+    return reply, dry.requests, dry.writes
