@@ -563,7 +563,7 @@ def test_a_rules_folder_without_tests_is_not_a_silent_pass(
     assert "no test cases in" in err
 
 
-@pytest.mark.parametrize("folder", ["rules", "docs/cookbook"])
+@pytest.mark.parametrize("folder", ["rules", "examples", "docs/cookbook"])
 def test_the_samples_and_the_cookbook_pass(folder: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_test(capsys, folder)
     assert code == 0, out

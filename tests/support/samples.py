@@ -11,4 +11,4 @@ REPO = Path(__file__).resolve().parents[2]
 
 def samples(store: str) -> Bot:
     """A :class:`Bot` on the sample rules and the example plugins, on ``store``."""
-    return Bot(REPO / "rules", plugins=REPO / "plugins", store=store)
+    return Bot(REPO / "examples", plugins=REPO / "plugins", store=store)
