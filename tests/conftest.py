@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import redis
 
+from tests.support.checkout import in_checkout  # noqa: F401  (the fixture, for every test)
 from tests.support.hostile import bomb, hostile  # noqa: F401  (fixtures, for every test)
 from tests.support.redis_cluster import LocalCluster, cluster_client, cluster_tools
 from tests.support.upstream import upstream  # noqa: F401  (the fixture, for every test)

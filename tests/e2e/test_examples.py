@@ -8,14 +8,12 @@ suite runs them here, one file at a time as a user would (``run.py test FILE``).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tmy.ruletests  # noqa: F401  (registers the `test` command)
-from tmy import cli, logs
+from tmy import cli
 from tmy.testing import Bot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,17 +23,7 @@ EVERYDAY = ["hi", "hello", "Hello", "help", "帮助", "joke", "ai hello", "ai �
             "remember my cat", "chat hi", "translate bonjour", "签到", "抽奖"]  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _repo_cwd(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[None]:
-    """Run as from the checkout (config/, plugins/), without a developer's TMY_*/LLM env."""
-    monkeypatch.chdir(REPO)
-    for name in list(os.environ):
-        if name.startswith(("TMY_", "OPENAI_")):
-            monkeypatch.delenv(name)
-    yield
-    logs.configure("warning")  # main() pointed the log at the captured stderr
+pytestmark = pytest.mark.usefixtures("in_checkout")
 
 
 def run_test(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, str]:

@@ -21,25 +21,12 @@ from textwrap import dedent
 import pytest
 
 import tmy.ruletests  # noqa: F401  (registers the `test` command)
-from tmy import cli, logs
+from tmy import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _repo_cwd(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[None]:
-    """Run as from the repository (config/, plugins/), without a developer's TMY_*/LLM env."""
-    monkeypatch.chdir(REPO)
-    for name in list(os.environ):
-        if name.startswith("TMY_") or name.startswith("OPENAI_"):
-            monkeypatch.delenv(name)
-    yield
-    # main() pointed the log at this test's captured stderr: point it back while that is
-    # still open (capsys, asked for above, closes after this), or a pending repeats
-    # report is written to a closed stream
-    logs.configure("warning")
+pytestmark = pytest.mark.usefixtures("in_checkout")
 
 
 def write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:

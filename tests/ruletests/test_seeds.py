@@ -8,16 +8,14 @@ here, independently of tmy: a seeded case draws from exactly that generator.
 from __future__ import annotations
 
 import json
-import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
 import tmy.ruletests  # noqa: F401  (registers the `test` command)
-from tmy import cli, logs
+from tmy import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,16 +39,7 @@ rules:
 """
 
 
-@pytest.fixture(autouse=True)
-def _repo_cwd(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[None]:
-    monkeypatch.chdir(REPO)
-    for name in list(os.environ):
-        if name.startswith(("TMY_", "OPENAI_")):
-            monkeypatch.delenv(name)
-    yield
-    logs.configure("warning")  # while capsys's stream is still open
+pytestmark = pytest.mark.usefixtures("in_checkout")
 
 
 def write(tmp_path: Path, tests: str, head: str = "", name: str = "r.yaml") -> Path:

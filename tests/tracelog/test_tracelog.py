@@ -375,6 +375,9 @@ def test_follow_max_runs_returns(tmp_path: Path) -> None:
     assert [v.unmatched for v in got] == ["no", "no"]
 
 
+ASK_JOKE = [sys.executable, "run.py", "--rules", "examples/basics.yaml", "ask", "joke"]
+
+
 @pytest.mark.slow
 def test_follow_command_until_ctrl_c(tmp_path: Path) -> None:
     log = tmp_path / "tmy.log"
@@ -392,8 +395,7 @@ def test_follow_command_until_ctrl_c(tmp_path: Path) -> None:
     try:
         assert "following" in proc.stderr.readline()
         asked = subprocess.run(
-            [sys.executable, "run.py", "--rules", "examples/basics.yaml", "ask", "joke", "--json"]
-            + ["--log-level", "info"],
+            [*ASK_JOKE, "--json", "--log-level", "info"],
             cwd=REPO,
             env=env,
             capture_output=True,

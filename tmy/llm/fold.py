@@ -15,7 +15,8 @@ and the summary replaces exactly the turns it summarised (a compare-and-set on
 the stored list): a turn that landed meanwhile stays, after the summary.
 
 The summary call is a request like any other (budget, usage counters, the
-TESTONLY mock, ``ask --json``: ``extra.llm.fold``, its tokens in the step's totals). When it fails, a plain
+TESTONLY mock, ``ask --json``: ``extra.llm.fold``, its tokens in the step's
+totals). When it fails, a plain
 extract of the conversation's end is kept instead (logged ``llm.fold_failed``),
 so the history stays bounded.
 """
