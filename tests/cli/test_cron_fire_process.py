@@ -94,6 +94,17 @@ async def test_cron_fire_asks_the_daemon_at_the_configs_listener(tmp_path: Path)
         assert run["manual"] is True and run["by"] == "http console:ops" and run["sent"] == "ok"
         assert job["next"][0].endswith("T09:00:00+00:00")
         assert await daemon.var("ticks") == 1  # the dry run stored nothing
+
+        # rules and a store of its own: the fire runs here, on them, as its --dry-run would
+        own = tmp_path / "own"
+        own.mkdir()
+        (own / "r.yaml").write_text(RULES)
+        mine = ["--rules", str(own), "--store", f"sqlite:///{own / 's.db'}"]
+        here = await asyncio.to_thread(run_py, config, "cron", "fire", "digest", *mine)
+        assert here.returncode == 0, here.stderr
+        assert "note: --rules and --store given: cron runs in this process" in here.stderr
+        assert "not sent: no onebot adapter in this process" in here.stdout
+        assert await daemon.var("ticks") == 1  # the daemon's store and chats untouched
     assert daemon.sent == []
 
 

@@ -121,7 +121,7 @@ def run_command(
         values["json"] = bool(getattr(args, "json", False))
     if command.quiet and not option(args, "log-level") and not settings.log_file:
         logs.configure("error")  # the command's expected warnings would only be noise
-    if command.needs == "daemon" or _posts(command, values):
+    if command.needs == "daemon" or _posts_through_daemon(command, values, args):
         sent = {a.name: values[a.name] for a in command.args_for("http") if a.name in values}
         body = {"args": sent, **identity(args)}
         as_json = bool(command.json_help) and values.get("json", False)
@@ -138,9 +138,27 @@ def run_command(
     return _show(result, bool(command.json_help) and values.get("json", False))
 
 
-def _posts(command: Command, values: dict[str, Any]) -> bool:
+def _posts_through_daemon(
+    command: Command, values: dict[str, Any], args: argparse.Namespace
+) -> bool:
+    """Whether this run posts to chats and is asked of the running daemon first.
+
+    ``--rules``/``--store`` on the command line name rules or a store of this
+    invocation's own, which the daemon at the listener does not serve: a fire then
+    runs here, on those (as its ``--dry-run`` does), unless ``--url`` names a daemon.
+    """
     posts = DAEMON_FIRST.get(command.name)
-    return posts is not None and posts(values)
+    if posts is None or not posts(values):
+        return False
+    own = [f"--{name}" for name in ("rules", "store") if getattr(args, name, None)]
+    if own and not getattr(args, "url", None):
+        print(
+            f"note: {' and '.join(own)} given: {command.name} runs in this process on them, "
+            "not in the daemon at the listener (--url asks a daemon)",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _run(coro: Coroutine[Any, Any, Result]) -> Result:
