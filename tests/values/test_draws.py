@@ -125,3 +125,18 @@ def test_every_draw_is_noted_for_explain() -> None:
     with randomness.recording(lambda call, value: heard.append((call, value))):
         ev("choice(xs)", {"xs": list(range(100))})
     assert heard[0][0] == "choice(<a list of 100>)"  # a long argument is described, not shown
+
+
+def test_a_draw_from_a_huge_list_is_described_without_walking_it() -> None:
+    """The description explain shows is bounded work: a stored list of 800,000 members, or
+    a short list of huge members, is named by its size, never repr()'d whole."""
+    from tmy.values.draws import _brief
+
+    assert _brief(list(range(800_000))) == "<a list of 800000>"
+    assert _brief("x" * 1_000_000) == "<a text of 1000000 characters>"
+    nested = [["y" * 1_000_000] * 3, {"k": "z" * 1_000_000}]
+    assert len(_brief(nested)) <= 60
+    heard: list[str] = []
+    with randomness.seeded(1), randomness.recording(lambda call, value: heard.append(call)):
+        compile_value("?= choice(xs)").evaluate({"xs": list(range(800_000))})
+    assert heard == ["choice(<a list of 800000>)"]

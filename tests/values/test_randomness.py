@@ -66,3 +66,22 @@ def test_recording_hears_every_note_in_its_block_only() -> None:
     randomness.note("after", 1)
     assert outer == [("PICK prizes", "a"), ("random()", 0.5)]
     assert inner == [("randint(1, 6)", 3)]
+
+
+def test_a_number_text_past_pythons_conversion_limit_seeds_as_a_text() -> None:
+    huge = "9" * 5000  # int(huge) raises: explain --seed and a test's seed: must not crash
+    assert randomness.normal_seed(huge) == huge
+    with randomness.seeded(huge) as rng:
+        first = rng.random()
+    assert first == random.Random(huge).random()
+
+
+def test_a_note_nobody_hears_does_not_describe_its_draw() -> None:
+    def describe() -> str:
+        raise AssertionError("described although nobody listens")
+
+    randomness.note(describe, 1)  # no recording: the description is never made
+    heard: list[tuple[str, Any]] = []
+    with randomness.recording(lambda call, value: heard.append((call, value))):
+        randomness.note(lambda: "randint(1, 6)", 4)
+    assert heard == [("randint(1, 6)", 4)]

@@ -67,3 +67,9 @@ def test_nesting_and_alias_repetition_are_bounded() -> None:
 def test_an_unreadable_file_is_a_rule_error(tmp_path: Path) -> None:
     with pytest.raises(RuleError, match="cannot read"):
         read_yaml(tmp_path / "missing.yaml")
+
+
+def test_a_number_past_pythons_conversion_limit_is_a_line_error() -> None:
+    with pytest.raises(RuleError) as err:
+        read("a: 1\nb: " + "9" * 5000 + "\n")
+    assert err.value.line == 2 and "quote it to keep it as text" in str(err.value)

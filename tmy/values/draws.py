@@ -11,24 +11,30 @@ ExpressionError that says what to write instead.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 from tmy.errors import ExpressionError
 from tmy.values import randomness
 
 _BRIEF = 60  # characters of an argument shown in a draw's description
+_SHORT = reprlib.Repr()  # bounded work whatever the argument's size
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 2, 6, 6, 4
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
 
 
 def _brief(value: Any) -> str:
-    """An argument as a draw's description shows it: short, or what it is."""
-    text = repr(value)
-    if len(text) <= _BRIEF:
-        return text
-    if isinstance(value, (list, tuple)):
+    """An argument as a draw's description shows it: short, or what it is.
+
+    Never a full ``repr``: a draw from a stored list of 800,000 members must cost
+    what the draw costs, not a walk of the list the cost model never charged.
+    """
+    if isinstance(value, (list, tuple)) and len(value) > _SHORT.maxlist:
         return f"<a list of {len(value)}>"
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) > _BRIEF:
         return f"<a text of {len(value)} characters>"
-    return f"<a {type(value).__name__}>"
+    text = _SHORT.repr(value)
+    return text if len(text) <= _BRIEF else f"<a {type(value).__name__}>"
 
 
 def _integer(value: Any, what: str) -> int:
@@ -63,7 +69,7 @@ def randint(a: Any, b: Any) -> int:
     if low > high:
         raise ExpressionError(f"randint({low}, {high}): the first bound must not exceed the second")
     value = randomness.current().randint(low, high)
-    randomness.note(f"randint({low}, {high})", value)
+    randomness.note(lambda: f"randint({low}, {high})", value)
     return value
 
 
@@ -75,7 +81,7 @@ def choice(seq: Any) -> Any:
             "choice() of an empty list: check it first, e.g. choice(xs) if xs else 'none left'"
         )
     value = randomness.current().choice(members)
-    randomness.note(f"choice({_brief(seq)})", value)
+    randomness.note(lambda: f"choice({_brief(seq)})", value)
     return value
 
 
@@ -89,7 +95,7 @@ def sample(seq: Any, k: Any) -> list[Any]:
             " and the list's length (use min(k, len(xs)) to take what there is)"
         )
     value = randomness.current().sample(list(members), count)
-    randomness.note(f"sample({_brief(seq)}, {count})", value)
+    randomness.note(lambda: f"sample({_brief(seq)}, {count})", value)
     return value
 
 
@@ -97,5 +103,5 @@ def shuffled(seq: Any) -> list[Any]:
     """``shuffled(seq)``: a new list with the members in random order."""
     value = list(_sequence(seq, "shuffled"))
     randomness.current().shuffle(value)
-    randomness.note(f"shuffled({_brief(seq)})", value)
+    randomness.note(lambda: f"shuffled({_brief(seq)})", value)
     return value

@@ -23,6 +23,7 @@ from typing import Any
 
 Listener = Callable[[str, Any], None]
 _INT_RE = re.compile(r"-?\d+")
+_MAX_DIGITS = 4000
 
 _SYSTEM = random.SystemRandom()
 _current: ContextVar[random.Random] = ContextVar("tmy_random", default=_SYSTEM)
@@ -37,8 +38,10 @@ def current() -> random.Random:
 def normal_seed(seed: int | str) -> int | str:
     """``"42"`` and ``42`` are one seed: ``explain --seed 42`` (text) draws what a rule
     test's ``seed: 42`` (a YAML number) draws. Other texts seed as themselves."""
-    if isinstance(seed, str) and _INT_RE.fullmatch(seed.strip()):
-        return int(seed.strip())
+    text = seed.strip() if isinstance(seed, str) else ""
+    # past Python's int/str conversion limit (4,300 digits) a number text seeds as a text
+    if _INT_RE.fullmatch(text) and len(text) <= _MAX_DIGITS:
+        return int(text)
     return seed
 
 
@@ -53,15 +56,17 @@ def seeded(seed: int | str | None) -> Iterator[random.Random]:
         _current.reset(token)
 
 
-def note(call: str, value: Any) -> None:
+def note(call: str | Callable[[], str], value: Any) -> None:
     """Tell the listening :func:`recording` (if any) that ``call`` drew ``value``.
 
     Every draw a rule can make says so here: the expression functions
     (``randint(1, 6)``) and the ``input: PICK`` list mode (``PICK prizes``).
+    ``call`` may be a function making the description, so a run nobody explains
+    does not pay for describing its draws.
     """
     listener = _listener.get()
     if listener is not None:
-        listener(call, value)
+        listener(call() if callable(call) else call, value)
 
 
 @contextmanager

@@ -130,7 +130,14 @@ class _Composer:
             return
         else:
             node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
-            value = self.loader.construct_object(node, deep=True)
+            try:
+                value = self.loader.construct_object(node, deep=True)
+            except ValueError as exc:  # an int past Python's 4,300-digit conversion limit
+                raise RuleError(
+                    f"{event.value[:20]}… cannot be read as a number ({exc}): quote it to keep "
+                    "it as text",
+                    line=line,
+                ) from None
         size = VALUE_BYTES + len(event.value)
         if event.anchor:
             self.anchors[event.anchor] = value
