@@ -52,7 +52,7 @@ SERVE = "python3 -m pip install -e . && python3 run.py"
 SUITE = "python3 -m pip install -e '.[test]' && python3 -m pytest"
 CURL = "curl -s localhost:8080/v1/messages -H 'Content-Type: application/json' -d "
 CURL_MESSAGES = CURL + """'{"text": ".hello", "user": "ann"}'"""
-PKILL = "pkill -HUP -f 'run\\.py( serve)?$'"
+PKILL = "pkill -HUP -f 'python3 ([^ ]*/)?run\\.py( serve)?$'"
 RELOAD = "python3 run.py reload"
 CURL_OPENAI = (
     "curl -s localhost:8080/v1/chat/completions -H 'Authorization: Bearer sk-tmy-change-me' "
@@ -454,8 +454,14 @@ def test_the_quick_start_daemon_answers_and_reloads_by_signal(box: Sandbox, tmp_
         try:
             wait_for_cmdline(chat.pid, "python3 run.py chat")  # bash has exec'd python3
             box.confine_signals(bot.proc.pid, chat.pid)
-            listed = box.run("pgrep -af 'run\\.py( serve)?$'").stdout
+            listed = box.run("pgrep -af 'python3 ([^ ]*/)?run\\.py( serve)?$'").stdout
             assert [line.split(" ", 1)[1] for line in listed.splitlines()] == ["python3 run.py"]
+            pattern = re.compile(PKILL.split("'")[1])  # the same ERE, as pkill reads it
+            daemons = ["python3 run.py", "python3 run.py serve", "python3 /opt/tmy/run.py",
+                       "/opt/tmy/.venv/bin/python3 run.py"]  # fmt: skip
+            assert all(pattern.search(cmdline) for cmdline in daemons)
+            others = ["python3 run.py chat", "vim run.py", "less run.py", "python3 run.py ask x"]
+            assert not any(pattern.search(cmdline) for cmdline in others)
             assert box.run(PKILL).returncode == 0
             assert bot.wait_event("reload.done")["reason"] == "SIGHUP"
             time.sleep(0.5)
