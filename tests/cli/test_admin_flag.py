@@ -56,7 +56,10 @@ def test_ask_admin_reaches_admin_only_rules_and_admin_commands(
     assert '"rule": "secret"' in out
     # the .tmy commands answer admins only: --admin is how to try them from the CLI
     code, out, err = _main(capsys, "ask", ".tmy rules", *base)
-    assert out == "" and "(no reply" in err
+    assert out == "" and err == (
+        "(no reply: '.tmy' commands answer admins only: add --admin, or list this user "
+        "under admins: in the config)\n"
+    )
     code, out, _ = _main(capsys, "ask", ".tmy rules", "--admin", *base)
     assert code == 0 and out.startswith("2 rules in 1 files\n")
 

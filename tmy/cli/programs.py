@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tmy import logs
 from tmy.adapters.console import ConsoleAdapter
@@ -118,6 +119,17 @@ def run_check(settings: Settings, path: str | None, extensions: Sequence[Extensi
     return 0
 
 
+def _no_reply_reason(reply: Any, text: str, settings: Settings, admin: bool) -> str:
+    """Why ``ask`` printed nothing; a refused admin command says how to be an admin."""
+    prefix = settings.admin_prefix
+    if not admin and prefix and (text == prefix or text.startswith(prefix + " ")):
+        return (
+            f"'{prefix}' commands answer admins only: add --admin, or list this user "
+            "under admins: in the config"
+        )
+    return reply.reason or "no rule matched"
+
+
 async def run_ask(
     settings: Settings,
     text: str,
@@ -135,7 +147,7 @@ async def run_ask(
         print(json.dumps(jsonable(reply.as_dict(steps=True)), ensure_ascii=False, indent=2))
     else:
         if reply.rule is None and not reply.text:  # (an admin command answers with no rule)
-            print(f"(no reply: {reply.reason or 'no rule matched'})", file=sys.stderr)
+            print(f"(no reply: {_no_reply_reason(reply, text, settings, admin)})", file=sys.stderr)
         if reply.error:
             print(f"error: {reply.error}", file=sys.stderr)
         if reply.text:
