@@ -18,6 +18,7 @@ from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
 from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
+from tmy.store.sqlite import rank_counts
 
 T = TypeVar("T")
 
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS ranks (
 );
 CREATE INDEX IF NOT EXISTS ranks_score ON ranks (board, score, member);
 """
+SCHEMA += rank_counts.SCHEMA
 UPSERT = (
     "INSERT INTO kv (key, value, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires"
@@ -185,6 +187,19 @@ class SQLiteConnection:
         row = db.execute("SELECT value FROM kv WHERE key = ?", (FORMAT_KEY,)).fetchone()
         check_format(decode(row[0], FORMAT_KEY), f"sqlite {self.path}")
 
+    def _count_ranks(self, db: sqlite3.Connection) -> None:
+        """Build the boards' order-statistics counts when they are out of step with the
+        ``ranks`` rows: once, for a file written before they existed."""
+        if not rank_counts.out_of_step(db):
+            return
+
+        def body() -> None:
+            if rank_counts.out_of_step(db):  # another process may have built them meanwhile
+                rank_counts.rebuild(db)
+                log.info("sqlite %s: counted the leaderboards' ranks (rank_counts)", self.path)
+
+        self._in_transaction(db, body)
+
     # -- lifecycle --------------------------------------------------------------
 
     async def open(self) -> None:
@@ -210,6 +225,7 @@ class SQLiteConnection:
             d.executescript(SCHEMA)
             self._clear_stale_leases(d)
             self._mark_format(d)
+            self._count_ranks(d)
 
         try:
             await self._run(setup, "open")

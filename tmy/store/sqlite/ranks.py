@@ -4,10 +4,12 @@ One table, ``ranks(board, member, score, name)``, keyed by (board, member),
 with an index on (board, score, member): ``rank_top`` walks that index
 backwards from the board's highest score (O(log N + n)), ties ordered by member
 descending (byte order, as Redis's ZREVRANGE); ``rank_of`` finds the member
-by its key and counts the index entries above its score (O(log N) plus one
-step per member ranked above it). ``rank_sync`` reads the value and updates the
-board in one ``BEGIN IMMEDIATE`` transaction, so it agrees with the value
-as it was at that moment, whatever order concurrent syncs arrive in.
+by its key and sums the order-statistics counts of
+:mod:`~tmy.store.sqlite.rank_counts` above its score: 8 indexed ranges of at
+most 255 rows, O(log N) whatever its place. ``rank_sync`` reads the value and
+updates the board row and its counts in one ``BEGIN IMMEDIATE`` transaction,
+so it agrees with the value as it was at that moment, whatever order
+concurrent syncs arrive in.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from tmy.store.base import MISSING, rank_score, score_out
 from tmy.store.codec import check_board, check_key, decode
+from tmy.store.sqlite import rank_counts
 from tmy.store.sqlite.connection import SQLiteConnection, is_live
 
 RANK_UPSERT = (
@@ -30,6 +33,22 @@ RANK_PUT = (  # restore: the name exactly as given (None clears it)
     "ON CONFLICT (board, member) DO UPDATE SET score = excluded.score, name = excluded.name"
 )
 RANK_DROP = "DELETE FROM ranks WHERE board = ? AND member = ?"
+RANK_SCORE = "SELECT score FROM ranks WHERE board = ? AND member = ?"
+
+
+def put_rank(
+    db: sqlite3.Connection, sql: str, board: str, member: str, score: float | None, name: Any
+) -> None:
+    """Set (``sql``: an upsert) or drop (``score`` None) one board row and move its
+    counts with it, inside the caller's transaction."""
+    row = db.execute(RANK_SCORE, (board, member)).fetchone()
+    old = None if row is None else float(row[0])
+    if score is None:
+        if row is not None:
+            db.execute(RANK_DROP, (board, member))
+    else:
+        db.execute(sql, (board, member, score, name))
+    rank_counts.move(db, board, old, score)
 
 
 class SQLiteRanks(SQLiteConnection):
@@ -46,11 +65,8 @@ class SQLiteRanks(SQLiteConnection):
             row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
             value = decode(row[0], key) if is_live(row, time.time()) else MISSING
             score = rank_score(value)
-            if score is None:
-                db.execute(RANK_DROP, (board, member))
-                return None
-            db.execute(RANK_UPSERT, (board, member, score, name))
-            return score_out(score)
+            put_rank(db, RANK_UPSERT, board, member, score, name)
+            return None if score is None else score_out(score)
 
         def op(db: sqlite3.Connection) -> float | None:
             return self._in_transaction(db, lambda: body(db))
@@ -74,18 +90,19 @@ class SQLiteRanks(SQLiteConnection):
         return [(member, score_out(score), name) for member, score, name in rows]
 
     async def rank_of(self, board: str, member: str) -> int | None:
-        """1 + the members scoring strictly higher; None when absent."""
+        """1 + the members scoring strictly higher (the counts above its score); None
+        when absent. One read transaction: the row and the counts of one moment."""
         check_board(board, member)
-        sql = (
-            "SELECT (SELECT count(*) FROM ranks AS above WHERE above.board = me.board "
-            "AND above.score > me.score) FROM ranks AS me WHERE me.board = ? AND me.member = ?"
-        )
 
-        def op(db: sqlite3.Connection) -> Any:
-            return db.execute(sql, (board, member)).fetchone()
+        def op(db: sqlite3.Connection) -> int | None:
+            db.execute("BEGIN")
+            try:
+                row = db.execute(RANK_SCORE, (board, member)).fetchone()
+                return None if row is None else rank_counts.count_above(db, board, row[0]) + 1
+            finally:
+                db.execute("COMMIT")
 
-        row = await self._run(op, f"rank_of {board!r} {member!r}")
-        return None if row is None else row[0] + 1
+        return await self._run(op, f"rank_of {board!r} {member!r}")
 
     async def rank_entry(self, board: str, member: str) -> tuple[float, str | None] | None:
         """``member``'s (score, name), or None."""
@@ -99,11 +116,10 @@ class SQLiteRanks(SQLiteConnection):
         return None if row is None else (score_out(row[0]), row[1])
 
     async def rank_above(self, board: str, score: float) -> int:
-        """Members of ``board`` scoring strictly above ``score``."""
+        """Members of ``board`` scoring strictly above ``score`` (the counts: O(log N))."""
         check_board(board)
 
         def op(db: sqlite3.Connection) -> int:
-            sql = "SELECT count(*) FROM ranks WHERE board = ? AND score > ?"
-            return int(db.execute(sql, (board, float(score))).fetchone()[0])
+            return rank_counts.count_above(db, board, float(score))
 
         return await self._run(op, f"rank_above {board!r}")

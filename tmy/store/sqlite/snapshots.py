@@ -10,7 +10,8 @@ read on the store's own connection. Lease rows are never read.
 ``restore`` checks every entry first (:mod:`tmy.store.snapshot`), then writes
 in ``BEGIN IMMEDIATE`` transactions of :data:`~tmy.store.snapshot.BATCH` rows
 (other writers get their turn between them); with ``replace`` the first one
-also deletes every key (but the format marker) and every board entry. A TTL
+also deletes every key (but the format marker) and every board entry (and
+the boards' counts: each entry written moves them, as ``rank_sync`` does). A TTL
 counts from the moment its batch is written.
 """
 
@@ -27,7 +28,7 @@ from tmy.store.base import FORMAT_KEY, Snapshot
 from tmy.store.codec import decode
 from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
 from tmy.store.sqlite.connection import UPSERT
-from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks
+from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks, put_rank
 
 
 def _read(db: sqlite3.Connection) -> Snapshot:
@@ -92,11 +93,13 @@ class SQLiteSnapshots(SQLiteRanks):
                 if wipe:
                     db.execute("DELETE FROM kv WHERE key != ?", (FORMAT_KEY,))
                     db.execute("DELETE FROM ranks")
+                    db.execute("DELETE FROM rank_counts")
                 db.executemany(
                     UPSERT,
                     [(k, raw.decode(), None if t is None else now + t) for k, raw, t in chunk],
                 )
-                db.executemany(RANK_PUT, board_rows)
+                for board, member, score, name in board_rows:
+                    put_rank(db, RANK_PUT, board, member, score, name)
 
             self._in_transaction(db, body)
 
