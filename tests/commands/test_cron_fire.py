@@ -18,6 +18,8 @@ import httpx
 import pytest
 
 from tmy import cli
+from tmy.command import CommandError
+from tmy.commands.cron_fire import parse_target
 from tmy.store import open_store
 from tmy.store.base import MISSING
 from tmy.testing import serving
@@ -280,3 +282,10 @@ async def test_chat_and_http_fire_through_the_daemons_scheduler(tmp_path: Path) 
             assert report.json()["text"].startswith("digest  cron '0 9 * * *' (")
         assert daemon.sent == []
         assert await daemon.var("ticks") == 2
+
+
+def test_a_target_where_nothing_can_post_says_so() -> None:
+    with pytest.raises(CommandError) as caught:
+        parse_target("onebot:group:5", ())
+    assert "this daemon runs no adapter that posts" in str(caught.value)
+    assert "takes one of" not in str(caught.value)

@@ -141,3 +141,9 @@ def test_boards_are_the_names_an_expression_reads_and_add_up_in_lists_maps_and_p
     assert compile_path("?= 'best[' + top('points', 1)[0]['user'] + ']'").boards == {"points"}
     assert compile_path("scores[{USER}]").boards == frozenset()
     assert compile_path("scores[a]").boards == frozenset()
+
+
+def test_a_literal_count_past_the_maximum_is_refused_when_the_rule_loads() -> None:
+    with pytest.raises(ExpressionError) as caught:
+        compile_value("?= top('points', 1000)")  # no run needed: the count is written out
+    assert f"top() returns at most {TOP_MAX}, not 1000" in str(caught.value)

@@ -79,10 +79,14 @@ def parse_target(text: str, platforms: Sequence[str] = TARGET_PLATFORMS) -> Targ
     if not sep or not platform or not chat:
         raise CommandError(f"--target takes PLATFORM:CHAT (e.g. onebot:group:5), got {text!r}")
     if platform not in platforms:
-        known = ", ".join(platforms) or "none"
+        if not platforms:
+            raise CommandError(
+                f"no adapter can post to {platform!r} here: this daemon runs no adapter that "
+                "posts (onebot, discord, telegram, console); enable one, or leave out --target"
+            )
         raise CommandError(
             f"no adapter can post to {platform!r} here{did_you_mean(platform, platforms)}; "
-            f"--target takes one of: {known}"
+            f"--target takes one of: {', '.join(platforms)}"
         )
     return Target(platform, chat)
 

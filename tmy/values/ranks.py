@@ -64,6 +64,9 @@ def boards_in(tree: ast.AST) -> frozenset[str]:
             first = node.args[0]
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 raise ExpressionError(USAGE[fn])
+            count = node.args[-1] if fn == "top" else None
+            if isinstance(count, ast.Constant) and type(count.value) is int:
+                _check_count(count.value)  # a literal count is checked at load
             boards.add(first.value)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in _ARITY and id(node) not in called:
@@ -81,12 +84,16 @@ def _leaderboard(fn: str, name: Any) -> tuple[list[dict[str, Any]], int | None]:
     return board, rank
 
 
-def top(name: Any, n: Any) -> list[dict[str, Any]]:
-    """``top("points", n)``: the ``n`` highest entries, highest first."""
+def _check_count(n: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ExpressionError(f"top()'s count must be a whole number 0-{TOP_MAX}, got {n!r}")
     if n > TOP_MAX:
-        raise ExpressionError(f"top() returns at most {TOP_MAX}")
+        raise ExpressionError(f"top() returns at most {TOP_MAX}, not {n}")
+
+
+def top(name: Any, n: Any) -> list[dict[str, Any]]:
+    """``top("points", n)``: the ``n`` highest entries, highest first."""
+    _check_count(n)
     board, _ = _leaderboard("top", name)
     return [dict(entry) for entry in board[:n]]
 
