@@ -181,6 +181,16 @@ def test_a_bad_seed_or_a_misspelt_key_is_refused_with_file_and_line(
     assert message in err + out
 
 
+def test_a_bad_file_seed_is_named_as_the_files_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "- {send: roll, expect_re: '.'}\n", head="seed: [1]\n")
+    code = cli.main(["test", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert f"{path}:1: the file's 'seed' must be a whole number or a text" in err + out
+
+
 def test_the_cookbook_lottery_pins_its_winners(capsys: pytest.CaptureFixture[str]) -> None:
     """docs/cookbook/lottery.yaml: choice(), input: PICK and randint() under seed: 42,
     the exact winners asserted, twice (the same seed draws the same every run)."""

@@ -180,15 +180,15 @@ class _CaseParser:
             return None
         if not isinstance(doc, LineDict) or "seed" not in doc:
             return None
-        return self.checked_seed(doc["seed"], file, doc.line_of("seed"))
+        return self.checked_seed(doc["seed"], file, doc.line_of("seed"), whose="the file's")
 
-    def checked_seed(self, value: Any, file: str, line: int) -> int | str | None:
+    def checked_seed(self, value: Any, file: str, line: int, whose: str = "") -> int | str | None:
         if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-            self.error(
-                f"'seed' must be a whole number or a text, like seed: 42, got {value!r}",
-                file,
-                line,
-            )
+            message = f"'seed' must be a whole number or a text, like seed: 42, got {value!r}"
+            if whose:  # not a case's: the top-level default of every case in the file
+                self.errors.append(RuleError(f"{whose} {message}", file=file, line=line))
+            else:
+                self.error(message, file, line)
             return None
         return value
 
