@@ -287,6 +287,17 @@ def test_the_rotated_file_is_read_too(tmp_path: Path) -> None:
     assert view.message["text"] == "hi" and view.reply["answer"] == "yo"
 
 
+def test_every_rotated_file_is_read_oldest_first(tmp_path: Path) -> None:
+    """log.rotate keeps tmy.log.1 … tmy.log.N: a run split across them comes back whole."""
+    log = tmp_path / "tmy.log"
+    line = {"trace_id": "r2", "level": "info", "timestamp": "2026-01-01T00:00:00Z"}
+    (tmp_path / "tmy.log.3").write_text(json.dumps({**line, "event": "a"}) + "\n")
+    (tmp_path / "tmy.log.2").write_text(json.dumps({**line, "event": "b"}) + "\n")
+    (tmp_path / "tmy.log.1").write_text(json.dumps({"trace_id": "other", "event": "x"}) + "\n")
+    log.write_text(json.dumps({**line, "event": "c"}) + "\n")
+    assert [e["event"] for e in read_trace(log, "r2")] == ["a", "b", "c"]
+
+
 class Follower:
     """``follow`` in a thread, from the log's current end, until stopped."""
 

@@ -112,7 +112,8 @@ def _scan_back(mm: Any, needle: bytes, low: int, deadline: float) -> Iterator[tu
 
 
 def search(path: Path, trace_id: str, bound: Bound = UNBOUNDED) -> Found:
-    """Every log entry of ``trace_id`` within ``bound``, oldest first (``FILE.1`` before ``FILE``).
+    """Every log entry of ``trace_id`` within ``bound``, oldest first (``FILE.2`` before
+    ``FILE.1`` before ``FILE``: the files ``log.rotate`` and logrotate leave).
 
     Reads newest first, so a bound keeps the most recent runs; a byte search
     (no parsing) picks the candidate lines and only those are JSON-parsed.
@@ -129,7 +130,7 @@ def search(path: Path, trace_id: str, bound: Bound = UNBOUNDED) -> Found:
     newest_first: list[dict[str, Any]] = []
     cut: str | None = None
     scanned = 0
-    for file in (path, path.with_name(path.name + ".1")):
+    for file in _newest_first(path):
         if cut is not None or not file.is_file():
             continue
         if budget <= 0:
@@ -162,6 +163,19 @@ def search(path: Path, trace_id: str, bound: Bound = UNBOUNDED) -> Found:
                 budget -= len(mm) - reached
     newest_first.reverse()
     return Found(newest_first, cut, scanned)
+
+
+MAX_ROTATED = 100  # rotated files a search looks into (log.rotate.backups is usually 5)
+
+
+def _newest_first(path: Path) -> Iterator[Path]:
+    """``FILE``, then its rotated ``FILE.1``, ``FILE.2`` … while they exist."""
+    yield path
+    for n in range(1, MAX_ROTATED + 1):
+        older = path.with_name(f"{path.name}.{n}")
+        if not older.is_file():
+            return
+        yield older
 
 
 def _size(n: int) -> str:
