@@ -274,6 +274,110 @@ async def test_sqlite_snapshot_is_one_point_in_time_while_another_connection_wri
         await writer.close()
 
 
+# -- Redis: one point in time on a single Redis, per key on a cluster --------------------
+
+
+@pytest.mark.redis
+async def test_redis_snapshot_is_one_point_in_time_while_another_instance_commits(
+    redis_store_url: str,
+) -> None:
+    """Two keys committed together (one ``commit``) thousands of times by a second store
+    instance (its own connections, as another process) are equal in every snapshot. The
+    two keys sort 20,000 keys apart, so a per-key read (the batched path) sees them differ."""
+    reader, writer = await opened(redis_store_url), await opened(redis_store_url)
+    try:
+        await writer.restore(
+            Snapshot(entries=[(f"m/filler/{i:05d}", "y" * 200, None) for i in range(20_000)]),
+            replace=False,
+        )
+        stop = asyncio.Event()
+        commits = 0
+
+        async def write_pairs() -> None:
+            nonlocal commits
+            while not stop.is_set():
+                commits += 1
+                await writer.commit([("a/pair", commits, None), ("z/pair", commits, None)])
+
+        tasks = [asyncio.create_task(write_pairs()) for _ in range(4)]
+        try:
+            seen = set()
+            while commits < 3000 or len(seen) < 3:
+                snap = await reader.snapshot()
+                assert snap.point_in_time
+                values = dict((k, v) for k, v, _ in snap.entries)
+                assert values.get("a/pair") == values.get("z/pair")
+                seen.add(values.get("a/pair"))
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks)
+        assert len(seen) >= 3  # the writers kept committing while the snapshots were read
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("bound", ["keys", "bytes"])
+async def test_redis_snapshot_over_the_bound_is_read_per_key_and_says_so(
+    redis_store_url: str, bound: str
+) -> None:
+    store = await opened(redis_store_url)
+    try:
+        await fill(store)
+        whole = await store.snapshot()
+        assert whole.point_in_time
+        if bound == "keys":
+            store.point_in_time_max_keys = len(whole.entries) + len(whole.ranks) - 1  # type: ignore[attr-defined]
+        else:
+            store.point_in_time_max_bytes = 100  # type: ignore[attr-defined]
+        batched = await store.snapshot()
+        assert not batched.point_in_time
+        assert_same(batched, whole)  # the same data, read the other way
+        store.point_in_time_max_keys = len(whole.entries) + len(whole.ranks)  # type: ignore[attr-defined]
+        store.point_in_time_max_bytes = 2**20  # type: ignore[attr-defined]
+        assert (await store.snapshot()).point_in_time
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+async def test_a_redis_snapshot_skips_other_prefixes_and_keys_that_only_look_like_values(
+    redis_url: str, redis_namespace: str
+) -> None:
+    sep = "&" if "?" in redis_url else "?"
+    store = await opened(f"{redis_url}{sep}prefix={redis_namespace}")
+    other = await opened(f"{redis_url}{sep}prefix={redis_namespace}:other")
+    try:
+        await store.set("a", 1)
+        await other.set("b", 2)
+        await other.rank_sync("console/b", "u", "b")
+        raw = redis.Redis.from_url(redis_url)
+        raw.set(f"{redis_namespace}:{{a}}:lock", "t")  # a lease's key
+        raw.set(f"{redis_namespace}:{{a}}:turn", "t")
+        snap = await store.snapshot()
+        assert snap.point_in_time
+        assert [(k, v) for k, v, _ in snap.entries] == [("a", 1)]
+        assert snap.ranks == []
+        raw.close()
+    finally:
+        await store.close()
+        await other.close()
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_a_redis_cluster_snapshot_is_per_key(cluster_store_url: str) -> None:
+    store = await opened(cluster_store_url)
+    try:
+        await fill(store)
+        snap = await store.snapshot()
+        assert not snap.point_in_time
+        assert len(snap.entries) == len(VALUES) + 1
+    finally:
+        await store.close()
+
+
 async def test_sqlite_memory_store_snapshots_and_restores(tmp_path: Path) -> None:
     store = SQLiteStore(":memory:")
     await store.open()

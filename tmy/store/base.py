@@ -95,11 +95,15 @@ class Snapshot:
 
     ``entries``: ``(key, value, ttl seconds left or None)``, sorted by key, values
     decoded (what ``get`` returns). ``ranks``: ``(board, member, score, name)``,
-    sorted by board then member.
+    sorted by board then member. ``point_in_time``: True when everything was read
+    at one moment (SQLite: one read transaction; one Redis: one script, up to a
+    size), False when read key by key (a Redis Cluster, or a Redis store over the
+    one-script bound): each key's value and TTL agree, keys may be of different moments.
     """
 
     entries: list[tuple[str, Any, float | None]] = field(default_factory=list)
     ranks: list[tuple[str, str, float, str | None]] = field(default_factory=list)
+    point_in_time: bool = field(default=True, compare=False)  # how it was read, not what
 
 
 def rank_score(value: Any) -> float | None:

@@ -262,6 +262,7 @@ class OverlayStore:
         return sorted_snapshot(
             [(k, v, ttl) for k, (v, ttl) in entries.items()],
             [(b, m, score, name) for (b, m), (score, name) in ranks.items()],
+            point_in_time=real.point_in_time,
         )
 
     async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:

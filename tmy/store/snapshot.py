@@ -81,8 +81,13 @@ def batches(items: Sequence[T], size: int = BATCH) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
-def sorted_snapshot(entries: list[tuple[str, Any, float | None]], ranks: list[RankRow]) -> Snapshot:
+def sorted_snapshot(
+    entries: list[tuple[str, Any, float | None]],
+    ranks: list[RankRow],
+    *,
+    point_in_time: bool = True,
+) -> Snapshot:
     """A :class:`Snapshot` with entries sorted by key and board entries by (board, member)."""
     entries.sort(key=lambda e: e[0])
     ranks.sort(key=lambda r: (r[0], r[1]))
-    return Snapshot(entries, ranks)
+    return Snapshot(entries, ranks, point_in_time)

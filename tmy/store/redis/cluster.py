@@ -21,8 +21,10 @@ differs:
   each sent on their own rather than as one pipeline (their keys may be on
   several nodes);
 * ``snapshot`` reads the keys of one hash slot per script (the scripts of
-  several slots in flight at once); ``restore``'s pipelines are split per node
-  by redis-py;
+  several slots in flight at once): a cluster backup is per key — each key's
+  value and TTL agree, but keys may be of different moments
+  (``Snapshot.point_in_time`` False; a single Redis reads its whole store in
+  one script); ``restore``'s pipelines are split per node by redis-py;
 * ``rank_sync`` cannot read the value and write the board in one script (they
   are in different slots): it GETs the value, then sets the board
   (:data:`~tmy.store.redis.scripts.RANK_SET`), then GETs the value again and
@@ -71,6 +73,7 @@ class RedisClusterStore(RedisStore):
     _SCHEMES = ("redis+cluster", "rediss+cluster")
     _REFRESH_COST = 1  # a resend may first wait for a refresh of the cluster layout
     _PIPELINED_WRITES = False  # queued writes may be on several nodes: each goes alone
+    _ONE_SCRIPT_SNAPSHOT = False  # keys on several nodes: a snapshot is per key
     one_slot_commits = True  # a commit's script runs on one node: its keys share one slot
 
     @classmethod

@@ -67,6 +67,7 @@ from tmy.store.redis.scripts import (
     RANK_TOP,
     RENEW,
     SNAP,
+    SNAP_ALL,
     TAKE,
     px,
 )
@@ -116,6 +117,7 @@ class RedisLanes:
     _renew: AsyncScript
     _commit_script: AsyncScript
     _snap: AsyncScript
+    _snap_all: AsyncScript
     _rank_sync: AsyncScript
     _rank_set: AsyncScript
     _rank_top: AsyncScript
@@ -331,6 +333,7 @@ class RedisLanes:
         self._renew = client.register_script(RENEW)
         self._commit_script = client.register_script(COMMIT)
         self._snap = client.register_script(SNAP)
+        self._snap_all = client.register_script(SNAP_ALL)
         self._rank_sync = client.register_script(RANK_SYNC)
         self._rank_set = client.register_script(RANK_SET)
         self._rank_top = client.register_script(RANK_TOP)
@@ -345,6 +348,7 @@ class RedisLanes:
             self._renew,
             self._commit_script,
             self._snap,
+            self._snap_all,
             self._rank_sync,
             self._rank_set,
             self._rank_top,

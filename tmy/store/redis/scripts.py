@@ -122,6 +122,61 @@ end
 return out
 """
 
+# No KEYS (the script finds them: a single Redis only). ARGV: the value keys' SCAN
+# pattern, the boards' SCAN pattern, the boards' key head ('{prefix}:rank:'), the names'
+# head ('{prefix}:rank-names:'), the format marker's key, the most keys (values and
+# board entries) and the most bytes to read. Reads the store at one point in time (a
+# script runs alone): {1, {key, raw, PTTL, …}, {board key, {member, score, …},
+# {member, name, …}, …}}; {0} when the store is over either bound (nothing read).
+# Value keys end in '}' (leases end in ':lock', write records in ':op:…', turns in ':turn').
+SNAP_ALL = """
+local max_keys, max_bytes = tonumber(ARGV[6]), tonumber(ARGV[7])
+local function scan(pattern)
+  local found, cursor = {}, '0'
+  repeat
+    local page = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = page[1]
+    for _, k in ipairs(page[2]) do found[#found + 1] = k end
+  until cursor == '0'
+  return found
+end
+local values, count = {}, 0
+for _, k in ipairs(scan(ARGV[1])) do
+  if string.sub(k, -1) == '}' and k ~= ARGV[5] then
+    values[#values + 1] = k
+    count = count + 1
+  end
+end
+if count > max_keys then return {0} end
+local boards = scan(ARGV[2])
+for _, z in ipairs(boards) do count = count + redis.call('ZCARD', z) end
+if count > max_keys then return {0} end
+local bytes, flat = 0, {}
+for _, k in ipairs(values) do
+  local raw = redis.call('GET', k)
+  if raw then
+    bytes = bytes + #raw + #k
+    if bytes > max_bytes then return {0} end
+    flat[#flat + 1] = k
+    flat[#flat + 1] = raw
+    flat[#flat + 1] = redis.call('PTTL', k)
+  end
+end
+local ranks = {}
+for _, z in ipairs(boards) do
+  local names = ARGV[4] .. string.sub(z, #ARGV[3] + 1)
+  local members = redis.call('ZRANGE', z, 0, -1, 'WITHSCORES')
+  local named = redis.call('HGETALL', names)
+  for _, part in ipairs(members) do bytes = bytes + #part end
+  for _, part in ipairs(named) do bytes = bytes + #part end
+  if bytes > max_bytes then return {0} end
+  ranks[#ranks + 1] = z
+  ranks[#ranks + 1] = members
+  ranks[#ranks + 1] = named
+end
+return {1, flat, ranks}
+"""
+
 # Board keys: KEYS[b] the sorted set (member -> score), KEYS[b + 1] the hash of names.
 # ARGV[a]: member, ARGV[a + 1]: the value's raw JSON, ARGV[a + 2]: '1' when a name is
 # given, ARGV[a + 3]: the name. A raw JSON text Lua reads as a number (JSON numbers, and

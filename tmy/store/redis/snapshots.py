@@ -1,8 +1,22 @@
 """The Redis store's ``snapshot`` and ``restore`` (see :mod:`tmy.store.base`).
 
-``snapshot`` SCANs the value keys (``{prefix}:{…}``, never KEYS) and reads
-them with a script, :data:`~tmy.store.redis.scripts.SNAP`, that returns each
-key's value and PTTL together: every entry is one consistent (value, TTL) pair,
+On a single Redis ``snapshot`` is ONE script,
+:data:`~tmy.store.redis.scripts.SNAP_ALL`: it finds the store's keys itself
+(SCAN inside the script, which Redis runs alone) and returns every value with
+its PTTL and every board with its names in one reply — one point in time, so
+two keys written by one ``commit`` always agree in it
+(``Snapshot.point_in_time`` True). Redis is busy for the script's length (a
+SCAN of the database and one read per key: roughly a second per few hundred
+thousand keys), so it is bounded: above :data:`POINT_IN_TIME_MAX_KEYS` keys
+and board entries or :data:`POINT_IN_TIME_MAX_BYTES` of values, the script
+stops without reading and the batched reads below are used instead, the
+snapshot saying so (``point_in_time`` False; a log line too).
+
+The batched reads (a Redis Cluster always: its keys live on several nodes, so
+a cluster backup is per key, ``point_in_time`` False) SCAN the value keys
+(``{prefix}:{…}``, never KEYS) and read them with a script,
+:data:`~tmy.store.redis.scripts.SNAP`, that returns each key's value and PTTL
+together: every entry is one consistent (value, TTL) pair,
 the set of them is not one moment (keys written meanwhile may or may not be in
 it). Up to :data:`~tmy.store.snapshot.BATCH` keys per script (one hash slot per
 script on a cluster: the scripts of many slots go in one pipeline), a few
@@ -25,6 +39,7 @@ overwritten, as a merge means).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -37,6 +52,12 @@ from tmy.store.redis.boards import RedisBoards
 from tmy.store.snapshot import BATCH, batches, checked_ranks, encoded_entries, sorted_snapshot
 
 IN_FLIGHT = 8  # snapshot scripts sent at once
+POINT_IN_TIME_MAX_KEYS = 200_000
+"""The most value keys plus board entries one snapshot script reads (a single Redis)."""
+POINT_IN_TIME_MAX_BYTES = 64 * 2**20
+"""The most bytes of keys, values, members and names one snapshot script reads."""
+
+log = logging.getLogger("tmy.store.redis")
 
 
 def glob_escape(text: str) -> str:
@@ -105,8 +126,63 @@ class RedisSnapshots(RedisBoards):
 
     # -- snapshot -------------------------------------------------------------------------------
 
+    _ONE_SCRIPT_SNAPSHOT = True  # a single Redis: the whole store in one script
+    point_in_time_max_keys = POINT_IN_TIME_MAX_KEYS
+    point_in_time_max_bytes = POINT_IN_TIME_MAX_BYTES
+
     async def snapshot(self) -> Snapshot:
-        """Every live key (value and TTL read together) and every board entry."""
+        """Every live key and board entry: one script (one point in time) on a single
+        Redis within the bounds, else each key's value and TTL read together."""
+        if self._ONE_SCRIPT_SNAPSHOT:
+            snap = await self._snapshot_at_once()
+            if snap is not None:
+                return snap
+            log.warning(
+                "%s: the store is over %d keys or %d MB: snapshot read in batches, "
+                "per key (not one point in time)",
+                self.where,
+                self.point_in_time_max_keys,
+                self.point_in_time_max_bytes // 2**20,
+            )
+        return await self._snapshot_in_batches()
+
+    async def _snapshot_at_once(self) -> Snapshot | None:
+        """The store read by one script (see the module doc); None when over the bounds."""
+        rank_head, names_head = f"{self.prefix}:rank:", f"{self.prefix}:rank-names:"
+        args = [
+            glob_escape(self._head) + "*",
+            glob_escape(rank_head + "{") + "*",
+            rank_head,
+            names_head,
+            self._k(FORMAT_KEY),
+            self.point_in_time_max_keys,
+            self.point_in_time_max_bytes,
+        ]
+        async with self._io("snapshot") as redis:
+            reply = await self._snap_all(keys=[], args=args, client=redis)
+        if int(reply[0]) != 1:
+            return None
+        flat, boards = reply[1], reply[2]
+        head = len(self._head.encode())
+        entries: list[tuple[str, Any, float | None]] = []
+        for i in range(0, len(flat), 3):
+            key = flat[i][head:-1].decode()
+            pttl = int(flat[i + 2])
+            entries.append((key, decode(flat[i + 1], key), None if pttl < 0 else pttl / 1000))
+        ranks: list[tuple[str, str, float, str | None]] = []
+        zhead = len(f"{rank_head}{{".encode())
+        for i in range(0, len(boards), 3):
+            board = boards[i][zhead:-1].decode()
+            scores, named = boards[i + 1], boards[i + 2]
+            names = {named[j]: named[j + 1].decode() for j in range(0, len(named), 2)}
+            ranks.extend(
+                (board, scores[j].decode(), float(scores[j + 1]), names.get(scores[j]))
+                for j in range(0, len(scores), 2)
+            )
+        return sorted_snapshot(entries, ranks)
+
+    async def _snapshot_in_batches(self) -> Snapshot:
+        """Every live key (value and TTL read together) and every board entry, per key."""
         keys = await self._value_keys("", "snapshot")
         logical = {rkey: key for key, rkey in keys.items()}
         entries: list[tuple[str, Any, float | None]] = []
@@ -138,7 +214,7 @@ class RedisSnapshots(RedisBoards):
             ranks.extend((board, m, score, name) for m, (score, name) in seen.items())
 
         await _each(sorted((await self._boards("snapshot")).items()), read_board)
-        return sorted_snapshot(entries, ranks)
+        return sorted_snapshot(entries, ranks, point_in_time=False)
 
     async def _read_wave(self, wave: list[list[str]]) -> list[Any]:
         """One SNAP script per group, the wave's scripts in one pipeline (split per node
