@@ -7,6 +7,7 @@ import asyncio
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import redis
 from tests.backup.test_operations import fill, opened, values
 from tmy import cli
 from tmy.backup.config import BackupConfig
-from tmy.backup.fileformat import VERSION
+from tmy.backup.fileformat import VERSION, read_file
 from tmy.testing import Bot, serving
 
 KEY = "k-backup-test"
@@ -174,20 +175,31 @@ def test_the_header_names_the_store_without_its_password(
     assert "s3cret-pass" not in file.read_text() + capsys.readouterr().out
 
 
-def test_the_cli_without_file_writes_into_the_folder_and_prunes(
+def test_manual_backups_never_prune_scheduled_ones_nor_replace_each_other(
     config: Path, sqlite_store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """keep: 2 with three dailies: manual backups (no FILE) are pruned among themselves
+    only, and three taken within a second get three files."""
     _filled(sqlite_store_url)
     folder = tmp_path / "backups"  # relative to the config's folder
     folder.mkdir()
-    old = ["tmy-backup-20200101T000000Z.jsonl.gz", "tmy-backup-20200102T000000Z.jsonl"]
-    for name in [*old, "notes.txt"]:
+    dailies = [f"tmy-backup-2020010{d}T040000Z.jsonl.gz" for d in (1, 2, 3)]
+    for name in [*dailies, "notes.txt"]:
         (folder / name).write_text("x")
-    assert run("backup", "--config", str(config)) == 0
+    for _ in range(3):
+        assert run("backup", "--config", str(config)) == 0
     names = sorted(p.name for p in folder.iterdir())
-    assert len(names) == 3 and "notes.txt" in names  # keep: 2 of tmy's files; others untouched
-    assert old[0] not in names and old[1] in names
-    assert capsys.readouterr().out.startswith(f"wrote {folder}/tmy-backup-")
+    manual = [n for n in names if n.startswith("tmy-backup-manual-")]
+    assert sorted(set(names) - set(manual)) == sorted([*dailies, "notes.txt"])  # all kept
+    assert len(manual) == 2  # keep: 2 among the manual ones
+    assert all(re.fullmatch(r"tmy-backup-manual-\d{8}T\d{6}\.\d{6}Z\.jsonl\.gz", n) for n in manual)
+    out = capsys.readouterr().out
+    written = re.findall(r"wrote (\S+):", out)
+    assert len(set(written)) == 3
+    assert all(w.startswith(f"{folder}/tmy-backup-manual-") for w in written)
+    assert set(written[1:]) == {str(folder / n) for n in manual}  # the newest two stay
+    for name in manual:
+        assert read_file(folder / name).header["entries"] == 10
 
 
 async def test_chat_backup_writes_into_the_folder_and_restore_is_not_offered(

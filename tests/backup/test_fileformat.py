@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tmy.backup.fileformat import FORMAT, VERSION, header_for, read_file, wants_gzip, write_file
+from tmy.backup.fileformat import (
+    FORMAT,
+    LINE_OVERHEAD,
+    VERSION,
+    header_for,
+    read_file,
+    wants_gzip,
+    write_file,
+)
 from tmy.command import CommandError
 
 CREATED = datetime(2026, 11, 25, 4, 0, tzinfo=UTC)
@@ -163,7 +175,18 @@ def test_counts_that_disagree_are_refused(tmp_path: Path) -> None:
         (b'{"key": "a", "ttl": null}', "key 'a' has no 'value'"),
         (b'{"key": "a", "value": 1, "ttl": -3}', "'ttl' must be seconds > 0 or null"),
         (b'{"key": "var/global/hits", "value": 2, "ttl": null}', "appears twice (first on line 4)"),
-        (b'{"board": "b", "member": "m", "score": "high"}', "'score' must be a number"),
+        (b'{"board": "x/b", "member": "m", "score": "high"}', "'score' must be a number"),
+        (b'{"board": "points", "member": "m", "score": 1}', "a board id is '<platform>/"),
+        (b'{"board": "a/b/c", "member": "m", "score": 1}', "a board id is '<platform>/"),
+        (b'{"board": "a/9x", "member": "m", "score": 1}', "a board id is '<platform>/"),
+        (
+            b'{"board": "a/b", "member": "' + b"m" * 257 + b'", "score": 1}',
+            "the member (a user id) is 257 characters long (limits.max_id_chars is 256)",
+        ),
+        (
+            b'{"board": "a/b", "member": "m", "score": 1, "name": "' + b"n" * 1025 + b'"}',
+            "the name is 1025 characters long (the limit is 1024)",
+        ),
         (b'{"something": "else"}', "neither a key, a board entry nor the end line"),
         (b"[1, 2]", "not a JSON object"),
         (b"{not json", "not a JSON line"),
@@ -178,6 +201,19 @@ def test_a_bad_line_is_refused_with_its_number(tmp_path: Path, line: bytes, mess
     refused = _refused(path)
     assert refused.startswith(f"{path}:6: ")
     assert message in refused
+
+
+def test_a_board_entry_twice_is_refused_as_a_key_twice_is(tmp_path: Path) -> None:
+    """The last one does not silently win: the file was edited or is corrupt."""
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(7, b'{"board": "console/points", "member": "ann", "score": 99, "name": "X"}\n')
+    path.write_bytes(b"".join(lines))
+    refused = _refused(path)
+    assert refused == (
+        f"{path}:8: board 'console/points' member 'ann' appears twice (first on line 6)"
+    )
 
 
 def test_a_line_after_the_end_line_is_refused(tmp_path: Path) -> None:
@@ -196,3 +232,102 @@ def test_other_files_are_not_backups(tmp_path: Path) -> None:
     other.write_text('{"format": "something"}\n')
     assert "not a tmy backup" in _refused(other)
     assert "cannot read" in _refused(tmp_path / "missing.jsonl")
+
+
+def test_a_line_longer_than_the_value_limit_is_refused_before_the_rest_is_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "b.jsonl"
+    entries = [ENTRIES[0], ("var/global/big", "x" * 100_000, None), *ENTRIES[1:]]
+    head = header_for("sqlite:///x.db", len(entries), 0, CREATED)
+    write_file(path, head, entries, [], compress=False)
+    with pytest.raises(CommandError) as caught:
+        read_file(path, max_value_bytes=1000)
+    limit = 1000 + LINE_OVERHEAD
+    assert str(caught.value).startswith(
+        f"{path}:3: the line is longer than {limit:,} bytes (limits.max_value_bytes + "
+    )
+    assert read_file(path, max_value_bytes=200_000).entries[1][0] == "var/global/big"
+
+
+def test_a_line_of_exactly_the_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path)
+    first = path.read_bytes().splitlines(keepends=True)[0]
+    assert read_file(path, max_value_bytes=len(first) - 1 - LINE_OVERHEAD).header["entries"] == 4
+    with pytest.raises(CommandError, match=r":1: the line is longer than"):
+        read_file(path, max_value_bytes=len(first) - 2 - LINE_OVERHEAD)
+
+
+def test_more_lines_than_the_header_promises_are_refused_as_they_come(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    _write(path, entries=1)
+    assert _refused(path) == f"{path}:3: more keys than the header's 1"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_fifo_a_device_or_a_directory_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)  # nobody writes: opening it for a plain read would wait forever
+        expected = "a FIFO (named pipe)"
+    elif kind == "device":
+        path, expected = Path("/dev/zero"), "a character device"
+    else:
+        path, expected = tmp_path, "a directory"
+    outcome: list[str] = []
+    reader = threading.Thread(target=lambda: outcome.append(_refused(path)), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert outcome == [
+        f"{path} is {expected}, not a regular file: restore reads a backup file "
+        "(copy a stream to a file first)"
+    ]
+
+
+BOMB_READER = """
+import resource, sys
+from pathlib import Path
+import tmy
+from tmy.backup.fileformat import read_file
+from tmy.command import CommandError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    read_file(Path(sys.argv[1]))
+except CommandError as exc:
+    print(exc)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["header", "key line"])
+def test_a_gzip_bomb_is_refused_at_its_first_long_line_in_bounded_memory(
+    tmp_path: Path, where: str
+) -> None:
+    """1 GiB of one line in ~1 MiB on disk: refused at the line limit, peak RSS small."""
+    path = tmp_path / "bomb.jsonl.gz"
+    head = header_for("sqlite:///x.db", 1, 0, CREATED)
+    start = b"" if where == "header" else json.dumps(head).encode() + b"\n"
+    start += b'{"key": "var/global/x", "value": "'
+    # gzip members read as one stream: one 16 MiB member written 64 times is 1 GiB
+    member = gzip.compress(b"a" * (16 << 20), compresslevel=9, mtime=0)
+    with path.open("wb") as out:
+        out.write(gzip.compress(start, mtime=0))
+        for _ in range(64):
+            out.write(member)
+    assert path.stat().st_size < 4 << 20
+    done = subprocess.run(
+        [sys.executable, "-c", BOMB_READER, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    message, rss = done.stdout.strip().rsplit("\n", 1)
+    line = 1 if where == "header" else 2
+    assert message.startswith(f"{path}:{line}: the line is longer than ")
+    before, peak = (int(n) for n in rss.split())  # KiB on Linux
+    assert peak - before < 64 * 1024, (before, peak)  # the limit is ~1 MiB; the bomb 1 GiB

@@ -4,10 +4,11 @@ Where each is reachable, and why:
 
 * ``backup`` — CLI ``python run.py backup FILE`` writes FILE; without FILE (and
   from chat, ``.tmy backup``, or ``POST /admin/commands/backup``) it writes a
-  timestamped file into ``backup.path`` and prunes that folder to
-  ``backup.keep``. Chat and HTTP cannot name a file: an admin's message must not
-  be able to write anywhere the daemon can. Reading data out is safe to offer
-  to admins; a backup taken from chat is the one to have before a risky change.
+  ``tmy-backup-manual-<UTC time>…`` file into ``backup.path`` and prunes the
+  manual files there to ``backup.keep`` (the scheduled ones are never touched).
+  Chat and HTTP cannot name a file: an admin's message must not be able to
+  write anywhere the daemon can. Reading data out is safe to offer to admins;
+  a backup taken from chat is the one to have before a risky change.
 * ``restore`` — the command line only. It replaces or merges everything the
   bot keeps, which no chat message should be able to do, and ``--replace``
   while a daemon serves the same store would race the daemon's own writes:
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from tmy.backup.config import backup_dir, config_of
 from tmy.backup.fileformat import read_file, wants_gzip
 from tmy.backup.operations import apply, plan, sizes, take_backup
 from tmy.backup.scheduled import write_into_folder
+from tmy.backup.target import check_restore_target
 from tmy.command import ALL_FRONTS, CLI_ONLY, Arg, Command, Invocation, Result
 from tmy.config import Settings
 from tmy.store import open_store
@@ -81,7 +84,7 @@ async def _backup(inv: Invocation) -> Result:
             else:
                 gzip = config.gzip or bool(inv.args.get("gzip"))
                 chosen = dataclasses.replace(config, gzip=gzip)
-                written = await write_into_folder(store, folder, chosen)
+                written = await write_into_folder(store, folder, chosen, manual=True)
         except OSError as exc:  # a full disk, a folder that is a file: nothing half written
             where = exc.filename or file or folder
             text = f"cannot write the backup to {where}: {exc.strerror or exc}"
@@ -95,8 +98,18 @@ async def _restore(inv: Invocation) -> Result:
     mode = "replace" if inv.args.get("replace") else "merge" if inv.args.get("merge") else None
     shown_mode = mode or "an empty store only"
     target = redact.safe_url(settings.store)
+    redact.add_url(settings.store)
+    # a target that would lose the data or is another program's: refused before anything
+    check_restore_target(settings.store, target)
     # the whole file is read and checked before the target is even opened
-    loaded = await asyncio.to_thread(read_file, path)
+    loaded = await asyncio.to_thread(
+        functools.partial(
+            read_file,
+            path,
+            max_value_bytes=settings.max_value_bytes,
+            max_id_chars=settings.max_id_chars,
+        )
+    )
     todo = plan(loaded, max_value_bytes=settings.max_value_bytes, name=str(path))
     if inv.args.get("dry_run"):
         lines = ["dry run: nothing written. Would restore", *todo.describe(target, shown_mode)]
@@ -119,7 +132,8 @@ BACKUP = Command(
         "usage counter and leaderboard of the store to FILE: one JSON line per key after a "
         "versioned header, gzip when FILE ends in .gz or with --gzip. Safe while the daemon "
         "runs (docs/backup.md says what is consistent on each store). Without FILE: a "
-        "timestamped file in backup.path, pruned to backup.keep."
+        "tmy-backup-manual-<UTC time> file in backup.path; the manual files there are "
+        "pruned to backup.keep, the scheduled ones never."
     ),
     run=_backup,
     args=(
@@ -127,7 +141,7 @@ BACKUP = Command(
             "file",
             required=False,
             metavar="FILE",
-            help="the file to write (default: a timestamped file in backup.path)",
+            help="the file to write (default: a tmy-backup-manual-… file in backup.path)",
             fronts=CLI_ONLY,
         ),
         Arg(

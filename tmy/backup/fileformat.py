@@ -33,6 +33,8 @@ import contextlib
 import gzip
 import math
 import os
+import re
+import stat
 import sys
 import tempfile
 import zlib
@@ -45,11 +47,21 @@ from typing import IO, Any
 import orjson
 
 from tmy.command import CommandError
+from tmy.store.codec import MAX_VALUE_BYTES
 
 FORMAT = "tmy-backup"
 VERSION = 1
 GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_LEVEL = 6  # zlib's default: most of level 9's size at a fraction of its time
+LINE_OVERHEAD = 64 * 1024
+"""Bytes a line may hold beyond ``limits.max_value_bytes``: its key, ttl and JSON around the
+value. A longer line is refused before the rest of it is read (a gzip bomb, ``/dev/zero``)."""
+MAX_ID_CHARS = 256  # limits.max_id_chars' default: a board member is a user id
+MAX_NAME_CHARS = 1024
+"""The longest user name a board entry may carry (display names are far shorter)."""
+BOARD_ID = re.compile(r"[^/]+/[^\W\d]\w*")
+"""``<platform>/<variable name>``: the board of a ``rank: true`` variable (its platform
+escaped, so without ``/``; the name as rules declare one)."""
 
 
 Entry = tuple[str, Any, float | None]  # (key, value, ttl seconds left | None)
@@ -64,6 +76,7 @@ class BackupFile:
     entries: list[Entry] = field(default_factory=list)
     ranks: list[Rank] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # key -> its line (for messages)
+    rank_lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (board, member) -> line
 
     @property
     def created(self) -> datetime:
@@ -110,6 +123,64 @@ def write_file(
 
     On any failure the temporary file is removed and ``path`` is left as it was.
     """
+    temp = _write_temp(path, header, entries, ranks, compress)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _sync_dir(path.parent)
+    return path.stat().st_size
+
+
+def write_new_file(
+    path: Path,
+    header: dict[str, Any],
+    entries: list[Entry],
+    ranks: list[Rank],
+    *,
+    compress: bool,
+) -> tuple[Path, int]:
+    """As :func:`write_file`, but never over an existing file: when ``path`` exists the
+    file gets the first free name with a suffix (``NAME-2.jsonl.gz``, ``-3`` …). The
+    name is taken atomically (a hard link of the finished file), so two writers racing
+    for one name both keep their file. The path written and its size."""
+    temp = _write_temp(path, header, entries, ranks, compress)
+    try:
+        for n in range(1, 10_000):
+            target = path if n == 1 else suffixed(path, n)
+            try:
+                os.link(temp, target)
+            except FileExistsError:
+                continue
+            except OSError:  # no hard links here: claim the name empty, then rename onto it
+                try:
+                    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                except FileExistsError:
+                    continue
+                os.replace(temp, target)
+            break
+        else:
+            raise FileExistsError(f"no free name for {path}")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+    _sync_dir(path.parent)
+    return target, target.stat().st_size
+
+
+def suffixed(path: Path, n: int) -> Path:
+    """``tmy-backup-X.jsonl.gz`` -> ``tmy-backup-X-2.jsonl.gz`` (the suffix before the
+    ``.jsonl…`` extensions, so the name still reads as a backup)."""
+    stem, dot, ext = path.name.partition(".")
+    return path.with_name(f"{stem}-{n}{dot}{ext}")
+
+
+def _write_temp(
+    path: Path, header: dict[str, Any], entries: list[Entry], ranks: list[Rank], compress: bool
+) -> str:
+    """The whole file written and flushed to disk under a hidden name beside ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
@@ -124,13 +195,11 @@ def write_file(
                 _write_lines(raw, header, entries, ranks)
             raw.flush()
             os.fsync(raw.fileno())
-        os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
-    _sync_dir(path.parent)
-    return path.stat().st_size
+    return temp
 
 
 def _write_lines(out: IO[bytes], head: dict[str, Any], es: list[Entry], rs: list[Rank]) -> None:
@@ -159,25 +228,28 @@ def _sync_dir(folder: Path) -> None:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def read_file(path: Path) -> BackupFile:
+def read_file(
+    path: Path, *, max_value_bytes: int = MAX_VALUE_BYTES, max_id_chars: int = MAX_ID_CHARS
+) -> BackupFile:
     """The whole file, checked: CommandError naming the line of the first problem.
 
     Gzip is recognised by its magic bytes, whatever the name. Nothing is returned
     unless every line parsed, the header's version is one this tmy reads, no key
-    appears twice, and the end line's counts match the header's and the lines'.
+    and no (board, member) appears twice, and the end line's counts match the
+    header's and the lines'. Memory stays bounded by what a real backup needs:
+    ``path`` must be a regular file (not a FIFO or a device, which could block or
+    never end), each line is read with a limit (``max_value_bytes`` plus
+    :data:`LINE_OVERHEAD`) and refused past it, and lines beyond the header's
+    counts are refused as they come.
     """
     name = str(path)
-    try:
-        with path.open("rb") as probe:
-            packed = probe.read(2) == GZIP_MAGIC
-    except OSError as exc:
-        raise CommandError(f"cannot read {name}: {exc.strerror or exc}") from None
+    limit = max_value_bytes + LINE_OVERHEAD
     header: dict[str, Any] | None = None
     found = BackupFile(header={})
     end: dict[str, Any] | None = None
     number = 0
     try:
-        for number, raw in _lines(path, packed):
+        for number, raw in _lines(path, name, limit):
             where = f"{name}:{number}"
             if end is not None:
                 raise CommandError(f"{where}: a line after the end line")
@@ -187,8 +259,14 @@ def read_file(path: Path) -> BackupFile:
                 continue
             if "key" in obj:
                 _add_entry(found, obj, where, number)
+                if len(found.entries) > header["entries"]:
+                    raise CommandError(f"{where}: more keys than the header's {header['entries']}")
             elif "board" in obj:
-                found.ranks.append(_rank(obj, where))
+                _add_rank(found, obj, where, number, max_id_chars)
+                if len(found.ranks) > header["ranks"]:
+                    raise CommandError(
+                        f"{where}: more board entries than the header's {header['ranks']}"
+                    )
             elif "end" in obj:
                 end = obj
             else:
@@ -212,19 +290,64 @@ def read_file(path: Path) -> BackupFile:
     if (end.get("entries"), end.get("ranks")) != promised or counts != promised:
         raise CommandError(
             f"{name}:{number}: the header promises {promised[0]} keys and {promised[1]} board "
-            f"entries, the end line says {end.get('entries')} and {end.get('ranks')}, the file "
-            f"holds {counts[0]} and {counts[1]}"
+            f"entries, the end line says {end.get('entries')!r} and {end.get('ranks')!r}, the "
+            f"file holds {counts[0]} and {counts[1]}"
         )
-    return BackupFile(header, found.entries, found.ranks, found.lines)
+    return BackupFile(header, found.entries, found.ranks, found.lines, found.rank_lines)
 
 
-def _lines(path: Path, packed: bool) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes without the newline); a last line without its newline is
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def _open_regular(path: Path, name: str) -> IO[bytes]:
+    """``path`` opened for reading, if it is a regular file; CommandError otherwise.
+
+    Opened non-blocking and checked on the open descriptor (no race with a rename):
+    opening a FIFO this way does not wait for a writer, and a FIFO or a device
+    (``/dev/zero``) would never end or never start.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CommandError(f"cannot read {name}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise CommandError(
+            f"{name} is {kind}, not a regular file: restore reads a backup file "
+            "(copy a stream to a file first)"
+        )
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _lines(path: Path, name: str, limit: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the newline), each read with ``limit``: a longer line
+    is refused without reading the rest of it; a last line without its newline is
     yielded as is (the JSON check or the missing end line then says what is wrong)."""
-    opener = gzip.open if packed else open
-    with opener(path, "rb") as stream:
-        for number, raw in enumerate(stream, start=1):
-            yield number, raw.rstrip(b"\n")
+    with _open_regular(path, name) as raw:
+        packed = raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if packed else raw
+        with stream:
+            number = 0
+            while line := stream.readline(limit + 1):
+                number += 1
+                if len(line) > limit and not (len(line) == limit + 1 and line[-1:] == b"\n"):
+                    raise CommandError(
+                        f"{name}:{number}: the line is longer than {limit:,} bytes "
+                        f"(limits.max_value_bytes + {LINE_OVERHEAD:,}): not a backup this "
+                        "store can hold; nothing more was read"
+                    )
+                yield number, line.rstrip(b"\n")
 
 
 def _object(raw: bytes, where: str) -> dict[str, Any]:
@@ -246,7 +369,8 @@ def _check_header(obj: dict[str, Any], name: str) -> dict[str, Any]:
         raise CommandError(f"{where}: the header's version {version!r} is not a version number")
     if version > VERSION:
         raise CommandError(
-            f"{name} was written by a newer tmy (backup version {version}, tmy {obj.get('tmy')}); "
+            f"{name} was written by a newer tmy (backup version {version}, "
+            f"tmy {printable(obj.get('tmy'))}); "
             f"this tmy {tmy_version()} reads backup version {VERSION} and older: upgrade tmy"
         )
     for key in ("entries", "ranks"):
@@ -279,17 +403,36 @@ def _add_entry(found: BackupFile, obj: dict[str, Any], where: str, number: int) 
     found.entries.append((key, obj["value"], None if ttl is None else float(ttl)))
 
 
-def _rank(obj: dict[str, Any], where: str) -> Rank:
+def _add_rank(
+    found: BackupFile, obj: dict[str, Any], where: str, number: int, max_id_chars: int
+) -> None:
     board, member = obj.get("board"), obj.get("member")
     score, name = obj.get("score"), obj.get("name")
     if not isinstance(board, str) or not board or not isinstance(member, str) or not member:
         raise CommandError(f"{where}: a board entry needs a text 'board' and 'member'")
-    what = f"{where}: board {board!r} member {member!r}"
+    what = f"{where}: board {board!r:.300} member {member!r:.300}"
+    if not BOARD_ID.fullmatch(board):
+        raise CommandError(
+            f"{what}: a board id is '<platform>/<variable name>' (as 'console/points')"
+        )
+    if len(member) > max_id_chars:
+        raise CommandError(
+            f"{what}: the member (a user id) is {len(member)} characters long "
+            f"(limits.max_id_chars is {max_id_chars})"
+        )
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
         raise CommandError(f"{what}: 'score' must be a number")
     if name is not None and not isinstance(name, str):
         raise CommandError(f"{what}: 'name' must be text or null")
-    return (board, member, float(score), name)
+    if name is not None and len(name) > MAX_NAME_CHARS:
+        raise CommandError(
+            f"{what}: the name is {len(name)} characters long (the limit is {MAX_NAME_CHARS})"
+        )
+    first = found.rank_lines.get((board, member))
+    if first is not None:
+        raise CommandError(f"{what} appears twice (first on line {first})")
+    found.rank_lines[(board, member)] = number
+    found.ranks.append((board, member, float(score), name))
 
 
 def _positive(value: Any) -> bool:
@@ -299,3 +442,16 @@ def _positive(value: Any) -> bool:
         and math.isfinite(value)
         and value > 0
     )
+
+
+def printable(value: Any) -> str:
+    """A header field as text safe to print: control and format characters (terminal
+    escapes, newlines, bidi overrides) escaped as ``repr`` would, other text as is.
+
+    A header is read from a file anyone may have edited; ``restore --dry-run`` prints
+    it, and a field must not be able to move the cursor or fake another line.
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)

@@ -27,10 +27,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tmy import redact
-from tmy.backup.fileformat import BackupFile, Entry, Rank, header_for, write_file
+from tmy.backup.fileformat import (
+    BackupFile,
+    Entry,
+    Rank,
+    header_for,
+    printable,
+    write_file,
+    write_new_file,
+)
 from tmy.command import CommandError
 from tmy.errors import ValueRefused
-from tmy.store.base import Snapshot, Store
+from tmy.store.base import FORMAT_KEY, Snapshot, Store
 from tmy.store.codec import check_key, check_ttl, encode
 
 Mode = Literal["merge", "replace"]
@@ -75,8 +83,12 @@ class Written:
         }
 
 
-async def take_backup(store: Store, path: Path, *, compress: bool) -> Written:
-    """Snapshot ``store`` and write it to ``path`` atomically (gzip when ``compress``)."""
+async def take_backup(
+    store: Store, path: Path, *, compress: bool, exclusive: bool = False
+) -> Written:
+    """Snapshot ``store`` and write it to ``path`` atomically (gzip when ``compress``);
+    ``exclusive``: never over an existing file (a suffixed name instead, see
+    :func:`~tmy.backup.fileformat.write_new_file`), as a folder's timestamped files are."""
     started = time.monotonic()
     # the clock is read before the snapshot: TTLs restored from it come out a little
     # short rather than long (a session never outlives its time)
@@ -85,8 +97,49 @@ async def take_backup(store: Store, path: Path, *, compress: bool) -> Written:
     entries, ranks = list(snapshot.entries), list(snapshot.ranks)
     url = redact.safe_url(store.url)
     header = header_for(url, len(entries), len(ranks), created)
-    size = await asyncio.to_thread(write_file, path, header, entries, ranks, compress=compress)
+    if exclusive:
+        path, size = await asyncio.to_thread(
+            write_new_file, path, header, entries, ranks, compress=compress
+        )
+    else:
+        size = await asyncio.to_thread(write_file, path, header, entries, ranks, compress=compress)
     return Written(path, len(entries), len(ranks), size, time.monotonic() - started, url, created)
+
+
+KNOWN_PREFIXES = (
+    "var/global/",
+    "var/chat/",
+    "var/user/",
+    "mem/user/",
+    "mem/chat/",
+    "mem/global",
+    "mem/vec/",
+    "mem/dialog/",
+    "mem/open/",
+    "llmhist/",
+    "summary/",
+    "session/",
+    "llm/usage/",
+    "cron/hist/",
+    "cron/done/",
+    "cron/outbox/",
+    "cron/pending",
+    "cooldown/",
+    "off/",
+    "dedup/",
+    "backup/done/",
+)
+"""The keys tmy itself writes (variables, memory entries and vectors, dialogue summaries,
+histories, sessions, usage counters, cron records, cooldowns, chat switches, OneBot
+de-duplication, scheduled-backup marks). A key outside them is restored as it is, with a
+warning: a hand-edited file, or an extension's own keys."""
+
+SKIPPED = {FORMAT_KEY: "the store format marker: the target keeps its own"}
+"""Keys a backup may carry that restore never writes (and does not count), and why."""
+
+
+def known_key(key: str) -> bool:
+    return key.startswith(KNOWN_PREFIXES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +150,8 @@ class Plan:
     entries: list[Entry]
     ranks: list[Rank]
     expired: int  # keys whose TTL ran out since the backup: not restored
+    skipped: tuple[str, ...] = ()  # keys restore never writes (SKIPPED)
+    warnings: tuple[str, ...] = ()  # written anyway, but worth a look (unknown key families)
 
     def groups(self) -> dict[str, int]:
         """Keys per family (``var/user``, ``mem/vec``, ``cron/hist``, ``sess`` …)."""
@@ -104,10 +159,13 @@ class Plan:
         return dict(sorted(counts.items()))
 
     def describe(self, target: str, mode: str) -> list[str]:
+        """The plan as lines of text; header fields come from the file, so they are
+        printed with control characters escaped (:func:`printable`)."""
+        head = self.source.header
         lines = [
             f"{sizes(len(self.entries), len(self.ranks))} "
-            f"(backup of {self.source.header.get('store')} taken {self.source.header['created']} "
-            f"by tmy {self.source.header.get('tmy')})",
+            f"(backup of {printable(head.get('store'))} taken {printable(head['created'])} "
+            f"by tmy {printable(head.get('tmy'))})",
             f"into {target} ({mode})",
         ]
         lines += [f"  {family}: {count}" for family, count in self.groups().items()]
@@ -119,6 +177,8 @@ class Plan:
         if self.expired:
             expired = counted(self.expired, "key", "keys")
             lines.append(f"  {expired} expired since the backup: not restored")
+        lines += [f"  skipped {key}: {SKIPPED[key]}" for key in self.skipped]
+        lines += [f"  warning: {text}" for text in self.warnings]
         return lines
 
     def as_json(self, target: str, mode: str, *, dry_run: bool) -> dict[str, Any]:
@@ -131,6 +191,8 @@ class Plan:
             "ranks": len(self.ranks),
             "expired": self.expired,
             "groups": self.groups(),
+            "skipped": list(self.skipped),
+            "warnings": list(self.warnings),
         }
 
 
@@ -146,12 +208,21 @@ def plan(
     backup: BackupFile, *, max_value_bytes: int, now: datetime | None = None, name: str = ""
 ) -> Plan:
     """Check every entry as the target store will (key, TTL, value codec and size) and count
-    TTLs down from the backup's time; CommandError naming ``name:line`` of the first problem."""
+    TTLs down from the backup's time; CommandError naming ``name:line`` of the first problem.
+
+    Keys restore never writes (:data:`SKIPPED`) are left out and listed; keys outside
+    :data:`KNOWN_PREFIXES` are kept, with a warning per family naming the first one's line.
+    """
     elapsed = max(((now or datetime.now(UTC)) - backup.created).total_seconds(), 0.0)
     entries: list[Entry] = []
     expired = 0
+    skipped: list[str] = []
+    unknown: dict[str, tuple[int, str]] = {}  # family -> (count, its first key)
     for key, value, ttl in backup.entries:
         where = f"{name}:{backup.lines.get(key, '?')}"
+        if key in SKIPPED:
+            skipped.append(key)
+            continue
         try:
             check_key(key)
             encode(value, key, max_value_bytes)
@@ -163,8 +234,18 @@ def plan(
                 ttl = check_ttl(left, f"the ttl of {key!r}")
         except ValueRefused as exc:
             raise CommandError(f"{where}: {exc}; nothing was written") from None
+        if not known_key(key):
+            family = key.split("/", 1)[0]
+            count, first = unknown.get(family, (0, key))
+            unknown[family] = (count + 1, first)
         entries.append((key, value, ttl))
-    return Plan(backup, entries, list(backup.ranks), expired)
+    warnings = [
+        f"{counted(count, 'key', 'keys')} outside tmy's known key families "
+        f"({family!r}, first {first!r} at {name}:{backup.lines.get(first, '?')}): "
+        "restored as they are; a hand-edited file or an extension's own keys?"
+        for family, (count, first) in sorted(unknown.items())
+    ]
+    return Plan(backup, entries, list(backup.ranks), expired, tuple(skipped), tuple(warnings))
 
 
 async def apply(store: Store, restore: Plan, mode: Mode | None) -> int:

@@ -11,11 +11,14 @@ leaves no mark: a replica still waiting for the claim tries the same
 occurrence itself, and in any case the next occurrence runs as usual — the
 daemon never stops over a backup.
 
-Files are named ``tmy-backup-<fire time, UTC>.jsonl.gz`` (``.jsonl`` with
-``gzip: false``); after each backup written into ``backup.path`` only the
-newest ``keep`` files of that pattern stay (other files there are never
-touched). A daemon that was down at a fire time does not catch up: the next
-occurrence is the next backup.
+Scheduled files are named ``tmy-backup-<fire time, UTC>.jsonl.gz`` (``.jsonl``
+with ``gzip: false``); manual ones (``backup`` without FILE: CLI, chat, HTTP)
+``tmy-backup-manual-<UTC time to the microsecond>.jsonl.gz``. A name already
+taken gets a suffix (``-2``, ``-3`` …): no backup ever replaces another. Each
+kind is pruned to ``keep`` on its own after a backup of that kind: manual
+backups never delete scheduled ones, nor the reverse (other files there are
+never touched). A daemon that was down at a fire time does not catch up: the
+next occurrence is the next backup.
 """
 
 from __future__ import annotations
@@ -41,7 +44,11 @@ from tmy.types import Services
 log = get_logger("tmy.backup")
 
 PREFIX = "tmy-backup-"
-FILE_NAME = re.compile(r"^tmy-backup-(\d{8}T\d{6}Z)\.jsonl(?:\.gz)?$")
+MANUAL_PREFIX = "tmy-backup-manual-"
+FILE_NAME = re.compile(
+    r"^tmy-backup-(?P<manual>manual-)?(?P<time>\d{8}T\d{6}(?:\.\d{6})?Z)"
+    r"(?:-(?P<n>[1-9]\d{0,3}))?\.jsonl(?:\.gz)?$"
+)
 DONE_TTL = 2 * 86_400.0  # a done mark outlives any claim of its occurrence
 CLAIM_WAIT = 600.0
 """How long a replica waits for another one's claim of the same occurrence (the
@@ -54,20 +61,33 @@ def file_name(moment: datetime, compress: bool) -> str:
     return f"{PREFIX}{stamp}.jsonl{'.gz' if compress else ''}"
 
 
-def backups_in(folder: Path) -> list[Path]:
-    """The backup files tmy named in ``folder``, newest first (by the time in the name)."""
+def manual_name(moment: datetime, compress: bool) -> str:
+    """``tmy-backup-manual-20261125T093012.123456Z.jsonl.gz``: a backup asked for (not
+    scheduled), to the microsecond, so two in one second get two names."""
+    stamp = moment.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{MANUAL_PREFIX}{stamp}.jsonl{'.gz' if compress else ''}"
+
+
+def backups_in(folder: Path, *, manual: bool = False) -> list[Path]:
+    """The backup files tmy named in ``folder`` of one kind (scheduled, or ``manual``),
+    newest first (by the time in the name, then the suffix)."""
     if not folder.is_dir():
         return []
-    found = [(m.group(1), p) for p in folder.iterdir() if (m := FILE_NAME.match(p.name))]
-    return [p for _, p in sorted(found, key=lambda f: (f[0], f[1].name), reverse=True)]
+    found = [
+        ((m["time"], int(m["n"] or 1), p.name), p)
+        for p in folder.iterdir()
+        if (m := FILE_NAME.match(p.name)) and bool(m["manual"]) is manual
+    ]
+    return [p for _, p in sorted(found, key=lambda f: f[0], reverse=True)]
 
 
-def prune(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` backup files of ``folder`` (0: delete none)."""
+def prune(folder: Path, keep: int, *, manual: bool = False) -> list[Path]:
+    """Delete all but the newest ``keep`` backup files of one kind in ``folder`` (0: none):
+    pruning after a manual backup never touches the scheduled files, nor the reverse."""
     if keep <= 0:
         return []
     removed = []
-    for path in backups_in(folder)[keep:]:
+    for path in backups_in(folder, manual=manual)[keep:]:
         with contextlib.suppress(FileNotFoundError):  # a replica sharing the folder was first
             path.unlink()
             removed.append(path)
@@ -75,15 +95,24 @@ def prune(folder: Path, keep: int) -> list[Path]:
 
 
 async def write_into_folder(
-    store: Store, folder: Path, config: BackupConfig, moment: datetime | None = None
+    store: Store,
+    folder: Path,
+    config: BackupConfig,
+    moment: datetime | None = None,
+    *,
+    manual: bool = False,
 ) -> Written:
-    """One backup named after ``moment`` (default: now) in ``folder``, then the pruning."""
-    path = folder / file_name(moment or datetime.now(UTC), config.gzip)
-    written = await take_backup(store, path, compress=config.gzip)
-    log.info("backup.written", **written.as_json())
-    removed = prune(folder, config.keep)
+    """One backup in ``folder`` — named after the fire time ``moment``, or for a ``manual``
+    one after now to the microsecond — never over an existing file, then the pruning of
+    that kind."""
+    moment = moment or datetime.now(UTC)
+    name = manual_name(moment, config.gzip) if manual else file_name(moment, config.gzip)
+    written = await take_backup(store, folder / name, compress=config.gzip, exclusive=True)
+    log.info("backup.written", manual=manual, **written.as_json())
+    removed = prune(folder, config.keep, manual=manual)
     if removed:
-        log.info("backup.pruned", keep=config.keep, removed=[p.name for p in removed])
+        log.info("backup.pruned", keep=config.keep, manual=manual,
+                 removed=[p.name for p in removed])  # fmt: skip
     return written
 
 
