@@ -21,8 +21,10 @@ from tmy.backup.fileformat import (
     VERSION,
     header_for,
     read_file,
+    suffixed,
     wants_gzip,
     write_file,
+    write_new_file,
 )
 from tmy.command import CommandError
 
@@ -331,3 +333,20 @@ def test_a_gzip_bomb_is_refused_at_its_first_long_line_in_bounded_memory(
     assert message.startswith(f"{path}:{line}: the line is longer than ")
     before, peak = (int(n) for n in rss.split())  # KiB on Linux
     assert peak - before < 64 * 1024, (before, peak)  # the limit is ~1 MiB; the bomb 1 GiB
+
+
+def test_a_new_file_never_replaces_an_existing_one(tmp_path: Path) -> None:
+    path = tmp_path / "tmy-backup-manual-20261125T093012.000005Z.jsonl.gz"
+    path.write_bytes(b"the older backup")
+    head = header_for("sqlite:///x.db", len(ENTRIES), len(RANKS), CREATED)
+    written = [write_new_file(path, head, ENTRIES, RANKS, compress=True) for _ in range(2)]
+    names = [p.name for p, _ in written]
+    assert names == [
+        "tmy-backup-manual-20261125T093012.000005Z-2.jsonl.gz",
+        "tmy-backup-manual-20261125T093012.000005Z-3.jsonl.gz",
+    ]
+    assert path.read_bytes() == b"the older backup"
+    assert all(read_file(p).entries == ENTRIES and p.stat().st_size == n for p, n in written)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, *names])
+    assert suffixed(Path("notes"), 2) == Path("notes-2")
+    assert suffixed(Path("b.data"), 2) == Path("b-2.data")

@@ -12,9 +12,14 @@ from typing import Any
 
 import pytest
 
-from tmy.backup.fileformat import header_for, read_file, write_file
-from tmy.backup.operations import apply, plan, take_backup
+from tmy.backup.fileformat import header_for, printable, read_file, write_file
+from tmy.backup.operations import apply, known_key, plan, take_backup
 from tmy.command import CommandError
+from tmy.cron.occurrence import OUTBOX_INDEX, OUTBOX_PREFIX
+from tmy.engine.variables import conversation_key
+from tmy.llm.history import KIND
+from tmy.memory.entries import ENTRY_PREFIXES, GLOBAL_KEY
+from tmy.message import Message
 from tmy.store import Store, open_store
 from tmy.store.base import MISSING, Snapshot
 
@@ -187,3 +192,81 @@ async def test_replace_deletes_everything_first_but_the_locks(store: Store, tmp_
     }
     assert await store.rank_top("console/points", 5) == [("ann", 5, None)]
     assert await store.get("var/global/mine") is MISSING
+
+
+def _file(tmp_path: Path, entries: list[Any], **header: Any) -> Path:
+    path = tmp_path / "h.jsonl"
+    head = header_for("sqlite:///a.db", len(entries), 0, datetime.now(UTC))
+    head.update(header)
+    write_file(path, head, entries, [], compress=False)
+    return path
+
+
+def test_header_fields_are_described_with_control_characters_escaped(tmp_path: Path) -> None:
+    """A hand-made header cannot clear the terminal or fake a line of the dry run."""
+    path = _file(
+        tmp_path,
+        [("var/global/a", 1, None)],
+        store="sqlite:///x.db\x1b[2J\nfake line: 0 keys",
+        tmy="0.1.0\r\x07\u202eevil",
+    )
+    todo = plan(read_file(path), max_value_bytes=1 << 20, name=str(path))
+    text = "\n".join(todo.describe("t", "merge"))
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "\u202e" not in text and text.count("\n") == 2  # the three lines it should have
+    assert "(backup of sqlite:///x.db\\x1b[2J\\nfake line: 0 keys taken " in text
+    assert "by tmy 0.1.0\\r\\x07\\u202eevil)" in text
+    assert todo.as_json("t", "merge", dry_run=True)["header"]["tmy"] == "0.1.0\r\x07\u202eevil"
+
+
+def test_printable_keeps_text_and_escapes_only_controls() -> None:
+    assert printable("redis://***@db:6379/0 安 ✓") == "redis://***@db:6379/0 安 ✓"
+    assert printable("a\tb\x00c\x7f\u2028") == "a\\tb\\x00c\\x7f\\u2028"
+    assert printable(None) == "None" and printable(3) == "3"
+
+
+def test_the_store_format_marker_is_skipped_and_said_so(tmp_path: Path) -> None:
+    path = _file(tmp_path, [("tmy/format", {"format": 1}, None), ("var/global/a", 1, None)])
+    todo = plan(read_file(path), max_value_bytes=1 << 20, name=str(path))
+    assert [key for key, _, _ in todo.entries] == ["var/global/a"]
+    lines = todo.describe("t", "merge")
+    assert lines[0].startswith("1 key and 0 board entries (backup of ")
+    assert "  skipped tmy/format: the store format marker: the target keeps its own" in lines
+    assert "  tmy: 1" not in lines
+    data = todo.as_json("t", "merge", dry_run=True)
+    assert data["entries"] == 1 and data["skipped"] == ["tmy/format"]
+    assert data["groups"] == {"var/global": 1} and data["warnings"] == []
+
+
+def test_keys_outside_tmys_families_are_restored_with_a_warning(tmp_path: Path) -> None:
+    entries = [
+        ("hack/a", 1, None),
+        ("hack/b", 2, None),
+        ("var/global/a", 1, None),
+        ("variables/x", 3, None),
+    ]
+    path = _file(tmp_path, entries)
+    todo = plan(read_file(path), max_value_bytes=1 << 20, name=str(path))
+    assert len(todo.entries) == 4  # warned, not refused
+    assert list(todo.warnings) == [
+        f"2 keys outside tmy's known key families ('hack', first 'hack/a' at {path}:2): "
+        "restored as they are; a hand-edited file or an extension's own keys?",
+        f"1 key outside tmy's known key families ('variables', first 'variables/x' at "
+        f"{path}:5): restored as they are; a hand-edited file or an extension's own keys?",
+    ]
+    assert f"  warning: {todo.warnings[0]}" in todo.describe("t", "merge")
+    assert todo.as_json("t", "merge", dry_run=True)["warnings"] == list(todo.warnings)
+
+
+async def test_everything_tmy_keeps_is_in_a_known_family(tmp_path: Path) -> None:
+    """The keys the tests' fill writes (one of every kind) and each conversation kind and
+    tmy-owned key builder give no warning."""
+    path = tmp_path / "b.jsonl"
+    async with opened(f"sqlite:///{tmp_path / 'a.db'}") as source:
+        await fill(source)
+        await take_backup(source, path, compress=False)
+    assert plan(read_file(path), max_value_bytes=1 << 20).warnings == ()
+    message = Message(text="x", user="u", chat="c", platform="p")
+    kinds = [conversation_key(kind, message) for kind in (KIND, "summary", "session")]
+    built = [*kinds, OUTBOX_INDEX, OUTBOX_PREFIX + "x", GLOBAL_KEY, *ENTRY_PREFIXES]
+    assert [key for key in built if not known_key(key)] == []

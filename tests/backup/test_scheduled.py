@@ -15,7 +15,14 @@ from tests.backup.test_operations import fill, opened
 from tests.support.log_helpers import read_log
 from tmy.backup.config import BackupConfig
 from tmy.backup.fileformat import read_file
-from tmy.backup.scheduled import ScheduledBackup, backups_in, file_name, prune
+from tmy.backup.scheduled import (
+    ScheduledBackup,
+    backups_in,
+    file_name,
+    manual_name,
+    prune,
+    write_into_folder,
+)
 from tmy.cron.schedule import Schedule, Timing
 from tmy.store.base import MISSING
 from tmy.testing import serving
@@ -37,6 +44,49 @@ def test_files_are_named_by_utc_time_and_pruned_newest_first(tmp_path: Path) -> 
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([*names[4:], "tmy-backup-notes.txt", "other.jsonl.gz"])
     assert backups_in(tmp_path / "missing") == []
+
+
+def test_manual_files_are_named_to_the_microsecond_and_pruned_apart(tmp_path: Path) -> None:
+    """keep: 2 with three dailies and three manual files: each kind keeps its newest two;
+    a suffixed name (a name that was taken) sorts after the plain one."""
+    moment = datetime(2026, 11, 25, 9, 30, 12, 123456, tzinfo=UTC)
+    assert manual_name(moment, True) == "tmy-backup-manual-20261125T093012.123456Z.jsonl.gz"
+    dailies = [f"tmy-backup-2026112{d}T040000Z.jsonl.gz" for d in (1, 2, 3)]
+    manual = [
+        "tmy-backup-manual-20261125T093012.123456Z.jsonl.gz",
+        "tmy-backup-manual-20261125T093012.123456Z-2.jsonl.gz",
+        "tmy-backup-manual-20261125T093012.123457Z.jsonl",
+    ]
+    for name in [*dailies, *manual]:
+        (tmp_path / name).write_text("x")
+    assert [p.name for p in backups_in(tmp_path)] == dailies[::-1]
+    assert [p.name for p in backups_in(tmp_path, manual=True)] == manual[::-1]
+    assert [p.name for p in prune(tmp_path, 2, manual=True)] == [manual[0]]
+    assert [p.name for p in prune(tmp_path, 2)] == [dailies[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*dailies[1:], *manual[1:]])
+
+
+async def test_folder_backups_in_one_microsecond_never_replace_each_other(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "backups"
+    config = BackupConfig(keep=0, path=str(folder), gzip=False)
+    moment = datetime(2026, 11, 25, 9, 30, 12, 5, tzinfo=UTC)
+    async with opened(f"sqlite:///{tmp_path / 's.db'}") as store:
+        await fill(store)
+        first = await write_into_folder(store, folder, config, moment, manual=True)
+        await store.set("var/global/later", 1)
+        second = await write_into_folder(store, folder, config, moment, manual=True)
+        third = await write_into_folder(store, folder, config, FIRE)
+        fourth = await write_into_folder(store, folder, config, FIRE)
+    assert first.path.name == "tmy-backup-manual-20261125T093012.000005Z.jsonl"
+    assert second.path.name == "tmy-backup-manual-20261125T093012.000005Z-2.jsonl"
+    assert third.path.name == "tmy-backup-20261125T040000Z.jsonl"
+    assert fourth.path.name == "tmy-backup-20261125T040000Z-2.jsonl"
+    assert read_file(first.path).header["entries"] + 1 == read_file(second.path).header["entries"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        p.path.name for p in (first, second, third, fourth)
+    )  # no temporary file left behind
 
 
 @contextlib.asynccontextmanager

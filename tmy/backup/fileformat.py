@@ -171,10 +171,12 @@ def write_new_file(
 
 
 def suffixed(path: Path, n: int) -> Path:
-    """``tmy-backup-X.jsonl.gz`` -> ``tmy-backup-X-2.jsonl.gz`` (the suffix before the
-    ``.jsonl…`` extensions, so the name still reads as a backup)."""
-    stem, dot, ext = path.name.partition(".")
-    return path.with_name(f"{stem}-{n}{dot}{ext}")
+    """``tmy-backup-X.jsonl.gz`` -> ``tmy-backup-X-2.jsonl.gz``: the suffix goes before
+    ``.jsonl…`` (else before the last extension), so the name still reads as a backup."""
+    name = path.name
+    at = name.find(".jsonl")
+    at = at if at > 0 else (name.rfind(".") if name.rfind(".") > 0 else len(name))
+    return path.with_name(f"{name[:at]}-{n}{name[at:]}")
 
 
 def _write_temp(

@@ -74,9 +74,7 @@ def _check_database(path: Path, shown: str) -> None:
     try:
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
             tables = _tables(db)
-            marked = "kv" in tables and (
-                db.execute("SELECT 1 FROM kv WHERE key = ?", (FORMAT_KEY,)).fetchone() is not None
-            )
+            marked = "kv" in tables and _marked(db)
     except sqlite3.Error as exc:
         raise CommandError(
             f"{shown}: {path} is not a SQLite database tmy can use ({exc})"
@@ -91,3 +89,12 @@ def _check_database(path: Path, shown: str) -> None:
         f"marker ({FORMAT_KEY!r}): restore writes only into a new or empty SQLite file or a "
         "tmy store. Nothing was written"
     )
+
+
+def _marked(db: sqlite3.Connection) -> bool:
+    """Whether the ``kv`` table holds tmy's format marker (a ``kv`` of another shape: no)."""
+    try:
+        row = db.execute("SELECT 1 FROM kv WHERE key = ?", (FORMAT_KEY,)).fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return row is not None
