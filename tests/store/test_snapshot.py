@@ -21,7 +21,9 @@ from tmy.store.metered import metered
 from tmy.store.overlay import OverlayStore
 from tmy.store.sqlite import SQLiteStore
 
-BOARD = "console/points"
+BOARD = "console/visits"  # the board of the rank: true variable "visits" on console
+
+ALICE = "var/user/console/alice/visits"
 
 VALUES: dict[str, Any] = {
     "var/global/jokes": ["a", "b", {"nested": [1, 2.5, None, True]}],
@@ -112,8 +114,8 @@ async def test_snapshot_reads_keys_in_batches(store: Store) -> None:
 
 async def test_restore_merge_keeps_other_keys_and_replace_deletes_them(store: Store) -> None:
     snap = Snapshot(
-        entries=[("var/a", 1, None), ("var/b", [2], 120.0)],
-        ranks=[(BOARD, "alice", 3.0, "Alice"), ("other/board", "bob", 1.5, None)],
+        entries=[("var/a", 1, None), ("var/b", [2], 120.0), (ALICE, 3, None)],
+        ranks=[(BOARD, "alice", 3.0, "Alice"), ("opaque-board", "bob", 1.5, None)],
     )
     await store.set("var/a", "old")
     await store.set("var/z", "kept by a merge")
@@ -122,7 +124,7 @@ async def test_restore_merge_keeps_other_keys_and_replace_deletes_them(store: St
     await store.set("var/n", 9)
     await store.rank_sync(BOARD, "nina", "var/n", "Nina")
 
-    assert await store.restore(snap, replace=False) == 2
+    assert await store.restore(snap, replace=False) == 3
     assert await store.get_many(["var/a", "var/b", "var/z", "var/n"]) == [
         1,
         [2],
@@ -130,11 +132,11 @@ async def test_restore_merge_keeps_other_keys_and_replace_deletes_them(store: St
         9,
     ]
     assert await store.rank_top(BOARD, 10) == [("nina", 9, "Nina"), ("alice", 3, "Alice")]
-    assert await store.rank_top("other/board", 10) == [("bob", 1.5, None)]
+    assert await store.rank_top("opaque-board", 10) == [("bob", 1.5, None)]
 
     async with store.lock("var/a") as lease:  # a lease survives a replacing restore
-        assert await store.restore(snap, replace=True) == 2
-        assert await store.keys("") == ["var/a", "var/b"]
+        assert await store.restore(snap, replace=True) == 3
+        assert await store.keys("") == ["var/a", "var/b", ALICE]
         await store.commit([("var/a", "fenced", None)], fence=[lease])
     assert await store.get("var/a") == "fenced"
     assert await store.rank_top(BOARD, 10) == [("alice", 3, "Alice")]
@@ -143,6 +145,58 @@ async def test_restore_merge_keeps_other_keys_and_replace_deletes_them(store: St
     after = await store.snapshot()
     assert after.ranks == snap.ranks
     assert 110 < after.entries[1][2] <= 120  # type: ignore[operator]
+
+
+async def test_restore_resyncs_each_board_entry_from_the_value_it_restored(
+    store: Store,
+) -> None:
+    """A board entry that lagged its value in the snapshot (or has no value, or one that
+    is not a number) is corrected by restore; a board id the engine did not make keeps
+    the snapshot's score; names are the snapshot's."""
+    await store.set(f"var/user/console/{'dan'}/visits", 40)  # in the store, not the snapshot
+    snap = Snapshot(
+        entries=[
+            (ALICE, 12, None),
+            ("var/user/console/bob/visits", 7.5, None),
+            ("var/user/console/carl/visits", "not a number", None),
+            ("var/user/console/a%2Fb/visits", 3, None),  # a user id with a slash, escaped
+        ],
+        ranks=[
+            (BOARD, "a/b", 1.0, None),
+            (BOARD, "alice", 10.0, "Alice"),  # lagged: the value is 12
+            (BOARD, "bob", 7.5, "Bob"),
+            (BOARD, "carl", 2.0, "Carl"),  # the value is no number: removed
+            (BOARD, "dan", 1.0, "Dan"),  # the store's value (merge): 40
+            (BOARD, "gone", 5.0, "Gone"),  # no value at all: removed
+            ("opaque", "zoe", 2.5, "Zoe"),  # not "{platform}/{name}": as given
+        ],
+    )
+    await store.restore(snap, replace=False)
+    assert await store.rank_top(BOARD, 10) == [
+        ("dan", 40, "Dan"),
+        ("alice", 12, "Alice"),
+        ("bob", 7.5, "Bob"),
+        ("a/b", 3, None),
+    ]
+    assert [await store.rank_of(BOARD, m) for m in ("dan", "alice", "bob", "a/b")] == [1, 2, 3, 4]
+    assert await store.rank_of(BOARD, "carl") is None
+    assert await store.rank_of(BOARD, "gone") is None
+    assert await store.rank_top("opaque", 5) == [("zoe", 2.5, "Zoe")]
+    await store.restore(snap, replace=True)  # replacing: dan's value is gone with the rest
+    assert await store.rank_top(BOARD, 10) == [
+        ("alice", 12, "Alice"),
+        ("bob", 7.5, "Bob"),
+        ("a/b", 3, None),
+    ]
+    assert await store.rank_above(BOARD, 3) == 2
+
+
+async def test_overlay_restore_resyncs_board_entries_in_the_overlay(sqlite_store: Store) -> None:
+    overlay = OverlayStore(sqlite_store)
+    snap = Snapshot(entries=[(ALICE, 12, None)], ranks=[(BOARD, "alice", 1.0, "Alice")])
+    await overlay.restore(snap, replace=True)
+    assert await overlay.rank_top(BOARD, 5) == [("alice", 12, "Alice")]
+    assert await sqlite_store.rank_top(BOARD, 5) == []
 
 
 async def test_restore_of_an_empty_snapshot_with_replace_empties_the_store(store: Store) -> None:
@@ -536,5 +590,8 @@ async def test_redis_snapshot_after_the_scripts_were_flushed_loads_them_again(
         assert_same(await store.snapshot(), want)
         server.client().script_flush()
         assert await store.rank_top(BOARD, 1) == [("alice", 12, "Alice")]
+        server.client().script_flush()  # restore's re-sync scripts in a pipeline load too
+        await store.restore(want, replace=True)
+        assert_same(await store.snapshot(), want)
     finally:
         await store.close()

@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from tmy.errors import StoreError
 from tmy.store.base import MISSING, Snapshot, Store, rank_score, score_out
+from tmy.store.board_keys import board_value_key
 from tmy.store.codec import check_board, check_key, check_ttl, decode, encode
 from tmy.store.leases import KeyedLocks, Lease, check_fence, new_token
 from tmy.store.snapshot import checked_ranks, encoded_entries, sorted_snapshot
@@ -281,6 +282,10 @@ class OverlayStore:
             old = members.get(member)
             real = old.real if old is not None else None if self._cleared else _UNKNOWN
             members[member] = _Entry(score, name, real)
+        for board, member, _, _ in ranks:  # each entry as its (restored) value has it
+            key = board_value_key(board, member)
+            if key is not None:
+                await self.rank_sync(board, member, key)
         return len(rows)
 
     # -- boards ---------------------------------------------------------------------------------

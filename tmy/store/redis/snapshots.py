@@ -31,7 +31,13 @@ plain ``SET [PX]`` / ``ZADD`` / ``HSET`` commands in pipelines of
 value the snapshot holds, so a copy redis-py resends after a lost reply writes
 the same thing again (a TTL restarts a moment later). ``replace`` first
 UNLINKs every value key but the format marker and every board (not leases, not
-write records, which expire on their own). Meant for a store no daemon is
+write records, which expire on their own). Board entries go after every value,
+each re-synced from the value it mirrors
+(:func:`~tmy.store.board_keys.board_value_key`): on one Redis the
+:data:`~tmy.store.redis.scripts.RANK_SYNC` script in the pipeline instead of a
+ZADD, on a cluster a ZADD and then ``rank_sync`` (value and board are in
+different slots); a lagging entry is corrected, one without a numeric value
+removed, one of a board id the engine did not make written as given. Meant for a store no daemon is
 writing to meanwhile (a daemon's write to a key the snapshot also holds is
 overwritten, as a merge means).
 """
@@ -47,8 +53,9 @@ from redis.exceptions import NoScriptError
 
 from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, Snapshot
+from tmy.store.board_keys import board_value_key
 from tmy.store.codec import decode
-from tmy.store.redis.boards import RedisBoards
+from tmy.store.redis.boards import RedisBoards, name_args
 from tmy.store.snapshot import BATCH, batches, checked_ranks, encoded_entries, sorted_snapshot
 
 IN_FLIGHT = 8  # snapshot scripts sent at once
@@ -267,15 +274,27 @@ class RedisSnapshots(RedisBoards):
                 await pipe.execute()
             for rkey, raw, _ in chunk:
                 self._cache.put(rkey, raw)
+        later: list[tuple[str, str, str]] = []  # (board, member, value key): synced after
         for chunk in batches(ranks):
             async with self._io(f"restore of {len(chunk)} board entries") as redis:
                 pipe = redis.pipeline(transaction=False)
                 for board, member, score, name in chunk:
                     zset, names = boards[board]
-                    pipe.zadd(zset, {member: score})
+                    key = board_value_key(board, member)
                     if name is None:
                         pipe.hdel(names, member)
-                    else:
+                    if key is not None and not self.one_slot_commits:
+                        # the entry as its (restored) value has it: one script, as rank_sync
+                        args = [member, "", *name_args(name)]
+                        await self._rank_sync(
+                            keys=[self._k(key), zset, names], args=args, client=pipe
+                        )
+                        continue
+                    pipe.zadd(zset, {member: score})
+                    if name is not None:
                         pipe.hset(names, member, name)
+                    if key is not None:  # a cluster: value and board in different slots
+                        later.append((board, member, key))
                 await pipe.execute()
+        await _each(later, lambda item: self.rank_sync(*item))
         return len(rows)

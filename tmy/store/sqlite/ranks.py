@@ -36,6 +36,12 @@ RANK_DROP = "DELETE FROM ranks WHERE board = ? AND member = ?"
 RANK_SCORE = "SELECT score FROM ranks WHERE board = ? AND member = ?"
 
 
+def value_score(db: sqlite3.Connection, key: str) -> float | None:
+    """The board score the live value at ``key`` gives (None: absent or not a number)."""
+    row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
+    return rank_score(decode(row[0], key) if is_live(row, time.time()) else MISSING)
+
+
 def put_rank(
     db: sqlite3.Connection, sql: str, board: str, member: str, score: float | None, name: Any
 ) -> None:
@@ -62,9 +68,7 @@ class SQLiteRanks(SQLiteConnection):
         check_key(key)
 
         def body(db: sqlite3.Connection) -> float | None:
-            row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
-            value = decode(row[0], key) if is_live(row, time.time()) else MISSING
-            score = rank_score(value)
+            score = value_score(db, key)
             put_rank(db, RANK_UPSERT, board, member, score, name)
             return None if score is None else score_out(score)
 

@@ -11,7 +11,12 @@ read on the store's own connection. Lease rows are never read.
 in ``BEGIN IMMEDIATE`` transactions of :data:`~tmy.store.snapshot.BATCH` rows
 (other writers get their turn between them); with ``replace`` the first one
 also deletes every key (but the format marker) and every board entry (and
-the boards' counts: each entry written moves them, as ``rank_sync`` does). A TTL
+the boards' counts: each entry written moves them, as ``rank_sync`` does). The
+board entries go after every value, each one re-synced from the value it mirrors
+(:func:`~tmy.store.board_keys.board_value_key`: a number sets the score, no value
+or another kind removes the entry), so an entry that lagged its value in the
+snapshot is corrected; an entry of a board id the engine did not make keeps its
+score. A TTL
 counts from the moment its batch is written.
 """
 
@@ -25,10 +30,11 @@ from typing import Any
 
 from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, Snapshot
+from tmy.store.board_keys import board_value_key
 from tmy.store.codec import decode
 from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
 from tmy.store.sqlite.connection import UPSERT
-from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks, put_rank
+from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks, put_rank, value_score
 
 
 def _read(db: sqlite3.Connection) -> Snapshot:
@@ -99,7 +105,10 @@ class SQLiteSnapshots(SQLiteRanks):
                     [(k, raw.decode(), None if t is None else now + t) for k, raw, t in chunk],
                 )
                 for board, member, score, name in board_rows:
-                    put_rank(db, RANK_PUT, board, member, score, name)
+                    key = board_value_key(board, member)
+                    # the entry as its (restored) value has it
+                    synced = score if key is None else value_score(db, key)
+                    put_rank(db, RANK_PUT, board, member, synced, name)
 
             self._in_transaction(db, body)
 
