@@ -5,15 +5,18 @@ database, a tmy store). Also a FIFO or a device as FILE, refused without blockin
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests.backup.test_commands import _filled, _snapshot, run
 from tests.backup.test_operations import values
+from tmy.backup.fileformat import header_for, write_file
 from tmy.backup.target import tmy_tables
 
 
@@ -114,3 +117,30 @@ def test_a_fifo_or_a_device_as_file_is_refused_without_blocking(
     assert codes == [2]
     err = capsys.readouterr().err
     assert f"{source} is a" in err and "not a regular file" in err
+
+
+def test_the_dry_run_of_a_hand_made_file_escapes_its_header_skips_the_marker_and_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entries = [
+        ("mystery/a", 1, None),
+        ("tmy/format", {"format": 1}, None),
+        ("var/global/a", 2, None),
+    ]
+    head = header_for("\x1b]0;owned\x07sqlite:///x.db\nfake: 0 keys", 3, 0, datetime.now(UTC))
+    file = tmp_path / "hand.jsonl"
+    write_file(file, head, entries, [], compress=False)
+    target = f"sqlite:///{tmp_path / 't.db'}"
+    assert run("restore", str(file), "--store", target, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "fake: 0 keys\n" not in out
+    assert "2 keys and 0 board entries (backup of \\x1b]0;owned\\x07sqlite:///x.db\\nfake" in out
+    assert "  skipped tmy/format: the store format marker: the target keeps its own\n" in out
+    warned = "  warning: 1 key outside tmy's known key families ('mystery', first 'mystery/a' at"
+    assert f"{warned} {file}:2)" in out
+    assert run("restore", str(file), "--store", target, "--dry-run", "--json") == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entries"] == 2 and shown["skipped"] == ["tmy/format"]
+    assert len(shown["warnings"]) == 1 and "'mystery'" in shown["warnings"][0]
+    assert run("restore", str(file), "--store", target) == 0
+    assert values(_snapshot(target)) == {"mystery/a": 1, "var/global/a": 2}
