@@ -14,7 +14,10 @@ of its own::
 (``created``), ``null`` for a key that never expires. The counts are written
 twice, in the header and in the end line, so a file cut short anywhere — a
 full disk, a copy interrupted — is refused on restore, naming the line where
-it stops. A file is written to a hidden temporary name beside its target,
+it stops. Reading is bounded: a line longer than ``limits.max_value_bytes`` +
+:data:`LINE_OVERHEAD` is refused at its line before the rest is read, and only a
+regular file is read (a gzip bomb, a FIFO or ``/dev/zero`` cost no memory and never
+block). A file is written to a hidden temporary name beside its target,
 flushed to disk and renamed over the target: ``FILE`` is either the previous
 file or the complete new one, never half of one.
 
