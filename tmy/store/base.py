@@ -45,7 +45,12 @@ writer wins, checked: see :mod:`tmy.store.redis.cluster`).
 
 ``snapshot`` reads every live key (value and remaining TTL) and every board
 entry; ``restore`` writes them into any store (merging, or replacing what is
-there): the backup and the SQLite → Redis migration. Leases and each store's
+there): the backup and the SQLite → Redis migration. A snapshot is one point
+in time on SQLite (one read transaction) and on a single Redis (one script, up
+to a size); a Redis Cluster's, or a Redis store's over that size, is read key by
+key (``Snapshot.point_in_time`` False). ``restore`` sets each board entry from
+the value it mirrors (:mod:`tmy.store.board_keys`), so the boards agree with
+the restored values. Leases and each store's
 internal bookkeeping (Redis write records and turns, the format marker) are
 never part of a snapshot and are left alone by ``restore``.
 

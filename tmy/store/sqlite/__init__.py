@@ -59,6 +59,7 @@ another thread or process.
 The package: :mod:`~tmy.store.sqlite.connection` (the connection, its busy-wait
 retries and transactions, open/close, the SQL statements),
 :mod:`~tmy.store.sqlite.ranks` (leaderboard boards: the ``ranks`` table),
+:mod:`~tmy.store.sqlite.rank_counts` (their order-statistics counts: ``rank_of`` in O(log n)),
 :mod:`~tmy.store.sqlite.snapshots` (``snapshot``: one read transaction;
 ``restore``) and :mod:`~tmy.store.sqlite.store` (:class:`SQLiteStore`: values,
 commits, locks).
