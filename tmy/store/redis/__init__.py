@@ -38,8 +38,9 @@ The package, bottom up (each module's docstring says the rest):
 * :mod:`~tmy.store.redis.group_commit` — ``update``: batched compare-and-set,
   a hot key's turn;
 * :mod:`~tmy.store.redis.boards` — leaderboard boards (sorted sets);
-* :mod:`~tmy.store.redis.snapshots` — ``snapshot`` (SCAN, value and TTL read
-  together per key) and ``restore`` (pipelined);
+* :mod:`~tmy.store.redis.snapshots` — ``snapshot`` (one Redis: one script, one
+  point in time, up to a size; else SCAN, value and TTL read together per key)
+  and ``restore`` (pipelined; board entries re-synced from their values);
 * :mod:`~tmy.store.redis.store` — :class:`RedisStore`: values, recorded writes,
   fenced commits, locks;
 * :mod:`~tmy.store.redis.cluster` — :class:`RedisClusterStore` and what differs.
