@@ -145,7 +145,7 @@ def test_rules_naming_an_adapter_the_config_leaves_off(
         "enable the onebot adapter (set adapters.onebot.enabled: true)",
         "rules/r.yaml:15: rule 'news' posts to telegram:-100 (send_to), but the config does not "
         "enable the telegram adapter (set adapters.telegram.enabled: true); each post fails "
-        "until it is",
+        "until that adapter is enabled",
     ]
     (folder / "tmy.yaml").write_text(
         "rules: rules\nadapters:\n  onebot: {enabled: true}\n"
