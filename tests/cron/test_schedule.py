@@ -100,3 +100,11 @@ def test_misfire_grace_and_send_retry_are_bounded_at_load() -> None:
         load(rule_with("every: 5s\nsend_retry: -1"))
     schedule = validate_schedule({"every": 5, "send_retry": 600})
     assert schedule.retry_window == 600 and validate_schedule({"every": 5}).retry_window == 60
+
+
+def test_a_onebot_target_must_be_a_group_or_a_private_chat() -> None:
+    """A bare number would post nowhere (OneBot chats are group:<id> / private:<id>)."""
+    with pytest.raises(RuleError) as caught:
+        load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: onebot, chat: '123456'}]"))
+    assert "did you mean 'group:123456'?" in str(caught.value)
+    assert load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: onebot, chat: 'group:5'}]"))

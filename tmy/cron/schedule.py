@@ -188,7 +188,17 @@ def _targets(raw: Any) -> Iterable[Target]:
             user = str(user)
         if not isinstance(chat, str) or not isinstance(user, str) or not (chat or user):
             raise RuleError(f"a send_to target needs a text 'chat:' (or 'user:'), got {item!r}")
+        if platform == "onebot" and chat and not _ONEBOT_CHAT.fullmatch(chat):
+            guess = f"; did you mean 'group:{chat}'?" if chat.isdigit() else ""
+            raise RuleError(
+                f"a onebot chat is 'group:<id>' or 'private:<id>' (the CHAT a QQ message "
+                f"carries), got {chat!r}{guess}"
+            )
         yield Target(platform, chat, user)
+
+
+# what the OneBot adapter can post to (tmy/adapters/onebot: group or private, then an id)
+_ONEBOT_CHAT = re.compile(r"(group|private):[A-Za-z0-9_.:@-]{1,64}")
 
 
 def resolve_timezone(name: str | None) -> tzinfo:
