@@ -68,6 +68,7 @@ def test_the_file_is_a_header_one_line_per_key_and_board_entry_and_an_end_line(
         "store": "redis://***@db:6379/0",
         "entries": 4,
         "ranks": 2,
+        "point_in_time": True,
     }
     assert lines[1:5] == [{"key": k, "value": v, "ttl": t} for k, v, t in ENTRIES]
     assert lines[5:7] == [

@@ -5,7 +5,7 @@ with ``zcat | head``, ``jq`` or ``grep`` and streamed without loading a parser
 of its own::
 
     {"format": "tmy-backup", "version": 1, "tmy": "0.1.0", "created": "…", "store": "…",
-     "entries": N, "ranks": M}
+     "entries": N, "ranks": M, "point_in_time": true}
     {"key": "var/global/jokes", "value": ["A", "B"], "ttl": null}        × N, sorted by key
     {"board": "console/points", "member": "alice", "score": 12.0, "name": "Alice"}   × M
     {"end": "tmy-backup", "entries": N, "ranks": M}
@@ -93,10 +93,14 @@ def tmy_version() -> str:
     return str(getattr(sys.modules["tmy"], "__version__", "unknown"))
 
 
-def header_for(store_url: str, entries: int, ranks: int, created: datetime) -> dict[str, Any]:
+def header_for(
+    store_url: str, entries: int, ranks: int, created: datetime, point_in_time: bool = True
+) -> dict[str, Any]:
     """The first line of a file holding ``entries`` keys and ``ranks`` board entries.
 
     ``store_url`` must already have its password removed (:func:`tmy.redact.safe_url`).
+    ``point_in_time``: whether the snapshot was one moment of the whole store (SQLite;
+    one Redis up to a size) or read key by key (a Redis Cluster, a larger Redis).
     """
     return {
         "format": FORMAT,
@@ -106,6 +110,7 @@ def header_for(store_url: str, entries: int, ranks: int, created: datetime) -> d
         "store": store_url,
         "entries": entries,
         "ranks": ranks,
+        "point_in_time": point_in_time,
     }
 
 

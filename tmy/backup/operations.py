@@ -96,7 +96,7 @@ async def take_backup(
     snapshot = await store.snapshot()
     entries, ranks = list(snapshot.entries), list(snapshot.ranks)
     url = redact.safe_url(store.url)
-    header = header_for(url, len(entries), len(ranks), created)
+    header = header_for(url, len(entries), len(ranks), created, snapshot.point_in_time)
     if exclusive:
         path, size = await asyncio.to_thread(
             write_new_file, path, header, entries, ranks, compress=compress
