@@ -39,6 +39,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.e2e.readme_commands import Command, commands
+from tests.support.checkout import shipped
 
 pytestmark = pytest.mark.slow  # processes (tests/e2e is the slow lane anyway)
 
@@ -146,7 +147,11 @@ def copy_checkout(to: Path) -> None:
     if listed.returncode != 0:  # not a git checkout (an unpacked archive): copy the tree
         shutil.copytree(REPO, to, ignore=NOT_COPIED)
         return
+    operators = {p.relative_to(REPO).as_posix() for p in (REPO / "rules").rglob("*")}
+    operators -= {p.relative_to(REPO).as_posix() for p in shipped("rules")}
     for name in filter(None, listed.stdout.decode().split("\0")):
+        if name in operators:  # rules an operator added to rules/: the README shows the starter set
+            continue
         source = REPO / name
         if source.is_file():  # a file deleted but not yet staged is listed too
             (to / name).parent.mkdir(parents=True, exist_ok=True)

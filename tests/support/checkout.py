@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,3 +30,19 @@ def in_checkout(
             monkeypatch.delenv(name)
     yield REPO
     logs.configure("warning")
+
+
+def shipped(folder: str) -> list[Path]:
+    """The files under ``folder`` (``"rules"``) the checkout ships: git's tracked ones.
+
+    An operator who follows the README adds their own rules to ``rules/``; the tests
+    of what tmy ships (the starter set, the README's outputs) must not read those.
+    Outside a git checkout (an unpacked archive) every file there is shipped.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", folder], cwd=REPO, capture_output=True, timeout=60
+    )
+    if listed.returncode != 0:
+        return sorted(p for p in (REPO / folder).rglob("*") if p.is_file())
+    names = filter(None, listed.stdout.decode().split("\0"))
+    return sorted(REPO / name for name in names if (REPO / name).is_file())
