@@ -153,12 +153,18 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the daemon scenarios and the tests on private ``redis-server`` processes (one of
-    their own, or the session's local Redis Cluster) ``slow``."""
+    their own, or the session's local Redis Cluster) ``slow``, and run the slow ones first.
+
+    Slow first: the xdist workers take tests one by one as they finish, so the long
+    process-starting tests start early and the many short ones fill in around them,
+    instead of one long test starting last and holding the whole run up.
+    """
     servers = {"redis_server", "redis_cluster_url", "cluster_store_url", "local_redis_cluster"}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.path.parent.name == "e2e" or fixtures & servers:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
 
 
 @pytest.hookimpl(wrapper=True)
