@@ -618,8 +618,7 @@ async def _say(bot: Daemon, text: str) -> dict[str, Any]:
 def test_backup_restore_and_the_move_to_redis(
     box: Sandbox, tmp_path: Path, redis_store_url: str
 ) -> None:
-    for _ in range(3):
-        assert box.run('python3 run.py ask ".hello" --user ann').returncode == 0
+    assert box.run('python3 run.py ask ".hello" --user ann').returncode == 0
     done = box.run(BACKUP)
     assert done.returncode == 0 and (box.root / "backups" / "tmy.jsonl.gz").is_file(), done.stderr
     assert (
@@ -630,7 +629,7 @@ def test_backup_restore_and_the_move_to_redis(
     done = box.run(RESTORE_REPLACE)
     assert done.returncode == 0, done.stdout + done.stderr
     again = box.run('python3 run.py ask ".hello" --user ann')
-    assert again.stdout == "Hello ann! That is greeting number 4 from you.\n", again.stdout
+    assert again.stdout == "Hello ann! That is greeting number 2 from you.\n", again.stdout
     # the move: backup of SQLite, restore into an empty Redis, the daemon on that Redis
     assert box.run(MIGRATE_BACKUP).returncode == 0
     here = {"redis://10.0.0.5:6379/0": redis_store_url}
@@ -641,4 +640,4 @@ def test_backup_restore_and_the_move_to_redis(
         assert bot.events("app.ready")[-1]["store"].startswith("redis")
         # the console user's greetings came along (the daemon's HTTP users are another platform)
         moved = box.run('python3 run.py ask ".hello" --user ann', TMY_STORE=redis_store_url)
-        assert moved.stdout == "Hello ann! That is greeting number 5 from you.\n", moved.stderr
+        assert moved.stdout == "Hello ann! That is greeting number 3 from you.\n", moved.stderr
