@@ -222,7 +222,7 @@ async def test_chat_backup_writes_into_the_folder_and_restore_is_not_offered(
 async def test_without_a_folder_chat_backup_says_how_to_set_one() -> None:
     async with Bot(RULES, admins=frozenset({"test:root"})) as bot:
         answer = await bot.say(".tmy backup", user="root")
-    assert answer.startswith("no backup folder: set 'backup: {path: DIR}' in the config")
+    assert answer.startswith("error: no backup folder: set 'backup: {path: DIR}' in the config")
 
 
 async def test_http_backup_writes_into_the_folder_and_restore_is_404(tmp_path: Path) -> None:

@@ -62,8 +62,8 @@ async def _store(inv: Invocation, settings: Settings) -> AsyncIterator[Store]:
 
 
 NO_FOLDER = (
-    "no backup folder: set 'backup: {path: DIR}' in the config "
-    "(on the command line: python run.py backup FILE)"
+    "error: no backup folder: set 'backup: {path: DIR}' in the config "
+    "(on the command line: python3 run.py backup FILE)"
 )
 
 
