@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import yaml
 
 from tmy.errors import ExecutorError, TmyError
@@ -177,6 +176,8 @@ class Contract:
                 f"the answer {_preview(text)!r} is not one of "
                 f"{json.dumps(list(self.choices), ensure_ascii=False)}"
             )
+        import jsonschema  # deferred: ~30 ms of every CLI start
+
         value = _load_yaml(text) if self.fmt == "yaml" else _load_json(text)
         error = jsonschema.exceptions.best_match(
             jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(value)
@@ -223,6 +224,8 @@ def _contract(cfg: dict[str, Any]) -> Contract:
     if output:
         if not isinstance(output, dict):
             raise ValueError("output must be a JSON Schema (a mapping)")
+        import jsonschema  # deferred: ~30 ms of every CLI start
+
         try:
             jsonschema.validators.validator_for(output).check_schema(output)
         except jsonschema.exceptions.SchemaError as exc:

@@ -21,12 +21,13 @@ import os
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateSyntaxError, meta
-from jinja2.sandbox import SandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from tmy.errors import ExecutorError
+
+if TYPE_CHECKING:  # jinja2 is imported where a template is parsed: ~20 ms of every CLI start
+    from jinja2 import TemplateSyntaxError
+    from jinja2.sandbox import SandboxedEnvironment
 
 _ENVS: dict[str, SandboxedEnvironment] = {}
 _RULE_FILES = (".yaml", ".yml")
@@ -64,6 +65,8 @@ def check_at_load(name: str, rules: Path) -> None:
     if len(found) != 1:
         return
     path = found[0]
+    from jinja2 import TemplateSyntaxError  # deferred: ~20 ms of every CLI start
+
     try:
         _env(path.parent).parse(path.read_text(encoding="utf-8"), path.name, str(path))
     except TemplateSyntaxError as exc:
@@ -99,6 +102,8 @@ def _rule_folders(root: Path) -> list[Path]:
 
 def template_names(path: Path, used_by: str = "") -> set[str]:
     """Variables a template reads (so declared ones can be fetched from the store first)."""
+    from jinja2 import TemplateSyntaxError, meta  # deferred: ~20 ms of every CLI start
+
     env = _env(path.parent)
     try:
         source = path.read_text(encoding="utf-8")
@@ -111,6 +116,8 @@ def template_names(path: Path, used_by: str = "") -> set[str]:
 
 def render_template(path: Path, context: Mapping[str, Any], used_by: str = "") -> str:
     """Render ``path`` in the sandbox; any error names the template line that raised it."""
+    from jinja2 import TemplateError, TemplateSyntaxError  # deferred: ~20 ms of every CLI start
+
     env = _env(path.parent)
     try:
         return env.get_template(path.name).render(dict(context))
@@ -143,6 +150,9 @@ def _env(folder: Path) -> SandboxedEnvironment:
     key = str(folder.resolve())
     env = _ENVS.get(key)
     if env is None:
+        from jinja2 import FileSystemLoader, StrictUndefined  # deferred: ~20 ms of every CLI start
+        from jinja2.sandbox import SandboxedEnvironment
+
         env = _ENVS[key] = SandboxedEnvironment(
             loader=FileSystemLoader(key),
             undefined=StrictUndefined,

@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import structlog
 
 from tmy.errors import ExecutorError, TmyError
@@ -80,6 +79,8 @@ def validate_tool(raw: Any) -> dict[str, Any]:
     params = raw.get("parameters") or EMPTY_SCHEMA
     if not isinstance(params, dict) or params.get("type", "object") != "object":
         raise ValueError("'parameters' must be a JSON Schema of type object")
+    import jsonschema  # deferred: ~30 ms of every CLI start
+
     try:
         jsonschema.validators.validator_for(params).check_schema(params)
     except jsonschema.exceptions.SchemaError as exc:
@@ -260,6 +261,8 @@ async def run_call(
             raise _Refused(f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}")
         if not allowed(name, permissions):
             raise _Refused(f"permission denied: tool {name!r} is not allowed here")
+        import jsonschema  # deferred: ~30 ms of every CLI start
+
         error = jsonschema.exceptions.best_match(
             jsonschema.validators.validator_for(tool.parameters)(tool.parameters).iter_errors(args)
         )

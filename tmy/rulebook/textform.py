@@ -10,6 +10,7 @@ the matched form back to the message as sent.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -17,19 +18,29 @@ import unicodedata
 # word joiner, BOM, soft hyphen, bidi controls, …). Removed before matching so
 # that "bad\u200bword" cannot slip past a "*badword*" trigger.
 # (Every Cf code point lies below U+20000 or in the tag block U+E0000-U+E0FFF;
-# scanning just those keeps the import cheap.)
-_INVISIBLE = {
-    cp: None
-    for cp in (*range(0x20000), *range(0xE0000, 0xE1000))
-    if unicodedata.category(chr(cp)) == "Cf"
-}
+# scanning just those keeps the scan short.)
 # Other characters Unicode marks default-ignorable (drawn as nothing) that are
 # not Cf: combining grapheme joiner, Hangul fillers, Khmer inherent vowels,
 # Mongolian free variation selectors. Same trick, same treatment.
-_INVISIBLE.update(
-    dict.fromkeys((0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F))
-    | dict.fromkeys((0x3164, 0xFFA0))
-)
+_IGNORABLE_NOT_CF = (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F)
+
+
+@functools.cache
+def invisible_table() -> dict[int, None]:
+    """The ``str.translate`` table deleting the invisible characters above.
+
+    Built on first use, not at import: the scan of ~200,000 code points costs ~15 ms,
+    which every one-shot command would pay (``serve`` builds it at start-up).
+    """
+    table: dict[int, None] = {
+        cp: None
+        for cp in (*range(0x20000), *range(0xE0000, 0xE1000))
+        if unicodedata.category(chr(cp)) == "Cf"
+    }
+    table.update(dict.fromkeys(_IGNORABLE_NOT_CF) | dict.fromkeys((0x3164, 0xFFA0)))
+    return table
+
+
 # Variation selectors are invisible too, but after an emoji they choose how it
 # is drawn (❤️, 1️⃣), so they are only removed after a letter ("bad\ufe0fword").
 _VARIATION = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
@@ -52,8 +63,8 @@ def normal_form(text: str) -> tuple[str, str]:
 
 
 def strip_invisible(text: str) -> str:
-    """``text`` without the characters a reader cannot see (see ``_INVISIBLE``)."""
-    text = text.translate(_INVISIBLE)
+    """``text`` without the characters a reader cannot see (see :func:`invisible_table`)."""
+    text = text.translate(invisible_table())
     if _VARIATION.search(text) is None:  # the common case: one quick scan
         return text
     return _VARIATION_AFTER_LETTER.sub("", text)
@@ -220,7 +231,8 @@ def _is_starter(ch: str) -> bool:
 
 def invisible_characters(text: str) -> list[str]:
     """What :func:`strip_invisible` removes from ``text``, as ``U+200B`` names (for ``check``)."""
-    found = {ord(c) for c in text if ord(c) in _INVISIBLE}
-    for m in _VARIATION_AFTER_LETTER.finditer(text.translate(_INVISIBLE)):
+    invisible = invisible_table()
+    found = {ord(c) for c in text if ord(c) in invisible}
+    for m in _VARIATION_AFTER_LETTER.finditer(text.translate(invisible)):
         found.update(map(ord, m.group()))
     return [f"U+{cp:04X}" for cp in sorted(found)]
