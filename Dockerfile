@@ -33,6 +33,11 @@ COPY rules ./rules
 COPY plugins ./plugins
 COPY examples ./examples
 
+# run.py imports the checkout's tmy/ (not the installed copy), and PYTHONDONTWRITEBYTECODE
+# means nothing writes its bytecode at run time: compile it once here, or every `ask`,
+# `check`, `reload` … in the container compiles ~200 modules again (~0.2 s of CPU each).
+RUN python3 -m compileall -q tmy plugins
+
 # A user of its own, no login, no home beyond the checkout; it owns only data/.
 RUN useradd --system --user-group --uid 10001 --home-dir /app --no-create-home \
         --shell /usr/sbin/nologin tmy \
