@@ -113,3 +113,13 @@ def test_call_hint_is_what_the_loader_says_for_a_function_s_name_in_a_template()
         ' e.g. rank_of("points")'
     )
     assert call_hint("points") is None
+
+
+def test_enumerate_numbers_a_list_and_is_charged_for_its_walk() -> None:
+    numbered = compile_value("?= [str(n) + '. ' + x for n, x in enumerate(xs, 1)]")
+    assert numbered.evaluate({"xs": ["ann", "bob"]}) == ["1. ann", "2. bob"]
+    assert compile_value("?= enumerate(xs)").evaluate({"xs": ["a"]}) == [(0, "a")]
+    with pytest.raises(ExpressionError, match="start must be a whole number"):
+        compile_value("?= enumerate(xs, 'a')").evaluate({"xs": []})
+    with pytest.raises(ExpressionError):  # a walk past the cost budget is refused
+        compile_value("?= enumerate(xs)").evaluate({"xs": list(range(3_000_000))})

@@ -268,6 +268,14 @@ def _sorted(seq: Any, *, key: Any = None, by: Any = None, reverse: Any = False) 
         ) from None
 
 
+def _enumerate(items: Any, start: Any = 0) -> list[tuple[int, Any]]:
+    """``enumerate(xs, 1)`` as a list of (number, member) pairs: a numbered top three
+    (``[str(n) + '. ' + e['name'] for n, e in enumerate(top('points', 3), 1)]``)."""
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise ExpressionError(f"enumerate()'s start must be a whole number, got {start!r}")
+    return list(enumerate(items, start))
+
+
 def _function(name: str, fn: Callable[..., Any], price: Callable[..., int]) -> Any:
     """A built-in as expressions see it: charged before it runs and for what it built."""
 
@@ -291,6 +299,7 @@ _COSTS: dict[str, tuple[Callable[..., Any], Callable[..., int]]] = {
     "sample": (draws.sample, _draws(lambda seq, k: min(int(k), len(seq)), _walking("sample"))),
     "shuffled": (draws.shuffled, _draws(len, _walking("shuffled"))),
     "top": (ranks.top, _free), "rank_of": (ranks.rank_of, _free),
+    "enumerate": (_enumerate, _walking("enumerate")),
     "set": (set, _set_cost), "dict": (dict, _dict_cost),
     **{name: (fn, _walking(name)) for name, fn in {
         "min": min, "max": max, "any": any, "all": all, "list": list,
