@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tmy.config import load_settings
+from tmy.daemon import unprotected_listen
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Target
 from tmy.testing import Bot, Daemon, LoopbackAdapter, Sent, serving
@@ -140,3 +141,25 @@ def test_platform_config_is_validated_naming_the_key(tmp_path: Path) -> None:
     )
     assert settings.adapters["onebot"]["access_token"] == "from-env"
     assert settings.http_api_keys == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("listen", "keys", "exposed"),
+    [
+        ("127.0.0.1:8080", "", False),
+        ("localhost:8080", "", False),
+        ("[::1]:8080", "", False),
+        ("0.0.0.0:8080", "", True),
+        (":8080", "", False),  # tmy reads ":PORT" as 127.0.0.1
+        ("bot.example.org:8080", "", True),
+        ("0.0.0.0:8080", "sk-a", False),
+    ],
+)
+def test_a_listener_off_loopback_without_api_keys_is_named(
+    tmp_path: Path, listen: str, keys: str, exposed: bool
+) -> None:
+    """serve logs http.unprotected for it (the Docker image listens on 0.0.0.0)."""
+    config = tmp_path / "tmy.yaml"
+    config.write_text("timezone: UTC\n")
+    settings = load_settings(config, env={"TMY_HTTP": listen, "TMY_HTTP_API_KEYS": keys})
+    assert (unprotected_listen(settings) is not None) is exposed

@@ -15,6 +15,7 @@ The lifespan that opens and closes these lives in :mod:`tmy.app`.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -93,6 +94,14 @@ def build_adapters(
     listener = http.from_settings(settings, store)
     if listener is not None:
         adapters.append(listener)
+        exposed = unprotected_listen(settings)
+        if exposed is not None:
+            log.warning(
+                "http.unprotected",
+                listen=exposed,
+                hint="without adapters.http.api_keys (TMY_HTTP_API_KEYS) anyone reaching this "
+                "address can speak as any user, admins included, and run the admin commands",
+            )
     want_console = settings.console if console is None else console
     if want_console and sys.stdin is not None and sys.stdin.isatty():
         adapters.append(ConsoleAdapter())
@@ -102,6 +111,22 @@ def build_adapters(
             if adapter is not None:
                 adapters.append(adapter)
     return adapters
+
+
+def unprotected_listen(settings: Settings) -> str | None:
+    """The listen address when the listener leaves loopback without API keys, else None."""
+    config = settings.adapters.http
+    if not config.enabled or config.api_keys:
+        return None
+    host = config.host
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:  # a host name, or "" (every interface)
+        pass
+    return config.listen
 
 
 class Adapters:
