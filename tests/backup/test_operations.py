@@ -16,7 +16,7 @@ from tmy.backup.fileformat import header_for, printable, read_file, write_file
 from tmy.backup.operations import apply, known_key, plan, take_backup
 from tmy.command import CommandError
 from tmy.cron.occurrence import OUTBOX_INDEX, OUTBOX_PREFIX
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.llm.history import KIND
 from tmy.memory.entries import ENTRY_PREFIXES, GLOBAL_KEY
 from tmy.message import Message

@@ -26,6 +26,7 @@ rules:
   - id: digest
     schedule:
       cron: "0 9 * * *"
+      misfire_grace: 0  # on time only: a test daemon started at 09:00 does not run it too
       send_to: [{platform: onebot, chat: "group:5"}]
       input: daily digest
     steps:

@@ -31,16 +31,17 @@ rules:
   - id: digest
     schedule:
       cron: "0 9 * * *"
+      misfire_grace: 0  # on time only: a test daemon started at 09:00 does not run it too
       send_to: [{platform: onebot, chat: "group:5"}]
       input: daily digest
     steps:
       - {plugin: ADJUST, input: "?= ticks + 1", save: ticks}
       - {plugin: ADJUST, input: "{QUESTION} #{ticks} in {CHAT} by {USER} at {FIRE_TIME}"}
   - id: quiet
-    schedule: {every: 1h}
+    schedule: {cron: "0 0 1 1 *", misfire_grace: 0}
     steps: [{plugin: ADJUST, input: "logged only"}]
   - id: broken
-    schedule: {every: 1h, send_to: [{platform: onebot, chat: "group:5"}]}
+    schedule: {cron: "0 0 1 1 *", misfire_grace: 0, send_to: [{platform: onebot, chat: "group:5"}]}
     steps: [{plugin: ADJUST, input: "?= 1 / 0"}]
   - id: hello
     triggers: [hello]

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tmy.engine.variables import board_id
+from tmy.engine.keys import board_id
 from tmy.testing import Bot
 
 RULES = """

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.llm_fake_provider import FakeProvider, Fault
 from tests.support.llm_helpers import ASK, on, rules
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import strip_tail
 from tmy.message import Message
 from tmy.store.base import MISSING

@@ -15,7 +15,7 @@ import orjson
 
 from tests.support.llm_fake_provider import Action, FakeProvider, Fault, Reply
 from tests.support.llm_helpers import on
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.llm.fold import FOLD_ASK
 from tmy.llm.usage import today, usage_of
 from tmy.message import Message

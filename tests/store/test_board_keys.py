@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tmy.engine.variables import board_id, escape_key_part, variable_key
+from tmy.engine.keys import board_id, escape_key_part, variable_key
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
 from tmy.store import board_keys

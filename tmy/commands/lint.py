@@ -82,7 +82,8 @@ def adapter_warnings(rulebook: Rulebook, disabled: Disabled) -> list[str]:
                 out.append(
                     f"{rule.file}:{where}: rule {rule.id!r} posts to "
                     f"{target.platform}:{target.chat or target.user} (send_to), but "
-                    f"{_not_enabled({target.platform: key})}; each post fails until that adapter is enabled"
+                    f"{_not_enabled({target.platform: key})}; "
+                    "each post fails until that adapter is enabled"
                 )
     return out
 

@@ -15,7 +15,8 @@ import json
 from typing import Any
 
 from tmy.command import Arg, Command, CommandError, Invocation, Result
-from tmy.engine.variables import Variables, variable_key
+from tmy.engine.keys import variable_key
+from tmy.engine.variables import Variables
 from tmy.logs import preview
 from tmy.message import Message
 from tmy.store.base import MISSING, Store

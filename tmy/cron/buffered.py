@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tmy.engine.core import Engine
-from tmy.engine.variables import variable_key
+from tmy.engine.keys import variable_key
 from tmy.message import Message, Reply
 from tmy.store.base import MISSING
 from tmy.store.codec import decode

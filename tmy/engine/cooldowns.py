@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from tmy import logs
-from tmy.engine.variables import Variables, escape_key_part
+from tmy.engine.keys import escape_key_part
+from tmy.engine.variables import Variables
 from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply

@@ -35,13 +35,14 @@ from tmy.engine.gates import (
     valid_unicode,
 )
 from tmy.engine.inflight import InFlight
+from tmy.engine.keys import conversation_key
 from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.run import Run
 from tmy.engine.scheduler import run_chain, run_steps
 from tmy.engine.services import Services
 from tmy.engine.tracing import log_matched, log_received, log_run, log_unmatched
 from tmy.engine.tracing import trace_id as _new_trace_id
-from tmy.engine.variables import Variables, conversation_key
+from tmy.engine.variables import Variables
 from tmy.errors import TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tmy.config import Settings, setting_error
+from tmy.engine.keys import conversation_key
 from tmy.engine.run import Run
-from tmy.engine.variables import conversation_key
 from tmy.errors import ConfigError, TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message

@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from tmy.config import Settings
 from tmy.executors.registry import Registry
 from tmy.http_client import new_http_client
 from tmy.store.base import Store
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # httpx: deferred, it is ~50 ms of every CLI start
+    import httpx
+
     from tmy.engine.core import Engine
 
 _NO_STATE: Mapping[str, Any] = MappingProxyType({})

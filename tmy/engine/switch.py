@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from tmy.engine.variables import escape_key_part
+from tmy.engine.keys import escape_key_part
 from tmy.errors import TmyError
 from tmy.logs import get_logger
 from tmy.message import Message

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tmy.engine.core import Engine
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.errors import TmyError
 from tmy.explain.model import Explanation
 from tmy.logs import preview

@@ -29,7 +29,7 @@ import time
 
 import structlog
 
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.errors import StoreError, TmyError
 from tmy.llm import history, prompt
 from tmy.llm.contracts import clean, contract_from

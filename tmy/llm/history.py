@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tmy.engine.variables import conversation_key
+from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import estimate_tokens
 from tmy.message import Message
 from tmy.store.base import MISSING, Store

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from tmy.config.memory import MemoryConfig
-from tmy.engine.variables import escape_key_part as esc
+from tmy.engine.keys import escape_key_part as esc
 from tmy.errors import TmyError
 from tmy.llm import prompt
 from tmy.llm.contracts import contract_from

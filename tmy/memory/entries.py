@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tmy import redact
-from tmy.engine.variables import escape_key_part as esc
+from tmy.engine.keys import escape_key_part as esc
 from tmy.errors import ExecutorError
 from tmy.message import Message
 from tmy.store.base import MISSING, Store

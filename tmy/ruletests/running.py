@@ -25,7 +25,8 @@ from tmy.app import App
 from tmy.config import Settings
 from tmy.config.llm import mocked
 from tmy.cron import cron_message, fire_time_text
-from tmy.engine.variables import Variables, variable_key
+from tmy.engine.keys import variable_key
+from tmy.engine.variables import Variables
 from tmy.errors import TmyError
 from tmy.extension import Extension
 from tmy.message import Message
