@@ -191,8 +191,7 @@ class Engine(InFlight):
             message.is_admin = self.admins.admits(message.platform, message.user)
         commands = self.commands
         if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
-            if logs.INFO_ENABLED:  # a one-shot `ask ".tmy rules"` logs warnings only
-                log_received("info", message, text)
+            log_received("info", message, text)
             metrics.message(message.platform, False)
             answer = await commands.run(message, text)  # never reaches the rules
             return Reply(answer or "", None, trace_id)

@@ -110,7 +110,9 @@ def log_unmatched(message: Message, text: str, reason: str, rule: str | None) ->
 
 def log_received(level: str, message: Message, text: str) -> None:
     """``message.received`` (at ``debug`` for every message; at ``info`` for admin commands
-    and refused messages)."""
+    and refused messages) — when that level is logged (a one-shot command logs warnings)."""
+    if level == "info" and not logs.INFO_ENABLED:
+        return
     logs.emit(
         level,
         "message.received",
