@@ -18,7 +18,8 @@ import redis
 from tests.backup.test_operations import fill, opened, values
 from tmy import cli
 from tmy.backup.config import BackupConfig
-from tmy.backup.fileformat import VERSION, read_file
+from tmy.backup.fileformat import VERSION
+from tmy.backup.reader import read_file
 from tmy.testing import Bot, serving
 
 KEY = "k-backup-test"

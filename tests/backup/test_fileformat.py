@@ -20,12 +20,12 @@ from tmy.backup.fileformat import (
     LINE_OVERHEAD,
     VERSION,
     header_for,
-    read_file,
     suffixed,
     wants_gzip,
     write_file,
     write_new_file,
 )
+from tmy.backup.reader import read_file
 from tmy.command import CommandError
 
 CREATED = datetime(2026, 11, 25, 4, 0, tzinfo=UTC)
@@ -294,7 +294,7 @@ BOMB_READER = """
 import resource, sys
 from pathlib import Path
 import tmy
-from tmy.backup.fileformat import read_file
+from tmy.backup.reader import read_file
 from tmy.command import CommandError
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tmy.backup.fileformat import header_for, printable, read_file, write_file
+from tmy.backup.fileformat import header_for, printable, write_file
 from tmy.backup.operations import apply, known_key, plan, take_backup
+from tmy.backup.reader import read_file
 from tmy.command import CommandError
 from tmy.cron.occurrence import OUTBOX_INDEX, OUTBOX_PREFIX
 from tmy.engine.keys import conversation_key

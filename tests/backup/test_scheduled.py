@@ -14,7 +14,7 @@ import pytest
 from tests.backup.test_operations import fill, opened
 from tests.support.log_helpers import read_log
 from tmy.backup.config import BackupConfig
-from tmy.backup.fileformat import read_file
+from tmy.backup.reader import read_file
 from tmy.backup.scheduled import (
     ScheduledBackup,
     backups_in,

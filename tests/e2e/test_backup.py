@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tmy.backup.fileformat import read_file
+from tmy.backup.reader import read_file
 from tmy.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]

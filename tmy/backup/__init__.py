@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from tmy.backup.commands import BACKUP, COMMANDS, RESTORE
 from tmy.backup.config import SECTION, BackupConfig, backup_dir, config_of, parse
-from tmy.backup.fileformat import FORMAT, VERSION, BackupFile, read_file, write_file
+from tmy.backup.fileformat import FORMAT, VERSION, BackupFile, write_file
 from tmy.backup.operations import Plan, Written, apply, plan, take_backup
+from tmy.backup.reader import read_file
 from tmy.backup.scheduled import ScheduledBackup, backups_in, prune, serving
 from tmy.extension import ConfigSection, Extension
 

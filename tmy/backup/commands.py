@@ -30,8 +30,9 @@ from pathlib import Path
 
 from tmy import redact
 from tmy.backup.config import backup_dir, config_of
-from tmy.backup.fileformat import read_file, wants_gzip
+from tmy.backup.fileformat import wants_gzip
 from tmy.backup.operations import apply, plan, sizes, take_backup
+from tmy.backup.reader import read_file
 from tmy.backup.scheduled import write_into_folder
 from tmy.backup.target import check_restore_target
 from tmy.command import ALL_FRONTS, CLI_ONLY, Arg, Command, Invocation, Result
