@@ -34,9 +34,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from tmy import cron, logs, metrics, redact
 from tmy.adapters.http import HttpAdapter
@@ -59,10 +57,14 @@ from tmy.message import Target
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
+from tmy.rulebook.textform import invisible_table
 from tmy.store import open_store
 from tmy.store.base import Store
 from tmy.store.metered import metered
 from tmy.types import Adapter
+
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
 
 log = get_logger("tmy")
 
@@ -308,6 +310,18 @@ def _safe_url(url: str) -> str:
 # -- the daemon ---------------------------------------------------------------------------------
 
 
+def _load_what_serving_uses() -> None:
+    """Import aiohttp and httpx (the listeners, the outbound pool) and build the
+    invisible-character table now, at start-up, not on the first message: one-shot
+    commands, which mostly need none of them, load them only when used (together
+    ~180 ms of every CLI start)."""
+    import aiohttp.web  # noqa: F401  (deferred out of the modules that use it; see above)
+    import httpx  # noqa: F401
+    import httpx_aiohttp  # noqa: F401
+
+    invisible_table()
+
+
 async def serve(
     settings: Settings,
     stop: asyncio.Event | None = None,
@@ -326,6 +340,7 @@ async def serve(
     embedders use it to reach ``app.http.port`` and ``app.send``). A console
     adapter that ends (Ctrl-D) stops the daemon too.
     """
+    _load_what_serving_uses()
     stop = stop or asyncio.Event()
     app = App(settings, extensions=extensions or (), adapters=adapters, serve=True)
     stop_reloading = _handle_signals(stop, app)

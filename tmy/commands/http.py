@@ -23,13 +23,14 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from tmy.adapters.http import api_key_problem, dumps, json_error
 from tmy.command import Arg, Command, CommandError, Invocation, Result, parse_words
 from tmy.errors import TmyError
 from tmy.logs import get_logger
 from tmy.message import Message, id_problem
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 if TYPE_CHECKING:
     from tmy.types import AppLike
@@ -41,6 +42,8 @@ _WHO = ("user", "chat", "platform", "user_name")
 
 def routes(app: AppLike) -> list[web.RouteDef]:
     """The admin routes for ``app``'s listener (the app mounts them when it serves)."""
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
     api = _AdminApi(app)
     return [
         web.post("/admin/commands/{name}", api.command),
@@ -49,6 +52,8 @@ def routes(app: AppLike) -> list[web.RouteDef]:
 
 
 def _answer(name: str, result: Result, status: int = 200) -> web.Response:
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
     body = {"command": name, **result.as_json()}
     return web.json_response(body, status=status, dumps=dumps)
 
@@ -142,6 +147,8 @@ class _AdminApi:
 
     async def reload(self, request: web.Request) -> web.Response:
         """``run.py reload`` of old: reload rules and plugins now; 200 when live, 422 refused."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         refused = self._refused(request)
         if refused is not None:
             return refused

@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
 from tmy.adapters.base import Handler
@@ -53,6 +51,9 @@ from tmy.adapters.origin import HostPolicy
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Message, Target, id_problem
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.http")
 
@@ -124,6 +125,8 @@ class HttpAdapter:
         adapter's) is refused: aiohttp would silently answer with the first one,
         and e.g. a OneBot implementation would retry an unreachable endpoint forever.
         """
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self._runner is not None:
             raise AdapterError("http: routes must be mounted before the listener starts")
         taken = {
@@ -168,9 +171,13 @@ class HttpAdapter:
     ) -> None:
         """Listen, answering with ``handle``; ``health`` makes the ``/healthz`` report
         (the serving app's: store, adapters, cron outbox), else it says only "ok"."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         self._handle = handle
         self._health_source = health
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[self.gate.middleware])
+        app = web.Application(
+            client_max_size=MAX_BODY, middlewares=[self.gate.aiohttp_middleware()]
+        )
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/healthz", self._health)
         app.router.add_get("/metrics", self._metrics)
@@ -222,6 +229,8 @@ class HttpAdapter:
             self.guard.close_all()
 
     async def _health(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self._health_source is None:
             return web.json_response({"status": "ok"})
         report = await self._health_source()
@@ -231,10 +240,14 @@ class HttpAdapter:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         """Prometheus text format; open like ``/healthz`` (counts, no message content)."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         body, content_type = metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _messages(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         problem = api_key_problem(request, self.api_keys)
         if problem is not None:
             return json_error(401, problem)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Sequence
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy.config.adapters import parse_listen as _listen_address
 from tmy.errors import AdapterError
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 # Routes whose body is JSON: anything else is refused (415) before it is read.
 JSON_ROUTES = frozenset({"/v1/messages", "/v1/chat/completions"})
@@ -76,6 +77,8 @@ def is_json_route(method: str, path: str) -> bool:
 
 def json_error(status: int, message: str) -> web.Response:
     """tmy's error body (the ``/v1/messages`` answer's shape) with ``status``."""
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
     return web.json_response(
         {"rule": None, "answer": "", "error": message, "trace_id": None},
         status=status,

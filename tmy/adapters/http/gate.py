@@ -10,15 +10,16 @@ in-flight slot and a busy connection only once it has wholly arrived.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
 from tmy.adapters.http.api import BODY_METHODS, dumps, is_json_route
 from tmy.adapters.listener import ConnectionGuard
 from tmy.adapters.origin import HostPolicy
 from tmy.logs import get_logger
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.http")
 
@@ -35,7 +36,17 @@ class RequestGate:
         self.in_flight = 0
         self.guard: ConnectionGuard | None = None  # set once the listener runs
 
-    @web.middleware
+    def aiohttp_middleware(self) -> Any:
+        """:meth:`middleware` as aiohttp takes it, marked new-style ``(request, handler)``.
+
+        ``web.middleware`` marks it here, when the listener starts, not as a decorator
+        at import: importing aiohttp costs every one-shot CLI command ~120 ms.
+        """
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
+        web.middleware(RequestGate.middleware)  # sets the mark on the function, once or again
+        return self.middleware
+
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """Connection state, Host, cross-site, in-flight bound, content type, body deadline."""
         guard = self.guard
@@ -87,6 +98,8 @@ class RequestGate:
 
     async def _read_body(self, request: web.Request) -> web.StreamResponse | None:
         """Read the whole body within ``body_timeout``; a refusal, or None when it may go on."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         # a body (or a declared type) must be JSON; a bodiless POST (`curl -X POST
         # …/admin/reload`) has nothing to smuggle and is left to the Origin check
         json_route = is_json_route(request.method, request.path)
@@ -142,6 +155,8 @@ class RequestGate:
         attacker's to vary, so each is a metric and a debug line; the warning is
         the guard's one ``http.refused`` summary per interval.
         """
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self.guard is not None:
             self.guard.count(reason)
         else:

@@ -34,10 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Hashable
-from typing import Any
-
-import aiohttp
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
@@ -53,6 +50,10 @@ from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Target
 from tmy.store.base import Store
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    import aiohttp
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.onebot")
 
@@ -107,6 +108,8 @@ class OneBotAdapter:
 
     def routes(self) -> list[web.RouteDef]:
         """The reverse WebSocket endpoint (with and without a trailing slash); none in forward."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self.config.mode != "reverse":
             return []
         path = self.config.path.rstrip("/")
@@ -114,6 +117,8 @@ class OneBotAdapter:
         return [web.get(p, self._accept, allow_head=False) for p in paths]
 
     async def start(self, handle: Handler) -> None:
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         self._handle = handle
         self._stopping = self._accounts.stopping = False
         self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
@@ -189,6 +194,8 @@ class OneBotAdapter:
 
     async def _accept(self, request: web.Request) -> web.StreamResponse:
         """The reverse endpoint: check the handshake, then serve the socket until it ends."""
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self._stopping or self._handle is None:
             refused: tuple[int, str] | None = (
                 503, "tmy is not accepting OneBot connections right now",
@@ -220,6 +227,8 @@ class OneBotAdapter:
 
     async def _forward_loop(self) -> None:
         """Forward mode: connect, serve, and reconnect with capped backoff until stopped."""
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         assert self._session is not None
         backoff = self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         token = self.config.access_token

@@ -28,14 +28,16 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-from aiohttp import WSMsgType, web
 
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    import aiohttp
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.onebot")
 
@@ -44,8 +46,6 @@ log = get_logger("tmy.adapter.onebot")
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 # Seconds a close waits for the peer's close frame; a dead peer never sends one.
 CLOSE_TIMEOUT = 2.0
-
-_ENDED = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 
 EventSink = Callable[["Connection", dict[str, Any]], None]
 
@@ -99,6 +99,9 @@ class Connection:
         which must not block (it schedules work); an exception from it is logged
         and reading goes on.
         """
+        from aiohttp import WSMsgType  # deferred: aiohttp is ~120 ms of every CLI start
+
+        ended = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
         probed = False
         try:
             while True:
@@ -116,7 +119,7 @@ class Connection:
                         probed = True
                         await self._ping()
                     continue
-                if msg.type in _ENDED:
+                if msg.type in ended:
                     return self._close_reason or _ended(msg)
                 self._last_frame = time.monotonic()
                 probed = False
@@ -130,6 +133,8 @@ class Connection:
 
     async def call(self, action: str, params: dict[str, Any]) -> Any:
         """Run ``action`` on the implementation and return the response's ``data``."""
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self.ws.closed:
             raise AdapterError(f"onebot: the connection for {self.self_id or self.peer} is closed")
         echo = f"{self._echo_prefix}{next(self._echo_ids)}"
@@ -154,11 +159,15 @@ class Connection:
             self._pending.pop(echo, None)
         return _result(action, response)
 
-    async def close(self, why: str, code: int = aiohttp.WSCloseCode.OK) -> None:
-        """Close the socket (idempotent); ``why`` is what ``run`` reports."""
+    async def close(self, why: str, code: int | None = None) -> None:
+        """Close the socket (idempotent); ``why`` is what ``run`` reports; ``code`` defaults
+        to 1000 (``WSCloseCode.OK``)."""
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         if self._close_reason is None:
             self._close_reason = why
         try:
+            code = aiohttp.WSCloseCode.OK if code is None else code
             await self.ws.close(code=code, message=why.encode()[:120])
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             pass
@@ -183,12 +192,16 @@ class Connection:
             log.exception("onebot.event_failed", peer=self.peer, event=preview(obj))
 
     async def _ping(self) -> None:
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         try:
             await self.ws.ping()
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
             pass
 
     async def _pong(self, data: bytes) -> None:
+        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
+
         try:
             await self.ws.pong(data)
         except (ConnectionError, RuntimeError, aiohttp.ClientError):
@@ -214,6 +227,8 @@ def _result(action: str, response: dict[str, Any]) -> Any:
 
 
 def _ended(msg: aiohttp.WSMessage) -> str:
+    from aiohttp import WSMsgType  # deferred: aiohttp is ~120 ms of every CLI start
+
     if msg.type == WSMsgType.ERROR:
         return f"socket error: {msg.data}"
     code = msg.data if isinstance(msg.data, int) else None

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from tmy.adapters.http import parse_listen
 from tmy.adapters.onebot.events import ID
 from tmy.errors import AdapterError
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 _LOOPBACK_NAMES = ("localhost", "")
 

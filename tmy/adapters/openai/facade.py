@@ -55,10 +55,8 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-from aiohttp import web
 
 from tmy.adapters.base import AdapterHealth, Handler
 from tmy.adapters.http import api_key_problem, bearer, dumps
@@ -69,6 +67,9 @@ from tmy.config.adapters import OpenAIConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Message, Target, id_problem
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.openai")
 
@@ -108,6 +109,8 @@ class OpenAIFacade:
     # -- the adapter contract -------------------------------------------------------------------
 
     def routes(self) -> list[web.RouteDef]:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         return [
             web.post("/v1/chat/completions", self._completions),
             web.get("/v1/models", self._models),
@@ -139,6 +142,8 @@ class OpenAIFacade:
             raise OpenAIError(401, problem, code="invalid_api_key")
 
     async def _models(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         try:
             self._check_key(request)
         except OpenAIError as exc:
@@ -146,6 +151,8 @@ class OpenAIFacade:
         return web.json_response({"object": "list", "data": [self._model_card()]})
 
     async def _model(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         try:
             self._check_key(request)
             if request.match_info["model"] != MODEL_ID:
@@ -164,6 +171,8 @@ class OpenAIFacade:
         return {"id": MODEL_ID, "object": "model", "created": self.created, "owned_by": "tmy"}
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         try:
             self._check_key(request)
             body = await payload.json_body(request)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.http import dumps
 from tmy.errors import TmyError
 from tmy.message import Reply
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 USAGE_KEYS = ("llm", "when_llm", "while_llm")  # StepRecord.extra entries that carry LLM tokens
 
@@ -47,6 +48,8 @@ class OpenAIError(TmyError):
         self.param = param
 
     def response(self) -> web.Response:
+        from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
         body = {
             "error": {
                 "message": self.message,
@@ -60,6 +63,8 @@ class OpenAIError(TmyError):
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
     try:
         body: Any = await request.json()
     except RecursionError:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.base import Handler
 from tmy.adapters.http import dumps
@@ -14,6 +12,9 @@ from tmy.adapters.openai import payload
 from tmy.adapters.openai.payload import OpenAIError
 from tmy.logs import get_logger
 from tmy.message import Message
+
+if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
+    from aiohttp import web
 
 log = get_logger("tmy.adapter.openai")
 
@@ -38,6 +39,8 @@ async def stream(
     giving up on a long LLM run. A client that goes away does not cancel
     the run: it finishes (and saves what it saves) like any other.
     """
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream; charset=utf-8",
