@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Callable
-
-import httpx
+from typing import TYPE_CHECKING
 
 from tmy.errors import TmyError
+
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
 
 ACCEPT_ENCODING = "gzip, deflate"  # what the shared client asks for: all it can bound
 

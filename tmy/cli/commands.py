@@ -23,8 +23,6 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
-
 from tmy import logs
 from tmy.adapters.http import parse_listen
 from tmy.app import App
@@ -208,6 +206,8 @@ def ask_daemon(
     listener is off and no ``url`` is given), say so on stderr and return None: the
     caller runs the command itself. ``as_json``: print the answer's ``data``.
     """
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     if fallback and url is None and not settings.http_enabled:
         print(
             "note: adapters.http is off in the config, so no daemon can be asked; running it here",

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
-
-import httpx
 
 from tmy import bodies, redact
 from tmy.errors import ExecutorError
@@ -46,6 +44,9 @@ from tmy.executors.registry import Option
 from tmy.logs import preview
 from tmy.types import StepContext
 from tmy.values.compiled import Template, Value, to_text
+
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 RESULTS = ("auto", "json", "text", "status", "full")
@@ -113,6 +114,8 @@ def validate(cfg: dict[str, Any]) -> None:
 
 
 async def http_request(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     url = await _url(cfg["url"], ctx, raw=cfg.get("raw_url") is True)
     cfg = {**cfg, "url": url}
     try:

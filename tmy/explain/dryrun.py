@@ -10,14 +10,13 @@ under the step that made it.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_plus
-
-import httpx
 
 from tmy import logs, redact
 from tmy.bodies import ACCEPT_ENCODING
@@ -31,6 +30,9 @@ from tmy.store.base import MISSING
 from tmy.store.overlay import OverlayStore
 from tmy.values import randomness
 from tmy.values.compiled import to_text
+
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
 
 DRY_HOST = "tmy-dry-run.invalid"  # where the dry run points LLM models (never resolved)
 PLACEHOLDER = {
@@ -82,12 +84,13 @@ class _DryEngine(Engine):
             self.tracker.frames.pop()
 
 
-class _Recorder(httpx.AsyncBaseTransport):
+class _Recorder:
     """The dry run's network: records each request, sends none, answers a stand-in.
 
     Requests to :data:`DRY_HOST` are LLM requests (the dry run points every
     model there): the TESTONLY mock answers them. Anything else (HTTP steps,
     plugins using the shared client) gets :data:`PLACEHOLDER` as JSON.
+    Made through :func:`_recorder`, as an ``httpx.AsyncBaseTransport``.
     """
 
     def __init__(self, tracker: _StepTracker, models: Sequence[Any]) -> None:
@@ -125,8 +128,23 @@ class _Recorder(httpx.AsyncBaseTransport):
         return None
 
 
+@functools.cache
+def _transport_class() -> type[_Recorder]:
+    """:class:`_Recorder` as an ``httpx.AsyncBaseTransport`` (the base brings ``aclose`` and
+    the context manager), made on first use: httpx is ~50 ms of every CLI start."""
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
+    return type("_Recorder", (_Recorder, httpx.AsyncBaseTransport), {})
+
+
+def _recorder(tracker: _StepTracker, models: Sequence[Any]) -> _Recorder:
+    return _transport_class()(tracker, models)
+
+
 def _json_response(status: int, data: Any) -> httpx.Response:
     """A response whose body is still to be streamed (as the executors read it)."""
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     raw = json.dumps(data, ensure_ascii=False).encode()
     return httpx.Response(
         status,
@@ -240,6 +258,8 @@ class DrySession:
 async def dry_engine(engine: Engine, rulebook: Any, trace_id: str) -> AsyncIterator[DrySession]:
     """The real rules on an overlay store with a recording network (``explain``'s dry run,
     ``cron fire --dry-run``); the overlay's writes land in ``session.writes`` at exit."""
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     real = engine.services
     overlay = OverlayStore(real.store)
     tracker = _StepTracker()
@@ -249,7 +269,7 @@ async def dry_engine(engine: Engine, rulebook: Any, trace_id: str) -> AsyncItera
     if isinstance(rt, Runtime):  # the LLM extension is installed: its models go to the recorder
         models = tuple(rt.config.models.values())
         dry_state[STATE_KEY] = _dry_llm(rt)
-    recorder = _Recorder(tracker, models)
+    recorder = _recorder(tracker, models)
     client = httpx.AsyncClient(
         transport=recorder, follow_redirects=True, headers={"Accept-Encoding": ACCEPT_ENCODING}
     )

@@ -31,9 +31,8 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from tmy import bodies
@@ -49,6 +48,9 @@ from tmy.llm.wire import (
 )
 from tmy.llm.wire import Stream as _Stream
 from tmy.redact import safe_url
+
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
 
 __all__ = [
     "Completion",
@@ -211,6 +213,8 @@ def _headers(model: ModelConfig) -> dict[str, str]:
 async def _once(
     http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     url = f"{model.base_url}/chat/completions"
     try:
         async with http.stream(
@@ -233,6 +237,8 @@ async def _once(
 async def _stream_once(
     http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     url = f"{model.base_url}/chat/completions"
     acc = _Stream()
     headers = {**_headers(model), "Accept": "text/event-stream"}
@@ -312,6 +318,8 @@ def _decode(raw: bytes) -> str:
 
 
 def _transport_error(url: str, exc: httpx.TransportError) -> LLMError:
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     what = "cannot reach" if isinstance(exc, httpx.ConnectError) else "the connection failed to"
     return LLMError(f"{what} {safe_url(url)}: {type(exc).__name__}: {exc}", retryable=True)
 

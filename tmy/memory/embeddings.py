@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import orjson
 
 from tmy import redact
@@ -43,6 +42,8 @@ async def embed(
     services: Services, cfg: EmbeddingsConfig, texts: Sequence[str]
 ) -> list[list[float]]:
     """One vector per text, in order; EmbeddingError on any failure."""
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     if not texts:
         return []
     try:

@@ -16,10 +16,8 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
-
-import httpx
 
 from tmy.app import App
 from tmy.config import Settings
@@ -35,6 +33,9 @@ from tmy.ruletests.parsing import load_cases
 from tmy.ruletests.report import Report
 from tmy.values import randomness
 
+if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
+    import httpx
+
 REFUSED = "outbound HTTP refused in tests: {url} (give the test an http: canned response)"
 
 
@@ -46,6 +47,8 @@ class _Outbound:
         self.log: list[str] = []
 
     def handler(self, request: httpx.Request) -> httpx.Response:
+        import httpx  # deferred: httpx is ~50 ms of every CLI start
+
         url = str(request.url)
         urls = (url, unquote(url))
         for canned in self.canned:
@@ -85,6 +88,8 @@ async def _run_file(
     The cases before a selected one still run (unreported): they build the state
     it expects. Nothing after the last selected case runs.
     """
+    import httpx  # deferred: httpx is ~50 ms of every CLI start
+
     last = max(i for i, c in enumerate(cases) if c.selected_by(pattern))
     outbound = _Outbound()
     outcomes: list[Outcome] = []
