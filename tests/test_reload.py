@@ -127,6 +127,21 @@ async def test_a_broken_file_changes_nothing_and_its_line_is_reported(tmp_path: 
         assert any("r.yaml:5" in e for e in r.json()["errors"])
 
 
+@pytest.mark.timeout(60)
+async def test_a_reload_reports_what_check_warns_about(tmp_path: Path) -> None:
+    """Triggers two files claim and a post to an adapter the config leaves off: the same
+    warnings check prints, in the reload's result (run.py reload, POST /admin/reload)."""
+    write_rules(tmp_path, HELLO.format(answer="first"))
+    async with served(tmp_path) as daemon:
+        second = HELLO.format(answer="second").replace("id: hello", "id: hello-too")
+        write_rules(tmp_path, second, "other.yaml")
+        result = await daemon.app.reloader.reload("test")
+        assert result.ok
+        [warning] = result.warnings  # check's wording, not the loader's shorter one
+        assert "r.yaml:4: trigger 'hello' of rule 'hello' collides with" in warning
+        assert "other.yaml:4" in warning
+
+
 # -- SIGHUP and run.py reload against a real process ------------------------------------------
 
 

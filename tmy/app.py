@@ -76,14 +76,20 @@ def build_registry(settings: Settings, extensions: Iterable[Extension] = ()) -> 
     return registry
 
 
-def log_rule_warnings(app: App) -> None:
-    """Log what `check` would warn about (the daemon does this once it is serving)."""
+def check_warnings(app: App, rulebook: Rulebook) -> list[str]:
+    """What `check` warns about ``rulebook`` in this app (collisions across files,
+    adapters the config leaves off; an adapter given to the app counts as enabled)."""
     running = {a.name for a in app.adapters.all} if app.adapters is not None else set()
 
-    def disabled(platform: str) -> str | None:  # an adapter given to the app counts as enabled
+    def disabled(platform: str) -> str | None:
         return None if platform in running else disabled_adapter(app.settings, platform)
 
-    for warning in rule_warnings(app.rulebook, disabled):
+    return rule_warnings(rulebook, disabled)
+
+
+def log_rule_warnings(app: App) -> None:
+    """Log what `check` would warn about (the daemon does this once it is serving)."""
+    for warning in check_warnings(app, app.rulebook):
         log.warning("rules.warning", detail=warning)
 
 
@@ -218,7 +224,11 @@ class App:
         self.engine = Engine(rulebook, services, commands=chat, switch=self.switch)
         stack.push_async_callback(self._drain)
         self.reloader = Reloader(
-            self._rebuild, self._swap, on_result=metrics.reload, listeners=[self._rules_reloaded]
+            self._rebuild,
+            self._swap,
+            on_result=metrics.reload,
+            listeners=[self._rules_reloaded],
+            warnings=lambda rulebook: check_warnings(self, rulebook),
         )
         # The rulebook lives as long as the daemon: move it out of the collector's
         # sight, or every full collection walks all rules (measurable at 10,000 rules).

@@ -76,9 +76,13 @@ class Reloader:
         on_result: Callable[[bool], None] | None = None,
         *,
         listeners: Sequence[Callable[[Any], None]] = (),
+        warnings: Callable[[Any], list[str]] | None = None,
     ) -> None:
         self.rebuild = rebuild
         self.swap = swap
+        # what `check` warns about a rulebook (the app's: collisions across files, adapters
+        # the config leaves off); without it, the loader's own warnings
+        self.warnings = warnings or (lambda rulebook: list(rulebook.warnings))
         self.listeners: tuple[Callable[[Any], None], ...] = tuple(listeners)
         self.on_result = on_result  # metrics
         self._lock = asyncio.Lock()
@@ -100,7 +104,7 @@ class Reloader:
                     listener(rulebook)
                 except Exception:  # a listener's bug must not undo a good reload
                     log.exception("reload.listener_failed")
-            warnings = list(rulebook.warnings)
+            warnings = self.warnings(rulebook)
             for warning in warnings:
                 log.warning("rules.warning", detail=warning)
             result = ReloadResult(

@@ -18,7 +18,7 @@ from tmy.backup.reader import read_file
 from tmy.command import CommandError
 from tmy.cron.occurrence import OUTBOX_INDEX, OUTBOX_PREFIX
 from tmy.engine.keys import conversation_key
-from tmy.llm.history import KIND
+from tmy.llm.history import KIND, LAST
 from tmy.memory.entries import ENTRY_PREFIXES, GLOBAL_KEY
 from tmy.message import Message
 from tmy.store import Store, open_store
@@ -268,6 +268,6 @@ async def test_everything_tmy_keeps_is_in_a_known_family(tmp_path: Path) -> None
         await take_backup(source, path, compress=False)
     assert plan(read_file(path), max_value_bytes=1 << 20).warnings == ()
     message = Message(text="x", user="u", chat="c", platform="p")
-    kinds = [conversation_key(kind, message) for kind in (KIND, "summary", "session")]
+    kinds = [conversation_key(kind, message) for kind in (KIND, LAST, "summary", "session")]
     built = [*kinds, OUTBOX_INDEX, OUTBOX_PREFIX + "x", GLOBAL_KEY, *ENTRY_PREFIXES]
     assert [key for key in built if not known_key(key)] == []

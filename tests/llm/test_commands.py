@@ -88,6 +88,17 @@ async def test_ctx_when_nothing_would_be_sent_exits_1(app: App) -> None:
     assert result.text == "(rule 'plain' sends no LLM request for this message)"
 
 
+async def test_ctx_in_a_chat_switched_off_says_nothing_would_be_sent(app: App) -> None:
+    """As ask and explain do: a chat where '.tmy off' silenced the bot sends no request."""
+    assert app.switch is not None
+    await app.switch.set(ANN, True)
+    result = await CTX.run(_cli(app, text="chat hello", json=False))
+    assert result.code == 1 and result.data["request"] is None
+    assert result.text.startswith("(the bot is switched off in this chat")
+    await app.switch.set(ANN, False)
+    assert (await CTX.run(_cli(app, text="chat hello", json=False))).code == 0
+
+
 async def test_ctx_in_chat_takes_the_rest_of_the_line(app: App) -> None:
     args = parse_words(CTX, "chat two words")
     inv = Invocation(args, ANN, "chat", app, app.settings, compact=True)

@@ -117,6 +117,7 @@ KNOWN_PREFIXES = (
     "mem/dialog/",
     "mem/open/",
     "llmhist/",
+    "llmlast/",
     "summary/",
     "session/",
     "llm/usage/",

@@ -138,7 +138,14 @@ async def dry_engine(engine: Engine) -> AsyncIterator[Engine]:
     rt = runtime_of(real)
     services = real.derive(overlay, state={STATE_KEY: rt.derive})
     try:
-        yield Engine(engine.rulebook, services, fixed_now=engine.fixed_now, dry_run=True)
+        # the chat switch too: in a chat switched off nothing would be sent, so ctx says so
+        yield Engine(
+            engine.rulebook,
+            services,
+            fixed_now=engine.fixed_now,
+            dry_run=True,
+            switch=engine.switch,
+        )
     finally:
         await overlay.close()
 
@@ -192,8 +199,9 @@ def render(seen: Inspection, *, as_json: bool = False, compact: bool = False) ->
     if request is None:
         if seen.note:
             return seen.note
-        if reply.rule is None:
-            return "(no rule matched: nothing would be sent)"
+        if reply.rule is None:  # why, when it is more than no trigger (a filter, the switch)
+            why = reply.reason if reply.reason and "no trigger" not in reply.reason else None
+            return f"({why or 'no rule matched'}: nothing would be sent)"
         why = f" (the run stopped: {reply.error})" if reply.error else ""
         return f"(rule {reply.rule!r} sends no LLM request for this message{why})"
     body = request["body"]
