@@ -181,6 +181,8 @@ def test_unknown_and_unscheduled_rules_and_bad_targets_are_usage_errors(
     code, _, err = _cli(capsys, "cron", "fire", "digest", "--target", "onebto:g", "--dry-run",
                         *base)  # fmt: skip
     assert code == 2 and "no adapter can post to 'onebto' here (did you mean 'onebot'?)" in err
+    code, _, err = _cli(capsys, "cron", "--dry-run", *base)  # the report takes no fire flags
+    assert code == 2 and "error: --target and --dry-run go with cron fire RULE" in err
 
 
 def test_a_failed_run_exits_1_and_is_kept_as_an_error(

@@ -23,6 +23,8 @@ async def _run(inv: Invocation) -> Result:
         return await run_fire(inv, inv.args.get("rule"))
     if action:
         raise CommandError(f"cron takes no argument (the report) or {FIRE_USAGE[7:]}")
+    if inv.args.get("target") or inv.args.get("dry_run"):
+        raise CommandError(f"--target and --dry-run go with {FIRE_USAGE[7:]}")
     jobs = await jobs_report(inv.app.engine.rulebook, inv.app.store, inv.settings.tz)
     return Result(format_report(jobs), jobs)
 
