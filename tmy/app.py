@@ -43,7 +43,13 @@ from tmy.commands import http as admin_http
 from tmy.commands.chat import ChatCommands
 from tmy.commands.lint import rule_warnings
 from tmy.config import Settings, with_sections
-from tmy.daemon import Adapters, build_adapters, disabled_adapter, health_report
+from tmy.daemon import (
+    Adapters,
+    build_adapters,
+    disabled_adapter,
+    health_report,
+    load_what_serving_uses,
+)
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
@@ -57,7 +63,6 @@ from tmy.message import Target
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
-from tmy.rulebook.textform import invisible_table
 from tmy.store import open_store
 from tmy.store.base import Store
 from tmy.store.metered import metered
@@ -85,12 +90,6 @@ def check_warnings(app: App, rulebook: Rulebook) -> list[str]:
         return None if platform in running else disabled_adapter(app.settings, platform)
 
     return rule_warnings(rulebook, disabled)
-
-
-def log_rule_warnings(app: App) -> None:
-    """Log what `check` would warn about (the daemon does this once it is serving)."""
-    for warning in check_warnings(app, app.rulebook):
-        log.warning("rules.warning", detail=warning)
 
 
 class App:
@@ -250,7 +249,8 @@ class App:
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
         await adapters.start(engine.handle, routes=admin_http.routes(self), health=self.health)
-        log_rule_warnings(self)
+        for warning in check_warnings(self, self.rulebook):  # what `check` would warn about
+            log.warning("rules.warning", detail=warning)
         for extension in self.extensions:
             await stack.enter_async_context(extension.serving(engine.services))
         if cron.EXTENSION in self.extensions:
@@ -320,18 +320,6 @@ def _safe_url(url: str) -> str:
 # -- the daemon ---------------------------------------------------------------------------------
 
 
-def _load_what_serving_uses() -> None:
-    """Import aiohttp and httpx (the listeners, the outbound pool) and build the
-    invisible-character table now, at start-up, not on the first message: one-shot
-    commands, which mostly need none of them, load them only when used (together
-    ~180 ms of every CLI start)."""
-    import aiohttp.web  # noqa: F401  (deferred out of the modules that use it; see above)
-    import httpx  # noqa: F401
-    import httpx_aiohttp  # noqa: F401
-
-    invisible_table()
-
-
 async def serve(
     settings: Settings,
     stop: asyncio.Event | None = None,
@@ -350,7 +338,7 @@ async def serve(
     embedders use it to reach ``app.http.port`` and ``app.send``). A console
     adapter that ends (Ctrl-D) stops the daemon too.
     """
-    _load_what_serving_uses()
+    load_what_serving_uses()
     stop = stop or asyncio.Event()
     app = App(settings, extensions=extensions or (), adapters=adapters, serve=True)
     stop_reloading = _handle_signals(stop, app)
