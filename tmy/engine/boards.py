@@ -14,7 +14,7 @@ wrote that variable).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tmy.engine.keys import board_id
@@ -40,9 +40,7 @@ class Leaderboards:
     store: Store
     message: Message
     boards: dict[str, Board]
-
-    def key(self, name: str) -> str:  # pragma: no cover - Variables defines it
-        raise NotImplementedError
+    key: Callable[[str], str]  # a declared variable's store key (Variables.key)
 
     def board(self, name: str) -> str:
         """The store's id of ``name``'s leaderboard on the message's platform."""

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from tmy.message import Message
 from tmy.rulebook.model import VariableDecl
+from tmy.store.board_keys import escape_key_part, user_variable_key
 
-
-def _escape(part: str) -> str:
-    return part.replace("%", "%25").replace("/", "%2F")
-
-
-escape_key_part = _escape  # for other modules' keys built from ids (admin's chat switch)
+_escape = escape_key_part  # ids as key parts (tmy.store.board_keys, which restore shares)
 
 
 def variable_key(decl: VariableDecl, message: Message) -> str:
@@ -23,7 +19,7 @@ def variable_key(decl: VariableDecl, message: Message) -> str:
         return f"var/global/{decl.name}"
     if decl.scope == "chat":
         return f"var/chat/{_escape(message.platform)}/{_escape(message.chat)}/{decl.name}"
-    return f"var/user/{_escape(message.platform)}/{_escape(message.user)}/{decl.name}"
+    return user_variable_key(_escape(message.platform), _escape(message.user), decl.name)
 
 
 def conversation_key(kind: str, message: Message) -> str:

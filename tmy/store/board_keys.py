@@ -3,11 +3,12 @@
 The engine keeps one board per ``rank: true`` variable and platform, with the id
 ``{escaped platform}/{name}`` and the user id as member, in step with the
 user-scoped value at ``var/user/{escaped platform}/{escaped user}/{name}``
-(``tmy.engine.variables``: ``board_id`` and ``variable_key``; a test checks the
-two agree). A snapshot may hold a board entry that lagged its value (on a
-cluster, or in a backup file edited by hand), so ``restore`` sets each entry
-from the value it restored instead of trusting the entry's score. The store
-does not import the engine (the layers go the other way), hence this small twin.
+(``tmy.engine.keys``: ``board_id`` and ``variable_key``, built on the two
+functions here; a test checks they agree). A snapshot may hold a board entry
+that lagged its value (on a cluster, or in a backup file edited by hand), so
+``restore`` sets each entry from the value it restored instead of trusting the
+entry's score. The store does not import the engine (the layers go the other
+way), so the escaping and the user-variable key live here, below both.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ from tmy.store.codec import check_key
 
 
 def escape_key_part(part: str) -> str:
-    """An id as one part of a slash-separated key (as the engine escapes it)."""
+    """An id as one part of a slash-separated key: ``/`` (the separator) and ``%`` escaped,
+    so two different (platform, chat, user) triples never share a key."""
     return part.replace("%", "%25").replace("/", "%2F")
+
+
+def user_variable_key(platform_part: str, user_part: str, name: str) -> str:
+    """The key of a user-scoped variable, from its already escaped platform and user parts
+    (the engine's ``variable_key`` and a board entry's value both are this)."""
+    return f"var/user/{platform_part}/{user_part}/{name}"
 
 
 def board_value_key(board: str, member: str) -> str | None:
@@ -27,7 +35,7 @@ def board_value_key(board: str, member: str) -> str | None:
     platform, slash, name = board.partition("/")
     if not slash or not platform or not name:
         return None
-    key = f"var/user/{platform}/{escape_key_part(member)}/{name}"
+    key = user_variable_key(platform, escape_key_part(member), name)
     try:
         check_key(key)
     except StoreError:
