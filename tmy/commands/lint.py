@@ -23,13 +23,12 @@ rulebook reports that is also a collision across files is reported once, here
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from tmy.errors import RuleError
 from tmy.rulebook.index import TriggerIndex
-from tmy.rulebook.model import Filters, Rule, Rulebook
+from tmy.rulebook.model import Filters, Rule, Rulebook, dead_trigger_warning
 from tmy.rulebook.textform import fold
 from tmy.rulebook.triggers import KIND_RANK, Trigger
 from tmy.yamlfile.source import read_yaml
@@ -48,7 +47,7 @@ def rule_warnings(rulebook: Rulebook, disabled: Disabled | None = None) -> list[
     """Every warning for ``check``: the rulebook's own, trigger collisions between files,
     and (given ``disabled``) rules naming adapters the config does not enable."""
     found = collisions(rulebook)
-    superseded = {_dead_line(*pair) for pair in found.dead}
+    superseded = {dead_trigger_warning(*pair) for pair in found.dead}
     out = [w for w in rulebook.warnings if w not in superseded]
     out += found.lines
     if disabled is not None:
@@ -62,12 +61,13 @@ def rule_warnings(rulebook: Rulebook, disabled: Disabled | None = None) -> list[
 def adapter_warnings(rulebook: Rulebook, disabled: Disabled) -> list[str]:
     """``platforms:`` and ``send_to:`` naming an adapter the config leaves off."""
     out = []
+    files: dict[str, Any] = {}  # each rules file read once, for this call only
     for rule in rulebook.rules:
         platforms = rule.filters.platforms
         if platforms is not None:
             off = {p: key for p in sorted(platforms) if (key := disabled(p)) is not None}
             if off:
-                where = _key_line(rule, ("platforms",))
+                where = _key_line(rule, ("platforms",), files)
                 never = len(off) == len(platforms)
                 out.append(
                     f"{rule.file}:{where}: rule {rule.id!r} answers on {', '.join(off)} "
@@ -78,7 +78,7 @@ def adapter_warnings(rulebook: Rulebook, disabled: Disabled) -> list[str]:
         for i, target in enumerate(getattr(schedule, "send_to", ())):
             key = disabled(target.platform)
             if key is not None:
-                where = _key_line(rule, ("schedule", "send_to", i))
+                where = _key_line(rule, ("schedule", "send_to", i), files)
                 out.append(
                     f"{rule.file}:{where}: rule {rule.id!r} posts to "
                     f"{target.platform}:{target.chat or target.user} (send_to), but "
@@ -94,12 +94,19 @@ def _not_enabled(off: dict[str, str]) -> str:
     return f"the config does not enable the {', '.join(off)} {noun} (set {keys})"
 
 
-def _key_line(rule: Rule, path: tuple[Any, ...]) -> int:
+def _key_line(rule: Rule, path: tuple[Any, ...], files: dict[str, Any]) -> int:
     """The line of ``path`` (keys, list positions) inside ``rule``'s YAML; the rule's line
-    when the file cannot be read again (rules given as text, or changed since)."""
-    try:
-        data = _read(rule.file)
-    except (RuleError, OSError):
+    when the file cannot be read again (rules given as text, or changed since).
+
+    ``files``: the files read so far by this warning pass (a process-wide cache would
+    keep every version of every file a long-running daemon reloads)."""
+    if rule.file not in files:
+        try:
+            files[rule.file] = read_yaml(Path(rule.file))
+        except (RuleError, OSError):
+            files[rule.file] = None
+    data = files[rule.file]
+    if data is None:
         return rule.line
     node = next((r for r in _rules_of(data) if r.get("id") == rule.id), None)
     line = rule.line
@@ -112,15 +119,6 @@ def _key_line(rule: Rule, path: tuple[Any, ...]) -> int:
         except (KeyError, IndexError, TypeError):
             break
     return line
-
-
-@cache
-def _read_cached(path: str, mtime: float) -> Any:
-    return read_yaml(Path(path))
-
-
-def _read(file: str) -> Any:
-    return _read_cached(file, Path(file).stat().st_mtime)
 
 
 def _rules_of(data: Any) -> list[Any]:
@@ -244,11 +242,3 @@ def _why(wkey: tuple[int, ...], lkey: tuple[int, ...], wrule: Rule, lrule: Rule)
     if wkey[2] != lkey[2]:
         return "its literal is longer"
     return f"same priority and kind: {wrule.file} is read first"
-
-
-def _dead_line(rule: Rule, trig: Trigger, urule: Rule, utrig: Trigger) -> str:
-    """The rulebook's own warning for a dead trigger (as ``Rulebook.warnings`` words it)."""
-    return (
-        f"{rule.file}:{rule.line}: trigger {trig.source!r} of rule {rule.id!r} can never fire: "
-        f"rule {urule.id!r} ({urule.file}:{urule.line}) wins with {utrig.source!r}"
-    )

@@ -180,6 +180,15 @@ class RuleTest:
     case: dict[str, Any]
 
 
+def dead_trigger_warning(rule: Rule, trig: Trigger, winner: Rule, winning: Trigger) -> str:
+    """``Rulebook.warnings``' line for a trigger of ``rule`` that ``winner`` always beats
+    (``check`` drops it when it reports the same pair as a collision between files)."""
+    return (
+        f"{rule.file}:{rule.line}: trigger {trig.source!r} of rule {rule.id!r} can never fire: "
+        f"rule {winner.id!r} ({winner.file}:{winner.line}) wins with {winning.source!r}"
+    )
+
+
 @dataclass(frozen=True)
 class Rulebook:
     """Everything loaded from a rules directory."""
@@ -219,11 +228,7 @@ class Rulebook:
         Computed on first use (``check``, or the daemon once it is serving):
         the analysis costs a third of a second per 100,000 rules of start-up.
         """
-        dead = (
-            f"{r.file}:{r.line}: trigger {t.source!r} of rule {r.id!r} can never fire: "
-            f"rule {u.id!r} ({u.file}:{u.line}) wins with {ut.source!r}"
-            for r, t, u, ut in self.index.dead_triggers()
-        )
+        dead = (dead_trigger_warning(*found) for found in self.index.dead_triggers())
         lint = (
             f"{r.file}:{t.line or r.line}: {warning}"
             for r in self.rules
