@@ -151,15 +151,18 @@ class Command:
 
 
 def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, Any]:
-    """The arguments of ``command`` from a line as typed in chat (positionals only).
+    """The arguments of ``command`` from a line as typed in chat.
 
-    Words fill the positionals of ``front`` in order; a ``rest`` positional takes the
-    remainder of the line. A missing required positional is a CommandError with the
-    usage; words beyond the positionals are ignored, as the chat commands always did.
+    The flags ``front`` offers (``--dry-run``, ``--target X``, ``--target=X``) are taken
+    out wherever they stand; the other words fill the positionals of ``front`` in order;
+    a ``rest`` positional takes the remainder of the line. A missing required positional
+    is a CommandError with the usage; words beyond the positionals are ignored, as the
+    chat commands always did. A command with no chat flags reads its line verbatim.
     """
     args = {a.name: a.empty for a in command.args_for(front)}
     positionals = [a for a in command.args_for(front) if not a.flag]
-    remaining = text.strip()
+    flags = {a.option: a for a in command.args_for(front) if a.flag}
+    remaining = _take_flags(text.strip(), flags, args, command) if flags else text.strip()
     for arg in positionals:
         if not remaining:
             if arg.required:
@@ -172,6 +175,26 @@ def parse_words(command: Command, text: str, front: str = "chat") -> dict[str, A
         args[arg.name] = parts[0]
         remaining = parts[1].strip() if len(parts) > 1 else ""
     return args
+
+
+def _take_flags(text: str, flags: dict[str, Arg], args: dict[str, Any], command: Command) -> str:
+    """Set the flags found among ``text``'s words in ``args``; the other words, re-joined."""
+    words, kept = text.split(), []
+    while words:
+        word = words.pop(0)
+        option, eq, value = word.partition("=")
+        arg = flags.get(option)
+        if arg is None:
+            kept.append(word)
+        elif not arg.takes_value:
+            args[arg.name] = True
+        elif eq:
+            args[arg.name] = value
+        elif words:
+            args[arg.name] = words.pop(0)
+        else:
+            raise CommandError(f"{option} needs a value; {command.misuse}")
+    return " ".join(kept)
 
 
 def command_table(extensions: Iterable[ExtensionLike]) -> dict[str, Command]:

@@ -2,9 +2,10 @@
 ``cron fire RULE [--target PLATFORM:CHAT] [--dry-run]``: one occurrence now
 (:mod:`tmy.commands.cron_fire`).
 
-In chat the flags follow the rule (``.tmy cron fire digest --dry-run``); on the
-CLI a real ``fire`` is run by the running daemon when one answers (its adapters
-are connected), else here (:mod:`tmy.cli.commands`).
+In chat the flags stand anywhere after ``fire`` (``.tmy cron fire digest --dry-run``,
+read by :func:`tmy.command.parse_words` as every chat flag is); on the CLI a real
+``fire`` is run by the running daemon when one answers (its adapters are connected),
+else here (:mod:`tmy.cli.commands`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from tmy.commands.cron_fire import FIRE_USAGE, run_fire
 from tmy.cron import format_report, jobs_report
 
 ACTIONS = ("fire",)
-_NOT_CHAT = frozenset(("cli", "http"))
 
 
 async def _run(inv: Invocation) -> Result:
@@ -48,7 +48,6 @@ CRON = Command(
             flag=True,
             required=False,
             metavar="PLATFORM:CHAT",
-            fronts=_NOT_CHAT,
         ),
         Arg(
             "dry_run",
@@ -56,7 +55,6 @@ CRON = Command(
             flag=True,
             takes_value=False,
             required=False,
-            fronts=_NOT_CHAT,
         ),
     ),
 )

@@ -91,23 +91,14 @@ def parse_target(text: str, platforms: Sequence[str] = TARGET_PLATFORMS) -> Targ
     return Target(platform, chat)
 
 
-def split_flags(rule: str, target: str | None, dry_run: bool) -> tuple[str, str | None, bool]:
-    """The rule id and the flags typed after it (the chat form: ``fire RULE --dry-run``)."""
+def rule_id_of(rule: str) -> str:
+    """The one rule id ``fire`` takes (its flags were read as flags on every front end)."""
     words = rule.split()
     if not words:
         raise CommandError(FIRE_USAGE)
-    rule_id, rest = words[0], words[1:]
-    while rest:
-        word = rest.pop(0)
-        if word == "--dry-run":
-            dry_run = True
-        elif word == "--target" and rest:
-            target = rest.pop(0)
-        elif word.startswith("--target="):
-            target = word.partition("=")[2]
-        else:
-            raise CommandError(f"cron fire: unexpected {word!r}; {FIRE_USAGE}")
-    return rule_id, target, dry_run
+    if len(words) > 1:
+        raise CommandError(f"cron fire: unexpected {words[1]!r}; {FIRE_USAGE}")
+    return words[0]
 
 
 def where(target: Target | None) -> str:
@@ -298,9 +289,8 @@ async def run_fire(inv: Invocation, rule_arg: str | None) -> Result:
     """``cron fire …`` on any front end: resolve the rule and target, fire or dry-run."""
     if not rule_arg:
         raise CommandError(FIRE_USAGE)
-    rule_id, target_text, dry_run = split_flags(
-        rule_arg, inv.args.get("target"), bool(inv.args.get("dry_run"))
-    )
+    rule_id = rule_id_of(rule_arg)
+    target_text, dry_run = inv.args.get("target"), bool(inv.args.get("dry_run"))
     rule = scheduled_rule(inv.app.engine.rulebook, rule_id)
     target = None
     if target_text:
@@ -313,9 +303,7 @@ async def run_fire(inv: Invocation, rule_arg: str | None) -> Result:
 def is_posting(args: dict[str, Any]) -> bool:
     """Whether ``cron`` with these arguments posts (a real ``fire``): the CLI then asks the
     running daemon, whose adapters are connected, before running it itself."""
-    if args.get("action") != "fire" or args.get("dry_run"):
-        return False
-    return "--dry-run" not in str(args.get("rule") or "").split()
+    return args.get("action") == "fire" and not args.get("dry_run")
 
 
 __all__ = ["FIRE_USAGE", "DryFire", "dry_fire", "is_posting", "run_fire"]
