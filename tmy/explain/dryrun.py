@@ -10,7 +10,6 @@ under the step that made it.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -90,7 +89,8 @@ class _Recorder:
     Requests to :data:`DRY_HOST` are LLM requests (the dry run points every
     model there): the TESTONLY mock answers them. Anything else (HTTP steps,
     plugins using the shared client) gets :data:`PLACEHOLDER` as JSON.
-    Made through :func:`_recorder`, as an ``httpx.AsyncBaseTransport``.
+    An ``httpx`` transport by what it does (``handle_async_request``, ``aclose``), not by
+    subclassing ``httpx.AsyncBaseTransport``: httpx is ~50 ms of every CLI start.
     """
 
     def __init__(self, tracker: _StepTracker, models: Sequence[Any]) -> None:
@@ -119,6 +119,9 @@ class _Recorder:
         self.captured.append(entry)
         return _json_response(200, PLACEHOLDER)
 
+    async def aclose(self) -> None:
+        """Nothing to close: no connection was ever opened."""
+
     def _model(self, path: str) -> Any:
         parts = path.strip("/").split("/")
         if len(parts) >= 2 and parts[0] == "llm" and parts[1].isdigit():
@@ -126,19 +129,6 @@ class _Recorder:
             if i < len(self.models):
                 return self.models[i]
         return None
-
-
-@functools.cache
-def _transport_class() -> type[_Recorder]:
-    """:class:`_Recorder` as an ``httpx.AsyncBaseTransport`` (the base brings ``aclose`` and
-    the context manager), made on first use: httpx is ~50 ms of every CLI start."""
-    import httpx  # deferred: httpx is ~50 ms of every CLI start
-
-    return type("_Recorder", (_Recorder, httpx.AsyncBaseTransport), {})
-
-
-def _recorder(tracker: _StepTracker, models: Sequence[Any]) -> _Recorder:
-    return _transport_class()(tracker, models)
 
 
 def _json_response(status: int, data: Any) -> httpx.Response:
@@ -269,7 +259,7 @@ async def dry_engine(engine: Engine, rulebook: Any, trace_id: str) -> AsyncItera
     if isinstance(rt, Runtime):  # the LLM extension is installed: its models go to the recorder
         models = tuple(rt.config.models.values())
         dry_state[STATE_KEY] = _dry_llm(rt)
-    recorder = _recorder(tracker, models)
+    recorder = _Recorder(tracker, models)
     client = httpx.AsyncClient(
         transport=recorder, follow_redirects=True, headers={"Accept-Encoding": ACCEPT_ENCODING}
     )
