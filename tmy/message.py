@@ -1,10 +1,87 @@
 """What adapters hand the engine (:class:`Message`), get back (:class:`Reply`) and address
-(:class:`Target`), and the rule every user, chat and platform id meets (:func:`id_problem`)."""
+(:class:`Target`), and the rule every user, chat and platform id meets (:func:`id_problem`).
+
+Besides text, a message may carry **attachments** (:class:`Attachment`: images,
+files, voice, stickers) or be a platform **event** (:class:`Event`: a member
+joined, a request, a poke, a reaction, a recall, a button press); a reply may
+carry **structured parts** (:class:`Outgoing`: images, files, mentions, a quote,
+buttons) beside its text, which stays the fallback for platforms that cannot
+send them, and, for a request event, the run's decision (``approve``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tmy.types import PlatformApi, StreamSink
+
+# the one event vocabulary every adapter maps its platform's events onto (EVENT)
+EVENT_KINDS = (
+    "member_join",
+    "member_leave",
+    "friend_request",
+    "group_invite",
+    "join_request",
+    "poke",
+    "reaction",
+    "message_recall",
+    "button",
+)
+# the events a run answers with APPROVE (the adapter accepts or declines the request)
+REQUEST_EVENTS = frozenset({"friend_request", "group_invite", "join_request"})
+ATTACHMENT_KINDS = ("image", "file", "voice", "video", "sticker")
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """One image, file, voice message, video or sticker a message carries.
+
+    ``url`` is where it can be downloaded (may be "" when the platform gives only
+    a file id); ``file_id`` the platform's own handle; ``inline``: the URL needs
+    the platform's credentials or expires, so whoever hands it on (an LLM step)
+    downloads it and sends the bytes (a data URL) instead of the URL. How to
+    download is the adapter's (:meth:`tmy.types.PlatformApi.media_source`).
+    """
+
+    kind: str  # one of ATTACHMENT_KINDS
+    url: str = ""
+    file_id: str = ""
+    size: int | None = None  # bytes, when the platform says
+    mime: str = ""
+    name: str = ""
+    inline: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """What rules see in ATTACHMENTS / IMAGES (plain data, no credentials)."""
+        return {
+            "kind": self.kind,
+            "url": self.url,
+            "file_id": self.file_id,
+            "size": self.size,
+            "mime": self.mime,
+            "name": self.name,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A platform event that is not a chat message (EVENT, EVENT_DATA, EVENT_RAW).
+
+    ``kind`` is one of :data:`EVENT_KINDS`; ``raw`` the platform's own name for it
+    (``notice.group_increase``, ``new_chat_members``, ``on_member_join`` …);
+    ``data`` the normalised fields (see docs/events.md: ``user``, ``operator``,
+    ``target``, ``message_id``, ``emoji``, ``data``, ``comment`` …).
+    """
+
+    kind: str
+    raw: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_request(self) -> bool:
+        return self.kind in REQUEST_EVENTS
 
 
 @dataclass(slots=True)
@@ -27,6 +104,13 @@ class Message:
     # no LLM history, dialogue record or memory entry is kept for it, so nothing piles up
     # under one-off ids and nothing could ever be recalled by someone else
     ephemeral: bool = False
+    attachments: tuple[Attachment, ...] = ()  # images, files, voice … (ATTACHMENTS, IMAGES)
+    event: Event | None = None  # set: a platform event, not a chat message (text is "")
+    chat_admin: bool = False  # an admin of this chat by the platform's roles (admins_from)
+    # what the platform can do for this message's run (download media, fetch a quoted
+    # message); None on surfaces without a platform (console, HTTP, rule tests)
+    api: PlatformApi | None = None
+    stream: StreamSink | None = None  # where a stream: step sends its tokens as they come
 
     def __post_init__(self) -> None:
         if self.private is None:
@@ -58,6 +142,38 @@ class StepRecord:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A button under a reply: pressing it sends a ``button`` event carrying ``data``
+    (or, with ``url``, opens the link and sends nothing)."""
+
+    text: str
+    data: str = ""
+    url: str = ""
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """The structured parts of a reply beside its text (a step result map, see
+    :func:`tmy.engine.replies.outgoing_of`); adapters send what their platform
+    can and fall back to the reply's text for the rest."""
+
+    images: list[str] = field(default_factory=list)  # http(s) URLs, data: URLs or file paths
+    files: list[str] = field(default_factory=list)
+    mentions: list[str] = field(default_factory=list)  # user ids to @
+    reply_to: str | None = None  # quote this message id ("": the message being answered)
+    buttons: list[list[Button]] = field(default_factory=list)  # rows of buttons
+
+    def __bool__(self) -> bool:
+        return (
+            bool(self.images or self.files or self.mentions or self.buttons)
+            or self.reply_to is not None
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass(slots=True)
 class Reply:
     """The engine's answer to one message."""
@@ -69,6 +185,9 @@ class Reply:
     steps: list[StepRecord] = field(default_factory=list)
     stopped: bool = False  # a step's ``stop:`` ended the run (an answer, not an error)
     reason: str | None = None  # why there is no run: no trigger, a filter, a cooldown, …
+    outgoing: Outgoing | None = None  # images, files, mentions, a quote, buttons
+    approve: bool | None = None  # a request event's decision (APPROVE); None: none taken
+    approve_reason: str = ""  # why (APPROVE_REASON), for platforms that pass one on
 
     @property
     def matched(self) -> bool:
@@ -85,6 +204,12 @@ class Reply:
             out["stopped"] = True
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.outgoing:
+            out["outgoing"] = self.outgoing.as_dict()
+        if self.approve is not None:
+            out["approve"] = self.approve
+            if self.approve_reason:
+                out["approve_reason"] = self.approve_reason
         if steps:
             out["steps"] = [s.as_dict() for s in self.steps]
         return out

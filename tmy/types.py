@@ -146,6 +146,39 @@ else:
 """An ``aiohttp.web`` route definition (``web.get(path, handler)``), mounted on the listener."""
 
 
+class PlatformApi(Protocol):
+    """What a platform can do for one message's run (``Message.api``, set by its adapter).
+
+    Both are asked only when a run needs them, so a message that never uses its
+    pictures or its quote costs the platform nothing.
+    """
+
+    async def media_source(self, attachment: Any) -> tuple[str, dict[str, str]]:
+        """Where to download ``attachment`` (a :class:`tmy.message.Attachment`): its URL
+        and the headers that request needs (a Telegram file path with the bot token
+        in it, say). Raises :class:`tmy.errors.TmyError` when it cannot be had."""
+        ...
+
+    async def quoted(self, message: Message) -> dict[str, Any] | None:
+        """The message ``message`` replies to, as ``{text, user, id}`` (REPLY_TO), from
+        what the adapter saw or the platform's API (OneBot ``get_msg``); None unknown."""
+        ...
+
+
+class StreamSink(Protocol):
+    """Where a ``stream:`` LLM step sends its answer as it grows (``Message.stream``).
+
+    The adapter made it for this message: the OpenAI facade writes SSE chunks,
+    Telegram and Discord edit one message at most once a second, OneBot sends
+    whole sentences (only when ``chunks`` is true: it cannot edit). When the run
+    ends the adapter still gets the whole :class:`Reply` and finishes with it.
+    """
+
+    async def delta(self, text: str, *, chunks: bool = False) -> None:
+        """``text`` is the next piece of the answer (not the whole answer so far)."""
+        ...
+
+
 @runtime_checkable
 class StepHook(Protocol):
     """What a step key added by an extension does when a step carries it (``when_llm:``).

@@ -120,6 +120,22 @@ def _per_chat_cap(platform: str, cap: Any) -> None:
         )
 
 
+ROLE_WORDS = ("owner", "admin")
+
+
+def _admins_from(platform: str, value: Any, role_ids: bool = False) -> tuple[str, ...]:
+    """``adapters.<platform>.admins_from`` as a tuple of words (Discord: or role ids)."""
+    if isinstance(value, str):
+        value = (value,)
+    items = tuple(str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
+    for item in items:
+        if item in ROLE_WORDS or (role_ids and isinstance(item, str) and item.isdigit()):
+            continue
+        allowed = "owner, admin" + (" or a role id" if role_ids else "")
+        raise ConfigError(f"adapters.{platform}.admins_from: {item!r} is not one of {allowed}")
+    return items
+
+
 def _is_http_url(url: str) -> bool:
     parts = urlsplit(url)
     return parts.scheme in ("http", "https") and bool(parts.netloc)
@@ -141,6 +157,7 @@ class OneBotConfig(Section):
     at_sender: bool = False
     max_pending_per_chat: int = 20
     anonymous: str = "key"
+    admins_from: tuple[str, ...] = ()  # owner, admin: QQ group roles that are admins there
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> OneBotConfig:
@@ -161,6 +178,7 @@ class OneBotConfig(Section):
             raise ConfigError(
                 f"adapters.onebot.anonymous must be key or ignore (got {config.anonymous!r})"
             )
+        object.__setattr__(config, "admins_from", _admins_from("onebot", config.admins_from))
         return config
 
 
@@ -172,6 +190,7 @@ class DiscordConfig(Section):
     token_env: str = "DISCORD_TOKEN"
     shards: int | str = 1
     max_pending_per_chat: int = 20
+    admins_from: tuple[str, ...] = ()  # owner, admin (Manage Server), or role ids
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> DiscordConfig:
@@ -186,6 +205,8 @@ class DiscordConfig(Section):
         if not config.token_env:
             raise ConfigError("adapters.discord.token_env must name an environment variable")
         _per_chat_cap("discord", config.max_pending_per_chat)
+        admins = _admins_from("discord", config.admins_from, role_ids=True)
+        object.__setattr__(config, "admins_from", admins)
         return config
 
 
@@ -201,6 +222,8 @@ class TelegramConfig(Section):
     webhook_path: str = "/telegram/webhook"
     webhook_secret: str = ""
     max_pending_per_chat: int = 20
+    admins_from: tuple[str, ...] = ()  # owner (creator), admin (administrator)
+    admins_ttl: float = 300.0  # seconds a chat's administrator list is cached
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> TelegramConfig:
@@ -232,6 +255,11 @@ class TelegramConfig(Section):
             raise ConfigError(
                 "adapters.telegram.webhook_secret may use only A-Z, a-z, 0-9, _ and - "
                 "(1 to 256 characters), as Telegram requires"
+            )
+        object.__setattr__(config, "admins_from", _admins_from("telegram", config.admins_from))
+        if config.admins_ttl <= 0:
+            raise ConfigError(
+                f"adapters.telegram.admins_ttl must be > 0 (got {config.admins_ttl!r})"
             )
         return config
 

@@ -72,12 +72,14 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "at_sender": bool,
         "max_pending_per_chat": int,
         "anonymous": str,
+        "admins_from": list,
     },
     "adapters.discord": {
         "enabled": bool,
         "token_env": str,
         "shards": (int, str),
         "max_pending_per_chat": int,
+        "admins_from": list,
     },
     "adapters.telegram": {
         "enabled": bool,
@@ -88,6 +90,8 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "webhook_path": str,
         "webhook_secret": str,
         "max_pending_per_chat": int,
+        "admins_from": list,
+        "admins_ttl": (int, float),
     },
 }
 # keys whose value must be one of a few words (or, for numbers, a range)
@@ -110,6 +114,7 @@ _POSITIVE = (
     "adapters.onebot.max_pending_per_chat",
     "adapters.telegram.max_pending_per_chat",
     "adapters.discord.max_pending_per_chat",
+    "adapters.telegram.admins_ttl",
     "adapters.http.header_timeout",
     "adapters.http.body_timeout",
     "adapters.http.keepalive_timeout",
