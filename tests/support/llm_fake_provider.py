@@ -295,3 +295,66 @@ def _chunk(
 
 def _sse(data: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()
+
+
+# a 1x1 PNG: what the image server hands out
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63f8cfc0f01f0005000201c8a6e6ba0000000049454e44ae426082"
+)
+
+
+class ImageServer:
+    """A loopback image host, like a platform's file server.
+
+    ``/public/<name>`` answers anyone; ``/private/<name>`` only a request carrying
+    ``Authorization: Bearer <token>`` (401 otherwise); ``/big`` is ``size`` bytes;
+    ``/gzip`` a small gzip body inflating to ``size`` bytes. Every request's path
+    and headers are kept in ``hits``.
+    """
+
+    def __init__(self, token: str = "img-secret", size: int = 4096) -> None:
+        self.token = token
+        self.size = size
+        self.hits: list[dict[str, Any]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def __aenter__(self) -> ImageServer:
+        app = web.Application()
+        app.router.add_get("/{kind}/{name}", self._image)
+        app.router.add_get("/big", self._big)
+        app.router.add_get("/gzip", self._gzip)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _image(self, request: web.Request) -> web.Response:
+        self.hits.append({"path": request.path, "headers": CIMultiDict(request.headers)})
+        if request.match_info["kind"] == "private":
+            if request.headers.get("Authorization") != f"Bearer {self.token}":
+                return web.Response(status=401, text="who are you?")
+        return web.Response(body=PNG, content_type="image/png")
+
+    async def _big(self, request: web.Request) -> web.Response:
+        self.hits.append({"path": request.path, "headers": CIMultiDict(request.headers)})
+        return web.Response(
+            body=b"\xff\xd8\xff" + b"x" * (self.size - 3), content_type="image/jpeg"
+        )
+
+    async def _gzip(self, request: web.Request) -> web.Response:
+        import gzip
+
+        self.hits.append({"path": request.path, "headers": CIMultiDict(request.headers)})
+        body = gzip.compress(b"\0" * self.size)
+        return web.Response(body=body, headers={"Content-Encoding": "gzip"})
