@@ -341,9 +341,9 @@ class ImageServer:
 
     async def _image(self, request: web.Request) -> web.Response:
         self.hits.append({"path": request.path, "headers": CIMultiDict(request.headers)})
-        if request.match_info["kind"] == "private":
-            if request.headers.get("Authorization") != f"Bearer {self.token}":
-                return web.Response(status=401, text="who are you?")
+        given = request.headers.get("Authorization")
+        if request.match_info["kind"] == "private" and given != f"Bearer {self.token}":
+            return web.Response(status=401, text="who are you?")
         return web.Response(body=PNG, content_type="image/png")
 
     async def _big(self, request: web.Request) -> web.Response:
