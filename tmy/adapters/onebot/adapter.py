@@ -25,8 +25,18 @@ past that the chat's oldest waiting message is dropped
 (``onebot.chat_dropped``, the ``tmy_chat_dropped`` metric). A message
 delivered twice runs once (:mod:`tmy.adapters.onebot.dedup`).
 
-**Outbound**: :mod:`tmy.adapters.onebot.sending`. ``send(target, …)`` on the
-bot's own initiative uses the most recently connected account.
+**Events**: notices and requests (:mod:`tmy.adapters.onebot.notices`) run
+like messages, in their chat's queue; the reply's text goes to the event's
+chat, and a request is then accepted or declined as the run decided
+(:mod:`tmy.adapters.onebot.requests`). Each message carries ``api``
+(:mod:`tmy.adapters.onebot.api`: media downloads, quotes) and a
+``stream``: a ``stream: chunks`` LLM step's sentences go out as they are
+written, each through the chat's paced queue, and the rest of the final reply
+after them.
+
+**Outbound**: :mod:`tmy.adapters.onebot.sending` (structured parts:
+:mod:`tmy.adapters.onebot.outbound`). ``send(target, …)`` on the bot's own
+initiative uses the most recently connected account.
 """
 
 from __future__ import annotations
@@ -40,15 +50,21 @@ from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.onebot.accounts import Accounts
+from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
 from tmy.adapters.onebot.dedup import Deliveries
 from tmy.adapters.onebot.events import ANONYMOUS_PREFIX, ID, frame_failure, is_id, to_message
+from tmy.adapters.onebot.forward import forward_loop
 from tmy.adapters.onebot.handshake import refusal
+from tmy.adapters.onebot.notices import to_event
+from tmy.adapters.onebot.requests import answer_request
 from tmy.adapters.onebot.sending import Outgoing, send_piece
+from tmy.adapters.streaming import SentenceChunks
 from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
-from tmy.message import Message, Target
+from tmy.message import Message, Reply, Target
+from tmy.message import Outgoing as Parts
 from tmy.store.base import Store
 
 if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
@@ -87,6 +103,8 @@ class OneBotAdapter:
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
         self._deliveries = Deliveries(store)
+        self._recent = Recent()  # messages seen lately, for quotes (REPLY_TO)
+        self._apis: dict[str, OneBotApi] = {}  # per account: Message.api
         redact.add(self.config.access_token)  # a secret: masked in every log line and error
         cap = self.config.max_pending_per_chat
         # keyed (account, chat): messages waiting to run, replies waiting for their chat's turn
@@ -127,7 +145,7 @@ class OneBotAdapter:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
             )
             self._health.set("starting")
-            self._forward = asyncio.create_task(self._forward_loop(), name="onebot-forward")
+            self._forward = asyncio.create_task(forward_loop(self), name="onebot-forward")
         else:
             self._health.set("starting", "waiting for a OneBot implementation to connect")
         log.info("onebot.started", mode=self.config.mode, endpoint=self._endpoint())
@@ -161,8 +179,9 @@ class OneBotAdapter:
 
     # -- sending -------------------------------------------------------------------------------
 
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to ``group:<id>`` or ``private:<id>`` (or ``target.user``).
+    async def send(self, target: Target, text: str, outgoing: Parts | None = None) -> None:
+        """Post ``text`` (and ``outgoing``: images, files, mentions …) to ``group:<id>`` or
+        ``private:<id>`` (or ``target.user``).
 
         In a group, ``target.user`` (when given) is @-mentioned, as
         :class:`~tmy.adapters.base.Target` promises. The most recently
@@ -174,21 +193,22 @@ class OneBotAdapter:
             raise AdapterError(
                 f"onebot: the target chat must be 'group:<id>' or 'private:<id>' (got {chat!r})"
             )
-        if not text.strip():
-            raise AdapterError("onebot: refusing to send an empty message")
         at = target.user if kind == "group" and target.user else None
         if at is not None and not ID.fullmatch(at):
             raise AdapterError(f"onebot: the target user must be an account id (got {at!r})")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        out = Outgoing.of(chat, text, at=at, done=done, parts=outgoing)
+        if not text.strip() and not out.pieces:
+            raise AdapterError("onebot: refusing to send an empty message")
         account = self._accounts.latest()
         if account is None:
             raise AdapterError("onebot: no bot account connected")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._outbound.put((account, chat), Outgoing.of(chat, text, at=at, done=done))
+        self._outbound.put((account, chat), out)
         await done
 
     async def _send_piece(self, key: Hashable, out: Outgoing) -> float | None:
         """``send_msg`` the next piece of ``out`` (a ChatQueues work; see ``sending``)."""
-        return await send_piece(self._accounts, key, out)
+        return await send_piece(self._accounts, key, out, self._recent)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -225,62 +245,6 @@ class OneBotAdapter:
             self._accounts.drop(conn, why)
         return ws
 
-    async def _forward_loop(self) -> None:
-        """Forward mode: connect, serve, and reconnect with capped backoff until stopped."""
-        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
-
-        assert self._session is not None
-        backoff = self._backoff = Backoff(self.backoff_base, self.backoff_cap)
-        token = self.config.access_token
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        url = self.config.url
-        while not self._stopping:
-            try:
-                ws = await self._session.ws_connect(
-                    url,
-                    headers=headers,
-                    autoping=False,
-                    max_msg_size=MAX_FRAME_BYTES,
-                    timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=CLOSE_TIMEOUT),
-                )
-            except aiohttp.WSServerHandshakeError as exc:
-                why = f"{url} refused the connection with HTTP {exc.status}"
-                if exc.status in (401, 403):
-                    why += " (check adapters.onebot.access_token against the implementation's)"
-                log.error("onebot.connect_failed", url=url, status=exc.status, error=why)
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                why = f"cannot connect to {url}: {exc or type(exc).__name__}"
-                log.warning("onebot.connect_failed", url=url, error=why)
-            except Exception as exc:  # never let the reconnect loop die
-                why = f"cannot connect to {url}: {exc!r}"
-                log.exception("onebot.connect_failed", url=url, error=why)
-            else:
-                conn = self._connection(ws, "", url)
-                self._accounts.conns.add(conn)
-                self._health.set("connected")
-                self._accounts.count_connect("")
-                log.info("onebot.connected", url=url)
-                why = "closed"
-                started = time.monotonic()
-                try:
-                    why = await conn.run(self._on_event)
-                finally:
-                    await conn.close(why)
-                    self._accounts.drop(conn, why)
-                if conn.failure is not None:
-                    why = f"{why}; the implementation said: {conn.failure}"
-                elif time.monotonic() - started >= self.healthy_after:
-                    backoff.reset()  # a healthy session: start over from a short pause
-            if self._stopping:
-                break
-            self._health.set("reconnecting", why)
-            delay = backoff.next()
-            log.warning(
-                "onebot.reconnecting", url=url, reason=why, attempt=backoff.attempt,
-                retry_in=round(delay, 2),
-            )  # fmt: skip
-            await asyncio.sleep(delay)
-
     def _connection(self, ws: Any, self_id: str, peer: str) -> Connection:
         return Connection(
             ws,
@@ -305,13 +269,24 @@ class OneBotAdapter:
             conn.self_id = str(self_id)
             self._accounts.register(conn)
         post_type = event.get("post_type")
-        if post_type != "message" or self._stopping:
-            return  # meta events (heartbeat, lifecycle), notices, requests, own sent messages
-        message = to_message(
-            conn.self_id, event, self._accounts.sent(conn.self_id), self.config.anonymous
-        )
+        if self._stopping or post_type not in ("message", "notice", "request"):
+            return  # meta events (heartbeat, lifecycle), the bot's own sent messages
+        self_id = conn.self_id
+        if post_type == "message":
+            message = to_message(
+                self_id, event, self._accounts.sent(self_id), self.config.anonymous,
+                self.config.admins_from,
+            )  # fmt: skip
+            if message is not None:
+                self._recent.remember(self_id, message.message_id, message.text, message.user)
+        else:
+            message = to_event(self_id, event)
         if message is not None:
-            self._inbound.put((conn.self_id, message.chat), (message, event))
+            api = self._apis.get(self_id)
+            if api is None:
+                api = self._apis[self_id] = OneBotApi(self._accounts, self._recent, self_id)
+            message.api = api
+            self._inbound.put((self_id, message.chat), (message, event))
 
     def _failure_frame(self, conn: Connection, frame: dict[str, Any]) -> None:
         """Log what an implementation said outside any event (a refused token, say) and keep it
@@ -328,8 +303,9 @@ class OneBotAdapter:
         )
 
     async def _run(self, key: Hashable, incoming: tuple[Message, dict[str, Any]]) -> None:
-        """Answer one message (a ChatQueues work): dedup, the engine, then queue the reply."""
-        self_id, chat = key  # type: ignore[misc]
+        """Answer one message or event (a ChatQueues work): dedup, the engine, then queue the
+        reply (and answer a request)."""
+        self_id = key[0]  # type: ignore[index]
         message, event = incoming
         try:
             if not await self._deliveries.first(self_id, message.message_id):
@@ -338,21 +314,60 @@ class OneBotAdapter:
             if message.reply_to is not None and message.reply_to in self._accounts.sent(self_id):
                 message.mentions_bot = True  # quotes a send whose id arrived after the event
             assert self._handle is not None
+            stream = self._stream(key, message, event) if message.event is None else None
             reply = await self._handle(message)
-            if not reply.text:
-                return None
-            group = not message.private
-            anonymous = message.user.startswith(ANONYMOUS_PREFIX)
-            out = Outgoing.of(
-                chat,
-                reply.text,
-                quote=event.get("message_id") if group and self.config.quote_reply else None,
-                at=message.user if group and self.config.at_sender and not anonymous else None,
-            )
-            self._outbound.put((self_id, chat), out)
+            if message.event is not None and message.event.is_request:
+                await answer_request(self._accounts, message, reply)
+            self._reply(key, message, event, reply, stream)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
         return None
+
+    def _addressing(self, message: Message, event: dict[str, Any]) -> dict[str, Any]:
+        """The quote and @ the config puts on a group reply (``quote_reply``, ``at_sender``)."""
+        if message.event is not None or message.private:
+            return {}
+        anonymous = message.user.startswith(ANONYMOUS_PREFIX)
+        return {
+            "quote": event.get("message_id") if self.config.quote_reply else None,
+            "at": message.user if self.config.at_sender and not anonymous else None,
+        }
+
+    def _stream(self, key: Hashable, message: Message, event: dict[str, Any]) -> SentenceChunks:
+        """``message.stream``: each finished sentence of a ``stream: chunks`` step goes out
+        through the chat's paced queue (the first one with the reply's quote and @)."""
+        addressing = self._addressing(message, event)
+        chat = message.chat
+
+        async def send(text: str) -> None:
+            self._outbound.put(key, Outgoing.of(chat, text, **addressing))
+            addressing.clear()
+
+        chunks = SentenceChunks(send)
+        message.stream = chunks
+        return chunks
+
+    def _reply(
+        self,
+        key: Hashable,
+        message: Message,
+        event: dict[str, Any],
+        reply: Reply,
+        stream: SentenceChunks | None,
+    ) -> None:
+        """Queue ``reply``'s text and parts for the chat (what a stream has not yet sent)."""
+        chunked = stream is not None and bool(stream.sent)
+        text = (stream.rest(reply.text) or "") if stream is not None else reply.text
+        addressing = {} if chunked else self._addressing(message, event)
+        out = Outgoing.of(
+            message.chat,
+            text,
+            parts=reply.outgoing,
+            answering=message.message_id,
+            **addressing,  # type: ignore[index]
+        )
+        if out.pieces:
+            self._outbound.put(key, out)
 
     async def _first_delivery(self, self_id: str, message_id: str) -> bool:
         """True the first time this account's ``message_id`` is seen (see ``dedup``)."""

@@ -4,6 +4,14 @@
 object) are keyed on the anonymous id: ``USER`` is ``anonymous:<id>``, so two
 anonymous senders never share memory or variables. ``anonymous: ignore``
 drops them instead.
+
+**Roles** (``adapters.onebot.admins_from``): a group message whose
+``sender.role`` is listed there (``owner``, ``admin``) comes with
+``chat_admin`` set: that sender is an admin of that group only, for
+``admin_only`` rules and chat-scoped admin commands.
+
+**Media**: images, files, voice, video and stickers become
+``Message.attachments`` (:mod:`tmy.adapters.onebot.media`).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from typing import Any
 
 from tmy import redact
 from tmy.adapters.onebot.codec import parse_cq, read_message, segments_of
+from tmy.adapters.onebot.media import attachments_of
 from tmy.logs import get_logger
 from tmy.message import Message
 
@@ -26,12 +35,17 @@ ANONYMOUS_PREFIX = "anonymous:"  # USER of an anonymous group sender: anonymous:
 
 
 def to_message(
-    self_id: str, event: dict[str, Any], sent: Collection[str], anonymous_policy: str
+    self_id: str,
+    event: dict[str, Any],
+    sent: Collection[str],
+    anonymous_policy: str,
+    admins_from: Collection[str] = (),
 ) -> Message | None:
     """The engine's Message for a ``message`` event, or None when it is not one we answer.
 
     ``sent`` holds the ids of the account's own sent messages (a reply to one
-    mentions the bot); ``anonymous_policy`` is ``adapters.onebot.anonymous``.
+    mentions the bot); ``anonymous_policy`` is ``adapters.onebot.anonymous``;
+    ``admins_from`` the group roles that make their holder an admin there.
     """
     kind = event.get("message_type")
     user_id = event.get("user_id")
@@ -80,6 +94,9 @@ def to_message(
         reply_to=parsed.reply_to,
         self_id=self_id,
         message_id="" if message_id is None else str(message_id),
+        attachments=attachments_of(segments),
+        # an anonymous sender is nobody's admin, whatever role QQ reports
+        chat_admin=kind == "group" and user == str(user_id) and _role(event) in admins_from,
     )
 
 
@@ -111,6 +128,12 @@ def _anonymous_id(anonymous: Any) -> str | None:
     if isinstance(value, str) and ID.fullmatch(value):
         return value
     return None
+
+
+def _role(event: dict[str, Any]) -> str:
+    sender = event.get("sender")
+    role = sender.get("role") if isinstance(sender, dict) else None
+    return role if isinstance(role, str) else ""
 
 
 def _display_name(event: dict[str, Any]) -> str:

@@ -8,7 +8,10 @@ that the oldest is dropped, logged and counted), a reply waiting for its
 chat's turn holds no adapter-wide slot, and the adapter's ``MAX_SENDS`` sends
 in flight go round-robin over the chats; replies longer than
 :data:`~tmy.adapters.onebot.codec.MAX_TEXT_PER_MESSAGE` go out as several
-messages.
+messages. A reply's images, mentions, quote, buttons and files
+(:mod:`tmy.adapters.onebot.outbound`) ride in the same queue, in order: its
+``send_msg`` pieces first, then one ``upload_*_file`` per file (a refused
+upload sends its text fallback instead).
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from typing import Any
 
 from tmy.adapters.fairness import PendingSend
 from tmy.adapters.onebot.accounts import Accounts
-from tmy.adapters.onebot.codec import reply_segments, split_text
-from tmy.adapters.onebot.connection import ActionFailed
+from tmy.adapters.onebot.api import Recent
+from tmy.adapters.onebot.connection import ActionFailed, Connection
+from tmy.adapters.onebot.outbound import FileUpload, Piece, compose, piece_text
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
+from tmy.message import Outgoing as Parts
 
 log = get_logger("tmy.adapter.onebot")
 
@@ -34,10 +39,10 @@ class Outgoing(PendingSend):
     platform = "onebot"
 
     def __init__(
-        self, where: dict[str, Any], pieces: list[list[Any]], done: asyncio.Future[None] | None
+        self, where: dict[str, Any], pieces: list[Piece], done: asyncio.Future[None] | None
     ) -> None:
         self.where = where  # message_type and group_id / user_id
-        self.pieces = pieces  # each piece's segments
+        self.pieces = pieces  # each piece's segments, or a file to upload
         self.index = 0  # the next piece to send
         super().__init__(done)  # send() waits on it; None for replies
 
@@ -50,26 +55,32 @@ class Outgoing(PendingSend):
         quote: Any = None,
         at: str | None = None,
         done: asyncio.Future[None] | None = None,
+        parts: Parts | None = None,
+        answering: str = "",
     ) -> Outgoing:
-        """``text`` for ``chat`` (``group:<id>``/``private:<id>``) in pieces of segments."""
+        """``text`` (and ``parts``) for ``chat`` (``group:<id>``/``private:<id>``) in pieces;
+        the quote and the @ go with the first piece only."""
         kind, _, ident = chat.partition(":")
         id_key = "group_id" if kind == "group" else "user_id"
-        pieces = [
-            # the quote and the @ go with the first piece only
-            reply_segments(piece, quote=quote if i == 0 else None, at=at if i == 0 else None)
-            for i, piece in enumerate(split_text(text))
-        ]
-        return cls({"message_type": kind, id_key: _num(ident)}, pieces, done)
+        where = {"message_type": kind, id_key: _num(ident)}
+        pieces = compose(where, text, parts, quote=quote, at=at, answering=answering)
+        return cls(where, pieces, done)  # no pieces: nothing to send (the caller checks)
 
 
-async def send_piece(accounts: Accounts, key: Hashable, out: Outgoing) -> float | None:
-    """``send_msg`` the next piece of ``out`` (a ChatQueues work: 0 = more pieces to go)."""
+async def send_piece(
+    accounts: Accounts, key: Hashable, out: Outgoing, recent: Recent | None = None
+) -> float | None:
+    """Send the next piece of ``out`` (a ChatQueues work: 0 = more pieces to go)."""
     self_id, chat = key  # type: ignore[misc]
     conn = accounts.bots.get(self_id)
+    piece = out.pieces[out.index]
     try:
         if conn is None:
             raise AdapterError(f"onebot: bot account {self_id} is not connected")
-        data = await conn.call("send_msg", {**out.where, "message": out.pieces[out.index]})
+        if isinstance(piece, FileUpload):
+            data = await _upload(conn, out, piece)
+        else:
+            data = await conn.call("send_msg", {**out.where, "message": piece})
     except AdapterError as exc:
         log.warning(
             "onebot.send_failed",
@@ -85,11 +96,23 @@ async def send_piece(accounts: Accounts, key: Hashable, out: Outgoing) -> float 
         raise
     if isinstance(data, dict) and data.get("message_id") is not None:
         accounts.remember_sent(self_id, str(data["message_id"]))
+        if recent is not None:
+            recent.remember(self_id, str(data["message_id"]), piece_text(piece), self_id)
     out.index += 1
     if out.index < len(out.pieces):
         return 0.0  # the next piece, after this chat's send_interval
     out.finish(None)
     return None
+
+
+async def _upload(conn: Connection, out: Outgoing, upload: FileUpload) -> Any:
+    """Upload one file; a refusal (an implementation without URL uploads) sends its fallback."""
+    try:
+        return await conn.call(upload.action, upload.params)
+    except ActionFailed as exc:
+        log.warning("onebot.upload_failed", action=upload.action, error=str(exc))
+    text = [{"type": "text", "data": {"text": upload.fallback}}]
+    return await conn.call("send_msg", {**out.where, "message": text})
 
 
 def _num(ident: str) -> int | str:

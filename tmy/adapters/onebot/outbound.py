@@ -1,0 +1,155 @@
+"""A reply's structured parts (:class:`tmy.message.Outgoing`) as OneBot message segments.
+
+* **images** → ``image`` segments after the text, in the same message: an
+  ``http(s)`` URL is passed as ``file`` (the implementation downloads it), a
+  ``data:`` URL as ``base64://…``. A file path cannot be sent from here (the
+  adapter has no rules directory): it becomes ``[image: name]`` in the text and
+  a warning.
+* **files** → ``upload_group_file {group_id, file, name}`` /
+  ``upload_private_file {user_id, file, name}`` after the message (NapCat takes
+  an ``http(s)`` URL or ``base64://`` as ``file``); when the implementation
+  refuses, the text ``[file] name: URL`` goes out instead.
+* **mentions** → ``at`` segments at the start (groups only);
+  **reply_to** → a ``reply`` segment quoting that message (``""``: the message
+  being answered).
+* **buttons** → QQ has none for bots: a numbered list under the text
+  (``1. Yes``; a link button as ``2. Docs: https://…``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from tmy.adapters.onebot.codec import Segment, reply_segments, split_text
+from tmy.logs import get_logger
+from tmy.message import Button
+from tmy.message import Outgoing as Parts
+
+log = get_logger("tmy.adapter.onebot")
+
+
+@dataclass(frozen=True, slots=True)
+class FileUpload:
+    """One file to upload to the chat, and what to say instead when that is refused."""
+
+    action: str  # upload_group_file | upload_private_file
+    params: dict[str, Any]
+    fallback: str
+
+
+Piece = list[Segment] | FileUpload
+
+
+def compose(
+    where: dict[str, Any],
+    text: str,
+    parts: Parts | None = None,
+    *,
+    quote: Any = None,
+    at: str | None = None,
+    answering: str = "",
+) -> list[Piece]:
+    """The pieces one reply goes out as: ``send_msg`` segment lists, then file uploads.
+
+    ``quote``/``at`` are the adapter's own (``quote_reply``, ``at_sender``);
+    ``answering`` is the id of the message being answered (for ``reply_to: ""``).
+    """
+    group = where["message_type"] == "group"
+    images: list[Segment] = []
+    mentions: list[str] = []
+    uploads: list[FileUpload] = []
+    if parts is not None:
+        if parts.reply_to is not None:
+            quote = parts.reply_to or answering or None
+        if group:
+            mentions = [m for m in parts.mentions if m and m != at]
+        text = _with_buttons(text, parts.buttons)
+        for source in parts.images:
+            file = segment_file(source)
+            if file is None:
+                log.warning("onebot.image_unsupported", source=source[:200])
+                text += f"\n[image: {_name(source)}]"
+            else:
+                images.append({"type": "image", "data": {"file": file}})
+        for source in parts.files:
+            if segment_file(source) is None:
+                log.warning("onebot.file_unsupported", source=source[:200])
+                text += f"\n[file: {_name(source)}]"
+            else:
+                uploads.append(_upload(where, source))
+    pieces: list[Piece] = []
+    chunks = split_text(text.strip()) if text.strip() else []
+    for i, chunk in enumerate(chunks):
+        first = i == 0
+        segs = reply_segments(chunk, quote=quote if first else None, at=at if first else None)
+        if first and mentions:
+            head = 1 if quote is not None else 0
+            segs[head:head] = [{"type": "at", "data": {"qq": m}} for m in mentions]
+            if at is None:
+                segs[-1]["data"]["text"] = " " + segs[-1]["data"]["text"]
+        pieces.append(segs)
+    if images:
+        if pieces:
+            pieces[-1].extend(images)  # type: ignore[union-attr]
+        else:
+            head = [{"type": "reply", "data": {"id": str(quote)}}] if quote is not None else []
+            at_all = [*([at] if at else []), *mentions]
+            pieces.append([*head, *({"type": "at", "data": {"qq": m}} for m in at_all), *images])
+    pieces.extend(uploads)
+    return pieces
+
+
+def segment_file(source: str) -> str | None:
+    """What an image segment's ``file`` takes for ``source``, or None when it cannot be sent."""
+    if source.startswith(("http://", "https://", "base64://")):
+        return source
+    if source.startswith("data:"):
+        header, _, payload = source.partition(",")
+        if header.endswith(";base64") and payload:
+            return "base64://" + payload
+    return None
+
+
+def piece_text(piece: Piece) -> str:
+    """What a sent piece reads as (for the quotes tmy remembers)."""
+    if isinstance(piece, FileUpload):
+        return f"[file] {piece.params.get('name', '')}"
+    out = []
+    for seg in piece:
+        if seg["type"] == "text":
+            out.append(seg["data"]["text"])
+        elif seg["type"] == "image":
+            out.append("[image]")
+    return "".join(out).strip()
+
+
+def _with_buttons(text: str, rows: list[list[Button]]) -> str:
+    buttons = [b for row in rows for b in row]
+    if not buttons:
+        return text
+    lines = [f"{i}. {b.text}: {b.url}" if b.url else f"{i}. {b.text}" for i, b in
+             enumerate(buttons, 1)]  # fmt: skip
+    return (text.rstrip() + "\n" if text.strip() else "") + "\n".join(lines)
+
+
+def _upload(where: dict[str, Any], source: str) -> FileUpload:
+    name = _name(source)
+    group = where["message_type"] == "group"
+    key = "group_id" if group else "user_id"
+    fallback = f"[file] {name}: {source}" if source.startswith(("http://", "https://")) else (
+        f"[file] {name} (could not be sent)"
+    )  # fmt: skip
+    return FileUpload(
+        "upload_group_file" if group else "upload_private_file",
+        {key: where[key], "file": segment_file(source), "name": name},
+        fallback,
+    )
+
+
+def _name(source: str) -> str:
+    if source.startswith("data:"):
+        return "file"
+    path = urlsplit(source).path if "://" in source else source
+    return unquote(path.rstrip("/").rsplit("/", 1)[-1]) or "file"
