@@ -10,27 +10,22 @@ rate limits are discord.py's own. What it gives up on is handled here:
 
 * :class:`discord.LoginFailure` (Discord answered 401 to the token) → state
   ``failed``, not retried: a new token is needed;
-* :class:`discord.PrivilegedIntentsRequired` (close code 4014) → ``failed``
-  with the Developer Portal hint (enable MESSAGE CONTENT INTENT);
+* :class:`discord.PrivilegedIntentsRequired` (close code 4014) → once more
+  without the members intent, then ``failed`` with the Developer Portal hint
+  (enable MESSAGE CONTENT INTENT);
 * anything else → logged, state ``reconnecting``, a fresh client is tried
   again after a capped exponential backoff with jitter.
 
-**What a message becomes.** Messages from bots (``author.bot``, this bot
-included) are ignored, so two bots cannot answer each other forever. ``CHAT``
-is the channel id (a DM has its own channel id too), ``USER`` the author's
-id, ``USER_NAME`` their display name; ``private`` is true for DMs. The bot's
-mention (``<@id>``, ``<@!id>`` or its managed role ``<@&role>``) is removed from
-the text and sets ``mentions_bot``; a reply to one of the bot's messages sets
-it too. Each message is queued for its channel and runs as its own task;
-channels are served fairly (:mod:`tmy.adapters.fairness`): at most
-:data:`MAX_RUNS` runs at once, at most :data:`MAX_RUNS_PER_CHAT` from one
-channel, round-robin over the channels with messages waiting, and at most
-``max_pending_per_chat`` messages wait per channel (:data:`MAX_WAITING` in
-all); past that the channel's oldest is dropped (``discord.chat_dropped``,
-the ``tmy_chat_dropped`` metric).
+**Intents.** The privileged MESSAGE CONTENT intent is required; the
+privileged SERVER MEMBERS intent is asked for too (member join/leave events). When
+Discord refuses the privileged intents (close code 4014) the adapter connects
+again at once without the members intent (``discord.members_intent_refused``,
+no member events then) and fails only when that is refused too.
 
-How replies go out is :mod:`tmy.adapters.discord_adapter.sending`; the text
-helpers are :mod:`tmy.adapters.discord_adapter.text`.
+What a message or event becomes, and how its run is answered, is
+:mod:`tmy.adapters.discord_adapter.receiving`; how replies go out,
+:mod:`tmy.adapters.discord_adapter.sending` and ``parts`` (images, files,
+buttons); the text helpers, :mod:`tmy.adapters.discord_adapter.text`.
 """
 
 from __future__ import annotations
@@ -45,13 +40,17 @@ import discord
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Outgoing, send_failed, send_piece
-from tmy.adapters.discord_adapter.text import split_message, strip_mention
+from tmy.adapters.discord_adapter.api import DiscordApi
+from tmy.adapters.discord_adapter.events import Incoming
+from tmy.adapters.discord_adapter.parts import Loader, Parts, data_url, prepare
+from tmy.adapters.discord_adapter.receiving import Receiving
+from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Queued, send_failed, send_piece
+from tmy.adapters.discord_adapter.text import split_message
 from tmy.adapters.fairness import ChatQueues
 from tmy.config.adapters import DiscordConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
-from tmy.message import Message, Target
+from tmy.message import Outgoing, Target
 
 log = get_logger("tmy.adapter.discord")
 
@@ -63,7 +62,7 @@ MAX_SENDS = 32  # sends in flight at once (all channels)
 _ID_RE = re.compile(r"\d{1,20}")
 
 
-class DiscordAdapter:
+class DiscordAdapter(Receiving):
     """Discord through discord.py's gateway client; see the module docstring."""
 
     name = "discord"
@@ -80,24 +79,30 @@ class DiscordAdapter:
         *,
         token: str = "",
         shutdown_grace: float = 30.0,
+        load: Loader | None = None,
     ) -> None:
         self.config = config or DiscordConfig()
         self.token = token
         self.shutdown_grace = shutdown_grace  # how long stop() lets replies in flight go out
         redact.add(token)
         self.client: discord.Client | None = None
+        self.api = DiscordApi(None)  # Message.api of every message (its client set by bind)
+        # how a reply's data: URL, file path or file URL becomes bytes (from_settings gives
+        # tmy.media's loader; without one, only data: URLs load)
+        self.load: Loader = load or _data_urls_only
+        self.members_intent = True  # dropped when Discord refuses it (4014)
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._runner: asyncio.Task[None] | None = None
         cap = self.config.max_pending_per_chat
         # keyed by channel id: messages waiting to run, replies waiting for their channel's turn
-        self._inbound: ChatQueues[tuple[Message, discord.Message]] = ChatQueues(
+        self._inbound: ChatQueues[Incoming] = ChatQueues(
             self.name, "message", self._answer, per_chat=cap, total=MAX_WAITING,
             in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
         )  # fmt: skip
-        self._outbound: ChatQueues[Outgoing] = ChatQueues(
+        self._outbound: ChatQueues[Queued] = ChatQueues(
             self.name, "reply", self._send_step, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, on_drop=Outgoing.dropped, on_fail=Outgoing.failed,
+            in_flight=MAX_SENDS, on_drop=Queued.dropped, on_fail=Queued.failed,
         )  # fmt: skip
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
@@ -115,14 +120,16 @@ class DiscordAdapter:
         ``start`` calls it; tests call it to drive the client without a gateway.
         """
         self._handle = handle
-        self.client = self._new_client()
+        self.client = self.api.client = self._new_client()
         return self.client
 
     def _new_client(self) -> discord.Client:
         intents = discord.Intents.default()
         intents.message_content = True
+        intents.members = self.members_intent  # member join/leave (privileged)
         options: dict[str, Any] = {
             "intents": intents,
+            "chunk_guilds_at_startup": False,  # members come with their messages and events
             "allowed_mentions": NO_MENTIONS,
             "guild_ready_timeout": self.guild_ready_timeout,
         }
@@ -138,7 +145,11 @@ class DiscordAdapter:
         client.on_ready = self._on_ready  # type: ignore[attr-defined]
         client.on_resumed = self._on_resumed  # type: ignore[attr-defined]
         client.on_disconnect = self._on_disconnect  # type: ignore[attr-defined]
-        client.on_message = self.on_message  # type: ignore[attr-defined]
+        for event in (
+            "on_message", "on_member_join", "on_raw_member_remove", "on_raw_reaction_add",
+            "on_raw_reaction_remove", "on_raw_message_delete", "on_interaction",
+        ):  # fmt: skip
+            setattr(client, event, getattr(self, event))
         return client
 
     async def start(self, handle: Handler) -> None:
@@ -208,7 +219,7 @@ class DiscordAdapter:
         first = True
         while not self._stopping:
             if not first:
-                self.client = self._new_client()
+                self.client = self.api.client = self._new_client()
             first = False
             client = self.client
             assert client is not None
@@ -224,10 +235,18 @@ class DiscordAdapter:
                 )
                 return
             except discord.PrivilegedIntentsRequired:
+                if self.members_intent:  # try once more without it: no member events then
+                    self.members_intent = False
+                    log.warning(
+                        "discord.members_intent_refused",
+                        hint="enable SERVER MEMBERS INTENT under Bot → Privileged Gateway "
+                        "Intents for member_join/member_leave events",
+                    )
+                    continue
                 self._fail(
                     "Discord refused the privileged message content intent (close code 4014): "
-                    "enable MESSAGE CONTENT INTENT under Bot → Privileged Gateway Intents in the "
-                    "Developer Portal"
+                    "enable MESSAGE CONTENT INTENT (and SERVER MEMBERS INTENT for member events) "
+                    "under Bot → Privileged Gateway Intents in the Developer Portal"
                 )
                 return
             except Exception as exc:  # never let the reconnect loop die
@@ -272,80 +291,18 @@ class DiscordAdapter:
         if not self._stopping and self._health.state != "failed":
             self._health.set("reconnecting", "the gateway connection was lost; discord.py resumes")
 
-    # -- receiving ---------------------------------------------------------------------------
-
-    async def on_message(self, message: discord.Message) -> None:
-        """discord.py's ``on_message``: run the rules on it in a task of its own."""
-        if self._stopping or self._handle is None:
-            return
-        self._health.event()
-        try:
-            converted = self.to_message(message)
-        except Exception as exc:
-            log.exception("discord.message_failed", message_id=str(message.id), error=repr(exc))
-            return
-        if converted is None:
-            return
-        self._inbound.put(converted.chat, (converted, message))
-
-    def to_message(self, message: discord.Message) -> Message | None:
-        """The tmy Message for a Discord message, or None when it is not for the rules."""
-        client = self.client
-        me = client.user if client is not None else None
-        if me is None or message.author.bot or message.author.id == me.id:
-            return None
-        text, mentioned = strip_mention(message.content, me.id, _self_role_id(message))
-        if any(user.id == me.id for user in message.mentions):
-            mentioned = True
-        reference = message.reference
-        reply_to = None
-        if reference is not None and reference.message_id is not None:
-            reply_to = str(reference.message_id)
-            quoted = reference.resolved
-            if isinstance(quoted, discord.Message) and quoted.author.id == me.id:
-                mentioned = True
-        if not text:
-            return None  # an attachment or sticker without text, or a bare mention
-        return Message(
-            text,
-            user=str(message.author.id),
-            chat=str(message.channel.id),
-            platform=self.name,
-            user_name=message.author.display_name,
-            private=isinstance(message.channel, discord.DMChannel),
-            raw=message,
-            mentions_bot=mentioned,
-            reply_to=reply_to,
-            self_id=str(me.id),
-            message_id=str(message.id),
-        )
-
-    async def _answer(self, chat: Hashable, incoming: tuple[Message, discord.Message]) -> None:
-        """Run the rules on one message and queue the reply (a ChatQueues work); never raises."""
-        converted, original = incoming
-        assert self._handle is not None
-        try:
-            reply = await self._handle(converted)
-            if not reply.text.strip():
-                return None
-            self._queue(original.channel, reply.text, reference=original)
-        except Exception as exc:
-            log.exception(
-                "discord.message_failed", message_id=converted.message_id, error=repr(exc)
-            )
-        return None
-
     # -- sending -----------------------------------------------------------------------------
 
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to the channel id ``target.chat`` (or DM the user id ``target.user``)."""
+    async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
+        """Post ``text`` (and ``outgoing``'s images, files, buttons …) to the channel id
+        ``target.chat``, or DM the user id ``target.user``."""
         chat = target.chat.strip()
         user = target.user.strip()
         if not _ID_RE.fullmatch(chat or user):
             raise AdapterError(
                 f"discord: the target chat must be a channel id (a number; got {chat or user!r})"
             )
-        if not text.strip():
+        if not text.strip() and not outgoing:
             raise AdapterError("discord: refusing to send an empty message")
         client = self.client
         if client is None or client.user is None or self._stopping:
@@ -361,8 +318,9 @@ class DiscordAdapter:
             raise send_failed(where, exc) from None
         if not hasattr(channel, "send"):
             raise AdapterError(f"discord: channel {chat} cannot take messages")
+        parts = await prepare(outgoing, self.load) if outgoing else None
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue(channel, text, where=where, done=done)
+        self._queue(channel, text, where=where, done=done, parts=parts)
         await done
 
     def _queue(
@@ -373,28 +331,34 @@ class DiscordAdapter:
         reference: discord.Message | None = None,
         where: str | None = None,
         done: asyncio.Future[None] | None = None,
+        parts: Parts | None = None,
     ) -> None:
-        """Queue ``text`` for ``channel`` in pieces; the first one replies to ``reference``."""
-        out = Outgoing(channel, split_message(text), reference, where or str(channel.id), done)
+        """Queue ``text`` for ``channel`` in pieces; the first one replies to ``reference``
+        and carries the mentions, the last one the files, embeds and buttons of ``parts``."""
+        if parts is not None:
+            text = parts.prefix() + text + parts.suffix()
+        pieces = split_message(text)
+        if not pieces and parts is not None and not parts.empty:
+            pieces = [""]  # attachments, embeds or buttons alone
+        out = Queued(channel, pieces, reference, where or str(channel.id), done, parts)
         if not out.pieces:
             out.finish(None)
             return
         self._outbound.put(str(channel.id), out)
 
-    async def _send_step(self, key: Hashable, out: Outgoing) -> float | None:
+    async def _send_step(self, key: Hashable, out: Queued) -> float | None:
         """Send ``out``'s next piece (a ChatQueues work; see ``sending``)."""
         return await send_piece(out)
+
+
+async def _data_urls_only(source: str) -> tuple[bytes, str]:
+    """The loader without tmy.media: ``data:`` URLs only."""
+    if source.startswith("data:"):
+        return data_url(source)
+    raise AdapterError(f"discord: cannot load {source[:80]!r} (only data: URLs without tmy.media)")
 
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, discord.HTTPException):
         return f"HTTP {exc.status}, code {exc.code}: {exc.text or exc}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _self_role_id(message: discord.Message) -> int | None:
-    """The id of the bot's own managed role in the message's guild (Discord's autocomplete
-    sometimes inserts it instead of the user mention)."""
-    guild = message.guild
-    role = guild.self_role if guild is not None else None
-    return role.id if role is not None else None

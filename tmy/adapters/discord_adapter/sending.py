@@ -23,6 +23,7 @@ from typing import Any
 import discord
 
 from tmy import redact
+from tmy.adapters.discord_adapter.parts import Parts
 from tmy.adapters.fairness import PendingSend
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -33,10 +34,11 @@ log = get_logger("tmy.adapter.discord")
 NO_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=False)
 
 
-class Outgoing(PendingSend):
-    """One reply (or ``send``) waiting in its channel's queue."""
+class Queued(PendingSend):
+    """One reply (or ``send``) waiting in its channel's queue: text pieces, and the parts
+    (:class:`~tmy.adapters.discord_adapter.parts.Parts`) the first and last piece carry."""
 
-    __slots__ = ("channel", "index", "pieces", "reference", "where")
+    __slots__ = ("channel", "index", "parts", "pieces", "reference", "where")
     platform = "discord"
     place = "channel"
 
@@ -47,12 +49,20 @@ class Outgoing(PendingSend):
         reference: discord.Message | None,
         where: str,
         done: asyncio.Future[None] | None,
+        parts: Parts | None = None,
     ) -> None:
         self.channel = channel
         self.pieces = pieces
         self.index = 0  # the next piece to send
-        self.reference = reference  # the first piece replies to it
         self.where = where  # for errors: the channel id, or "user <id>"
+        self.parts = parts
+        self.reference: discord.MessageReference | None = None  # the first piece replies to it
+        if parts is not None and parts.reply_to is not None:
+            self.reference = discord.MessageReference(
+                message_id=parts.reply_to, channel_id=channel.id, fail_if_not_exists=False
+            )
+        elif reference is not None:
+            self.reference = reference.to_reference(fail_if_not_exists=False)
         super().__init__(done)  # send() waits on it; None for replies
 
 
@@ -64,25 +74,40 @@ def send_failed(where: str, exc: discord.HTTPException) -> AdapterError:
     )
 
 
-async def send_piece(out: Outgoing) -> float | None:
+def _fields(out: Queued) -> dict[str, Any]:
+    """``channel.send`` keywords for ``out``'s next piece."""
+    fields: dict[str, Any] = {"allowed_mentions": NO_MENTIONS}
+    parts = out.parts
+    if out.index == 0:
+        if out.reference is not None:
+            fields["reference"] = out.reference
+            fields["mention_author"] = False
+        if parts is not None and parts.mentions:
+            users = [discord.Object(id=user) for user in parts.mentions]
+            fields["allowed_mentions"] = discord.AllowedMentions(
+                everyone=False, roles=False, users=users, replied_user=False
+            )
+    if parts is not None and out.index == len(out.pieces) - 1:
+        fields.update(parts.attached())  # files, embeds, buttons under the last piece
+    return fields
+
+
+async def send_piece(out: Queued) -> float | None:
     """Send ``out``'s next piece (the adapter's ChatQueues work): 0 = more to go, None = done."""
     piece = out.pieces[out.index]
+    fields = _fields(out)
     try:
-        if out.index == 0 and out.reference is not None:
-            await out.channel.send(
-                piece,
-                reference=out.reference.to_reference(fail_if_not_exists=False),
-                mention_author=False,
-                allowed_mentions=NO_MENTIONS,
-            )
-        else:
-            await out.channel.send(piece, allowed_mentions=NO_MENTIONS)
+        await out.channel.send(piece or None, **fields)
     except discord.HTTPException as exc:
         out.finish(send_failed(out.where, exc))
         return None
     except asyncio.CancelledError:
         out.finish(AdapterError(f"discord: stopped before the message to {out.where} went out"))
         raise
+    finally:
+        view = fields.get("view")
+        if view is not None:
+            view.stop()  # presses arrive as on_interaction; discord.py need not keep the view
     out.index += 1
     if out.index < len(out.pieces):
         return 0.0
