@@ -5,7 +5,11 @@ events (``group``/``private`` messages in array or CQ-string format, meta
 events) and answers every action like NapCat does,
 ``{"status": "ok", "retcode": 0, "data": {"message_id": …}, "echo": …}`` —
 or with a failure retcode when told to. Each action is recorded with the
-monotonic time it arrived.
+monotonic time it arrived. ``answers`` sets the ``data`` of an action's answer
+by action name (a value, or a function of the action's params), as NapCat's
+``get_msg``/``get_image`` would answer. Notices and requests
+(:meth:`FakeImpl.notice`, :meth:`FakeImpl.request` and the named helpers) are
+shaped as NapCat posts them.
 
 :func:`connect_reverse` plays an implementation configured for reverse
 WebSocket (it connects to tmy); :class:`FakeServer` plays one configured for
@@ -18,6 +22,8 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -35,6 +41,8 @@ class FakeImpl:
         self.self_id = self_id
         self.actions: list[tuple[float, dict[str, Any]]] = []  # (arrival, frame)
         self.fail_with: list[int] = []  # retcodes for the next actions, in order
+        self.answers: dict[str, Any] = {}  # action -> data (or a function of params)
+        self.refuse: set[str] = set()  # actions answered with retcode 1404 (unsupported)
         self.closed = asyncio.Event()
         self._taken = 0  # actions already handed out by next_action
         self._arrived = asyncio.Condition()
@@ -57,9 +65,14 @@ class FakeImpl:
             self.closed.set()
 
     async def _answer(self, frame: dict[str, Any]) -> None:
-        if self.fail_with:
-            retcode = self.fail_with.pop(0)
+        action = frame.get("action")
+        if self.fail_with or action in self.refuse:
+            retcode = self.fail_with.pop(0) if self.fail_with else 1404
             answer = {"status": "failed", "retcode": retcode, "data": None, "message": "bad"}
+        elif action in self.answers:
+            data = self.answers[action]
+            data = data(frame.get("params") or {}) if callable(data) else data
+            answer = {"status": "ok", "retcode": 0, "data": data}
         else:
             data = {"message_id": next(self._message_ids)}
             answer = {"status": "ok", "retcode": 0, "data": data}
@@ -102,11 +115,13 @@ class FakeImpl:
         card: str = "Ann",
         nickname: str = "ann_nick",
         anonymous: dict[str, Any] | None = None,
+        role: str = "member",
     ) -> None:
         """A group message from ``user`` (a CQ string or a segment array).
 
         ``anonymous`` (``{"id", "name", "flag"}``) makes it an anonymous message,
-        as QQ reports one: ``user_id`` 80000000 and ``sub_type`` anonymous.
+        as QQ reports one: ``user_id`` 80000000 and ``sub_type`` anonymous;
+        ``role`` is the sender's group role (owner, admin, member).
         """
         if anonymous is not None:
             user = ANONYMOUS_USER
@@ -124,7 +139,7 @@ class FakeImpl:
                 "message": message,
                 "raw_message": message if isinstance(message, str) else "",
                 "font": 0,
-                "sender": {"user_id": user, "nickname": nickname, "card": card, "role": "member"},
+                "sender": {"user_id": user, "nickname": nickname, "card": card, "role": role},
             }
         )
 
@@ -152,6 +167,37 @@ class FakeImpl:
             }
         )
 
+    async def notice(self, notice_type: str, **fields: Any) -> None:
+        """A ``notice`` event (``group_increase``, ``notify`` …) with its fields."""
+        await self.send(
+            {"time": int(time.time()), "self_id": self.self_id, "post_type": "notice",
+             "notice_type": notice_type, **fields}
+        )  # fmt: skip
+
+    async def request(self, request_type: str, **fields: Any) -> None:
+        """A ``request`` event (``friend``, ``group``) with its fields."""
+        await self.send(
+            {"time": int(time.time()), "self_id": self.self_id, "post_type": "request",
+             "request_type": request_type, **fields}
+        )  # fmt: skip
+
+    async def member_join(self, user: int, *, group: int = 30003, operator: int = 0) -> None:
+        sub_type = "invite" if operator else "approve"
+        await self.notice("group_increase", sub_type=sub_type, group_id=group, user_id=user,
+                          operator_id=operator)  # fmt: skip
+
+    async def friend_request(self, user: int, comment: str, flag: str) -> None:
+        await self.request("friend", user_id=user, comment=comment, flag=flag)
+
+    async def poke(self, user: int, target: int, *, group: int | None = None) -> None:
+        """A poke as NapCat posts it: in a group (group_id) or a friend's (sender_id)."""
+        fields: dict[str, Any] = {"sub_type": "poke", "user_id": user, "target_id": target}
+        if group is None:
+            fields["sender_id"] = user
+        else:
+            fields["group_id"] = group
+        await self.notice("notify", **fields)
+
     async def close(self) -> None:
         await self.ws.close()
         await self._reader
@@ -163,6 +209,12 @@ def text(value: str) -> dict[str, Any]:
 
 def at(qq: int | str) -> dict[str, Any]:
     return {"type": "at", "data": {"qq": str(qq)}}
+
+
+def image(url: str, file: str = "ABCDEF0123.jpg", size: int = 2048) -> dict[str, Any]:
+    """An image segment as NapCat posts one (a QQ multimedia URL with an expiring rkey)."""
+    return {"type": "image", "data": {"summary": "", "file": file, "sub_type": 0, "url": url,
+                                      "file_size": str(size)}}  # fmt: skip
 
 
 def meta(self_id: int, kind: str, **fields: Any) -> dict[str, Any]:
@@ -286,3 +338,33 @@ class FailingServer:
         await ws.send_str(json.dumps(self.frame))
         await ws.close(code=aiohttp.WSCloseCode.POLICY_VIOLATION, message=b"bye")
         return ws
+
+
+@asynccontextmanager
+async def loopback(
+    handle: Any, store: Any = None, self_id: int = SELF_ID, **config: Any
+) -> AsyncIterator[tuple[Any, FakeImpl]]:
+    """A OneBot adapter (``config``) on a real HTTP listener answering with ``handle``, and a
+    fake NapCat connected to it: ``(adapter, impl)``."""
+    from tmy.adapters.http import HttpAdapter
+    from tmy.adapters.onebot import OneBotAdapter, OneBotConfig
+
+    config.setdefault("send_interval", 0)
+    adapter = OneBotAdapter(OneBotConfig(**config), store=store, shutdown_grace=5)
+    http = HttpAdapter("127.0.0.1:0")
+    http.mount(adapter.routes())
+    await adapter.start(handle)
+    await http.start(handle)
+    session = aiohttp.ClientSession()
+    try:
+        url = f"ws://127.0.0.1:{http.port}{adapter.config.path}"
+        impl = await connect_reverse(session, url, self_id)
+        deadline = time.monotonic() + 5
+        while str(self_id) not in adapter.health()["self_ids"]:
+            assert time.monotonic() < deadline, "the fake never connected"
+            await asyncio.sleep(0.01)
+        yield adapter, impl
+    finally:
+        await adapter.stop()
+        await http.stop()
+        await session.close()
