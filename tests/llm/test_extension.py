@@ -18,7 +18,7 @@ from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
 from tmy.executors.registry import ExecutorSpec
 from tmy.extension import Extension
-from tmy.llm import executor, tools
+from tmy.llm import executor, judged, tools
 from tmy.llm.runtime import STATE_KEY, Runtime, runtime_of
 from tmy.message import Message
 
@@ -48,8 +48,8 @@ def test_the_extension_names_what_it_adds() -> None:
     ext = tmy.llm.EXTENSION
     assert isinstance(ext, Extension) and ext.name == STATE_KEY == "llm"
     assert list(ext.step_keys) == ["when_llm", "while_llm", "max_loops"]
-    assert isinstance(ext.step_keys["when_llm"].hook, executor.WhenLLM)
-    assert isinstance(ext.step_keys["while_llm"].hook, executor.WhileLLM)
+    assert isinstance(ext.step_keys["when_llm"].hook, judged.WhenLLM)
+    assert isinstance(ext.step_keys["while_llm"].hook, judged.WhileLLM)
     assert ext.step_keys["max_loops"].hook is None
     assert ext.rule_keys["tool"].validate is tools.validate_tool
     assert ext.rule_keys["tool"].locals is tools.tool_locals

@@ -131,7 +131,12 @@ class FakeProvider:
     def echo(self, body: dict[str, Any]) -> Action:
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         last = users[-1]["content"] if users else ""
-        return Reply(f"echo: {last.split(chr(10))[-1]}", delay=self.delay)
+        pictures = ""
+        if isinstance(last, list):  # content parts: the text ones, and how many pictures
+            count = sum(1 for p in last if p.get("type") == "image_url")
+            pictures = f" [{count} images]" if count else ""
+            last = "\n".join(p.get("text", "") for p in last if p.get("type") == "text")
+        return Reply(f"echo: {last.split(chr(10))[-1]}{pictures}", delay=self.delay)
 
     async def __aenter__(self) -> FakeProvider:
         app = web.Application()

@@ -36,6 +36,11 @@ RESPONSE_FORMATS = ("json_object", "json_schema", "none")
 # streams forever must not fill the daemon's memory. Streams repeat ~150 bytes of JSON per
 # token, so 8 MiB still holds answers of tens of thousands of tokens.
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# pictures an LLM step sends (images:, vision:): each downloaded one at most this many bytes
+# (providers refuse bigger ones: OpenAI's limit is 20 MB, most others' less), and at most
+# this many per request
+DEFAULT_MAX_IMAGE_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_IMAGES = 8
 
 DEFAULT_SCENE_PROMPTS = {
     "general": "You are a helpful assistant in a chat. Answer in the language of the question.",
@@ -66,6 +71,7 @@ class ModelConfig:
     stream: bool = False
     response_format: str = "json_object"
     headers: tuple[tuple[str, str], ...] = ()
+    vision: bool = True  # false: the model takes no pictures (check refuses images:/vision:)
 
     @property
     def is_mock(self) -> bool:
@@ -99,6 +105,8 @@ class LLMConfig:
     history_turns: int = 20
     history_max_tokens: int = 3000
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+    max_images: int = DEFAULT_MAX_IMAGES
     memory: MemoryConfig = field(default_factory=MemoryConfig)  # llm.memory
     # the model the rule tests' mock stands in for when no llm.default is written: the first
     # model under llm.models (not the env one), see mocked()
@@ -142,6 +150,8 @@ _TOP = {
     "budget": dict,
     "history": dict,
     "max_response_bytes": int,
+    "max_image_bytes": int,
+    "max_images": int,
     "memory": dict,  # long-term memory: validated by tmy/config/memory.py (docs/memory.md)
 }
 _MODEL = {
@@ -155,6 +165,7 @@ _MODEL = {
     "stream": bool,
     "response_format": str,
     "headers": dict,
+    "vision": bool,
 }
 _BUDGET = {"per_user_daily_tokens": int, "daily_tokens": int}
 _HISTORY = {"turns": int, "max_tokens": int}
@@ -208,6 +219,7 @@ def _model(name: str, raw: Any, env: Mapping[str, str]) -> ModelConfig:
         stream=bool(data.get("stream", False)),
         response_format=fmt,
         headers=tuple((str(k), str(v)) for k, v in headers.items()),
+        vision=bool(data.get("vision", True)),
     )
 
 
@@ -261,6 +273,9 @@ def load_config(
     max_bytes = data.get("max_response_bytes")
     if max_bytes is not None and max_bytes < 1:
         raise ConfigError("'llm.max_response_bytes' must be at least 1")
+    for key in ("max_image_bytes", "max_images"):
+        if data.get(key) is not None and data[key] < 1:
+            raise ConfigError(f"'llm.{key}' must be at least 1")
     tool_turns = data.get("max_tool_turns")
     if tool_turns is not None and tool_turns < 1:
         raise ConfigError("'llm.max_tool_turns' must be at least 1")
@@ -285,6 +300,8 @@ def load_config(
         history_turns=int(history.get("turns", 20) if history.get("turns") is not None else 20),
         history_max_tokens=int(history.get("max_tokens") or 3000),
         max_response_bytes=int(pick("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),
+        max_image_bytes=int(pick("max_image_bytes", DEFAULT_MAX_IMAGE_BYTES)),
+        max_images=int(pick("max_images", DEFAULT_MAX_IMAGES)),
         memory=memory,
         mock_default=data.get("default") or next(iter(raw_models), MOCK),
     )

@@ -30,6 +30,7 @@ import email.utils
 import random
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ import orjson
 from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
 from tmy.llm.mock import respond
+from tmy.llm.streaming import Deltas, replay
 from tmy.llm.wire import (
     Completion,
     LLMError,
@@ -77,6 +79,13 @@ class Request:
     max_tokens: int | None = None
     json_schema: dict[str, Any] | None = None  # set: ask the provider for JSON
     stream: bool | None = None
+    # streamed answers: each content delta as it arrives (never a tool-call turn's);
+    # not part of the body
+    on_delta: Callable[[str], Awaitable[None]] | None = None
+
+    def wants_stream(self, model: ModelConfig) -> bool:
+        """Whether the provider is asked to stream: the step's ``stream``, else the model's."""
+        return self.stream if self.stream is not None else model.stream
 
     def body(self, model: ModelConfig) -> dict[str, Any]:
         """The JSON body for ``model``: its id, and its settings where the step set none."""
@@ -99,7 +108,7 @@ class Request:
                 }
             else:
                 body["response_format"] = {"type": "json_object"}
-        if self.stream if self.stream is not None else model.stream:
+        if self.wants_stream(model):
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
@@ -110,13 +119,14 @@ async def complete(
 ) -> Completion:
     """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic)."""
     chain = [model, *(config.models[name] for name in model.fallback)]
+    deltas = Deltas(req.on_delta) if req.on_delta is not None else None
     failures: list[str] = []
     waits: list[float] = []  # every backoff slept, across the models tried
     requests = 0
     last: LLMError | None = None
     for candidate in chain:
         try:
-            done, sent = await _with_retries(http, config, candidate, req, deadline, waits)
+            done, sent = await _with_retries(http, config, candidate, req, deadline, waits, deltas)
         except _Failed as failed:
             requests += failed.sent
             last = failed.error
@@ -147,11 +157,16 @@ async def _with_retries(
     req: Request,
     deadline: float,
     waits: list[float],
+    deltas: Deltas | None = None,
 ) -> tuple[Completion, int]:
+    stream = req.wants_stream(model)
+    deltas = deltas if stream else None
     if model.is_mock:
-        return respond(req.body(model), model.name), 1
+        done = respond(req.body(model), model.name)
+        if deltas is not None and not done.tool_calls:
+            await replay(deltas, done.content)
+        return done, 1
     body = orjson.dumps(req.body(model))
-    stream = req.stream if req.stream is not None else model.stream
     attempts = config.retries + 1
     limit = config.max_response_bytes
     for n in range(attempts):
@@ -164,10 +179,12 @@ async def _with_retries(
         started = time.perf_counter()
         try:
             if stream:
-                done = await _stream_once(http, model, body, timeout, limit)
+                done = await _stream_once(http, model, body, timeout, limit, deltas)
             else:
                 done = await _once(http, model, body, timeout, limit)
         except LLMError as exc:
+            if deltas is not None:
+                deltas.attempt_failed()
             if not exc.retryable or n == attempts - 1:
                 if exc.retryable and attempts > 1:
                     exc = LLMError(f"{exc} (gave up after {attempts} attempts)")
@@ -235,7 +252,12 @@ async def _once(
 
 
 async def _stream_once(
-    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
+    http: httpx.AsyncClient,
+    model: ModelConfig,
+    body: bytes,
+    timeout: float,
+    limit: int,
+    deltas: Deltas | None = None,
 ) -> Completion:
     import httpx  # deferred: httpx is ~50 ms of every CLI start
 
@@ -250,7 +272,7 @@ async def _stream_once(
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream
                 return parse_completion(parse_json(await _read(resp, model, limit)))
-            await _read_events(resp, model, limit, acc)
+            await _read_events(resp, model, limit, acc, deltas)
     except httpx.TimeoutException:
         what = f"the stream stalled after {acc.chunks} chunks" if acc.chunks else "timed out"
         raise LLMError(f"{model.describe()} {what} ({timeout:g} s)", retryable=True) from None
@@ -281,13 +303,21 @@ async def _read(resp: httpx.Response, model: ModelConfig, limit: int) -> bytes:
         raise LLMError(f"{model.describe()} sent a response tmy cannot read: {exc}") from None
 
 
-async def _read_events(resp: httpx.Response, model: ModelConfig, limit: int, acc: _Stream) -> None:
-    """Feed SSE lines to ``acc`` until ``[DONE]``, counting every decoded byte against ``limit``.
+async def _read_events(
+    resp: httpx.Response,
+    model: ModelConfig,
+    limit: int,
+    acc: _Stream,
+    deltas: Deltas | None = None,
+) -> None:
+    """Feed SSE lines to ``acc`` until ``[DONE]``, counting every decoded byte against ``limit``;
+    each content delta goes to ``deltas`` as it comes (none once the turn calls a tool).
 
     Split here rather than with httpx's ``aiter_lines``: that one would buffer a
     line that never ends without bound.
     """
     pending = bytearray()
+    shown = 0  # content parts handed to deltas so far
     try:
         async for chunk in bodies.decoded_chunks(resp, limit):
             pending += chunk
@@ -296,7 +326,12 @@ async def _read_events(resp: httpx.Response, model: ModelConfig, limit: int, acc
             *lines, rest = _LINE_END.split(pending)
             pending = bytearray(rest)
             for line in lines:
-                if acc.feed(line.decode("utf-8", errors="replace")):
+                done = acc.feed(line.decode("utf-8", errors="replace"))
+                if deltas is not None and len(acc.parts) > shown:
+                    new, shown = acc.parts[shown:], len(acc.parts)
+                    for piece in new if not acc.calls else ():
+                        await deltas(piece)
+                if done:
                     return
     except bodies.BodyTooLarge:
         raise _too_large(model, limit) from None

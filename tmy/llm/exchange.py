@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +154,8 @@ class Plan:
     default_temperature: float | None = None
     max_tokens: int | None = None
     stream: bool | None = None
+    # where the answer's text goes as it streams (the message's stream sink); None: nowhere
+    on_delta: Callable[[str], Awaitable[None]] | None = None
 
     def request(self) -> Request:
         """The next request: the messages so far, the tools in the chosen protocol."""
@@ -166,6 +168,7 @@ class Plan:
             max_tokens=self.max_tokens,
             json_schema=self.contract.json_schema,
             stream=self.stream,
+            on_delta=self.on_delta,
         )
 
 
@@ -173,7 +176,9 @@ async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
     """Ask until the answer meets the contract: (parsed value, answer text).
 
     A failed contract re-asks with the validation error as the retry hint in the
-    system prompt (seed 000), keeping tool results already gathered. A step
+    system prompt (seed 000), keeping tool results already gathered. Only the first
+    attempt streams to the message's sink: a repaired answer is not appended to the
+    one already shown (the adapter finishes with the run's final reply). A step
     without a declared contract still needs a usable (non-empty) answer: when
     none comes the error says the answer was unusable, not that a contract failed.
     """
@@ -187,6 +192,7 @@ async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
                 plan.messages[0] = system
             else:
                 plan.messages.insert(0, system)
+            plan.on_delta = None
         text = await tool_loop(job, plan)
         try:
             return plan.contract.parse(text), clean(text)

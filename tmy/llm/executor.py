@@ -1,24 +1,20 @@
-"""The LLM executor (the general scene) and the ``when_llm`` / ``while_llm`` step hooks.
+"""The LLM executor (the general scene); the judged scenes are :mod:`tmy.llm.judged`.
 
 The executor obeys seed 004 like any other: its input is the user message
 (``STEP_RESULT`` unless ``input``/``INPUT`` say otherwise), its result — the
 answer, parsed by the output contract — goes to ``STEP_RESULT`` and ``save:``,
-its failures to ``STEP_ERROR``.
-
-The hooks add seed 000's judged scenes to *any* step: ``when_llm:`` asks the
-model whether a condition holds before the step runs (branch scene, 1 or 0,
-temperature 0.1) and skips it on 0; ``while_llm:`` asks after each run whether
-to run it again (loop scene), at most ``max_loops`` times. The content judged
-is the current ``STEP_RESULT``.
+its failures to ``STEP_ERROR``. Besides the question it may send pictures
+(``images:``, ``vision:``; :mod:`tmy.llm.images`), the message replied to
+(``quote:``), and stream its answer to the message's sink (``stream:``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -26,24 +22,18 @@ from tmy.config.llm import LLMConfig, known_models
 from tmy.config.memory import RecallSpec, recall_spec
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
-from tmy.llm import fold, history, jinja, prompt
+from tmy.llm import fold, history, images, jinja, prompt
 from tmy.llm import tools as toolkit
-from tmy.llm.contracts import JUDGE, contract_from
+from tmy.llm.contracts import contract_from
 from tmy.llm.exchange import Job, Plan, capturing, converse
 from tmy.llm.runtime import Recall, runtime_of
-from tmy.types import StepContext, StepHook
-from tmy.values.compiled import Value, compile_value, to_text
-
-if TYPE_CHECKING:
-    from tmy.engine.run import Run
-    from tmy.message import StepRecord
-    from tmy.rulebook.model import Step
+from tmy.types import StepContext
+from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.llm")
 
-JUDGE_TEMPERATURE = 0.1
 GENERAL_TEMPERATURE = 0.7
-DEFAULT_MAX_LOOPS = 10
+STREAM_MODES = (True, False, "chunks")
 
 OPTIONS = {
     "system": Option(
@@ -67,7 +57,17 @@ OPTIONS = {
     "tool_protocol": Option(str, default="native", doc="native | text"),
     "max_tool_turns": Option(int, doc="tool rounds before giving up (default llm.max_tool_turns)"),
     "permissions": Option((list, str), doc='glob allow/deny of tool calls: ["w*", "!delete_*"]'),
-    "stream": Option(bool, doc="stream the answer (SSE); default: the model's setting"),
+    "stream": Option(
+        (bool, str),
+        doc="true | chunks: stream the answer (SSE) and show it as it grows where the "
+        "platform can (chunks: also sentence by sentence); default: the model's setting",
+    ),
+    "images": Option(
+        (str, list, dict),
+        doc="pictures to send: URLs, data: URLs or attachment maps (IMAGES), one or a list",
+    ),
+    "vision": Option(bool, doc="send the message's pictures (its IMAGES) along"),
+    "quote": Option(bool, doc="put the message this one replies to (REPLY_TO) in the prompt"),
     "deadline": Option((int, float), doc="seconds for the whole step (default llm.deadline)"),
     # long-term memory (docs/memory.md): recalled into the dynamic tail by the Recall provider
     # the memory extension plugs into the runtime (tmy.llm.runtime)
@@ -106,6 +106,11 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
         prompt.few_shot(cfg.get("messages"))
         if cfg.get("memory") is not None:  # long-term memory (its schema: tmy.config.memory)
             recall_spec(cfg["memory"])
+        stream = cfg.get("stream")
+        if stream is not None and stream not in STREAM_MODES:
+            raise ValueError(f"stream {stream!r} must be true, false or chunks")
+        if images.wanted(cfg):
+            _check_vision(config, cfg.get("model"))
         template = cfg.get("template")
         if rules is not None and isinstance(template, str) and template:
             jinja.check_at_load(template, rules)
@@ -113,14 +118,26 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
     return check
 
 
-def _deadline(ctx: StepContext, cfg: dict[str, Any], config: LLMConfig) -> float:
+def _check_vision(config: LLMConfig, name: Any) -> None:
+    """A step sending pictures to a model whose config says it takes none: a load error."""
+    if isinstance(name, str) and "{" in name:
+        return  # computed: checked when the step runs
+    model = config.models.get(name) if name else config.default_model
+    if model is not None and not model.vision:
+        raise ValueError(
+            f"the step sends pictures (images:/vision:) to model {model.name!r}, whose "
+            f"config says it takes none (llm.models.{model.name}.vision: false)"
+        )
+
+
+def deadline(ctx: StepContext, cfg: dict[str, Any], config: LLMConfig) -> float:
     """Seconds for this step: its ``deadline``, else llm.deadline, within the step timeout."""
     step_timeout = ctx.step_timeout or ctx.services.settings.step_timeout
     wanted = cfg.get("deadline") or config.deadline or step_timeout
     return max(0.01, min(float(wanted), float(step_timeout) * 0.98))
 
 
-def _model(config: LLMConfig, name: Any) -> Any:
+def model_of(config: LLMConfig, name: Any) -> Any:
     try:
         return config.model(name or None)
     except ConfigError as exc:
@@ -131,8 +148,8 @@ async def llm_step(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     """Ask the model ``value`` (the question) and return the answer (parsed by the contract)."""
     rt = runtime_of(ctx.services)
     config = rt.config
-    seconds = _deadline(ctx, cfg, config)
-    job = Job(rt, ctx, _model(config, cfg.get("model")), time.monotonic() + seconds, "general")
+    seconds = deadline(ctx, cfg, config)
+    job = Job(rt, ctx, model_of(config, cfg.get("model")), time.monotonic() + seconds, "general")
     ctx.record.extra["llm"] = job.stats
     if not capturing() and not toolkit.nested():
         await _remember(ctx)
@@ -177,18 +194,11 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     recalled = ""  # -- long-term memory: a block in the tail, never the prefix
     if memory is not None:
         recalled = await memory[0].before_request(job, memory[1], to_text(value))
-    tail = f"{recalled}\n\n{question}" if recalled else question
-    if cfg.get("context", True):
-        m = ctx.message
-        who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
-        tail = prompt.tail(
-            question,
-            now=str((await ctx.scope(("NOW",))).get("NOW", "")),
-            who=who,
-            where=f"chat {m.chat} on {m.platform}",
-            memory=recalled,
-        )
+    tail = await _tail(ctx, cfg, question, recalled)
     messages = prompt.layout(system_for(None), shots, pairs, tail)
+    parts = await _pictures(job, cfg)
+    if parts:  # the question with its pictures: OpenAI's content parts
+        messages[-1]["content"] = [{"type": "text", "text": tail}, *parts]
     job.prefix_len = len(messages) - 1 - 2 * len(pairs)
     job.history_len = 2 * len(pairs)
     plan = Plan(
@@ -203,7 +213,8 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         temperature=cfg.get("temperature"),
         default_temperature=GENERAL_TEMPERATURE,
         max_tokens=cfg.get("max_tokens"),
-        stream=cfg.get("stream"),
+        stream=bool(cfg["stream"]) if cfg.get("stream") is not None else None,
+        on_delta=_on_delta(ctx, cfg.get("stream")),
     )
     result, text = await converse(job, plan)
     if turns:  # the tail as it was sent: the next request extends this one exactly
@@ -211,6 +222,52 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     if memory is not None:  # long-term memory: this turn counts towards the dialogue summary
         await memory[0].after_answer(job, memory[1], question, text)
     return result
+
+
+async def _tail(ctx: StepContext, cfg: dict[str, Any], question: str, recalled: str) -> str:
+    """The dynamic tail: the quoted message (``quote:``), memory, time and sender, question."""
+    if cfg.get("quote"):
+        reply_to = (await ctx.scope(("REPLY_TO",))).get("REPLY_TO")
+        question = prompt.with_quote(reply_to, question)
+    if not cfg.get("context", True):
+        return f"{recalled}\n\n{question}" if recalled else question
+    m = ctx.message
+    who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
+    return prompt.tail(
+        question,
+        now=str((await ctx.scope(("NOW",))).get("NOW", "")),
+        who=who,
+        where=f"chat {m.chat} on {m.platform}",
+        memory=recalled,
+    )
+
+
+async def _pictures(job: Job, cfg: dict[str, Any]) -> list[Any]:
+    """The step's ``image_url`` parts; a computed model without vision is refused here."""
+    if not images.wanted(cfg):
+        return []
+    if not job.model.vision:
+        raise ExecutorError(
+            f"model {job.model.name!r} takes no pictures "
+            f"(llm.models.{job.model.name}.vision: false), and the step sends some"
+        )
+    parts = await images.image_parts(job.ctx, cfg, job.rt.config)
+    job.stats["images"] = len(parts)
+    return parts
+
+
+def _on_delta(ctx: StepContext, mode: Any) -> Callable[[str], Awaitable[None]] | None:
+    """Where the answer's pieces go as they come: the message's stream sink, when the
+    step streams (``stream: true`` or ``chunks``) and the adapter gave one."""
+    sink = ctx.message.stream
+    if not mode or sink is None:
+        return None
+    chunks = mode == "chunks"
+
+    async def delta(piece: str) -> None:
+        await sink.delta(piece, chunks=chunks)
+
+    return delta
 
 
 async def _remember(ctx: StepContext) -> None:
@@ -256,113 +313,3 @@ async def _render(ctx: StepContext, name: str, value: Any) -> str:
     scope = {n: variables[n] for n in names if n in variables}
     scope["input"] = value
     return jinja.render_template(path, scope, used_by)
-
-
-# -- judged scenes (branch, loop) ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """A compiled ``when_llm`` / ``while_llm`` value."""
-
-    condition: Value
-    model: str | None = None
-    retries: int = 2
-
-
-def validate_judgement(raw: Any) -> Judgement:
-    """``when_llm: "<condition>"`` or ``{condition, model, retries}`` (checked at load time)."""
-    if isinstance(raw, str):
-        raw = {"condition": raw}
-    if not isinstance(raw, dict):
-        raise ValueError('expected a condition in words, or {condition: "…", model: …, retries: …}')
-    unknown = set(raw) - {"condition", "model", "retries"}
-    if unknown:
-        raise ValueError(f"unknown key {sorted(unknown)[0]!r}; allowed: condition, model, retries")
-    condition = raw.get("condition")
-    if not isinstance(condition, str) or not condition.strip():
-        raise ValueError("the condition must be a non-empty text")
-    retries = raw.get("retries", 2)
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ValueError("retries must be a whole number >= 0")
-    model = raw.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ValueError("model must be a model name")
-    return Judgement(compile_value(condition.strip()), model, retries)
-
-
-def validate_max_loops(raw: Any) -> int:
-    """``max_loops:`` (checked at load time): how often ``while_llm`` may run its step."""
-    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
-        raise ValueError("max_loops must be a whole number >= 1")
-    return raw
-
-
-async def judge(
-    run: Run, step: Step, record: StepRecord, scene: str, spec: Judgement, extra: str = ""
-) -> bool:
-    """Ask the model whether ``spec.condition`` holds for the current STEP_RESULT."""
-    uri = step.uri
-    ctx = run.context(step, uri, record)
-    rt = runtime_of(ctx.services)
-    config = rt.config
-    scope = await ctx.scope(spec.condition.names)
-    condition = to_text(spec.condition.evaluate(scope))
-    content = to_text(scope.get("STEP_RESULT"))
-    seconds = _deadline(ctx, {}, config)
-    job = Job(rt, ctx, _model(config, spec.model), time.monotonic() + seconds, scene)
-    stats = record.extra.setdefault("when_llm" if scene == "branch" else "while_llm", [])
-    stats.append(job.stats)
-
-    def system_for(hint: str | None) -> str:
-        return prompt.build_system(
-            config.scene_prompts[scene], "", ctx.rule.intent, "", hint, JUDGE.instruction()
-        )
-
-    question = f"Condition: {condition}{extra}\n\nContent:\n{content}"
-    plan = Plan(
-        messages=prompt.layout(system_for(None), [], [], question),
-        system_for=system_for,
-        contract=JUDGE,
-        retries=spec.retries,
-        max_turns=1,
-        temperature=JUDGE_TEMPERATURE,
-    )
-    job.prefix_len = 1
-    try:
-        async with asyncio.timeout(seconds):
-            verdict, _ = await converse(job, plan)
-    except TimeoutError:
-        raise ExecutorError(
-            f"the {scene} judgement ran past its deadline of {seconds:g} s"
-        ) from None
-    except TmyError as exc:
-        raise ExecutorError(f"{'when_llm' if scene == 'branch' else 'while_llm'}: {exc}") from None
-    job.stats["verdict"] = bool(verdict)
-    log.info("llm.judged", uri=uri, scene=scene, condition=condition, verdict=bool(verdict))
-    return bool(verdict)
-
-
-class WhenLLM(StepHook):
-    """``when_llm:`` — the branch scene decides whether the step runs."""
-
-    async def before(self, run: Run, step: Step, record: StepRecord) -> bool:
-        """Run the step only when the model judges the condition true."""
-        return await judge(run, step, record, "branch", step.extras["when_llm"])
-
-
-class WhileLLM(StepHook):
-    """``while_llm:`` — the loop scene decides whether the step runs again."""
-
-    async def again(self, run: Run, step: Step, record: StepRecord, count: int) -> bool:
-        """Run the step once more? No after ``max_loops`` runs, else the model decides."""
-        limit = step.extras.get("max_loops", DEFAULT_MAX_LOOPS)
-        if count >= limit:
-            record.extra["loops"] = count
-            record.extra["loops_capped"] = True
-            log.info("llm.loop_capped", uri=step.uri, loops=count, max_loops=limit)
-            return False
-        extra = f"\nRuns so far: {count}"
-        verdict = await judge(run, step, record, "loop", step.extras["while_llm"], extra)
-        record.extra["loops"] = count + (1 if verdict else 0)
-        return verdict

@@ -20,7 +20,7 @@ import structlog
 
 from tmy.executors.registry import ExecutorSpec
 from tmy.extension import Extension, RuleKey, StepKey
-from tmy.llm import executor, tools
+from tmy.llm import executor, judged, tools
 from tmy.llm.commands import COMMANDS
 from tmy.llm.runtime import STATE_KEY, Runtime, runtime_of
 from tmy.types import Services
@@ -77,9 +77,9 @@ EXTENSION = Extension(
     executors=executors,
     rule_keys={"tool": RuleKey(tools.validate_tool, locals=tools.tool_locals)},
     step_keys={
-        "when_llm": StepKey(executor.validate_judgement, executor.WhenLLM()),
-        "while_llm": StepKey(executor.validate_judgement, executor.WhileLLM()),
-        "max_loops": StepKey(executor.validate_max_loops),
+        "when_llm": StepKey(judged.validate_judgement, judged.WhenLLM()),
+        "while_llm": StepKey(judged.validate_judgement, judged.WhileLLM()),
+        "max_loops": StepKey(judged.validate_max_loops),
     },
     commands=COMMANDS,
     lifespan=lifespan,

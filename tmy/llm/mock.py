@@ -15,7 +15,13 @@ the last user message:
   ``while_llm``, as ``MOCK:TRUE`` would), else the answer ``MOCK:RESPONSE:``
   names or the derived one below (a valid value for a contract);
 * ``MOCK:TOOL:<name>:<json args>`` — call tool ``<name>`` (several may be given);
-  once the tool results are back, answer with a summary of them.
+  once the tool results are back, answer with a summary of them;
+* ``MOCK:IMAGES`` — answer how many pictures the question carried: ``0 images``,
+  ``1 image``, ``2 images`` … (its ``image_url`` parts, from ``images:``/``vision:``).
+
+A question that carries pictures and no command gets the free-text answer
+``[TESTONLY mock · <N> earlier turns · <K> image(s)] You said: <question>``
+(without pictures the `` · <K> images`` part is left out, as before).
 
 Otherwise the answer is derived from the input and the requested format: an
 echo of the question for free text, a value of the right type for a contract
@@ -43,10 +49,29 @@ _WORD_RE = re.compile(r"\w{3,}")
 
 
 def _is_result(message: dict[str, Any]) -> bool:
-    content = message.get("content") or ""
+    content = _text(message.get("content"))
     return message.get("role") == "tool" or (
         message.get("role") == "user" and content.startswith("<tool_result")
     )
+
+
+def _text(content: Any) -> str:
+    """A message's text: the string, or its ``text`` parts joined (pictures left out)."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _images(content: Any) -> int:
+    """How many ``image_url`` parts a message's content holds."""
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+
+
+def images_named(count: int) -> str:
+    """``1 image``, ``2 images``: how the mock names the pictures it got."""
+    return f"{count} image" if count == 1 else f"{count} images"
 
 
 def respond(body: dict[str, Any], model_name: str = "TESTONLY") -> Completion:
@@ -57,7 +82,8 @@ def respond(body: dict[str, Any], model_name: str = "TESTONLY") -> Completion:
         (i for i, m in enumerate(messages) if m.get("role") == "user" and not _is_result(m)),
         default=-1,
     )
-    text = messages[ask]["content"] if ask >= 0 else ""
+    text = _text(messages[ask]["content"]) if ask >= 0 else ""
+    pictures = _images(messages[ask]["content"]) if ask >= 0 else 0
     results = [m for m in messages[ask + 1 :] if _is_result(m)]
     earlier = sum(1 for m in messages[:ask] if m.get("role") == "assistant")
     calls: list[dict[str, Any]] = []
@@ -84,13 +110,18 @@ def respond(body: dict[str, Any], model_name: str = "TESTONLY") -> Completion:
         content = "1"  # repaired: a judgement succeeds, as MOCK:TRUE would
     elif "MOCK:RESPONSE:" in text:
         content = text.split("MOCK:RESPONSE:", 1)[1].strip()
+    elif "MOCK:IMAGES" in text:
+        content = images_named(pictures)
     elif "MOCK:TRUE" in text:
         content = "1"
     elif "MOCK:FALSE" in text:
         content = "0"
     else:
-        content = _derived(system, text, results, earlier)
-    prompt_tokens = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
+        content = _derived(system, text, results, earlier, pictures)
+    # a picture costs what OpenAI charges one at low detail
+    prompt_tokens = sum(
+        estimate_tokens(_text(m.get("content"))) + 85 * _images(m.get("content")) for m in messages
+    )
     if body.get("tools"):
         prompt_tokens += estimate_tokens(json.dumps(body["tools"]))
     usage = Usage(prompt_tokens, max(1, estimate_tokens(content)) if content or calls else 0)
@@ -124,7 +155,9 @@ def _judging(system: str) -> bool:
     return found is not None and found.group(1) == "1-or-0"
 
 
-def _derived(system: str, text: str, results: list[dict[str, Any]], earlier: int) -> str:
+def _derived(
+    system: str, text: str, results: list[dict[str, Any]], earlier: int, pictures: int = 0
+) -> str:
     """An answer derived from the input, shaped by the format the system prompt asks for."""
     question = strip_tail(text).strip()
     found = _FORMAT_RE.search(system)
@@ -162,7 +195,8 @@ def _derived(system: str, text: str, results: list[dict[str, Any]], earlier: int
         return json.dumps(value, ensure_ascii=False)
     if results:
         return f"[TESTONLY mock] {question}"
-    return f"[TESTONLY mock · {earlier} earlier turns] You said: {question}"
+    seen = f" · {images_named(pictures)}" if pictures else ""
+    return f"[TESTONLY mock · {earlier} earlier turns{seen}] You said: {question}"
 
 
 def instance(schema: Any, text: str) -> Any:

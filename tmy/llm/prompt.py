@@ -124,6 +124,27 @@ def tail(question: str, *, now: str = "", who: str = "", where: str = "", memory
     return "\n".join(lines) + "\n\n" + question if lines else question
 
 
+def with_quote(reply_to: Any, question: str) -> str:
+    """``question`` after the message it replies to (``quote: true``), as a quoted block::
+
+        In reply to ann:
+        > the quoted message,
+        > line by line
+
+        the question
+
+    ``reply_to`` is REPLY_TO (``{text, user, id}``); None or an empty text: no block.
+    """
+    if not isinstance(reply_to, Mapping):
+        return question
+    text = str(reply_to.get("text") or "").strip()
+    if not text:
+        return question
+    user = str(reply_to.get("user") or "").strip()
+    quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+    return f"In reply to {user or 'a message'}:\n{quoted}\n\n{question}"
+
+
 def strip_tail(text: str) -> str:
     """The question part of a tail message (the mock reads it)."""
     lines = text.split("\n")
