@@ -15,7 +15,7 @@ from tmy.adapters.onebot.codec import segments_of
 from tmy.adapters.onebot.events import to_message
 from tmy.adapters.onebot.media import attachments_of
 from tmy.adapters.onebot.notices import to_event
-from tmy.adapters.onebot.outbound import FileUpload, compose, segment_file
+from tmy.adapters.onebot.outbound import FileUpload, compose, localize, segment_file
 from tmy.adapters.onebot.requests import request_action
 from tmy.message import Attachment, Button, Message, Reply
 from tmy.message import Outgoing as Parts
@@ -249,6 +249,24 @@ def test_a_path_image_falls_back_to_text() -> None:
     assert segment_file("data:image/png,notbase64") is None
     (piece,) = compose(GROUP, "here", Parts(images=["pics/cat.png"]))
     assert piece == [{"type": "text", "data": {"text": "here\n[image: cat.png]"}}]
+
+
+async def test_a_path_under_the_rules_directory_goes_out_as_base64(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    (rules / "pics").mkdir(parents=True)
+    (rules / "pics" / "cat.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    (tmp_path / "secret.txt").write_text("no")
+    parts = Parts(images=["pics/cat.png", "../secret.txt"], files=["pics/cat.png"])
+    local = await localize(parts, rules)
+    assert local == {"pics/cat.png": "base64://iVBORw0KGgpmYWtl"}
+    text, upload = compose(GROUP, "hi", parts, local=local)
+    assert text == [
+        {"type": "text", "data": {"text": "hi\n[image: secret.txt]"}},
+        {"type": "image", "data": {"file": "base64://iVBORw0KGgpmYWtl"}},
+    ]
+    assert isinstance(upload, FileUpload)
+    assert upload.params == {"group_id": 7, "file": "base64://iVBORw0KGgpmYWtl", "name": "cat.png"}
+    assert await localize(parts, None) == {}
 
 
 def test_buttons_become_a_numbered_list() -> None:

@@ -39,4 +39,10 @@ def from_settings(settings: Settings, store: Store | None = None) -> OneBotAdapt
             hint="anyone who reaches this port can speak as any QQ user: set "
             "adapters.onebot.access_token (or TMY_ONEBOT_TOKEN) here and in the implementation",
         )
-    return OneBotAdapter(config, store=store, shutdown_grace=settings.limits.shutdown_grace)
+    rules = settings.rules  # a reply's image/file paths are read from under the rules directory
+    return OneBotAdapter(
+        config,
+        store=store,
+        shutdown_grace=settings.limits.shutdown_grace,
+        rules_dir=rules if rules.is_dir() else rules.parent,
+    )

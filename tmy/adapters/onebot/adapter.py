@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Hashable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tmy import redact
@@ -57,6 +58,7 @@ from tmy.adapters.onebot.events import ANONYMOUS_PREFIX, ID, frame_failure, is_i
 from tmy.adapters.onebot.forward import forward_loop
 from tmy.adapters.onebot.handshake import refusal
 from tmy.adapters.onebot.notices import to_event
+from tmy.adapters.onebot.outbound import localize
 from tmy.adapters.onebot.requests import answer_request
 from tmy.adapters.onebot.sending import Outgoing, send_piece
 from tmy.adapters.streaming import SentenceChunks
@@ -95,10 +97,12 @@ class OneBotAdapter:
         *,
         store: Store | None = None,
         shutdown_grace: float = 30.0,
+        rules_dir: Path | None = None,
     ) -> None:
         self.config = config or OneBotConfig()
         self.store = store  # the de-duplication window; None keeps it in this process only
         self.shutdown_grace = shutdown_grace  # how long stop() lets replies in flight go out
+        self.rules_dir = rules_dir  # where a reply's image/file paths are read from
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
@@ -197,7 +201,8 @@ class OneBotAdapter:
         if at is not None and not ID.fullmatch(at):
             raise AdapterError(f"onebot: the target user must be an account id (got {at!r})")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        out = Outgoing.of(chat, text, at=at, done=done, parts=outgoing)
+        local = await localize(outgoing, self.rules_dir)
+        out = Outgoing.of(chat, text, at=at, done=done, parts=outgoing, local=local)
         if not text.strip() and not out.pieces:
             raise AdapterError("onebot: refusing to send an empty message")
         account = self._accounts.latest()
@@ -318,7 +323,7 @@ class OneBotAdapter:
             reply = await self._handle(message)
             if message.event is not None and message.event.is_request:
                 await answer_request(self._accounts, message, reply)
-            self._reply(key, message, event, reply, stream)
+            await self._reply(key, message, event, reply, stream)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
         return None
@@ -347,7 +352,7 @@ class OneBotAdapter:
         message.stream = chunks
         return chunks
 
-    def _reply(
+    async def _reply(
         self,
         key: Hashable,
         message: Message,
@@ -364,6 +369,7 @@ class OneBotAdapter:
             text,
             parts=reply.outgoing,
             answering=message.message_id,
+            local=await localize(reply.outgoing, self.rules_dir),
             **addressing,  # type: ignore[index]
         )
         if out.pieces:

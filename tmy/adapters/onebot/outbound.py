@@ -2,13 +2,15 @@
 
 * **images** → ``image`` segments after the text, in the same message: an
   ``http(s)`` URL is passed as ``file`` (the implementation downloads it), a
-  ``data:`` URL as ``base64://…``. A file path cannot be sent from here (the
-  adapter has no rules directory): it becomes ``[image: name]`` in the text and
-  a warning.
+  ``data:`` URL as ``base64://…``, a file path under the rules directory is
+  read (:func:`localize`, at most :data:`MAX_LOCAL_BYTES`) and sent as
+  ``base64://…``. A source that cannot be had (outside the rules directory,
+  too big, missing) becomes ``[image: name]`` in the text and a warning.
 * **files** → ``upload_group_file {group_id, file, name}`` /
   ``upload_private_file {user_id, file, name}`` after the message (NapCat takes
-  an ``http(s)`` URL or ``base64://`` as ``file``); when the implementation
-  refuses, the text ``[file] name: URL`` goes out instead.
+  an ``http(s)`` URL or ``base64://`` as ``file``; a path is read as for
+  images); when the implementation refuses, the text ``[file] name: URL`` goes
+  out instead.
 * **mentions** → ``at`` segments at the start (groups only);
   **reply_to** → a ``reply`` segment quoting that message (``""``: the message
   being answered).
@@ -18,16 +20,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tmy.adapters.onebot.codec import Segment, reply_segments, split_text
 from tmy.logs import get_logger
+from tmy.media import MediaError, read_file
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
 
 log = get_logger("tmy.adapter.onebot")
+
+MAX_LOCAL_BYTES = 8 * 1024 * 1024  # a reply's image or file read from the rules directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +58,15 @@ def compose(
     quote: Any = None,
     at: str | None = None,
     answering: str = "",
+    local: dict[str, str] | None = None,
 ) -> list[Piece]:
     """The pieces one reply goes out as: ``send_msg`` segment lists, then file uploads.
 
     ``quote``/``at`` are the adapter's own (``quote_reply``, ``at_sender``);
-    ``answering`` is the id of the message being answered (for ``reply_to: ""``).
+    ``answering`` is the id of the message being answered (for ``reply_to: ""``);
+    ``local`` the file paths :func:`localize` read, as ``base64://`` sources.
     """
+    local = local or {}
     group = where["message_type"] == "group"
     images: list[Segment] = []
     mentions: list[str] = []
@@ -67,18 +78,19 @@ def compose(
             mentions = [m for m in parts.mentions if m and m != at]
         text = _with_buttons(text, parts.buttons)
         for source in parts.images:
-            file = segment_file(source)
+            file = local.get(source) or segment_file(source)
             if file is None:
                 log.warning("onebot.image_unsupported", source=source[:200])
                 text += f"\n[image: {_name(source)}]"
             else:
                 images.append({"type": "image", "data": {"file": file}})
         for source in parts.files:
-            if segment_file(source) is None:
+            file = local.get(source) or segment_file(source)
+            if file is None:
                 log.warning("onebot.file_unsupported", source=source[:200])
                 text += f"\n[file: {_name(source)}]"
             else:
-                uploads.append(_upload(where, source))
+                uploads.append(_upload(where, source, file))
     pieces: list[Piece] = []
     chunks = split_text(text.strip()) if text.strip() else []
     for i, chunk in enumerate(chunks):
@@ -134,7 +146,26 @@ def _with_buttons(text: str, rows: list[list[Button]]) -> str:
     return (text.rstrip() + "\n" if text.strip() else "") + "\n".join(lines)
 
 
-def _upload(where: dict[str, Any], source: str) -> FileUpload:
+async def localize(parts: Parts | None, rules_dir: Path | None) -> dict[str, str]:
+    """The reply's file-path sources (images, files) read from under ``rules_dir`` as
+    ``base64://`` sources, by path; a path that cannot be read is logged and left out
+    (it falls back to text)."""
+    if parts is None or rules_dir is None:
+        return {}
+    out: dict[str, str] = {}
+    for source in (*parts.images, *parts.files):
+        if source in out or segment_file(source) is not None or "://" in source:
+            continue
+        try:
+            media = await asyncio.to_thread(read_file, source, rules_dir, MAX_LOCAL_BYTES)
+        except (MediaError, OSError) as exc:
+            log.warning("onebot.media_refused", source=source[:200], error=str(exc))
+            continue
+        out[source] = "base64://" + base64.b64encode(media.data).decode()
+    return out
+
+
+def _upload(where: dict[str, Any], source: str, file: str) -> FileUpload:
     name = _name(source)
     group = where["message_type"] == "group"
     key = "group_id" if group else "user_id"
@@ -143,7 +174,7 @@ def _upload(where: dict[str, Any], source: str) -> FileUpload:
     )  # fmt: skip
     return FileUpload(
         "upload_group_file" if group else "upload_private_file",
-        {key: where[key], "file": segment_file(source), "name": name},
+        {key: where[key], "file": file, "name": name},
         fallback,
     )
 

@@ -57,13 +57,14 @@ class Outgoing(PendingSend):
         done: asyncio.Future[None] | None = None,
         parts: Parts | None = None,
         answering: str = "",
+        local: dict[str, str] | None = None,
     ) -> Outgoing:
         """``text`` (and ``parts``) for ``chat`` (``group:<id>``/``private:<id>``) in pieces;
         the quote and the @ go with the first piece only."""
         kind, _, ident = chat.partition(":")
         id_key = "group_id" if kind == "group" else "user_id"
         where = {"message_type": kind, id_key: _num(ident)}
-        pieces = compose(where, text, parts, quote=quote, at=at, answering=answering)
+        pieces = compose(where, text, parts, quote=quote, at=at, answering=answering, local=local)
         return cls(where, pieces, done)  # no pieces: nothing to send (the caller checks)
 
 
