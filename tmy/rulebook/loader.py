@@ -322,7 +322,12 @@ class _Loader(RuleCompiler):
         locked = frozenset(name for r in rules for st in r.steps for name in st.lock_roots)
         locked |= {name for r in rules for name in r.atomic_vars} | scheduled
         locked -= atomic.atomic_updates(rules, scheduled)
+        events: dict[str, list[Rule]] = {}
+        for r in rules:
+            for kind in r.events:
+                events.setdefault(kind, []).append(r)
         return Rulebook(
+            events={kind: tuple(listed) for kind, listed in events.items()},
             tests=tuple(self.tests),
             locked_variables=locked,
             rules=tuple(rules),

@@ -20,11 +20,19 @@ if TYPE_CHECKING:
 
 SCOPES = ("global", "chat", "user")
 
-# Locals every run has (seed 004 + who/where). A declared variable may not use these names.
+# The locals a run reads from its message on first use (tmy.engine.context): the event,
+# the attachments, the quoted message, a debounced burst, a request's decision. Every run
+# has them; a run that never names one pays nothing for it.
+CONTEXT_LOCALS = frozenset({
+    "EVENT", "EVENT_DATA", "EVENT_RAW", "IMAGES", "ATTACHMENTS", "REPLY_TO", "BURST",
+    "APPROVE", "APPROVE_REASON",
+})  # fmt: skip
+# Locals every run has (seed 004 + who/where + CONTEXT_LOCALS). A declared variable may
+# not use these names.
 RUN_LOCALS = frozenset({
     "MAGIC", "QUESTION", "TEXT", "STEP_URI", "STEP_ERROR", "STEP_RESULT", "PRE_ANSWER",
     "POST_ANSWER", "STEP_SUMMARY", "USER", "USER_NAME", "CHAT", "PLATFORM", "NOW", "INPUT",
-})  # fmt: skip
+}) | CONTEXT_LOCALS  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,8 @@ class Filters:
         return self == OPEN_FILTERS
 
     def admits(self, message: Any) -> bool:
+        """Whether the rule answers ``message`` (``admin_only``: a global admin, or an
+        admin of this chat by the platform's roles, ``message.chat_admin``)."""
         if self.platforms is not None and message.platform not in self.platforms:
             return False
         if self.chats is not None and message.chat not in self.chats:
@@ -62,13 +72,21 @@ class Filters:
             return False
         if self.mention and not (message.private or message.mentions_bot):
             return False  # a private chat is always addressed to the bot
-        return not (self.admin_only and not message.is_admin)
+        return not (self.admin_only and not (message.is_admin or message.chat_admin))
 
-    def refusal(self, message: Any) -> str | None:
+    def admits_event(self, message: Any) -> bool:
+        """:meth:`admits` for a platform event: ``mention`` does not apply (an event
+        mentions nobody)."""
+        if not self.mention:
+            return self.admits(message)
+        return self.refusal(message, event=True) is None
+
+    def refusal(self, message: Any, *, event: bool = False) -> str | None:
         """Why these filters refuse ``message`` (one short phrase), or None when admitted.
 
         Used where a refusal must be explained (unmatched log line, ``explain``);
-        :meth:`admits` stays the fast path.
+        :meth:`admits` stays the fast path. ``event``: ``message`` is a platform
+        event, which ``mention`` does not concern.
         """
         if self.platforms is not None and message.platform not in self.platforms:
             return f"it answers on {', '.join(sorted(self.platforms))} only"
@@ -76,9 +94,9 @@ class Filters:
             return f"it answers in chats {', '.join(sorted(self.chats))} only"
         if self.private is not None and bool(message.private) != self.private:
             return "it answers private chats only" if self.private else "it answers groups only"
-        if self.mention and not (message.private or message.mentions_bot):
+        if self.mention and not event and not (message.private or message.mentions_bot):
             return "in groups it answers only when the bot is mentioned or replied to (mention)"
-        if self.admin_only and not message.is_admin:
+        if self.admin_only and not (message.is_admin or message.chat_admin):
             return "it answers admins only (admin_only)"
         return None
 
@@ -160,6 +178,11 @@ class Rule:
     scheduled_locks: tuple[str, ...] = ()
     # declared variables the run reads, fetched in one round-trip when it starts
     prefetch: tuple[str, ...] = ()
+    # ``events:``: the platform events (tmy.message.EVENT_KINDS) the rule answers
+    events: tuple[str, ...] = ()
+    # ``session: {seconds, debounce}``: a burst of session follow-ups is answered once,
+    # after this many seconds without a new one (0: each follow-up at once)
+    debounce: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +228,9 @@ class Rulebook:
     # between that step's read and its write and be overwritten
     locked_variables: frozenset[str] = frozenset()
     tests: tuple[RuleTest, ...] = ()
+    # event kind -> the rules listing it in ``events:``, in rulebook order (the first
+    # whose filters admit an event runs)
+    events: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
 
     @functools.cached_property
     def atomic_report(self) -> tuple[str, ...]:

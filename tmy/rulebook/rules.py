@@ -12,6 +12,8 @@ from typing import Any
 
 from tmy.errors import ConfigError, EvalError, RuleError
 from tmy.executors.registry import Registry
+from tmy.hints import did_you_mean
+from tmy.message import EVENT_KINDS
 from tmy.rulebook import atomic
 from tmy.rulebook.fields import boards_of, unknown_key
 from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, SCOPES, Cooldown, Filters, Rule, Step
@@ -33,6 +35,7 @@ RULE_KEYS = (
     "admin_only",
     "mention",
     "session",
+    "events",
     "description",
     "intent",
     "enabled",
@@ -40,6 +43,7 @@ RULE_KEYS = (
     "cooldown",
 )
 COOLDOWN_KEYS = ("seconds", "per", "reply")
+SESSION_KEYS = ("seconds", "debounce")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
 _FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
 _KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
@@ -82,9 +86,8 @@ class RuleCompiler(StepCompiler):
         case_sensitive = self.typed(raw, "case_sensitive", bool, False, file)
         triggers = self.rule_triggers(raw, file, case_sensitive)
         priority = self.typed(raw, "priority", int, 0, file)
-        session = self.typed(raw, "session", (int, float), 0, file)
-        if session < 0:
-            self.error("'session:' is a number of seconds >= 0", file, raw.line_of("session"))
+        session, debounce = self.session(raw, file) if "session" in raw else (0.0, 0.0)
+        events = self.rule_events(raw, file) if "events" in raw else ()
         filters = self.rule_filters(raw, file)
         if self._known is None:  # declared variables + run locals, shared by every rule
             self._known = frozenset(self.variables) | RUN_LOCALS
@@ -116,6 +119,8 @@ class RuleCompiler(StepCompiler):
             on_error=on_error,
             filters=filters,
             session=float(session),
+            debounce=debounce,
+            events=events,
             description=str(raw.get("description", "")),
             intent=str(raw.get("intent", "")),
             extras=extras,
@@ -144,6 +149,71 @@ class RuleCompiler(StepCompiler):
                 trigger.line = tline
                 triggers.append(trigger)
         return triggers
+
+    def rule_events(self, raw: LineDict, file: str) -> tuple[str, ...]:
+        """``events:`` — the platform events the rule answers (one kind or a list), each one
+        of :data:`tmy.message.EVENT_KINDS`; a misspelt kind says which it resembles."""
+        given = raw["events"]
+        if isinstance(given, str):
+            given = [given]
+        line = raw.line_of("events")
+        if not isinstance(given, list) or not given:
+            self.error(
+                f"'events:' must be a list of event kinds: {', '.join(EVENT_KINDS)}", file, line
+            )
+            return ()
+        kinds: list[str] = []
+        for i, kind in enumerate(given):
+            at = given.line_of(i) if isinstance(given, LineList) else line
+            if kind not in EVENT_KINDS:
+                self.error(
+                    f"unknown event {kind!r}{did_you_mean(kind, EVENT_KINDS)}; "
+                    f"the events are {', '.join(EVENT_KINDS)}",
+                    file,
+                    at,
+                )
+            elif kind not in kinds:
+                kinds.append(kind)
+        return tuple(kinds)
+
+    def session(self, raw: LineDict, file: str) -> tuple[float, float]:
+        """``session:`` — seconds (a number), or ``{seconds: 60, debounce: 5}``: follow-ups
+        inside the session are then answered once per burst, ``debounce`` seconds after
+        the last one (seed 003). Returns (seconds, debounce)."""
+        spec = raw["session"]
+        line = raw.line_of("session")
+        shape = "'session:' is a number of seconds >= 0, or {seconds: 60, debounce: 5}"
+        if _number(spec):
+            if spec < 0:
+                self.error(shape, file, line)
+                return 0.0, 0.0
+            return float(spec), 0.0
+        if not isinstance(spec, dict):
+            self.error(f"{shape} (got {spec!r})", file, line)
+            return 0.0, 0.0
+        for key in spec:
+            if key not in SESSION_KEYS:
+                self.error("session: " + unknown_key("key", key, SESSION_KEYS), file, line)
+        seconds, debounce = spec.get("seconds"), spec.get("debounce", 0)
+        if not _number(seconds) or seconds <= 0:
+            self.error(f"session: 'seconds' must be a number > 0 (got {seconds!r})", file, line)
+            return 0.0, 0.0
+        if not _number(debounce) or debounce < 0:
+            self.error(
+                f"session: 'debounce' must be a number of seconds >= 0 (got {debounce!r})",
+                file,
+                line,
+            )
+            return float(seconds), 0.0
+        if debounce >= seconds:
+            self.error(
+                f"session: 'debounce' ({debounce:g} s) must be shorter than the session "
+                f"({seconds:g} s), or the session ends while a burst waits",
+                file,
+                line,
+            )
+            return float(seconds), 0.0
+        return float(seconds), float(debounce)
 
     def rule_filters(self, raw: LineDict, file: str) -> Filters:
         """Where the rule applies; the shared OPEN_FILTERS when it says nothing."""
@@ -250,3 +320,8 @@ class RuleCompiler(StepCompiler):
                     line,
                 )
         return Cooldown(float(seconds), per, reply)
+
+
+def _number(value: Any) -> bool:
+    """An int or float, not a bool (YAML's ``true`` is no number of seconds)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
