@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmy import logs
 from tmy.engine.keys import escape_key_part
@@ -18,9 +18,13 @@ from tmy.engine.variables import Variables
 from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
-from tmy.rulebook.model import Rule
+from tmy.rulebook.model import Rule, Rulebook
+from tmy.rulebook.triggers import Match
 from tmy.store.base import Store
 from tmy.values.compiled import to_text
+
+if TYPE_CHECKING:
+    from tmy.engine.services import Services
 
 log = get_logger("tmy")
 
@@ -108,3 +112,48 @@ async def cooled_reply(
     if log_it:
         log_cooldown(message, text, rule.id, seconds_left, answer)
     return Reply(answer, rule.id, trace_id, reason=reason)
+
+
+class Cooldowns:
+    """The engine's cooldown methods (a mixin of :class:`tmy.engine.core.Engine`), for its
+    per-message path, ``explain`` and the event path."""
+
+    services: Services
+    rulebook: Rulebook
+    fixed_now: str | None
+
+    if TYPE_CHECKING:  # the engine's own
+
+        def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]: ...
+
+    async def cooldown_claim(self, rule: Rule, message: Message) -> float:
+        """Start the rule's cooldown window for this message, or the seconds still left.
+
+        One atomic store update (kept in the store, so the window holds across
+        daemons): 0 means the window was free and is now started.
+        """
+        return await claim(self.services.store, rule, message, epoch(self.fixed_now))
+
+    async def cooldown_left(self, rule: Rule, message: Message) -> float:
+        """Seconds left in the rule's cooldown for this message (0 when free); reads only."""
+        return await left(self.services.store, rule, message, epoch(self.fixed_now))
+
+    async def cooldown_reply(self, match: Match, message: Message, text: str, left: float) -> Reply:
+        """What a rule in its cooldown window answers (for ``explain``); logs nothing."""
+        return await self._cooled(match, message, text, "", left, log_it=False)
+
+    async def _cooled(
+        self,
+        match: Match,
+        message: Message,
+        text: str,
+        trace_id: str,
+        left: float,
+        *,
+        log_it: bool = True,
+    ) -> Reply:
+        cooldown = match.rule.cooldown
+        assert cooldown is not None
+        loc = self.locals_for(match, message, text) if cooldown.reply else {}
+        variables = Variables(loc, self.rulebook.variables, self.services.store, message)
+        return await cooled_reply(match.rule, variables, text, trace_id, left, log_it)

@@ -24,6 +24,9 @@ from typing import Any
 
 from tmy import logs, metrics
 from tmy.engine import cooldowns, replies
+from tmy.engine.context import decision, quoted
+from tmy.engine.debounce import Debouncer
+from tmy.engine.events import Dispatch
 from tmy.engine.gates import (
     CHAT_OFF_REASON,
     NO_TRIGGER,
@@ -43,7 +46,7 @@ from tmy.engine.services import Services
 from tmy.engine.tracing import log_matched, log_received, log_run, log_unmatched
 from tmy.engine.tracing import trace_id as _new_trace_id
 from tmy.engine.variables import Variables
-from tmy.errors import TmyError
+from tmy.errors import EvalError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
@@ -60,7 +63,7 @@ _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
 
 
-class Engine(InFlight):
+class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
     """Dispatches messages to rules. Safe to call concurrently from many adapters."""
 
     def __init__(
@@ -92,6 +95,7 @@ class Engine(InFlight):
         self.fixed_now = fixed_now  # pins NOW (YAML rule tests' ``now:``); see pin_now
         self.dry_run = dry_run
         self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
+        self.bursts = Debouncer()  # session follow-ups of debounced rules, being collected
 
     def _now(self) -> str:
         """NOW for this second (formatting a datetime per message is measurable)."""
@@ -189,6 +193,8 @@ class Engine(InFlight):
                 return Reply("", None, trace_id, error=f"bad message: {problem}")
         if not message.is_admin and self.admins:
             message.is_admin = self.admins.admits(message.platform, message.user)
+        if message.event is not None:  # a platform event: no trigger, the rules' events:
+            return await self._event(message, trace_id)
         commands = self.commands
         if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
             log_received("info", message, text)
@@ -201,6 +207,8 @@ class Engine(InFlight):
         )
         if match is None and rulebook.has_sessions:
             match = await replies.session_match(rulebook, self.services.store, message, text)
+            if match is not None and match.rule.debounce:
+                return await self._burst(match, message, trace_id)
         meters = self._meters.get(message.platform)  # metrics.message, without two calls
         if meters is None:
             if len(self._meters) >= 1000:  # platform names come from callers: stay bounded
@@ -256,40 +264,6 @@ class Engine(InFlight):
         if logs.INFO_ENABLED:
             log_unmatched(message, text, reason, rule)
         return Reply("", None, trace_id, None, [], False, reason)
-
-    async def cooldown_claim(self, rule: Rule, message: Message) -> float:
-        """Start the rule's cooldown window for this message, or the seconds still left.
-
-        One atomic store update (kept in the store, so the window holds across
-        daemons): 0 means the window was free and is now started.
-        """
-        return await cooldowns.claim(
-            self.services.store, rule, message, cooldowns.epoch(self.fixed_now)
-        )
-
-    async def cooldown_left(self, rule: Rule, message: Message) -> float:
-        """Seconds left in the rule's cooldown for this message (0 when free); reads only."""
-        return await cooldowns.left(
-            self.services.store, rule, message, cooldowns.epoch(self.fixed_now)
-        )
-
-    async def cooldown_reply(self, match: Match, message: Message, text: str, left: float) -> Reply:
-        """What a rule in its cooldown window answers (for ``explain``); logs nothing."""
-        return await self._cooled(match, message, text, "", left, log_it=False)
-
-    async def _cooled(
-        self,
-        match: Match,
-        message: Message,
-        text: str,
-        trace_id: str,
-        left: float,
-        *,
-        log_it: bool = True,
-    ) -> Reply:
-        loc = self.locals_for(match, message, text) if match.rule.cooldown.reply else {}
-        variables = Variables(loc, self.rulebook.variables, self.services.store, message)
-        return await cooldowns.cooled_reply(match.rule, variables, text, trace_id, left, log_it)
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
         """The locals every run starts with (seed 004 + who/where)."""
@@ -376,6 +350,8 @@ class Engine(InFlight):
         start_locals = self.locals_for(match, message, text)
         if extra:
             start_locals.update(extra)
+        if message.reply_to and message.api is not None:  # REPLY_TO: fetched once matched
+            start_locals["REPLY_TO"] = await quoted(message)
         variables = Variables(
             start_locals,
             rulebook.variables,
@@ -397,16 +373,29 @@ class Engine(InFlight):
         if run.failed:
             return await self._failed(run, to_text(loc.get("STEP_ERROR")) or "error")
         pre, result, post = loc.get("PRE_ANSWER"), loc.get("STEP_RESULT"), loc.get("POST_ANSWER")
-        if pre == "" and post == "" and type(result) is str:  # the usual reply: the result
-            answer = result
-        else:
-            answer = replies.assemble(pre, result, post)
+        outgoing = approve = None
+        reason = ""
+        try:
+            if pre == "" and post == "" and type(result) is str:  # the usual reply: the result
+                answer = result
+            else:  # text around it, or a structured reply map (images, buttons …)
+                answer, outgoing = replies.answer(pre, result, post)
+            if "APPROVE" in loc:  # a request event's decision (or a run that read APPROVE)
+                approve, reason = decision(loc)
+        except EvalError as exc:
+            loc["STEP_ERROR"] = str(exc)
+            return await self._failed(run, str(exc))
         if len(answer) > self.settings.max_reply_chars:
             error = loc["STEP_ERROR"] = replies.too_long(answer, self.settings.max_reply_chars)
             return await self._failed(run, error)
         if finish and (rule.session > 0 or loc.get("STEP_SUMMARY")):
             await replies.keep_conversation(run, services.store)
-        return Reply(answer, rule.id, trace_id, None, run.records, run.stopped)
+        reply = Reply(answer, rule.id, trace_id, None, run.records, run.stopped)
+        if outgoing:
+            reply.outgoing = outgoing
+        if approve is not None:
+            reply.approve, reply.approve_reason = approve, reason
+        return reply
 
     async def _failed(self, run: Run, error: str) -> Reply:
         """A run that ended with ``error``: logged, answered with its error text."""

@@ -1,8 +1,10 @@
 """Reply assembly: the answer of a run, its error text, and what a finished run keeps.
 
 A run answers ``PRE_ANSWER + STEP_RESULT + POST_ANSWER`` (the engine takes the
-common case — a text result alone — inline); a failed run answers its rule's
-``on_error`` text, else the configured ``error_reply``, else
+common case — a text result alone — inline); a structured reply map
+(:func:`outgoing_of`, from :mod:`tmy.engine.structured`) answers its ``text``
+there instead, with images, files, mentions, a quote or buttons beside it. A
+failed run answers its rule's ``on_error`` text, else the configured ``error_reply``, else
 :data:`LAST_RESORT_REPLY`, never longer than ``limits.max_reply_chars``. A
 finished run keeps its ``STEP_SUMMARY`` and the rule's session for the
 conversation; a follow-up message no trigger takes goes to the session's rule.
@@ -15,9 +17,10 @@ from typing import Any
 from tmy.config import Settings, setting_error
 from tmy.engine.keys import conversation_key
 from tmy.engine.run import Run
+from tmy.engine.structured import outgoing_of
 from tmy.errors import ConfigError, TmyError
 from tmy.logs import get_logger, preview
-from tmy.message import Message
+from tmy.message import Message, Outgoing
 from tmy.rulebook.model import RUN_LOCALS, Rulebook
 from tmy.rulebook.triggers import Match, strip_invisible
 from tmy.store.base import Store
@@ -48,6 +51,17 @@ def error_reply_template(settings: Settings) -> Value:
 def assemble(pre: Any, result: Any, post: Any) -> str:
     """``PRE_ANSWER + STEP_RESULT + POST_ANSWER``, each rendered as text."""
     return to_text(pre) + to_text(result) + to_text(post)
+
+
+def answer(pre: Any, result: Any, post: Any) -> tuple[str, Outgoing | None]:
+    """The reply of a run whose result is not a plain text: a structured reply map
+    (:func:`~tmy.engine.structured.outgoing_of`) gives its text and parts, anything
+    else renders as text. EvalError when a structured map is malformed."""
+    structured = outgoing_of(result)
+    if structured is None:
+        return assemble(pre, result, post), None
+    text, outgoing = structured
+    return assemble(pre, text, post), outgoing
 
 
 def too_long(answer: str, limit: int) -> str:

@@ -73,7 +73,7 @@ def log_run(
     answer = reply.text
     event = {
         "rule": match.rule.id,
-        "trigger": match.trigger.source if match.trigger else "<session>",
+        "trigger": match.trigger.source if match.trigger else _no_trigger(message),
         "text": text if len(text) <= PREVIEW else preview(text),
         "question": q if type(q) is str and len(q) <= PREVIEW else preview(q),
         "user": message.user,
@@ -87,11 +87,19 @@ def log_run(
     }
     if reply.stopped:
         event["stopped"] = True
+    if message.event is not None:
+        event["event_kind"] = message.event.kind
     if not finish:
         event["nested"] = True
     if dry_run:
         event["dry_run"] = True
     logs.emit_event("info", event, logs.TRACE.get())
+
+
+def _no_trigger(message: Message) -> str:
+    """What ran a rule that no trigger matched: an event, else an open session (or a
+    scheduled or nested run, which name no trigger either)."""
+    return f"<event {message.event.kind}>" if message.event is not None else "<session>"
 
 
 def log_unmatched(message: Message, text: str, reason: str, rule: str | None) -> None:

@@ -28,11 +28,12 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import Any
 
 from tmy.engine.boards import Board, Leaderboards
+from tmy.engine.context import context_local
 from tmy.engine.keys import variable_key
 from tmy.errors import EvalError, PathError
 from tmy.logs import get_logger
 from tmy.message import Message
-from tmy.rulebook.model import VariableDecl
+from tmy.rulebook.model import CONTEXT_LOCALS, VariableDecl
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
 from tmy.values import randomness
@@ -191,10 +192,17 @@ class Variables(Leaderboards, Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name in self.declared:
             return self.cache[name]
-        return self.locals[name]
+        try:
+            return self.locals[name]
+        except KeyError:
+            if name not in CONTEXT_LOCALS:
+                raise
+        # EVENT, IMAGES, …: made from the message the first time the run names one
+        value = self.locals[name] = context_local(self.message, name, self.locals)
+        return value
 
     def __contains__(self, name: object) -> bool:
-        return name in self.declared or name in self.locals
+        return name in self.declared or name in self.locals or name in CONTEXT_LOCALS
 
     def __iter__(self) -> Iterator[str]:
         yield from self.locals
@@ -253,7 +261,7 @@ class Variables(Leaderboards, Mapping[str, Any]):
         name = path.root
         if name not in self.declared:
             if path.segments:  # a copy: the old root may be shared (a global's value)
-                self.locals[name] = set_in(copy.deepcopy(self.locals.get(name)), path, value)
+                self.locals[name] = set_in(copy.deepcopy(self.get(name)), path, value)
             else:
                 self.locals[name] = value
             return
@@ -287,11 +295,11 @@ class Variables(Leaderboards, Mapping[str, Any]):
         name = path.root
         r = randomness.current().random() if mode == "PICK" else 0.0
         if name not in self.declared:
-            if name not in self.locals:
+            if name not in self:
                 raise EvalError(f"undefined variable {name!r}")
             # change a copy: the list may be shared with another variable (a template
             # like "{jokes}" passes a global's list itself); this run sees the change
-            root = self.locals[name] = copy.deepcopy(self.locals[name])
+            root = self.locals[name] = copy.deepcopy(self[name])
             target = get_in(root, path) if path.segments else root
             return _drew(mode, path, list_take(target, mode, str(path), r)[1])
 
