@@ -33,6 +33,39 @@ rules:
 """
 
 
+EVENT_RULES = """
+rules:
+  - id: welcome
+    events: [member_join]
+    steps:
+      - {plugin: ADJUST, input: "Welcome {USER}! ({EVENT_RAW} in {CHAT})"}
+  - id: friends
+    events: [friend_request]
+    steps:
+      - {plugin: ADJUST, input: "?= EVENT_DATA['comment'] == 'tmy sent me'", save: APPROVE}
+      - {plugin: ADJUST, input: "?= ''"}
+  - id: gate
+    events: [join_request]
+    steps:
+      - {plugin: ADJUST, input: "?= '42' in EVENT_DATA['comment']", save: APPROVE}
+      - {plugin: ADJUST, input: "wrong answer", save: APPROVE_REASON, when: "?= not APPROVE"}
+      - {plugin: ADJUST, input: "?= 'welcome aboard' if APPROVE else ''"}
+  - id: poked
+    events: [poke]
+    steps:
+      - {plugin: ADJUST, input: "ouch, {USER}"}
+  - id: cat
+    triggers: [cat]
+    steps:
+      - {plugin: ADJUST, input: {text: "a cat", image: "https://img.example/cat.png", reply: true}}
+  - id: mute
+    triggers: [mute all]
+    admin_only: true
+    steps:
+      - {plugin: ADJUST, input: "muted {CHAT}"}
+"""
+
+
 def sent_text(action: dict[str, Any]) -> str:
     return "".join(s["data"]["text"] for s in action["params"]["message"] if s["type"] == "text")
 
@@ -74,3 +107,83 @@ async def test_a_stream_chunks_answer_goes_out_sentence_by_sentence(provider: Fa
         await impl.no_action(0.2)
     assert provider.seen()[0]["stream"] is True
     assert sent == ["One is here.", "Two is here!", "And three."]
+
+
+@pytest.fixture
+async def events_bot() -> AsyncIterator[Bot]:
+    async with Bot({"e.yaml": EVENT_RULES}) as bot:
+        yield bot
+
+
+async def test_a_member_join_is_welcomed_by_its_rule(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.member_join(20005, group=30003, operator=20002)
+        action = await impl.next_action()
+    assert (action["action"], action["params"]["group_id"]) == ("send_msg", 30003)
+    assert sent_text(action) == "Welcome 20005! (notice.group_increase in group:30003)"
+
+
+async def test_friend_requests_approved_and_rejected_by_a_rule(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.friend_request(20008, "tmy sent me", "flag-yes")
+        approved = await impl.next_action()
+        await impl.friend_request(20009, "buy followers?", "flag-no")
+        rejected = await impl.next_action()
+        await impl.no_action(0.2)  # the rule answers with no text
+    assert approved == {**approved, "action": "set_friend_add_request",
+                        "params": {"flag": "flag-yes", "approve": True}}  # fmt: skip
+    assert rejected == {**rejected, "action": "set_friend_add_request",
+                        "params": {"flag": "flag-no", "approve": False}}  # fmt: skip
+
+
+async def test_a_join_request_with_a_question(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.request("group", sub_type="add", group_id=7, user_id=5,
+                           comment="Question: 6*7?\nAnswer: 42", flag="a-1")  # fmt: skip
+        accepted, hello = await impl.next_action(), await impl.next_action()
+        await impl.request("group", sub_type="add", group_id=7, user_id=6,
+                           comment="Question: 6*7?\nAnswer: dunno", flag="a-2")  # fmt: skip
+        declined = await impl.next_action()
+        await impl.no_action(0.2)
+    assert accepted["params"] == {"flag": "a-1", "sub_type": "add", "approve": True}
+    assert (hello["params"]["group_id"], sent_text(hello)) == (7, "welcome aboard")
+    assert declined["params"] == {"flag": "a-2", "sub_type": "add", "approve": False,
+                                  "reason": "wrong answer"}  # fmt: skip
+
+
+async def test_a_poke_is_answered(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.poke(20002, 10001, group=30003)
+        action = await impl.next_action()
+    assert (action["params"]["group_id"], sent_text(action)) == (30003, "ouch, 20002")
+
+
+async def test_an_image_reply_goes_out_as_an_image_segment(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.group("cat", group=30003, message_id=444)
+        action = await impl.next_action()
+    assert action["params"]["message"] == [
+        {"type": "reply", "data": {"id": "444"}},
+        {"type": "text", "data": {"text": "a cat"}},
+        {"type": "image", "data": {"file": "https://img.example/cat.png"}},
+    ]
+
+
+async def test_a_qq_group_admin_runs_an_admin_only_rule_in_their_group_only(
+    events_bot: Bot,
+) -> None:
+    """admins_from: [owner, admin] — user 20002 is an admin of group 1, a member of group 2."""
+    async with loopback(
+        events_bot.engine.handle, store=events_bot.app.store, admins_from=("owner", "admin")
+    ) as (_, impl):
+        await impl.group("mute all", group=1, user=20002, role="admin", message_id=1)
+        action = await impl.next_action()
+        await impl.group("mute all", group=2, user=20002, role="member", message_id=2)
+        await impl.no_action(0.3)
+    assert (action["params"]["group_id"], sent_text(action)) == (1, "muted group:1")
+
+
+async def test_without_admins_from_a_group_owner_is_no_admin(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        await impl.group("mute all", group=1, user=20002, role="owner", message_id=1)
+        await impl.no_action(0.3)
