@@ -13,7 +13,7 @@ import asyncio
 import json
 import random
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import yarl
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 from tests.support.log_helpers import read_log
 from tmy import metrics
@@ -193,6 +193,25 @@ def msg_payload(
     return data
 
 
+async def read_body(request: web.Request) -> dict[str, Any]:
+    """A JSON body, or a multipart one (uploads): its ``payload_json`` with the files
+    added as ``_files`` [(file name, content type, bytes)]."""
+    if not request.content_type.startswith("multipart/"):
+        return dict(await request.json())
+    body: dict[str, Any] = {}
+    files: list[tuple[str, str, bytes]] = []
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        assert isinstance(part, BodyPartReader)
+        if part.name == "payload_json":
+            body.update(json.loads(await part.text()))
+        else:
+            ctype = part.headers.get("Content-Type", "")
+            files.append((part.filename or "", ctype, bytes(await part.read())))
+    body["_files"] = files
+    return body
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     # exactly ``application/json``: discord.py parses nothing else (aiohttp adds a charset)
     return web.Response(
@@ -215,11 +234,20 @@ class FakeDiscord:
         app.router.add_get("/api/v10/users/@me", self.me)
         app.router.add_post("/api/v10/channels/{cid}/messages", self.create_message)
         app.router.add_get("/api/v10/channels/{cid}", self.get_channel)
+        app.router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self.edit_message)
+        app.router.add_get("/api/v10/channels/{cid}/messages/{mid}", self.get_message)
+        app.router.add_post("/api/v10/channels/{cid}/typing", self.typing)
+        app.router.add_post("/api/v10/interactions/{iid}/{itoken}/callback", self.interaction)
+        self.edits: list[tuple[str, dict[str, Any]]] = []  # (message id, body) of each edit
+        self.typed: list[str] = []  # channel ids a typing indicator was sent to
+        self.acks: list[tuple[str, dict[str, Any]]] = []  # (interaction id, callback body)
+        self.stored: dict[str, dict[str, Any]] = {}  # message id -> payload, for GET
         app.router.add_get("/api/v10/users/{uid}", self.get_user)
         app.router.add_post("/api/v10/users/@me/channels", self.open_dm)
         app.router.add_get("/api/v10/oauth2/applications/@me", self.application)
         app.router.add_get("/gateway", self.gateway)
-        self.gateway_mode = "ready"  # or "4014": refuse the privileged intent
+        self.gateway_mode = "ready"  # "4014": refuse the privileged intents; "4014-members": those
+        self.identifies: list[dict[str, Any]] = []  # every IDENTIFY, one per connection
         self.identify: dict[str, Any] | None = None
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # dispatches to push
         self.runner = web.AppRunner(app)
@@ -246,7 +274,7 @@ class FakeDiscord:
         return _json(BOT_USER)
 
     async def create_message(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        body = await read_body(request)
         cid = request.match_info["cid"]
         if self.fail_sends is not None:
             return _json(self.fail_sends, status=self.fail_sends["status"])
@@ -256,6 +284,28 @@ class FakeDiscord:
         data = msg_payload(body.get("content", ""), author=BOT_USER, guild=False)
         data["channel_id"] = cid
         return _json(data)
+
+    async def edit_message(self, request: web.Request) -> web.Response:
+        body = await read_body(request)
+        self.edits.append((request.match_info["mid"], body))
+        data = msg_payload(body.get("content", ""), author=BOT_USER, guild=False)
+        data.update(id=request.match_info["mid"], channel_id=request.match_info["cid"])
+        return _json(data)
+
+    async def get_message(self, request: web.Request) -> web.Response:
+        found = self.stored.get(request.match_info["mid"])
+        if found is None:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        return _json(found)
+
+    async def typing(self, request: web.Request) -> web.Response:
+        self.typed.append(request.match_info["cid"])
+        return web.Response(status=204)
+
+    async def interaction(self, request: web.Request) -> web.Response:
+        body = await read_body(request)
+        self.acks.append((request.match_info["iid"], body))
+        return _json({"interaction": {"id": request.match_info["iid"], "type": 3}})
 
     async def get_channel(self, request: web.Request) -> web.Response:
         cid = request.match_info["cid"]
@@ -300,11 +350,14 @@ class FakeDiscord:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         await ws.send_json({"op": 10, "d": {"heartbeat_interval": 45000}})
-        while self.identify is None:  # a heartbeat (op 1) comes first
+        identify = None
+        while identify is None:  # a heartbeat (op 1) comes first
             frame = await ws.receive_json()
             if frame["op"] == 2:
-                self.identify = frame["d"]
-        if self.gateway_mode == "4014":
+                identify = self.identify = frame["d"]
+        self.identifies.append(identify)
+        members = identify["intents"] & discord.Intents(members=True).value
+        if self.gateway_mode == "4014" or (self.gateway_mode == "4014-members" and members):
             await ws.close(code=4014, message=b"Disallowed intent(s).")
             return ws
         seq = 1
@@ -337,13 +390,20 @@ class FakeDiscord:
         return await asyncio.wait_for(self.posts.get(), timeout)
 
 
-@pytest.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+@asynccontextmanager
+async def faked(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """A FakeDiscord that discord.py's REST calls and gateway connections go to."""
     async with FakeDiscord() as f:
         monkeypatch.setattr(discord.http.Route, "BASE", f.base)  # restored after the test
         monkeypatch.setattr(
             discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f.gateway_url)
         )
+        yield f
+
+
+@pytest.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    async with faked(monkeypatch) as f:
         yield f
 
 
@@ -356,12 +416,16 @@ class Driven:
         self.bot = bot
         self.seen: list[Message] = []
         self.fail_next = False
+        # answers instead of the engine when set (events before the engine knew them)
+        self.respond: Callable[[Message], Awaitable[Reply]] | None = None
 
     async def handle(self, message: Message) -> Reply:
         self.seen.append(message)
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("boom")
+        if self.respond is not None:
+            return await self.respond(message)
         return await self.bot.engine.handle(message)
 
     @property
@@ -379,8 +443,10 @@ class Driven:
 
 
 @asynccontextmanager
-async def driven(fake: FakeDiscord, **config: Any) -> AsyncIterator[Driven]:
-    async with Bot({"r.yaml": RULES}) as bot:
+async def driven(
+    fake: FakeDiscord, *, rules: str = RULES, guild: dict[str, Any] = GUILD, **config: Any
+) -> AsyncIterator[Driven]:
+    async with Bot({"r.yaml": rules}) as bot:
         adapter = DiscordAdapter(DiscordConfig(**config), token=TOKEN)
         d = Driven(fake, adapter, bot)
         client = adapter.bind(d.handle)
@@ -388,7 +454,7 @@ async def driven(fake: FakeDiscord, **config: Any) -> AsyncIterator[Driven]:
         user = await client.http.static_login(TOKEN)
         state = client._connection
         state.user = discord.ClientUser(state=state, data=user)
-        state._add_guild_from_data(GUILD)
+        state._add_guild_from_data(guild)
         try:
             yield d
         finally:

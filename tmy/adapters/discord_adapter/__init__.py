@@ -20,6 +20,7 @@ with warnings.catch_warnings():
     import discord
 
 from tmy.adapters.discord_adapter.adapter import DiscordAdapter
+from tmy.adapters.discord_adapter.parts import MediaLoader
 from tmy.adapters.discord_adapter.text import MAX_TEXT, split_message, strip_mention
 from tmy.config import Settings
 from tmy.config.adapters import DiscordConfig
@@ -51,4 +52,9 @@ def from_settings(
         return None
     env = os.environ if env is None else env
     token = (env.get(config.token_env) or "").strip()
-    return DiscordAdapter(config, token=token, shutdown_grace=settings.limits.shutdown_grace)
+    return DiscordAdapter(
+        config,
+        token=token,
+        shutdown_grace=settings.limits.shutdown_grace,
+        load=MediaLoader(settings.rules),  # a reply's files: URLs, data: URLs, rules files
+    )

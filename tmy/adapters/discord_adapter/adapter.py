@@ -34,6 +34,7 @@ import asyncio
 import math
 import re
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -42,7 +43,7 @@ from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.discord_adapter.api import DiscordApi
 from tmy.adapters.discord_adapter.events import Incoming
-from tmy.adapters.discord_adapter.parts import Loader, Parts, data_url, prepare
+from tmy.adapters.discord_adapter.parts import Loader, MediaLoader, Parts, prepare
 from tmy.adapters.discord_adapter.receiving import Receiving
 from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Queued, send_failed, send_piece
 from tmy.adapters.discord_adapter.text import split_message
@@ -87,9 +88,8 @@ class DiscordAdapter(Receiving):
         redact.add(token)
         self.client: discord.Client | None = None
         self.api = DiscordApi(None)  # Message.api of every message (its client set by bind)
-        # how a reply's data: URL, file path or file URL becomes bytes (from_settings gives
-        # tmy.media's loader; without one, only data: URLs load)
-        self.load: Loader = load or _data_urls_only
+        # how a reply's image or file (URL, data: URL, file under the rules) becomes bytes
+        self.load: Loader = load or MediaLoader(Path("rules"))
         self.members_intent = True  # dropped when Discord refuses it (4014)
         self._handle: Handler | None = None
         self._health = AdapterHealth()
@@ -183,6 +183,8 @@ class DiscordAdapter(Receiving):
         await self._outbound.close()
         if client is not None and not client.is_closed():
             await client.close()
+        if isinstance(self.load, MediaLoader):
+            await self.load.aclose()
         if self._health.state != "failed":
             self._health.set("stopped")
 
@@ -349,13 +351,6 @@ class DiscordAdapter(Receiving):
     async def _send_step(self, key: Hashable, out: Queued) -> float | None:
         """Send ``out``'s next piece (a ChatQueues work; see ``sending``)."""
         return await send_piece(out)
-
-
-async def _data_urls_only(source: str) -> tuple[bytes, str]:
-    """The loader without tmy.media: ``data:`` URLs only."""
-    if source.startswith("data:"):
-        return data_url(source)
-    raise AdapterError(f"discord: cannot load {source[:80]!r} (only data: URLs without tmy.media)")
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,21 +19,24 @@ the text instead, so the reply still says something.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import io
 import mimetypes
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import discord
 
-from tmy.errors import AdapterError
+from tmy import media
+from tmy.http_client import new_http_client
 from tmy.logs import get_logger
 from tmy.message import Button, Outgoing
+
+if TYPE_CHECKING:
+    import httpx
 
 log = get_logger("tmy.adapter.discord")
 
@@ -41,6 +44,7 @@ Loader = Callable[[str], Awaitable[tuple[bytes, str]]]  # source -> (data, mime)
 MAX_ROWS = 5
 MAX_PER_ROW = 5
 MAX_UPLOADS = 10  # attachments and embeds per message
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # Discord's upload limit in a guild without boosts
 
 
 @dataclass(slots=True)
@@ -147,16 +151,23 @@ def file_name(source: str, mime: str, what: str) -> str:
     return f"{what}{extension}"
 
 
-def data_url(source: str) -> tuple[bytes, str]:
-    """Decode a ``data:[mime][;base64],…`` URL (what the adapter loads without tmy.media)."""
-    head, comma, body = source.partition(",")
-    if not comma or not head.startswith("data:"):
-        raise AdapterError(f"discord: not a data: URL ({source[:40]!r})")
-    mime = head[5:].split(";")[0] or "application/octet-stream"
-    try:
-        data = (
-            base64.b64decode(body, validate=True) if ";base64" in head else unquote(body).encode()
-        )
-    except (binascii.Error, ValueError) as exc:
-        raise AdapterError(f"discord: a data: URL that does not decode: {exc}") from None
-    return data, mime
+class MediaLoader:
+    """Loads a reply's image and file sources with :func:`tmy.media.load` (an http(s) URL,
+    a ``data:`` URL, or a file under ``base_dir``, the rules directory), at most ``limit``
+    bytes each, through an HTTP client of its own opened at first use."""
+
+    def __init__(self, base_dir: Path, limit: int = MAX_UPLOAD_BYTES) -> None:
+        self.base_dir = base_dir
+        self.limit = limit
+        self.http: httpx.AsyncClient | None = None
+
+    async def __call__(self, source: str) -> tuple[bytes, str]:
+        if self.http is None:
+            self.http = new_http_client()
+        found = await media.load(source, self.http, self.limit, self.base_dir)
+        return found.data, found.mime
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None

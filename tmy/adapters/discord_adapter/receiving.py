@@ -191,7 +191,7 @@ class Receiving:
             log.exception(
                 "discord.message_failed",
                 message_id=message.message_id,
-                event=message.event.kind if message.event else None,
+                kind=message.event.kind if message.event else None,
                 error=repr(exc),
             )
 
@@ -218,7 +218,7 @@ class Receiving:
             return
         message, channel = incoming.message, incoming.channel
         if channel is None:
-            log.info("discord.reply_nowhere", chat=message.chat, rule=reply.rule, event=(
+            log.info("discord.reply_nowhere", chat=message.chat, rule=reply.rule, kind=(
                 message.event.kind if message.event else None))  # fmt: skip
             return
         if stream is not None and await stream.finish(text):
