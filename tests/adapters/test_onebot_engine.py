@@ -58,6 +58,10 @@ rules:
     triggers: [cat]
     steps:
       - {plugin: ADJUST, input: {text: "a cat", image: "https://img.example/cat.png", reply: true}}
+  - id: quote
+    triggers: ["what about this"]
+    steps:
+      - {plugin: ADJUST, input: "{REPLY_TO[user]} said: {REPLY_TO[text]}"}
   - id: mute
     triggers: [mute all]
     admin_only: true
@@ -187,3 +191,19 @@ async def test_without_admins_from_a_group_owner_is_no_admin(events_bot: Bot) ->
     async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
         await impl.group("mute all", group=1, user=20002, role="owner", message_id=1)
         await impl.no_action(0.3)
+
+
+async def test_reply_to_holds_the_quoted_message_seen_or_fetched(events_bot: Bot) -> None:
+    async with loopback(events_bot.engine.handle, store=events_bot.app.store) as (_, impl):
+        impl.answers["get_msg"] = {"message_id": 77, "message": [text("an old message")],
+                                   "sender": {"user_id": 20003, "nickname": "Cy"}}  # fmt: skip
+        await impl.group("rain tomorrow", group=1, user=20004, message_id=100)
+        quoting = [{"type": "reply", "data": {"id": "100"}}, text("what about this")]
+        await impl.group(quoting, group=1, message_id=101)
+        seen = await impl.next_action()
+        fetching = [{"type": "reply", "data": {"id": "77"}}, text("what about this")]
+        await impl.group(fetching, group=1, message_id=102)
+        get_msg, fetched = await impl.next_action(), await impl.next_action()
+    assert sent_text(seen) == "20004 said: rain tomorrow"
+    assert (get_msg["action"], get_msg["params"]) == ("get_msg", {"message_id": 77})
+    assert sent_text(fetched) == "20003 said: an old message"
