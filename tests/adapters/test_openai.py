@@ -25,7 +25,7 @@ from tmy.adapters.openai import stream as facade_module
 from tmy.config import Settings, load_settings
 from tmy.daemon import build_adapters
 from tmy.errors import AdapterError, ConfigError
-from tmy.message import Target
+from tmy.message import Attachment, Target
 from tmy.testing import Bot
 
 KEY = "sk-tmy-test-key"
@@ -44,6 +44,10 @@ rules:
     triggers: ["ai *"]
     steps:
       - {plugin: LLM, history: 5}
+  - id: look
+    triggers: ["look *"]
+    steps:
+      - {plugin: LLM, vision: true}
   - id: fail
     triggers: [fail]
     on_error: "failed, sorry"
@@ -252,7 +256,7 @@ async def test_x_tmy_chat_puts_the_message_in_a_group_where_it_counts_as_address
     assert private.choices[0].message.content == "No rule matched this message."
 
 
-async def test_content_parts_are_joined_and_non_text_parts_ignored(open_facade) -> None:
+async def test_content_parts_are_joined_and_pictures_become_attachments(open_facade) -> None:
     base, _, _ = open_facade
     parts = [
         {"type": "text", "text": "hi"},
@@ -261,11 +265,49 @@ async def test_content_parts_are_joined_and_non_text_parts_ignored(open_facade) 
     ]
     async with client(base) as oai:
         done = await oai.chat.completions.create(model="tmy", messages=user_says(parts), user="p")
-        with pytest.raises(openai.BadRequestError) as only_image:
-            await oai.chat.completions.create(model="tmy", messages=user_says(parts[1:2]))
+        only_image = await oai.chat.completions.create(model="tmy", messages=user_says(parts[1:2]))
+        with pytest.raises(openai.BadRequestError) as nothing:
+            await oai.chat.completions.create(
+                model="tmy", messages=user_says([{"type": "input_audio", "input_audio": {}}])
+            )
+        with pytest.raises(openai.BadRequestError) as bad_url:
+            await oai.chat.completions.create(
+                model="tmy",
+                messages=user_says([{"type": "image_url", "image_url": {"url": "file:///x"}}]),
+            )
     # "hi\nparts": the prefix trigger "hi*" fires; QUESTION is the rest, trimmed
     assert done.choices[0].message.content == "hello p (p@openai/private:p) parts"
-    assert "no text part" in only_image.value.body["message"]
+    # a picture alone reads "[image]": no rule here takes it
+    assert only_image.choices[0].message.content == "No rule matched this message."
+    assert "no text or image part" in nothing.value.body["message"]
+    assert "must be an http(s) or data: URL" in bad_url.value.body["message"]
+
+
+async def test_pictures_reach_an_llm_step_through_the_facade(open_facade) -> None:
+    base, _, _ = open_facade
+    parts = [
+        {"type": "text", "text": "look MOCK:IMAGES"},
+        {"type": "image_url", "image_url": {"url": "https://cdn.example/a.png"}},
+        {"type": "image_url", "image_url": "data:image/png;base64,AAAA"},
+    ]
+    async with client(base) as oai:
+        done = await oai.chat.completions.create(model="tmy", messages=user_says(parts))
+    assert done.choices[0].message.content == "2 images"
+
+
+def test_an_image_url_part_is_an_image_attachment() -> None:
+    from tmy.adapters.openai.facade import picture
+
+    assert picture("https://cdn.example/a.png") == Attachment(
+        "image", url="https://cdn.example/a.png"
+    )
+    inline = picture("data:image/png;base64,AAAA")
+    assert (inline.kind, inline.mime, inline.size, inline.inline) == (
+        "image",
+        "image/png",
+        3,
+        False,
+    )
 
 
 # -- answers that are not a normal reply ---------------------------------------------------------

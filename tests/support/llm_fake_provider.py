@@ -37,6 +37,9 @@ class Reply:
     cached_tokens: int = 0
     cache_style: str = "openai"  # "openai" | "deepseek"
     delay: float = 0.0
+    # streamed: after the first content delta, wait for this event before the rest
+    # (a test proves the first piece reached the client while the answer was unfinished)
+    hold: asyncio.Event | None = None
 
     def usage(self) -> dict[str, Any]:
         usage: dict[str, Any] = {
@@ -237,6 +240,8 @@ class FakeProvider:
         text = action.content or ""
         for i in range(0, len(text), 4):
             await response.write(_sse(_chunk(body, {"content": text[i : i + 4]})))
+            if i == 0 and action.hold is not None:
+                await action.hold.wait()
         for i, call in enumerate(action.calls()):
             fn = call["function"]
             half = len(fn["arguments"]) // 2

@@ -4,11 +4,14 @@ Routes on the daemon's one HTTP listener:
 
 * ``POST /v1/chat/completions`` — the **last user message** is the chat text
   (a string, or an array of content parts whose ``text`` parts are joined by
-  line breaks). Earlier messages, system prompts and sampling options are
-  ignored: the bot keeps its own conversation history per user and chat, as
-  on every other platform. The answer comes back as a ``chat.completion``, or
-  with ``"stream": true`` as ``chat.completion.chunk`` server-sent events
-  ending in ``data: [DONE]``.
+  line breaks; its ``image_url`` parts, http(s) or ``data:`` URLs, become the
+  message's image attachments — ``IMAGES``, ``vision: true`` — and a message of
+  pictures only reads ``[image]`` per picture). Earlier messages, system
+  prompts and sampling options are ignored: the bot keeps its own conversation
+  history per user and chat, as on every other platform. The answer comes back
+  as a ``chat.completion``, or with ``"stream": true`` as ``chat.completion.chunk``
+  server-sent events ending in ``data: [DONE]`` — the tokens of an LLM step with
+  ``stream:`` as they come, the rest of the reply at the end.
 * ``GET /v1/models`` (and ``/v1/models/tmy``) — the one model, ``tmy``.
 
 Who is speaking (:meth:`OpenAIFacade.identify`), first match wins:
@@ -66,7 +69,7 @@ from tmy.adapters.openai.stream import IDENTITY_HEADER, stream
 from tmy.config.adapters import OpenAIConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
-from tmy.message import Message, Target, id_problem
+from tmy.message import Attachment, Message, Target, id_problem
 
 if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
     from aiohttp import web
@@ -78,6 +81,15 @@ DEFAULT_USER = "anonymous"  # USER_NAME of an anonymous-ephemeral request (its U
 DEFAULT_USER_HEADER = OpenAIConfig().user_header  # Open WebUI's forwarded user id
 DEFAULT_UNMATCHED = OpenAIConfig().unmatched_reply
 IGNORED_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
+
+
+def picture(url: str) -> Attachment:
+    """An ``image_url`` part as the message's image attachment (IMAGES): a public URL or
+    a data: URL, both handed to an LLM step as they are (no platform credentials)."""
+    if url[:5].lower() == "data:":
+        mime = url[5:].split(",", 1)[0].split(";", 1)[0].strip().lower()
+        return Attachment("image", url=url, mime=mime, size=len(url.split(",", 1)[-1]) * 3 // 4)
+    return Attachment("image", url=url)
 
 
 class OpenAIFacade:
@@ -246,7 +258,7 @@ class OpenAIFacade:
             raise OpenAIError(400, "'stream_options' must be an object", param="stream_options")
         include_usage = bool(stream and options and options.get("include_usage") is True)
         last = payload.last_user_message(body.get("messages"))
-        text = payload.content_text(last.get("content"))
+        text, pictures = payload.read_content(last.get("content"))
         if len(text) > self.max_chars:
             raise OpenAIError(
                 400,
@@ -276,6 +288,7 @@ class OpenAIFacade:
             mentions_bot=True,  # a request to the API is always addressed to the bot
             raw=body,
             ephemeral=how == "anonymous-ephemeral",
+            attachments=tuple(picture(url) for url in pictures),
             **fields,
         )
         return message, model, bool(stream), include_usage, how

@@ -100,36 +100,60 @@ def last_user_message(messages: Any) -> dict[str, Any]:
 
 def content_text(content: Any) -> str:
     """A string, or the ``text`` parts of a content-part array joined by line breaks."""
+    return read_content(content)[0]
+
+
+def read_content(content: Any) -> tuple[str, list[str]]:
+    """(text, picture URLs) of the last user message: a string, or content parts whose
+    ``text`` parts are joined by line breaks and whose ``image_url`` parts (http(s) or
+    ``data:`` URLs) are the pictures. Pictures without text read as ``[image]`` each
+    (what the rules match, as on the chat platforms)."""
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise OpenAIError(
-                    400,
-                    f"content part {index} of the last user message must be an object "
-                    "with a 'type'",
-                    param="messages",
-                )
-            if part["type"] == "text":
-                if not isinstance(part.get("text"), str):
-                    raise OpenAIError(
-                        400, f"content part {index} has no string 'text'", param="messages"
-                    )
-                texts.append(part["text"])
-        if texts:
-            return "\n".join(texts)
+        return content, []
+    if not isinstance(content, list):
         raise OpenAIError(
             400,
-            "the last user message has no text part (the bot answers text only)",
+            "the last user message's 'content' must be a string or an array of content parts",
             param="messages",
         )
+    texts: list[str] = []
+    pictures: list[str] = []
+    for index, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise OpenAIError(
+                400,
+                f"content part {index} of the last user message must be an object with a 'type'",
+                param="messages",
+            )
+        if part["type"] == "text":
+            if not isinstance(part.get("text"), str):
+                raise OpenAIError(
+                    400, f"content part {index} has no string 'text'", param="messages"
+                )
+            texts.append(part["text"])
+        elif part["type"] == "image_url":
+            pictures.append(_image_url(index, part.get("image_url")))
+    if texts:
+        return "\n".join(texts), pictures
+    if pictures:
+        return " ".join("[image]" for _ in pictures), pictures
     raise OpenAIError(
         400,
-        "the last user message's 'content' must be a string or an array of content parts",
+        "the last user message has no text or image part (the bot answers text and pictures)",
         param="messages",
     )
+
+
+def _image_url(index: int, value: Any) -> str:
+    """The URL of an ``image_url`` part (``{"url": …}``, or the URL itself as some send it)."""
+    url = value.get("url") if isinstance(value, dict) else value
+    if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
+        raise OpenAIError(
+            400,
+            f"content part {index}: 'image_url.url' must be an http(s) or data: URL",
+            param="messages",
+        )
+    return url
 
 
 def refusal(reply: Reply) -> None:
