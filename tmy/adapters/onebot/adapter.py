@@ -345,8 +345,10 @@ class OneBotAdapter:
         chat = message.chat
 
         async def send(text: str) -> None:
-            self._outbound.put(key, Outgoing.of(chat, text, **addressing))
-            addressing.clear()
+            out = Outgoing.of(chat, text, **addressing)
+            if out.pieces:
+                self._outbound.put(key, out)
+                addressing.clear()
 
         chunks = SentenceChunks(send)
         message.stream = chunks
