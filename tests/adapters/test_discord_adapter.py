@@ -444,9 +444,16 @@ class Driven:
 
 @asynccontextmanager
 async def driven(
-    fake: FakeDiscord, *, rules: str = RULES, guild: dict[str, Any] = GUILD, **config: Any
+    fake: FakeDiscord,
+    *,
+    rules: str = RULES,
+    guild: dict[str, Any] = GUILD,
+    settings: dict[str, Any] | None = None,
+    **config: Any,
 ) -> AsyncIterator[Driven]:
-    async with Bot({"r.yaml": rules}) as bot:
+    """The adapter (``config``: its DiscordConfig fields) on a Bot with ``rules`` (and
+    ``settings``), its client logged in to the fake, ``guild`` cached."""
+    async with Bot({"r.yaml": rules}, **(settings or {})) as bot:
         adapter = DiscordAdapter(DiscordConfig(**config), token=TOKEN)
         d = Driven(fake, adapter, bot)
         client = adapter.bind(d.handle)
