@@ -212,3 +212,20 @@ async def test_the_mock_says_how_many_pictures_it_got() -> None:
         said = await bot.say("t what is it?", attachments=two)
         assert said == "[TESTONLY mock · 0 earlier turns · 2 images] You said: what is it?"
         assert await bot.say("t MOCK:RESPONSE:a cat", attachments=two) == "a cat"
+
+
+async def test_images_from_the_messages_images_local(
+    provider: FakeProvider, images: ImageServer
+) -> None:
+    """``images: "{IMAGES}"``: the engine's list of image attachment maps, each matched
+    back to its attachment (so the inline one is downloaded with the platform's header)."""
+    api = FakeApi(images.url("/private/p1.png"), {"Authorization": "Bearer img-secret"})
+    inline = Attachment("image", file_id="p1", inline=True)
+    public = Attachment("image", url="https://cdn.example/b.png")
+    rule = rules('      - {plugin: LLM, images: "{IMAGES}"}\n')
+    async with Bot({"r.yaml": rule}, llm=on(provider)) as bot:
+        reply = await bot.ask("t both", attachments=(inline, public), api=api)
+        assert reply.error is None, reply.error
+        assert image_urls(provider) == [PNG_URL, "https://cdn.example/b.png"]
+        assert (await bot.ask("t none")).error is None  # IMAGES is []: a plain question
+        assert isinstance(provider.seen()[-1]["messages"][-1]["content"], str)
