@@ -6,9 +6,17 @@ with the same HTTP status — for the methods tmy uses: ``getMe``,
 ``getUpdates`` (a real long poll: it returns the queued updates from
 ``offset`` on, forgets those before ``offset`` as Telegram does, and waits up
 to ``timeout`` seconds for one to arrive), ``sendMessage`` (recorded, answered
-with a Message), ``deleteWebhook`` and ``setWebhook`` (recorded).
+with a Message), ``deleteWebhook`` and ``setWebhook`` (recorded); for the
+whole chat also ``sendPhoto``/``sendDocument`` (an uploaded file is read from
+the multipart body), ``editMessageText``, ``editMessageReplyMarkup``,
+``sendChatAction``, ``answerCallbackQuery``, ``approveChatJoinRequest``/
+``declineChatJoinRequest``, ``getChatAdministrators`` (from :attr:`admins`) and
+``getFile`` with the file download route ``/file/bot<token>/<file_path>``
+(from :attr:`files`).
 
-Tests queue updates with :meth:`FakeTelegram.message` and read what the bot
+Tests queue updates with :meth:`FakeTelegram.message` (or the event helpers
+:meth:`~FakeTelegram.member_join`, :meth:`~FakeTelegram.callback`,
+:meth:`~FakeTelegram.reaction`, :meth:`~FakeTelegram.join_request`) and read what the bot
 sent with :meth:`FakeTelegram.next_sent`; ``flood`` makes the next
 ``sendMessage`` calls fail with 429 ``retry_after``, ``flood_chats`` every
 ``sendMessage`` to the chats it names.
@@ -65,6 +73,9 @@ class FakeTelegram:
         # (error_code, description[, parameters]) for the next sendMessage calls, in order
         self.fail_send: list[tuple[Any, ...]] = []
         self.get_updates_offsets: list[int | None] = []
+        # chat id -> [(user, "creator" | "administrator")]: what getChatAdministrators answers
+        self.admins: dict[int, list[tuple[dict[str, Any], str]]] = {}
+        self.files: dict[str, bytes] = {}  # file_id -> content, for getFile and the download route
         self._taken = 0
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(5000)
@@ -80,6 +91,7 @@ class FakeTelegram:
     async def start(self, port: int = 0) -> FakeTelegram:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._call)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, shutdown_timeout=0.05)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -150,6 +162,80 @@ class FakeTelegram:
     def bot_message(self, text: str, chat: dict[str, Any] = GROUP) -> dict[str, Any]:
         """A message the bot itself sent earlier (for replies to it)."""
         return self.make_message(text, chat=chat, sender=self.me)
+
+    async def member_join(
+        self,
+        *members: dict[str, Any],
+        chat: dict[str, Any] = GROUP,
+        by: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A service message: ``members`` joined (``by`` added them; themselves when None)."""
+        sender = by or members[0]
+        msg = self.make_message(None, chat=chat, sender=sender, new_chat_members=list(members))
+        await self.push({"message": msg})
+        return msg
+
+    async def member_leave(
+        self, member: dict[str, Any], chat: dict[str, Any] = GROUP, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        msg = self.make_message(None, chat=chat, sender=by or member, left_chat_member=member)
+        await self.push({"message": msg})
+        return msg
+
+    async def callback(
+        self, data: str, message: dict[str, Any], sender: dict[str, Any] = USER
+    ) -> dict[str, Any]:
+        """A ``callback_query``: ``sender`` pressed the inline button carrying ``data``."""
+        query = {
+            "id": str(next(self._update_ids)),
+            "from": sender,
+            "message": message,
+            "chat_instance": "-42",
+            "data": data,
+        }
+        await self.push({"callback_query": query})
+        return query
+
+    async def reaction(
+        self,
+        message_id: int,
+        new: list[str],
+        old: list[str] = (),  # type: ignore[assignment]
+        *,
+        chat: dict[str, Any] = GROUP,
+        user: dict[str, Any] = USER,
+    ) -> None:
+        """A ``message_reaction``: ``user`` now has the emoji ``new`` (had ``old``)."""
+
+        def kinds(emojis: Any) -> list[dict[str, Any]]:
+            return [{"type": "emoji", "emoji": e} for e in emojis]
+
+        update = {"chat": chat, "message_id": message_id, "user": user, "date": int(time.time()),
+                  "old_reaction": kinds(old), "new_reaction": kinds(new)}  # fmt: skip
+        await self.push({"message_reaction": update})
+
+    async def join_request(
+        self, user: dict[str, Any] = USER, chat: dict[str, Any] = GROUP, bio: str = ""
+    ) -> None:
+        """A ``chat_join_request``: ``user`` asks to join ``chat``."""
+        request: dict[str, Any] = {
+            "chat": chat,
+            "from": user,
+            "user_chat_id": user["id"],
+            "date": int(time.time()),
+        }
+        if bio:
+            request["bio"] = bio
+        await self.push({"chat_join_request": request})
+
+    def calls_of(self, method: str) -> list[dict[str, Any]]:
+        return [p for _, m, p in self.calls if m == method]
+
+    async def wait_calls(self, method: str, n: int = 1, timeout: float = 10.0) -> list[Any]:
+        """The params of the calls of ``method`` once there are at least ``n`` (waits)."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.calls_of(method)) >= n)
+        return self.calls_of(method)
 
     async def next_sent(self, timeout: float = 10.0) -> dict[str, Any]:
         """The next successful sendMessage not yet taken (waits for it)."""
@@ -252,6 +338,86 @@ class FakeTelegram:
             self._changed.notify_all()
         return _ok(result)
 
+    # -- the whole chat ------------------------------------------------------------------------
+
+    def _sent_message(self, params: dict[str, Any], **content: Any) -> dict[str, Any]:
+        chat_id = params["chat_id"]
+        chat = (
+            {"id": int(chat_id), "type": "private", "first_name": "x"}
+            if not str(chat_id).startswith("-")
+            else {"id": int(chat_id), "type": "supergroup", "title": "g"}
+        )
+        return {"message_id": next(self._message_ids), "date": int(time.time()), "chat": chat,
+                "from": self.me, **content}  # fmt: skip
+
+    async def _sendPhoto(self, params: dict[str, Any]) -> web.Response:
+        if not params.get("photo"):
+            return _error(400, "Bad Request: there is no photo in the request")
+        size = {"file_id": "sent-photo", "file_unique_id": "sp", "width": 1, "height": 1}
+        return _ok(self._sent_message(params, photo=[size]))
+
+    async def _sendDocument(self, params: dict[str, Any]) -> web.Response:
+        if not params.get("document"):
+            return _error(400, "Bad Request: there is no document in the request")
+        return _ok(self._sent_message(params, document={"file_id": "d", "file_unique_id": "d"}))
+
+    async def _editMessageText(self, params: dict[str, Any]) -> web.Response:
+        if not str(params.get("text", "")).strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16(params["text"]) > 4096:
+            return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        return _ok(self._sent_message(params, text=params["text"]))
+
+    async def _editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        return _ok(self._sent_message(params, text="x"))
+
+    async def _sendChatAction(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _approveChatJoinRequest(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _declineChatJoinRequest(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _getChatAdministrators(self, params: dict[str, Any]) -> web.Response:
+        chat_id = int(params["chat_id"])
+        if chat_id > 0:
+            return _error(400, "Bad Request: there are no administrators in the private chat")
+        return _ok([_member(user, status) for user, status in self.admins.get(chat_id, [])])
+
+    async def _getFile(self, params: dict[str, Any]) -> web.Response:
+        file_id = params.get("file_id", "")
+        if file_id not in self.files:
+            return _error(400, "Bad Request: invalid file_id")
+        return _ok({"file_id": file_id, "file_unique_id": "u" + file_id,
+                    "file_size": len(self.files[file_id]),
+                    "file_path": f"photos/{file_id}.jpg"})  # fmt: skip
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401, text="Unauthorized")
+        path = request.match_info["path"]
+        file_id = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        if file_id not in self.files:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=self.files[file_id], content_type="image/jpeg")
+
+
+def _member(user: dict[str, Any], status: str) -> dict[str, Any]:
+    """A ChatMember as getChatAdministrators gives it (owner or administrator)."""
+    if status == "creator":
+        return {"status": "creator", "user": user, "is_anonymous": False}
+    rights = ["can_manage_chat", "can_delete_messages", "can_manage_video_chats",
+              "can_restrict_members", "can_promote_members", "can_change_info",
+              "can_invite_users", "can_post_stories", "can_edit_stories", "can_delete_stories",
+              "can_send_welcome_messages"]  # fmt: skip
+    return {"status": "administrator", "user": user, "can_be_edited": False,
+            "is_anonymous": False, **dict.fromkeys(rights, True)}  # fmt: skip
+
 
 async def _params(request: web.Request) -> dict[str, Any]:
     """The call's parameters: form fields (JSON-encoded objects decoded) or a JSON body."""
@@ -260,6 +426,10 @@ async def _params(request: web.Request) -> dict[str, Any]:
     form = await request.post()
     params: dict[str, Any] = {}
     for key, value in form.items():
+        if isinstance(value, web.FileField):  # an uploaded file (multipart)
+            params[key] = {"filename": value.filename, "content_type": value.content_type,
+                           "data": value.file.read()}  # fmt: skip
+            continue
         if isinstance(value, str) and value[:1] in "[{":
             try:
                 params[key] = json.loads(value)
@@ -267,6 +437,9 @@ async def _params(request: web.Request) -> dict[str, Any]:
             except ValueError:
                 pass
         params[key] = value
+    for key, value in list(params.items()):  # aiogram names an upload "attach://<field>"
+        if isinstance(value, str) and value.startswith("attach://"):
+            params[key] = params.pop(value.removeprefix("attach://"), value)
     return params
 
 
