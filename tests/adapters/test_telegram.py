@@ -207,11 +207,18 @@ async def test_commands_for_this_bot_are_normalised_and_others_ignored() -> None
 async def test_bots_stickers_and_captions() -> None:
     async with served() as s:
         await s.fake.message("echo from a bot", sender={"id": 9, "is_bot": True, "first_name": "B"})
-        sticker = {"file_id": "f", "file_unique_id": "u", "type": "regular", "width": 1,
-                   "height": 1, "is_animated": False, "is_video": False}  # fmt: skip
-        await s.fake.message(None, sticker=sticker)
+        await s.fake.message(None, new_chat_title="renamed")  # a service message: not for rules
         await s.fake.nothing_sent()
         assert s.seen == []
+        sticker = {"file_id": "f", "file_unique_id": "u", "type": "regular", "width": 1,
+                   "height": 1, "is_animated": False, "is_video": False, "emoji": "🙂"}  # fmt: skip
+        await s.fake.message(None, sticker=sticker)  # no rule wants "[sticker]"
+        await s.fake.nothing_sent()
+        assert s.seen[-1].text == "[sticker]"
+        assert s.seen[-1].attachments[0].as_dict() == {
+            "kind": "sticker", "url": "", "file_id": "f", "size": None, "mime": "image/webp",
+            "name": "🙂",
+        }  # fmt: skip
         photo = [{"file_id": "p", "file_unique_id": "q", "width": 1, "height": 1}]
         _, sent = await s.answer(None, photo=photo, caption="echo a caption")
         assert sent["text"].endswith("|a caption")
@@ -457,7 +464,12 @@ async def test_webhook_mode_sets_the_webhook_and_checks_the_secret() -> None:
         hook = await s.fake.wait_for_call("setWebhook")
         assert hook["url"] == "https://bot.example.org/telegram/webhook"
         assert hook["secret_token"] == "s3cret-token"
-        assert hook["allowed_updates"] == ["message"]
+        assert hook["allowed_updates"] == [
+            "message",
+            "message_reaction",
+            "callback_query",
+            "chat_join_request",
+        ]
         assert s.fake.count("getUpdates") == 0
         update = {"update_id": 1, "message": s.fake.make_message("echo hooked", message_id=42)}
         async with aiohttp.ClientSession() as session:

@@ -46,4 +46,9 @@ def from_settings(
         return None
     env = os.environ if env is None else env
     token = (env.get(config.token_env) or "").strip()
-    return TelegramAdapter(config, token=token, shutdown_grace=settings.limits.shutdown_grace)
+    return TelegramAdapter(
+        config,
+        token=token,
+        shutdown_grace=settings.limits.shutdown_grace,
+        rules_dir=settings.rules,
+    )

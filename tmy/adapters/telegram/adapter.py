@@ -19,29 +19,33 @@ updates to ``webhook_path`` on the daemon's HTTP listener; a request without
 ``X-Telegram-Bot-Api-Secret-Token`` is refused with 401, a wrong one with 403.
 The webhook is left in place at stop, so a restart loses nothing.
 
-Only ``message`` updates are asked for. Each one is queued for its chat and
-runs as its own task (a long LLM run never stops the reader). Chats are
-served fairly (:mod:`tmy.adapters.fairness`): at most :data:`MAX_RUNS` runs
-are in the engine at once, at most :data:`MAX_RUNS_PER_CHAT` from one chat,
-round-robin over the chats with messages waiting; at most
-``max_pending_per_chat`` messages wait per chat (past that the chat's oldest
-is dropped: ``telegram.chat_dropped``, the ``tmy_chat_dropped`` metric) and
+Telegram is asked for messages (with joins and leaves), reactions, button
+presses and join requests (:data:`~tmy.adapters.telegram.updates.ALLOWED_UPDATES`);
+each message or event is queued for its chat and runs as its own task (a
+long LLM run never stops the reader). Chats are served fairly
+(:mod:`tmy.adapters.fairness`): at most :data:`MAX_RUNS` runs are in the
+engine at once, at most :data:`MAX_RUNS_PER_CHAT` from one chat, round-robin
+over the chats with messages waiting; at most ``max_pending_per_chat``
+messages wait per chat (past that the chat's oldest is dropped:
+``telegram.chat_dropped``, the ``tmy_chat_dropped`` metric) and
 :data:`MAX_PENDING` in all (polling then waits before fetching more; a webhook
 answers 503 and Telegram delivers again later).
 
-What a message becomes is :mod:`tmy.adapters.telegram.incoming`; how replies
-go out (pieces, flood waits, migrations, retries) is
-:mod:`tmy.adapters.telegram.sending`.
+What an update becomes is :mod:`tmy.adapters.telegram.updates` (messages:
+``incoming`` and ``media``; events: ``events``); running it and answering
+(admins, streaming, "typing…", join requests) is
+:mod:`tmy.adapters.telegram.replies`; how replies are built (pictures, files,
+mentions, buttons) is ``compose``, how they go out (flood waits, migrations,
+retries) ``sending``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import re
 import secrets
 from collections import OrderedDict
-from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from aiogram import Bot
@@ -55,7 +59,6 @@ from aiogram.exceptions import (
     TelegramRetryAfter,
     TelegramUnauthorizedError,
 )
-from aiogram.types import Message as TgMessage
 from aiogram.types import Update, User
 from aiogram.utils.token import TokenValidationError
 from aiohttp import web
@@ -64,14 +67,13 @@ from pydantic import ValidationError
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.telegram.admins import ChatAdmins
 from tmy.adapters.telegram.errors import describe, error_code, method_name
-from tmy.adapters.telegram.incoming import to_message
-from tmy.adapters.telegram.sending import Outgoing, send_piece
-from tmy.adapters.telegram.text import split_text
+from tmy.adapters.telegram.replies import Answering
+from tmy.adapters.telegram.sending import QueuedReply
+from tmy.adapters.telegram.updates import ALLOWED_UPDATES, Incoming, read_update
 from tmy.config.adapters import TelegramConfig
-from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
-from tmy.message import Message, Target
 
 log = get_logger("tmy.adapter.telegram")
 
@@ -82,12 +84,10 @@ MAX_RUNS_PER_CHAT = 16  # of those, from one chat (the rest stay free for the ot
 MAX_PENDING = 1000  # messages waiting in all chats; polling pauses, the webhook says 503
 MAX_SENDS = 32  # sendMessage requests in flight at once (all chats)
 MAX_SEEN_UPDATES = 2048  # update ids remembered, so a webhook delivered twice runs once
-ALLOWED_UPDATES = ["message"]  # what tmy asks Telegram for (edits, channel posts: not served)
-
-_CHAT_RE = re.compile(r"-?\d{1,20}|@[A-Za-z0-9_]{4,64}")  # a chat id, or @channelusername
+__all__ = ["ALLOWED_UPDATES", "TelegramAdapter"]
 
 
-class TelegramAdapter:
+class TelegramAdapter(Answering):
     """Telegram over the Bot API, long polling or webhook; see the module docstring."""
 
     name = "telegram"
@@ -102,29 +102,34 @@ class TelegramAdapter:
         *,
         token: str = "",
         shutdown_grace: float = 30.0,
+        rules_dir: Path | None = None,
     ) -> None:
         self.config = config or TelegramConfig()
         self.token = token
+        self.rules_dir = rules_dir  # where a reply's image/file paths are read from
         self.shutdown_grace = shutdown_grace  # how long stop() lets replies in flight go out
         self.secret = self.config.webhook_secret
         redact.add(token)
         redact.add(self.secret)
         self._handle: Handler | None = None
         self._bot: Bot | None = None
+        self._server: TelegramAPIServer | None = None
         self._me: User | None = None
         self._health = AdapterHealth()
         self._connected_before = False  # metrics: a later "connected" is a reconnect
         self._runner: asyncio.Task[None] | None = None
         cap = self.config.max_pending_per_chat
         # keyed by chat id: messages waiting to run, replies waiting for their chat's turn
-        self._inbound: ChatQueues[tuple[Message, TgMessage]] = ChatQueues(
+        self._inbound: ChatQueues[Incoming] = ChatQueues(
             self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
             in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
         )  # fmt: skip
-        self._outbound: ChatQueues[Outgoing] = ChatQueues(
+        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
             self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, on_drop=Outgoing.dropped, on_fail=Outgoing.failed,
+            in_flight=MAX_SENDS, on_drop=QueuedReply.dropped, on_fail=QueuedReply.failed,
         )  # fmt: skip
+        self._admins = ChatAdmins(self._chat_admins, self.config.admins_from,
+                                  self.config.admins_ttl)  # fmt: skip
         self._seen: OrderedDict[int, None] = OrderedDict()
         self._offset: int | None = None  # next getUpdates offset (confirms everything before)
         self._stopping = False
@@ -150,7 +155,8 @@ class TelegramAdapter:
             )
             return
         try:
-            session = AiohttpSession(api=TelegramAPIServer.from_base(self.config.api_base))
+            self._server = TelegramAPIServer.from_base(self.config.api_base)
+            session = AiohttpSession(api=self._server)
             self._bot = Bot(self.token, session=session)
         except TokenValidationError:
             self._fail(
@@ -336,64 +342,15 @@ class TelegramAdapter:
             self._seen.popitem(last=False)
         self._health.event()
         try:
-            message = to_message(update, self._me)
+            found = read_update(update, self._me)
         except Exception as exc:
             log.exception("telegram.update_failed", update_id=update.update_id, error=repr(exc))
             return
-        if message is None or update.message is None:
-            return
-        self._inbound.put(message.chat, (message, update.message))
+        for incoming in found:
+            self._inbound.put(incoming.message.chat, incoming)
 
-    async def _answer(self, chat: Hashable, incoming: tuple[Message, TgMessage]) -> None:
-        """Run the rules on one message and queue the reply (a ChatQueues work); never raises."""
-        message, original = incoming
-        assert self._handle is not None
-        try:
-            reply = await self._handle(message)
-            if not reply.text.strip():
-                return None
-            thread = original.message_thread_id if original.is_topic_message else None
-            self._queue(original.chat.id, reply.text, reply_to=original.message_id,
-                        thread=thread)  # fmt: skip
-        except Exception as exc:
-            log.exception("telegram.message_failed", message_id=message.message_id, error=repr(exc))
-        return None
-
-    # -- sending -----------------------------------------------------------------------------
-
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to the chat id ``target.chat`` (or the private chat of ``target.user``)."""
-        chat = (target.chat or target.user).strip()
-        if not _CHAT_RE.fullmatch(chat):
-            raise AdapterError(
-                f"telegram: the target chat must be a chat id (a number, negative for groups) "
-                f"or @channelname (got {chat!r})"
-            )
-        if not text.strip():
-            raise AdapterError("telegram: refusing to send an empty message")
-        if self._bot is None or self._me is None:
-            raise AdapterError(f"telegram: not connected ({self._health.error or 'starting'})")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue(int(chat) if chat[0] != "@" else chat, text, done=done)
-        await done
-
-    def _queue(
-        self,
-        chat: int | str,
-        text: str,
-        *,
-        reply_to: int | None = None,
-        thread: int | None = None,
-        done: asyncio.Future[None] | None = None,
-    ) -> None:
-        """Queue ``text`` for ``chat`` in pieces; the first one quotes ``reply_to``."""
-        out = Outgoing(chat, split_text(text), reply_to, thread, done)
-        out.backoff = Backoff(self.backoff_base, self.backoff_cap)
-        if not out.pieces:
-            out.finish(None)
-            return
-        self._outbound.put(str(chat), out)
-
-    async def _send_step(self, key: Hashable, out: Outgoing) -> float | None:
-        """One ``sendMessage`` of ``out``'s next piece (a ChatQueues work; see ``sending``)."""
-        return await send_piece(self._bot, out)
+    async def _chat_admins(self, chat: int) -> list[Any]:
+        """getChatAdministrators (for ``admins_from``)."""
+        if self._bot is None:
+            return []
+        return list(await self._bot.get_chat_administrators(chat))

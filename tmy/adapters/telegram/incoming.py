@@ -3,8 +3,11 @@
 * messages from bots (``from.is_bot``) are ignored, so two bots cannot answer
   each other forever (this includes anonymous group admins, who post as
   ``@GroupAnonymousBot``);
-* the text is ``text``, or the ``caption`` of a photo/video/document; a
-  message with neither (a sticker, a service message) is ignored;
+* the text is ``text``, or the ``caption`` of a photo/video/document, or for
+  a file without caption its placeholder (``[image]``, ``[sticker]`` …: see
+  :mod:`~tmy.adapters.telegram.media`); the files are ``attachments``; a
+  message with none of these (a service message) is not a chat message
+  (:mod:`~tmy.adapters.telegram.events` reads joins and leaves);
 * ``/command@thisbot`` becomes ``/command``; a message that starts with a
   command for **another** bot (``/start@otherbot``) is ignored, as Telegram
   means it for that bot only;
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 
 from aiogram.types import MessageEntity, Update, User
 
+from tmy.adapters.telegram.media import attachments_of, placeholder
 from tmy.adapters.telegram.text import utf16_index
 from tmy.message import Message
 
@@ -36,12 +40,15 @@ def to_message(update: Update, me: User | None) -> Message | None:
     sender = m.from_user
     if sender is None or sender.is_bot:
         return None
+    attachments = attachments_of(m)
     if m.text is not None:
         text, entities = m.text, m.entities
     elif m.caption is not None:
         text, entities = m.caption, m.caption_entities
+    elif attachments:
+        text, entities = placeholder(attachments) or "", None
     else:
-        return None  # a sticker, a photo without caption, a service message
+        return None  # a service message (events.py), a poll, a location …
     text, mentioned = read_addressing(text, entities or [], me.id, me.username or "")
     if text is None:
         return None  # a command for another bot
@@ -64,6 +71,7 @@ def to_message(update: Update, me: User | None) -> Message | None:
         reply_to=reply_to,
         self_id=str(me.id),
         message_id=str(m.message_id),
+        attachments=attachments,
     )
 
 

@@ -1,10 +1,12 @@
-"""Sending to Telegram: a queued reply (or ``send``) and the ``sendMessage`` step, with retries.
+"""Sending to Telegram: a queued reply (or ``send``) and its send steps, with retries.
 
 **Sending.** Replies go to the same chat (and forum topic) as a reply to the
 triggering message, split into pieces of at most :data:`MAX_TEXT` UTF-16
 units (Telegram's own count), on a line break when there is one in the
 second half of the piece, else on a space. Sent as plain text (no parse mode),
-so nothing a user typed can turn into markup. A 429 waits Telegram's
+so nothing a user typed can turn into markup. Pictures, files, mentions and
+buttons are :mod:`~tmy.adapters.telegram.compose`'s; each message of a reply
+(``sendMessage``, ``sendPhoto``, ``sendDocument``) is one step here. A 429 waits Telegram's
 ``retry_after`` and tries again (at most :data:`MAX_SEND_RETRIES` times and
 never for longer than :data:`MAX_FLOOD_WAIT` per wait) — only that chat waits:
 replies queue per chat (at most ``max_pending_per_chat``, the oldest dropped
@@ -33,6 +35,7 @@ from aiogram.types import ReplyParameters
 
 from tmy.adapters.base import Backoff
 from tmy.adapters.fairness import PendingSend
+from tmy.adapters.telegram.compose import Piece
 from tmy.adapters.telegram.errors import describe, error_code
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -43,7 +46,7 @@ MAX_SEND_RETRIES = 3  # retries of one sendMessage after 429 / migration / netwo
 MAX_FLOOD_WAIT = 120  # a 429 asking for a longer wait fails the send instead of blocking it
 
 
-class Outgoing(PendingSend):
+class QueuedReply(PendingSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
     __slots__ = ("backoff", "chat", "index", "pieces", "reply_to", "retries", "thread")
@@ -52,7 +55,7 @@ class Outgoing(PendingSend):
     def __init__(
         self,
         chat: int | str,
-        pieces: list[str],
+        pieces: list[Piece],
         reply_to: int | None,
         thread: int | None,
         done: asyncio.Future[None] | None,
@@ -67,8 +70,8 @@ class Outgoing(PendingSend):
         self.backoff = Backoff()
 
 
-async def send_piece(bot: Bot | None, out: Outgoing) -> float | None:
-    """One ``sendMessage`` of ``out``'s next piece (the adapter's ChatQueues work).
+async def send_piece(bot: Bot | None, out: QueuedReply) -> float | None:
+    """One send of ``out``'s next piece (the adapter's ChatQueues work).
 
     Returns the pause before calling again (the next piece, or a retry: a
     429's ``retry_after`` is waited out by this chat alone), None when done.
@@ -80,9 +83,9 @@ async def send_piece(bot: Bot | None, out: Outgoing) -> float | None:
     reply = None
     if out.reply_to is not None and out.index == 0:
         reply = ReplyParameters(message_id=out.reply_to, allow_sending_without_reply=True)
+    piece = out.pieces[out.index]
     try:
-        await bot.send_message(chat, out.pieces[out.index], message_thread_id=out.thread,
-                               reply_parameters=reply)  # fmt: skip
+        await _send(bot, chat, piece, out.thread, reply)
     except TelegramRetryAfter as exc:
         if out.retries >= MAX_SEND_RETRIES or exc.retry_after > MAX_FLOOD_WAIT:
             return _give_up(out, exc)
@@ -118,14 +121,31 @@ async def send_piece(bot: Bot | None, out: Outgoing) -> float | None:
     return None
 
 
-def _give_up(out: Outgoing, exc: Exception) -> None:
-    out.finish(_send_failed(out.chat, exc, out.retries))
+async def _send(
+    bot: Bot, chat: int | str, piece: Piece, thread: int | None, reply: ReplyParameters | None
+) -> None:
+    common = {"message_thread_id": thread, "reply_parameters": reply, "reply_markup": piece.markup}
+    if piece.method == "message":
+        await bot.send_message(chat, piece.text, entities=piece.entities, **common)
+    elif piece.method == "photo":
+        assert piece.media is not None
+        await bot.send_photo(chat, piece.media, caption=piece.text or None,
+                             caption_entities=piece.entities, **common)  # fmt: skip
+    else:
+        assert piece.media is not None
+        await bot.send_document(chat, piece.media, caption=piece.text or None,
+                                caption_entities=piece.entities, **common)  # fmt: skip
+
+
+def _give_up(out: QueuedReply, exc: Exception) -> None:
+    method = out.pieces[out.index].api_method if out.index < len(out.pieces) else "sendMessage"
+    out.finish(_send_failed(out.chat, exc, out.retries, method))
     return None
 
 
-def _send_failed(chat: int | str, exc: Exception, retries: int) -> AdapterError:
+def _send_failed(chat: int | str, exc: Exception, retries: int, method: str) -> AdapterError:
     code = error_code(exc)
     why = describe(exc)
     log.warning("telegram.send_failed", chat=str(chat), error_code=code, description=why,
                 retries=retries)  # fmt: skip
-    return AdapterError(f"telegram: sendMessage to {chat} failed (error_code {code}): {why}")
+    return AdapterError(f"telegram: {method} to {chat} failed (error_code {code}): {why}")

@@ -54,6 +54,11 @@ def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
     return pieces
 
 
+def fit_utf16(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to at most ``limit`` UTF-16 units (a growing answer's shown part)."""
+    return text[: _fit(text, limit)]
+
+
 def _fit(text: str, limit: int) -> int:
     """How many characters of ``text`` fit in ``limit`` UTF-16 units."""
     if len(text) <= limit // 2:
