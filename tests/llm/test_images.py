@@ -229,3 +229,22 @@ async def test_images_from_the_messages_images_local(
         assert image_urls(provider) == [PNG_URL, "https://cdn.example/b.png"]
         assert (await bot.ask("t none")).error is None  # IMAGES is []: a plain question
         assert isinstance(provider.seen()[-1]["messages"][-1]["content"], str)
+
+
+def test_ctx_shows_a_question_with_pictures_as_its_text_and_a_count() -> None:
+    from tmy.llm.inspect import _parts
+
+    body = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is it?"},
+                    {"type": "image_url", "image_url": {"url": PNG_URL}},
+                    {"type": "image_url", "image_url": {"url": "https://cdn.example/x.png"}},
+                ],
+            },
+        ]
+    }
+    assert _parts(body) == ["[system] be brief", "[user] what is it? [+ 2 pictures]"]

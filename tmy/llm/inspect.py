@@ -251,8 +251,14 @@ def _parts(body: dict[str, Any]) -> list[str]:
     """Each message in short, by role (the chat rendering)."""
     out = []
     for m in body.get("messages", []):
-        content = str(m.get("content") or "")
+        raw = m.get("content")
+        pictures = ""
+        if isinstance(raw, list):  # content parts: the text, and how many pictures follow
+            count = sum(1 for p in raw if isinstance(p, dict) and p.get("type") == "image_url")
+            pictures = f" [+ {count} picture{'s' if count != 1 else ''}]" if count else ""
+            raw = "\n".join(str(p.get("text") or "") for p in raw if isinstance(p, dict))
+        content = str(raw or "")
         if len(content) > PREVIEW:
             content = content[:PREVIEW] + f"… ({len(content)} characters)"
-        out.append(f"[{m.get('role')}] {content}")
+        out.append(f"[{m.get('role')}] {content}{pictures}")
     return out
