@@ -256,7 +256,11 @@ def _parts(body: dict[str, Any]) -> list[str]:
         if isinstance(raw, list):  # content parts: the text, and how many pictures follow
             count = sum(1 for p in raw if isinstance(p, dict) and p.get("type") == "image_url")
             pictures = f" [+ {count} picture{'s' if count != 1 else ''}]" if count else ""
-            raw = "\n".join(str(p.get("text") or "") for p in raw if isinstance(p, dict))
+            raw = "\n".join(
+                str(p.get("text") or "")
+                for p in raw
+                if isinstance(p, dict) and p.get("type") == "text"
+            )
         content = str(raw or "")
         if len(content) > PREVIEW:
             content = content[:PREVIEW] + f"… ({len(content)} characters)"
