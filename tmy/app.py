@@ -59,7 +59,7 @@ from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
 from tmy.extension import Extension, check_unique
 from tmy.logs import get_logger
-from tmy.message import Target
+from tmy.message import Outgoing, Target
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
@@ -153,11 +153,12 @@ class App:
         assert self.reloader is not None, "use 'async with App(...)'"
         return await self.reloader.reload(reason)
 
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to ``target`` on its platform (AdapterError unless serving it)."""
+    async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
+        """Post ``text`` (and ``outgoing``: images, buttons …) to ``target`` on its platform
+        (AdapterError unless serving it)."""
         if self.adapters is None:
             raise AdapterError(f"no running adapter for platform {target.platform!r}")
-        await self.adapters.send(target, text)
+        await self.adapters.send(target, text, outgoing)
 
     async def health(self) -> dict[str, Any]:
         """The ``GET /healthz`` report: store, adapters, cron outbox."""

@@ -27,7 +27,7 @@ from tmy.config import Settings
 from tmy.cron import Cron
 from tmy.errors import AdapterError, TmyError
 from tmy.logs import get_logger
-from tmy.message import Target
+from tmy.message import Outgoing, Target
 from tmy.rulebook.textform import invisible_table
 from tmy.store.base import Store
 from tmy.types import Adapter, Handler, Route
@@ -209,8 +209,12 @@ class Adapters:
         """The console adapter when one was started (``serve`` stops when it ends)."""
         return next((a for a in self.started if isinstance(a, ConsoleAdapter)), None)
 
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to ``target`` through its platform's adapter (AdapterError if it can't)."""
+    async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
+        """Post ``text`` to ``target`` through its platform's adapter (AdapterError if it can't).
+
+        ``outgoing``: the reply's images, files, mentions, buttons; passed on (as
+        ``outgoing=``) only when there are some, so an adapter whose ``send`` takes
+        only the text keeps working for every plain post."""
         adapter = self.adapter(target.platform)
         if adapter is None:
             why = self.failed.get(target.platform)
@@ -218,7 +222,10 @@ class Adapters:
                 f"no running adapter for platform {target.platform!r}"
                 + (f" (it failed to start: {why})" if why else "")
             )
-        await adapter.send(target, text)
+        if outgoing:
+            await adapter.send(target, text, outgoing=outgoing)  # type: ignore[call-arg]
+        else:
+            await adapter.send(target, text)
 
     def health(self) -> tuple[dict[str, Any], bool]:
         """Every adapter's state, and whether all are connected (or still starting)."""

@@ -49,8 +49,8 @@ async def wait_for(check: Any, timeout: float = 5.0) -> Any:
         await asyncio.sleep(0.05)
 
 
-async def history(store: Any) -> list[dict[str, Any]]:
-    return (await store.get("cron/hist/job")) or []
+async def history(store: Any, rule: str = "job") -> list[dict[str, Any]]:
+    return (await store.get(f"cron/hist/{rule}")) or []
 
 
 class RefusesFirstSend(LoopbackAdapter):

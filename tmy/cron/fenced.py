@@ -98,7 +98,8 @@ class FencedRuns(Outbox):
             )
             outcome = "error" if reply.error else "ok"
             item = None
-            if target is not None and reply.text and self.send is not None and unsent is None:
+            has_reply = bool(reply.text or reply.outgoing)
+            if target is not None and has_reply and self.send is not None and unsent is None:
                 item = _outbox_item(rule.id, target, reply, fire, schedule, lease.token)
                 item.update(manual)
             entry = self._entry(fire_text, target, reply.trace_id, outcome, reply.error, "")
@@ -135,7 +136,7 @@ class FencedRuns(Outbox):
         """Post a committed run's reply (its outbox entry ``item``); what the history says."""
         if target is None:
             return "logged only"
-        if not reply.text:
+        if not (reply.text or reply.outgoing):
             return "nothing to send"
         if unsent is not None:
             return f"not sent: {unsent}"

@@ -29,9 +29,10 @@ from tmy.cron.occurrence import (
     target_key,
 )
 from tmy.cron.schedule import Schedule
+from tmy.engine.structured import outgoing_from_dict
 from tmy.errors import LeaseLost, StoreError, TmyError
 from tmy.logs import get_logger
-from tmy.message import Message, Reply, Target
+from tmy.message import Message, Outgoing, Reply, Target
 from tmy.store.base import MISSING, Store
 from tmy.store.leases import Lease
 
@@ -42,7 +43,19 @@ RETRY_MAX = 60.0  # longest pause between resends
 RETRY_POLL = 1.0  # how often each daemon looks for due resends in the outbox
 MAX_OUTBOX = 1000
 """Failed sends kept for a resend at once (all rules); past it a failed send is given up."""
-SendFn = Callable[[Target, str], Awaitable[None]]
+SendFn = Callable[..., Awaitable[None]]
+"""``send(target, text, outgoing=None)``: ``App.send``; ``outgoing`` only when the reply has
+images, files, mentions or buttons (:func:`send_reply`)."""
+
+
+async def send_reply(send: SendFn, target: Target, text: str, outgoing: Any) -> None:
+    """Post a run's reply: ``outgoing`` (an Outgoing, or its stored dict) is passed on as
+    ``outgoing=`` only when it holds something, so a plain post is ``send(target, text)``."""
+    parts = outgoing if isinstance(outgoing, Outgoing) else outgoing_from_dict(outgoing)
+    if parts:
+        await send(target, text, outgoing=parts)
+    else:
+        await send(target, text)
 
 
 def _outbox_item(
@@ -54,6 +67,7 @@ def _outbox_item(
         "chat": target.chat,
         "user": target.user,
         "text": reply.text,
+        **({"outgoing": reply.outgoing.as_dict()} if reply.outgoing else {}),
         "fire_time": fire_time_text(fire),
         "deadline": fire.timestamp() + schedule.retry_window,
         "trace_id": reply.trace_id,
@@ -141,7 +155,7 @@ class Outbox:
             await self._unclaim(occ, item)
             raise
         try:
-            await self.send(target, item["text"])
+            await send_reply(self.send, target, item["text"], item.get("outgoing"))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an adapter's failure must not stop the scheduler
