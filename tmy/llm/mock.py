@@ -58,7 +58,11 @@ def _is_result(message: dict[str, Any]) -> bool:
 def _text(content: Any) -> str:
     """A message's text: the string, or its ``text`` parts joined (pictures left out)."""
     if isinstance(content, list):
-        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+        return "\n".join(
+            str(p.get("text") or "")
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
     return str(content or "")
 
 
