@@ -431,6 +431,30 @@ async def test_a_streamed_answer_grows_by_edits_and_ends_with_the_final_text(
         assert fake.posts.empty()  # the final text is an edit, not another message
 
 
+async def test_a_long_streamed_answer_continues_in_new_messages_with_its_buttons_last(
+    fake: FakeDiscord,
+) -> None:
+    lines = [f"line {i:03d} " + "z" * 60 for i in range(70)]  # about 4,800 characters
+    final = "\n".join(lines)
+
+    async def respond(message: Message) -> Reply:
+        assert message.stream is not None
+        await message.stream.delta(final[:100])
+        return await _reply(final, Outgoing(buttons=[[Button("More", "more")]]))
+
+    async with driven(fake) as d:
+        d.respond = respond
+        await d.deliver(msg_payload("tell me a lot"))
+        _, grown = await fake.next_post()
+        second, third = (await fake.next_post())[1], (await fake.next_post())[1]
+    assert grown["content"] == final[:100]
+    (edit,) = [body["content"] for _, body in fake.edits]
+    assert not grown.get("components") and not second.get("components")
+    assert third["components"][0]["components"][0]["custom_id"] == "more"
+    assert "\n".join([edit, second["content"], third["content"]]).split("\n") == lines
+    assert "message_reference" not in second  # only the growing message quotes the question
+
+
 async def test_a_stream_that_never_started_sends_the_reply_normally(fake: FakeDiscord) -> None:
     async with driven(fake) as d:
         d.respond = said("whole")

@@ -334,12 +334,16 @@ class DiscordAdapter(Receiving):
         where: str | None = None,
         done: asyncio.Future[None] | None = None,
         parts: Parts | None = None,
+        pieces: list[str] | None = None,
     ) -> None:
-        """Queue ``text`` for ``channel`` in pieces; the first one replies to ``reference``
-        and carries the mentions, the last one the files, embeds and buttons of ``parts``."""
-        if parts is not None:
-            text = parts.prefix() + text + parts.suffix()
-        pieces = split_message(text)
+        """Queue ``text`` (or ``pieces`` already cut) for ``channel``; the first piece replies
+        to ``reference`` and carries the mentions, the last the files, embeds and buttons."""
+        if pieces is not None:
+            pieces = pieces + split_message(parts.suffix() if parts is not None else "")
+        else:
+            if parts is not None:
+                text = parts.prefix() + text + parts.suffix()
+            pieces = split_message(text)
         if not pieces and parts is not None and not parts.empty:
             pieces = [""]  # attachments, embeds or buttons alone
         out = Queued(channel, pieces, reference, where or str(channel.id), done, parts)

@@ -118,14 +118,16 @@ def emoji_name(emoji: discord.PartialEmoji) -> str:
     return f"{emoji.name}:{emoji.id}"
 
 
-def reaction(payload: discord.RawReactionActionEvent, channel: Any, self_id: str) -> Incoming:
+def reaction(
+    payload: discord.RawReactionActionEvent, who: Any, channel: Any, self_id: str
+) -> Incoming:
+    """``who``: the reacting Member or User when discord.py knows them (their name)."""
     added = payload.event_type == "REACTION_ADD"
     data = {"message_id": str(payload.message_id), "emoji": emoji_name(payload.emoji)}
     data["added"] = added
     raw = "MESSAGE_REACTION_ADD" if added else "MESSAGE_REACTION_REMOVE"
-    member = payload.member
     message = _event(
-        "reaction", raw, user=member or payload.user_id, chat=str(payload.channel_id),
+        "reaction", raw, user=who or payload.user_id, chat=str(payload.channel_id),
         guild_id=payload.guild_id, self_id=self_id, data=data, payload=payload,
     )  # fmt: skip
     return Incoming(message, channel)

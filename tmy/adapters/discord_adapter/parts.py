@@ -80,7 +80,8 @@ class Parts:
 
     @property
     def empty(self) -> bool:
-        return not (self.uploads or self.image_urls or self.buttons)
+        """Nothing to send besides the text (a note of what failed counts as something)."""
+        return not (self.uploads or self.image_urls or self.buttons or self.notes)
 
 
 def view_of(rows: list[list[Button]]) -> discord.ui.View:

@@ -36,7 +36,7 @@ from tmy.adapters.discord_adapter.events import Incoming
 from tmy.adapters.discord_adapter.inbound import attachments_of, chat_admin, placeholder
 from tmy.adapters.discord_adapter.parts import Parts, prepare
 from tmy.adapters.discord_adapter.sending import NO_MENTIONS
-from tmy.adapters.discord_adapter.text import MAX_TEXT, strip_mention
+from tmy.adapters.discord_adapter.text import MAX_TEXT, split_message, strip_mention
 from tmy.adapters.streaming import GrowingMessage, typing_while
 from tmy.logs import get_logger
 from tmy.message import Message, Reply
@@ -138,7 +138,8 @@ class Receiving:
         if me is None or payload.user_id == me.id or _is_bot(self.client, payload):
             return
         channel = self._channel(payload.channel_id, payload.guild_id)
-        self._take(events.reaction(payload, channel, str(me.id)), payload.member)
+        who = payload.member or (self.client.get_user(payload.user_id) if self.client else None)
+        self._take(events.reaction(payload, who, channel, str(me.id)), payload.member)
 
     on_raw_reaction_remove = on_raw_reaction_add  # the payload's event_type tells them apart
 
@@ -221,11 +222,12 @@ class Receiving:
             log.info("discord.reply_nowhere", chat=message.chat, rule=reply.rule, kind=(
                 message.event.kind if message.event else None))  # fmt: skip
             return
-        if stream is not None and await stream.finish(text):
-            rest = text[MAX_TEXT:]  # the growing message shows the first MAX_TEXT characters
-            if rest.strip() or (parts is not None and not parts.empty):
-                self._queue(channel, rest, parts=parts)
-            return
+        if stream is not None:
+            head, *rest = split_message(text) or [""]
+            if await stream.finish(head):  # the growing message became the first piece
+                if rest or (parts is not None and not parts.empty):
+                    self._queue(channel, "", pieces=rest, parts=parts)
+                return
         self._queue(channel, text, reference=incoming.original, parts=parts)
 
 
