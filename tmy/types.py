@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # names for annotations only: this module must stay importabl
     from tmy.engine.switch import ChatSwitch
     from tmy.executors.registry import ExecutorSpec, Registry
     from tmy.extension import ConfigSection, RuleKey, StepKey
-    from tmy.message import Message, Reply, StepRecord, Target
+    from tmy.message import Message, Outgoing, Reply, StepRecord, Target
     from tmy.reload import ReloadResult
     from tmy.rulebook.model import Rule, Rulebook, Step
     from tmy.store.base import Store
@@ -218,8 +218,12 @@ class Adapter(Protocol):
         """Stop accepting new events; runs in flight are drained by the daemon."""
         ...
 
-    async def send(self, target: Target, text: str) -> None:
-        """Post ``text`` to ``target``; raise AdapterError naming the platform's error."""
+    async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
+        """Post ``text`` to ``target`` (with ``outgoing``'s images, files, mentions and
+        buttons where the platform has them); raise AdapterError naming the platform's error.
+
+        The daemon passes ``outgoing`` only when a run produced some, so an adapter
+        written before it existed keeps working for text."""
         ...
 
     def health(self) -> dict[str, Any]:
