@@ -113,7 +113,11 @@ class Command:
     ``needs``: ``"app"`` (the store and rules open: most commands), ``"daemon"`` (a
     running daemon: ``reload``; the CLI asks the daemon over HTTP), ``"settings"``
     (nothing opened). ``admin``: chat refuses it to non-admins (the CLI user and the
-    HTTP API key holder are the operator). ``fronts``: where it is reachable.
+    HTTP API key holder are the operator). ``chat_admin``: an admin of the chat it is
+    said in by the platform's roles (``admins_from``: a QQ group owner, a Telegram
+    chat administrator) may run it there too — for commands that act on that chat
+    only (``on``/``off``, ``explain``); the others need a global admin (``admins:``).
+    ``fronts``: where it is reachable.
     ``usage``: the chat form after the name (``get|set|del PATH [VALUE]``);
     ``usage_error``: what a missing required argument answers (default ``usage: NAME USAGE``).
     ``description``: the CLI's ``NAME --help`` text (default: ``help``).
@@ -128,6 +132,7 @@ class Command:
     args: tuple[Arg, ...] = ()
     needs: Literal["app", "daemon", "settings"] = "app"
     admin: bool = True
+    chat_admin: bool = False
     fronts: frozenset[str] = ALL_FRONTS
     usage: str = ""
     usage_error: str = ""

@@ -66,3 +66,38 @@ async def test_an_open_command_answers_anyone_and_an_empty_answer_is_a_dash() ->
         assert (await bot.ask(".tmy echo empty", user="ann")).text == "-"
         assert "echo WORD" not in (await bot.ask(".tmy help", user="root", is_admin=True)).text
         assert "| echo" in (await bot.ask(".tmy help", user="root", is_admin=True)).text
+
+
+async def test_a_chat_admin_runs_the_chat_scoped_commands_there_and_nothing_global(
+    log_file: Path,
+) -> None:
+    async with Bot(RULES) as bot:
+
+        async def owner(text: str, chat: str = "group:1") -> str:
+            # a QQ group owner: an admin of this chat by the platform's roles, not in admins:
+            reply = await bot.ask(text, user="owner", chat=chat, platform="onebot",
+                                  private=False, chat_admin=True)  # fmt: skip
+            return reply.text
+
+        assert (await owner(".tmy off")).startswith("the bot is off in this chat (group:1)")
+        assert (await bot.ask("hi", chat="group:1", platform="onebot", private=False)).text == ""
+        assert (await owner(".tmy on")) == "the bot is on in this chat (group:1)"
+        assert (await owner(".tmy rules")).startswith("1 rules")
+        assert (await owner(".tmy explain hi")).startswith("matched rule 'hi'")
+        assert (await owner(".tmy")).startswith("commands: ")
+        for global_only in (".tmy reload", ".tmy vars list", ".tmy trace 0123", ".tmy cron"):
+            assert await owner(global_only) == "", global_only
+        # the same user without the platform's role is a stranger
+        plain = await bot.ask(".tmy off", user="owner", chat="group:1", platform="onebot")
+        assert plain.text == ""
+    refused = [e["command"] for e in read_log(log_file) if e["event"] == "admin.refused"]
+    assert refused == [".tmy reload", ".tmy vars list", ".tmy trace 0123", ".tmy cron", ".tmy off"]
+
+
+def test_the_chat_scoped_commands_are_marked() -> None:
+    from tmy.command import command_table
+
+    table = command_table(extensions())
+    marked = {name for name, c in table.items() if c.chat_admin}
+    assert {"on", "off", "help", "rules", "explain"} <= marked
+    assert not marked & {"reload", "vars", "cron", "trace", "backup", "restore"}

@@ -5,7 +5,10 @@ command and never reaches the rules, on every adapter (``/v1/messages``
 included). Only admins (``admins:``, matched per platform) get an answer;
 anyone else gets no reply at all and an ``admin.refused`` warning is logged,
 so the bot does not even confirm that the command exists. A command marked
-``admin=False`` is the exception: anyone may run it.
+``admin=False`` is the exception: anyone may run it. One marked ``chat_admin=True``
+(it acts on this chat only: ``on``, ``off``, ``explain`` …) may also be run by an
+admin of the chat by the platform's roles (``message.chat_admin``, from
+``admins_from``); to such an admin every other command is refused the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ if TYPE_CHECKING:
 log = get_logger("tmy.admin")
 
 DEFAULT_PREFIX = ".tmy"
+
+
+def _may_run(message: Message, command: Command | None) -> bool:
+    """A global admin runs any command; anyone an ``admin=False`` one; an admin of this
+    chat by the platform's roles a ``chat_admin=True`` one."""
+    if message.is_admin:
+        return True
+    if command is None:
+        return False
+    return not command.admin or (command.chat_admin and message.chat_admin)
 
 
 class ChatCommands:
@@ -53,7 +66,7 @@ class ChatCommands:
         name = words[0].lower() if words else "help"
         rest = words[1].strip() if len(words) > 1 else ""
         command = self._find(name)
-        if not message.is_admin and (command is None or command.admin):
+        if not _may_run(message, command):
             log.warning(
                 "admin.refused",
                 user=message.user,

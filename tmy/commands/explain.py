@@ -56,6 +56,7 @@ EXPLAIN = Command(
     description="explain why the bot answers a message the way it does: matching, near misses, "
     "each step; a dry run unless --run",
     json_help="print the explanation as JSON",
+    chat_admin=True,
     args=(
         Arg("text", "the message, as a user would send it", rest=True),
         _switch("private", "a private chat (default)", "where"),

@@ -35,4 +35,5 @@ HELP = Command(
     help="the operator commands and their usage",
     run=_run,
     needs="settings",
+    chat_admin=True,
 )

@@ -28,7 +28,12 @@ def _switch(off: bool) -> Command:
         return Result(text, {"chat": who.chat, "platform": who.platform, "off": off})
 
     what = "stays silent" if off else "answers again"
-    return Command(name=state, help=f"the bot {what} in this chat (--chat, --platform)", run=run)
+    return Command(
+        name=state,
+        help=f"the bot {what} in this chat (--chat, --platform)",
+        run=run,
+        chat_admin=True,  # a chat's own admins may silence the bot there
+    )
 
 
 ON = _switch(False)
