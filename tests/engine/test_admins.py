@@ -46,3 +46,16 @@ def test_admins_parses_entries_once() -> None:
     assert not admins.admits("", "odd")
     assert not admins.admits("x", "trailing:")
     assert not Admins(frozenset())
+
+
+async def test_a_chat_admin_passes_admin_only_rules_in_their_chat_only() -> None:
+    async with Bot({"a.yaml": ADMIN_RULES}) as bot:
+        # the adapter sets chat_admin per message: true in the group where the user is owner
+        own = await bot.ask("reload", user="9", chat="group:1", platform="onebot",
+                            private=False, chat_admin=True)  # fmt: skip
+        other = await bot.ask("reload", user="9", chat="group:2", platform="onebot",
+                              private=False)  # fmt: skip
+    assert own.rule == "admin"
+    assert other.rule is None and other.reason == (
+        "rule 'admin' matched but it answers admins only (admin_only)"
+    )
