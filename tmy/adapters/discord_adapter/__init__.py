@@ -1,9 +1,13 @@
 """Discord (discord.py 2.x): guild channels and DMs talk to tmy's rules.
 
 Its settings are ``settings.adapters.discord``
-(:class:`tmy.config.adapters.DiscordConfig`); ``text`` the mention and
-message-splitting helpers, ``sending`` a queued reply's way out, and
-``adapter`` the platform adapter the daemon builds with :func:`from_settings`.
+(:class:`tmy.config.adapters.DiscordConfig`). ``adapter`` is the platform
+adapter the daemon builds with :func:`from_settings` (connecting, intents);
+``receiving`` its discord.py event handlers and runs (streaming, typing);
+``inbound`` attachments and chat roles of a message, ``events`` gateway events
+as tmy events, ``api`` the quoted message and media URLs a run may ask for;
+``parts`` a reply's images, files, mentions and buttons, ``sending`` a queued
+reply's way out, ``text`` the mention and message-splitting helpers.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ with the final text (:class:`~tmy.adapters.streaming.GrowingMessage`).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import functools
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -47,6 +48,20 @@ if TYPE_CHECKING:
 log = get_logger("tmy.adapter.discord")
 
 TYPING_EVERY = 8.0  # seconds between typing triggers (one lasts 10 s)
+
+
+def _logged(handler: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    """An event handler whose failure is logged as ``discord.event_failed`` (with the
+    handler's name) instead of reaching discord.py's own ``on_error``."""
+
+    @functools.wraps(handler)
+    async def run(self: Any, *args: Any) -> None:
+        try:
+            await handler(self, *args)
+        except Exception as exc:
+            log.exception("discord.event_failed", handler=handler.__name__, error=repr(exc))
+
+    return run
 
 
 class Receiving:
@@ -74,6 +89,7 @@ class Receiving:
         """discord.py's ``on_message``: run the rules on it in a task of its own."""
         if self._me() is None:
             return
+        self._health.event()
         try:
             converted = self.to_message(message)
         except Exception as exc:
@@ -118,11 +134,13 @@ class Receiving:
 
     # -- events ------------------------------------------------------------------------------
 
+    @_logged
     async def on_member_join(self: DiscordAdapter, member: discord.Member) -> None:
         me = self._me()
         if me is not None and member.id != me.id:
             self._take(events.member_join(member, str(me.id)), member)
 
+    @_logged
     async def on_raw_member_remove(
         self: DiscordAdapter, payload: discord.RawMemberRemoveEvent
     ) -> None:
@@ -131,6 +149,7 @@ class Receiving:
             guild = self.client.get_guild(payload.guild_id) if self.client is not None else None
             self._take(events.member_leave(payload, guild, str(me.id)))
 
+    @_logged
     async def on_raw_reaction_add(
         self: DiscordAdapter, payload: discord.RawReactionActionEvent
     ) -> None:
@@ -143,6 +162,7 @@ class Receiving:
 
     on_raw_reaction_remove = on_raw_reaction_add  # the payload's event_type tells them apart
 
+    @_logged
     async def on_raw_message_delete(
         self: DiscordAdapter, payload: discord.RawMessageDeleteEvent
     ) -> None:
@@ -153,6 +173,7 @@ class Receiving:
         channel = self._channel(payload.channel_id, payload.guild_id)
         self._take(events.message_recall(payload, channel, str(me.id)))
 
+    @_logged
     async def on_interaction(self: DiscordAdapter, interaction: discord.Interaction) -> None:
         me = self._me()
         data = events.button_data(interaction)

@@ -6,7 +6,10 @@ meanwhile), split by :func:`~tmy.adapters.discord_adapter.text.split_message`
 into pieces of at most :data:`~tmy.adapters.discord_adapter.text.MAX_TEXT`
 characters. Every send carries :data:`NO_MENTIONS`, so no text — whatever a
 user typed or a rule echoed — can ping ``@everyone``, ``@here``, roles or
-users. Replies wait in their channel's own queue (at most
+users; only the users a structured reply names in ``mentions`` are pinged, by
+the first piece. A reply's images, files and buttons
+(:mod:`~tmy.adapters.discord_adapter.parts`) ride on its last piece.
+Replies wait in their channel's own queue (at most
 ``max_pending_per_chat``, the oldest dropped past it) and go out one at a time
 per channel, the adapter's ``MAX_SENDS`` sends in flight round-robin over the
 channels, so a channel discord.py is holding back for its rate limit delays no
