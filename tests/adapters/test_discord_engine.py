@@ -67,6 +67,10 @@ rules:
     triggers: ["tell *"]
     steps:
       - {plugin: LLM, stream: true}
+  - id: quote
+    triggers: ["what about this"]
+    steps:
+      - {plugin: ADJUST, input: "{REPLY_TO[user]} said: {REPLY_TO[text]}"}
   - id: mute
     triggers: [mute all]
     admin_only: true
@@ -196,3 +200,18 @@ async def test_a_member_with_a_listed_role_runs_an_admin_only_rule(fake: FakeDis
         await d.deliver(msg_payload("mute all", guild=False))  # a DM: no roles at all
     assert fake.posts.empty()
     assert [m.chat_admin for m in d.seen] == [True, False, False]
+
+
+async def test_reply_to_holds_the_quoted_message_resolved_or_fetched(fake: FakeDiscord) -> None:
+    async with driven(fake) as d:
+        earlier = msg_payload("rain tomorrow", author=BOB)
+        await d.deliver(msg_payload("what about this", reply_to=earlier))
+        _, resolved = await fake.next_post()
+        older = msg_payload("an old message", author=BOB)
+        fake.stored[older["id"]] = older
+        fetching = msg_payload("what about this")
+        fetching["message_reference"] = {"message_id": older["id"], "channel_id": str(CHANNEL_ID)}
+        await d.deliver(fetching)
+        _, fetched = await fake.next_post()
+    assert resolved["content"] == f"{BOB_ID} said: rain tomorrow"
+    assert fetched["content"] == f"{BOB_ID} said: an old message"
