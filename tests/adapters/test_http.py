@@ -606,3 +606,31 @@ async def test_an_authorization_header_that_is_not_utf8_is_a_401_not_a_500(
         )
     assert status == 401
     assert good == 200
+
+
+async def test_images_become_the_messages_pictures(tmp_path: Path) -> None:
+    rules = """
+rules:
+  - id: look
+    triggers: ["look *"]
+    steps:
+      - {plugin: LLM, vision: true}
+"""
+    async with Bot({"r.yaml": rules}) as bot:
+        adapter = HttpAdapter("127.0.0.1:0")
+        await adapter.start(bot.engine.handle)
+        try:
+            base = f"http://127.0.0.1:{adapter.port}"
+            async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+                images = ["https://cdn.example/a.png", "data:image/png;base64,AAAA"]
+                got = await client.post(
+                    "/v1/messages", json={"text": "look MOCK:IMAGES", "images": images}
+                )
+                bad = await client.post(
+                    "/v1/messages", json={"text": "look", "images": ["/etc/passwd"]}
+                )
+        finally:
+            await adapter.stop()
+    assert got.status_code == 200 and got.json()["answer"] == "2 images"
+    assert bad.status_code == 400
+    assert bad.json()["error"] == "'images' must be a list of http(s) or data: URLs"

@@ -16,6 +16,7 @@ from tmy.adapters.http.api import (
     is_json_route,
     json_error,
     parse_listen,
+    picture,
 )
 from tmy.adapters.origin import allowed_hosts_of
 from tmy.config import Settings
@@ -31,6 +32,7 @@ __all__ = [
     "is_json_route",
     "json_error",
     "parse_listen",
+    "picture",
 ]
 
 

@@ -2,10 +2,12 @@
 and mounted routes (the admin API, ``POST /admin/reload`` and ``/admin/commands/…``, is
 :mod:`tmy.commands.http`'s, mounted by the app).
 
-Request body ``{"text", "user", "chat", "platform", "user_name"}`` (only
-``text`` is required); response ``{"rule", "answer", "error", "trace_id"}``.
-A malformed request is a 400 with an ``error`` field, a message over the size
-limit a 413; a failing rule is still a 200 whose ``error`` says why.
+Request body ``{"text", "user", "chat", "platform", "user_name", "images"}`` (only
+``text`` is required; ``images``: http(s) or ``data:`` URLs, the message's image
+attachments — ``IMAGES``, an LLM step's ``vision: true``); response ``{"rule",
+"answer", "error", "trace_id"}``. A malformed request is a 400 with an ``error``
+field, a message over the size limit a 413; a failing rule is still a 200 whose
+``error`` says why.
 
 Other adapters that need HTTP (the OneBot reverse WebSocket, the OpenAI
 facade, a Telegram webhook) ``mount`` their routes here, so the daemon listens
@@ -44,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
 from tmy.adapters.base import Handler
-from tmy.adapters.http.api import api_key_problem, dumps, json_error, parse_listen
+from tmy.adapters.http.api import api_key_problem, dumps, json_error, parse_listen, picture
 from tmy.adapters.http.gate import RequestGate
 from tmy.adapters.listener import ConnectionGuard, effective_max_connections
 from tmy.adapters.origin import HostPolicy
@@ -278,6 +280,11 @@ class HttpAdapter:
                 return json_error(400, problem)
             fields[key] = value
         fields.setdefault("platform", "http")
+        images = body.get("images") or []
+        pictures = [picture(url) for url in (images if isinstance(images, list) else [images])]
+        if not all(pictures):
+            return json_error(400, "'images' must be a list of http(s) or data: URLs")
         assert self._handle is not None
-        reply = await self._handle(Message(text, **fields))
+        attachments = tuple(p for p in pictures if p is not None)
+        reply = await self._handle(Message(text, attachments=attachments, **fields))
         return web.json_response(reply.as_dict(), dumps=dumps)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy.config.adapters import parse_listen as _listen_address
 from tmy.errors import AdapterError
+from tmy.message import Attachment
 
 if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
     from aiohttp import web
@@ -84,3 +85,17 @@ def json_error(status: int, message: str) -> web.Response:
         status=status,
         dumps=dumps,
     )
+
+
+def picture(url: Any) -> Attachment | None:
+    """A picture a caller sent by URL (``/v1/messages`` ``images``, an OpenAI ``image_url``
+    part) as the message's image attachment (IMAGES): an http(s) URL or a ``data:`` URL,
+    handed to an LLM step as it is. None when ``url`` is neither."""
+    if not isinstance(url, str):
+        return None
+    if url[:5].lower() == "data:":
+        mime = url[5:].split(",", 1)[0].split(";", 1)[0].strip().lower()
+        return Attachment("image", url=url, mime=mime, size=len(url.split(",", 1)[-1]) * 3 // 4)
+    if url.startswith(("http://", "https://")):
+        return Attachment("image", url=url)
+    return None

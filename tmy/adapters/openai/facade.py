@@ -62,14 +62,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from tmy.adapters.base import AdapterHealth, Handler
-from tmy.adapters.http import api_key_problem, bearer, dumps
+from tmy.adapters.http import api_key_problem, bearer, dumps, picture
 from tmy.adapters.openai import payload
 from tmy.adapters.openai.payload import OpenAIError, key_identity
 from tmy.adapters.openai.stream import IDENTITY_HEADER, stream
 from tmy.config.adapters import OpenAIConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
-from tmy.message import Attachment, Message, Target, id_problem
+from tmy.message import Message, Target, id_problem
 
 if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
     from aiohttp import web
@@ -81,15 +81,6 @@ DEFAULT_USER = "anonymous"  # USER_NAME of an anonymous-ephemeral request (its U
 DEFAULT_USER_HEADER = OpenAIConfig().user_header  # Open WebUI's forwarded user id
 DEFAULT_UNMATCHED = OpenAIConfig().unmatched_reply
 IGNORED_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
-
-
-def picture(url: str) -> Attachment:
-    """An ``image_url`` part as the message's image attachment (IMAGES): a public URL or
-    a data: URL, both handed to an LLM step as they are (no platform credentials)."""
-    if url[:5].lower() == "data:":
-        mime = url[5:].split(",", 1)[0].split(";", 1)[0].strip().lower()
-        return Attachment("image", url=url, mime=mime, size=len(url.split(",", 1)[-1]) * 3 // 4)
-    return Attachment("image", url=url)
 
 
 class OpenAIFacade:
@@ -288,7 +279,7 @@ class OpenAIFacade:
             mentions_bot=True,  # a request to the API is always addressed to the bot
             raw=body,
             ephemeral=how == "anonymous-ephemeral",
-            attachments=tuple(picture(url) for url in pictures),
+            attachments=tuple(a for a in map(picture, pictures) if a is not None),
             **fields,
         )
         return message, model, bool(stream), include_usage, how

@@ -12,7 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from tmy.adapters.http import dumps
+from tmy.adapters.http import dumps, picture
 from tmy.errors import TmyError
 from tmy.message import Reply
 
@@ -147,7 +147,7 @@ def read_content(content: Any) -> tuple[str, list[str]]:
 def _image_url(index: int, value: Any) -> str:
     """The URL of an ``image_url`` part (``{"url": …}``, or the URL itself as some send it)."""
     url = value.get("url") if isinstance(value, dict) else value
-    if not isinstance(url, str) or not url.startswith(("http://", "https://", "data:")):
+    if picture(url) is None:
         raise OpenAIError(
             400,
             f"content part {index}: 'image_url.url' must be an http(s) or data: URL",
