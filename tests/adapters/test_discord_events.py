@@ -36,6 +36,7 @@ from tests.adapters.test_discord_adapter import (
 )
 from tests.support.log_helpers import read_log
 from tmy.adapters.discord_adapter import DiscordAdapter, discord
+from tmy.adapters.discord_adapter.parts import view_of
 from tmy.message import Attachment, Button, Message, Outgoing, Reply, Target
 
 BOB_ID = 8800000000000000008
@@ -503,3 +504,15 @@ async def test_a_refused_members_intent_connects_without_it(
     finally:
         await adapter.stop()
     assert any(e["event"] == "discord.members_intent_refused" for e in read_log(log_file))
+
+
+def test_buttons_past_discords_limits_or_repeating_data_are_dropped_and_logged(
+    log_file: Path,
+) -> None:
+    rows = [[Button(f"b{r}{c}", f"d{r}{c}") for c in range(6)] for r in range(6)]
+    rows[0][1] = Button("again", "d00")  # the same data as the first button
+    view = view_of(rows)
+    ids = [item.custom_id for item in view.children if isinstance(item, discord.ui.Button)]
+    assert len(ids) == 24 and len(set(ids)) == 24 and "d05" not in ids and "d50" not in ids
+    (line,) = [e for e in read_log(log_file) if e["event"] == "discord.buttons_dropped"]
+    assert line["count"] == 6 + 5 + 1

@@ -85,19 +85,30 @@ class Parts:
 
 
 def view_of(rows: list[list[Button]]) -> discord.ui.View:
-    """Discord buttons for ``rows`` (extra rows and buttons past Discord's 5×5 dropped)."""
+    """Discord buttons for ``rows``. Past Discord's 5×5, and a data button repeating an
+    earlier one's data (Discord refuses the whole message then), buttons are dropped
+    and logged (``discord.buttons_dropped``)."""
     view = discord.ui.View(timeout=None)
+    seen: set[str] = set()
+    dropped = sum(len(row) for row in rows[MAX_ROWS:])
     for number, row in enumerate(rows[:MAX_ROWS]):
+        dropped += len(row[MAX_PER_ROW:])
         for button in row[:MAX_PER_ROW]:
             label = (button.text or button.data or "·")[:80]
             if button.url:
-                item = discord.ui.Button(label=label, url=button.url, row=number)
-            else:
-                custom_id = (button.data or button.text)[:100]
-                item = discord.ui.Button(
-                    label=label, custom_id=custom_id, row=number, style=discord.ButtonStyle.primary
-                )
-            view.add_item(item)
+                view.add_item(discord.ui.Button(label=label, url=button.url, row=number))
+                continue
+            custom_id = (button.data or button.text)[:100]
+            if custom_id in seen:
+                dropped += 1
+                continue
+            seen.add(custom_id)
+            style = discord.ButtonStyle.primary
+            view.add_item(
+                discord.ui.Button(label=label, custom_id=custom_id, row=number, style=style)
+            )
+    if dropped:
+        log.warning("discord.buttons_dropped", count=dropped, why="over 5x5 or a repeated data")
     return view
 
 
