@@ -135,7 +135,7 @@ async def test_images_from_a_template_one_url(provider: FakeProvider) -> None:
 @pytest.mark.parametrize(
     ("images_value", "attachments", "error"),
     [
-        ("'not a url'", (), "images: picture 1: 'not a url' is not an http(s) URL"),
+        ("'{QUESTION}'", (), "images: picture 1: 'x' is not an http(s) URL"),
         ("'data:image/png;base64,@@'", (), "picture 1: the data: URL is not valid base64"),
         ("['https://x/1', 'https://x/2']", (), ""),  # within llm.max_images
         (
@@ -198,6 +198,38 @@ async def test_a_model_without_vision_is_a_check_error_naming_rule_step_and_mode
     # a step that sends none loads fine on that model
     async with Bot({"r.yaml": rules("      - {plugin: LLM}\n")}, llm=config) as bot:
         assert (await bot.ask("t hi")).error is None
+
+
+async def test_a_constant_that_is_no_url_is_a_load_error() -> None:
+    with pytest.raises(RuleError, match=r"images: 'cat.png' is not an http\(s\) URL"):
+        async with Bot({"r.yaml": rules("      - {plugin: LLM, images: [cat.png]}\n")}):
+            pass
+
+
+async def test_a_tool_rules_llm_step_does_not_stream_to_the_user() -> None:
+    class Sink:
+        def __init__(self) -> None:
+            self.pieces: list[str] = []
+
+        async def delta(self, text: str, *, chunks: bool = False) -> None:
+            self.pieces.append(text)
+
+    text = """
+rules:
+  - id: t
+    triggers: ["t *"]
+    steps:
+      - {plugin: LLM, tools: [helper], stream: true}
+  - id: helper
+    tool: {description: "helps"}
+    steps:
+      - {plugin: LLM, input: "MOCK:RESPONSE:inner words here", stream: true}
+"""
+    sink = Sink()
+    async with Bot({"r.yaml": text}) as bot:
+        said = await bot.say("t MOCK:TOOL:helper:{}", stream=sink)
+    assert "inner words here" in said  # the tool's answer reached the model
+    assert "".join(sink.pieces) == said  # and only the step's own answer was streamed
 
 
 async def test_the_mock_says_how_many_pictures_it_got() -> None:

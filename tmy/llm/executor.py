@@ -111,6 +111,7 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
             raise ValueError(f"stream {stream!r} must be true, false or chunks")
         if images.wanted(cfg):
             _check_vision(config, cfg.get("model"))
+            images.check_constant(cfg.get("images"))
         template = cfg.get("template")
         if rules is not None and isinstance(template, str) and template:
             jinja.check_at_load(template, rules)
@@ -260,7 +261,7 @@ def _on_delta(ctx: StepContext, mode: Any) -> Callable[[str], Awaitable[None]] |
     """Where the answer's pieces go as they come: the message's stream sink, when the
     step streams (``stream: true`` or ``chunks``) and the adapter gave one."""
     sink = ctx.message.stream
-    if not mode or sink is None:
+    if not mode or sink is None or toolkit.nested():  # a tool's answer is not the reply
         return None
     chunks = mode == "chunks"
 

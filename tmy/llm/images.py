@@ -33,6 +33,19 @@ def wanted(cfg: Mapping[str, Any]) -> bool:
     return bool(cfg.get("vision")) or cfg.get("images") not in (None, "", [])
 
 
+def check_constant(raw: Any) -> None:
+    """A constant ``images:`` value at load time: each text must be an http(s) or data: URL
+    (a computed one is checked when the step runs)."""
+    for item in raw if isinstance(raw, list) else [raw]:
+        if isinstance(item, str) and item and not _is_url(item):
+            shown = item if len(item) <= 80 else item[:80] + "…"
+            raise ValueError(f"images: {shown!r} is not an http(s) URL or a data: URL")
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://")) or text[:5].lower() == "data:"
+
+
 def sources(cfg: Mapping[str, Any], attachments: tuple[Attachment, ...]) -> list[Any]:
     """The pictures named by ``vision:`` and ``images:``, in that order, each once."""
     found: list[Any] = []
@@ -94,7 +107,7 @@ async def _url(ctx: StepContext, item: Any, limit: int) -> str:
     if text[:5].lower() == "data:":
         parse_data_url(text, limit)  # malformed or too large: said now, not by the provider
         return text
-    if text.startswith(("http://", "https://")):
+    if _is_url(text):
         return text
     shown = text if len(text) <= 80 else text[:80] + "…"
     raise ExecutorError(f"{shown!r} is not an http(s) URL, a data: URL or an attachment map")
