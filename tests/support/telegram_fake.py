@@ -404,7 +404,9 @@ class FakeTelegram:
         file_id = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         if file_id not in self.files:
             return web.Response(status=404, text="Not Found")
-        return web.Response(body=self.files[file_id], content_type="image/jpeg")
+        data = self.files[file_id]
+        mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
+        return web.Response(body=data, content_type=mime)
 
 
 def _member(user: dict[str, Any], status: str) -> dict[str, Any]:
