@@ -439,3 +439,44 @@ async def test_typing_shows_while_a_run_works() -> None:
         count = c.fake.count("sendChatAction")
         await asyncio.sleep(0.1)
         assert c.fake.count("sendChatAction") == count  # stopped with the run
+
+
+# -- translations, one update at a time --------------------------------------------------------
+
+
+def _read(payload: dict[str, Any]) -> list[Any]:
+    from aiogram.types import Update, User
+
+    from tmy.adapters.telegram.updates import read_update
+
+    me = User(id=BOT_ID, is_bot=True, first_name="Tmy", username="tmy_test_bot")
+    return read_update(Update.model_validate({"update_id": 1, **payload}), me)
+
+
+def test_anonymous_and_custom_emoji_reactions_and_inline_buttons() -> None:
+    anon = {"message_reaction": {
+        "chat": GROUP, "message_id": 7, "date": 1, "actor_chat": GROUP,
+        "old_reaction": [],
+        "new_reaction": [{"type": "custom_emoji", "custom_emoji_id": "5368324170671202286"},
+                         {"type": "paid"}],
+    }}  # fmt: skip
+    found = _read(anon)
+    assert [(i.message.user, i.message.event.data["emoji"]) for i in found] == [
+        ("-100500", "5368324170671202286"),
+        ("-100500", "paid"),
+    ]
+    inline = {"callback_query": {"id": "q1", "from": USER, "chat_instance": "1",
+                                 "inline_message_id": "im", "data": "x"}}  # fmt: skip
+    (press,) = _read(inline)
+    assert (press.message.chat, press.chat_id, press.callback) == ("777", 777, "q1")
+    assert press.message.event.data["message_id"] == ""
+
+
+def test_the_bot_leaving_and_plain_service_messages_are_not_events() -> None:
+    me = {"id": BOT_ID, "is_bot": True, "first_name": "Tmy"}
+    left = {"message": {"message_id": 1, "date": 1, "chat": GROUP, "from": USER,
+                        "left_chat_member": me}}  # fmt: skip
+    assert _read(left) == []
+    pinned = {"message": {"message_id": 2, "date": 1, "chat": GROUP, "from": USER,
+                          "new_chat_title": "x"}}  # fmt: skip
+    assert _read(pinned) == []
