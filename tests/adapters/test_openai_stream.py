@@ -18,6 +18,7 @@ from tests.support.llm_helpers import on
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.openai import OpenAIFacade
 from tmy.testing import Bot
+from tmy.testing import serving as serve
 
 ANSWER = "Streaming answers arrive piece by piece, as the model writes them."
 
@@ -147,3 +148,13 @@ async def test_the_raw_events_end_with_stop_and_done(provider: FakeProvider) -> 
     assert [d["choices"][0]["finish_reason"] for d in decoded][-1] == "stop"
     text = "".join(d["choices"][0]["delta"].get("content") or "" for d in decoded)
     assert text == "short answer"
+
+
+async def test_the_served_daemon_streams_to_the_sdk(provider: FakeProvider) -> None:
+    """The same through the app as ``serve`` builds it: the configured HTTP listener with
+    the facade mounted (not a listener the test put together)."""
+    provider.script("fake", [Reply(ANSWER)])
+    async with serve({"s.yaml": RULES}, llm=on(provider)) as daemon:
+        chunks = await chunks_of(daemon.url, "live tell me")
+    pieces = contents(chunks)
+    assert len(pieces) > 5 and "".join(pieces) == ANSWER
