@@ -10,7 +10,13 @@ body) so tests can assert how many the server saw and what they held.
 Behaviour is scripted per model id: ``provider.script("m", [Fault.status(429,
 retry_after=1), Reply("hi")])`` answers the next requests for model ``m`` in
 order, then falls back to ``provider.default`` (a callable body -> Reply) —
-which by default echoes the last user message after ``provider.delay`` seconds.
+which by default echoes the last line of the last user message after
+``provider.delay`` seconds (a question with pictures: ``echo: <line> [N images]``).
+A streamed ``Reply(…, hold=event)`` waits after its first content delta until
+the test sets ``event``.
+
+:class:`ImageServer` is a loopback image host (public pictures, pictures behind
+a bearer token, a big body, a gzip bomb) for the media and vision tests.
 """
 
 from __future__ import annotations
