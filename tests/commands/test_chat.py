@@ -48,7 +48,7 @@ async def test_errors_and_unknown_commands_answer_with_error_text() -> None:
             "error: usage: trace TRACE_ID"
         )
         assert (await ask(".tmy explain", user="root", is_admin=True)).text == (
-            "error: usage: explain TEXT"
+            "error: usage: explain TEXT (or explain --event KIND)"
         )
         assert (await ask(".tmy RULES", user="root", is_admin=True)).text.startswith("1 rules")
 

@@ -16,6 +16,11 @@
   random draws it made (``drew: 3 from randint(1, 6)``), and for HTTP and LLM
   steps what they would send; then the reply.
 
+``explain --event KIND [--data JSON]`` explains a platform event instead
+(:mod:`~tmy.explain.events`): the rules listening for that kind in rulebook
+order, which one the filters admit, and its dry run — with the request's
+decision (APPROVE) and the reply's parts (images, buttons) shown.
+
 ``seed`` pins the random draws (:func:`tmy.values.randomness.seeded`), as a
 rule test's ``seed:`` does: the same seed shows the same draws every time.
 
@@ -50,7 +55,12 @@ async def explain(
     engine: Engine, message: Message, *, run: bool = False, seed: int | str | None = None
 ) -> Explanation:
     """Explain ``message``: a dry run by default (nothing changes), the real run with ``run``;
-    ``seed`` pins the random draws (same seed, same draws)."""
+    ``explain --event KIND [--data JSON]`` explains a platform event instead
+(:mod:`~tmy.explain.events`): the rules listening for that kind in rulebook
+order, which one the filters admit, and its dry run — with the request's
+decision (APPROVE) and the reply's parts (images, buttons) shown.
+
+``seed`` pins the random draws (same seed, same draws)."""
     with randomness.seeded(seed) if seed is not None else nullcontext():
         return await _explain(engine, message, run)
 

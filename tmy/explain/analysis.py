@@ -11,6 +11,7 @@ from typing import Any
 from tmy.engine.core import Engine
 from tmy.engine.keys import conversation_key
 from tmy.errors import TmyError
+from tmy.explain.events import analyse_event
 from tmy.explain.model import Explanation
 from tmy.logs import preview
 from tmy.message import Message, id_problem
@@ -25,6 +26,13 @@ async def analyse(engine: Engine, rulebook: Any, message: Message) -> Explanatio
     """What the engine would decide for ``message``, and why; reads the store, writes nothing."""
     ex = _start(engine, message)
     if _refused_early(engine, message, ex):
+        return ex
+    if message.event is not None:  # no trigger: the rules listing the event's kind
+        match = analyse_event(engine, rulebook, message, ex)
+        if match is not None:
+            ex.matched = match.rule.id
+            ex.match, ex.rule = match, match.rule
+            await _gates(engine, match.rule, message, ex)
         return ex
     found, winner = _candidates(rulebook, message, ex)
     session_rule = await _session(engine, rulebook, message, ex)
@@ -55,6 +63,7 @@ def _start(engine: Engine, message: Message) -> Explanation:
         "platform": message.platform,
         "private": bool(message.private),
         "admin": bool(message.is_admin),
+        "chat_admin": bool(message.chat_admin),
         "mention": bool(message.mentions_bot),
     }
     return ex

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy.command import jsonable
 from tmy.explain.render import render
-from tmy.message import Message
+from tmy.message import Event, Message
 
 if TYPE_CHECKING:
     from tmy.rulebook.model import Rule
@@ -23,7 +23,7 @@ class Explanation:
     folded: str = ""
     message: dict[str, Any] = field(default_factory=dict)
     matched: str | None = None
-    via: str | None = None  # "trigger" | "session"
+    via: str | None = None  # "trigger" | "session" | "event"
     trigger: str | None = None
     reason: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
@@ -38,6 +38,7 @@ class Explanation:
     dry_run: bool = True
     trace_id: str = ""
     notes: list[str] = field(default_factory=list)
+    event: dict[str, Any] | None = None  # a platform event explained: {kind, raw, data}
     # not part of the JSON: what the dry run and the rendering need
     match: Match | None = None
     rule: Rule | None = None
@@ -68,6 +69,8 @@ class Explanation:
             "trace_id": self.trace_id,
             "notes": self.notes,
         }
+        if self.event is not None:
+            out["event"] = self.event
         return jsonable(out)
 
     @property
@@ -79,11 +82,12 @@ class Explanation:
     def headline(self) -> str:
         """The one line that says what happens."""
         if self.matched is not None and not self.blocked:
-            how = (
-                "through its open session (no trigger matched)"
-                if self.via == "session"
-                else f"by trigger {self.trigger!r}"
-            )
+            if self.via == "event" and self.event is not None:
+                how = f"for the event {self.event['kind']}"
+            elif self.via == "session":
+                how = "through its open session (no trigger matched)"
+            else:
+                how = f"by trigger {self.trigger!r}"
             error = self.reply.get("error")
             tail = f"; the run failed: {error}" if error else ""
             return f"matched rule {self.matched!r} {how}{tail}"
@@ -105,8 +109,10 @@ def message_for(
     private: bool | None = None,
     mention: bool = False,
     admin: bool = False,
+    event: Event | None = None,
 ) -> Message:
-    """The message ``explain`` looks at (``private=False`` without a chat: chat ``group``)."""
+    """The message ``explain`` looks at (``private=False`` without a chat: chat ``group``);
+    with ``event``, that platform event instead of a text (``text`` is then ``""``)."""
     if private is False and not chat:
         chat = "group"
     return Message(
@@ -118,6 +124,7 @@ def message_for(
         private=private,
         mentions_bot=mention,
         is_admin=admin,
+        event=event,
     )
 
 
@@ -133,4 +140,9 @@ def copy_message(message: Message, text: str) -> Message:
         mentions_bot=message.mentions_bot,
         reply_to=message.reply_to,
         self_id=message.self_id,
+        message_id=message.message_id,
+        attachments=message.attachments,
+        event=message.event,
+        chat_admin=message.chat_admin,
+        api=message.api,
     )

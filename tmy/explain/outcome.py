@@ -17,6 +17,11 @@ def take_reply(ex: Explanation, rulebook: Any, reply: Reply) -> None:
     ex.reply = {"text": reply.text, "error": reply.error}
     if reply.stopped:
         ex.reply["stopped"] = True
+    if reply.outgoing:
+        ex.reply["outgoing"] = reply.outgoing.as_dict()
+    if reply.approve is not None:
+        ex.reply["approve"] = reply.approve
+        ex.reply["approve_reason"] = reply.approve_reason
     if not ex.dry_run:
         _take_decision(ex, rulebook, reply)
     rule = ex.rule

@@ -45,6 +45,12 @@ def render(ex: Explanation, compact: bool) -> str:
     if ex.matched is not None and not ex.blocked:
         reply = ex.reply
         lines.append(f"reply: {_show(reply.get('text', ''), limit)}")
+        if reply.get("outgoing"):
+            lines.append(f"with: {_parts(reply['outgoing'])}")
+        if "approve" in reply:
+            verdict = "accept" if reply["approve"] else "decline"
+            why = f" ({reply['approve_reason']})" if reply.get("approve_reason") else ""
+            lines.append(f"request: {verdict}{why} (APPROVE)")
         if reply.get("error"):
             lines.append(f"error: {reply['error']}")
     if ex.writes and not compact:
@@ -64,15 +70,23 @@ def _header(ex: Explanation, compact: bool, limit: int) -> list[str]:
     if ex.matched is not None and ex.rule is not None:
         r = ex.rule
         lines[0] += f" ({r.file}:{r.line})"
-    lines.append(f"text: {_show(ex.text, limit)}")
-    folded = f" (case-folded: {_show(ex.folded, limit)})" if ex.folded != ex.normalised else ""
-    lines.append(f"normalised: {_show(ex.normalised, limit)}{folded}")
+    if ex.event is not None:  # no text: what the platform reported
+        e = ex.event
+        lines.append(f"event: {e['kind']} ({e['raw'] or 'no platform name'})")
+        if e["data"]:
+            lines.append(f"EVENT_DATA: {_show(e['data'], limit)}")
+    else:
+        lines.append(f"text: {_show(ex.text, limit)}")
+        folded = f" (case-folded: {_show(ex.folded, limit)})" if ex.folded != ex.normalised else ""
+        lines.append(f"normalised: {_show(ex.normalised, limit)}{folded}")
     m = ex.message
     if m and not compact:
         lines.append(
             f"message: user {m['user']} · chat {m['chat']} · platform {m['platform']} · "
             f"{'private' if m['private'] else 'group'}"
-            f"{' · admin' if m['admin'] else ''}{' · mentions the bot' if m['mention'] else ''}"
+            f"{' · admin' if m['admin'] else ''}"
+            f"{' · admin of this chat' if m.get('chat_admin') else ''}"
+            f"{' · mentions the bot' if m['mention'] else ''}"
         )
     return lines
 
@@ -80,7 +94,9 @@ def _header(ex: Explanation, compact: bool, limit: int) -> list[str]:
 def _matching(ex: Explanation, compact: bool) -> list[str]:
     """Candidates (best first), near misses not already listed, the open session."""
     lines = []
-    if ex.candidates:
+    if ex.candidates and ex.event is not None:
+        lines.append("rules listening (rulebook order; the first the filters admit runs):")
+    elif ex.candidates:
         lines.append("candidates (best first; the first one the filters admit wins):")
         rows = ex.candidates[:10] if compact else ex.candidates
         for c in rows:
@@ -96,6 +112,8 @@ def _matching(ex: Explanation, compact: bool) -> list[str]:
                 )
         if len(rows) < len(ex.candidates):
             lines.append(f"  … and {len(ex.candidates) - len(rows)} more")
+    elif ex.event is not None:
+        lines.append(f"rules listening for {ex.event['kind']}: none")
     elif ex.looked_up:
         lines.append("candidates: none (no trigger matched)")
     # a refused candidate is already shown above with its reason
@@ -149,6 +167,21 @@ def _steps(ex: Explanation, compact: bool, limit: int) -> list[str]:
         lines.append("random draws:")
         lines.extend(f"  drew: {_drew(d, limit)}" for d in others)
     return lines
+
+
+def _parts(outgoing: dict[str, Any]) -> str:
+    """A structured reply's parts in one line: ``1 image, 2 buttons, a quote``."""
+    shown = []
+    for key, one in (("images", "image"), ("files", "file"), ("mentions", "mention")):
+        if outgoing.get(key):
+            n = len(outgoing[key])
+            shown.append(f"{n} {one}{'s' if n > 1 else ''}")
+    buttons = [b["text"] for row in outgoing.get("buttons") or () for b in row]
+    if buttons:
+        shown.append(f"buttons {', '.join(repr(b) for b in buttons)}")
+    if outgoing.get("reply_to") is not None:
+        shown.append("a quote")
+    return ", ".join(shown)
 
 
 def _drew(draw: dict[str, Any], limit: int) -> str:
