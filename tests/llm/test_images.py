@@ -280,3 +280,21 @@ def test_ctx_shows_a_question_with_pictures_as_its_text_and_a_count() -> None:
         ]
     }
     assert _parts(body) == ["[system] be brief", "[user] what is it? [+ 2 pictures]"]
+
+
+def test_the_check_knows_computed_images_when_the_loader_names_them(
+    provider: FakeProvider,
+) -> None:
+    """``images: "{IMAGES}"`` is no constant: a loader that names computed options lets the
+    check refuse it for a model without vision (and leaves a computed model alone)."""
+    from tmy.config.llm import load_config
+    from tmy.llm.executor import make_check
+
+    config = on(provider)
+    config["models"]["fake"]["vision"] = False
+    check = make_check(load_config(config, env={}))
+    check({"model": "TESTONLY"}, frozenset({"images"}))  # the mock takes pictures
+    with pytest.raises(ValueError, match=r"llm.models.fake.vision: false"):
+        check({}, frozenset({"images"}))  # fake is the default model
+    check({}, frozenset({"images", "model"}))  # a computed model: checked when it runs
+    check({"model": "fake"})  # no pictures

@@ -85,13 +85,16 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
     for so a Jinja2 syntax error is reported at load (:func:`tmy.llm.jinja.check_at_load`).
     """
 
-    def check(cfg: dict[str, Any]) -> None:
+    def check(cfg: dict[str, Any], computed: frozenset[str] = frozenset()) -> None:
+        """``cfg``: the step's constant options; ``computed``: the names of its templated
+        ones, when the loader says (an ``images: "{IMAGES}"`` step still needs a model
+        with vision; a computed ``model:`` is checked when the step runs)."""
         try:
-            _check(cfg)
+            _check(cfg, computed)
         except ExecutorError as exc:
             raise ValueError(str(exc)) from None
 
-    def _check(cfg: dict[str, Any]) -> None:
+    def _check(cfg: dict[str, Any], computed: frozenset[str]) -> None:
         contract_from(cfg)
         model = cfg.get("model")
         if isinstance(model, str) and "{" not in model and model not in config.models:
@@ -109,9 +112,9 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
         stream = cfg.get("stream")
         if stream is not None and stream not in STREAM_MODES:
             raise ValueError(f"stream {stream!r} must be true, false or chunks")
-        if images.wanted(cfg):
+        if (images.wanted(cfg) or "images" in computed) and "model" not in computed:
             _check_vision(config, cfg.get("model"))
-            images.check_constant(cfg.get("images"))
+        images.check_constant(cfg.get("images"))
         template = cfg.get("template")
         if rules is not None and isinstance(template, str) and template:
             jinja.check_at_load(template, rules)
@@ -121,8 +124,6 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
 
 def _check_vision(config: LLMConfig, name: Any) -> None:
     """A step sending pictures to a model whose config says it takes none: a load error."""
-    if isinstance(name, str) and "{" in name:
-        return  # computed: checked when the step runs
     model = config.models.get(name) if name else config.default_model
     if model is not None and not model.vision:
         raise ValueError(
