@@ -158,7 +158,7 @@ async def test_reactions_added_and_taken_back() -> None:
         assert first.data["message_id"] == "42" and seen[0].user == "777"
 
 
-async def test_join_requests_are_approved_or_declined_by_the_run() -> None:
+async def test_join_requests_are_approved_or_declined_by_the_run(log_file: Path) -> None:
     def gate(m: Message) -> Reply:
         assert m.event is not None and m.event.kind == "join_request"
         if m.user == "888":
@@ -183,6 +183,9 @@ async def test_join_requests_are_approved_or_declined_by_the_run() -> None:
         await c.fake.nothing_sent()
         assert c.fake.count("approveChatJoinRequest") == 1
         assert c.fake.count("declineChatJoinRequest") == 1
+    lines = [(e["event"], e["user"]) for e in read_log(log_file) if "request" in e["event"]]
+    assert lines == [("telegram.request_answered", "777"), ("telegram.request_answered", "888"),
+                     ("telegram.request_pending", "999")]  # fmt: skip
 
 
 # -- media in ----------------------------------------------------------------------------------

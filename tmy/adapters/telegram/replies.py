@@ -84,11 +84,13 @@ class Answering:
             message.stream = stream
             async with self._typing(bot, incoming):
                 reply = await self._handle(message)
-            if incoming.join is not None and reply.approve is not None:
+            if incoming.join is not None:
                 await self._decide(bot, incoming, reply)
             await self._deliver(incoming, reply, stream)
         except Exception as exc:
             log.exception("telegram.message_failed", message_id=message.message_id, error=repr(exc))
+            if isinstance(message.stream, GrowingMessage):  # stop a pending edit; leave it shown
+                await message.stream.finish(message.stream.shown)
         return None
 
     def _typing(self, bot: Bot, incoming: Incoming) -> AbstractAsyncContextManager[Any]:
@@ -116,18 +118,24 @@ class Answering:
         return GrowingMessage(post, edit, interval=self.stream_interval, limit=MAX_TEXT)
 
     async def _decide(self, bot: Bot, incoming: Incoming, reply: Reply) -> None:
-        """APPROVE on a join request: approve or decline it at Telegram."""
+        """APPROVE on a join request: approve or decline it at Telegram (None: leave it)."""
         assert incoming.join is not None
         chat, user = incoming.chat_id, incoming.join
-        if reply.approve:
-            call = bot.approve_chat_join_request(chat, user)
-            method = "approveChatJoinRequest"
-        else:
-            call = bot.decline_chat_join_request(chat, user)
-            method = "declineChatJoinRequest"
-        if await _quietly(method, call):
-            log.info("telegram.join_request", chat=str(chat), user=str(user),
-                     approve=reply.approve, reason=reply.approve_reason)  # fmt: skip
+        if reply.approve is None:
+            log.info("telegram.request_pending", chat=str(chat), user=str(user))
+            return
+        method = "approveChatJoinRequest" if reply.approve else "declineChatJoinRequest"
+        try:
+            if reply.approve:
+                await bot.approve_chat_join_request(chat, user)
+            else:
+                await bot.decline_chat_join_request(chat, user)
+        except Exception as exc:
+            log.warning("telegram.request_failed", method=method, chat=str(chat),
+                        user=str(user), error=describe(exc))  # fmt: skip
+            return
+        log.info("telegram.request_answered", chat=str(chat), user=str(user),
+                 approve=reply.approve, reason=reply.approve_reason)  # fmt: skip
 
     async def _deliver(
         self, incoming: Incoming, reply: Reply, stream: GrowingMessage | None
