@@ -38,7 +38,7 @@ from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.streaming import GrowingMessage, typing_while
 from tmy.adapters.telegram.admins import ChatAdmins
-from tmy.adapters.telegram.compose import compose
+from tmy.adapters.telegram.compose import compose, keyboard
 from tmy.adapters.telegram.errors import describe
 from tmy.adapters.telegram.media import TelegramApi
 from tmy.adapters.telegram.sending import QueuedReply, send_piece
@@ -167,7 +167,7 @@ class Answering:
         """Put the reply's buttons under the growing message once it is final."""
         assert self._bot is not None
         try:
-            markup = compose("x", Outgoing(buttons=parts.buttons))[0].markup
+            markup = keyboard(parts.buttons)
         except AdapterError as exc:
             log.error("telegram.reply_invalid", chat=str(incoming.chat_id), error=str(exc))
             return
