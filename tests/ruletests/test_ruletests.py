@@ -446,9 +446,11 @@ tests:
     assert "PASS" not in out and "FAIL" not in out
     assert err.splitlines() == [
         f"{path}:25: test case: unknown key 'expct' (did you mean 'expect'?); a case has "
-        "name, send, fire, user, user_name, chat, platform, private, mention, admin, vars, "
-        "now, seed, http, expect, expect_re, expect_error, expect_no_reply",
-        f"{path}:26: test case: each case needs 'send: <message>' (or 'fire: <scheduled rule id>')",
+        "name, send, fire, send_event, event_data, user, user_name, chat, platform, private, "
+        "mention, admin, vars, now, seed, http, expect, expect_re, expect_error, "
+        "expect_no_reply, approve",
+        f"{path}:26: test case: each case needs 'send: <message>' (or 'fire: <scheduled rule "
+        "id>', or 'send_event: <event>')",
         f"{path}:27: test case: one expectation per case, got expect and expect_re "
         "(split it into two cases)",
         f"{path}:29: test case: 'vars': 'visit' is not a declared variable "

@@ -1,4 +1,11 @@
-"""A rules file's test case, validated: what it sends, as whom, and what it expects."""
+"""A rules file's test case, validated: what it sends, as whom, and what it expects.
+
+A case sends a message (``send:``), fires a scheduled rule (``fire:``) or sends a
+platform event (``send_event: member_join`` with an optional ``event_data: {…}``,
+from the case's ``user`` in its ``chat``); it expects a reply (``expect``,
+``expect_re``, ``expect_error``, ``expect_no_reply``) and/or, for a request
+event, a decision (``approve: true|false``, checked against ``Reply.approve``).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,8 @@ CASE_KEYS = (
     "name",
     "send",
     "fire",
+    "send_event",
+    "event_data",
     "user",
     "user_name",
     "chat",
@@ -29,6 +38,7 @@ CASE_KEYS = (
     "expect_re",
     "expect_error",
     "expect_no_reply",
+    "approve",
 )
 EXPECT_KEYS = ("expect", "expect_re", "expect_error", "expect_no_reply")
 HTTP_KEYS = ("status", "json", "body", "text", "headers", "method")
@@ -77,6 +87,9 @@ class Case:
     kind: str  # one of EXPECT_KEYS
     expected: Any
     seed: int | str | None = None  # pins random draws (the case's, else the file's seed:)
+    event: str | None = None  # send_event: a platform event's kind (tmy.message.EVENT_KINDS)
+    event_data: dict[str, Any] = field(default_factory=dict)  # its EVENT_DATA (+ user, chat)
+    approve: bool | None = None  # the decision (Reply.approve) the run must take
 
     @property
     def where(self) -> str:
@@ -84,14 +97,19 @@ class Case:
 
     @property
     def label(self) -> str:
-        said = f"fire {self.fire}" if self.fire is not None else one_line(self.send or "")
+        if self.fire is not None:
+            said = f"fire {self.fire}"
+        elif self.event is not None:
+            said = f"event {self.event}"
+        else:
+            said = one_line(self.send or "")
         who = f" (user {self.user})" if self.user != DEFAULT_USER else ""
         return f"{self.name}: {said}{who}" if self.name else f"{said}{who}"
 
     def selected_by(self, pattern: str | None) -> bool:
         if not pattern:
             return True
-        return pattern in self.name or pattern in (self.send or self.fire or "")
+        return pattern in self.name or pattern in (self.send or self.fire or self.event or "")
 
 
 @dataclass
@@ -107,11 +125,11 @@ class Outcome:
 
     def as_dict(self) -> dict[str, Any]:
         c = self.case
-        return {
+        out = {
             "file": c.file,
             "line": c.line,
             "name": c.name,
-            "send": c.send if c.fire is None else None,
+            "send": c.send if c.fire is None and c.event is None else None,
             "fire": c.fire,
             "ok": self.ok,
             "expectation": c.kind,
@@ -122,6 +140,11 @@ class Outcome:
             "seed": c.seed,
             "detail": self.detail,
         }
+        if c.event is not None:
+            out["send_event"] = c.event
+        if c.approve is not None:
+            out["approve"] = c.approve
+        return out
 
 
 def zone(name: str) -> tzinfo | None:

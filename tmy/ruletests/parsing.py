@@ -15,6 +15,7 @@ from tmy.errors import RuleError, RuleErrors, StoreError
 from tmy.extension import Extension
 from tmy.hints import did_you_mean
 from tmy.rulebook.loader import load_rulebook
+from tmy.ruletests import events
 from tmy.ruletests.cases import (
     CASE_KEYS,
     DEFAULT_PLATFORM,
@@ -74,14 +75,19 @@ class _CaseParser:
                     raw.at(key),
                 )
         unknown = len(self.errors) > before  # a misspelt send/expect: say that only
-        send, fire = self.send_or_fire(raw, unknown)
+        send, fire, event = self.send_or_fire(raw, unknown)
+        given = raw.data.get("event_data")
+        data = events.event_data(
+            given, event is not None, self.error, raw.file, raw.at("event_data")
+        )
+        approve = events.approve(raw.data.get("approve"), self.error, raw.file, raw.at("approve"))
         text = {key: self.text(raw, key, default) for key, default in _TEXTS}
         flags = {key: self.flag(raw, key) for key in ("private", "mention", "admin")}
         variables = self.vars(raw.data.get("vars"), raw.file, raw.at("vars"))
         now = self.now(raw)
         seed = self.seed(raw)
         http = self.http(raw.data.get("http"), raw.file, raw.at("http"))
-        kind, expected = self.expected(raw, unknown)
+        kind, expected = self.expected(raw, unknown or "approve" in raw.data)
         if len(self.errors) > before:
             return None
         return Case(
@@ -103,19 +109,25 @@ class _CaseParser:
             kind=kind,
             expected=expected,
             seed=seed,
+            event=event,
+            event_data=data,
+            approve=approve,
         )
 
-    def send_or_fire(self, raw: _Raw, unknown: bool) -> tuple[Any, Any]:
-        """``send:`` (a message) or ``fire:`` (a scheduled rule's id), exactly one."""
+    def send_or_fire(self, raw: _Raw, unknown: bool) -> tuple[Any, Any, str | None]:
+        """``send:`` (a message), ``fire:`` (a scheduled rule's id) or ``send_event:`` (a
+        platform event's kind), exactly one."""
         send, fire = raw.data.get("send"), raw.data.get("fire")
-        if (send is None) == (fire is None) and not (unknown and send is None):
+        event = raw.data.get("send_event")
+        given = [k for k in ("send", "fire", "send_event") if raw.data.get(k) is not None]
+        if len(given) != 1 and not (unknown and not given):
+            needs = "each case needs 'send: <message>' (or 'fire: <scheduled rule id>', or "
+            needs += "'send_event: <event>')"
             self.error(
-                "each case needs 'send: <message>' (or 'fire: <scheduled rule id>'), not both"
-                if send is not None
-                else "each case needs 'send: <message>' (or 'fire: <scheduled rule id>')",
-                raw.file,
-                raw.line,
+                f"{needs}, not {' and '.join(given)}" if given else needs, raw.file, raw.line
             )
+        if event is not None:
+            event = events.event_kind(event, self.error, raw.file, raw.at("send_event"))
         if send is not None and (isinstance(send, bool) or not isinstance(send, (str, int, float))):
             self.error(f"'send' must be the message text, got {send!r}", raw.file, raw.at("send"))
             send = None
@@ -134,7 +146,7 @@ class _CaseParser:
                     raw.file,
                     raw.at("fire"),
                 )
-        return send, fire
+        return send, fire, event
 
     def text(self, raw: _Raw, key: str, default: str) -> str:
         value = raw.data.get(key, default)
@@ -198,7 +210,8 @@ class _CaseParser:
         if not kinds:
             if not unknown:
                 self.error(
-                    "say what to expect: one of expect, expect_re, expect_error, expect_no_reply",
+                    "say what to expect: one of expect, expect_re, expect_error, "
+                    "expect_no_reply (or approve: for a request event)",
                     raw.file,
                     raw.line,
                 )

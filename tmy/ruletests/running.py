@@ -28,6 +28,7 @@ from tmy.engine.variables import Variables
 from tmy.errors import TmyError
 from tmy.extension import Extension
 from tmy.message import Message
+from tmy.ruletests import events
 from tmy.ruletests.cases import Canned, Case, Outcome, zone
 from tmy.ruletests.parsing import load_cases
 from tmy.ruletests.report import Report
@@ -142,6 +143,8 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
         schedule = rule.extras["schedule"]
         target = schedule.send_to[0] if schedule.send_to else None
         message = cron_message(schedule, target)
+    elif case.event is not None:  # a platform event from the case's user in its chat
+        message = events.event_message(_message(case, ""), case.event, case.event_data)
     else:
         message = _message(case, case.send or "")
     try:
@@ -164,7 +167,9 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
         else:
             reply = await engine.handle(message)
     engine.pin_now(None)
-    ok, detail = _judge(case, reply)
+    ok, detail = _judge(case, reply) if case.kind else (True, [])
+    refused = events.judge_approve(case.approve, reply.approve)
+    ok, detail = ok and not refused, detail + refused
     if not ok:
         if reply.error and case.kind != "expect_error":
             detail.append(f"error: {reply.error}")

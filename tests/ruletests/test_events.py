@@ -1,0 +1,120 @@
+"""Rule tests for platform events: ``send_event:`` (+ ``event_data:``) and ``approve:``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+import tmy.ruletests  # noqa: F401  (registers the `test` command)
+from tmy import cli
+
+pytestmark = pytest.mark.usefixtures("in_checkout")
+
+RULES = """\
+rules:
+  - id: welcome
+    events: [member_join]
+    private: false
+    steps:
+      - {plugin: ADJUST, input: "welcome {USER} to {CHAT} ({EVENT_RAW})"}
+  - id: join
+    events: [join_request]
+    steps:
+      - plugin: ADJUST
+        input: "?= 'tmy' in EVENT_DATA['comment']"
+        save: APPROVE
+      - {plugin: ADJUST, input: "wrong answer", save: APPROVE_REASON, when: "?= not APPROVE"}
+      - {plugin: ADJUST, input: "?= ''"}
+tests:
+  - name: a welcome in the group
+    send_event: member_join
+    user: ann
+    chat: "group:1"
+    private: false
+    expect: "welcome ann to group:1 (test)"
+  - name: the right answer lets ann in
+    send_event: join_request
+    user: ann
+    chat: "group:1"
+    event_data: {comment: "答案：tmy"}
+    approve: true
+    expect_no_reply: true
+  - name: a wrong one keeps bob out
+    send_event: join_request
+    user: bob
+    chat: "group:1"
+    event_data: {comment: "no idea"}
+    approve: false
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "r.yaml"
+    path.write_text(dedent(text), encoding="utf-8")
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["test", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_event_cases_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, str(_write(tmp_path, RULES)), "--json")
+    assert code == 0, (out, err)
+    cases = json.loads(out)["cases"]
+    assert [c["ok"] for c in cases] == [True, True, True]
+    assert [c.get("send_event") for c in cases] == ["member_join", "join_request", "join_request"]
+    assert [c.get("approve") for c in cases] == [None, True, False]
+
+
+def test_a_wrong_decision_fails_with_what_the_run_decided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = RULES.replace("approve: false", "approve: true").replace(
+        'comment: "答案：tmy"}', 'comment: "x"}'
+    )
+    code, out, _ = _run(capsys, str(_write(tmp_path, text)))
+    assert code == 1
+    assert "expected approve: true, the run decided: false" in out
+    assert "event join_request (user bob)" in out
+
+
+def test_bad_event_cases_are_file_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = RULES.split("tests:")[0] + dedent(
+        """\
+        tests:
+          - {send_event: member_joined, expect: x}
+          - {send: hi, send_event: poke, expect: x}
+          - {send: hi, event_data: {a: 1}, expect: x}
+          - {send_event: poke, event_data: [1], expect: x}
+          - {send_event: join_request, approve: "yes"}
+          - {send_event: poke}
+        """
+    )
+    path = _write(tmp_path, text)
+    code, _, err = _run(capsys, str(path))
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0] == (
+        f"{path}:16: test case: 'send_event: member_joined' is not an event (did you mean "
+        "'member_join'?); the events are member_join, member_leave, friend_request, "
+        "group_invite, join_request, poke, reaction, message_recall, button"
+    )
+    assert lines[1].startswith(f"{path}:17: test case: each case needs 'send: <message>'")
+    assert lines[1].endswith("not send and send_event")
+    assert lines[2] == f"{path}:18: test case: 'event_data' goes with 'send_event: <kind>'"
+    assert lines[3] == (
+        f"{path}:19: test case: 'event_data' must be a map of EVENT_DATA fields: {{comment: hi}}"
+    )
+    assert lines[4] == (
+        f"{path}:20: test case: 'approve' is true or false (the run's APPROVE), got 'yes'"
+    )
+    assert lines[5].startswith(f"{path}:21: test case: say what to expect")
+    assert len(lines) == 6
