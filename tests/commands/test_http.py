@@ -56,3 +56,39 @@ async def test_commands_answer_text_and_data_and_refuse_what_they_must() -> None
         assert {"ok", "rules", "files", "ms", "warnings", "errors"} <= set(reload.json())
         assert reload.json()["rules"] == 1
         assert (await _post(url, "/admin/reload", key=None, json={})).status_code == 401
+
+
+EVENT_RULES = {
+    "e.yaml": """
+rules:
+  - id: welcome
+    events: [member_join]
+    session: {seconds: 60, debounce: 3}
+    steps: [{plugin: ADJUST, input: "welcome {USER} ({EVENT_DATA[operator]})"}]
+"""
+}
+
+
+async def test_explain_event_and_rules_over_http() -> None:
+    async with serving(EVENT_RULES, http_api_keys=(KEY,)) as daemon:
+        url = daemon.url
+        explained = await _post(
+            url,
+            "/admin/commands/explain",
+            json={
+                "args": {"event": "member_join", "data": '{"operator": "op"}'},
+                "user": "ann",
+                "chat": "group:1",
+                "platform": "onebot",
+            },
+        )
+        detail = await _post(url, "/admin/commands/rules", json={"args": {"id": "welcome"}})
+    body = explained.json()
+    assert explained.status_code == 200, body
+    assert body["data"]["matched"] == "welcome" and body["data"]["via"] == "event"
+    assert body["data"]["reply"]["text"] == "welcome ann (op)"
+    assert body["text"].startswith("matched rule 'welcome' for the event member_join")
+    shown = detail.json()
+    assert shown["data"]["events"] == ["member_join"] and shown["data"]["debounce"] == 3
+    assert "events: member_join" in shown["text"]
+    assert "a burst answered after 3 s of silence" in shown["text"]

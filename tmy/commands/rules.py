@@ -16,10 +16,11 @@ def _summary(rulebook: Any) -> Result:
     for rule in rulebook.rules:
         scheduled = "schedule" in rule.extras
         rows.append({"id": rule.id, "triggers": [t.source for t in rule.triggers],
-                     "scheduled": scheduled})  # fmt: skip
+                     "scheduled": scheduled, "events": list(rule.events)})  # fmt: skip
         if len(rows) > LISTED:
             continue
-        triggers = ", ".join(t.source for t in rule.triggers) or "(no trigger)"
+        on = [t.source for t in rule.triggers] + [f"<event {e}>" for e in rule.events]
+        triggers = ", ".join(on) or "(no trigger)"
         lines.append(f"{rule.id}: {preview(triggers, 80)}{' [scheduled]' if scheduled else ''}")
     if len(rulebook.rules) > LISTED:
         lines.append(f"… and {len(rulebook.rules) - LISTED} more (rules ID for one)")
@@ -35,6 +36,7 @@ def _detail(rulebook: Any, rule_id: str) -> Result:
     lines = [
         f"{rule.id} ({rule.file}:{rule.line}), priority {rule.priority}",
         "triggers: " + (", ".join(t.source for t in rule.triggers) or "(none)"),
+        *([f"events: {', '.join(rule.events)}"] if rule.events else []),
         "steps: " + " -> ".join(f"{s.uri} [{s.plugin}]" for s in rule.steps),
     ]
     if not f.is_open:
@@ -44,7 +46,8 @@ def _detail(rulebook: Any, rule_id: str) -> Result:
             f"admin_only={f.admin_only} mention={f.mention}"
         )
     if rule.session:
-        lines.append(f"session: {rule.session:g} s")
+        burst = f", a burst answered after {rule.debounce:g} s of silence" if rule.debounce else ""
+        lines.append(f"session: {rule.session:g} s{burst}")
     schedule = rule.extras.get("schedule")
     if schedule is not None:
         lines.append(f"schedule: {schedule.describe()}")
@@ -56,6 +59,8 @@ def _detail(rulebook: Any, rule_id: str) -> Result:
         "triggers": [t.source for t in rule.triggers],
         "steps": [{"uri": s.uri, "plugin": s.plugin} for s in rule.steps],
         "session": rule.session or None,
+        "debounce": rule.debounce or None,
+        "events": list(rule.events),
         "schedule": schedule.describe() if schedule is not None else None,
     }
     return Result("\n".join(lines), data)
