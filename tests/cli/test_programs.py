@@ -42,3 +42,28 @@ def test_check_takes_an_error_reply_of_run_locals(
     config = _config(tmp_path, "error_reply: 'sorry {USER_NAME}: {STEP_ERROR}'\n")
     assert tmy.cli.main(["check", "--config", str(config)]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
+
+
+def test_ask_shows_a_structured_replys_parts_beside_its_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    cli = tmy.cli
+    rules = tmp_path / "r.yaml"
+    rules.write_text(
+        "rules:\n  - id: cat\n    triggers: [cat]\n    steps:\n"
+        "      - plugin: ADJUST\n"
+        "        input: {text: a cat, image: 'https://x/c.png', buttons: [[More, Less]],"
+        " reply: true}\n",
+        encoding="utf-8",
+    )
+    base = ["--rules", str(rules), "--store", f"sqlite:///{tmp_path / 't.db'}"]
+    assert cli.main(["ask", "cat", *base]) == 0
+    out, err = capsys.readouterr()
+    assert out == "a cat\n"
+    assert "(with images: https://x/c.png; buttons: More Less; quotes: the message)" in err
+    assert cli.main(["ask", "cat", "--json", *base]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["outgoing"]["images"] == ["https://x/c.png"]
+    assert data["outgoing"]["reply_to"] == ""

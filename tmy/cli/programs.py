@@ -152,7 +152,28 @@ async def run_ask(
             print(f"error: {reply.error}", file=sys.stderr)
         if reply.text:
             print(reply.text)
+        for line in _beside_text(reply):
+            print(line, file=sys.stderr)
     return 1 if reply.error else 0
+
+
+def _beside_text(reply: Reply) -> list[str]:
+    """What a reply carries besides its text, for ``ask`` on a terminal (``--json`` shows
+    it all): its structured parts and a request's decision."""
+    lines = []
+    out = reply.outgoing
+    if out:
+        listed = (("images", out.images), ("files", out.files), ("mentions", out.mentions))
+        parts = [f"{k}: {', '.join(v)}" for k, v in listed if v]
+        if out.buttons:
+            parts.append("buttons: " + " | ".join(" ".join(b.text for b in r) for r in out.buttons))
+        if out.reply_to is not None:
+            parts.append(f"quotes: {out.reply_to or 'the message'}")
+        lines.append(f"(with {'; '.join(parts)})")
+    if reply.approve is not None:
+        why = f": {reply.approve_reason}" if reply.approve_reason else ""
+        lines.append(f"(request {'accepted' if reply.approve else 'declined'}{why})")
+    return lines
 
 
 async def run_chat(
