@@ -137,3 +137,34 @@ def test_a_variable_may_not_take_a_context_local_name(tmp_path: Path) -> None:
         "variables:\n  EVENT: {default: 0}\nrules: []\n",
     )
     assert "built-in run local" in errors[0]
+
+
+def test_check_warns_about_a_shadowed_event_rule_and_a_request_without_approve(
+    tmp_path: Path,
+) -> None:
+    book = _load(
+        tmp_path,
+        """
+rules:
+  - id: narrow
+    events: [member_join]
+    platforms: [onebot]
+    steps: [{plugin: ADJUST, input: a}]
+  - id: first
+    events: [member_join, friend_request]
+    steps: [{plugin: ADJUST, input: b}]
+  - id: shadowed
+    events: [member_join]
+    steps: [{plugin: ADJUST, input: c}]
+  - id: decides
+    events: [join_request]
+    steps: [{plugin: ADJUST, input: "?= True", save: APPROVE}]
+""",
+    )
+    file = str(tmp_path / "r.yaml")
+    assert list(book.warnings) == [
+        f"{file}:10: rule 'shadowed' never gets the event member_join: rule 'first' "
+        f"({file}:7) lists it first and its filters admit every one",
+        f"{file}:7: rule 'first' answers friend_request but no step saves APPROVE "
+        "(true/false): the request stays pending",
+    ]

@@ -7,10 +7,12 @@ dict, so every check happens at load time with a file and a line.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tmy.executors.registry import ExecutorSpec
+from tmy.message import REQUEST_EVENTS
 from tmy.rulebook.triggers import Trigger, trigger_warnings
 from tmy.types import StepHook
 from tmy.values.compiled import PathValue, Value
@@ -212,6 +214,28 @@ def dead_trigger_warning(rule: Rule, trig: Trigger, winner: Rule, winning: Trigg
     )
 
 
+def event_warnings(rulebook: Rulebook) -> Iterator[str]:
+    """``check``'s lines about ``events:``: a rule an earlier rule listing the same event
+    always takes first (its filters admit everything), and a rule answering a request
+    event none of whose steps saves APPROVE (the request then stays pending)."""
+    for kind, rules in rulebook.events.items():
+        first = next((r for r in rules if r.filters.is_open), None)
+        for rule in rules:
+            if first is not None and rule is not first and rules.index(rule) > rules.index(first):
+                yield (
+                    f"{rule.file}:{rule.line}: rule {rule.id!r} never gets the event {kind}: "
+                    f"rule {first.id!r} ({first.file}:{first.line}) lists it first and its "
+                    "filters admit every one"
+                )
+            if kind in REQUEST_EVENTS and not any(
+                s.save is not None and s.save.root == "APPROVE" for s in rule.steps
+            ):
+                yield (
+                    f"{rule.file}:{rule.line}: rule {rule.id!r} answers {kind} but no step "
+                    "saves APPROVE (true/false): the request stays pending"
+                )
+
+
 @dataclass(frozen=True)
 class Rulebook:
     """Everything loaded from a rules directory."""
@@ -261,4 +285,4 @@ class Rulebook:
             for t in r.triggers
             for warning in trigger_warnings(t)
         )
-        return (*dead, *lint)
+        return (*dead, *lint, *event_warnings(self))
