@@ -15,6 +15,7 @@ The lifespan that opens and closes these lives in :mod:`tmy.app`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ipaddress
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -213,8 +214,10 @@ class Adapters:
         """Post ``text`` to ``target`` through its platform's adapter (AdapterError if it can't).
 
         ``outgoing``: the reply's images, files, mentions, buttons; passed on (as
-        ``outgoing=``) only when there are some, so an adapter whose ``send`` takes
-        only the text keeps working for every plain post."""
+        ``outgoing=``) only when there are some and the adapter's ``send`` takes it
+        (:func:`takes_outgoing`): an adapter whose ``send`` takes only the text (a
+        plugin's, written before) still posts the text, the fallback every platform
+        has."""
         adapter = self.adapter(target.platform)
         if adapter is None:
             why = self.failed.get(target.platform)
@@ -222,7 +225,7 @@ class Adapters:
                 f"no running adapter for platform {target.platform!r}"
                 + (f" (it failed to start: {why})" if why else "")
             )
-        if outgoing:
+        if outgoing and takes_outgoing(adapter):
             await adapter.send(target, text, outgoing=outgoing)  # type: ignore[call-arg]
         else:
             await adapter.send(target, text)
@@ -239,6 +242,15 @@ class Adapters:
             states[name] = {"state": "failed", "error": why}
             healthy = False
         return states, healthy
+
+
+def takes_outgoing(adapter: Adapter) -> bool:
+    """Whether ``adapter.send`` accepts ``outgoing=`` (a keyword of that name or ``**kw``)."""
+    try:
+        params = inspect.signature(adapter.send).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: try only the text
+        return False
+    return any(p.name == "outgoing" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 async def health_report(store: Store, adapters: Adapters, cron: Cron | None) -> dict[str, Any]:

@@ -86,3 +86,15 @@ async def test_the_outbox_resends_the_parts_too() -> None:
 
         assert await wait_for(resent, 5)
     assert onebot.calls == [("daily cat", _expected()), ("daily cat", _expected())]
+
+
+async def test_an_adapter_whose_send_takes_only_text_still_gets_the_text() -> None:
+    onebot = LoopbackAdapter("onebot")  # send(target, text): no outgoing= keyword
+    async with serving({"r.yaml": RULES}, adapters=(onebot,), http_enabled=False,
+                       timezone="UTC") as daemon:  # fmt: skip
+        scheduler = daemon.app.cron
+        assert scheduler is not None
+        [fired] = await scheduler.fire_now(daemon.engine.rulebook.by_id["card"], by="test")
+        post = await onebot.pop(timeout=5)
+    assert fired.entry["sent"] == "ok"
+    assert (post.target, post.text) == (Target("onebot", "group:5"), "daily cat")
