@@ -508,7 +508,7 @@ ONE_SHOT: dict[str, tuple[str, str]] = {  # command -> (stdin, a regex its stdou
         r"\Amatched rule 'welcome' for the event member_join .*\n(.*\n)*"
         r"reply: '欢迎加入！你是本群第 1 位新成员，群规见群公告。'\nwith: 1 mention\n",
     ),
-    "python3 run.py test docs/cookbook/join_approval.yaml": ("", r"\n7 passed, 0 failed\n\Z"),
+    "python3 run.py test docs/cookbook/join_approval.yaml": ("", r"\n8 passed, 0 failed\n\Z"),
 }
 
 

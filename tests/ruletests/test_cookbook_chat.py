@@ -58,7 +58,7 @@ def test_the_join_approval_recipe_checks_both_decisions(
     decided = [c["approve"] for c in cases if "approve" in c]
     assert True in decided and False in decided
     text = recipe.read_text(encoding="utf-8")
-    check = "join_answer.lower() in EVENT_DATA['comment'].lower()"
+    check = "join_answer.lower() in EVENT_DATA.get('comment', '').lower()"
     assert check in text
     flipped = tmp_path / "flipped.yaml"
     flipped.write_text(text.replace(check, f"not ({check})"), encoding="utf-8")
