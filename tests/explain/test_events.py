@@ -51,6 +51,9 @@ async def test_the_first_listening_rule_the_filters_admit_runs_and_why_the_other
     assert data["matched"] == "qq_welcome" and data["via"] == "event"
     assert out.splitlines()[0].startswith("matched rule 'qq_welcome' for the event member_join")
     assert "event: member_join (notice.test)" in out and "normalised" not in out
+    assert "rules listening (rulebook order; the first the filters admit runs):" in out
+    assert "  * qq_welcome  e.yaml:7  — the first rule in rulebook order" in out
+    assert "  - vip_welcome  e.yaml:3  — refused: it answers admins only (admin_only)" in out
     rows = {r["rule"]: r for r in data["candidates"]}
     assert list(rows) == ["vip_welcome", "qq_welcome", "welcome"]
     assert rows["vip_welcome"]["why"] == "refused: it answers admins only (admin_only)"

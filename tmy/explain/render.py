@@ -94,16 +94,21 @@ def _header(ex: Explanation, compact: bool, limit: int) -> list[str]:
 def _matching(ex: Explanation, compact: bool) -> list[str]:
     """Candidates (best first), near misses not already listed, the open session."""
     lines = []
-    if ex.candidates and ex.event is not None:
-        lines.append("rules listening (rulebook order; the first the filters admit runs):")
-    elif ex.candidates:
-        lines.append("candidates (best first; the first one the filters admit wins):")
+    if ex.candidates:
+        event = ex.event is not None
+        lines.append(
+            "rules listening (rulebook order; the first the filters admit runs):"
+            if event
+            else "candidates (best first; the first one the filters admit wins):"
+        )
         rows = ex.candidates[:10] if compact else ex.candidates
         for c in rows:
             mark = "*" if c["won"] else "-"
             where = f"{c['file']}:{c['line']}"
             if compact:
                 lines.append(f"  {mark} {c['rule']} {c['trigger']!r}: {c['why']}")
+            elif event:
+                lines.append(f"  {mark} {c['rule']}  {where}  — {c['why']}")
             else:
                 lines.append(
                     f"  {mark} {c['rule']}  {c['trigger']!r}  {c['kind']}  "
