@@ -133,3 +133,19 @@ def rules_dir_events(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "e.yaml").write_text(RULES, encoding="utf-8")
     return folder
+
+
+async def test_a_follow_up_of_a_debounced_session_says_it_would_wait() -> None:
+    rules = """
+rules:
+  - id: chat
+    triggers: ["let's talk"]
+    session: {seconds: 120, debounce: 4}
+    steps: [{plugin: ADJUST, input: "heard: {QUESTION}"}]
+"""
+    async with Bot({"s.yaml": rules}) as bot:
+        assert (await bot.ask("let's talk", user="ann")).text == "heard: "
+        ex = await explain(bot.engine, message_for("how are you", user="ann", platform="test"))
+    assert ex.matched == "chat" and ex.via == "session"
+    assert any("would wait 4 s for more from the same user" in n for n in ex.notes)
+    assert ex.reply["text"] == "heard: how are you"

@@ -143,6 +143,12 @@ def _choose(winner: Any, session_rule: Any, message: Message, ex: Explanation) -
         )
         return None
     ex.via, ex.trigger = "session", None
+    if session_rule.debounce:
+        ex.notes.append(
+            f"rule {session_rule.id!r} debounces its session: this follow-up would wait "
+            f"{session_rule.debounce:g} s for more from the same user and be answered with "
+            "them at once (QUESTION joined by line breaks, BURST the list); explained alone here"
+        )
     return Match(session_rule, None, "", strip_invisible(ex.text).strip())
 
 
