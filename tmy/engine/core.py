@@ -3,17 +3,20 @@
 It passes the message through the gates (:mod:`tmy.engine.gates`: sizes and
 ids, admins, ``.tmy`` commands, the chat switch), matches it against the
 trigger index (or an open session), checks the rule's cooldown
-(:mod:`tmy.engine.cooldowns`), builds the run's locals, runs the chain
-(:mod:`tmy.engine.scheduler`), assembles the reply
+(:mod:`tmy.engine.cooldowns`), builds the run's locals (the message's event,
+attachments and quote are read only when a run names them:
+:mod:`tmy.engine.context`), runs the chain (:mod:`tmy.engine.scheduler`),
+assembles the reply — text, a structured reply's parts, a request's APPROVE —
 (:mod:`tmy.engine.replies`), and logs the whole run under one ``trace_id``
 (:mod:`tmy.engine.tracing`).
 
 :meth:`Engine._handle` is the per-message path: its fast tests are written
 inline on purpose (each call saved there is measurable in ``bench/dispatch.py``);
-the slower paths are functions in those modules. The module is a little over 400
-lines because the :class:`Engine` is kept whole: it is the one object every surface
-calls, and a reader should see all it offers (handle, run a rule, run a schedule,
-cooldowns, reload) in one place.
+the slower paths are functions in those modules. The rarer ways to a run —
+platform events, debounced session bursts, cron firings — are the methods of
+:class:`~tmy.engine.events.Dispatch`, and the cooldown methods those of
+:class:`~tmy.engine.cooldowns.Cooldowns`, both mixins of :class:`Engine`: one
+object every surface calls.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from tmy.errors import EvalError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
-from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
+from tmy.rulebook.model import OPEN_FILTERS, Rulebook
 from tmy.rulebook.triggers import Match
 from tmy.store.base import MISSING
 from tmy.values.compiled import to_text
@@ -286,31 +289,6 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         if match.groups:  # a regex trigger's named groups; the built-ins win over them
             loc = {**match.groups, **loc}
         return loc
-
-    async def run_scheduled(
-        self, rule: Rule, message: Message, question: str, extra: dict[str, Any]
-    ) -> Reply:
-        """Run ``rule`` without a trigger (a cron firing): traced, logged and drained
-        like a message; ``extra`` adds run locals (``FIRE_TIME``). Never raises."""
-        trace_id = _new_trace_id()
-        self._inflight += 1
-        token = logs.bind_trace(trace_id)
-        try:
-            log.info(
-                "cron.fired", rule=rule.id, platform=message.platform, chat=message.chat, **extra
-            )
-            match = Match(rule, None, "", question)
-            reply = await self.run_rule(match, message, trace_id, question, extra=extra)
-            metrics.run(rule.id, reply.error is None)
-            return reply
-        except Exception as exc:  # an engine bug: log it, keep the scheduler alive
-            log.exception("cron.crashed", rule=rule.id)
-            return Reply(LAST_RESORT_REPLY, rule.id, trace_id, error=f"internal error: {exc!r}")
-        finally:
-            logs.TRACE.reset(token)
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._settled()
 
     async def run_rule(
         self,

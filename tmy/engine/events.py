@@ -1,4 +1,4 @@
-"""The engine's rarer ways to a run: platform events, and debounced session bursts.
+"""The engine's rarer ways to a run: platform events, debounced session bursts, cron firings.
 
 A message with ``event`` set (a member joined, a friend request, a button press:
 :class:`tmy.message.Event`) matches no trigger: it goes to the first rule, in
@@ -12,7 +12,9 @@ engine's :class:`~tmy.engine.debounce.Debouncer` until the user pauses; the last
 message of the burst runs the rule with every text (``QUESTION``, ``BURST``).
 
 Both then take the same way as a matched message (:meth:`Dispatch.dispatch`):
-the chat switch, the rule's cooldown, the run, its ``run.done`` line. The
+the chat switch, the rule's cooldown, the run, its ``run.done`` line. A
+scheduled rule's firing (:meth:`Dispatch.run_scheduled`) runs its rule directly:
+the scheduler has claimed the occurrence and checked the switch itself. The
 per-message path of a plain text message stays inline in
 :meth:`tmy.engine.core.Engine._handle`; these are methods of the engine (a mixin)
 so that path pays nothing for them.
@@ -25,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from tmy import logs, metrics
 from tmy.engine.debounce import Debouncer
+from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.tracing import log_run
+from tmy.engine.tracing import trace_id as new_trace_id
 from tmy.logs import get_logger, preview
 from tmy.message import EVENT_KINDS, Message, Reply
 from tmy.rulebook.model import Rule, Rulebook
@@ -63,7 +67,7 @@ def unhandled_reason(rulebook: Rulebook, message: Message) -> str:
 
 
 class Dispatch:
-    """The engine's event, burst and shared after-match paths (see the module docstring)."""
+    """The engine's event, burst, cron and shared after-match paths (see the module docstring)."""
 
     bursts: Debouncer
 
@@ -116,6 +120,31 @@ class Dispatch:
         question = "\n".join(burst)
         joined = Match(rule, None, "", question)
         return await self.dispatch(joined, message, question, trace_id, {"BURST": burst})
+
+    async def run_scheduled(
+        self: Engine, rule: Rule, message: Message, question: str, extra: dict[str, Any]
+    ) -> Reply:
+        """Run ``rule`` without a trigger (a cron firing): traced, logged and drained
+        like a message; ``extra`` adds run locals (``FIRE_TIME``). Never raises."""
+        trace_id = new_trace_id()
+        self._inflight += 1
+        token = logs.bind_trace(trace_id)
+        try:
+            log.info(
+                "cron.fired", rule=rule.id, platform=message.platform, chat=message.chat, **extra
+            )
+            match = Match(rule, None, "", question)
+            reply = await self.run_rule(match, message, trace_id, question, extra=extra)
+            metrics.run(rule.id, reply.error is None)
+            return reply
+        except Exception as exc:  # an engine bug: log it, keep the scheduler alive
+            log.exception("cron.crashed", rule=rule.id)
+            return Reply(LAST_RESORT_REPLY, rule.id, trace_id, error=f"internal error: {exc!r}")
+        finally:
+            logs.TRACE.reset(token)
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._settled()
 
     async def dispatch(
         self: Engine,
