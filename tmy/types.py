@@ -259,6 +259,11 @@ class CommandLike(Protocol):
         ...
 
     @property
+    def chat_admin(self) -> bool:
+        """An admin of the chat by the platform's roles (``admins_from``) may run it there."""
+        ...
+
+    @property
     def fronts(self) -> frozenset[str]:
         """Where it is reachable: ``cli``, ``chat``, ``http``."""
         ...

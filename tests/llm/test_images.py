@@ -187,7 +187,11 @@ async def test_a_model_without_vision_is_a_check_error_naming_rule_step_and_mode
 ) -> None:
     config = on(provider)
     config["models"]["fake"]["vision"] = False
-    for step in ("{plugin: LLM, vision: true}", "{plugin: LLM, images: 'https://x/1.png'}"):
+    for step in (
+        "{plugin: LLM, vision: true}",
+        "{plugin: LLM, images: 'https://x/1.png'}",
+        "{plugin: LLM, images: '{IMAGES}'}",  # a templated images: is checked at load too
+    ):
         with pytest.raises(RuleError) as refused:
             async with Bot({"r.yaml": rules(f"      - {step}\n")}, llm=config):
                 pass

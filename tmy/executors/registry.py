@@ -57,6 +57,9 @@ class ExecutorSpec:
     # A pure step that reads and saves one variable is applied as one atomic store
     # update (compare-and-set) instead of lock + read + write + unlock.
     pure: bool = False
+    # ``check`` also takes the names of the templated options (``check(consts, computed)``):
+    # a step whose ``images:`` is a template still needs a model that sees pictures
+    check_computed: bool = False
 
 
 def _check_name(name: str) -> None:

@@ -55,12 +55,12 @@ async def explain(
     engine: Engine, message: Message, *, run: bool = False, seed: int | str | None = None
 ) -> Explanation:
     """Explain ``message``: a dry run by default (nothing changes), the real run with ``run``;
-    ``explain --event KIND [--data JSON]`` explains a platform event instead
-(:mod:`~tmy.explain.events`): the rules listening for that kind in rulebook
-order, which one the filters admit, and its dry run — with the request's
-decision (APPROVE) and the reply's parts (images, buttons) shown.
+        ``explain --event KIND [--data JSON]`` explains a platform event instead
+    (:mod:`~tmy.explain.events`): the rules listening for that kind in rulebook
+    order, which one the filters admit, and its dry run — with the request's
+    decision (APPROVE) and the reply's parts (images, buttons) shown.
 
-``seed`` pins the random draws (same seed, same draws)."""
+    ``seed`` pins the random draws (same seed, same draws)."""
     with randomness.seeded(seed) if seed is not None else nullcontext():
         return await _explain(engine, message, run)
 

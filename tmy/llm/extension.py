@@ -40,6 +40,7 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
             options=executor.OPTIONS,
             takes=str,
             check=executor.make_check(settings.llm, settings.rules),
+            check_computed=True,
             doc="the LLM answerer: asks a model, answers by the output contract",
         ),
     )

@@ -228,7 +228,10 @@ class StepCompiler(FieldReader):
         if spec.check is not None:
             consts = {k: v.value for k, v in options.items() if isinstance(v, Constant)}
             try:
-                spec.check(consts)
+                if spec.check_computed:
+                    spec.check(consts, frozenset(options) - consts.keys())
+                else:
+                    spec.check(consts)
             except (ValueError, TypeError, RuleError) as exc:
                 self.error(f"{where}: {exc}", file, raw.line)
         return options

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmy.errors import AdapterError
-from tmy.message import Message, Reply, Target
+from tmy.message import Message, Outgoing, Reply, Target
 from tmy.types import Handler, Route
 
 
@@ -24,6 +24,7 @@ class Sent:
 
     target: Target
     text: str
+    outgoing: Outgoing | None = None  # the reply's images, files, mentions, buttons
 
 
 class LoopbackAdapter:
@@ -43,10 +44,10 @@ class LoopbackAdapter:
     async def stop(self) -> None:
         self._handle = None
 
-    async def send(self, target: Target, text: str) -> None:
+    async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
         if self._handle is None:
             raise AdapterError(f"{self.name}: not started")
-        self.sent.append(Sent(target, text))
+        self.sent.append(Sent(target, text, outgoing))
         self._more.set()
 
     def health(self) -> dict[str, Any]:
