@@ -118,3 +118,35 @@ def test_bad_event_cases_are_file_line_errors(
     )
     assert lines[5].startswith(f"{path}:21: test case: say what to expect")
     assert len(lines) == 6
+
+
+def test_a_case_attaches_pictures_that_a_vision_step_sends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = """\
+    rules:
+      - id: look
+        triggers: [look]
+        steps:
+          - {plugin: ADJUST, input: "{IMAGES[0][url]} of {ATTACHMENTS}", save: FIRST}
+          - {plugin: LLM, vision: true, input: "MOCK:IMAGES"}
+          - {plugin: ADJUST, input: "{STEP_RESULT}; {FIRST}"}
+    tests:
+      - send: look
+        images: [https://example.com/a.png, "data:image/png;base64,iVBORw0KGgo="]
+        expect_re: "^2 images; https://example.com/a.png of "
+      - send: look
+        images: https://example.com/b.png
+        expect_re: "^1 image; "
+      - {send: look, images: [ftp://x/y.png], expect: x}
+    """
+    path = _write(tmp_path, text)
+    code, _, err = _run(capsys, str(path))
+    assert code == 2
+    assert err.splitlines() == [
+        f"{path}:15: test case: 'images' is a picture URL or a list of them (http(s):// or "
+        "data:image/…), e.g. images: [https://example.com/cat.png]"
+    ]
+    path.write_text(dedent(text).rsplit("  - {send: look, images", 1)[0], encoding="utf-8")
+    code, out, err = _run(capsys, str(path))
+    assert code == 0, (out, err)

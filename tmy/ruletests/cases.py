@@ -16,6 +16,7 @@ from typing import Any
 
 from tmy.config.timezone import zone_of
 from tmy.errors import ConfigError
+from tmy.message import Attachment
 
 CASE_KEYS = (
     "name",
@@ -30,6 +31,7 @@ CASE_KEYS = (
     "private",
     "mention",
     "admin",
+    "images",
     "vars",
     "now",
     "seed",
@@ -90,6 +92,7 @@ class Case:
     event: str | None = None  # send_event: a platform event's kind (tmy.message.EVENT_KINDS)
     event_data: dict[str, Any] = field(default_factory=dict)  # its EVENT_DATA (+ user, chat)
     approve: bool | None = None  # the decision (Reply.approve) the run must take
+    images: tuple[Attachment, ...] = ()  # pictures the sent message carries (IMAGES)
 
     @property
     def where(self) -> str:

@@ -1,11 +1,14 @@
-"""The event half of a test case: ``send_event:``, ``event_data:`` and ``approve:``.
+"""What a test case sends besides text: ``send_event:``, ``event_data:``, ``approve:``
+and ``images:``.
 
 ``send_event: member_join`` sends that platform event (no text) from the case's
 ``user`` in its ``chat`` on its ``platform``, as an adapter would: ``event_data``
 becomes ``EVENT_DATA`` (``user`` and ``chat`` are filled in when it does not
 set them), ``EVENT_RAW`` is ``test``. ``approve: true|false`` checks the run's
 decision on a request event (``Reply.approve``), besides or instead of a reply
-expectation.
+expectation. ``images: [URL, …]`` (or one URL) attaches pictures to a ``send:``
+message, as a platform would: IMAGES and ATTACHMENTS hold them and an LLM step
+with ``vision: true`` sends them (the TESTONLY mock says how many it got).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tmy.hints import did_you_mean
-from tmy.message import EVENT_KINDS, Event, Message
+from tmy.message import EVENT_KINDS, Attachment, Event, Message
 
 Report = Callable[[str, str, int], None]  # error(message, file, line)
 
@@ -51,6 +54,24 @@ def approve(value: Any, report: Report, file: str, line: int) -> bool | None:
         return value
     report(f"'approve' is true or false (the run's APPROVE), got {value!r}", file, line)
     return None
+
+
+def images(value: Any, report: Report, file: str, line: int) -> tuple[Attachment, ...]:
+    """``images:`` — one picture URL or a list of them (http(s) or data: URLs)."""
+    if value is None:
+        return ()
+    urls = [value] if isinstance(value, str) else value
+    if not isinstance(urls, list) or not all(
+        isinstance(u, str) and u.startswith(("http://", "https://", "data:image/")) for u in urls
+    ):
+        report(
+            "'images' is a picture URL or a list of them "
+            "(http(s):// or data:image/…), e.g. images: [https://example.com/cat.png]",
+            file,
+            line,
+        )
+        return ()
+    return tuple(Attachment("image", url=u) for u in urls)
 
 
 def event_message(message: Message, kind: str, data: dict[str, Any]) -> Message:

@@ -81,6 +81,7 @@ class _CaseParser:
             given, event is not None, self.error, raw.file, raw.at("event_data")
         )
         approve = events.approve(raw.data.get("approve"), self.error, raw.file, raw.at("approve"))
+        pictures = events.images(raw.data.get("images"), self.error, raw.file, raw.at("images"))
         text = {key: self.text(raw, key, default) for key, default in _TEXTS}
         flags = {key: self.flag(raw, key) for key in ("private", "mention", "admin")}
         variables = self.vars(raw.data.get("vars"), raw.file, raw.at("vars"))
@@ -112,6 +113,7 @@ class _CaseParser:
             event=event,
             event_data=data,
             approve=approve,
+            images=pictures,
         )
 
     def send_or_fire(self, raw: _Raw, unknown: bool) -> tuple[Any, Any, str | None]:

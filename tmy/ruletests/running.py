@@ -130,6 +130,7 @@ def _message(case: Case, text: str) -> Message:
         private=case.private,
         is_admin=case.admin,
         mentions_bot=case.mention,
+        attachments=case.images,
     )
 
 
