@@ -27,6 +27,8 @@ their module::
     ├── OpenAIError        the OpenAI facade refuses a request (tmy.adapters.openai.payload)
     │                      (rendered as its HTTP error response)
     ├── EmbeddingError     the embeddings endpoint failed            (tmy.memory.embeddings)
+    ├── MediaError         a picture or file could not be had: too large,
+    │                      refused, not found                     (tmy.media.dataurl)
     ├── BodyTooLarge       a decoded HTTP body passed its cap        (tmy.bodies)
     └── BadEncoding        an HTTP body in an encoding tmy does not decode (tmy.bodies)
 
