@@ -207,3 +207,17 @@ async def test_reply_to_holds_the_quoted_message_seen_or_fetched(events_bot: Bot
     assert sent_text(seen) == "20004 said: rain tomorrow"
     assert (get_msg["action"], get_msg["params"]) == ("get_msg", {"message_id": 77})
     assert sent_text(fetched) == "20003 said: an old message"
+
+
+async def test_a_failed_request_run_leaves_it_pending_and_tells_the_requester_nothing() -> None:
+    rules = """\
+rules:
+  - id: broken
+    events: [friend_request]
+    steps:
+      - {plugin: ADJUST, input: "?= 1 / 0", save: APPROVE}
+"""
+    async with Bot({"e.yaml": rules}) as bot:
+        async with loopback(bot.engine.handle, store=bot.app.store) as (_, impl):
+            await impl.friend_request(20008, "hi", "flag-1")
+            await impl.no_action(0.5)  # neither a decision nor "Sorry, something went wrong."

@@ -171,6 +171,17 @@ def test_approve_becomes_the_request_actions() -> None:
         "flag": "g-1", "sub_type": "invite", "approve": True})  # fmt: skip
 
 
+def test_ids_and_flags_that_are_not_ids_drop_the_event_or_the_answer() -> None:
+    # a map, a list or a negative number is no QQ id: no event is built on it
+    assert to_event(BOT, notice("group_increase", group_id=7, user_id={"x": [1, 1]})) is None
+    assert to_event(BOT, notice("group_increase", group_id=[1, 2], user_id=5)) is None
+    assert to_event(BOT, notice("group_increase", group_id=7, user_id=-5)) is None
+    # a flag that is not text cannot answer the request: it stays pending
+    odd = request("group", sub_type="add", group_id=7, user_id=5, comment="", flag={"f": 1})
+    assert event_of(odd)[4]["flag"] == ""
+    assert decided(odd, True) is None
+
+
 # -- media in ----------------------------------------------------------------------------------
 
 
@@ -239,6 +250,9 @@ def test_images_mentions_and_a_quote_become_segments() -> None:
         {"type": "image", "data": {"file": "https://img.example/cat.png"}},
         {"type": "image", "data": {"file": "base64://iVBOR"}},
     ]
+    # "all" (an @everyone) or anything but a QQ number is no mention
+    (odd,) = compose(GROUP, "hi", Parts(mentions=["all", "x1", "20002"]))
+    assert [s for s in odd if s["type"] == "at"] == [{"type": "at", "data": {"qq": "20002"}}]
     # an image alone; mentions mean nothing in a private chat
     (alone,) = compose(PRIVATE, "", Parts(images=["https://i/x.jpg"], mentions=["9"]))
     assert alone == [{"type": "image", "data": {"file": "https://i/x.jpg"}}]

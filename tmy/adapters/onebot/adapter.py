@@ -323,6 +323,8 @@ class OneBotAdapter:
             reply = await self._handle(message)
             if message.event is not None and message.event.is_request:
                 await answer_request(self._accounts, message, reply)
+                if reply.error is not None:
+                    return None  # a requester is no friend yet: no error text goes to them
             await self._reply(key, message, event, reply, stream)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))

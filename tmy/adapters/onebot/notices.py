@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tmy.adapters.onebot.events import is_id
 from tmy.logs import get_logger
 from tmy.message import Event, Message
 
@@ -76,10 +77,16 @@ def raw_name(payload: dict[str, Any]) -> str:
 
 
 def _id(value: Any) -> str:
-    """An id as text; "" for none (absent, 0, a bool)."""
-    if value is None or isinstance(value, bool) or value in (0, "0", ""):
+    """An id as text; "" for none (absent, 0, a bool) and for anything that is not an id
+    (a map, a list, a negative number): the event is then dropped, not built on it."""
+    if value is None or isinstance(value, bool) or value in (0, "0", "") or not is_id(value):
         return ""
     return str(value)
+
+
+def _flag(value: Any) -> str:
+    """A request's flag: the platform's handle, text only (anything else: none)."""
+    return value if isinstance(value, str) and len(value) <= 256 else ""
 
 
 def _group(payload: dict[str, Any]) -> str:
@@ -147,7 +154,7 @@ def _lagrange_reaction(p: dict[str, Any]) -> Built | None:
 
 def _friend_request(p: dict[str, Any]) -> Built | None:
     user = _id(p.get("user_id"))
-    data = {"comment": str(p.get("comment") or ""), "flag": str(p.get("flag") or "")}
+    data = {"comment": str(p.get("comment") or ""), "flag": _flag(p.get("flag"))}
     return "friend_request", user, f"private:{user}", data
 
 
@@ -159,7 +166,7 @@ def _group_request(kind: str) -> Callable[[dict[str, Any]], Built | None]:
         data = {
             "group": group,
             "comment": str(p.get("comment") or ""),
-            "flag": str(p.get("flag") or ""),
+            "flag": _flag(p.get("flag")),
             "sub_type": p.get("sub_type", ""),
         }
         chat = f"private:{user}" if kind == "group_invite" else f"group:{group}"

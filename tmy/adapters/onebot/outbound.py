@@ -75,7 +75,8 @@ def compose(
         if parts.reply_to is not None:
             quote = parts.reply_to or answering or None
         if group:
-            mentions = [m for m in parts.mentions if m and m != at]
+            # QQ numbers only: "all" would be an @everyone the rule never meant
+            mentions = [str(m) for m in parts.mentions if str(m).isdigit() and str(m) != at]
         text = _with_buttons(text, parts.buttons)
         for source in parts.images:
             file = local.get(source) or segment_file(source)

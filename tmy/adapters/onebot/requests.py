@@ -25,6 +25,8 @@ def request_action(message: Message, reply: Reply) -> tuple[str, dict[str, Any]]
     if event is None or not event.is_request or reply.approve is None:
         return None
     flag = event.data.get("flag", "")
+    if not flag or not isinstance(flag, str):
+        return None  # nothing to answer it with: it stays pending (logged)
     if event.kind == "friend_request":
         return "set_friend_add_request", {"flag": flag, "approve": reply.approve}
     params: dict[str, Any] = {
