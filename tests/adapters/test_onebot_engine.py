@@ -14,6 +14,8 @@ from tests.support.llm_fake_provider import PNG, FakeProvider, ImageServer
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
 from tests.support.onebot_fake import image, loopback, text
+from tmy.adapters.onebot.notices import to_event
+from tmy.message import Message
 from tmy.testing import Bot
 
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
@@ -218,6 +220,16 @@ rules:
       - {plugin: ADJUST, input: "?= 1 / 0", save: APPROVE}
 """
     async with Bot({"e.yaml": rules}) as bot:
+        reply = await bot.engine.handle(friend_request_message())
+        assert reply.error is not None  # the run did fail
         async with loopback(bot.engine.handle, store=bot.app.store) as (_, impl):
             await impl.friend_request(20008, "hi", "flag-1")
             await impl.no_action(0.5)  # neither a decision nor "Sorry, something went wrong."
+
+
+def friend_request_message() -> Message:
+    payload = {"post_type": "request", "request_type": "friend", "self_id": 10001,
+               "user_id": 20008, "comment": "hi", "flag": "flag-1", "time": 1}  # fmt: skip
+    message = to_event("10001", payload)
+    assert message is not None
+    return message
