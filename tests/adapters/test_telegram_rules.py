@@ -43,6 +43,7 @@ rules:
     events: [join_request]
     steps:
       - {plugin: ADJUST, input: "?= 'tea' in EVENT_DATA['comment']", save: APPROVE}
+      - {plugin: ADJUST, input: "?= 1 / 0", when: "?= EVENT_DATA['comment'] == 'boom'"}
       - {plugin: ADJUST, input: "?= ''"}
   - id: cat
     triggers: [cat]
@@ -133,6 +134,12 @@ async def test_join_requests_are_approved_and_declined_by_the_rule() -> None:
         await d.fake.nothing_sent()  # the rule answers "" : nothing said in the group
     assert approved == [{"chat_id": "-100500", "user_id": "888"}]
     assert declined == [{"chat_id": "-100500", "user_id": "999"}]
+
+
+async def test_a_failed_join_request_run_says_nothing_in_the_group() -> None:
+    async with driven() as d:
+        await d.fake.join_request(BOB, bio="boom")
+        await d.fake.nothing_sent()  # no "Sorry, something went wrong." for a stranger's request
 
 
 async def test_an_image_reply_goes_out_with_sendphoto_quoting_the_message() -> None:

@@ -86,6 +86,8 @@ class Answering:
                 reply = await self._handle(message)
             if incoming.join is not None:
                 await self._decide(bot, incoming, reply)
+                if reply.error is not None:
+                    return None  # a failed decision is logged; the group hears nothing of it
             await self._deliver(incoming, reply, stream)
         except Exception as exc:
             log.exception("telegram.message_failed", message_id=message.message_id, error=repr(exc))
