@@ -6,7 +6,7 @@ included). Only admins (``admins:``, matched per platform) get an answer;
 anyone else gets no reply at all and an ``admin.refused`` warning is logged,
 so the bot does not even confirm that the command exists. A command marked
 ``admin=False`` is the exception: anyone may run it. One marked ``chat_admin=True``
-(it acts on this chat only: ``on``, ``off``, ``explain`` …) may also be run by an
+(it acts on this chat only: ``on``, ``off``, ``help``) may also be run by an
 admin of the chat by the platform's roles (``message.chat_admin``, from
 ``admins_from``); to such an admin every other command is refused the same way.
 """

@@ -126,7 +126,6 @@ EXPLAIN = Command(
     "each step; a dry run unless --run. With --event KIND (no text): which rule takes that "
     "platform event from --user in --chat, or why none does",
     json_help="print the explanation as JSON",
-    chat_admin=True,
     args=(
         Arg("text", "the message, as a user would send it", rest=True, required=False),
         _switch("private", "a private chat (default)", "where"),

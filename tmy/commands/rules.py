@@ -80,6 +80,5 @@ RULES = Command(
     help="the loaded rules, one line each, or one rule in detail",
     run=_run,
     usage="[ID]",
-    chat_admin=True,
     args=(Arg("id", "a rule id: that rule in detail", required=False, rest=True, metavar="ID"),),
 )
