@@ -5,7 +5,10 @@ The executor obeys seed 004 like any other: its input is the user message
 answer, parsed by the output contract — goes to ``STEP_RESULT`` and ``save:``,
 its failures to ``STEP_ERROR``. Besides the question it may send pictures
 (``images:``, ``vision:``; :mod:`tmy.llm.images`), the message replied to
-(``quote:``), and stream its answer to the message's sink (``stream:``).
+(``quote:``), and stream its answer to the message's sink (``stream:``) — not
+with an output contract that can refuse the answer (a refused first attempt
+would already stand in the chat), and never its ``<think>`` reasoning or more
+than ``limits.max_reply_chars`` (:mod:`tmy.llm.streaming`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import fold, history, images, jinja, prompt
 from tmy.llm import tools as toolkit
-from tmy.llm.contracts import contract_from
+from tmy.llm.contracts import Contract, contract_from
 from tmy.llm.exchange import Job, Plan, capturing, converse
 from tmy.llm.runtime import Recall, runtime_of
+from tmy.llm.streaming import Budget
 from tmy.types import StepContext
 from tmy.values.compiled import to_text
 
@@ -34,6 +38,7 @@ log = structlog.get_logger("tmy.llm")
 
 GENERAL_TEMPERATURE = 0.7
 STREAM_MODES = (True, False, "chunks")
+UNFAILING = ("text", "str")  # contracts any non-empty answer meets: such steps may stream
 
 OPTIONS = {
     "system": Option(
@@ -60,7 +65,8 @@ OPTIONS = {
     "stream": Option(
         (bool, str),
         doc="true | chunks: stream the answer (SSE) and show it as it grows where the "
-        "platform can (chunks: also sentence by sentence); default: the model's setting",
+        "platform can (chunks: also sentence by sentence); default: the model's setting; "
+        "not shown with returns: (but str), choices: or output:",
     ),
     "images": Option(
         (str, list, dict),
@@ -216,7 +222,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         default_temperature=GENERAL_TEMPERATURE,
         max_tokens=cfg.get("max_tokens"),
         stream=bool(cfg["stream"]) if cfg.get("stream") is not None else None,
-        on_delta=_on_delta(ctx, cfg.get("stream")),
+        on_delta=_on_delta(ctx, cfg.get("stream"), contract),
     )
     result, text = await converse(job, plan)
     if turns:  # the tail as it was sent: the next request extends this one exactly
@@ -258,18 +264,24 @@ async def _pictures(job: Job, cfg: dict[str, Any]) -> list[Any]:
     return parts
 
 
-def _on_delta(ctx: StepContext, mode: Any) -> Callable[[str], Awaitable[None]] | None:
+def _on_delta(
+    ctx: StepContext, mode: Any, contract: Contract
+) -> Callable[[str], Awaitable[None]] | None:
     """Where the answer's pieces go as they come: the message's stream sink, when the
-    step streams (``stream: true`` or ``chunks``) and the adapter gave one."""
+    step streams (``stream: true`` or ``chunks``) and the adapter gave one.
+
+    A step with an output contract that can reject the answer (``returns:`` other
+    than ``str``, ``choices:``, ``output:``) shows nothing while it streams: its
+    first attempt may be refused and re-asked, and what a sink shows cannot be
+    taken back. The reply goes out whole once the answer passed. The text shown
+    stays within ``limits.max_reply_chars`` (:class:`tmy.llm.streaming.Budget`).
+    """
     sink = ctx.message.stream
     if not mode or sink is None or toolkit.nested():  # a tool's answer is not the reply
         return None
-    chunks = mode == "chunks"
-
-    async def delta(piece: str) -> None:
-        await sink.delta(piece, chunks=chunks)
-
-    return delta
+    if contract.kind not in UNFAILING:
+        return None
+    return Budget(sink, mode == "chunks", ctx.services.settings.max_reply_chars)
 
 
 async def _remember(ctx: StepContext) -> None:
