@@ -31,6 +31,7 @@ from tmy.logs import get_logger
 
 log = get_logger("tmy.adapter")
 
+MAX_PAUSE = 30.0  # the longest "retry after" a growing message waits out (s); longer: gives up
 SENTENCE_END = re.compile(r"(?<=[。！？!?；;…\n])|(?<=[.])(?=\s)")
 
 
@@ -39,8 +40,12 @@ class GrowingMessage:
 
     ``post(text)`` sends the first message and returns whatever ``edit`` needs to
     find it again (a message id, a message object); ``edit(handle, text)``
-    replaces its text. A failed post or edit is logged and the stream goes
-    quiet: :meth:`finish` then tells the adapter to send the final reply itself.
+    replaces its text. A post or edit refused with a "retry after" (Telegram's
+    429 ``TelegramRetryAfter``, discord.py's ``RateLimited``: an exception with a
+    ``retry_after`` in seconds) pauses the edits until then, and :meth:`finish`
+    waits that pause out (up to :data:`MAX_PAUSE`) instead of leaving half an
+    answer on screen; any other failure is logged and the stream goes quiet:
+    :meth:`finish` then tells the adapter to send the final reply itself.
     """
 
     def __init__(
@@ -60,6 +65,7 @@ class GrowingMessage:
         self.handle: Any = None
         self.failed = False
         self._last = 0.0
+        self._paused_until = 0.0  # a "retry after" from the platform: no edit before then
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.edits = 0
@@ -68,10 +74,11 @@ class GrowingMessage:
         if self.failed or not text:
             return
         self.text += text
-        if self.handle is None:
+        now = time.monotonic()
+        if self.handle is None and now >= self._paused_until:
             await self._flush()
             return
-        wait = self._last + self.interval - time.monotonic()
+        wait = max(self._last + self.interval, self._paused_until) - now
         if wait <= 0:
             await self._flush()
         elif self._timer is None:
@@ -87,18 +94,33 @@ class GrowingMessage:
             shown = self.text[: self.limit]
             if self.failed or shown == self.shown or not shown.strip():
                 return
+            if time.monotonic() < self._paused_until:
+                return  # the timer set by the pause flushes when it ends
             try:
                 if self.handle is None:
                     self.handle = await self._post(shown)
                 else:
                     await self._edit(self.handle, shown)
                     self.edits += 1
-            except Exception as exc:  # the platform refused: stop streaming, answer normally
-                log.warning("stream.failed", error=f"{type(exc).__name__}: {exc}")
-                self.failed = True
+            except Exception as exc:
+                if not self._pause(exc):  # refused for good: stop streaming, answer normally
+                    log.warning("stream.failed", error=f"{type(exc).__name__}: {exc}")
+                    self.failed = True
                 return
             self.shown = shown
             self._last = time.monotonic()
+
+    def _pause(self, exc: Exception) -> bool:
+        """True when ``exc`` asks to retry after a while (paused until then, the pending
+        text flushed at its end); False for any other refusal."""
+        after = getattr(exc, "retry_after", None)
+        if isinstance(after, bool) or not isinstance(after, int | float) or after > MAX_PAUSE:
+            return False
+        self._paused_until = time.monotonic() + max(float(after), 0.0)
+        log.info("stream.paused", seconds=after)
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._flush_after(max(float(after), 0.0)))
+        return True
 
     async def finish(self, final: str) -> bool:
         """Edit the growing message to ``final``. False: nothing stands shown (no piece
@@ -111,18 +133,32 @@ class GrowingMessage:
                 await self._timer
             self._timer = None
         async with self._lock:
-            if self.handle is None or self.failed:
-                return False
             head = final[: self.limit]
-            if head != self.shown and head.strip():
+            for _ in range(3):  # a "retry after" is waited out, a couple of times at most
+                if self.handle is None or self.failed:
+                    return False
+                if head == self.shown or not head.strip():
+                    return True
+                wait = self._paused_until - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 try:
                     await self._edit(self.handle, head)
-                    self.edits += 1
                 except Exception as exc:
+                    if self._pause(exc):
+                        self._cancel_timer()
+                        continue
                     log.warning("stream.failed", error=f"{type(exc).__name__}: {exc}")
                     return False
+                self.edits += 1
                 self.shown = head
-            return True
+                return True
+            return False
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class SentenceChunks:
