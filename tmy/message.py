@@ -93,7 +93,7 @@ class Message:
     chat: str = ""  # "" means the user's private chat with the bot
     platform: str = "console"
     user_name: str = ""
-    private: bool | None = None  # None: private when chat is ""
+    private: bool | None = None  # None: private when chat is "" or "private:<id>"
     is_admin: bool = False
     raw: Any = None  # the platform's own event, for adapters and plugins
     mentions_bot: bool = False  # the bot was @-mentioned or replied to (group chats)
@@ -113,8 +113,8 @@ class Message:
     stream: StreamSink | None = None  # where a stream: step sends its tokens as they come
 
     def __post_init__(self) -> None:
-        if self.private is None:
-            self.private = self.chat == ""
+        if self.private is None:  # "" is the user's private chat, and so is "private:<id>"
+            self.private = self.chat == "" or str(self.chat).startswith("private:")
         if not self.chat:
             self.chat = f"private:{self.user}"
         if not self.user_name:

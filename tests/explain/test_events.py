@@ -149,3 +149,21 @@ rules:
     assert ex.matched == "chat" and ex.via == "session"
     assert any("would wait 4 s for more from the same user" in n for n in ex.notes)
     assert ex.reply["text"] == "heard: how are you"
+
+
+def test_an_event_in_a_named_private_chat_is_private(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "f.yaml").write_text(
+        "rules:\n  - id: fr\n    events: [friend_request]\n    private: true\n"
+        "    steps: [{plugin: ADJUST, input: '?= True', save: APPROVE}]\n",
+        encoding="utf-8",
+    )
+    common = ["--rules", str(folder), "--store", f"sqlite:///{tmp_path / 's.db'}"]
+    for chat in ([], ["--chat", "private:bob"]):  # the default chat and the same one named
+        code = tmy.cli.main(["explain", "--event", "friend_request", "--user", "bob", *common,
+                             *chat, "--json"])  # fmt: skip
+        data = json.loads(capsys.readouterr().out)
+        assert code == 0 and data["matched"] == "fr", chat
