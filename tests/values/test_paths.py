@@ -200,3 +200,12 @@ def test_template_key_from_user_text_stays_one_key(user: str) -> None:
     # text substituted into a key must not add, drop or re-quote segments
     pv = compile_path("scores[{USER}]")
     assert pv.resolve({"USER": user}) == Path("scores", (user,))
+
+
+def test_indexing_a_null_says_it_is_not_set_and_how_to_guard() -> None:
+    with pytest.raises(PathError) as refused:
+        get_in(None, parse_path("REPLY_TO[text]"))
+    assert str(refused.value) == (
+        "REPLY_TO[text]: REPLY_TO is null (not set for this message), it has no [text]; "
+        'guard the step with when: "?= REPLY_TO" (or use REPLY_TO[…] only where it is set)'
+    )

@@ -119,6 +119,11 @@ def get_in(value: Any, path: Path, start: int = 0) -> Any:
                 current = current[str(seg)]
             else:
                 raise PathError(f"{path}: no key {seg!r} in {here} ({describe(current)})")
+        elif current is None:  # a local set to "none here" (REPLY_TO with no quote, …)
+            raise PathError(
+                f"{path}: {here} is null (not set for this message), it has no [{seg}]; "
+                f'guard the step with when: "?= {here}" (or use {here}[…] only where it is set)'
+            )
         else:
             raise PathError(f"{path}: {here} is {describe(current)}, it has no [{seg}]")
     return current
