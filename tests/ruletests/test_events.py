@@ -150,3 +150,29 @@ def test_a_case_attaches_pictures_that_a_vision_step_sends(
     path.write_text(dedent(text).rsplit("  - {send: look, images", 1)[0], encoding="utf-8")
     code, out, err = _run(capsys, str(path))
     assert code == 0, (out, err)
+
+
+def test_a_case_quotes_a_message_and_its_event_data_names_the_case_user(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = """\
+    rules:
+      - id: quote
+        triggers: [what]
+        steps:
+          - {plugin: ADJUST, input: "nothing quoted", when: "?= not REPLY_TO"}
+          - {plugin: ADJUST, input: "{REPLY_TO[user]} said {REPLY_TO[text]}", when: "?= REPLY_TO"}
+      - id: poked
+        events: [poke]
+        steps: [{plugin: ADJUST, input: "{USER} = {EVENT_DATA[user]}"}]
+    tests:
+      - {send: what, reply_to: {text: lunch at noon, user: ann}, expect: ann said lunch at noon}
+      - {send: what, reply_to: just this, expect: " said just this"}
+      - {send: what, expect: nothing quoted}
+      - {send_event: poke, user: bob, event_data: {user: mallory}, expect: bob = bob}
+    """
+    code, out, err = _run(capsys, str(_write(tmp_path, text)))
+    assert code == 0, (out, err)
+    path = _write(tmp_path, text.replace("reply_to: just this", "reply_to: [1]"))
+    code, _, err = _run(capsys, str(path))
+    assert code == 2 and "'reply_to' is the quoted message's text, or a map" in err

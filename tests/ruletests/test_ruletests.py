@@ -447,7 +447,7 @@ tests:
     assert err.splitlines() == [
         f"{path}:25: test case: unknown key 'expct' (did you mean 'expect'?); a case has "
         "name, send, fire, send_event, event_data, user, user_name, chat, platform, private, "
-        "mention, admin, images, vars, now, seed, http, expect, expect_re, expect_error, "
+        "mention, admin, images, reply_to, vars, now, seed, http, expect, expect_re, expect_error, "
         "expect_no_reply, approve",
         f"{path}:26: test case: each case needs 'send: <message>' (or 'fire: <scheduled rule "
         "id>', or 'send_event: <event>')",

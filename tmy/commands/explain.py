@@ -44,7 +44,8 @@ def _event(kind: Any, data: Any, user: str, chat: str) -> Event:
         data = {}
     if not isinstance(data, dict):
         raise CommandError('--data is a JSON map of EVENT_DATA, like {"comment": "hi"}')
-    return Event(str(kind), "explain", {"user": user, "chat": chat, **data})
+    # USER and CHAT come from --user/--chat: EVENT_DATA[user] never names someone else
+    return Event(str(kind), "explain", {**data, "user": user, "chat": chat})
 
 
 def _chat_event(who: Message, line: str) -> Message:

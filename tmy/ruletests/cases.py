@@ -32,6 +32,7 @@ CASE_KEYS = (
     "mention",
     "admin",
     "images",
+    "reply_to",
     "vars",
     "now",
     "seed",
@@ -93,6 +94,7 @@ class Case:
     event_data: dict[str, Any] = field(default_factory=dict)  # its EVENT_DATA (+ user, chat)
     approve: bool | None = None  # the decision (Reply.approve) the run must take
     images: tuple[Attachment, ...] = ()  # pictures the sent message carries (IMAGES)
+    reply_to: dict[str, str] | None = None  # the message it quotes (REPLY_TO)
 
     @property
     def where(self) -> str:

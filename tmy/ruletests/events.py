@@ -1,5 +1,5 @@
-"""What a test case sends besides text: ``send_event:``, ``event_data:``, ``approve:``
-and ``images:``.
+"""What a test case sends besides text: ``send_event:``, ``event_data:``, ``approve:``,
+``images:`` and ``reply_to:``.
 
 ``send_event: member_join`` sends that platform event (no text) from the case's
 ``user`` in its ``chat`` on its ``platform``, as an adapter would: ``event_data``
@@ -9,6 +9,8 @@ decision on a request event (``Reply.approve``), besides or instead of a reply
 expectation. ``images: [URL, …]`` (or one URL) attaches pictures to a ``send:``
 message, as a platform would: IMAGES and ATTACHMENTS hold them and an LLM step
 with ``vision: true`` sends them (the TESTONLY mock says how many it got).
+``reply_to: {text, user, id}`` (or just the quoted text) makes the message a reply
+to that one, as if the platform had it: REPLY_TO holds the map.
 """
 
 from __future__ import annotations
@@ -74,9 +76,50 @@ def images(value: Any, report: Report, file: str, line: int) -> tuple[Attachment
     return tuple(Attachment("image", url=u) for u in urls)
 
 
+class QuotedMessage:
+    """The platform a rule test plays for a quoting message: it knows the quoted one."""
+
+    def __init__(self, quoted: dict[str, str]) -> None:
+        self._quoted = quoted
+
+    async def quoted(self, message: Message) -> dict[str, Any] | None:
+        return dict(self._quoted)
+
+    async def media_source(self, attachment: Attachment) -> tuple[str, dict[str, str]]:
+        return attachment.url, {}
+
+
+def reply_to(value: Any, report: Report, file: str, line: int) -> dict[str, str] | None:
+    """``reply_to:`` — the quoted message: its text, or a map of text, user and id."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"text": value}
+    if not isinstance(value, dict) or not set(value) <= {"text", "user", "id"}:
+        report(
+            "'reply_to' is the quoted message's text, or a map with text, user and id: "
+            "{text: lunch at noon, user: ann}",
+            file,
+            line,
+        )
+        return None
+    quoted = {"text": "", "user": "", "id": "quoted-1"}
+    quoted.update({k: str(v) for k, v in value.items() if v is not None})
+    return quoted
+
+
+def quoting(message: Message, quoted: dict[str, str] | None) -> Message:
+    """``message`` replying to ``quoted`` (None: to nothing)."""
+    if quoted is not None:
+        message.reply_to = quoted["id"]
+        message.api = QuotedMessage(quoted)
+    return message
+
+
 def event_message(message: Message, kind: str, data: dict[str, Any]) -> Message:
     """``message`` (the case's user, chat, platform) carrying the event ``kind``."""
-    message.event = Event(kind, "test", {"user": message.user, "chat": message.chat, **data})
+    # USER and CHAT are the case's: EVENT_DATA[user] never says someone else
+    message.event = Event(kind, "test", {**data, "user": message.user, "chat": message.chat})
     return message
 
 

@@ -82,6 +82,7 @@ class _CaseParser:
         )
         approve = events.approve(raw.data.get("approve"), self.error, raw.file, raw.at("approve"))
         pictures = events.images(raw.data.get("images"), self.error, raw.file, raw.at("images"))
+        quoted = events.reply_to(raw.data.get("reply_to"), self.error, raw.file, raw.at("reply_to"))
         text = {key: self.text(raw, key, default) for key, default in _TEXTS}
         flags = {key: self.flag(raw, key) for key in ("private", "mention", "admin")}
         variables = self.vars(raw.data.get("vars"), raw.file, raw.at("vars"))
@@ -114,6 +115,7 @@ class _CaseParser:
             event_data=data,
             approve=approve,
             images=pictures,
+            reply_to=quoted,
         )
 
     def send_or_fire(self, raw: _Raw, unknown: bool) -> tuple[Any, Any, str | None]:

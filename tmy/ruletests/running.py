@@ -147,7 +147,7 @@ async def _run_case(engine: Any, case: Case, outbound: _Outbound) -> Outcome:
     elif case.event is not None:  # a platform event from the case's user in its chat
         message = events.event_message(_message(case, ""), case.event, case.event_data)
     else:
-        message = _message(case, case.send or "")
+        message = events.quoting(_message(case, case.send or ""), case.reply_to)
     try:
         for name, value in case.vars.items():
             await engine.services.store.set(variable_key(rulebook.variables[name], message), value)
