@@ -92,7 +92,9 @@ async def images() -> AsyncIterator[ImageServer]:
 
 
 def driven(fake: FakeDiscord, provider: FakeProvider | None = None, **config: Any) -> Any:
-    settings = {"llm": on(provider)} if provider is not None else None
+    settings = None
+    if provider is not None:  # the loopback image host is allowed as limits.media_private_hosts
+        settings = {"llm": on(provider), "media_private_hosts": ["127.0.0.1"]}
     return driven_with(fake, rules=RULES, guild=WELCOMING, settings=settings, **config)
 
 

@@ -88,8 +88,8 @@ async def test_an_image_message_reaches_the_llm_step_as_a_downloaded_data_url(
     """QQ's image URLs expire, so tmy fetches the picture (no headers) and sends its bytes."""
     url = images.url("/public/qq.png")
     provider.script("fake", [Completion("a small square")])
-    async with (
-        Bot({"r.yaml": LLM_RULES}, llm=on(provider)) as bot,
+    async with (  # the image host is on 127.0.0.1: allowed as a NapCat's would be
+        Bot({"r.yaml": LLM_RULES}, llm=on(provider), media_private_hosts=["127.0.0.1"]) as bot,
         loopback(bot.engine.handle, store=bot.app.store) as (_, impl),
     ):
         await impl.group([text("describe "), image(url)], group=30003, message_id=7)

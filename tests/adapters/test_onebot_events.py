@@ -265,17 +265,20 @@ def test_a_path_image_falls_back_to_text() -> None:
     assert piece == [{"type": "text", "data": {"text": "here\n[image: cat.png]"}}]
 
 
-async def test_a_path_under_the_rules_directory_goes_out_as_base64(tmp_path: Path) -> None:
+async def test_a_path_under_the_rules_media_directory_goes_out_as_base64(tmp_path: Path) -> None:
     rules = tmp_path / "rules"
-    (rules / "pics").mkdir(parents=True)
-    (rules / "pics" / "cat.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    (rules / "media" / "pics").mkdir(parents=True)
+    (rules / "media" / "pics" / "cat.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
     (tmp_path / "secret.txt").write_text("no")
-    parts = Parts(images=["pics/cat.png", "../secret.txt"], files=["pics/cat.png"])
+    (rules / "r.yaml").write_text("rules: []")  # beside media/, never sent
+    parts = Parts(
+        images=["media/pics/cat.png", "../secret.txt", "r.yaml"], files=["media/pics/cat.png"]
+    )
     local = await localize(parts, rules)
-    assert local == {"pics/cat.png": "base64://iVBORw0KGgpmYWtl"}
+    assert local == {"media/pics/cat.png": "base64://iVBORw0KGgpmYWtl"}
     text, upload = compose(GROUP, "hi", parts, local=local)
     assert text == [
-        {"type": "text", "data": {"text": "hi\n[image: secret.txt]"}},
+        {"type": "text", "data": {"text": "hi\n[image: secret.txt]\n[image: r.yaml]"}},
         {"type": "image", "data": {"file": "base64://iVBORw0KGgpmYWtl"}},
     ]
     assert isinstance(upload, FileUpload)

@@ -241,11 +241,12 @@ async def test_documents_voice_video_and_captions() -> None:
 
 
 async def test_a_reply_with_an_image_goes_out_with_sendphoto(tmp_path: Path) -> None:
-    (tmp_path / "chart.png").write_bytes(PNG)
+    (tmp_path / "media").mkdir()
+    (tmp_path / "media" / "chart.png").write_bytes(PNG)  # a reply's files: rules' media/ only
     parts = {
         "url": Outgoing(images=["https://example.org/cat.jpg"]),
         "data": Outgoing(images=["data:image/png;base64," + base64.b64encode(PNG).decode()]),
-        "file": Outgoing(files=["chart.png"]),
+        "file": Outgoing(files=["media/chart.png"]),
         "outside": Outgoing(files=["../secret.txt"]),
     }
 

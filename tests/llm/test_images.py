@@ -17,6 +17,7 @@ from tmy.message import Attachment
 from tmy.testing import Bot
 
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
+LOCAL = ["127.0.0.1"]  # limits.media_private_hosts: the loopback image host may be downloaded
 
 
 class FakeApi:
@@ -64,7 +65,7 @@ async def test_an_image_needing_a_header_reaches_the_provider_as_a_data_url(
     an Authorization header, so tmy downloads it and sends a data URL."""
     api = FakeApi(images.url("/private/p1.png"), {"Authorization": "Bearer img-secret"})
     photo = Attachment("image", url="https://platform.example/p1", file_id="p1", inline=True)
-    async with Bot({"r.yaml": VISION}, llm=on(provider)) as bot:
+    async with Bot({"r.yaml": VISION}, llm=on(provider), media_private_hosts=LOCAL) as bot:
         reply = await bot.ask("t what is this?", attachments=(photo,), api=api)
     assert reply.error is None, reply.error
     (text, picture) = parts(provider)
@@ -109,7 +110,7 @@ async def test_images_option_takes_urls_data_urls_maps_and_lists(
     )
     api = FakeApi(images.url("/private/p1.png"), {"Authorization": "Bearer img-secret"})
     photo = Attachment("image", file_id="p1", inline=True)
-    async with Bot({"r.yaml": rules(steps)}, llm=on(provider)) as bot:
+    async with Bot({"r.yaml": rules(steps)}, llm=on(provider), media_private_hosts=LOCAL) as bot:
         reply = await bot.ask("t four", attachments=(photo,), api=api)
     assert reply.error is None, reply.error
     assert image_urls(provider) == [
@@ -168,7 +169,9 @@ async def test_a_download_over_the_limit_is_refused(
 ) -> None:
     api = FakeApi(images.url("/big"))
     photo = Attachment("image", file_id="big", inline=True)
-    async with Bot({"r.yaml": VISION}, llm=on(provider, max_image_bytes=2000)) as bot:
+    async with Bot(
+        {"r.yaml": VISION}, llm=on(provider, max_image_bytes=2000), media_private_hosts=LOCAL
+    ) as bot:
         reply = await bot.ask("t big", attachments=(photo,), api=api)
     assert reply.error is not None
     assert "is larger than 2000 bytes; stopped reading" in reply.error
@@ -259,7 +262,7 @@ async def test_images_from_the_messages_images_local(
     inline = Attachment("image", file_id="p1", inline=True)
     public = Attachment("image", url="https://cdn.example/b.png")
     rule = rules('      - {plugin: LLM, images: "{IMAGES}"}\n')
-    async with Bot({"r.yaml": rule}, llm=on(provider)) as bot:
+    async with Bot({"r.yaml": rule}, llm=on(provider), media_private_hosts=LOCAL) as bot:
         reply = await bot.ask("t both", attachments=(inline, public), api=api)
         assert reply.error is None, reply.error
         assert image_urls(provider) == [PNG_URL, "https://cdn.example/b.png"]

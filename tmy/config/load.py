@@ -69,6 +69,7 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     **{k: (None, k) for k in ("admin_prefix", "watch", "error_reply")},
     **{k: ("limits", k) for k in ("step_timeout", "max_message_chars", "max_reply_chars")},
     **{k: ("limits", k) for k in ("max_id_chars", "max_value_bytes", "shutdown_grace")},
+    "media_private_hosts": ("limits", "media_private_hosts"),
     **{f"log_{k}": ("log", k) for k in ("level", "file", "format")},
     "slow_step": ("log", "slow_step"),
     "log_rotate_max_bytes": ("log.rotate", "max_bytes"),
@@ -233,6 +234,8 @@ def _typed(kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs["admins"] = frozenset(str(a) for a in admins)
     if "http_api_keys" in kwargs:
         kwargs["http_api_keys"] = tuple(k for k in kwargs["http_api_keys"] if k)
+    if "media_private_hosts" in kwargs:
+        kwargs["media_private_hosts"] = tuple(str(h).strip() for h in kwargs["media_private_hosts"])
     if "http_allowed_hosts" in kwargs:
         kwargs["http_allowed_hosts"] = tuple(str(h).strip() for h in kwargs["http_allowed_hosts"])
     if isinstance(kwargs.get("watch"), str):  # TMY_WATCH=0/false/no

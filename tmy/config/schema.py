@@ -35,6 +35,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "max_id_chars": int,
         "max_value_bytes": int,
         "shutdown_grace": (int, float),
+        "media_private_hosts": list,
     },
     "log": {"level": str, "file": str, "format": str, "slow_step": (int, float), "rotate": dict},
     "log.rotate": {"max_bytes": int, "backups": int},
@@ -179,6 +180,27 @@ def _value_problem(key: str, value: Any, types: Any) -> str | None:
         isinstance(k, str) and k.strip() for k in value
     ):
         return f"{key!r} must be a list of non-empty strings"
+    if key.startswith("adapters.") and key.endswith(".admins_from"):
+        role_ids = key == "adapters.discord.admins_from"
+        for item in value:
+            digits = not isinstance(item, bool) and str(item).isdigit()
+            if item not in ("owner", "admin") and not (role_ids and digits):
+                allowed = "owner, admin" + (" or a role id" if role_ids else "")
+                return f"{key!r}: {item!r} is not one of {allowed}"
     if key == "adapters.http.allowed_hosts" and any("/" in h for h in value):
         return f"{key!r} lists host names (bot.example.com), not URLs (got {value!r})"
+    if key == "limits.media_private_hosts":
+        return _hosts_problem(key, value)
+    return None
+
+
+def _hosts_problem(key: str, value: list[Any]) -> str | None:
+    """``limits.media_private_hosts``: host names or IPs (or "*"), not URLs or ranges."""
+    if not all(isinstance(h, str) and h.strip() for h in value):
+        return f"{key!r} must be a list of host names or IP addresses (or '*' for any)"
+    if any("/" in h or "://" in h for h in value):
+        return (
+            f"{key!r} lists host names or IP addresses (127.0.0.1, napcat.lan), not URLs "
+            f"or ranges (got {value!r})"
+        )
     return None

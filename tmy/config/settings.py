@@ -44,6 +44,9 @@ class Limits:
     max_id_chars: int = 256
     max_value_bytes: int = 4 * 1024 * 1024
     shutdown_grace: float = 30.0
+    # hosts media may be downloaded from although they are private (loopback, LAN …);
+    # "*": any. See tmy.media.hosts.
+    media_private_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,11 @@ class LogConfig:
     format: str = "auto"  # auto: readable lines on a terminal, JSON otherwise
     slow_step: float = 5.0  # a step still running after this many seconds logs step.running
     rotate: LogRotate = field(default_factory=LogRotate)  # applies to ``file`` only
+
+
+def _hosts(value: Any) -> tuple[str, ...]:
+    """A host list as given (one text counts as one host), trimmed."""
+    return tuple(str(h).strip() for h in ([value] if isinstance(value, str) else value))
 
 
 def _no_llm() -> LLMConfig:
@@ -107,6 +115,7 @@ class Settings:
     # every adapter's section; a mapping of raw sections ({"onebot": {...}}) is parsed
     adapters: Adapters = field(default_factory=Adapters)
     shutdown_grace: float = 30.0
+    media_private_hosts: tuple[str, ...] = ()  # limits.media_private_hosts
     # ``llm:`` (with ``llm.memory``); a raw mapping is parsed with the process environment
     llm: LLMConfig = field(default_factory=_no_llm)
     source: str = "<defaults>"
@@ -142,6 +151,7 @@ class Settings:
             max_id_chars=self.max_id_chars,
             max_value_bytes=self.max_value_bytes,
             shutdown_grace=self.shutdown_grace,
+            media_private_hosts=_hosts(self.media_private_hosts),
         )
         rotate = LogRotate(self.log_rotate_max_bytes, self.log_rotate_backups)
         log = LogConfig(self.log_level, self.log_file, self.log_format, self.slow_step, rotate)

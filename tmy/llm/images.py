@@ -9,7 +9,11 @@ What a step may name (``images:`` evaluates to one of these, or a list of them):
   ``inline`` (its URL needs credentials or expires) or gives no URL, the platform
   says where it lives (``message.api.media_source``) and tmy downloads it under
   ``llm.max_image_bytes`` and sends a data URL; when the platform's source needs
-  headers (a token), likewise; a plain public URL passes as it is.
+  headers (a token), likewise; a plain public URL passes as it is. A download goes
+  only to public hosts, or those ``limits.media_private_hosts`` or the platform
+  (``trusted_media_hosts``) allow (:mod:`tmy.media.hosts`), and what comes back
+  must be a picture by its own first bytes (PNG, JPEG, GIF, WebP, BMP, HEIC,
+  AVIF): it is sent labelled as what it is, never as its name or header says.
 
 ``vision: true`` adds every image attachment of the message (its ``IMAGES``).
 At most ``llm.max_images`` pictures go in one request. Every failure is a
@@ -23,7 +27,7 @@ from typing import Any
 
 from tmy.config.llm import LLMConfig
 from tmy.errors import ExecutorError, TmyError
-from tmy.media import Media, data_url, download, parse_data_url
+from tmy.media import Media, data_url, download, image_mime, parse_data_url
 from tmy.message import Attachment
 from tmy.types import StepContext
 
@@ -136,14 +140,31 @@ async def _attachment_url(ctx: StepContext, att: Attachment, limit: int) -> str:
         )
     url, headers = await api.media_source(att)
     if url.startswith("data:"):
-        parse_data_url(url, limit)
-        return url
+        return _as_picture(att, parse_data_url(url, limit))
     if not (att.inline or headers):
         return url
-    media = await download(ctx.services.http, url, headers, limit)
-    if not media.mime.startswith("image/"):
-        if att.mime.startswith("image/"):
-            media = Media(media.data, att.mime)
-        else:
-            raise ExecutorError(f"the {att.kind} downloaded is not a picture ({media.mime})")
-    return data_url(media)
+    media = await download(ctx.services.http, url, headers, limit, private_hosts=_private(ctx))
+    return _as_picture(att, media)
+
+
+def _private(ctx: StepContext) -> tuple[str, ...]:
+    """The hosts a platform's picture may come from although private: the operator's
+    ``limits.media_private_hosts`` and the platform API's own ``trusted_media_hosts``
+    (an optional attribute of :class:`~tmy.types.PlatformApi`: the hosts its
+    ``media_source`` URLs are built on by the adapter itself, e.g. Telegram's
+    configured ``api_base``; default none)."""
+    trusted = getattr(ctx.message.api, "trusted_media_hosts", ()) or ()
+    return (*ctx.services.settings.limits.media_private_hosts, *trusted)
+
+
+def _as_picture(att: Attachment, media: Media) -> str:
+    """A data URL of ``media`` labelled with the format its bytes are; a body that is no
+    picture (a page, a JSON answer relabelled by its name) is refused."""
+    mime = image_mime(media.data)
+    if mime is None:
+        shown = att.name or att.file_id or "picture"
+        raise ExecutorError(
+            f"the {att.kind} {shown!r} is not a picture: its bytes are none of PNG, JPEG, "
+            f"GIF, WebP, BMP, HEIC or AVIF (it came as {media.mime}); not sent"
+        )
+    return data_url(Media(media.data, mime))

@@ -49,6 +49,32 @@ def sniff(data: bytes, name: str = "", declared: str = "") -> str:
     return guessed or DEFAULT_MIME
 
 
+_HEIC_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx"})
+_AVIF_BRANDS = frozenset({b"avif", b"avis"})
+_BMP_HEADERS = frozenset({12, 40, 52, 56, 64, 108, 124})  # the DIB header sizes there are
+
+
+def image_mime(data: bytes) -> str | None:
+    """The picture format ``data`` is by its own first bytes — PNG, JPEG, GIF, WebP,
+    BMP, HEIC or AVIF — or None when it is none of them (whatever a header or a file
+    name claims): what tells a picture from a page relabelled as one."""
+    for magic, mime in _MAGIC:
+        if magic != b"BM" and data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data[:2] == b"BM" and int.from_bytes(data[14:18], "little") in _BMP_HEADERS:
+        return "image/bmp"
+    if data[4:8] == b"ftyp" and len(data) >= 12:
+        end = min(int.from_bytes(data[:4], "big"), len(data), 256)  # the ftyp box
+        brands = {data[8:12]} | {data[i : i + 4] for i in range(16, end - 3, 4)}
+        if brands & _AVIF_BRANDS:
+            return "image/avif"
+        if brands & _HEIC_BRANDS or data[8:12] in (b"mif1", b"msf1"):
+            return "image/heic"
+    return None
+
+
 def data_url(media: Media) -> str:
     """``data:<mime>;base64,<bytes>`` — how an LLM provider takes a picture inline."""
     return f"data:{media.mime};base64,{base64.b64encode(media.data).decode('ascii')}"

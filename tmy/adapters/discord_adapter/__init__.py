@@ -60,5 +60,6 @@ def from_settings(
         config,
         token=token,
         shutdown_grace=settings.limits.shutdown_grace,
-        load=MediaLoader(settings.rules),  # a reply's files: URLs, data: URLs, rules files
+        # a reply's files: URLs (public hosts), data: URLs, files under rules' media/
+        load=MediaLoader(settings.rules, private_hosts=settings.limits.media_private_hosts),
     )

@@ -2,9 +2,10 @@
 
 * **images**: an ``http(s)`` URL becomes an embed showing it (Discord fetches it
   through its media proxy; nothing is downloaded here); a ``data:`` URL or a file
-  under the rules directory is loaded (:mod:`tmy.media`, under the size limit)
-  and uploaded as an attachment.
-* **files**: loaded the same way and uploaded as attachments.
+  under ``media/`` in the rules directory is loaded (:mod:`tmy.media`, under the
+  size limit) and uploaded as an attachment.
+* **files**: loaded the same way and uploaded as attachments (an http(s) URL is
+  downloaded from public hosts only, see :mod:`tmy.media.hosts`).
 * **mentions**: ``<@id>`` in front of the text, and only those users may be
   pinged (every other mention stays off, see ``sending.NO_MENTIONS``).
 * **reply_to**: ``""`` quotes the message being answered (what a reply does
@@ -22,7 +23,7 @@ from __future__ import annotations
 import io
 import mimetypes
 import posixpath
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,19 +165,29 @@ def file_name(source: str, mime: str, what: str) -> str:
 
 
 class MediaLoader:
-    """Loads a reply's image and file sources with :func:`tmy.media.load` (an http(s) URL,
-    a ``data:`` URL, or a file under ``base_dir``, the rules directory), at most ``limit``
-    bytes each, through an HTTP client of its own opened at first use."""
+    """Loads a reply's image and file sources with :func:`tmy.media.load` (an http(s) URL
+    from a public host or one of ``private_hosts`` — ``limits.media_private_hosts`` —, a
+    ``data:`` URL, or a file under ``media/`` in ``base_dir``, the rules directory), at
+    most ``limit`` bytes each, through an HTTP client of its own opened at first use."""
 
-    def __init__(self, base_dir: Path, limit: int = MAX_UPLOAD_BYTES) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        limit: int = MAX_UPLOAD_BYTES,
+        *,
+        private_hosts: Collection[str] = (),
+    ) -> None:
         self.base_dir = base_dir
         self.limit = limit
+        self.private_hosts = tuple(private_hosts)
         self.http: httpx.AsyncClient | None = None
 
     async def __call__(self, source: str) -> tuple[bytes, str]:
         if self.http is None:
             self.http = new_http_client()
-        found = await media.load(source, self.http, self.limit, self.base_dir)
+        found = await media.load(
+            source, self.http, self.limit, self.base_dir, private_hosts=self.private_hosts
+        )
         return found.data, found.mime
 
     async def aclose(self) -> None:

@@ -2,10 +2,10 @@
 
 * **images** → ``image`` segments after the text, in the same message: an
   ``http(s)`` URL is passed as ``file`` (the implementation downloads it), a
-  ``data:`` URL as ``base64://…``, a file path under the rules directory is
-  read (:func:`localize`, at most :data:`MAX_LOCAL_BYTES`) and sent as
-  ``base64://…``. A source that cannot be had (outside the rules directory,
-  too big, missing) becomes ``[image: name]`` in the text and a warning.
+  ``data:`` URL as ``base64://…``, a file path under ``media/`` in the rules
+  directory is read (:func:`localize`, at most :data:`MAX_LOCAL_BYTES`) and sent
+  as ``base64://…``. A source that cannot be had (outside ``media/``, too big,
+  missing) becomes ``[image: name]`` in the text and a warning.
 * **files** → ``upload_group_file {group_id, file, name}`` /
   ``upload_private_file {user_id, file, name}`` after the message (NapCat takes
   an ``http(s)`` URL or ``base64://`` as ``file``; a path is read as for
@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 from tmy.adapters.onebot.codec import Segment, reply_segments, split_text
 from tmy.logs import get_logger
-from tmy.media import MediaError, read_file
+from tmy.media import MediaError, reply_file
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
 
@@ -148,9 +148,9 @@ def _with_buttons(text: str, rows: list[list[Button]]) -> str:
 
 
 async def localize(parts: Parts | None, rules_dir: Path | None) -> dict[str, str]:
-    """The reply's file-path sources (images, files) read from under ``rules_dir`` as
-    ``base64://`` sources, by path; a path that cannot be read is logged and left out
-    (it falls back to text)."""
+    """The reply's file-path sources (images, files) read from under ``media/`` in
+    ``rules_dir`` (:func:`tmy.media.reply_file`) as ``base64://`` sources, by path; a
+    path that cannot be read is logged and left out (it falls back to text)."""
     if parts is None or rules_dir is None:
         return {}
     out: dict[str, str] = {}
@@ -158,7 +158,7 @@ async def localize(parts: Parts | None, rules_dir: Path | None) -> dict[str, str
         if source in out or segment_file(source) is not None or "://" in source:
             continue
         try:
-            media = await asyncio.to_thread(read_file, source, rules_dir, MAX_LOCAL_BYTES)
+            media = await asyncio.to_thread(reply_file, source, rules_dir, MAX_LOCAL_BYTES)
         except (MediaError, OSError) as exc:
             log.warning("onebot.media_refused", source=source[:200], error=str(exc))
             continue

@@ -3,8 +3,9 @@
 * **text**: split into messages of at most 4096 UTF-16 units
   (:func:`~tmy.adapters.telegram.text.split_text`), sent as plain text;
 * **images** → ``sendPhoto``, **files** → ``sendDocument``: an http(s) URL is
-  passed as it is (Telegram fetches it), a ``data:`` URL or a file under the
-  rules directory is uploaded (multipart; at most 10 MB for a photo, 50 MB for
+  passed as it is (Telegram fetches it), a ``data:`` URL or a file under
+  ``media/`` in the rules directory (:func:`tmy.media.reply_file`) is uploaded
+  (multipart; at most 10 MB for a photo, 50 MB for
   a document, Telegram's limits). When the text fits a caption (1024 units)
   the first picture or file carries it, so a picture with a line under it is
   one message;
@@ -33,7 +34,7 @@ from aiogram.types import (
 
 from tmy.adapters.telegram.text import split_text
 from tmy.errors import AdapterError
-from tmy.media import MediaError, parse_data_url, read_file
+from tmy.media import MediaError, parse_data_url, reply_file
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
 
@@ -139,7 +140,7 @@ def _media(method: str, source: str, rules_dir: Path | None) -> Piece:
         elif rules_dir is None:
             raise MediaError(f"{source!r}: a file path needs the rules directory")
         else:
-            media = read_file(source, rules_dir, limit)
+            media = reply_file(source, rules_dir, limit)
             filename = Path(source).name
     except MediaError as exc:
         raise AdapterError(f"telegram: cannot send {name} {source[:60]!r}: {exc}") from exc

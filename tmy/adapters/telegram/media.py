@@ -14,12 +14,14 @@ triggers can still match it.
 **The platform API** (:class:`TelegramApi`, ``Message.api``): ``media_source``
 calls ``getFile`` when a run needs an attachment's bytes; ``quoted`` is the
 message the update replied to (Telegram sends it inside the update, so no call
-is needed), as ``{text, user, id}``.
+is needed), as ``{text, user, id}``; ``trusted_media_hosts`` is the configured
+``api_base``'s host, which the download may reach although it is private.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiogram import Bot
 from aiogram.client.telegram import TelegramAPIServer
@@ -112,6 +114,14 @@ class TelegramApi:
         if not file.file_path:
             raise AdapterError("telegram: getFile gave no file_path (the file is too big: 20 MB)")
         return self._server.file_url(self._bot.token, file.file_path), {}
+
+    @property
+    def trusted_media_hosts(self) -> tuple[str, ...]:
+        """The host of the configured ``api_base`` file URLs: ``media_source`` builds its
+        URLs on it, so tmy downloads from it even when it is private (a self-hosted Bot
+        API server on 127.0.0.1) without ``limits.media_private_hosts``."""
+        host = urlsplit(self._server.file).hostname
+        return (host,) if host else ()
 
     async def quoted(self, message: Message) -> dict[str, Any] | None:
         return dict(self._quoted) if self._quoted is not None else None
