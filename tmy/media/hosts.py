@@ -39,20 +39,21 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def why_blocked(ip: IPAddress) -> str | None:
-    """What kind of address ``ip`` is when tmy must not download from it, else None."""
+    """What kind of address ``ip`` is (``"a loopback"`` …) when tmy must not download
+    from it, else None."""
     if isinstance(ip, ipaddress.IPv6Address):
         inner = _embedded_v4(ip)
         if inner is not None:
             return why_blocked(inner)
     for test, kind in (
-        (ip.is_loopback, "loopback"),
-        (ip.is_unspecified, "unspecified"),
-        (ip.is_link_local, "link-local"),
-        (ip.is_multicast, "multicast"),
-        (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "shared (CGNAT)"),
-        (isinstance(ip, ipaddress.IPv6Address) and ip in _V4_COMPATIBLE, "IPv4-compatible"),
-        (ip.is_private, "private"),
-        (ip.is_reserved, "reserved"),
+        (ip.is_loopback, "a loopback"),
+        (ip.is_unspecified, "an unspecified"),
+        (ip.is_link_local, "a link-local"),
+        (ip.is_multicast, "a multicast"),
+        (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "a shared (CGNAT)"),
+        (isinstance(ip, ipaddress.IPv6Address) and ip in _V4_COMPATIBLE, "an IPv4-compatible"),
+        (ip.is_private, "a private"),
+        (ip.is_reserved, "a reserved"),
     ):
         if test:
             return kind
@@ -116,7 +117,7 @@ async def check_url(url: str, allowed: Collection[str] = ()) -> None:
         if kind is not None:
             at = "" if literal is not None else f" (it resolves to {ip})"
             raise MediaError(
-                f"refused to download from {host}{at}: a {kind} address. tmy downloads "
+                f"refused to download from {host}{at}: {kind} address. tmy downloads "
                 f"media only from public hosts; list {host!r} under {PRIVATE_HOSTS_KEY} "
                 "in config/tmy.yaml to allow it"
             )
