@@ -42,6 +42,10 @@ rules:
     steps:
       - {plugin: ADJUST, input: {approve: false, reason: "not today"}, save: APPROVE}
       - {plugin: ADJUST, input: "declined"}
+  - id: joins
+    events: [join_request]
+    steps:
+      - {plugin: ADJUST, input: "yes", save: APPROVE}
   - id: pokes
     events: [poke]
     steps:
@@ -115,11 +119,17 @@ async def test_approve_as_a_map_and_admin_only_with_a_chat_admin() -> None:
 
 async def test_a_non_bool_approve_fails_the_run_clearly() -> None:
     async with Bot({"e.yaml": RULES}) as bot:
-        reply = await bot.engine.handle(_event("poke", target="me"))
-    assert reply.rule == "pokes"
+        reply = await bot.engine.handle(_event("join_request", comment="hi"))
+    assert reply.rule == "joins"
     assert reply.approve is None
     assert reply.error is not None and "APPROVE must be true or false" in reply.error
     assert "str 'yes'" in reply.error
+
+
+async def test_approve_means_nothing_outside_a_request_event() -> None:
+    async with Bot({"e.yaml": RULES}) as bot:
+        reply = await bot.engine.handle(_event("poke", target="me"))
+    assert (reply.rule, reply.text, reply.error, reply.approve) == ("pokes", "poked", None, None)
 
 
 async def test_an_unwanted_event_gets_a_reason_and_one_debug_line(debug_log: Path) -> None:

@@ -358,7 +358,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
                 answer = result
             else:  # text around it, or a structured reply map (images, buttons …)
                 answer, outgoing = replies.answer(pre, result, post)
-            if "APPROVE" in loc:  # a request event's decision (or a run that read APPROVE)
+            event = message.event
+            if "APPROVE" in loc and event is not None and event.is_request:  # its decision
                 approve, reason = decision(loc)
         except EvalError as exc:
             loc["STEP_ERROR"] = str(exc)
