@@ -97,9 +97,15 @@ def is_allowed(host: str, allowed: Collection[str]) -> bool:
     return False
 
 
-async def check_url(url: str, allowed: Collection[str] = ()) -> None:
+async def check_url(
+    url: str, allowed: Collection[str] = (), *, unresolved_ok: bool = False
+) -> None:
     """Refuse (:class:`MediaError`) a URL whose host is, or resolves to, an address tmy
-    does not download from, unless ``allowed`` lists the host (see the module doc)."""
+    does not download from, unless ``allowed`` lists the host (see the module doc).
+
+    A name that does not resolve is refused too, unless ``unresolved_ok``: for a URL
+    tmy only hands on to another program (OneBot's implementation downloads a reply's
+    image itself), where all that matters is that it is not known to be internal."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if not host:
@@ -111,7 +117,12 @@ async def check_url(url: str, allowed: Collection[str] = ()) -> None:
     except ValueError:
         raise MediaError(f"{host}: the URL's port is not a number") from None
     literal = _ip(host)
-    addresses = [literal] if literal is not None else await _resolve(host, port)
+    try:
+        addresses = [literal] if literal is not None else await _resolve(host, port)
+    except MediaError:
+        if unresolved_ok:
+            return
+        raise
     for ip in addresses:
         kind = why_blocked(ip)
         if kind is not None:

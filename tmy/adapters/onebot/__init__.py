@@ -45,4 +45,5 @@ def from_settings(settings: Settings, store: Store | None = None) -> OneBotAdapt
         store=store,
         shutdown_grace=settings.limits.shutdown_grace,
         rules_dir=rules if rules.is_dir() else rules.parent,
+        media_private_hosts=settings.limits.media_private_hosts,
     )

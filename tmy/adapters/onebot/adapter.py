@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,11 +98,13 @@ class OneBotAdapter:
         store: Store | None = None,
         shutdown_grace: float = 30.0,
         rules_dir: Path | None = None,
+        media_private_hosts: Collection[str] = (),
     ) -> None:
         self.config = config or OneBotConfig()
         self.store = store  # the de-duplication window; None keeps it in this process only
         self.shutdown_grace = shutdown_grace  # how long stop() lets replies in flight go out
         self.rules_dir = rules_dir  # where a reply's image/file paths are read from
+        self.media_private_hosts = tuple(media_private_hosts)  # limits.media_private_hosts
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
@@ -201,7 +203,7 @@ class OneBotAdapter:
         if at is not None and not ID.fullmatch(at):
             raise AdapterError(f"onebot: the target user must be an account id (got {at!r})")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        local = await localize(outgoing, self.rules_dir)
+        local = await localize(outgoing, self.rules_dir, self.media_private_hosts)
         out = Outgoing.of(chat, text, at=at, done=done, parts=outgoing, local=local)
         if not text.strip() and not out.pieces:
             raise AdapterError("onebot: refusing to send an empty message")
@@ -373,7 +375,7 @@ class OneBotAdapter:
             text,
             parts=reply.outgoing,
             answering=message.message_id,
-            local=await localize(reply.outgoing, self.rules_dir),
+            local=await localize(reply.outgoing, self.rules_dir, self.media_private_hosts),
             **addressing,  # type: ignore[index]
         )
         if out.pieces:

@@ -1,7 +1,8 @@
 """A reply's structured parts (:class:`tmy.message.Outgoing`) as OneBot message segments.
 
 * **images** → ``image`` segments after the text, in the same message: an
-  ``http(s)`` URL is passed as ``file`` (the implementation downloads it), a
+  ``http(s)`` URL is passed as ``file`` (the implementation downloads it; not
+  when its host is internal, see :func:`localize`), a
   ``data:`` URL as ``base64://…``, a file path under ``media/`` in the rules
   directory is read (:func:`localize`, at most :data:`MAX_LOCAL_BYTES`) and sent
   as ``base64://…``. A source that cannot be had (outside ``media/``, too big,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +31,10 @@ from urllib.parse import unquote, urlsplit
 
 from tmy.adapters.onebot.codec import Segment, reply_segments, split_text
 from tmy.logs import get_logger
-from tmy.media import MediaError, reply_file
+from tmy.media import MediaError, check_url, reply_file
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
+from tmy.redact import safe_url
 
 log = get_logger("tmy.adapter.onebot")
 
@@ -64,7 +67,8 @@ def compose(
 
     ``quote``/``at`` are the adapter's own (``quote_reply``, ``at_sender``);
     ``answering`` is the id of the message being answered (for ``reply_to: ""``);
-    ``local`` the file paths :func:`localize` read, as ``base64://`` sources.
+    ``local`` the file paths :func:`localize` read, as ``base64://`` sources (``""``:
+    a source it refused, sent as text instead).
     """
     local = local or {}
     group = where["message_type"] == "group"
@@ -79,15 +83,15 @@ def compose(
             mentions = [str(m) for m in parts.mentions if str(m).isdigit() and str(m) != at]
         text = _with_buttons(text, parts.buttons)
         for source in parts.images:
-            file = local.get(source) or segment_file(source)
-            if file is None:
+            file = local[source] if source in local else segment_file(source)
+            if not file:
                 log.warning("onebot.image_unsupported", source=source[:200])
                 text += f"\n[image: {_name(source)}]"
             else:
                 images.append({"type": "image", "data": {"file": file}})
         for source in parts.files:
-            file = local.get(source) or segment_file(source)
-            if file is None:
+            file = local[source] if source in local else segment_file(source)
+            if not file:
                 log.warning("onebot.file_unsupported", source=source[:200])
                 text += f"\n[file: {_name(source)}]"
             else:
@@ -147,15 +151,33 @@ def _with_buttons(text: str, rows: list[list[Button]]) -> str:
     return (text.rstrip() + "\n" if text.strip() else "") + "\n".join(lines)
 
 
-async def localize(parts: Parts | None, rules_dir: Path | None) -> dict[str, str]:
+async def localize(
+    parts: Parts | None, rules_dir: Path | None, private_hosts: Collection[str] = ()
+) -> dict[str, str]:
     """The reply's file-path sources (images, files) read from under ``media/`` in
     ``rules_dir`` (:func:`tmy.media.reply_file`) as ``base64://`` sources, by path; a
-    path that cannot be read is logged and left out (it falls back to text)."""
-    if parts is None or rules_dir is None:
+    path that cannot be read is logged and left out (it falls back to text).
+
+    An ``http(s)`` source is downloaded by the implementation, which usually runs
+    beside tmy: one whose host is or resolves to an internal address (loopback,
+    private, link-local …, see :mod:`tmy.media.hosts`) and is not in
+    ``private_hosts`` (``limits.media_private_hosts``) maps to ``""`` — refused, it
+    falls back to text — so a reply cannot have QQ post what an internal service
+    answers. (Redirects are the implementation's to follow; tmy cannot see them.)"""
+    if parts is None:
         return {}
     out: dict[str, str] = {}
     for source in (*parts.images, *parts.files):
-        if source in out or segment_file(source) is not None or "://" in source:
+        if source in out:
+            continue
+        if source.startswith(("http://", "https://")):
+            try:
+                await check_url(source, private_hosts, unresolved_ok=True)
+            except MediaError as exc:
+                log.warning("onebot.media_refused", source=safe_url(source)[:200], error=str(exc))
+                out[source] = ""
+            continue
+        if rules_dir is None or segment_file(source) is not None or "://" in source:
             continue
         try:
             media = await asyncio.to_thread(reply_file, source, rules_dir, MAX_LOCAL_BYTES)
