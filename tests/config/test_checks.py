@@ -51,6 +51,14 @@ def write(tmp_path: Path, text: str) -> Path:
             ":2: store: SQLite URLs take no query parameters but ?lease_ttl=<seconds>",
         ),
         ("store: nothing\n", ":2: store: invalid store URL 'nothing'"),
+        (  # caught by check, not first by serve (an adapter is enabled only there)
+            "adapters:\n  onebot:\n    admins_from: [owner, creator]\n",
+            ":4: 'adapters.onebot.admins_from': 'creator' is not one of owner, admin",
+        ),
+        (
+            "adapters:\n  discord:\n    admins_from: [admin, 1234, mods]\n",
+            ":4: 'adapters.discord.admins_from': 'mods' is not one of owner, admin or a role id",
+        ),
     ],
 )
 def test_a_bad_value_in_the_file_names_its_key_and_line(
