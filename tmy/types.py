@@ -150,7 +150,11 @@ class PlatformApi(Protocol):
     """What a platform can do for one message's run (``Message.api``, set by its adapter).
 
     Both are asked only when a run needs them, so a message that never uses its
-    pictures or its quote costs the platform nothing.
+    pictures or its quote costs the platform nothing. An optional attribute
+    ``trusted_media_hosts: tuple[str, ...]`` names hosts this platform's
+    ``media_source`` URLs are built on by the adapter itself (Telegram: its
+    ``api_base``): tmy downloads from them even when they are private addresses,
+    which :mod:`tmy.media` otherwise refuses (``limits.media_private_hosts``).
     """
 
     async def media_source(self, attachment: Any) -> tuple[str, dict[str, str]]:

@@ -432,3 +432,17 @@ def test_an_extension_may_not_take_over_a_key_of_tmys_own(kind: str, key: str) -
         ConfigError, match=f"claims the (rule|step) key '{key}', which is tmy's own"
     ):
         load_sources([(Path("r.yaml"), "rules: []\n")], registry)
+
+
+def test_yaml_in_the_rules_media_directory_is_media_not_rules(tmp_path: Path) -> None:
+    from tmy.rulebook.loader import rule_files
+
+    (tmp_path / "media" / "deep").mkdir(parents=True)
+    (tmp_path / "media" / "deep" / "sample.yaml").write_text("not: rules\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.yaml").write_text("rules: []\n", encoding="utf-8")
+    (tmp_path / "a.yml").write_text("rules: []\n", encoding="utf-8")
+    assert [p.relative_to(tmp_path).as_posix() for p in rule_files(tmp_path)] == [
+        "a.yml",
+        "sub/b.yaml",
+    ]

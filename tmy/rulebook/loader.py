@@ -22,6 +22,7 @@ from typing import Any
 
 from tmy.errors import RuleError, RuleErrors, StoreError
 from tmy.executors.registry import Registry
+from tmy.media.local import MEDIA_DIR
 from tmy.rulebook import atomic
 from tmy.rulebook.fields import plain, unknown_key
 from tmy.rulebook.index import TriggerIndex
@@ -47,12 +48,20 @@ SCHEDULE_KEY = "schedule"
 
 
 def rule_files(root: Path) -> list[Path]:
-    """Every ``*.yaml``/``*.yml`` under ``root`` (or ``root`` itself), in a stable order."""
+    """Every ``*.yaml``/``*.yml`` under ``root`` (or ``root`` itself), in a stable order.
+
+    ``root``'s ``media/`` holds the files replies may send (:mod:`tmy.media.local`),
+    not rules: a YAML file there is media, never loaded as rules."""
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise RuleError(f"rules directory {str(root)!r} does not exist")
-    files = [p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+    media = root / MEDIA_DIR
+    files = [
+        p
+        for p in root.rglob("*")
+        if p.suffix in (".yaml", ".yml") and p.is_file() and not p.is_relative_to(media)
+    ]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
