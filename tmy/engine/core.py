@@ -22,6 +22,7 @@ object every surface calls.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -99,6 +100,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         self.dry_run = dry_run
         self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
         self.bursts = Debouncer()  # session follow-ups of debounced rules, being collected
+        # gets each run.done / message.unmatched dict, logged or not (the console's feed)
+        self.observer: Callable[[dict[str, Any]], None] | None = None
 
     def _now(self) -> str:
         """NOW for this second (formatting a datetime per message is measurable)."""
@@ -238,8 +241,10 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
             log_matched(match)
         started = time.perf_counter()  # run_rule, inlined: one coroutine less per message
         reply = await self._run(match, message, trace_id, text, True, None)
-        if logs.INFO_ENABLED:
-            log_run(match, message, text, reply, time.perf_counter() - started, True, self.dry_run)
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
+            seconds = time.perf_counter() - started
+            log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
         metrics.run(reply.rule, reply.error is None)
         return reply
 
@@ -251,8 +256,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         """
         # without any filtered rule, a second look (filters ignored) cannot find one
         reason = unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
-        if logs.INFO_ENABLED:
-            log_unmatched(message, text, reason, None)
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
+            log_unmatched(message, text, reason, None, observer)
         return Reply("", None, trace_id, None, [], False, reason)
 
     def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:
@@ -264,8 +270,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
     def _no_run(
         self, message: Message, text: str, trace_id: str, reason: str, rule: str | None = None
     ) -> Reply:
-        if logs.INFO_ENABLED:
-            log_unmatched(message, text, reason, rule)
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
+            log_unmatched(message, text, reason, rule, observer)
         return Reply("", None, trace_id, None, [], False, reason)
 
     def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
@@ -299,18 +306,21 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         *,
         finish: bool = True,
         extra: dict[str, Any] | None = None,
+        scheduled: bool = False,
     ) -> Reply:
         """Run ``match.rule`` for ``message`` and build the reply.
 
         ``finish=False`` (a rule run as an LLM tool) leaves the conversation's
         STEP_SUMMARY and session alone: they belong to the rule the user reached.
-        ``extra`` adds run locals (a cron run's ``FIRE_TIME``).
+        ``extra`` adds run locals (a cron run's ``FIRE_TIME``); ``scheduled``: a cron
+        firing (its ``run.done`` says so: no message came in).
         """
         started = time.perf_counter()
         reply = await self._run(match, message, trace_id, text, finish, extra)
-        if logs.INFO_ENABLED:
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
             seconds = time.perf_counter() - started
-            log_run(match, message, text, reply, seconds, finish, self.dry_run)
+            log_run(match, message, text, reply, seconds, finish, self.dry_run, observer, scheduled)
         return reply
 
     async def _run(

@@ -134,7 +134,9 @@ class Dispatch:
                 "cron.fired", rule=rule.id, platform=message.platform, chat=message.chat, **extra
             )
             match = Match(rule, None, "", question)
-            reply = await self.run_rule(match, message, trace_id, question, extra=extra)
+            reply = await self.run_rule(
+                match, message, trace_id, question, extra=extra, scheduled=True
+            )
             metrics.run(rule.id, reply.error is None)
             return reply
         except Exception as exc:  # an engine bug: log it, keep the scheduler alive
@@ -166,7 +168,9 @@ class Dispatch:
                 return await self._cooled(match, message, text, trace_id, left)
         started = time.perf_counter()
         reply = await self._run(match, message, trace_id, text, True, extra)
-        if logs.INFO_ENABLED:
-            log_run(match, message, text, reply, time.perf_counter() - started, True, self.dry_run)
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
+            seconds = time.perf_counter() - started
+            log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
         metrics.run(reply.rule, reply.error is None)
         return reply

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tmy import logs
@@ -40,9 +41,14 @@ def _plain_value(x: Any) -> bool:
 
 
 def step_fields(r: StepRecord) -> dict[str, Any]:
-    """One step of a run.done line: values as they are when short and JSON-native."""
+    """One step of a run.done line: values as they are when short and JSON-native.
+
+    A step that asked a model (an LLM step, a ``when_llm`` / ``while_llm`` judgement)
+    also gets ``tokens``: prompt + completion tokens it used, which the web console
+    adds up into "LLM tokens used today".
+    """
     x, y = r.input, r.result
-    return {
+    fields = {
         "uri": r.uri,
         "plugin": r.plugin,
         "input": x if _plain_value(x) else preview(x),
@@ -51,6 +57,29 @@ def step_fields(r: StepRecord) -> dict[str, Any]:
         "ms": r.ms,
         "skipped": r.skipped,
     }
+    if r.extra:  # empty for every step but a model's (and a few others): one test
+        tokens = step_tokens(r.extra)
+        if tokens:
+            fields["tokens"] = tokens
+    return fields
+
+
+def step_tokens(extra: dict[str, Any]) -> int:
+    """Prompt + completion tokens in a step record's ``extra``: its LLM call(s) (``llm``,
+    fold included) and its judgements (``when_llm`` / ``while_llm``, lists of them)."""
+    jobs: list[Any] = [extra.get("llm")]
+    for key in ("when_llm", "while_llm"):
+        judged = extra.get(key)
+        if isinstance(judged, list):
+            jobs.extend(judged)
+    total = 0
+    for job in jobs:
+        if isinstance(job, dict):
+            for key in ("prompt_tokens", "completion_tokens"):
+                n = job.get(key)
+                if type(n) is int:
+                    total += n
+    return total
 
 
 def log_run(
@@ -61,13 +90,17 @@ def log_run(
     seconds: float,
     finish: bool,
     dry_run: bool,
+    observer: Callable[[dict[str, Any]], None] | None = None,
+    scheduled: bool = False,
 ) -> None:
     """The run's one line at ``info``: enough for ``trace`` to rebuild it.
 
     Per-event lines remain at ``debug``, and a step still running after
     ``log.slow_step`` seconds logs ``step.running`` (a hung step stays visible).
     ``finish=False`` marks a nested run (a rule called as an LLM tool);
-    ``dry_run`` an ``explain`` run that stored and sent nothing.
+    ``dry_run`` an ``explain`` run that stored and sent nothing; ``scheduled`` a
+    cron firing. ``observer`` (the engine's, the web console's feed) gets the
+    same dict, ``trace_id`` included, whether or not ``info`` is logged.
     """
     q = match.question
     answer = reply.text
@@ -93,7 +126,14 @@ def log_run(
         event["nested"] = True
     if dry_run:
         event["dry_run"] = True
-    logs.emit_event("info", event, logs.TRACE.get())
+    if scheduled:
+        event["scheduled"] = True
+    trace = logs.TRACE.get()
+    if logs.INFO_ENABLED:
+        logs.emit_event("info", event, trace)  # adds trace_id, level, timestamp
+    if observer is not None:
+        event["trace_id"] = trace
+        observer(event)
 
 
 def _no_trigger(message: Message) -> str:
@@ -102,8 +142,15 @@ def _no_trigger(message: Message) -> str:
     return f"<event {message.event.kind}>" if message.event is not None else "<session>"
 
 
-def log_unmatched(message: Message, text: str, reason: str, rule: str | None) -> None:
-    """``message.unmatched``: no run for this message (no trigger, filters, chat off)."""
+def log_unmatched(
+    message: Message,
+    text: str,
+    reason: str,
+    rule: str | None,
+    observer: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """``message.unmatched``: no run for this message (no trigger, filters, chat off);
+    to the log at ``info`` and to ``observer`` (see :func:`log_run`)."""
     event = {
         "text": text if len(text) <= PREVIEW else preview(text),
         "user": message.user,
@@ -113,7 +160,12 @@ def log_unmatched(message: Message, text: str, reason: str, rule: str | None) ->
         "reason": reason,
         "event": "message.unmatched",
     }
-    logs.emit_event("info", event, logs.TRACE.get())
+    trace = logs.TRACE.get()
+    if logs.INFO_ENABLED:
+        logs.emit_event("info", event, trace)
+    if observer is not None:
+        event["trace_id"] = trace
+        observer(event)
 
 
 def log_received(level: str, message: Message, text: str) -> None:
