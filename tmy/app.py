@@ -10,6 +10,7 @@
    yields is its state, read-only in ``app.state`` / ``services.state``);
 3. the chat switch, the ``.tmy`` chat commands and the engine;
 4. when serving: the web server and the adapters (the HTTP listener first,
+   with the admin API and, when ``console.enabled``, the web console mounted,
    then every configured chat platform and those passed as ``adapters=``),
    each extension's serving lifespan, the cron scheduler and the file watcher.
 
@@ -36,7 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from tmy import cron, logs, metrics, redact
+from tmy import console, cron, logs, metrics, redact
 from tmy.adapters.http import HttpAdapter
 from tmy.command import Command, command_table
 from tmy.commands import http as admin_http
@@ -53,7 +54,7 @@ from tmy.daemon import (
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
-from tmy.errors import AdapterError
+from tmy.errors import AdapterError, ConfigError
 from tmy.executors import default_registry
 from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
@@ -249,7 +250,7 @@ class App:
         adapters = Adapters([*build_adapters(settings, store=store), *self._extra_adapters])
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
-        await adapters.start(engine.handle, routes=admin_http.routes(self), health=self.health)
+        await adapters.start(engine.handle, routes=self._routes(adapters), health=self.health)
         for warning in check_warnings(self, self.rulebook):  # what `check` would warn about
             log.warning("rules.warning", detail=warning)
         for extension in self.extensions:
@@ -264,6 +265,17 @@ class App:
         if settings.watch:
             folders = [settings.rules, settings.plugins]
             await stack.enter_async_context(_watching(folders, self.reload))
+
+    def _routes(self, adapters: Adapters) -> list[Any]:
+        """What the listener serves besides its own: the admin API, the web console when on."""
+        routes = admin_http.routes(self)
+        if self.settings.web_console.enabled:
+            if adapters.http is None:
+                raise ConfigError(
+                    "console.enabled needs the HTTP listener, but adapters.http.enabled is false"
+                )
+            routes += console.routes(self)
+        return routes
 
     async def _drain(self) -> None:
         assert self.engine is not None

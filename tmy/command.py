@@ -2,8 +2,12 @@
 
 An operator command (``vars``, ``trace``, ``memory`` …) is defined once as a
 :class:`Command` and reached from three front ends that only parse and
-render: the CLI (:mod:`tmy.cli`), ``.tmy`` in chat (:mod:`tmy.commands.chat`)
-and the HTTP admin API (:mod:`tmy.commands.http`). Extensions carry their
+render: the CLI (:mod:`tmy.cli`), ``.tmy`` in chat (:mod:`tmy.commands.chat`),
+the HTTP admin API (:mod:`tmy.commands.http`) and the web console
+(:mod:`tmy.console`, front ``console``). The console is a client of the same
+commands the HTTP API offers (with a login instead of a key): a command or an
+argument offered on ``http`` is offered on ``console`` too (:func:`offered`), and
+both take arguments by name (:func:`args_by_name`). Extensions carry their
 commands (``Extension.commands``); the app's command table is
 :func:`command_table` of its extensions.
 """
@@ -21,13 +25,19 @@ if TYPE_CHECKING:
     from tmy.config import Settings
     from tmy.types import AppLike, ExtensionLike
 
-Front = Literal["cli", "chat", "http"]
-ALL_FRONTS: frozenset[str] = frozenset(("cli", "chat", "http"))
+Front = Literal["cli", "chat", "http", "console"]
+ALL_FRONTS: frozenset[str] = frozenset(("cli", "chat", "http", "console"))
 CLI_ONLY: frozenset[str] = frozenset(("cli",))
 
 
 class CommandError(TmyError):
     """A command used wrongly: the text goes back to whoever ran it (exit 2 on the CLI)."""
+
+
+def offered(fronts: frozenset[str], front: str) -> bool:
+    """Whether something declared for ``fronts`` exists on ``front``: the web console
+    has whatever the HTTP API has (it is that API's client, logged in)."""
+    return front in fronts or (front == "console" and "http" in fronts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +152,11 @@ class Command:
 
     def args_for(self, front: str) -> tuple[Arg, ...]:
         """The arguments that exist on ``front``."""
-        return tuple(a for a in self.args if front in a.fronts)
+        return tuple(a for a in self.args if offered(a.fronts, front))
+
+    def offered_on(self, front: str) -> bool:
+        """Whether the command is reachable from ``front``."""
+        return offered(self.fronts, front)
 
     @property
     def synopsis(self) -> str:
@@ -200,6 +214,41 @@ def _take_flags(text: str, flags: dict[str, Arg], args: dict[str, Any], command:
         else:
             raise CommandError(f"{option} needs a value; {command.misuse}")
     return " ".join(kept)
+
+
+def args_by_name(command: Command, given: Any, front: str = "http") -> dict[str, Any]:
+    """Arguments given by name (HTTP ``{"args": …}``, a console form) checked against the
+    command's arguments on ``front``, defaults filled; CommandError for misuse.
+
+    A switch takes true or false; any other value is text (a number is taken as its
+    text); a value among ``choices`` must be one of them.
+    """
+    if not isinstance(given, Mapping):
+        raise CommandError("'args' must be a JSON object of argument names and values")
+    known = {a.name: a for a in command.args_for(front)}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        names = ", ".join(known) or "none"
+        raise CommandError(f"{command.name} has no argument {unknown[0]!r} (it takes: {names})")
+    return {name: _by_name(command, arg, given.get(name)) for name, arg in known.items()}
+
+
+def _by_name(command: Command, arg: Arg, value: Any) -> Any:
+    if value is None:
+        if arg.required and not arg.flag:
+            raise CommandError(f"{command.misuse} ('{arg.name}' is required)")
+        return arg.empty
+    if arg.flag and not arg.takes_value:
+        if not isinstance(value, bool):
+            raise CommandError(f"'{arg.name}' is true or false")
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise CommandError(f"'{arg.name}' must be text")
+    if arg.choices is not None and value not in arg.choices:
+        raise CommandError(f"'{arg.name}' is one of {', '.join(arg.choices)}")
+    return value
 
 
 def command_table(extensions: Iterable[ExtensionLike]) -> dict[str, Command]:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from tmy.config.adapters import ADAPTER_SECTIONS, Adapters, parse_listen
+from tmy.config.console import parse_console
 from tmy.config.llm import load_config
 from tmy.config.schema import SCHEMA, first_problem
 from tmy.config.settings import Settings
@@ -131,6 +132,10 @@ def load_settings(
         kwargs["adapters"] = Adapters.parse(kwargs["adapters"])
     except ConfigError as exc:
         raise _located(exc, file, "adapters") from None
+    try:  # the web console's passwords: the environment's over the file's, hashed
+        kwargs["web_console"] = parse_console(data.get("console"), env)
+    except ConfigError as exc:
+        raise _located(exc, file, "console") from None
     sections = {}
     for key, section in claimed.items():
         try:

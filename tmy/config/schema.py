@@ -27,7 +27,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "adapters": dict,
         "llm": dict,
         "error_reply": str,
+        "console": dict,
     },
+    "console": {"enabled": bool, "path": str, "password": str, "viewer_password": str},
     "limits": {
         "step_timeout": (int, float),
         "max_message_chars": int,

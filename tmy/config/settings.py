@@ -10,6 +10,8 @@ from them and from the file's sections when a Settings is made:
   (:class:`~tmy.config.memory.MemoryConfig`, ``llm.memory:``);
 * ``settings.adapters`` (:class:`~tmy.config.adapters.Adapters`: one object per adapter);
 * ``settings.limits`` (:class:`Limits`) and ``settings.log`` (:class:`LogConfig`);
+* ``settings.web_console`` (:class:`~tmy.config.console.WebConsoleConfig`, ``console:``:
+  the web console; ``settings.console`` is the terminal chat's on/off);
 * ``settings.tz``: the ``timezone`` resolved (None: the machine's local time);
 * ``settings.sections``: installed extensions' own top-level sections, as their
   ``parse`` returned them.
@@ -29,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tmy.config.adapters import Adapters, ConsoleConfig, HttpConfig
+from tmy.config.console import WebConsoleConfig, parse_console
 from tmy.config.llm import LLMConfig, load_config
 from tmy.config.memory import MemoryConfig
 from tmy.config.timezone import zone_of
@@ -118,6 +121,9 @@ class Settings:
     media_private_hosts: tuple[str, ...] = ()  # limits.media_private_hosts
     # ``llm:`` (with ``llm.memory``); a raw mapping is parsed with the process environment
     llm: LLMConfig = field(default_factory=_no_llm)
+    # ``console:``, the web console (``console`` above is the terminal one); a raw mapping
+    # is parsed (without the environment: load_settings applies TMY_CONSOLE_*)
+    web_console: WebConsoleConfig = field(default_factory=WebConsoleConfig)
     source: str = "<defaults>"
     # installed extensions' top-level sections: key -> what its ConfigSection.parse returned
     sections: Mapping[str, Any] = field(default_factory=dict)
@@ -156,6 +162,7 @@ class Settings:
         rotate = LogRotate(self.log_rotate_max_bytes, self.log_rotate_backups)
         log = LogConfig(self.log_level, self.log_file, self.log_format, self.slow_step, rotate)
         for name, value in (
+            ("web_console", parse_console(self.web_console)),
             ("llm", llm),
             ("adapters", adapters),
             ("sections", MappingProxyType(dict(self.sections))),

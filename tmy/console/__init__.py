@@ -1,4 +1,55 @@
 """The web console: the daemon's fourth front end (after the CLI, chat and the HTTP
 admin API), served under ``console.path`` on the one web listener for the people
 who run the bot — rules, a playground that explains, variables, schedules, live
-runs, memory, chats and health, behind a password."""
+runs, memory, chats and health, behind a password.
+
+:func:`routes` is what the app mounts when ``console.enabled``: every page
+module's ``ROUTES`` (see :mod:`tmy.console.web`) behind the login
+(:mod:`tmy.console.guard`). A page module may also have ``setup(site)``, called
+once when the console is mounted (to start what its pages share, e.g. the live
+feed the engine reports runs to). The modules are imported here, when the
+console is mounted, not when :mod:`tmy.app` is: a one-shot CLI command pays
+for neither aiohttp nor Jinja.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from tmy.types import AppLike
+
+# the page modules, in the nav's order
+PAGE_MODULES = ("overview", "rules", "playground", "live", "variables", "schedules", "memory",
+                "chats")  # fmt: skip
+
+
+def page_modules() -> list[ModuleType]:
+    """The page modules that are installed (a module not written yet is skipped)."""
+    modules = []
+    for name in PAGE_MODULES:
+        full = f"tmy.console.{name}"
+        try:
+            modules.append(importlib.import_module(full))
+        except ModuleNotFoundError as exc:
+            if exc.name != full:
+                raise
+    return modules
+
+
+def routes(app: AppLike) -> list[web.RouteDef]:
+    """The console's routes for ``app``'s listener (ConfigError when it has no password)."""
+    from tmy.console.guard import mount
+
+    modules = page_modules()
+    pairs = [(m.__name__.rsplit(".", 1)[1], tuple(getattr(m, "ROUTES", ()))) for m in modules]
+    defs, site = mount(app, pairs)
+    for module in modules:
+        setup = getattr(module, "setup", None)
+        if setup is not None:
+            setup(site)
+    return defs
