@@ -36,9 +36,9 @@ rules:
     steps:
       - {plugin: ADJUST, input: "hidden"}
   - id: broken
-    triggers: ["boom"]
+    triggers: ["boom *"]
     steps:
-      - {plugin: ADJUST, input: "{1 / 0}"}
+      - {plugin: ADJUST, input: "?= int(QUESTION)"}
 """
 
 
@@ -63,7 +63,7 @@ async def test_every_run_and_unmatched_message_reaches_the_observer(
     hit = await engine.handle(Message("echo hi", user="u1", chat="c1", platform="test"))
     miss = await engine.handle(Message("nothing", user="u2", platform="test"))
     refused = await engine.handle(Message("secret", user="u3", platform="test"))
-    failed = await engine.handle(Message("boom", user="u4", platform="test"))
+    failed = await engine.handle(Message("boom x", user="u4", platform="test"))
     assert [e["event"] for e in seen] == [
         "run.done",
         "message.unmatched",
@@ -78,6 +78,7 @@ async def test_every_run_and_unmatched_message_reaches_the_observer(
     assert unmatched["trace_id"] == miss.trace_id and unmatched["reason"] == miss.reason
     assert filtered["trace_id"] == refused.trace_id
     assert error["trace_id"] == failed.trace_id and error["error"] == failed.error
+    assert failed.error
 
 
 async def test_the_log_line_is_the_same_with_an_observer(

@@ -1,0 +1,142 @@
+"""The console's live feed (tmy/console/feed.py): what the engine reports, drained in
+batches, kept in a ring, counted, and offered to live views whose queues are bounded.
+
+A real engine on real rules and a SQLite store reports to the feed; the fan-out is
+driven by explicit drains, so no test depends on the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+from tmy.config import Settings
+from tmy.console import feed as feeds
+from tmy.console.feed import PENDING, Feed, Filter
+from tmy.engine.core import Engine
+from tmy.engine.services import Services
+from tmy.executors import default_registry
+from tmy.message import Message
+from tmy.rulebook.loader import load_sources
+from tmy.store import Store
+
+RULES = """
+rules:
+  - id: echo
+    triggers: ["echo *"]
+    steps:
+      - {plugin: ADJUST, input: "{QUESTION}"}
+  - id: broken
+    triggers: ["boom *"]
+    steps:
+      - {plugin: ADJUST, input: "?= int(QUESTION)"}
+"""
+
+
+def make_engine(store: Store) -> Engine:
+    registry = default_registry()
+    rulebook = load_sources([(Path("rules.yaml"), RULES)], registry)
+    return Engine(rulebook, Services(Settings(), store, registry))
+
+
+def event(i: int, **kw: object) -> dict:
+    return {
+        "event": "run.done",
+        "rule": "r",
+        "user": "u",
+        "chat": "c",
+        "platform": "p",
+        "error": None,
+        "steps": [],
+        "trace_id": f"t{i}",
+        **kw,
+    }
+
+
+async def test_runs_through_the_engine_reach_the_ring_and_the_counters(store: Store) -> None:
+    engine = make_engine(store)
+    feed = feeds.attach(engine)
+    assert engine.observer == feed.observe and feeds.attach(engine) is feed  # once
+    assert feeds.feed_of(SimpleNamespace(engine=engine)) is feed
+    hit = await engine.handle(Message("echo hi", user="u1", chat="g1", platform="qq"))
+    await engine.handle(Message("nothing", user="u2", chat="g2", platform="qq"))
+    failed = await engine.handle(Message("boom x", user="u3", chat="g1", platform="qq"))
+    latest = feed.latest()
+    assert [e["trace_id"] for _, e in latest][::2] == [failed.trace_id, hit.trace_id]
+    assert feed.find(hit.trace_id)[0][1]["answer"] == "hi"
+    assert feed.latest(Filter(errors=True)) == [latest[0]]
+    assert feed.stats.total == {"messages": 3, "runs": 2, "errors": 1, "tokens": 0}
+    chats = feeds.recent_chats(SimpleNamespace(engine=engine))
+    assert [(c["chat"], c["user"]) for c in chats] == [("g1", "u3"), ("g2", "u2")]
+    feed.stop()
+
+
+async def test_a_slow_view_is_told_how_many_runs_it_missed() -> None:
+    feed = Feed()
+    slow = feed.subscribe(Filter(), size=5)
+    for i in range(20):
+        feed.observe(event(i))
+    feed.drain()
+    skipped, items = slow.take()
+    assert skipped == 15 and [e["trace_id"] for _, e in items] == [f"t{i}" for i in range(15, 20)]
+    assert slow.take() == (0, [])
+    feed.observe(event(20))
+    feed.drain()
+    assert slow.take()[0] == 0  # caught up: nothing more was skipped
+
+
+async def test_a_view_keeping_up_with_1000_runs_a_second_misses_none() -> None:
+    """Ten drains a second of 100 runs each, the view taking after each: nothing skipped."""
+    feed = Feed()
+    view = feed.subscribe(Filter())
+    got = 0
+    for tick in range(10):
+        for i in range(100):
+            feed.observe(event(tick * 100 + i))
+        feed.drain()
+        skipped, items = await view.next(1.0)
+        assert skipped == 0
+        got += len(items)
+    assert got == 1000 and feed.stats.total["runs"] == 1000
+
+
+def test_filters() -> None:
+    e = event(1, rule="greet", user="alice", chat="g", platform="qq", error=None)
+    assert Filter()(e) and Filter(rule="greet", user="alice", chat="g", platform="qq")(e)
+    assert not Filter(rule="other")(e) and not Filter(errors=True)(e)
+    assert not Filter(platform="discord")(e) and not Filter(chat="h")(e)
+    assert Filter(errors=True)({**e, "error": "boom"})
+    query = {"rule": " greet ", "errors": "on", "user": "", "chat": "x" * 999}
+    wanted = Filter.of(query)
+    assert wanted.rule == "greet" and wanted.errors and len(wanted.chat) == 256
+    assert wanted.query() == {"rule": "greet", "chat": "x" * 256, "errors": "1"}
+
+
+def test_reporting_never_grows_without_bound() -> None:
+    """A loop that never yields: the pending runs stay bounded, the oldest forgotten."""
+    feed = Feed()
+    for i in range(PENDING + 100):
+        feed.observe(event(i))
+    assert feed.drain() == PENDING
+    assert feed.recent[-1][1]["trace_id"] == f"t{PENDING + 99}" and len(feed.recent) == 1000
+
+
+async def test_the_ticker_drains_on_the_loop() -> None:
+    feed = Feed()
+    view = feed.subscribe(Filter(rule="r"))
+    feed.start(every=0.01)
+    try:
+        feed.observe(event(1))
+        skipped, items = await view.next(5.0)  # woken by the ticker's drain
+        assert skipped == 0 and items[0][1]["trace_id"] == "t1"
+    finally:
+        feed.stop()
+    feed.unsubscribe(view)
+    assert not feed.subscribers
+
+
+async def test_next_times_out_empty() -> None:
+    view = Feed().subscribe(Filter())
+    assert await view.next(0.01) == (0, [])
+    await asyncio.sleep(0)

@@ -1,0 +1,245 @@
+"""The console's own counters: what the overview shows, from the runs the engine reports.
+
+No Prometheus needed: the live feed (:mod:`tmy.console.feed`) hands every batch of
+``run.done`` / ``message.unmatched`` dicts to :meth:`Stats.add`, which keeps
+
+* per-minute buckets for 24 hours: messages (a message that ran a rule or none;
+  not a cron firing, not a rule run as a tool), runs, failed runs, LLM tokens;
+* per 10-minute slots for 24 hours: runs per rule (the busiest rules) and, per
+  rule and step, how often it ran, its total and its longest time (the slowest steps);
+* the chats seen recently (the Chats page's list), the newest 1,000;
+* LLM tokens used today (the steps' ``tokens``, see :func:`tmy.engine.tracing.step_fields`),
+  by the daemon's time zone.
+
+Memory stays bounded whatever the traffic: 1,440 buckets, 144 slots whose
+per-rule and per-step tables keep their top :data:`SLOT_KEYS` entries, 1,000 chats.
+The work is done in batches off the engine's path (the feed drains ~10 times a
+second), one pass over each batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from itertools import chain, repeat
+from operator import contains, itemgetter
+from typing import Any
+
+MINUTES = 24 * 60  # per-minute buckets kept
+SLOT_MINUTES = 10  # the busiest rules and slowest steps, per slot of this many minutes
+SLOTS = MINUTES // SLOT_MINUTES
+SLOT_KEYS = 400  # a slot's rule / step table is cut back to its top half past this
+CHATS = 1000  # recent chats kept
+STEP_SAMPLE = 200  # runs of one batch whose step times are taken (~2,000 runs/s exactly)
+
+# a bucket: [minute, messages, runs, errors, tokens]
+_MINUTE, _MESSAGES, _RUNS, _ERRORS, _TOKENS = range(5)
+_EVENT, _RULE, _ERROR, _STEPS = map(itemgetter, ("event", "rule", "error", "steps"))
+_WHERE = itemgetter("platform", "chat")
+
+
+@dataclass
+class _Slot:
+    """Ten minutes of runs per rule and of step times per (rule, step uri)."""
+
+    index: int  # minute // SLOT_MINUTES
+    rules: Counter[str] = field(default_factory=Counter)
+    steps: dict[str, list[Any]] = field(default_factory=dict)  # uri: [rule, n, total, max]
+
+
+class Stats:
+    """Counters over the last 24 hours (see the module docstring). ``tz``: the day of
+    "tokens today" (the daemon's time zone; UTC when None)."""
+
+    def __init__(self, tz: tzinfo | None = None) -> None:
+        self.tz = tz
+        self._minutes: list[list[Any]] = [[-1, 0, 0, 0, 0] for _ in range(MINUTES)]
+        self._slots: list[_Slot | None] = [None] * SLOTS
+        self._chats: dict[tuple[str, str], dict[str, Any]] = {}
+        self._day = ""
+        self.tokens_today = 0
+        self.total = {"messages": 0, "runs": 0, "errors": 0, "tokens": 0}
+
+    # -- counting ---------------------------------------------------------------------------------
+
+    def _bucket(self, minute: int) -> list[Any]:
+        bucket = self._minutes[minute % MINUTES]
+        if bucket[_MINUTE] != minute:
+            bucket[:] = [minute, 0, 0, 0, 0]
+        return bucket
+
+    def _slot(self, minute: int) -> _Slot:
+        index = minute // SLOT_MINUTES
+        slot = self._slots[index % SLOTS]
+        if slot is None or slot.index != index:
+            slot = self._slots[index % SLOTS] = _Slot(index)
+        return slot
+
+    def add(self, batch: list[dict[str, Any]], now: float) -> None:
+        """Count ``batch`` (engine event dicts, oldest first) as seen at ``now`` (epoch
+        seconds). This runs for every run the daemon makes, so the counting is done by
+        C loops (``map``, ``count``, ``Counter.update``); step times are taken from at
+        most :data:`STEP_SAMPLE` runs of a batch (an even sample, counts scaled up)."""
+        minute = int(now // 60)
+        bucket, slot = self._bucket(minute), self._slot(minute)
+        n = len(batch)
+        kinds = list(map(_EVENT, batch))
+        n_runs = kinds.count("run.done")
+        runs = (
+            batch
+            if n_runs == n
+            else [e for e, k in zip(batch, kinds, strict=True) if k == "run.done"]
+        )
+        errors = n_runs - list(map(_ERROR, runs)).count(None)
+        not_messages = sum(map(contains, runs, repeat("nested")))
+        not_messages += sum(map(contains, runs, repeat("scheduled")))
+        steps = list(chain.from_iterable(map(_STEPS, runs)))
+        tokens = sum(map(dict.get, steps, repeat("tokens"), repeat(0)))
+        slot.rules.update(map(_RULE, runs))
+        self._time_steps(slot, runs)
+        counts = {"messages": n - not_messages, "runs": n_runs, "errors": errors, "tokens": tokens}
+        bucket[_MESSAGES] += counts["messages"]
+        bucket[_RUNS] += n_runs
+        bucket[_ERRORS] += errors
+        bucket[_TOKENS] += tokens
+        for key, value in counts.items():
+            self.total[key] += value
+        self._count_tokens(tokens, now)
+        if len(slot.rules) > SLOT_KEYS:
+            slot.rules = Counter(dict(slot.rules.most_common(SLOT_KEYS // 2)))
+        self._seen(list(map(_WHERE, batch)), batch, now)
+
+    def _time_steps(self, slot: _Slot, runs: list[dict[str, Any]]) -> None:
+        """Per step uri: runs, total and longest ms, from an even sample of ``runs``."""
+        sample = runs
+        if len(runs) > STEP_SAMPLE:
+            sample = runs[:: -(-len(runs) // STEP_SAMPLE)]
+        weight = len(runs) / len(sample) if sample else 1
+        table = slot.steps
+        for e in sample:
+            rule = e["rule"]
+            for s in e["steps"]:
+                if s["skipped"]:
+                    continue
+                ms = s["ms"]
+                seen = table.get(s["uri"])
+                if seen is None:
+                    table[s["uri"]] = [rule, weight, ms * weight, ms]
+                else:
+                    seen[1] += weight
+                    seen[2] += ms * weight
+                    if ms > seen[3]:
+                        seen[3] = ms
+        if len(table) > SLOT_KEYS:
+            best = heapq.nlargest(SLOT_KEYS // 2, table.items(), key=_slowest)
+            slot.steps = dict(best)
+
+    def _count_tokens(self, tokens: int, now: float) -> None:
+        day = datetime.fromtimestamp(now, self.tz or UTC).date().isoformat()
+        if day != self._day:
+            self._day, self.tokens_today = day, 0
+        self.tokens_today += tokens
+
+    def _seen(self, wheres: list[tuple[str, str]], batch: list[dict[str, Any]], now: float) -> None:
+        """The chats of ``batch`` (``wheres``: each one's (platform, chat)) move to the end of
+        the recent ones, in the order of their last message, with that message's user."""
+        last = dict(zip(wheres, batch, strict=True))  # each chat's last message
+        known = self._chats
+        for where in reversed(dict.fromkeys(reversed(wheres))):  # by last message, C loops
+            e = last[where]
+            known.pop(where, None)  # then in again, at the end: newest last
+            known[where] = {"platform": where[0], "chat": where[1], "at": now,
+                            "user": e["user"], "rule": e["rule"]}  # fmt: skip
+        while len(known) > CHATS:
+            del known[next(iter(known))]
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def window(self, now: float, minutes: int) -> dict[str, int]:
+        """Messages, runs, errors and tokens over the last ``minutes`` minutes."""
+        last = int(now // 60)
+        out = {"messages": 0, "runs": 0, "errors": 0, "tokens": 0}
+        for bucket in self._minutes:
+            if last - minutes < bucket[_MINUTE] <= last:
+                out["messages"] += bucket[_MESSAGES]
+                out["runs"] += bucket[_RUNS]
+                out["errors"] += bucket[_ERRORS]
+                out["tokens"] += bucket[_TOKENS]
+        return out
+
+    def series(self, now: float, minutes: int, per: int) -> list[dict[str, Any]]:
+        """The last ``minutes`` minutes in points of ``per`` minutes each (oldest first):
+        ``{"start": epoch seconds, "messages", "runs", "errors"}`` — the overview's chart."""
+        last = int(now // 60)
+        first = last - minutes + 1
+        points = [
+            {"start": (first + i * per) * 60, "messages": 0, "runs": 0, "errors": 0}
+            for i in range((minutes + per - 1) // per)
+        ]
+        for bucket in self._minutes:
+            minute = bucket[_MINUTE]
+            if first <= minute <= last:
+                point = points[(minute - first) // per]
+                point["messages"] += bucket[_MESSAGES]
+                point["runs"] += bucket[_RUNS]
+                point["errors"] += bucket[_ERRORS]
+        return points
+
+    def _slots_since(self, now: float, minutes: int) -> list[_Slot]:
+        last = int(now // 60) // SLOT_MINUTES
+        count = (minutes + SLOT_MINUTES - 1) // SLOT_MINUTES
+        return [s for s in self._slots if s is not None and last - count < s.index <= last]
+
+    def busiest_rules(self, now: float, minutes: int, top: int = 10) -> list[dict[str, Any]]:
+        """The rules that ran most over about the last ``minutes`` (whole 10-minute slots)."""
+        runs: dict[str, int] = {}
+        for slot in self._slots_since(now, minutes):
+            for rule, n in slot.rules.items():
+                runs[rule] = runs.get(rule, 0) + n
+        best = heapq.nlargest(top, runs.items(), key=_second)
+        return [{"rule": rule, "runs": n} for rule, n in best]
+
+    def slowest_steps(self, now: float, minutes: int, top: int = 10) -> list[dict[str, Any]]:
+        """The steps with the longest mean time over about the last ``minutes``: rule, step
+        uri, runs, mean and longest milliseconds."""
+        merged: dict[str, list[Any]] = {}
+        for slot in self._slots_since(now, minutes):
+            for uri, (rule, n, total, longest) in slot.steps.items():
+                seen = merged.get(uri)
+                if seen is None:
+                    merged[uri] = [rule, n, total, longest]
+                else:
+                    seen[1] += n
+                    seen[2] += total
+                    seen[3] = max(seen[3], longest)
+        best = heapq.nlargest(top, merged.items(), key=_slowest)
+        return [
+            {
+                "rule": rule,
+                "step": uri,
+                "runs": round(n),
+                "mean_ms": round(total / n, 3),
+                "max_ms": round(longest, 3),
+            }
+            for uri, (rule, n, total, longest) in best
+        ]
+
+    def recent_chats(self, limit: int = CHATS) -> list[dict[str, Any]]:
+        """The chats seen lately, newest first: platform, chat, ``at`` (epoch seconds),
+        the last message's ``user`` and ``rule`` (None: no rule ran)."""
+        out = []
+        for entry in reversed(self._chats.values()):
+            out.append(dict(entry))
+            if len(out) >= limit:
+                break
+        return out
+
+
+def _second(kv: tuple[Any, Any]) -> Any:
+    return kv[1]
+
+
+def _slowest(kv: tuple[str, list[Any]]) -> float:
+    return kv[1][2] / kv[1][1]
