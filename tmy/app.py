@@ -54,7 +54,7 @@ from tmy.daemon import (
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
-from tmy.errors import AdapterError, ConfigError
+from tmy.errors import AdapterError
 from tmy.executors import default_registry
 from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
@@ -250,7 +250,8 @@ class App:
         adapters = Adapters([*build_adapters(settings, store=store), *self._extra_adapters])
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
-        await adapters.start(engine.handle, routes=self._routes(adapters), health=self.health)
+        routes = [*admin_http.routes(self), *console.mounted(self, listener=adapters.http)]
+        await adapters.start(engine.handle, routes=routes, health=self.health)
         for warning in check_warnings(self, self.rulebook):  # what `check` would warn about
             log.warning("rules.warning", detail=warning)
         for extension in self.extensions:
@@ -265,17 +266,6 @@ class App:
         if settings.watch:
             folders = [settings.rules, settings.plugins]
             await stack.enter_async_context(_watching(folders, self.reload))
-
-    def _routes(self, adapters: Adapters) -> list[Any]:
-        """What the listener serves besides its own: the admin API, the web console when on."""
-        routes = admin_http.routes(self)
-        if self.settings.web_console.enabled:
-            if adapters.http is None:
-                raise ConfigError(
-                    "console.enabled needs the HTTP listener, but adapters.http.enabled is false"
-                )
-            routes += console.routes(self)
-        return routes
 
     async def _drain(self) -> None:
         assert self.engine is not None

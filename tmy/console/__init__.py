@@ -18,6 +18,8 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from tmy.errors import ConfigError
+
 if TYPE_CHECKING:
     from aiohttp import web
 
@@ -41,9 +43,21 @@ def page_modules() -> list[ModuleType]:
     return modules
 
 
+def mounted(app: AppLike, *, listener: object | None) -> list[web.RouteDef]:
+    """What the app mounts on its ``listener``: the console's routes when ``console.enabled``
+    (ConfigError when there is no listener or no password), else none."""
+    if not app.settings.web_console.enabled:
+        return []
+    if listener is None:
+        raise ConfigError(
+            "console.enabled needs the HTTP listener, but adapters.http.enabled is false"
+        )
+    return routes(app)
+
+
 def routes(app: AppLike) -> list[web.RouteDef]:
     """The console's routes for ``app``'s listener (ConfigError when it has no password)."""
-    from tmy.console.guard import mount
+    from tmy.console.guard import mount  # deferred: aiohttp and Jinja, for a console only
 
     modules = page_modules()
     pairs = [(m.__name__.rsplit(".", 1)[1], tuple(getattr(m, "ROUTES", ()))) for m in modules]

@@ -132,7 +132,7 @@ class _Guard:
                 response = await self._run(route, req)
             except Refused as refused:
                 response = self.error(req, refused.status, refused.message)
-            if route.change and not req.logged:
+            if route.change and not req.logged and response.status < 400:
                 log.info("console.change", what=route.path, role=req.role, client=req.client,
                          status=response.status)  # fmt: skip
             return _secured(response)

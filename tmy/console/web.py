@@ -23,9 +23,11 @@ scripts only from the console's own static files: no inline ``<script>`` or
 
 from __future__ import annotations
 
+import email.policy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -181,6 +183,8 @@ async def _fields(request: web.Request) -> dict[str, str]:
         if not isinstance(body, dict):
             raise Refused(400, "the body must be a JSON object")
         return {str(k): _text(v) for k, v in body.items()}
+    if request.content_type == "multipart/form-data":
+        return _multipart(request.headers.get("Content-Type", ""), await request.read())
     try:
         posted = await request.post()
     except ValueError as exc:
@@ -189,6 +193,25 @@ async def _fields(request: web.Request) -> dict[str, str]:
     for key, value in posted.items():
         if isinstance(value, str):
             out.setdefault(key, value)
+    return out
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, str]:
+    """A multipart form's text fields (uploads left out). Parsed from the bytes the
+    listener already read (aiohttp's own reader wants the unread stream)."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
+    )
+    if not message.is_multipart():
+        raise Refused(400, "unreadable form: not a multipart body")
+    out: dict[str, str] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str) or part.get_filename() is not None:
+            continue
+        payload = part.get_payload(decode=True) or b""
+        charset = part.get_content_charset() or "utf-8"
+        out.setdefault(name, payload.decode(charset, errors="replace"))
     return out
 
 
