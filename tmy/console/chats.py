@@ -4,16 +4,19 @@ Switching is the ``on`` / ``off`` command (:mod:`tmy.commands.switch`) run for t
 chat, so it reaches every daemon on the store as ``.tmy off`` does (a change: admin,
 CSRF token, logged). Which chats are off is read from the switch's own keys
 (``off/<platform>/<chat>``, :func:`tmy.engine.switch.off_key`): no command lists them.
-The chats seen recently are the console's counters' (:mod:`tmy.console.stats`); a chat
-that is off shows even when nobody has written there lately.
+The chats seen recently are the console's counters' (:func:`tmy.console.feed.recent_chats`,
+counted since the daemon started); a chat that is off shows even when nobody has written
+there lately.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
+from tmy.console.feed import recent_chats
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page, redirect, run_command
 from tmy.message import Message, id_problem
 from tmy.store.base import MISSING, Store
@@ -59,14 +62,17 @@ def chat_rows(
     return rows[:MAX_ROWS]
 
 
-def recent_chats(app: Any) -> list[dict[str, Any]]:
-    """The chats the console's counters saw lately, most recent first ([] without them)."""
-    return []
+def _when(at: Any, tz: Any) -> str:
+    if not isinstance(at, (int, float)):
+        return ""
+    return datetime.fromtimestamp(at, tz).isoformat(timespec="seconds")
 
 
 async def chats_data(req: ConsoleRequest) -> dict[str, Any]:
-    off = await off_chats(req.app.store)
-    rows = chat_rows(recent_chats(req.app), off)
+    """The chats seen lately (newest first) and the chats switched off, each with its switch."""
+    tz = req.app.settings.tz
+    recent = [{**c, "last_seen": _when(c.get("at"), tz)} for c in recent_chats(req.app, MAX_ROWS)]
+    rows = chat_rows(recent, await off_chats(req.app.store))
     return {"chats": rows, "off": sum(1 for r in rows if r["off"]), "total": len(rows)}
 
 
