@@ -87,7 +87,8 @@ async def _fire(req: ConsoleRequest, dry_run: bool) -> web.StreamResponse:
         raise Refused(400, "which rule? (rule=…)")
     args = {"action": "fire", "rule": rule, "target": target, "dry_run": dry_run}
     result = await run_command(req, "cron", args)
-    if not dry_run:
+    refused = not result.ok and result.data is None  # an unknown rule, a bad target: no run
+    if not dry_run and not refused:
         changed(req, "schedules.fire", rule=rule, target=target or "(its send_to)", ok=result.ok)
     data = await schedules_data(req)
     data["fired"] = {
