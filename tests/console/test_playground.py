@@ -4,10 +4,13 @@ on a real engine, conversation mode; and the page served by a real daemon over l
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.support.console import console_daemon, logged_in
+from tests.support.log_helpers import read_log
+from tmy import logs
 from tmy.console import playground as pg
 from tmy.testing import Bot, Daemon
 from tmy.testing.bot import read_var
@@ -31,6 +34,9 @@ rules:
     triggers: [roll]
     cooldown: {seconds: 30, per: user, reply: "slow down {USER_NAME}"}
     steps: [{plugin: ADJUST, input: "rolled"}]
+  - id: welcome
+    events: [member_join]
+    steps: [{plugin: ADJUST, input: "welcome {USER} ({EVENT_DATA[note]})"}]
   - id: admin_only
     triggers: [secret]
     admin_only: true
@@ -127,6 +133,18 @@ async def test_run_for_real_and_a_conversation_meets_the_cooldown(bot: Bot) -> N
     assert "cooling down" in (dry["reason"] or "")
 
 
+async def test_an_event_instead_of_a_text(bot: Bot) -> None:
+    form = pg.form_from({"event": "member_join", "data": '{"note": "new"}', "user": "eve"})
+    data = await pg.play(bot.engine, form)
+    assert data["matched"] == "welcome" and data["reply"]["text"] == "welcome eve (new)"
+    assert data["event"]["kind"] == "member_join"
+    for bad, words in (("nope", "not one of"), ("member_join", "not JSON")):
+        with pytest.raises(pg.FormError, match=words):
+            await pg.play(bot.engine, pg.form_from({"event": bad, "data": "{"}))
+    with pytest.raises(pg.FormError, match="JSON map"):
+        await pg.play(bot.engine, pg.form_from({"event": "poke", "data": "[1]"}))
+
+
 def test_without_conversation_the_form_stays() -> None:
     form = pg.form_from({"text": "roll"})
     assert pg.after(form, {"reply": {"text": "x"}}) is form
@@ -184,7 +202,7 @@ async def test_a_dry_send_shows_the_reply_and_the_explanation(served: Daemon) ->
         assert empty.status_code == 400 and "type a message" in empty.text
 
 
-async def test_run_for_real_in_a_conversation(served: Daemon) -> None:
+async def test_run_for_real_in_a_conversation(served: Daemon, log_file: Path) -> None:
     async with logged_in(served) as client:
         form = {"text": "hello", "user": "dee", "run": "1", "conversation": "1", "sent": "1"}
         first = (await client.post("playground", data=form, params={"format": "json"})).json()
@@ -201,3 +219,16 @@ async def test_run_for_real_in_a_conversation(served: Daemon) -> None:
         dry = await viewer.post("playground", data={**form, "run": None})
         assert dry.status_code == 200 and "hi dee, visit 3" in dry.text
     assert await visits(served, "dee") == 2
+    logs.flush()
+    runs = [e for e in read_log(log_file) if e.get("what") == "playground.run"]
+    who = [(e["role"], e["user"], e["client"]) for e in runs]
+    assert who == [("admin", "dee", "127.0.0.1")] * 2
+
+
+async def test_an_event_sent_from_the_page(served: Daemon) -> None:
+    async with logged_in(served) as client:
+        form = {"event": "member_join", "data": '{"note": "<i>x</i>"}', "user": "fay", "sent": "1"}
+        html = (await client.post("playground", data=form)).text
+        assert "welcome fay (&lt;i&gt;x&lt;/i&gt;)" in html and "<i>x</i>" not in html
+        bad = await client.post("playground", data={**form, "data": "{"})
+        assert bad.status_code == 400 and "not JSON" in bad.text

@@ -30,6 +30,7 @@ from aiohttp import web
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page
 from tmy.explain import explain, message_for
 from tmy.logs import preview
+from tmy.message import EVENT_KINDS, Event
 
 FIELDS = ("text", "user", "user_name", "chat", "platform", "private", "mention", "admin", "run")
 HISTORY = 20  # exchanges a conversation keeps
@@ -52,6 +53,8 @@ class Form:
     run: bool = False
     conversation: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
+    event: str = ""  # a platform event (tmy.message.EVENT_KINDS) instead of a text
+    data: str = ""  # the event's EVENT_DATA, JSON (user and chat are filled in)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +89,8 @@ def form_from(values: Mapping[str, Any], *, submitted: bool = False) -> Form:
         run=_flag(values.get("run", "")),
         conversation=_flag(values.get("conversation", "")),
         history=history_from(values.get("history", "")),
+        event=str(values.get("event", "")).strip(),
+        data=str(values.get("data", "")),
     )
 
 
@@ -113,9 +118,30 @@ def history_from(raw: Any) -> list[dict[str, Any]]:
     return out
 
 
+class FormError(ValueError):
+    """The form cannot be sent as it is (the words go back to the operator)."""
+
+
+def event_of(form: Form, user: str, chat: str) -> Event | None:
+    """The platform event the form describes (None: a text message), as ``explain --event
+    KIND --data JSON`` builds it: EVENT_DATA's ``user`` and ``chat`` are the sender's."""
+    if not form.event:
+        return None
+    if form.event not in EVENT_KINDS:
+        raise FormError(f"event {form.event!r} is not one of {', '.join(EVENT_KINDS)}")
+    try:
+        data = json.loads(form.data) if form.data.strip() else {}
+    except ValueError as exc:
+        raise FormError(f"the event data is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise FormError('the event data is a JSON map, like {"comment": "hi"}')
+    return Event(form.event, "console", {**data, "user": user, "chat": chat})
+
+
 async def play(engine: Any, form: Form) -> dict[str, Any]:
-    """``explain`` of the form's message (dry unless ``form.run``): its ``--json`` data,
-    with the headline, where the rule that ran is written and the text view."""
+    """``explain`` of the form's message or event (dry unless ``form.run``): its ``--json``
+    data, with the headline, where the rule that ran is written and the text view
+    (FormError for a bad event)."""
     message = message_for(
         form.text,
         user=form.user,
@@ -126,6 +152,9 @@ async def play(engine: Any, form: Form) -> dict[str, Any]:
         mention=form.mention,
         admin=form.admin,
     )
+    message.event = event_of(form, message.user, message.chat)
+    if message.event is not None:
+        message.text = ""
     ex = await explain(engine, message, run=form.run)
     data = ex.as_dict()
     data["headline"] = ex.headline
@@ -140,7 +169,7 @@ def after(form: Form, result: dict[str, Any]) -> Form:
     if not form.conversation:
         return form
     entry = {
-        "text": form.text,
+        "text": form.text or f"(event {form.event})",
         "reply": result["reply"].get("text") or "",
         "rule": result.get("matched"),
         "error": result["reply"].get("error"),
@@ -160,13 +189,15 @@ def _data(form: Form, result: dict[str, Any] | None, error: str | None) -> dict[
         "error": error,
         "history": form.history,
         "fields": list(FIELDS),
+        "event_kinds": list(EVENT_KINDS),
     }
 
 
 async def playground_page(req: ConsoleRequest) -> web.StreamResponse:
     """GET playground[?text=…&user=…&chat=…&platform=…]: the form, prefilled."""
     query = req.request.query
-    form = form_from(query) if any(k in query for k in (*FIELDS, "conversation")) else Form()
+    given = any(k in query for k in (*FIELDS, "conversation", "event"))
+    form = form_from(query) if given else Form()
     form.run = False  # a link never runs for real: the operator ticks it
     return await page(req, "playground.html", _data(form, None, None), title="Playground")
 
@@ -178,19 +209,17 @@ async def playground_send(req: ConsoleRequest) -> web.StreamResponse:
     if form.run and not req.is_admin:  # a change: the guard checked the CSRF token already
         raise Refused(403, "run for real changes the store and sends: log in as admin")
     result, error, status = None, None, 200
-    if not form.text.strip():
-        error, status = "type a message to send", 400
-    else:
+    try:
+        if not form.text.strip() and not form.event:
+            raise FormError("type a message to send (or choose an event)")
+        event_of(form, form.user, form.chat)  # a bad event is refused before anything runs
         if form.run:
-            changed(
-                req,
-                "playground.run",
-                user=form.user,
-                chat=form.chat,
-                platform=form.platform,
-                text=preview(form.text, 80),
-            )
+            what = f"event {form.event}" if form.event else preview(form.text, 80)
+            changed(req, "playground.run", user=form.user, chat=form.chat,
+                    platform=form.platform, text=what)  # fmt: skip
         result = await play(req.app.engine, form)
+    except FormError as exc:
+        error, status = str(exc), 400
     shown = after(form, result) if result is not None else form
     data = _data(shown, result, error)
     return await page(req, "playground.html", data, title="Playground", status=status)
