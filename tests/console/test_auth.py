@@ -4,6 +4,7 @@ token, no change from the viewer, the login form's answers, the cookie's flags."
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -205,6 +206,17 @@ async def test_repeated_failures_lock_the_address_out_even_for_the_right_passwor
         assert "try again in" in locked.text
         right = await http.post("/console/login", data={"password": ADMIN_PASSWORD})
         assert right.status_code == 429 and COOKIE not in right.headers.get("set-cookie", "")
+        json_locked = await http.post(
+            "/console/login", params={"format": "json"}, data={"password": ADMIN_PASSWORD}
+        )
+        assert json_locked.status_code == 429 and "try again" in json_locked.json()["error"]
+
+
+async def test_a_burst_of_guesses_sent_at_once_gets_no_more_tries() -> None:
+    async with console_daemon(RULES) as daemon, httpx.AsyncClient(base_url=daemon.url) as http:
+        guesses = [http.post("/console/login", data={"password": f"g{n}"}) for n in range(20)]
+        answers = [r.status_code for r in await asyncio.gather(*guesses)]
+        assert answers.count(401) == FREE_FAILURES - 1 and answers.count(429) == 21 - FREE_FAILURES
 
 
 async def test_a_post_without_the_csrf_token_is_refused() -> None:

@@ -24,6 +24,7 @@ from tmy.adapters.http import HttpAdapter
 from tmy.command import ALL_FRONTS, Arg, Command, Result, args_by_name, offered
 from tmy.config import load_settings
 from tmy.console import page_modules
+from tmy.console.feed import feed_of
 from tmy.console.guard import COOKIE, mount
 from tmy.console.web import (
     ConsoleRequest,
@@ -258,6 +259,7 @@ async def test_the_console_mounts_every_installed_page_behind_its_path() -> None
         httpx.AsyncClient(base_url=daemon.url) as http,
     ):
         assert (await http.get("/console/login")).status_code == 404
+        assert feed_of(daemon.app) is not None  # the engine reports runs to the console
         bare = await http.get("/ops/tmy")
         assert bare.status_code == 308 and bare.headers["Location"] == "/ops/tmy/"
         login = await http.post("/ops/tmy/login", data={"password": "pw"})

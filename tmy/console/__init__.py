@@ -5,9 +5,10 @@ runs, memory, chats and health, behind a password.
 
 :func:`routes` is what the app mounts when ``console.enabled``: every page
 module's ``ROUTES`` (see :mod:`tmy.console.web`) behind the login
-(:mod:`tmy.console.guard`). A page module may also have ``setup(site)``, called
-once when the console is mounted (to start what its pages share, e.g. the live
-feed the engine reports runs to). The modules are imported here, when the
+(:mod:`tmy.console.guard`); mounting also sets the engine's observer to the live
+feed (:func:`tmy.console.feed.attach`). A page module may also have
+``setup(site)``, called once when the console is mounted (to start what its pages
+share). The modules are imported here, when the
 console is mounted, not when :mod:`tmy.app` is: a one-shot CLI command pays
 for neither aiohttp nor Jinja.
 """
@@ -57,8 +58,12 @@ def mounted(app: AppLike, *, listener: object | None) -> list[web.RouteDef]:
 
 def routes(app: AppLike) -> list[web.RouteDef]:
     """The console's routes for ``app``'s listener (ConfigError when it has no password)."""
-    from tmy.console.guard import mount  # deferred: aiohttp and Jinja, for a console only
+    from tmy.console import feed  # deferred: aiohttp and Jinja, for a console only
+    from tmy.console.guard import mount
 
+    # the engine reports its runs to the console from now on (the overview's counters, the
+    # live views): one bounded append per run, see tmy.console.feed
+    feed.attach(app.engine, app.settings.tz)
     modules = page_modules()
     pairs = [(m.__name__.rsplit(".", 1)[1], tuple(getattr(m, "ROUTES", ()))) for m in modules]
     defs, site = mount(app, pairs)

@@ -193,6 +193,9 @@ class _Guard:
             return self._locked(request, wait)
         fields = await _login_fields(request)
         async with self.checks:
+            wait = self.auth.lockout.wait(client)  # a burst sent at once waits here, not ahead
+            if wait > 0:
+                return self._locked(request, wait)
             role = await asyncio.to_thread(self.auth.role_of, fields.get("password", ""))
         if role is None:
             delay = self.auth.lockout.failed(client)
