@@ -11,7 +11,9 @@ here) and keeps a ranked variable's leaderboard in step.
 
 A value is shown as nested lists and maps within a budget (:func:`shape`): a 4 MB value
 shows its first items with "show all" (``all=1``), which gives the whole value as JSON
-text. Edits and deletes are changes (admin, CSRF token, logged by who and from where).
+text. A value is edited here up to :data:`EDIT_BYTES` (the listener takes at most
+``MAX_BODY`` a request; a larger one is ``vars set``'s). Edits and deletes are changes
+(admin, CSRF token, logged by who and from where).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tmy.adapters.http import MAX_BODY
 from tmy.commands.variables import split_force
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page, redirect, run_command
 from tmy.engine.keys import variable_key
@@ -35,6 +38,7 @@ PAGE_ROWS = 100  # rows of one browse page
 SHOW_NODES = 400  # items and leaves shown of one value before "show all"
 SHOW_CHARS = 2000  # characters of one string shown before "show all"
 SHOW_DEPTH = 12  # nesting shown before "show all"
+EDIT_BYTES = MAX_BODY - 64 * 1024  # the largest value edited here (a form sent as multipart)
 ROOT = "var/"
 
 
@@ -238,6 +242,7 @@ def value_view(value: Any, decl: VariableDecl | None, show_all: bool) -> dict[st
     whole = show_all or not budget.cut
     text = json.dumps(value, ensure_ascii=False, indent=2) if whole else None
     edit = value if whole and declared == "str" and isinstance(value, str) else text
+    editable = size <= EDIT_BYTES  # a larger one would not fit in one request to the listener
     return {
         "type": type_name(value),
         "declared_type": declared,
@@ -246,7 +251,8 @@ def value_view(value: Any, decl: VariableDecl | None, show_all: bool) -> dict[st
         "truncated": budget.cut,
         "tree": tree,
         "json": text if show_all else None,
-        "edit": edit,
+        "edit": edit if editable else None,
+        "editable": editable,
     }
 
 
