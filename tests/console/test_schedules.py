@@ -98,6 +98,11 @@ async def test_the_page_lists_schedules_and_fire_now_posts_to_one_target(log_fil
             page = await admin.get("schedules")
             assert f"live/trace?id={last['trace_id']}" in page.text
 
+            elsewhere = {"rule": "digest", "target": "onebot:group:5", "other": "onebot:group:7"}
+            tried = await admin.post("schedules/try", elsewhere, params={"format": "json"})
+            assert [r["target"] for r in tried.json()["fired"]["data"]["runs"]] == [
+                "onebot:group:7"
+            ]
             unknown = await admin.post("schedules/fire", {"rule": "nosuch"})
             assert unknown.status_code == 400 and "no rule &#39;nosuch&#39;" in unknown.text
             nowhere = await admin.post("schedules/fire", {"rule": "digest", "target": "mars:1"})

@@ -82,7 +82,8 @@ async def _list(req: ConsoleRequest) -> web.StreamResponse:
 async def _fire(req: ConsoleRequest, dry_run: bool) -> web.StreamResponse:
     form = await req.form()
     rule = form.get("rule", "").strip()
-    target = form.get("target", "").strip() or None
+    # a chat typed in ("other") wins over the rule's send_to target picked from the list
+    target = form.get("other", "").strip() or form.get("target", "").strip() or None
     if not rule:
         raise Refused(400, "which rule? (rule=…)")
     args = {"action": "fire", "rule": rule, "target": target, "dry_run": dry_run}
