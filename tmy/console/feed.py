@@ -129,6 +129,7 @@ class Feed:
         self.stats = stats or Stats()
         self.subscribers: set[Subscriber] = set()
         self.drained = 0  # runs drained so far
+        self.started = time.time()  # counting since
         self._timer: asyncio.TimerHandle | None = None
 
     def drain(self, now: float | None = None) -> int:

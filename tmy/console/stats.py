@@ -227,11 +227,12 @@ class Stats:
         ]
 
     def recent_chats(self, limit: int = CHATS) -> list[dict[str, Any]]:
-        """The chats seen lately, newest first: platform, chat, ``at`` (epoch seconds),
-        the last message's ``user`` and ``rule`` (None: no rule ran)."""
+        """The chats seen lately, newest first: platform, chat, ``at`` (epoch seconds) and
+        ``last_seen`` (ISO-8601 UTC), the last message's ``user`` and ``rule`` (None: no run)."""
         out = []
         for entry in reversed(self._chats.values()):
-            out.append(dict(entry))
+            stamp = datetime.fromtimestamp(entry["at"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append({**entry, "last_seen": stamp})
             if len(out) >= limit:
                 break
         return out

@@ -1,0 +1,201 @@
+"""The console's Live runs: runs as they happen, each one's full trace, a replay link.
+
+* ``live`` — the newest runs the feed keeps (:mod:`tmy.console.feed`), filtered by
+  rule, user, chat, platform or "errors only" (the query string): a table that works
+  without JavaScript; ``static/live.js`` then follows ``live/stream``.
+* ``live/stream`` — Server-Sent Events: one ``data:`` JSON row per run the filter
+  admits, ``event: skipped`` (``data:`` a count) when this view fell behind and the
+  feed dropped runs for it, a comment every few seconds to keep proxies from
+  closing it. Written at most :data:`PACE` times a second, so a busy bot costs the
+  stream a batch, not a write per run. A connection lasts :data:`STREAM_SECONDS`
+  (EventSource reconnects by itself), so a daemon's shutdown never waits on one.
+* ``live/trace?id=TRACE_ID`` — that run as ``trace`` shows it, from the log file
+  (read in a thread within a bound, :mod:`tmy.tracelog`), or from the feed's own
+  copy of the run when the log has none (logging off, or to a terminal); with a link
+  that replays the message in the playground.
+
+Every value is escaped by the templates (and set as text by the script); configured
+secrets are masked as in the log (:mod:`tmy.redact`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tmy import redact
+from tmy.console.feed import Event, Filter
+from tmy.console.overview import clock, feed_for
+from tmy.console.web import ConsoleRequest, Refused, Route, page
+from tmy.errors import ConfigError, TmyError
+from tmy.tracelog import Bound, as_dict, build_view, check_trace_id, look_up_async, render
+
+ROWS = 100  # runs the page lists
+PACE = 0.25  # seconds between two writes of a stream
+KEEPALIVE = 10.0  # seconds of silence before a keep-alive comment
+POLL = 0.5  # seconds between two looks at whether the browser or the daemon has gone
+STREAM_SECONDS = 60.0  # one stream connection at most (the browser reconnects)
+ANSWER = 160  # characters of an answer shown in a row
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, str) and redact.active():
+        return redact.redact(value)
+    return value
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + "…"
+    return value
+
+
+def replay_url(req: ConsoleRequest, e: Event) -> str:
+    """The playground, prefilled with this message (its text as the log kept it)."""
+    return req.url("playground", text=e.get("text") or "", user=e.get("user") or "",
+                   chat=e.get("chat") or "", platform=e.get("platform") or "")  # fmt: skip
+
+
+def row(req: ConsoleRequest, at: float, e: Event) -> dict[str, Any]:
+    """One run (or unmatched message) as the page and the stream show it."""
+    trace_id = e.get("trace_id") or ""
+    out = {
+        "trace_id": trace_id,
+        "at": clock(at),
+        "kind": "run" if e.get("event") == "run.done" else "unmatched",
+        "rule": e.get("rule"),
+        "user": e.get("user"),
+        "chat": e.get("chat"),
+        "platform": e.get("platform"),
+        "text": _masked(e.get("text")),
+        "answer": _masked(_cut(e.get("answer"), ANSWER)),
+        "error": _masked(e.get("error")),
+        "reason": e.get("reason"),
+        "ms": e.get("ms"),
+        "trace_url": req.url("live/trace", id=trace_id) if trace_id else "",
+        "replay_url": replay_url(req, e),
+    }
+    for flag in ("nested", "scheduled", "dry_run"):
+        if e.get(flag):
+            out[flag] = True
+    return out
+
+
+async def _live(req: ConsoleRequest) -> web.StreamResponse:
+    feed = feed_for(req.app)
+    wanted = Filter.of(req.request.query)
+    runs = [row(req, at, e) for at, e in feed.latest(wanted, ROWS)]
+    data = {
+        "runs": runs,
+        "filter": {**wanted.query(), "errors": wanted.errors},
+        "stream": req.url("live/stream", **wanted.query()),
+        "kept": len(feed.recent),
+    }
+    return await page(req, "live.html", data, title="Live runs")
+
+
+async def _stream(req: ConsoleRequest) -> web.StreamResponse:
+    feed = feed_for(req.app)
+    sub = feed.subscribe(Filter.of(req.request.query))
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",  # nginx: pass each event on at once
+            "X-Content-Type-Options": "nosniff",
+        }
+    )
+    try:
+        await response.prepare(req.request)
+        await response.write(b"retry: 2000\n: tmy live runs\n\n")
+        await _follow(req, sub, response)
+    except (ConnectionError, asyncio.CancelledError):
+        pass  # the browser left, or the daemon is stopping
+    finally:
+        feed.unsubscribe(sub)
+    return response
+
+
+async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -> None:
+    """Write what the feed offers this view until :data:`STREAM_SECONDS` have passed, the
+    browser has gone or the listener is shutting down (looked at every :data:`POLL` s)."""
+    now = time.monotonic()
+    ends, quiet_since = now + STREAM_SECONDS, now
+    while now < ends and not _closing(req.request):
+        skipped, items = await sub.next(POLL)
+        now = time.monotonic()
+        if not skipped and not items:
+            if now - quiet_since >= KEEPALIVE:
+                await response.write(b": keep-alive\n\n")
+                quiet_since = now
+            continue
+        chunk = [b"event: skipped\ndata: %d\n\n" % skipped] if skipped else []
+        chunk += [b"data: " + orjson.dumps(row(req, at, e)) + b"\n\n" for at, e in items]
+        await response.write(b"".join(chunk))
+        quiet_since = now
+        await asyncio.sleep(PACE)
+        now = time.monotonic()
+
+
+def _closing(request: web.Request) -> bool:
+    """The browser has gone, or the listener is shutting down: aiohttp then waits for the
+    handlers in flight (``shutdown_grace``, 30 s) — a stream must end at once, not last."""
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        return True
+    return bool(getattr(request.protocol, "_force_close", False))  # set by its shutdown()
+
+
+async def trace_data(req: ConsoleRequest, trace_id: str) -> dict[str, Any]:
+    """One run's trace: from the log file when it has the run, else from the feed."""
+    try:
+        check_trace_id(trace_id)
+    except ConfigError as exc:
+        raise Refused(400, str(exc)) from None
+    feed = feed_for(req.app)
+    kept = [e for _, e in feed.find(trace_id)]
+    text, view, source = "", None, ""
+    log_file = req.app.settings.log_file
+    if log_file:
+        with contextlib.suppress(TmyError, OSError):
+            text, view = await look_up_async(log_file, trace_id, 200, Bound())
+            source = "the log file"
+    if view is None and kept:
+        view = build_view(trace_id, kept)
+        text, source = render(view, 200), "the console's copy of recent runs (not in the log)"
+    if view is None:
+        raise Refused(404, f"no run {trace_id} in the log or among the recent runs")
+    data = _redacted(as_dict(view))
+    message = view.message or {}
+    first = kept[0] if kept else {**message, "text": message.get("text")}
+    return {
+        "trace_id": trace_id,
+        "source": source,
+        "text": _masked(text),
+        "view": data,
+        "replay_url": replay_url(req, first),
+    }
+
+
+def _redacted(data: dict[str, Any]) -> dict[str, Any]:
+    if not redact.active():
+        return data
+    return orjson.loads(redact.redact_line(orjson.dumps(data, default=str)))
+
+
+async def _trace(req: ConsoleRequest) -> web.StreamResponse:
+    trace_id = req.query("id").strip()
+    data = await trace_data(req, trace_id)
+    return await page(req, "live_trace.html", data, title=f"Trace {trace_id}", current="live")
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "live", _live),
+    Route("GET", "live/stream", _stream),
+    Route("GET", "live/trace", _trace),
+)
