@@ -58,8 +58,8 @@ def mounted(app: AppLike, *, listener: object | None) -> list[web.RouteDef]:
 
 def routes(app: AppLike) -> list[web.RouteDef]:
     """The console's routes for ``app``'s listener (ConfigError when it has no password)."""
-    from tmy.console import feed  # deferred: aiohttp and Jinja, for a console only
-    from tmy.console.guard import mount
+    from tmy.console import feed  # deferred: what only a console needs is imported now
+    from tmy.console.guard import mount  # deferred: aiohttp and Jinja, for a console only
 
     # the engine reports its runs to the console from now on (the overview's counters, the
     # live views): one bounded append per run, see tmy.console.feed
