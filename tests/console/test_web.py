@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +28,8 @@ from tmy.console import page_modules
 from tmy.console.feed import feed_of
 from tmy.console.guard import COOKIE, mount
 from tmy.console.web import (
+    STATIC,
+    TEMPLATES,
     ConsoleRequest,
     Refused,
     Route,
@@ -326,3 +329,17 @@ async def test_run_py_serve_refuses_to_start(
     assert code != 0 and "console.password" in err and "TMY_CONSOLE_PASSWORD" in err
     monkeypatch.setenv("TMY_CONSOLE_PASSWORD", ADMIN_PASSWORD)
     assert load_settings(config).web_console.admin is not None
+
+
+def test_no_template_or_script_turns_escaping_off() -> None:
+    """Every value shown is escaped: Jinja's autoescape stays on everywhere, and the
+    scripts build elements with textContent, never from HTML text. (The pages' CSP
+    would block an inline script or an on…= handler anyway.)"""
+    for template in TEMPLATES.glob("*.html"):
+        text = template.read_text()
+        for bad in (r"\|\s*safe\b", r"autoescape\s+false", r"<script(?![^>]*\bsrc=)", r"\son\w+="):
+            assert not re.search(bad, text), f"{template.name}: {bad}"
+    for script in STATIC.glob("*.js"):
+        text = script.read_text()
+        for bad in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            assert bad not in text, f"{script.name}: {bad}"
