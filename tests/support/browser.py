@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,6 @@ class ServedConsole:
     port: int
     root: Path
     path: str = CONSOLE_PATH
-    log_lines_read: int = field(default=0)
 
     @property
     def base(self) -> str:
@@ -96,6 +95,15 @@ class ServedConsole:
                     continue
                 if entry.get("event") == event:
                     found.append(entry)
+        return found
+
+    def wait_log(self, event: str, timeout: float = 5) -> list[dict[str, Any]]:
+        """The ``event`` log lines, once there is at least one (the log is written after the
+        answer is sent); fails after ``timeout`` seconds without one."""
+        deadline = time.monotonic() + timeout
+        while not (found := self.log_events(event)):
+            assert time.monotonic() < deadline, f"no {event} in the daemon's log"
+            time.sleep(0.05)
         return found
 
     def output(self) -> str:
