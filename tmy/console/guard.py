@@ -143,10 +143,13 @@ class _Guard:
         request = req.request
         if request.method != "GET" and request.method != "HEAD":
             if route.change and not req.is_admin:
-                log.info("console.refused", what=route.path, role=req.role, client=req.client)
+                log.info("console.refused", what=route.path, role=req.role, client=req.client,
+                         reason="viewer")  # fmt: skip
                 raise Refused(403, "the viewer role cannot change anything: log in as admin")
             token = request.headers.get("X-CSRF-Token") or (await req.form()).get("csrf")
             if not authn.csrf_ok(req.session, token):
+                log.info("console.refused", what=route.path, role=req.role, client=req.client,
+                         reason="csrf")  # fmt: skip
                 raise Refused(403, "missing or wrong CSRF token: reload the page and try again")
         try:
             return await route.handler(req)
