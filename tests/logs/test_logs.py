@@ -317,3 +317,18 @@ async def test_asyncio_accept_tracebacks_are_rate_limited(
             assert len(summaries) == 1 and summaries[0].name == "asyncio"
     finally:
         logs.configure("warning")
+
+
+def test_emit_event_leaves_the_callers_dict_as_it_was_when_not_configured() -> None:
+    """The engine hands the same run.done dict to its observer (the web console) after
+    logging it; a library user's unconfigured logging must not take its key away."""
+    import tmy.logs as logs_module
+
+    saved = logs_module._sink
+    logs_module._sink = None
+    try:
+        event = {"rule": "r", "event": "run.done"}
+        logs_module.emit_event("info", event, "t1")
+    finally:
+        logs_module._sink = saved
+    assert event == {"rule": "r", "event": "run.done"}

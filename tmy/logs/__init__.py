@@ -205,13 +205,14 @@ def emit_event(level: str, event: dict[str, Any], trace_id: str | None) -> None:
     keyword-argument repack, a context-variable read for the trace id the
     caller already holds, or a copy of the rendered bytes to add the newline.
     Same line, same redaction. Callers check INFO_ENABLED / DEBUG_ENABLED first.
+    ``event`` is left as it was: the engine hands the same dict to its observer.
     """
     sink = _sink
     if sink is None:  # not configured (a library user): through structlog
-        name = event.pop("event")
+        fields = {k: v for k, v in event.items() if k != "event"}  # the caller's dict intact
         token = TRACE.set(trace_id)
         try:
-            emit(level, name, **event)
+            emit(level, event["event"], **fields)
         finally:
             TRACE.reset(token)
         return
