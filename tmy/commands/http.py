@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.http import api_key_problem, dumps, json_error
-from tmy.command import Arg, Command, CommandError, Invocation, Result, parse_words
+from tmy.command import CommandError, Invocation, Result, args_by_name, parse_words
 from tmy.errors import TmyError
 from tmy.logs import get_logger
 from tmy.message import Message, id_problem
@@ -56,39 +56,6 @@ def _answer(name: str, result: Result, status: int = 200) -> web.Response:
 
     body = {"command": name, **result.as_json()}
     return web.json_response(body, status=status, dumps=dumps)
-
-
-def _args_of(command: Command, given: Any) -> dict[str, Any]:
-    """``{"args": …}`` checked against the command's HTTP arguments, defaults filled."""
-    if not isinstance(given, dict):
-        raise CommandError("'args' must be a JSON object of argument names and values")
-    known = {a.name: a for a in command.args_for("http")}
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        names = ", ".join(known) or "none"
-        raise CommandError(f"{command.name} has no argument {unknown[0]!r} (it takes: {names})")
-    args = {}
-    for name, arg in known.items():
-        args[name] = _value(command, arg, given.get(name))
-    return args
-
-
-def _value(command: Command, arg: Arg, value: Any) -> Any:
-    if value is None:
-        if arg.required and not arg.flag:
-            raise CommandError(f"{command.misuse} ('{arg.name}' is required)")
-        return arg.empty
-    if arg.flag and not arg.takes_value:
-        if not isinstance(value, bool):
-            raise CommandError(f"'{arg.name}' is true or false")
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise CommandError(f"'{arg.name}' must be text")
-    if arg.choices is not None and value not in arg.choices:
-        raise CommandError(f"'{arg.name}' is one of {', '.join(arg.choices)}")
-    return value
 
 
 def _who(body: Mapping[str, Any], max_id_chars: int) -> Message:
@@ -136,7 +103,7 @@ class _AdminApi:
                     raise CommandError("'argv' must be the rest of the line, as text")
                 args = parse_words(command, body["argv"], front="chat")
             else:
-                args = _args_of(command, body.get("args", {}))
+                args = args_by_name(command, body.get("args", {}), "http")
             log.info("admin.command", command=name, user=who.user, platform=who.platform)
             inv = Invocation(args, who, "http", self.app, self.app.settings, compact=compact,
                              commands=table)  # fmt: skip
