@@ -17,9 +17,9 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -104,47 +104,50 @@ def send_traffic(
             time.sleep(pause)
 
 
-def shoot(page, path: Path, *, full: bool = True) -> None:  # type: ignore[no-untyped-def]
-    page.wait_for_load_state()
-    page.wait_for_timeout(200)  # fonts and the chart settle
-    page.screenshot(path=str(path), full_page=full)
-    print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+def capture(browser: Any, served: ServedConsole, out: Path, width: int = 1280) -> list[Path]:
+    """Log in with ``browser`` (Playwright's, on chromium) and save every page's screenshot
+    under ``out``; the files written."""
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    shots = []
 
+    def shoot(name: str, *, full: bool = True) -> None:
+        page.wait_for_load_state()
+        page.wait_for_timeout(200)  # fonts and the chart settle
+        path = out / f"{name}.png"
+        page.screenshot(path=str(path), full_page=full)
+        shots.append(path)
+        print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
 
-def capture(served: ServedConsole, out: Path, width: int) -> None:
-    """Log in and save every page's screenshot under ``out``."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch(playwright, CHROMIUM)
-        page = browser.new_page(viewport={"width": width, "height": 800})
-        page.goto(served.url("login"))
-        shoot(page, out / "login.png")
-        log_in(page, served)
-        pages = {"overview": "", "rules": "rules", "variables": "variables",
-                 "schedules": "schedules", "chats": "chats",
-                 "memory": "memory?query=what+is+my+cat+called&platform=http&user=ann"}  # fmt: skip
-        page.goto(served.url("schedules"))
-        with page.expect_navigation():  # one run in the digest's history
-            page.get_by_role("button", name="Fire now").first.click()
-        for name, sub in pages.items():
-            page.goto(served.url(sub))
-            shoot(page, out / f"{name}.png")
-        page.goto(served.url("playground") + "?text=echo+twelve&user=cat&user_name=Cat"
-                  "&chat=group%3Aops")  # fmt: skip
+    page.goto(served.url("login"))
+    shoot("login")
+    log_in(page, served)
+    page.goto(served.url("schedules"))
+    fire = page.get_by_role("button", name="Fire now")
+    if fire.count():
+        with page.expect_navigation():  # one run in the schedule's history
+            fire.first.click()
+    pages = {"overview": "", "rules": "rules", "variables": "variables",
+             "schedules": "schedules", "chats": "chats",
+             "memory": "memory?query=what+is+my+cat+called&platform=http&user=ann"}  # fmt: skip
+    for name, sub in pages.items():
+        page.goto(served.url(sub))
+        shoot(name)
+    page.goto(served.url("playground") + "?text=echo+twelve&user=cat&user_name=Cat"
+              "&chat=group%3Aops")  # fmt: skip
+    with page.expect_navigation():
         page.locator("form:has([name=text]) [type=submit]").first.click()
-        shoot(page, out / "playground.png")
-        page.goto(served.url("live"))
-        page.wait_for_timeout(500)  # the stream is open
-        feeder = threading.Thread(target=send_traffic, args=(served, 1, 0.1))
-        feeder.start()
-        feeder.join()
-        page.wait_for_timeout(800)
-        shoot(page, out / "live.png", full=False)  # the newest runs, as a screen shows them
-        page.set_viewport_size({"width": 390, "height": 844})  # a phone
-        page.goto(served.url(""))
-        shoot(page, out / "overview-phone.png", full=False)
-        browser.close()
+    shoot("playground")
+    page.goto(served.url("live"))
+    page.get_by_text("Following new runs").wait_for()  # the stream is open
+    send_traffic(served, pause=0.1)
+    page.wait_for_timeout(800)
+    shoot("live", full=False)  # the newest runs, as a screen shows them
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone
+    page.goto(served.url(""))
+    shoot("overview-phone", full=False)
+    context.close()
+    return shots
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.access(CHROMIUM, os.X_OK):
         print(f"no chromium at {CHROMIUM}: apt-get install -y chromium", file=sys.stderr)
         return 2
+    from playwright.sync_api import sync_playwright
+
     args.out.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix="tmy-shots-") as tmp,
@@ -162,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     ):
         send_traffic(served, sample=MEMORIES)
         send_traffic(served, rounds=2)
-        capture(served, args.out.resolve(), args.width)
+        with sync_playwright() as playwright:
+            browser = launch(playwright, CHROMIUM)
+            capture(browser, served, args.out.resolve(), args.width)
+            browser.close()
     return 0
 
 

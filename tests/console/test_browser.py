@@ -7,8 +7,10 @@ without it these skip with a loud reason, or fail when ``CI`` is set (.ci/run in
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ import pytest
 from tests.support import browser as harness
 from tests.support.browser import (
     PASSWORD,
+    REPO,
     VIEWER_PASSWORD,
     ServedConsole,
     chromium,
@@ -410,6 +413,22 @@ def test_a_script_as_user_name_renders_as_text(page, served, dialogs: list[str])
     page.wait_for_timeout(200)
     assert page.locator("img[src=x]").count() == 0, "no element made of the user id"
     assert dialogs == [], "a script in a user name ran"
+
+
+def test_the_screenshot_tool_shoots_every_page(browser, served, tmp_path: Path) -> None:
+    """tools/console_screenshots.py (what made docs/console/*.png) against this daemon."""
+    path = REPO / "tools" / "console_screenshots.py"
+    spec = importlib.util.spec_from_file_location("console_screenshots", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    shots = tool.capture(browser, served, tmp_path)
+    names = {shot.stem for shot in shots}
+    assert names == {"login", "overview-phone", *(sub or "overview" for sub in PAGES)}
+    for shot in shots:
+        assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), shot
+    committed = {png.stem for png in (REPO / "docs" / "console").glob("*.png")}
+    assert committed == names, "docs/console holds one screenshot per page"
 
 
 def test_the_log_holds_no_password(served: ServedConsole) -> None:
