@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 from tmy.config import Settings
 from tmy.console import feed as feeds
-from tmy.console.feed import PENDING, Feed, Filter
+from tmy.console.feed import BATCH, Feed, Filter
+from tmy.console.records import TRACE, as_event, record_of
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
 from tmy.executors import default_registry
@@ -43,6 +44,11 @@ def make_engine(store: Store) -> Engine:
 def event(i: int, **kw: object) -> dict:
     return {
         "event": "run.done",
+        "text": "x",
+        "trigger": "x",
+        "question": "q",
+        "answer": "a",
+        "ms": 0.1,
         "rule": "r",
         "user": "u",
         "chat": "c",
@@ -63,8 +69,8 @@ async def test_runs_through_the_engine_reach_the_ring_and_the_counters(store: St
     await engine.handle(Message("nothing", user="u2", chat="g2", platform="qq"))
     failed = await engine.handle(Message("boom x", user="u3", chat="g1", platform="qq"))
     latest = feed.latest()
-    assert [e["trace_id"] for _, e in latest][::2] == [failed.trace_id, hit.trace_id]
-    assert feed.find(hit.trace_id)[0][1]["answer"] == "hi"
+    assert [r[TRACE] for _, r in latest][::2] == [failed.trace_id, hit.trace_id]
+    assert as_event(feed.find(hit.trace_id)[0][1])["answer"] == "hi"
     assert feed.latest(Filter(errors=True)) == [latest[0]]
     assert feed.stats.total == {"messages": 3, "runs": 2, "errors": 1, "tokens": 0}
     chats = feeds.recent_chats(SimpleNamespace(engine=engine))
@@ -79,7 +85,7 @@ async def test_a_slow_view_is_told_how_many_runs_it_missed() -> None:
         feed.observe(event(i))
     feed.drain()
     skipped, items = slow.take()
-    assert skipped == 15 and [e["trace_id"] for _, e in items] == [f"t{i}" for i in range(15, 20)]
+    assert skipped == 15 and [r[TRACE] for _, r in items] == [f"t{i}" for i in range(15, 20)]
     assert slow.take() == (0, [])
     feed.observe(event(20))
     feed.drain()
@@ -102,11 +108,11 @@ async def test_a_view_keeping_up_with_1000_runs_a_second_misses_none() -> None:
 
 
 def test_filters() -> None:
-    e = event(1, rule="greet", user="alice", chat="g", platform="qq", error=None)
+    e = record_of(event(1, rule="greet", user="alice", chat="g", platform="qq", error=None))
     assert Filter()(e) and Filter(rule="greet", user="alice", chat="g", platform="qq")(e)
     assert not Filter(rule="other")(e) and not Filter(errors=True)(e)
     assert not Filter(platform="discord")(e) and not Filter(chat="h")(e)
-    assert Filter(errors=True)({**e, "error": "boom"})
+    assert Filter(errors=True)(record_of(event(1, error="boom")))
     query = {"rule": " greet ", "errors": "on", "user": "", "chat": "x" * 999}
     wanted = Filter.of(query)
     assert wanted.rule == "greet" and wanted.errors and len(wanted.chat) == 256
@@ -114,12 +120,21 @@ def test_filters() -> None:
 
 
 def test_reporting_never_grows_without_bound() -> None:
-    """A loop that never yields: the pending runs stay bounded, the oldest forgotten."""
+    """A loop that never yields: the feed drains every BATCH runs, keeps RECENT."""
     feed = Feed()
-    for i in range(PENDING + 100):
+    for i in range(10 * BATCH + 5):
         feed.observe(event(i))
-    assert feed.drain() == PENDING
-    assert feed.recent[-1][1]["trace_id"] == f"t{PENDING + 99}" and len(feed.recent) == 1000
+        assert len(feed._pending) < BATCH
+    assert feed.drain() == 5 and feed.stats.total["runs"] == 10 * BATCH + 5
+    assert feed.latest(limit=1)[0][1][TRACE] == f"t{10 * BATCH + 4}"
+    assert 1000 <= feed.kept < 1000 + BATCH
+
+
+def test_a_flagged_run_keeps_its_whole_dict() -> None:
+    nested = event(1, nested=True)
+    record = record_of(nested)
+    assert as_event(record) is nested
+    assert as_event(record_of(event(2)))["trace_id"] == "t2"
 
 
 async def test_the_ticker_drains_on_the_loop() -> None:
@@ -129,7 +144,7 @@ async def test_the_ticker_drains_on_the_loop() -> None:
     try:
         feed.observe(event(1))
         skipped, items = await view.next(5.0)  # woken by the ticker's drain
-        assert skipped == 0 and items[0][1]["trace_id"] == "t1"
+        assert skipped == 0 and items[0][1][TRACE] == "t1"
     finally:
         feed.stop()
     feed.unsubscribe(view)

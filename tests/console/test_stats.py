@@ -11,7 +11,16 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from tmy.console.records import record_of
 from tmy.console.stats import CHATS, MINUTES, SLOT_KEYS, Stats
+
+
+class Counted(Stats):
+    """Stats fed engine dicts, as the feed does: each as its record."""
+
+    def add(self, batch: list[dict], now: float) -> None:  # type: ignore[override]
+        super().add([record_of(e) for e in batch], now)
+
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC).timestamp()
 
@@ -30,6 +39,10 @@ def run(rule: str = "r", *, error: str | None = None, ms: float = 1.0, **extra: 
     ]
     return {
         "event": "run.done",
+        "trace_id": "t",
+        "text": "x",
+        "trigger": "x",
+        "question": "q",
         "rule": rule,
         "user": extra.pop("user", "u"),
         "chat": extra.pop("chat", "c"),
@@ -45,6 +58,8 @@ def run(rule: str = "r", *, error: str | None = None, ms: float = 1.0, **extra: 
 def unmatched(user: str = "u", chat: str = "c") -> dict:
     return {
         "event": "message.unmatched",
+        "trace_id": "t",
+        "text": "x",
         "rule": None,
         "user": user,
         "chat": chat,
@@ -54,7 +69,7 @@ def unmatched(user: str = "u", chat: str = "c") -> dict:
 
 
 def test_counts_over_the_last_hour_and_day() -> None:
-    stats = Stats()
+    stats = Counted()
     stats.add([run(), run(error="boom"), unmatched()], T0 - 2 * 3600)  # two hours ago
     stats.add([run(), unmatched(), run(nested=True), run(scheduled=True)], T0 - 30)
     hour, day = stats.window(T0, 60), stats.window(T0, MINUTES)
@@ -64,7 +79,7 @@ def test_counts_over_the_last_hour_and_day() -> None:
 
 
 def test_a_bucket_is_reused_a_day_later() -> None:
-    stats = Stats()
+    stats = Counted()
     stats.add([run()], T0)
     stats.add([run(), run()], T0 + MINUTES * 60)  # the same slot of the ring, a day on
     assert stats.window(T0 + MINUTES * 60, 1)["runs"] == 2
@@ -72,7 +87,7 @@ def test_a_bucket_is_reused_a_day_later() -> None:
 
 
 def test_the_series_for_the_chart() -> None:
-    stats = Stats()
+    stats = Counted()
     stats.add([run()], T0 - 3 * 60)
     stats.add([run(error="x"), unmatched()], T0)
     points = stats.series(T0, 60, 5)
@@ -82,7 +97,7 @@ def test_the_series_for_the_chart() -> None:
 
 
 def test_busiest_rules_and_slowest_steps() -> None:
-    stats = Stats()
+    stats = Counted()
     batch = [run("fast", ms=1.0) for _ in range(5)] + [run("slow", ms=50.0), run("slow", ms=150)]
     stats.add(batch, T0)
     assert stats.busiest_rules(T0, 60)[:2] == [
@@ -101,7 +116,7 @@ def test_busiest_rules_and_slowest_steps() -> None:
 
 
 def test_a_large_batch_times_a_sample_of_its_steps_and_counts_them_all() -> None:
-    stats = Stats()
+    stats = Counted()
     stats.add([run("r", ms=2.0) for _ in range(5000)], T0)
     [step] = stats.slowest_steps(T0, 60)
     assert step["mean_ms"] == 2.0 and step["runs"] == 5000
@@ -109,7 +124,7 @@ def test_a_large_batch_times_a_sample_of_its_steps_and_counts_them_all() -> None
 
 
 def test_skipped_steps_are_not_timed() -> None:
-    stats = Stats()
+    stats = Counted()
     skipped = {
         "uri": "r/1",
         "plugin": "X",
@@ -126,7 +141,7 @@ def test_skipped_steps_are_not_timed() -> None:
 def test_tokens_today_from_the_steps() -> None:
     """An LLM step's ``tokens`` (tmy.engine.tracing.step_fields) add up per day."""
     tz = ZoneInfo("Asia/Shanghai")  # the day turns at 16:00 UTC
-    stats = Stats(tz)
+    stats = Counted(tz)
     llm = {
         "uri": "ask/0",
         "plugin": "LLM",
@@ -145,7 +160,7 @@ def test_tokens_today_from_the_steps() -> None:
 
 
 def test_recent_chats_newest_first_and_bounded() -> None:
-    stats = Stats()
+    stats = Counted()
     stats.add([run(chat="a", user="u1"), unmatched(chat="b", user="u2")], T0)
     stats.add([run(chat="a", user="u3", rule="x")], T0 + 5)
     chats = stats.recent_chats()
@@ -161,7 +176,7 @@ def test_recent_chats_newest_first_and_bounded() -> None:
 
 
 def test_memory_is_bounded_with_many_rules() -> None:
-    stats = Stats()
+    stats = Counted()
     for k in range(5):
         stats.add([run(f"r{k}-{i}") for i in range(3000)], T0)
     slot = stats._slot(int(T0 // 60))

@@ -1,20 +1,19 @@
 """The console's live feed: the runs the engine reports, kept, counted and fanned out.
 
 The engine calls its ``observer`` with every ``run.done`` / ``message.unmatched``
-dict (:mod:`tmy.engine.tracing`). The feed's observer is a bounded deque's
-``append``: one C call on the message's path, nothing else. About ten times a
-second (and whenever a page reads it) :meth:`Feed.drain` takes the batch and
+dict (:mod:`tmy.engine.tracing`). The feed's observer (:meth:`Feed.observe`) takes the
+fields it needs as a tuple (:mod:`tmy.console.records`: one C call; the dict itself is
+freed at once) and, every :data:`BATCH` runs or :data:`EVERY` seconds, drains them:
 
-* counts it (:class:`~tmy.console.stats.Stats`: the overview's figures),
-* keeps the newest :data:`RECENT` in a ring (the live page without JavaScript, and a
-  run's trace when the log is off),
-* offers it to each live view (:class:`Subscriber`), whose queue is bounded: a
+* counts them (:class:`~tmy.console.stats.Stats`: the overview's figures),
+* keeps the newest :data:`RECENT` (the live page without JavaScript, and a run's
+  trace when the log is off),
+* offers them to each live view (:class:`Subscriber`), whose queue is bounded: a
   view that falls behind loses the oldest runs and is told how many
   (``"N runs skipped"``) instead of queueing without bound.
 
-Nothing here can slow message handling down beyond that ``append``: a full
-pending deque (a loop that never yields for :data:`PENDING` runs) forgets its
-oldest runs, and the stream writers run at their own pace.
+The work per run is a few C loops over each batch; the stream writers run at their
+own pace (``tmy.console.live``). ``bench/console.py`` measures what it costs.
 """
 
 from __future__ import annotations
@@ -23,20 +22,36 @@ import asyncio
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
+from tmy.console.records import (
+    CHAT,
+    LOGGED_FIELDS,
+    MISS_KEYS,
+    PLATFORM,
+    RULE,
+    RUN_FIELDS,
+    RUN_KEYS,
+    TRACE,
+    USER,
+    Record,
+    error_of,
+    record_of,
+)
 from tmy.console.stats import Stats
 
+_RUN, _MISS = itemgetter(*RUN_KEYS), itemgetter(*MISS_KEYS)
+
 RECENT = 1000  # runs kept for the live page and traces
-PENDING = 1 << 16  # runs reported but not yet drained, at most
 QUEUE = 500  # runs a live view may have waiting; older ones are skipped
 EVERY = 0.1  # seconds between two drains
+BATCH = 512  # runs reported that are drained at once, without waiting for the next tick
 
 Event = dict[str, Any]
-Seen = tuple[float, Event]  # (epoch seconds it was drained at, the engine's dict)
+Seen = tuple[float, Record]  # (epoch seconds it was drained at, the run's record)
+Batch = tuple[float, list[Record]]
 
 
 @dataclass(frozen=True)
@@ -63,16 +78,17 @@ class Filter:
     def empty(self) -> bool:
         return not (self.rule or self.user or self.chat or self.platform or self.errors)
 
-    def __call__(self, e: Event) -> bool:
-        if self.errors and not e.get("error"):
+    def __call__(self, r: Record) -> bool:
+        """Whether the record ``r`` (:mod:`tmy.console.records`) is wanted."""
+        if self.errors and not error_of(r):
             return False
-        if self.rule and e.get("rule") != self.rule:
+        if self.rule and r[RULE] != self.rule:
             return False
-        if self.user and e.get("user") != self.user:
+        if self.user and r[USER] != self.user:
             return False
-        if self.chat and e.get("chat") != self.chat:
+        if self.chat and r[CHAT] != self.chat:
             return False
-        return not (self.platform and e.get("platform") != self.platform)
+        return not (self.platform and r[PLATFORM] != self.platform)
 
     def query(self) -> dict[str, str]:
         """The filter as query parameters (those set)."""
@@ -84,26 +100,40 @@ class Filter:
 
 
 class Subscriber:
-    """One live view: the runs its filter admits, at most ``size`` waiting."""
+    """One live view: the runs its filter admits, at most ``size`` waiting (in batches)."""
 
     def __init__(self, wanted: Filter, size: int = QUEUE) -> None:
         self.filter = wanted
-        self.queue: deque[Seen] = deque(maxlen=size)
+        self.size = size
+        self.queue: deque[Batch] = deque()
+        self.waiting = 0  # runs in the queue
         self.offered = 0  # runs admitted so far
         self.handed = 0  # runs taken or skipped so far
         self.ready = asyncio.Event()
 
-    def offer(self, batch: list[Event], now: float) -> None:
-        items = batch if self.filter.empty else [e for e in batch if self.filter(e)]
-        if items:
-            self.queue.extend(zip(repeat(now), items))  # the oldest drop out past its size
-            self.offered += len(items)
-            self.ready.set()
+    def offer(self, batch: list[Record], now: float) -> None:
+        items = batch if self.filter.empty else [r for r in batch if self.filter(r)]
+        if not items:
+            return
+        self.queue.append((now, items))
+        self.waiting += len(items)
+        self.offered += len(items)
+        while self.waiting > self.size:  # the oldest go
+            at, oldest = self.queue[0]
+            excess = self.waiting - self.size
+            if len(oldest) <= excess:
+                self.queue.popleft()
+                self.waiting -= len(oldest)
+            else:
+                self.queue[0] = (at, oldest[excess:])
+                self.waiting -= excess
+        self.ready.set()
 
     def take(self) -> tuple[int, list[Seen]]:
         """(runs skipped since the last take, the runs waiting, oldest first)."""
-        items = list(self.queue)
+        items = [(at, r) for at, batch in self.queue for r in batch]
         self.queue.clear()
+        self.waiting = 0
         self.ready.clear()
         skipped = self.offered - self.handed - len(items)
         self.handed = self.offered
@@ -123,29 +153,50 @@ class Feed:
     """Runs reported by one engine: counted, kept, and offered to the live views."""
 
     def __init__(self, stats: Stats | None = None, *, recent: int = RECENT) -> None:
-        self._pending: deque[Event] = deque(maxlen=PENDING)
-        self.observe: Callable[[Event], None] = self._pending.append  # the engine's observer
-        self.recent: deque[Seen] = deque(maxlen=recent)
+        self._pending: list[Record] = []
+        self._add = self._pending.append
+        self.recent: deque[Batch] = deque()  # the newest ``recent`` runs, in batches
+        self.keep = recent
+        self.kept = 0
         self.stats = stats or Stats()
         self.subscribers: set[Subscriber] = set()
         self.drained = 0  # runs drained so far
         self.started = time.time()  # counting since
         self._timer: asyncio.TimerHandle | None = None
 
+    def observe(self, event: Event) -> None:
+        """The engine's observer: keep ``event``'s record (the dict itself goes at once);
+        every :data:`BATCH` runs, drain them (a small batch is still in the caches)."""
+        if "steps" not in event:  # record_of, inlined: this runs for every message
+            self._add(_MISS(event))
+        elif len(event) == (LOGGED_FIELDS if "level" in event else RUN_FIELDS):
+            self._add(_RUN(event))
+        else:
+            self._add(record_of(event))
+        if len(self._pending) >= BATCH:
+            self.drain()
+
     def drain(self, now: float | None = None) -> int:
         """Count, keep and fan out what the engine reported since the last drain."""
-        pending = self._pending
-        if not pending:
+        batch = self._pending
+        if not batch:
             return 0
-        batch = list(pending)
-        pending.clear()
+        self._pending = []
+        self._add = self._pending.append
         now = time.time() if now is None else now
         self.stats.add(batch, now)
-        self.recent.extend(zip(repeat(now), batch))
+        self._keep(batch, now)
         for sub in tuple(self.subscribers):
             sub.offer(batch, now)
         self.drained += len(batch)
         return len(batch)
+
+    def _keep(self, batch: list[Record], now: float) -> None:
+        recent = self.recent
+        recent.append((now, batch))
+        self.kept += len(batch)
+        while self.kept - len(recent[0][1]) >= self.keep:
+            self.kept -= len(recent.popleft()[1])
 
     # -- the ticker: a loop callback, not a task (nothing to cancel when the loop ends) -------
 
@@ -183,17 +234,18 @@ class Feed:
         """The newest ``limit`` kept runs ``wanted`` admits, newest first."""
         self.drain()
         out: list[Seen] = []
-        for seen in reversed(self.recent):
-            if wanted is None or wanted(seen[1]):
-                out.append(seen)
-                if len(out) >= limit:
-                    break
+        for at, batch in reversed(self.recent):
+            for r in reversed(batch):
+                if wanted is None or wanted(r):
+                    out.append((at, r))
+                    if len(out) >= limit:
+                        return out
         return out
 
     def find(self, trace_id: str) -> list[Seen]:
         """The kept runs of one trace (a run and the runs nested in it), oldest first."""
         self.drain()
-        return [seen for seen in self.recent if seen[1].get("trace_id") == trace_id]
+        return [(at, r) for at, batch in self.recent for r in batch if r[TRACE] == trace_id]
 
 
 # one feed per engine (the app's), made when the console is mounted or first read

@@ -4,7 +4,7 @@
   rule, user, chat, platform or "errors only" (the query string): a table that works
   without JavaScript; ``static/live.js`` then follows ``live/stream``.
 * ``live/stream`` — Server-Sent Events: one ``data:`` JSON row per run the filter
-  admits, ``event: skipped`` (``data:`` a count) when this view fell behind and the
+  admits (:func:`brief`), ``event: skipped`` (``data:`` a count) when this view fell behind and the
   feed dropped runs for it, a comment every few seconds to keep proxies from
   closing it. Written at most :data:`PACE` times a second, so a busy bot costs the
   stream a batch, not a write per run. A connection lasts :data:`STREAM_SECONDS`
@@ -31,6 +31,7 @@ from aiohttp import web
 from tmy import redact
 from tmy.console.feed import Event, Filter
 from tmy.console.overview import clock, feed_for
+from tmy.console.records import as_event
 from tmy.console.web import ConsoleRequest, Refused, Route, page
 from tmy.errors import ConfigError, TmyError
 from tmy.tracelog import Bound, as_dict, build_view, check_trace_id, look_up_async, render
@@ -86,10 +87,40 @@ def row(req: ConsoleRequest, at: float, e: Event) -> dict[str, Any]:
     return out
 
 
+def brief(at: float, e: Event) -> dict[str, Any]:
+    """One run as the stream sends it: :func:`row`'s fields without the two URLs (the
+    script builds them) and with ``at`` in epoch seconds — a busy stream's rows are many."""
+    masked = redact.active()
+    answer = e.get("answer")
+    if type(answer) is str and len(answer) > ANSWER:
+        answer = answer[:ANSWER] + "…"
+    out = {
+        "trace_id": e.get("trace_id") or "",
+        "at": at,
+        "kind": "run" if e.get("event") == "run.done" else "unmatched",
+        "rule": e.get("rule"),
+        "user": e.get("user"),
+        "chat": e.get("chat"),
+        "platform": e.get("platform"),
+        "text": e.get("text"),
+        "answer": answer,
+        "error": e.get("error"),
+        "reason": e.get("reason"),
+        "ms": e.get("ms"),
+    }
+    if masked:
+        for key in ("text", "answer", "error"):
+            out[key] = _masked(out[key])
+    for flag in ("nested", "scheduled", "dry_run"):
+        if flag in e:
+            out[flag] = True
+    return out
+
+
 async def _live(req: ConsoleRequest) -> web.StreamResponse:
     feed = feed_for(req.app)
     wanted = Filter.of(req.request.query)
-    runs = [row(req, at, e) for at, e in feed.latest(wanted, ROWS)]
+    runs = [row(req, at, as_event(r)) for at, r in feed.latest(wanted, ROWS)]
     data = {
         "runs": runs,
         "filter": {**wanted.query(), "errors": wanted.errors},
@@ -135,7 +166,7 @@ async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -
                 quiet_since = now
             continue
         chunk = [b"event: skipped\ndata: %d\n\n" % skipped] if skipped else []
-        chunk += [b"data: " + orjson.dumps(row(req, at, e)) + b"\n\n" for at, e in items]
+        chunk += [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
         await response.write(b"".join(chunk))
         quiet_since = now
         await asyncio.sleep(PACE)
@@ -158,7 +189,7 @@ async def trace_data(req: ConsoleRequest, trace_id: str) -> dict[str, Any]:
     except ConfigError as exc:
         raise Refused(400, str(exc)) from None
     feed = feed_for(req.app)
-    kept = [e for _, e in feed.find(trace_id)]
+    kept = [as_event(r) for _, r in feed.find(trace_id)]
     text, view, source = "", None, ""
     log_file = req.app.settings.log_file
     if log_file:

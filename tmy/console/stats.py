@@ -1,7 +1,7 @@
 """The console's own counters: what the overview shows, from the runs the engine reports.
 
 No Prometheus needed: the live feed (:mod:`tmy.console.feed`) hands every batch of
-``run.done`` / ``message.unmatched`` dicts to :meth:`Stats.add`, which keeps
+``run.done`` / ``message.unmatched`` records to :meth:`Stats.add`, which keeps
 
 * per-minute buckets for 24 hours: messages (a message that ran a rule or none;
   not a cron firing, not a rule run as a tool), runs, failed runs, LLM tokens;
@@ -24,8 +24,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from itertools import chain, repeat
-from operator import contains, itemgetter
+from operator import itemgetter
 from typing import Any
+
+from tmy.console.records import CHAT, ERROR, EVENT, FULL, PLAIN, PLATFORM, RULE, STEPS, USER, Record
 
 MINUTES = 24 * 60  # per-minute buckets kept
 SLOT_MINUTES = 10  # the busiest rules and slowest steps, per slot of this many minutes
@@ -36,8 +38,8 @@ STEP_SAMPLE = 200  # runs of one batch whose step times are taken (~2,000 runs/s
 
 # a bucket: [minute, messages, runs, errors, tokens]
 _MINUTE, _MESSAGES, _RUNS, _ERRORS, _TOKENS = range(5)
-_EVENT, _RULE, _ERROR, _STEPS = map(itemgetter, ("event", "rule", "error", "steps"))
-_WHERE = itemgetter("platform", "chat")
+_EVENT, _RULE, _ERROR, _STEPS = map(itemgetter, (EVENT, RULE, ERROR, STEPS))
+_WHERE = itemgetter(PLATFORM, CHAT)
 
 
 @dataclass
@@ -59,6 +61,7 @@ class Stats:
         self._slots: list[_Slot | None] = [None] * SLOTS
         self._chats: dict[tuple[str, str], dict[str, Any]] = {}
         self._day = ""
+        self._day_minute = -1
         self.tokens_today = 0
         self.total = {"messages": 0, "runs": 0, "errors": 0, "tokens": 0}
 
@@ -77,10 +80,10 @@ class Stats:
             slot = self._slots[index % SLOTS] = _Slot(index)
         return slot
 
-    def add(self, batch: list[dict[str, Any]], now: float) -> None:
-        """Count ``batch`` (engine event dicts, oldest first) as seen at ``now`` (epoch
-        seconds). This runs for every run the daemon makes, so the counting is done by
-        C loops (``map``, ``count``, ``Counter.update``); step times are taken from at
+    def add(self, batch: list[Record], now: float) -> None:
+        """Count ``batch`` (records, :mod:`tmy.console.records`, oldest first) seen at
+        ``now`` (epoch seconds). This runs for every run the daemon makes, so the counting
+        is done by C loops (``map``, ``count``, ``Counter.update``); step times are taken from at
         most :data:`STEP_SAMPLE` runs of a batch (an even sample, counts scaled up)."""
         minute = int(now // 60)
         bucket, slot = self._bucket(minute), self._slot(minute)
@@ -93,8 +96,10 @@ class Stats:
             else [e for e, k in zip(batch, kinds, strict=True) if k == "run.done"]
         )
         errors = n_runs - list(map(_ERROR, runs)).count(None)
-        not_messages = sum(map(contains, runs, repeat("nested")))
-        not_messages += sum(map(contains, runs, repeat("scheduled")))
+        not_messages = 0
+        if list(map(len, runs)).count(PLAIN) != n_runs:  # a flagged run (nested, cron …)
+            flagged = [r[FULL] for r in runs if len(r) > FULL]
+            not_messages = sum(1 for e in flagged if "nested" in e or "scheduled" in e)
         steps = list(chain.from_iterable(map(_STEPS, runs)))
         tokens = sum(map(dict.get, steps, repeat("tokens"), repeat(0)))
         slot.rules.update(map(_RULE, runs))
@@ -111,16 +116,16 @@ class Stats:
             slot.rules = Counter(dict(slot.rules.most_common(SLOT_KEYS // 2)))
         self._seen(list(map(_WHERE, batch)), batch, now)
 
-    def _time_steps(self, slot: _Slot, runs: list[dict[str, Any]]) -> None:
+    def _time_steps(self, slot: _Slot, runs: list[Record]) -> None:
         """Per step uri: runs, total and longest ms, from an even sample of ``runs``."""
         sample = runs
         if len(runs) > STEP_SAMPLE:
             sample = runs[:: -(-len(runs) // STEP_SAMPLE)]
         weight = len(runs) / len(sample) if sample else 1
         table = slot.steps
-        for e in sample:
-            rule = e["rule"]
-            for s in e["steps"]:
+        for r in sample:
+            rule = r[RULE]
+            for s in r[STEPS]:
                 if s["skipped"]:
                     continue
                 ms = s["ms"]
@@ -137,21 +142,26 @@ class Stats:
             slot.steps = dict(best)
 
     def _count_tokens(self, tokens: int, now: float) -> None:
+        minute = int(now // 60)
+        if minute == self._day_minute:  # the day is looked up once a minute
+            self.tokens_today += tokens
+            return
+        self._day_minute = minute
         day = datetime.fromtimestamp(now, self.tz or UTC).date().isoformat()
         if day != self._day:
             self._day, self.tokens_today = day, 0
         self.tokens_today += tokens
 
-    def _seen(self, wheres: list[tuple[str, str]], batch: list[dict[str, Any]], now: float) -> None:
+    def _seen(self, wheres: list[tuple[str, str]], batch: list[Record], now: float) -> None:
         """The chats of ``batch`` (``wheres``: each one's (platform, chat)) move to the end of
         the recent ones, in the order of their last message, with that message's user."""
         last = dict(zip(wheres, batch, strict=True))  # each chat's last message
         known = self._chats
         for where in reversed(dict.fromkeys(reversed(wheres))):  # by last message, C loops
-            e = last[where]
+            r = last[where]
             known.pop(where, None)  # then in again, at the end: newest last
             known[where] = {"platform": where[0], "chat": where[1], "at": now,
-                            "user": e["user"], "rule": e["rule"]}  # fmt: skip
+                            "user": r[USER], "rule": r[RULE]}  # fmt: skip
         while len(known) > CHATS:
             del known[next(iter(known))]
 

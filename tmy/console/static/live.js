@@ -23,10 +23,21 @@
     a.textContent = text;
     td.appendChild(a);
   }
+  function query(fields) {
+    return Object.keys(fields).map(function (k) {
+      return encodeURIComponent(k) + "=" + encodeURIComponent(fields[k] === null || fields[k] === undefined ? "" : fields[k]);
+    }).join("&");
+  }
+  function when(at) {
+    return typeof at === "number" ? new Date(at * 1000).toISOString().slice(0, 19) + "Z" : String(at || "");
+  }
   function runRow(r) {
+    var base = window.tmyConsole ? window.tmyConsole.url("") : "";
+    r.trace_url = r.trace_url || (r.trace_id ? base + "live/trace?" + query({id: r.trace_id}) : "");
+    r.replay_url = r.replay_url || base + "playground?" + query({text: r.text, user: r.user, chat: r.chat, platform: r.platform});
     var tr = document.createElement("tr");
     tr.className = "fresh" + (r.error ? " failed" : "") + (r.kind === "unmatched" ? " unmatched" : "");
-    cell(tr, r.at);
+    cell(tr, when(r.at));
     var rule = r.rule || "(none)";
     if (r.nested) { rule += " (as a tool)"; }
     if (r.scheduled) { rule += " (scheduled)"; }
