@@ -22,6 +22,7 @@ import asyncio
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -154,7 +155,6 @@ class Feed:
 
     def __init__(self, stats: Stats | None = None, *, recent: int = RECENT) -> None:
         self._pending: list[Record] = []
-        self._add = self._pending.append
         self.recent: deque[Batch] = deque()  # the newest ``recent`` runs, in batches
         self.keep = recent
         self.kept = 0
@@ -163,26 +163,34 @@ class Feed:
         self.drained = 0  # runs drained so far
         self.started = time.time()  # counting since
         self._timer: asyncio.TimerHandle | None = None
+        self.observe: Callable[[Event], None] = self._observer()
 
-    def observe(self, event: Event) -> None:
-        """The engine's observer: keep ``event``'s record (the dict itself goes at once);
-        every :data:`BATCH` runs, drain them (a small batch is still in the caches)."""
-        if "steps" not in event:  # record_of, inlined: this runs for every message
-            self._add(_MISS(event))
-        elif len(event) == (LOGGED_FIELDS if "level" in event else RUN_FIELDS):
-            self._add(_RUN(event))
-        else:
-            self._add(record_of(event))
-        if len(self._pending) >= BATCH:
-            self.drain()
+    def _observer(self) -> Callable[[Event], None]:
+        """The engine's observer: keep ``event``'s record (:mod:`tmy.console.records`; the
+        dict itself goes at once); every :data:`BATCH` runs, drain them (a small batch is
+        still in the caches). A closure over locals: it runs for every message."""
+        pending = self._pending
+        add, drain, run, miss = pending.append, self.drain, _RUN, _MISS
+
+        def observe(event: Event) -> None:
+            if "steps" not in event:
+                add(miss(event))
+            elif len(event) == (LOGGED_FIELDS if "level" in event else RUN_FIELDS):
+                add(run(event))
+            else:  # a flagged run: its whole dict too
+                add(record_of(event))
+            if len(pending) >= BATCH:
+                drain()
+
+        return observe
 
     def drain(self, now: float | None = None) -> int:
         """Count, keep and fan out what the engine reported since the last drain."""
-        batch = self._pending
-        if not batch:
+        pending = self._pending
+        if not pending:
             return 0
-        self._pending = []
-        self._add = self._pending.append
+        batch = pending[:]
+        pending.clear()
         now = time.time() if now is None else now
         self.stats.add(batch, now)
         self._keep(batch, now)

@@ -34,12 +34,13 @@ SLOT_MINUTES = 10  # the busiest rules and slowest steps, per slot of this many 
 SLOTS = MINUTES // SLOT_MINUTES
 SLOT_KEYS = 400  # a slot's rule / step table is cut back to its top half past this
 CHATS = 1000  # recent chats kept
-STEP_SAMPLE = 200  # runs of one batch whose step times are taken (~2,000 runs/s exactly)
+TIMED_PER_SECOND = 500  # runs a second whose step times are taken (past it: a sample)
 
 # a bucket: [minute, messages, runs, errors, tokens]
 _MINUTE, _MESSAGES, _RUNS, _ERRORS, _TOKENS = range(5)
 _EVENT, _RULE, _ERROR, _STEPS = map(itemgetter, (EVENT, RULE, ERROR, STEPS))
 _WHERE = itemgetter(PLATFORM, CHAT)
+_STEP_FIELDS = 7  # keys of a step without tokens (tmy.engine.tracing.step_fields)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Stats:
         self._chats: dict[tuple[str, str], dict[str, Any]] = {}
         self._day = ""
         self._day_minute = -1
+        self._budget, self._budget_at = float(TIMED_PER_SECOND), 0.0
         self.tokens_today = 0
         self.total = {"messages": 0, "runs": 0, "errors": 0, "tokens": 0}
 
@@ -83,8 +85,8 @@ class Stats:
     def add(self, batch: list[Record], now: float) -> None:
         """Count ``batch`` (records, :mod:`tmy.console.records`, oldest first) seen at
         ``now`` (epoch seconds). This runs for every run the daemon makes, so the counting
-        is done by C loops (``map``, ``count``, ``Counter.update``); step times are taken from at
-        most :data:`STEP_SAMPLE` runs of a batch (an even sample, counts scaled up)."""
+        is done by C loops (``map``, ``count``, ``Counter.update``); step times of at most
+        :data:`TIMED_PER_SECOND` runs a second (past it an even sample, counts scaled)."""
         minute = int(now // 60)
         bucket, slot = self._bucket(minute), self._slot(minute)
         n = len(batch)
@@ -101,9 +103,11 @@ class Stats:
             flagged = [r[FULL] for r in runs if len(r) > FULL]
             not_messages = sum(1 for e in flagged if "nested" in e or "scheduled" in e)
         steps = list(chain.from_iterable(map(_STEPS, runs)))
-        tokens = sum(map(dict.get, steps, repeat("tokens"), repeat(0)))
+        tokens = 0  # only a model's step has them (one key more: tracing.step_fields)
+        if list(map(len, steps)).count(_STEP_FIELDS) != len(steps):
+            tokens = sum(map(dict.get, steps, repeat("tokens"), repeat(0)))
         slot.rules.update(map(_RULE, runs))
-        self._time_steps(slot, runs)
+        self._time_steps(slot, runs, now)
         counts = {"messages": n - not_messages, "runs": n_runs, "errors": errors, "tokens": tokens}
         bucket[_MESSAGES] += counts["messages"]
         bucket[_RUNS] += n_runs
@@ -116,12 +120,19 @@ class Stats:
             slot.rules = Counter(dict(slot.rules.most_common(SLOT_KEYS // 2)))
         self._seen(list(map(_WHERE, batch)), batch, now)
 
-    def _time_steps(self, slot: _Slot, runs: list[Record]) -> None:
-        """Per step uri: runs, total and longest ms, from an even sample of ``runs``."""
-        sample = runs
-        if len(runs) > STEP_SAMPLE:
-            sample = runs[:: -(-len(runs) // STEP_SAMPLE)]
-        weight = len(runs) / len(sample) if sample else 1
+    def _time_steps(self, slot: _Slot, runs: list[Record], now: float) -> None:
+        """Per step uri: runs, total and longest ms — of every run up to
+        :data:`TIMED_PER_SECOND`, past that of an even sample (counts scaled up)."""
+        if not runs:
+            return
+        self._budget = min(
+            TIMED_PER_SECOND, self._budget + (now - self._budget_at) * TIMED_PER_SECOND
+        )
+        self._budget_at = now
+        want = max(1, min(len(runs), int(self._budget)))
+        self._budget -= want
+        sample = runs if want >= len(runs) else runs[:: -(-len(runs) // want)]
+        weight = len(runs) / len(sample)
         table = slot.steps
         for r in sample:
             rule = r[RULE]
