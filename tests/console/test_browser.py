@@ -112,7 +112,7 @@ def test_log_in_refuses_a_wrong_password_then_admits_the_right_one(browser, serv
     context = browser.new_context()
     try:
         tab = context.new_page()
-        tab.goto(served.url(""))
+        tab.goto(served.url("rules"))
         assert tab.url.startswith(served.url("login")), "not logged in: sent to the login page"
         tab.fill("input[name=password]", "not-the-password")
         wrong = submit(tab, "form:has(input[name=password])")
@@ -121,11 +121,28 @@ def test_log_in_refuses_a_wrong_password_then_admits_the_right_one(browser, serv
         assert tab.locator(".error, [role=alert]").count() >= 1, "with an error"
         assert context.cookies() == [], "no session for a wrong password"
         log_in(tab, served)
-        assert tab.url.rstrip("/") == served.url("").rstrip("/"), "on the overview"
         (cookie,) = context.cookies()
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert cookie["path"] == served.path and not cookie["secure"], "plain HTTP here"
         assert PASSWORD not in cookie["value"]
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("wrong_first", [False, True], ids=["at once", "after a wrong password"])
+def test_logging_in_returns_to_the_page_asked_for(browser, served, wrong_first: bool) -> None:
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(served.url("rules"))
+        if wrong_first:
+            tab.fill("input[name=password]", "not-the-password")
+            submit(tab, "form:has(input[name=password])")
+        tab.fill("input[name=password]", PASSWORD)
+        submit(tab, "form:has(input[name=password])")
+        assert tab.url == served.url("rules"), "back on the page asked for"
+        tab.goto(served.url("login") + "?next=//evil.example/x")  # logged in: sent on
+        assert tab.url.rstrip("/") == served.url("").rstrip("/"), "never off the console"
     finally:
         context.close()
 
