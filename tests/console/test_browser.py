@@ -147,6 +147,23 @@ def test_logging_in_returns_to_the_page_asked_for(browser, served, wrong_first: 
         context.close()
 
 
+def test_logging_out_ends_the_session(browser, served) -> None:
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        log_in(tab, served)
+        kept = context.cookies()
+        submit(tab, "form[action$='/logout']")
+        assert tab.url.startswith(served.url("login"))
+        tab.goto(served.url("variables"))
+        assert tab.url.startswith(served.url("login")), "logged out"
+        context.add_cookies(kept)  # the old cookie, replayed, is worth nothing
+        tab.goto(served.url("variables"))
+        assert tab.url.startswith(served.url("login")), "the session ended on the server"
+    finally:
+        context.close()
+
+
 def test_the_overview_loads(page, served: ServedConsole) -> None:
     assert ask(served) == "hello, Ann"
     response = page.goto(served.url(""))
