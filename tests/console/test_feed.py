@@ -155,3 +155,11 @@ async def test_next_times_out_empty() -> None:
     view = Feed().subscribe(Filter())
     assert await view.next(0.01) == (0, [])
     await asyncio.sleep(0)
+
+
+def test_a_broken_event_never_fails_the_engines_call() -> None:
+    """The observer runs inside the engine's handling: whatever goes wrong stays here."""
+    feed = Feed()
+    feed.observe({"event": "run.done", "steps": []})  # no fields: logged, dropped
+    feed.observe(event(1))
+    assert feed.drain() == 1

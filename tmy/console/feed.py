@@ -42,6 +42,9 @@ from tmy.console.records import (
     record_of,
 )
 from tmy.console.stats import Stats
+from tmy.logs import get_logger
+
+log = get_logger("tmy.console")
 
 _RUN, _MISS = itemgetter(*RUN_KEYS), itemgetter(*MISS_KEYS)
 
@@ -173,14 +176,18 @@ class Feed:
         add, drain, run, miss = pending.append, self.drain, _RUN, _MISS
 
         def observe(event: Event) -> None:
-            if "steps" not in event:
-                add(miss(event))
-            elif len(event) == (LOGGED_FIELDS if "level" in event else RUN_FIELDS):
-                add(run(event))
-            else:  # a flagged run: its whole dict too
-                add(record_of(event))
-            if len(pending) >= BATCH:
-                drain()
+            try:  # free in 3.11 until it catches: a console bug never fails a message
+                if "steps" not in event:
+                    add(miss(event))
+                elif len(event) == (LOGGED_FIELDS if "level" in event else RUN_FIELDS):
+                    add(run(event))
+                else:  # a flagged run: its whole dict too
+                    add(record_of(event))
+                if len(pending) >= BATCH:
+                    drain()
+            except Exception as exc:
+                pending.clear()
+                log.error("console.feed_failed", error=f"{type(exc).__name__}: {exc}")
 
         return observe
 
