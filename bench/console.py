@@ -51,7 +51,7 @@ async def client(base: str, path: str) -> None:
     """Log in, follow the stream until SIGTERM, print what came as JSON."""
     import httpx
 
-    got = {"runs": 0, "skipped": 0, "markers": 0, "connects": 0}
+    got = {"runs": 0, "skipped": 0, "markers": 0, "sampled": 0, "connects": 0}
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with httpx.AsyncClient(base_url=base, timeout=None) as http:
@@ -68,8 +68,8 @@ async def client(base: str, path: str) -> None:
                         if line.startswith("event: "):
                             event = line[7:]
                         elif line.startswith("data: "):
-                            if event == "skipped":
-                                got["skipped"] += int(line[6:])
+                            if event in ("skipped", "sampled"):
+                                got[event] += int(line[6:])
                                 got["markers"] += 1
                             else:
                                 json.loads(line[6:])  # a browser parses each one too

@@ -8,12 +8,13 @@ driven by explicit drains, so no test depends on the clock.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from tmy.config import Settings
 from tmy.console import feed as feeds
-from tmy.console.feed import BATCH, Feed, Filter
+from tmy.console.feed import BATCH, RECENT, ROOM, SAMPLED, Feed, Filter
 from tmy.console.records import TRACE, as_event, record_of
 from tmy.engine.core import Engine
 from tmy.engine.services import Services
@@ -120,14 +121,61 @@ def test_filters() -> None:
 
 
 def test_reporting_never_grows_without_bound() -> None:
-    """A loop that never yields: the feed drains every BATCH runs, keeps RECENT."""
+    """A loop that never yields: past ROOM runs, a plain run is noted by its rule id only
+    (drained every SAMPLED), a failed one kept whole (drained every BATCH); RECENT kept."""
     feed = Feed()
-    for i in range(10 * BATCH + 5):
-        feed.observe(event(i))
-        assert len(feed._pending) < BATCH
-    assert feed.drain() == 5 and feed.stats.total["runs"] == 10 * BATCH + 5
-    assert feed.latest(limit=1)[0][1][TRACE] == f"t{10 * BATCH + 4}"
-    assert 1000 <= feed.kept < 1000 + BATCH
+    total = 2 * SAMPLED + 5
+    for i in range(total):
+        feed.observe(event(i, error="boom" if i % 64 == 0 else None))
+        assert len(feed._pending) < BATCH + ROOM and len(feed._sampled) < SAMPLED
+    feed.drain()
+    assert feed.stats.total["runs"] == total and feed.drained == total
+    assert feed.stats.total["errors"] == len(range(0, total, 64))
+    assert 1000 <= feed.kept < 1000 + BATCH + ROOM
+    errors = feed.latest(Filter(errors=True), limit=RECENT)
+    assert len(errors) >= 1000 - ROOM  # the newest kept are the failed ones
+
+
+def test_a_busy_bot_is_sampled_counts_stay_exact_failures_all_shown() -> None:
+    """Past ROOM runs between two drains a plain run is sampled out: counted (messages,
+    runs, its rule among the busiest) but not kept; each view is told how many it missed
+    — a view of one rule its rule's, an "errors only" view none: no failure is sampled."""
+    feed = Feed(room=10)
+    every = feed.subscribe(Filter())
+    ruled = feed.subscribe(Filter(rule="a"))
+    failed = feed.subscribe(Filter(errors=True))
+    for i in range(100):
+        feed.observe(event(i, rule="a" if i % 2 else "b", error="boom" if i % 10 == 0 else None))
+    miss = {"event": "message.unmatched", "trace_id": "t100", "rule": None, "user": "u",
+            "chat": "c", "platform": "p", "text": "x", "reason": "no trigger"}  # fmt: skip
+    feed.observe(miss)
+    llm = {"uri": "s1", "plugin": "LLM", "input": "q", "result": "a", "error": None, "ms": 1.0,
+           "skipped": False, "tokens": 7}  # fmt: skip
+    feed.observe(event(101, tokens=7, steps=[llm]))  # a model was asked: kept
+    assert feed.drain() == 102
+    total = feed.stats.total
+    assert total == {"messages": 102, "runs": 101, "errors": 10, "tokens": 7}
+    busiest = feed.stats.busiest_rules(time.time(), 60)
+    assert sorted((r["rule"], r["runs"]) for r in busiest) == [("a", 50), ("b", 50), ("r", 1)]
+    skipped, items = every.take()
+    assert len(items) == 10 + 9 + 1 and skipped == 102 - len(items)  # 9 failed past the room
+    skipped, items = ruled.take()
+    assert skipped == 45 and all(r[2] == "a" for _, r in items)
+    skipped, items = failed.take()
+    assert skipped == 0 and len(items) == 10
+    assert every.take_maybe() == ruled.take_maybe() == failed.take_maybe() == 0
+
+
+async def test_a_view_of_one_user_is_told_runs_may_have_been_sampled_out() -> None:
+    """Whose a sampled-out run was is not known: a view filtered by user, chat or platform
+    is told how many runs it may have missed (``take_maybe``), and wakes up for it."""
+    feed = Feed(room=2)
+    ann = feed.subscribe(Filter(user="ann"))
+    for i in range(5):
+        feed.observe(event(i, user="ann" if i == 4 else "bob"))
+    feed.drain()
+    skipped, items = await ann.next(1.0)
+    assert (skipped, items) == (0, []) and ann.take_maybe() == 3 and ann.take_maybe() == 0
 
 
 def test_a_flagged_run_keeps_its_whole_dict() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tmy.console.records import record_of
-from tmy.console.stats import CHATS, MINUTES, SLOT_KEYS, Stats
+from tmy.console.stats import CHATS, CURRENT_KEYS, MINUTES, SLOT_KEYS, SLOT_MINUTES, Stats
 
 
 class Counted(Stats):
@@ -180,5 +180,10 @@ def test_memory_is_bounded_with_many_rules() -> None:
     for k in range(5):
         stats.add([run(f"r{k}-{i}") for i in range(3000)], T0)
     slot = stats._slot(int(T0 // 60))
-    assert len(slot.rules) <= SLOT_KEYS and len(slot.steps) <= SLOT_KEYS
+    assert len(slot.rules) == 15_000 <= CURRENT_KEYS  # the current slot counts every rule
+    assert len(slot.steps) <= SLOT_KEYS
     assert len(stats.busiest_rules(T0, 60, top=10)) == 10
+    stats.add([run("later")], T0 + SLOT_MINUTES * 60)  # the next slot: the last one is closed
+    assert len(slot.rules) == SLOT_KEYS
+    stats.add([run(f"many-{i}") for i in range(CURRENT_KEYS + 1)], T0 + SLOT_MINUTES * 60)
+    assert len(stats._slot(int(T0 // 60) + SLOT_MINUTES).rules) <= CURRENT_KEYS

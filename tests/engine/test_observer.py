@@ -126,3 +126,23 @@ def test_a_model_steps_tokens_are_in_its_step_fields() -> None:
     plain = step_fields(StepRecord("s2", "ADJUST", "q", "a"))
     assert "tokens" not in plain
     assert "tokens" not in step_fields(StepRecord("s3", "X", extra={"loops": 2}))
+
+
+def test_the_observer_is_told_a_runs_tokens(store: Store) -> None:
+    """A run whose step asked a model: the observer's dict has the steps' ``tokens`` total
+    (the console never samples such a run out); the log line has no such key."""
+    from tmy.engine.tracing import log_run
+    from tmy.message import Reply
+    from tmy.rulebook.triggers import Match
+
+    rule = make_engine(store).rulebook.by_id["echo"]
+    llm = {"llm": {"prompt_tokens": 40, "completion_tokens": 2}}
+    steps = [StepRecord("s1", "LLM", "q", "a", extra=llm), StepRecord("s2", "ADJUST", "a", "a")]
+    seen: list[dict[str, Any]] = []
+    for reply_steps in (steps, steps[1:]):
+        reply = Reply("a", "echo", "t", steps=reply_steps)
+        log_run(
+            Match(rule, None, "", "q"), Message("q"), "q", reply, 0.001, True, False, seen.append
+        )
+    assert seen[0]["tokens"] == 42 and seen[0]["steps"][0]["tokens"] == 42
+    assert "tokens" not in seen[1]

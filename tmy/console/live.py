@@ -5,7 +5,9 @@
   without JavaScript; ``static/live.js`` then follows ``live/stream``.
 * ``live/stream`` — Server-Sent Events: one ``data:`` JSON row per run the filter
   admits (:func:`brief`), ``event: skipped`` (``data:`` a count) when this view fell behind and the
-  feed dropped runs for it, a comment every few seconds to keep proxies from
+  feed dropped runs for it or sampled them out (a busy bot, :mod:`tmy.console.feed`),
+  ``event: sampled`` when a view filtered by user, chat or platform may have lost some
+  (whose the sampled-out runs were is not known), a comment every few seconds to keep proxies from
   closing it. Written at most :data:`PACE` times a second, so a busy bot costs the
   stream a batch, not a write per run. A connection lasts :data:`STREAM_SECONDS`
   (EventSource reconnects by itself), so a daemon's shutdown never waits on one.
@@ -159,13 +161,16 @@ async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -
     ends, quiet_since = now + STREAM_SECONDS, now
     while now < ends and not _closing(req.request):
         skipped, items = await sub.next(POLL)
+        maybe = sub.take_maybe()
         now = time.monotonic()
-        if not skipped and not items:
+        if not skipped and not items and not maybe:
             if now - quiet_since >= KEEPALIVE:
                 await response.write(b": keep-alive\n\n")
                 quiet_since = now
             continue
         chunk = [b"event: skipped\ndata: %d\n\n" % skipped] if skipped else []
+        if maybe:  # sampled out, whose user / chat / platform is not known
+            chunk.append(b"event: sampled\ndata: %d\n\n" % maybe)
         chunk += [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
         await response.write(b"".join(chunk))
         quiet_since = now

@@ -11,8 +11,14 @@ No Prometheus needed: the live feed (:mod:`tmy.console.feed`) hands every batch 
 * LLM tokens used today (the steps' ``tokens``, see :func:`tmy.engine.tracing.step_fields`),
   by the daemon's time zone.
 
+A busy bot's feed samples runs out (:mod:`tmy.console.feed`): those come as their
+rule ids only, and are counted exactly all the same (messages, runs, busiest rules;
+a failed run or one that used tokens is never sampled out). The step times and the
+recent chats are taken from the runs kept; step counts are scaled up.
+
 Memory stays bounded whatever the traffic: 1,440 buckets, 144 slots whose
-per-rule and per-step tables keep their top :data:`SLOT_KEYS` entries, 1,000 chats.
+per-rule and per-step tables keep their top :data:`SLOT_KEYS` entries (the current
+slot counts every rule, up to :data:`CURRENT_KEYS`), 1,000 chats.
 The work is done in batches off the engine's path (the feed drains ~10 times a
 second), one pass over each batch.
 """
@@ -32,7 +38,8 @@ from tmy.console.records import CHAT, ERROR, EVENT, FULL, PLAIN, PLATFORM, RULE,
 MINUTES = 24 * 60  # per-minute buckets kept
 SLOT_MINUTES = 10  # the busiest rules and slowest steps, per slot of this many minutes
 SLOTS = MINUTES // SLOT_MINUTES
-SLOT_KEYS = 400  # a slot's rule / step table is cut back to its top half past this
+SLOT_KEYS = 400  # a past slot keeps its top rules; a step table is cut to its top half past it
+CURRENT_KEYS = 50_000  # the current slot's rule counts are cut to their top half past this
 CHATS = 1000  # recent chats kept
 TIMED_PER_SECOND = 500  # runs a second whose step times are taken (past it: a sample)
 
@@ -79,14 +86,26 @@ class Stats:
         index = minute // SLOT_MINUTES
         slot = self._slots[index % SLOTS]
         if slot is None or slot.index != index:
+            before = self._slots[(index - 1) % SLOTS]
+            if before is not None and len(before.rules) > SLOT_KEYS:  # closed: its top only
+                before.rules = Counter(dict(before.rules.most_common(SLOT_KEYS)))
             slot = self._slots[index % SLOTS] = _Slot(index)
         return slot
 
-    def add(self, batch: list[Record], now: float) -> None:
+    def add(
+        self,
+        batch: list[Record],
+        now: float,
+        sampled: list[str] | None = None,
+        missed: list[str | None] | None = None,
+    ) -> None:
         """Count ``batch`` (records, :mod:`tmy.console.records`, oldest first) seen at
-        ``now`` (epoch seconds). This runs for every run the daemon makes, so the counting
-        is done by C loops (``map``, ``count``, ``Counter.update``); step times of at most
-        :data:`TIMED_PER_SECOND` runs a second (past it an even sample, counts scaled)."""
+        ``now`` (epoch seconds), and the runs sampled out (``sampled``: their rule ids,
+        plain runs without an error) and messages no rule ran for (``missed``). This runs
+        for every run the daemon makes, so the counting is done by C loops (``map``,
+        ``count``, ``Counter.update``); step times of at most :data:`TIMED_PER_SECOND`
+        runs a second (past it an even sample, counts scaled)."""
+        sampled, missed = sampled or [], missed or []
         minute = int(now // 60)
         bucket, slot = self._bucket(minute), self._slot(minute)
         n = len(batch)
@@ -107,7 +126,11 @@ class Stats:
         if list(map(len, steps)).count(_STEP_FIELDS) != len(steps):
             tokens = sum(map(dict.get, steps, repeat("tokens"), repeat(0)))
         slot.rules.update(map(_RULE, runs))
-        self._time_steps(slot, runs, now)
+        if sampled:
+            slot.rules.update(sampled)
+        self._time_steps(slot, runs, now, len(runs) + len(sampled))
+        n += len(sampled) + len(missed)
+        n_runs += len(sampled)
         counts = {"messages": n - not_messages, "runs": n_runs, "errors": errors, "tokens": tokens}
         bucket[_MESSAGES] += counts["messages"]
         bucket[_RUNS] += n_runs
@@ -116,13 +139,15 @@ class Stats:
         for key, value in counts.items():
             self.total[key] += value
         self._count_tokens(tokens, now)
-        if len(slot.rules) > SLOT_KEYS:
-            slot.rules = Counter(dict(slot.rules.most_common(SLOT_KEYS // 2)))
-        self._seen(list(map(_WHERE, batch)), batch, now)
+        if len(slot.rules) > CURRENT_KEYS:
+            slot.rules = Counter(dict(slot.rules.most_common(CURRENT_KEYS // 2)))
+        if batch:
+            self._seen(list(map(_WHERE, batch)), batch, now)
 
-    def _time_steps(self, slot: _Slot, runs: list[Record], now: float) -> None:
+    def _time_steps(self, slot: _Slot, runs: list[Record], now: float, of: int) -> None:
         """Per step uri: runs, total and longest ms — of every run up to
-        :data:`TIMED_PER_SECOND`, past that of an even sample (counts scaled up)."""
+        :data:`TIMED_PER_SECOND`, past that of an even sample (counts scaled up to ``of``
+        runs: those kept and those the feed sampled out)."""
         if not runs:
             return
         self._budget = min(
@@ -132,7 +157,7 @@ class Stats:
         want = max(1, min(len(runs), int(self._budget)))
         self._budget -= want
         sample = runs if want >= len(runs) else runs[:: -(-len(runs) // want)]
-        weight = len(runs) / len(sample)
+        weight = of / len(sample)
         table = slot.steps
         for r in sample:
             rule = r[RULE]

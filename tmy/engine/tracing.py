@@ -22,6 +22,7 @@ from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.triggers import Match
 
 _TRACE_PREFIX = os.urandom(4).hex()
+_USED: list[int] = []  # tokens of the model steps step_fields saw since log_run looked
 _trace_counter = itertools.count(1)
 
 
@@ -45,7 +46,8 @@ def step_fields(r: StepRecord) -> dict[str, Any]:
 
     A step that asked a model (an LLM step, a ``when_llm`` / ``while_llm`` judgement)
     also gets ``tokens``: prompt + completion tokens it used, which the web console
-    adds up into "LLM tokens used today".
+    adds up into "LLM tokens used today" (and :func:`log_run` tells its observer the
+    run's total, so the console never samples out a run that used tokens).
     """
     x, y = r.input, r.result
     fields = {
@@ -61,6 +63,7 @@ def step_fields(r: StepRecord) -> dict[str, Any]:
         tokens = step_tokens(r.extra)
         if tokens:
             fields["tokens"] = tokens
+            _USED.append(tokens)
     return fields
 
 
@@ -100,10 +103,13 @@ def log_run(
     ``finish=False`` marks a nested run (a rule called as an LLM tool);
     ``dry_run`` an ``explain`` run that stored and sent nothing; ``scheduled`` a
     cron firing. ``observer`` (the engine's, the web console's feed) gets the
-    same dict, ``trace_id`` included, whether or not ``info`` is logged.
+    same dict, ``trace_id`` included, whether or not ``info`` is logged — and
+    ``tokens`` (the steps' total) when a model was asked.
     """
     q = match.question
     answer = reply.text
+    if _USED:  # left by a step_fields call outside a run's line (a test, a tool)
+        _USED.clear()
     event = {
         "rule": match.rule.id,
         "trigger": match.trigger.source if match.trigger else _no_trigger(message),
@@ -128,11 +134,17 @@ def log_run(
         event["dry_run"] = True
     if scheduled:
         event["scheduled"] = True
+    tokens = 0
+    if _USED:  # a model's step: rare
+        tokens = sum(_USED)
+        _USED.clear()
     trace = logs.TRACE.get()
     if logs.INFO_ENABLED:
         logs.emit_event("info", event, trace)  # adds trace_id, level, timestamp
     if observer is not None:
         event["trace_id"] = trace
+        if tokens:
+            event["tokens"] = tokens
         observer(event)
 
 

@@ -57,8 +57,14 @@
   function skippedRow(n) {
     var tr = document.createElement("tr");
     tr.className = "skipped";
-    var td = cell(tr, n + " run" + (n === 1 ? "" : "s") + " skipped (more than this view can show)");
+    var td = cell(tr, n + " run" + (n === 1 ? "" : "s") + " skipped (sampled out or more than this view can show; failed runs are always shown)");
     td.colSpan = 9;
+    return tr;
+  }
+  function sampledRow(n) {
+    var tr = skippedRow(n);
+    tr.firstChild.textContent = "The bot is busy: " + n + " run" + (n === 1 ? " was" : "s were") +
+      " sampled out, some of which this filter may have shown (failed runs are always shown)";
     return tr;
   }
   function flush() {
@@ -87,6 +93,10 @@
   source.addEventListener("skipped", function (event) {
     var n = parseInt(event.data, 10);
     if (n > 0) { add(skippedRow(n)); }
+  });
+  source.addEventListener("sampled", function (event) {
+    var n = parseInt(event.data, 10);
+    if (n > 0) { add(sampledRow(n)); }
   });
   window.addEventListener("beforeunload", function () { source.close(); });
 })();
