@@ -36,7 +36,9 @@ Outside the tree on purpose: internal control-flow signals that never leave
 the function or module that raises them — ``StepFailed`` (tmy.engine.run:
 a step ended with STEP_ERROR, caught by the scheduler), and the private
 ``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools), ``FnFailed``
-(tmy.store.sqlite.connection).
+(tmy.store.sqlite.connection), and the web console's ``Refused`` (tmy.console.web:
+a handler's answer with an HTTP status, rendered as the error page) and ``FormError``
+(tmy.console.playground: a form that cannot be sent, shown back on the form).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.
