@@ -205,7 +205,7 @@ class _Guard:
             log.warning("console.login_failed", client=client, wait=round(delay, 1))
             if delay > 0:
                 return self._locked(request, delay)
-            return self._form(request, "Wrong password.", 401)
+            return self._form(request, "Wrong password.", 401, fields.get("next"))
         self.auth.lockout.succeeded(client)
         old = self.session(request)
         if old is not None:  # a new id at every login: a planted cookie is worth nothing
@@ -246,12 +246,15 @@ class _Guard:
         response.headers["Cache-Control"] = "no-cache"
         return _secured(response)
 
-    def _form(self, request: web.Request, error: str | None, status: int) -> web.Response:
+    def _form(
+        self, request: web.Request, error: str | None, status: int, next_: str | None = None
+    ) -> web.Response:
+        """The login form; ``next_``: the page asked for, kept across a wrong password."""
         template = self.site.templates.get_template("login.html")
         html = template.render(
             title="Log in",
             error=error,
-            next=request.query.get("next", ""),
+            next=next_ if isinstance(next_, str) else request.query.get("next", ""),
             console_path=self.config.path,
             static=lambda name: self.config.url(f"static/{name}"),
             url=self.config.url,
