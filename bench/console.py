@@ -20,7 +20,7 @@ mode a child process
 Rounds alternate off / on; the best msgs/s per mode and scenario is kept (the least
 disturbed by other processes), and the ratio on ÷ off is the verdict (≥ 0.90).
 
-    python bench/console.py                 # N = 10 and 10,000, 3 rounds, 20,000 messages
+    python bench/console.py                 # N = 10 and 10,000, 5 rounds, 20,000 messages
     python bench/console.py --quick         # N = 10, 1 round, 2,000 messages
     python bench/console.py --n 10 --rounds 5 --messages 50000
 """
@@ -212,7 +212,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(asyncio.run(child(args.child, ns[0], messages, args.warmup))))
         return 0
-    rounds = args.rounds or (1 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick else 5)
     runs = []
     for r in range(rounds):
         for n in ns:
