@@ -22,13 +22,11 @@ so that path pays nothing for them.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from tmy import logs, metrics
 from tmy.engine.debounce import Debouncer
 from tmy.engine.replies import LAST_RESORT_REPLY
-from tmy.engine.tracing import log_run
 from tmy.engine.tracing import trace_id as new_trace_id
 from tmy.logs import get_logger, preview
 from tmy.message import EVENT_KINDS, Message, Reply
@@ -166,11 +164,6 @@ class Dispatch:
             left = await self.cooldown_claim(match.rule, message)
             if left > 0:
                 return await self._cooled(match, message, text, trace_id, left)
-        started = time.perf_counter()
-        reply = await self._run(match, message, trace_id, text, True, extra)
-        observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
-            seconds = time.perf_counter() - started
-            log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
+        reply = await self.run_rule(match, message, trace_id, text, extra=extra)
         metrics.run(reply.rule, reply.error is None)
         return reply
