@@ -15,6 +15,12 @@
   further failure up to :data:`MAX_DELAY` — and a right password during the wait is
   refused too. The waiting is the client's: nothing here sleeps, so a guessing client
   holds no connection or request slot of the listener.
+* **The throttle**: past :data:`THROTTLE_FAILURES` wrong passwords within
+  :data:`THROTTLE_WINDOW` from *all* addresses together (a guesser rotating its
+  source address never meets the per-address lock-out), every attempt is refused for
+  :data:`THROTTLE_SECONDS` without checking it — a right password too, so the throttle
+  cannot be used to probe. It keeps the hashing (a core's ~40 ms a try) from being
+  spent on a flood.
 
 Nothing here knows HTTP; :mod:`tmy.console.guard` puts it on the listener.
 """
@@ -25,7 +31,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +44,9 @@ FREE_FAILURES = 5  # wrong passwords in a row from one address before the lock-o
 FIRST_DELAY = 2.0
 MAX_DELAY = 300.0
 MAX_TRACKED = 10_000  # addresses whose failures are remembered (the oldest forgotten first)
+THROTTLE_FAILURES = 30  # wrong passwords from all addresses within the window before all wait
+THROTTLE_WINDOW = 60.0
+THROTTLE_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +97,30 @@ class LockOut:
         self._clients.pop(client, None)
 
 
+class Throttle:
+    """Wrong passwords from every address together; how long every attempt must wait now."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._times: deque[float] = deque(maxlen=THROTTLE_FAILURES + 1)
+        self.until = 0.0
+
+    def wait(self) -> float:
+        """Seconds every attempt must still wait (0: attempts are checked)."""
+        return max(0.0, self.until - self.clock())
+
+    def failed(self) -> float:
+        """Count a wrong password (from anywhere); the wait it starts for all (0: none)."""
+        now = self.clock()
+        self._times.append(now)
+        full = len(self._times) == self._times.maxlen
+        if full and now - self._times[0] <= THROTTLE_WINDOW:
+            self.until = now + THROTTLE_SECONDS
+            self._times.clear()  # after the pause, a fresh count
+            return THROTTLE_SECONDS
+        return 0.0
+
+
 class Auth:
     """The console's passwords, sessions and lock-out, for one running console."""
 
@@ -97,6 +130,7 @@ class Auth:
         self.config = config
         self.clock = clock
         self.lockout = LockOut(clock)
+        self.throttle = Throttle(clock)
         self._key = secrets.token_bytes(32)  # signs session ids; new at every start
         self._sessions: OrderedDict[str, Session] = OrderedDict()
 
@@ -135,6 +169,11 @@ class Auth:
             del self._sessions[sid]
             return None
         return session
+
+    def alive(self, session: Session) -> bool:
+        """Whether ``session`` is still logged in (not ended, evicted or expired) — a live
+        stream asks, so that logging out ends it."""
+        return self._sessions.get(session.id) is session and session.expires > self.clock()
 
     def end(self, session: Session) -> None:
         """Log ``session`` out (its cookie names nothing any more)."""

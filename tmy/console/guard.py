@@ -54,6 +54,10 @@ _NEXT = re.compile(r"[A-Za-z0-9_.~/-]*(\?[A-Za-z0-9_.~%&=+:,-]*)?")
 _TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml",
           ".png": "image/png", ".ico": "image/x-icon"}  # fmt: skip
 CHECKS_AT_ONCE = 2  # password hashes computed at once (each ~40 ms of a core)
+WAITING_AT_MOST = 4  # login attempts queued for a check; past it, 429 at once
+BUSY = "Too many login attempts right now: try again in a moment."
+THROTTLED = "Too many wrong passwords lately: try again in {seconds} s."
+LOCKED = "Too many wrong passwords: try again in {seconds} s."
 
 
 def mount(
@@ -118,6 +122,7 @@ class _Guard:
         self.auth = site.auth
         self.config = site.config
         self.checks = asyncio.Semaphore(CHECKS_AT_ONCE)
+        self.waiting = 0  # login attempts waiting for ``checks``
 
     def session(self, request: web.Request) -> authn.Session | None:
         return self.auth.session(request.cookies.get(COOKIE))
@@ -191,20 +196,32 @@ class _Guard:
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         client = request.remote or "unknown"
-        wait = self.auth.lockout.wait(client)
-        if wait > 0:
-            return self._locked(request, wait)
+        refused = self._refusal(request, client)
+        if refused is not None:
+            return refused
         fields = await _login_fields(request)
-        async with self.checks:
-            wait = self.auth.lockout.wait(client)  # a burst sent at once waits here, not ahead
-            if wait > 0:
-                return self._locked(request, wait)
+        if self.waiting >= WAITING_AT_MOST:  # a flood: answered at once, holding nothing
+            return self._locked(request, 1, BUSY)
+        self.waiting += 1
+        try:
+            await self.checks.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            refused = self._refusal(request, client)  # a burst sent at once waits here
+            if refused is not None:
+                return refused
             role = await asyncio.to_thread(self.auth.role_of, fields.get("password", ""))
+        finally:
+            self.checks.release()
         if role is None:
-            delay = self.auth.lockout.failed(client)
+            throttled = self.auth.throttle.failed()
+            if throttled:
+                log.warning("console.login_throttled", seconds=throttled)
+            delay = max(self.auth.lockout.failed(client), throttled)
             log.warning("console.login_failed", client=client, wait=round(delay, 1))
             if delay > 0:
-                return self._locked(request, delay)
+                return self._refusal(request, client) or self._locked(request, delay)
             return self._form(request, "Wrong password.", 401, fields.get("next"))
         self.auth.lockout.succeeded(client)
         old = self.session(request)
@@ -262,9 +279,18 @@ class _Guard:
         )
         return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
-    def _locked(self, request: web.Request, wait: float) -> web.Response:
+    def _refusal(self, request: web.Request, client: str) -> web.Response | None:
+        """429 when ``client`` is locked out or every login is throttled (before any
+        check: a right password then is refused the same way), else None."""
+        wait = self.auth.throttle.wait()
+        if wait > 0:
+            return self._locked(request, wait, THROTTLED)
+        wait = self.auth.lockout.wait(client)
+        return self._locked(request, wait) if wait > 0 else None
+
+    def _locked(self, request: web.Request, wait: float, why: str = LOCKED) -> web.Response:
         seconds = max(1, round(wait))
-        text = f"Too many wrong passwords: try again in {seconds} s."
+        text = why.format(seconds=seconds)
         if request.query.get("format") == "json":
             return _json_error(429, text, **{"Retry-After": str(seconds)})
         response = self._form(request, text, 429)
