@@ -11,6 +11,10 @@
   closing it. Written at most :data:`PACE` times a second, so a busy bot costs the
   stream a batch, not a write per run. A connection lasts :data:`STREAM_SECONDS`
   (EventSource reconnects by itself), so a daemon's shutdown never waits on one.
+  A stream holds no in-flight slot of the listener (:func:`~tmy.adapters.http.gate.long_lived`):
+  instead at most :data:`STREAMS_PER_SESSION` are open per session and
+  :data:`STREAMS` in all (503 beyond); a stream ends when its session does (logging
+  out) and when the browser has not taken a write within :data:`WRITE_SECONDS`.
 * ``live/trace?id=TRACE_ID`` — that run as ``trace`` shows it, from the log file
   (read in a thread within a bound, :mod:`tmy.tracelog`), or from the feed's own
   copy of the run when the log has none (logging off, or to a terminal); with a link
@@ -31,6 +35,7 @@ import orjson
 from aiohttp import web
 
 from tmy import redact
+from tmy.adapters.http.gate import long_lived
 from tmy.console.feed import Event, Filter
 from tmy.console.overview import clock, feed_for
 from tmy.console.records import as_event
@@ -44,6 +49,34 @@ KEEPALIVE = 10.0  # seconds of silence before a keep-alive comment
 POLL = 0.5  # seconds between two looks at whether the browser or the daemon has gone
 STREAM_SECONDS = 60.0  # one stream connection at most (the browser reconnects)
 ANSWER = 160  # characters of an answer shown in a row
+STREAMS = 32  # live streams open at once, in all
+STREAMS_PER_SESSION = 4  # live streams open at once, per session
+WRITE_SECONDS = 15.0  # a write the browser has not taken by then ends its stream
+
+
+class Streams:
+    """How many live streams are open, in all and per session (the caps above)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_session: dict[str, int] = {}
+
+    def open(self, session: str) -> str | None:
+        """Count one more stream for ``session``; why not (a message), or None when opened."""
+        if self.by_session.get(session, 0) >= STREAMS_PER_SESSION:
+            return (f"this session has {STREAMS_PER_SESSION} live streams open already: "
+                    "close a Live runs tab and try again")  # fmt: skip
+        if self.total >= STREAMS:
+            return f"{STREAMS} live streams are open already: try again later"
+        self.total += 1
+        self.by_session[session] = self.by_session.get(session, 0) + 1
+        return None
+
+    def close(self, session: str) -> None:
+        self.total -= 1
+        left = self.by_session.pop(session, 1) - 1
+        if left > 0:
+            self.by_session[session] = left
 
 
 def _masked(value: Any) -> Any:
@@ -133,6 +166,11 @@ async def _live(req: ConsoleRequest) -> web.StreamResponse:
 
 
 async def _stream(req: ConsoleRequest) -> web.StreamResponse:
+    streams: Streams = req.site.state.setdefault("live.streams", Streams())
+    refused = streams.open(req.session.id)
+    if refused is not None:
+        raise Refused(503, refused)
+    long_lived(req.request)  # bounded by the caps above, not by the in-flight slots
     feed = feed_for(req.app)
     sub = feed.subscribe(Filter.of(req.request.query))
     response = web.StreamResponse(
@@ -145,34 +183,46 @@ async def _stream(req: ConsoleRequest) -> web.StreamResponse:
     )
     try:
         await response.prepare(req.request)
-        await response.write(b"retry: 2000\n: tmy live runs\n\n")
+        await _write(response, b"retry: 2000\n: tmy live runs\n\n")
         await _follow(req, sub, response)
+    except TimeoutError:  # the browser stopped reading: drop it, not wait on it
+        if req.request.transport is not None:
+            req.request.transport.abort()
     except (ConnectionError, asyncio.CancelledError):
         pass  # the browser left, or the daemon is stopping
     finally:
         feed.unsubscribe(sub)
+        streams.close(req.session.id)
     return response
+
+
+async def _write(response: web.StreamResponse, data: bytes) -> None:
+    """Write ``data``; TimeoutError when the browser has not taken it in :data:`WRITE_SECONDS`."""
+    async with asyncio.timeout(WRITE_SECONDS):
+        await response.write(data)
 
 
 async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -> None:
     """Write what the feed offers this view until :data:`STREAM_SECONDS` have passed, the
-    browser has gone or the listener is shutting down (looked at every :data:`POLL` s)."""
+    browser has gone, its session has ended or the listener is shutting down (looked at
+    every :data:`POLL` s)."""
     now = time.monotonic()
     ends, quiet_since = now + STREAM_SECONDS, now
-    while now < ends and not _closing(req.request):
+    auth = req.site.auth
+    while now < ends and not _closing(req.request) and auth.alive(req.session):
         skipped, items = await sub.next(POLL)
         maybe = sub.take_maybe()
         now = time.monotonic()
         if not skipped and not items and not maybe:
             if now - quiet_since >= KEEPALIVE:
-                await response.write(b": keep-alive\n\n")
+                await _write(response, b": keep-alive\n\n")
                 quiet_since = now
             continue
         chunk = [b"event: skipped\ndata: %d\n\n" % skipped] if skipped else []
         if maybe:  # sampled out, whose user / chat / platform is not known
             chunk.append(b"event: sampled\ndata: %d\n\n" % maybe)
         chunk += [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
-        await response.write(b"".join(chunk))
+        await _write(response, b"".join(chunk))
         quiet_since = now
         await asyncio.sleep(PACE)
         now = time.monotonic()

@@ -5,11 +5,17 @@ In order: the connection's state (:mod:`tmy.adapters.listener`), the
 read within ``body_timeout`` (a JSON route's body typed JSON, 415 otherwise),
 then the in-flight bound (503 with ``Retry-After``). A request holds an
 in-flight slot and a busy connection only once it has wholly arrived.
+
+A long-lived answer holds no in-flight slot: a WebSocket upgrade never takes one,
+and a handler that streams for long (the console's Server-Sent Events) gives its
+slot back with :func:`long_lived` once it has checked its own cap — else a few
+hundred idle streams would fill the bound and refuse every message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
@@ -24,6 +30,25 @@ if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
 log = get_logger("tmy.adapter.http")
 
 RETRY_AFTER = "1"  # seconds, in the 503 past max_requests_in_flight
+
+
+@functools.cache
+def _release_key() -> Any:
+    """The request key of the callable that gives the in-flight slot back (a typed
+    ``RequestKey`` where aiohttp has one, 3.13+: it warns about a plain string)."""
+    from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
+
+    key = getattr(web, "RequestKey", None)
+    return "tmy.gate.release" if key is None else key("tmy.gate.release", object)
+
+
+def long_lived(request: web.Request) -> None:
+    """Give ``request``'s in-flight slot back: its answer is a long-lived stream, bounded
+    by its own cap and by ``max_connections`` (as a WebSocket is), not by the in-flight
+    bound. Once only; nothing when the request holds no slot."""
+    release = request.get(_release_key())
+    if release is not None:
+        release()
 
 
 class RequestGate:
@@ -91,10 +116,19 @@ class RequestGate:
                 headers={"Retry-After": RETRY_AFTER},
             )
         self.in_flight += 1
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.in_flight -= 1
+
+        request[_release_key()] = release
         try:
             return await handler(request)
         finally:
-            self.in_flight -= 1
+            release()
 
     async def _read_body(self, request: web.Request) -> web.StreamResponse | None:
         """Read the whole body within ``body_timeout``; a refusal, or None when it may go on."""
