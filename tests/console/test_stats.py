@@ -153,9 +153,11 @@ def test_tokens_today_from_the_steps() -> None:
         "tokens": 150,
     }
     stats.add([run("ask", steps=[llm]), run("ask", steps=[{**llm, "tokens": 50}])], T0)
-    assert stats.tokens_today == 200 and stats.window(T0, 60)["tokens"] == 200
+    assert stats.tokens_on(T0) == 200 and stats.window(T0, 60)["tokens"] == 200
+    # a day passes without a run: yesterday's tokens are not today's
+    assert stats.tokens_on(T0 + 4.5 * 3600) == 0
     stats.add([run("ask", steps=[llm])], T0 + 4.5 * 3600)  # 00:30 the next day there
-    assert stats.tokens_today == 150
+    assert stats.tokens_on(T0 + 4.5 * 3600) == 150
     assert stats.window(T0 + 4.5 * 3600, MINUTES)["tokens"] == 350
 
 

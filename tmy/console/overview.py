@@ -84,7 +84,7 @@ async def overview_data(req: ConsoleRequest) -> dict[str, Any]:
         "counted_since": clock(feed.started),
         "last_hour": stats.window(now, 60),
         "last_day": stats.window(now, MINUTES),
-        "tokens_today": stats.tokens_today,
+        "tokens_today": stats.tokens_on(now),
         "per_2_minutes": hour,
         "per_hour": day,
         "busiest_rules": stats.busiest_rules(now, MINUTES),

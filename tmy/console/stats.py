@@ -71,7 +71,7 @@ class Stats:
         self._day = ""
         self._day_minute = -1
         self._budget, self._budget_at = float(TIMED_PER_SECOND), 0.0
-        self.tokens_today = 0
+        self._tokens = 0  # counted on self._day (see tokens_on)
         self.total = {"messages": 0, "runs": 0, "errors": 0, "tokens": 0}
 
     # -- counting ---------------------------------------------------------------------------------
@@ -180,13 +180,21 @@ class Stats:
     def _count_tokens(self, tokens: int, now: float) -> None:
         minute = int(now // 60)
         if minute == self._day_minute:  # the day is looked up once a minute
-            self.tokens_today += tokens
+            self._tokens += tokens
             return
         self._day_minute = minute
-        day = datetime.fromtimestamp(now, self.tz or UTC).date().isoformat()
+        day = self._day_of(now)
         if day != self._day:
-            self._day, self.tokens_today = day, 0
-        self.tokens_today += tokens
+            self._day, self._tokens = day, 0
+        self._tokens += tokens
+
+    def _day_of(self, now: float) -> str:
+        return datetime.fromtimestamp(now, self.tz or UTC).date().isoformat()
+
+    def tokens_on(self, now: float) -> int:
+        """LLM tokens used on ``now``'s day: 0 once a day has passed without any (the count
+        is of the day its last tokens came, which may be yesterday)."""
+        return self._tokens if self._day == self._day_of(now) else 0
 
     def _seen(self, wheres: list[tuple[str, str]], batch: list[Record], now: float) -> None:
         """The chats of ``batch`` (``wheres``: each one's (platform, chat)) move to the end of
