@@ -12,15 +12,12 @@ import pytest
 
 from tests.support.console import console_daemon, logged_in
 from tests.support.log_helpers import read_log
+from tmy.console.valueview import SHOW_ALL_CHARS, SHOW_NODES, _Budget, shape, value_view
 from tmy.console.variables import (
-    SHOW_NODES,
     Holder,
-    _Budget,
     browse_data,
     holder_of,
     parse_key,
-    shape,
-    value_view,
 )
 from tmy.rulebook.model import VariableDecl
 from tmy.store.board_keys import escape_key_part
@@ -84,6 +81,17 @@ def test_a_big_value_is_cut_to_the_budget_and_show_all_gives_it_whole() -> None:
     assert whole["tree"] is None and json.loads(whole["json"]) == big
     assert whole["declared_type"] == "list"
     assert whole["edit"] is None and not whole["editable"]  # too big for one request
+
+
+def test_show_all_is_cut_to_the_cap_as_the_start_of_the_whole_text() -> None:
+    big = {f"k{i}": ["é" * 30, i, 1.5, None, True] for i in range(40_000)}  # ~2.6 MB
+    decl = VariableDecl("big", "global", {}, "r.yaml", 1)
+    whole = value_view(big, decl, show_all=True)
+    assert json.loads(whole["json"]) == big and whole["json_cut"] == 0
+    assert whole["json"] == json.dumps(big, ensure_ascii=False, indent=2), "orjson's text"
+    cut = value_view(big, decl, show_all=True, cap=1000)
+    assert cut["json"] == whole["json"][:1000]
+    assert cut["json_cut"] == len(whole["json"]) - 1000
 
 
 def test_structures_keep_their_shape_and_long_strings_are_cut() -> None:
@@ -208,10 +216,18 @@ async def test_values_render_as_text_and_a_4_mb_value_is_cut_with_show_all() -> 
         assert "Show all" in cut.text and "<textarea" not in cut.text
         assert len(cut.text) < 400_000  # the first items, not 4 MB
         whole = await admin.get("variables/view", params={**where, "all": "1"})
-        assert whole.status_code == 200 and len(whole.text) > 4_000_000 and evil not in whole.text
+        assert whole.status_code == 200 and evil not in whole.text
+        assert SHOW_ALL_CHARS < len(whole.text) < 2 * SHOW_ALL_CHARS  # cut, with a download
         assert "<textarea" not in whole.text and "use <code>vars set</code>" in whole.text
+        assert "more characters not shown: the whole value is at" in whole.text
         data = await admin.json("variables/view", **where)
         assert data["truncated"] and data["bytes"] > 3_000_000 and data["json"] is None
+        all_data = await admin.json("variables/view", **where, all="1")
+        assert json.loads(all_data["json"]) == [evil, *big] and all_data["json_cut"] == 0
+        download = await admin.get("variables/view", params={**where, "download": "1"})
+        assert download.status_code == 200 and download.json() == [evil, *big]
+        assert download.headers["content-type"].startswith("application/json")
+        assert download.headers["content-disposition"] == 'attachment; filename="jokes.json"'
 
         medium = [{"n": i, "text": "言葉 <&>"} for i in range(20_000)]  # ~550 kB, sent multipart
         text = json.dumps(medium, ensure_ascii=False)

@@ -10,22 +10,28 @@ a new value exactly as ``vars set`` does (the declared default's type; no ``--fo
 here) and keeps a ranked variable's leaderboard in step.
 
 A value is shown as nested lists and maps within a budget (:func:`shape`): a 4 MB value
-shows its first items with "show all" (``all=1``), which gives the whole value as JSON
-text. A value is edited here up to :data:`EDIT_BYTES` (the listener takes at most
-``MAX_BODY`` a request; a larger one is ``vars set``'s). Edits and deletes are changes
-(admin, CSRF token, logged by who and from where).
+shows its first items with "show all" (``all=1``), which gives the value as JSON text —
+on the page its first :data:`SHOW_ALL_CHARS` characters, with a download of the whole
+value (``download=1``; ``?format=json`` has the whole text too). The view of a large
+value is built, and its page rendered, in a thread: a 4 MB value takes a core a while,
+and the event loop answers messages meanwhile (:mod:`tmy.console.valueview`). A value
+is edited here up to :data:`EDIT_BYTES` (the listener takes at most ``MAX_BODY`` a
+request; a larger one is ``vars set``'s). Edits and deletes are changes (admin, CSRF
+token, logged by who and from where).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
-from tmy.adapters.http import MAX_BODY
 from tmy.commands.variables import split_force
+from tmy.console.valueview import BIG, SHOW_ALL_CHARS, type_name, value_view
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page, redirect, run_command
 from tmy.engine.keys import variable_key
 from tmy.logs import preview
@@ -35,10 +41,6 @@ from tmy.store.base import MISSING, Store
 
 SCOPES = ("global", "chat", "user")
 PAGE_ROWS = 100  # rows of one browse page
-SHOW_NODES = 400  # items and leaves shown of one value before "show all"
-SHOW_CHARS = 2000  # characters of one string shown before "show all"
-SHOW_DEPTH = 12  # nesting shown before "show all"
-EDIT_BYTES = MAX_BODY - 64 * 1024  # the largest value edited here (a form sent as multipart)
 ROOT = "var/"
 
 
@@ -104,18 +106,6 @@ def parse_key(key: str) -> tuple[Holder, str] | None:
 
 
 # -- browsing ----------------------------------------------------------------------------------
-
-
-def type_name(value: Any) -> str:
-    """The type word ``vars set`` checks against: list, dict, bool, int, float, str, null."""
-    for kind, word in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str")):
-        if isinstance(value, kind):
-            return word
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "dict"
-    return "null" if value is None else type(value).__name__
 
 
 def declared_rows(rulebook: Rulebook) -> list[dict[str, Any]]:
@@ -194,68 +184,6 @@ async def browse_data(
 # -- one value as a structure ------------------------------------------------------------------
 
 
-class _Budget:
-    """How much of a value is still shown: nodes left; ``cut`` once anything was left out."""
-
-    def __init__(self, nodes: int) -> None:
-        self.nodes = nodes
-        self.cut = False
-
-    def take(self) -> bool:
-        if self.nodes <= 0:
-            self.cut = True
-            return False
-        self.nodes -= 1
-        return True
-
-
-def shape(value: Any, budget: _Budget, depth: int = 0) -> dict[str, Any]:
-    """``value`` as a tree for the page: ``{"t": "map"|"list", "items": [[key, node]], "more"}``
-    or a leaf ``{"t": type, "v": text, "cut": characters left out}``, within ``budget``."""
-    if isinstance(value, (dict, list)):
-        pairs = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
-        kind = "map" if isinstance(value, dict) else "list"
-        if depth >= SHOW_DEPTH and pairs:
-            budget.cut = True
-            return {"t": kind, "items": [], "more": len(pairs)}
-        items = []
-        for key, item in pairs:
-            if not budget.take():
-                break
-            items.append([str(key), shape(item, budget, depth + 1)])
-        return {"t": kind, "items": items, "more": len(pairs) - len(items)}
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    cut = 0
-    if len(text) > SHOW_CHARS:
-        cut, text = len(text) - SHOW_CHARS, text[:SHOW_CHARS]
-        budget.cut = True
-    return {"t": type_name(value), "v": text, "cut": cut}
-
-
-def value_view(value: Any, decl: VariableDecl | None, show_all: bool) -> dict[str, Any]:
-    """What the page shows of one value: its tree cut to the budget, or with ``show_all``
-    the whole value as JSON text; the text an edit starts from once all of it is shown."""
-    size = len(json.dumps(value, ensure_ascii=False).encode())
-    budget = _Budget(SHOW_NODES)
-    tree = None if show_all else shape(value, budget)
-    declared = type_name(decl.default) if decl is not None else None
-    whole = show_all or not budget.cut
-    text = json.dumps(value, ensure_ascii=False, indent=2) if whole else None
-    edit = value if whole and declared == "str" and isinstance(value, str) else text
-    editable = size <= EDIT_BYTES  # a larger one would not fit in one request to the listener
-    return {
-        "type": type_name(value),
-        "declared_type": declared,
-        "default": None if decl is None else decl.default,
-        "bytes": size,
-        "truncated": budget.cut,
-        "tree": tree,
-        "json": text if show_all else None,
-        "edit": edit if editable else None,
-        "editable": editable,
-    }
-
-
 # -- the pages ---------------------------------------------------------------------------------
 
 
@@ -303,9 +231,16 @@ async def _one(
         raise Refused(404, f"no variable {name!r} ({holder.label()}) is declared or stored")
     else:  # left from a declaration since removed: no command reads it, the store does
         value = stored
-    view = value_view(value, decl if declared else None, show_all)
+    cap = None if req.wants_json() else SHOW_ALL_CHARS
+    view = await asyncio.to_thread(value_view, value, decl if declared else None, show_all, cap)
     if tried is not None:
         view["edit"] = tried
+    if view["json_cut"]:  # said in the text itself: the page's template has no place for it
+        whole = req.url("variables/view", **_link(holder, name), download="1")
+        view["json"] += (
+            f"\n\n… {view['json_cut']} more characters not shown: the whole value is at {whole}"
+        )
+        view["download"] = whole
     data = {
         "name": name,
         "holder": asdict(holder),
@@ -319,7 +254,10 @@ async def _one(
         **view,
     }
     status = 400 if error else 200
-    return await page(req, "variable.html", data, title=f"Variable {name}", status=status)
+    big = view["bytes"] > BIG  # its page rendered in a thread
+    return await page(
+        req, "variable.html", data, title=f"Variable {name}", status=status, off_loop=big
+    )
 
 
 def _target(req: ConsoleRequest, fields: Any) -> tuple[Holder, str]:
@@ -344,7 +282,27 @@ def _declared(req: ConsoleRequest, holder: Holder, name: str) -> None:
 
 async def _view(req: ConsoleRequest) -> web.StreamResponse:
     holder, name = _target(req, req.request.query)
+    if req.query("download") == "1":
+        return await _download(req, holder, name)
     return await _one(req, holder, name, req.query("all") == "1")
+
+
+async def _download(req: ConsoleRequest, holder: Holder, name: str) -> web.Response:
+    """The whole value as a JSON file (what the page leaves out past ``SHOW_ALL_CHARS``)."""
+    decl = req.app.engine.rulebook.variables.get(name)
+    value = await req.app.store.get(_key(holder, name))
+    if value is MISSING:
+        if decl is None or decl.scope != holder.scope:
+            raise Refused(404, f"no variable {name!r} ({holder.label()}) is declared or stored")
+        value = decl.default
+    try:
+        body = await asyncio.to_thread(orjson.dumps, value, option=orjson.OPT_INDENT_2)
+    except (TypeError, orjson.JSONEncodeError):
+        body = json.dumps(value, ensure_ascii=False, indent=2).encode()
+    filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "value"
+    disposition = f'attachment; filename="{filename}.json"'
+    return web.Response(body=body, content_type="application/json",
+                        headers={"Content-Disposition": disposition})  # fmt: skip
 
 
 async def _set(req: ConsoleRequest) -> web.StreamResponse:

@@ -23,6 +23,7 @@ scripts only from the console's own static files: no inline ``<script>`` or
 
 from __future__ import annotations
 
+import asyncio
 import email.policy
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -235,18 +236,28 @@ async def page(
     title: str,
     status: int = 200,
     current: str | None = None,
+    off_loop: bool = False,
 ) -> web.Response:
     """``template`` rendered with ``data`` (plus the framework's variables, which win over
     the data's), or ``data`` itself as JSON when ``?format=json`` — the same data for scripts.
 
     ``current``: the nav entry to mark (default: the first part of the path).
+    ``off_loop``: render (or encode) in a thread — a large page takes a core a while, and
+    the event loop keeps answering messages meanwhile.
     """
     if req.wants_json():
+        if off_loop:
+            text = await asyncio.to_thread(lambda: dumps(jsonable(dict(data))))
+            return web.Response(text=text, status=status, content_type="application/json")
         return web.json_response(jsonable(dict(data)), status=status, dumps=dumps)
     if current is None:
         sub = req.request.path[len(req.site.config.path) + 1 :]
         current = sub.split("/", 1)[0] or "overview"
-    html = render(req, template, {**data, "title": title, "nav": req.site.nav(current)})
+    context = {**data, "title": title, "nav": req.site.nav(current)}
+    if off_loop:
+        html = await asyncio.to_thread(render, req, template, context)
+    else:
+        html = render(req, template, context)
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
 
