@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -343,3 +344,14 @@ def test_no_template_or_script_turns_escaping_off() -> None:
         text = script.read_text()
         for bad in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
             assert bad not in text, f"{script.name}: {bad}"
+
+
+async def test_mounting_takes_the_passwords_out_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kept as hashes only: not left where plugins, steps and child processes read them."""
+    monkeypatch.setenv("TMY_CONSOLE_PASSWORD", "from-env")
+    monkeypatch.setenv("TMY_CONSOLE_VIEWER_PASSWORD", "viewer-env")
+    async with serving(RULES, web_console={"enabled": True, "password": "pw"}):
+        assert "TMY_CONSOLE_PASSWORD" not in os.environ
+        assert "TMY_CONSOLE_VIEWER_PASSWORD" not in os.environ

@@ -15,10 +15,11 @@ for neither aiohttp nor Jinja.
 
 from __future__ import annotations
 
-import importlib
+import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from tmy.config.console import ENV_PASSWORD, ENV_VIEWER_PASSWORD
 from tmy.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -26,22 +27,21 @@ if TYPE_CHECKING:
 
     from tmy.types import AppLike
 
-# the page modules, in the nav's order
-PAGE_MODULES = ("overview", "rules", "playground", "live", "variables", "schedules", "memory",
-                "chats")  # fmt: skip
-
 
 def page_modules() -> list[ModuleType]:
-    """The page modules that are installed (a module not written yet is skipped)."""
-    modules = []
-    for name in PAGE_MODULES:
-        full = f"tmy.console.{name}"
-        try:
-            modules.append(importlib.import_module(full))
-        except ModuleNotFoundError as exc:
-            if exc.name != full:
-                raise
-    return modules
+    """The page modules, in the nav's order (imported now: see the module docstring)."""
+    from tmy.console import (  # deferred: aiohttp and Jinja, for a console only
+        chats,
+        live,
+        memory,
+        overview,
+        playground,
+        rules,
+        schedules,
+        variables,
+    )
+
+    return [overview, rules, playground, live, variables, schedules, memory, chats]
 
 
 def mounted(app: AppLike, *, listener: object | None) -> list[web.RouteDef]:
@@ -53,7 +53,12 @@ def mounted(app: AppLike, *, listener: object | None) -> list[web.RouteDef]:
         raise ConfigError(
             "console.enabled needs the HTTP listener, but adapters.http.enabled is false"
         )
-    return routes(app)
+    defs = routes(app)
+    # the passwords live on as hashes only: not in the environment plugins, steps and child
+    # processes inherit (/proc/PID/environ), once the config has read them
+    for name in (ENV_PASSWORD, ENV_VIEWER_PASSWORD):
+        os.environ.pop(name, None)
+    return defs
 
 
 def routes(app: AppLike) -> list[web.RouteDef]:
