@@ -79,6 +79,8 @@
   }
   function add(tr) {
     waiting.push(tr);
+    // a hidden tab runs no animation frame: keep only what a flush would show
+    if (waiting.length > 2 * MAX_ROWS) { waiting.splice(0, waiting.length - MAX_ROWS); }
     if (!scheduled) {
       scheduled = true;
       window.requestAnimationFrame(flush);
