@@ -219,7 +219,8 @@ async def test_values_render_as_text_and_a_4_mb_value_is_cut_with_show_all() -> 
         assert whole.status_code == 200 and evil not in whole.text
         assert SHOW_ALL_CHARS < len(whole.text) < 2 * SHOW_ALL_CHARS  # cut, with a download
         assert "<textarea" not in whole.text and "use <code>vars set</code>" in whole.text
-        assert "more characters not shown: the whole value is at" in whole.text
+        assert "more characters are not shown." in whole.text
+        assert "download=1" in whole.text and "Download the whole value (JSON)" in whole.text
         data = await admin.json("variables/view", **where)
         assert data["truncated"] and data["bytes"] > 3_000_000 and data["json"] is None
         all_data = await admin.json("variables/view", **where, all="1")

@@ -233,12 +233,8 @@ async def _one(
     view = await asyncio.to_thread(value_view, value, decl if declared else None, show_all, cap)
     if tried is not None:
         view["edit"] = tried
-    if view["json_cut"]:  # said in the text itself: the page's template has no place for it
-        whole = req.url("variables/view", **_link(holder, name), download="1")
-        view["json"] += (
-            f"\n\n… {view['json_cut']} more characters not shown: the whole value is at {whole}"
-        )
-        view["download"] = whole
+    if view["json_cut"]:  # the page links the whole value as a download
+        view["download"] = req.url("variables/view", **_link(holder, name), download="1")
     data = {
         "name": name,
         "holder": asdict(holder),
