@@ -145,3 +145,37 @@ async def test_an_open_stream_does_not_hold_up_the_daemons_shutdown() -> None:
         started = time.monotonic()
         await daemon.app.__aexit__(None, None, None)  # what the daemon does on SIGTERM
         assert time.monotonic() - started < 10
+
+
+async def _read(client: ConsoleClient, sub: str, count: int, last_id: str = "") -> tuple:
+    """The first ``count`` runs of ``sub``'s SSE (their trace ids) and the last event id."""
+    headers = {"Last-Event-ID": last_id} if last_id else {}
+    traces: list[str] = []
+    event_id = ""
+    async with client.http.stream("GET", client.url(sub), headers=headers) as response:
+        async with asyncio.timeout(10):
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: "):
+                    traces.append(json.loads(line[6:])["trace_id"])
+                    if len(traces) >= count:
+                        break
+    return traces, event_id
+
+
+@pytest.mark.slow
+async def test_a_reconnecting_view_gets_the_runs_it_missed_once() -> None:
+    """The browser reconnects (a stream lasts STREAM_SECONDS) with Last-Event-ID: the runs
+    reported while it was away come first, none twice."""
+    async with console_daemon(RULES) as daemon, logged_in(daemon) as admin:
+        reader = asyncio.create_task(_read(admin, "live/stream?user=ann", 1))
+        await asyncio.sleep(0.3)
+        first = await daemon.push("hi", user="ann")
+        seen, last_id = await reader
+        assert seen == [first.trace_id] and last_id
+        await asyncio.sleep(0.2)  # a later batch than the one seen
+        missed = [(await daemon.push("hi", user="ann")).trace_id for _ in range(3)]
+        await daemon.push("hi", user="bob")  # not this view's
+        again, _ = await _read(admin, "live/stream?user=ann", 3, last_id)
+        assert again == missed

@@ -307,6 +307,12 @@ class Feed:
                         return out
         return out
 
+    def since(self, wanted: Filter, at: float) -> list[Seen]:
+        """The kept runs ``wanted`` admits reported after ``at`` (a batch's time, as a live
+        stream's event id says it), oldest first: what a reconnecting view missed."""
+        self.drain()
+        return [(t, r) for t, batch in self.recent if t > at for r in batch if wanted(r)]
+
     def find(self, trace_id: str) -> list[Seen]:
         """The kept runs of one trace (a run and the runs nested in it), oldest first."""
         self.drain()

@@ -36,7 +36,7 @@ from aiohttp import web
 
 from tmy import redact
 from tmy.adapters.http.gate import long_lived
-from tmy.console.feed import Event, Filter
+from tmy.console.feed import Event, Filter, Seen
 from tmy.console.overview import clock, feed_for
 from tmy.console.records import as_event
 from tmy.console.web import ConsoleRequest, Refused, Route, page
@@ -172,7 +172,10 @@ async def _stream(req: ConsoleRequest) -> web.StreamResponse:
         raise Refused(503, refused)
     long_lived(req.request)  # bounded by the caps above, not by the in-flight slots
     feed = feed_for(req.app)
-    sub = feed.subscribe(Filter.of(req.request.query))
+    wanted = Filter.of(req.request.query)
+    sub = feed.subscribe(wanted)
+    last = _last_event_id(req.request)  # a reconnect: what came since its last run first
+    backlog = feed.since(wanted, last) if last is not None else []
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -184,7 +187,9 @@ async def _stream(req: ConsoleRequest) -> web.StreamResponse:
     try:
         await response.prepare(req.request)
         await _write(response, b"retry: 2000\n: tmy live runs\n\n")
-        await _follow(req, sub, response)
+        if backlog:
+            await _write(response, _events(backlog))
+        await _follow(req, sub, response, backlog[-1][0] if backlog else last)
     except TimeoutError:  # the browser stopped reading: drop it, not wait on it
         if req.request.transport is not None:
             req.request.transport.abort()
@@ -202,10 +207,29 @@ async def _write(response: web.StreamResponse, data: bytes) -> None:
         await response.write(data)
 
 
-async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -> None:
+def _last_event_id(request: web.Request) -> float | None:
+    """The time of the last batch a reconnecting browser got (``Last-Event-ID``), or None."""
+    try:
+        return float(request.headers.get("Last-Event-ID", ""))
+    except ValueError:
+        return None
+
+
+def _events(items: list[Seen]) -> bytes:
+    """``items`` as SSE events, the last one carrying its batch's time as the event id, so a
+    browser that reconnects (every :data:`STREAM_SECONDS`) says where it stopped."""
+    lines = [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
+    lines[-1] = b"id: %.6f\n" % items[-1][0] + lines[-1]
+    return b"".join(lines)
+
+
+async def _follow(
+    req: ConsoleRequest, sub: Any, response: web.StreamResponse, sent_up_to: float | None
+) -> None:
     """Write what the feed offers this view until :data:`STREAM_SECONDS` have passed, the
     browser has gone, its session has ended or the listener is shutting down (looked at
-    every :data:`POLL` s)."""
+    every :data:`POLL` s). ``sent_up_to``: runs of batches up to that time were sent
+    already (a reconnect's backlog), so they are not sent twice."""
     now = time.monotonic()
     ends, quiet_since = now + STREAM_SECONDS, now
     auth = req.site.auth
@@ -221,8 +245,12 @@ async def _follow(req: ConsoleRequest, sub: Any, response: web.StreamResponse) -
         chunk = [b"event: skipped\ndata: %d\n\n" % skipped] if skipped else []
         if maybe:  # sampled out, whose user / chat / platform is not known
             chunk.append(b"event: sampled\ndata: %d\n\n" % maybe)
-        chunk += [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
-        await _write(response, b"".join(chunk))
+        if sent_up_to is not None:
+            items = [(at, r) for at, r in items if at > sent_up_to]
+        if items:
+            chunk.append(_events(items))
+        if chunk:
+            await _write(response, b"".join(chunk))
         quiet_since = now
         await asyncio.sleep(PACE)
         now = time.monotonic()
