@@ -174,6 +174,16 @@ async def test_a_wrong_password_answers_the_form_again_and_the_right_one_the_ove
     assert [e["role"] for e in lines if e["event"] == "console.login"] == ["admin"]
 
 
+async def test_a_script_logging_in_gets_json_for_every_answer() -> None:
+    async with console_daemon(RULES) as daemon, httpx.AsyncClient(base_url=daemon.url) as http:
+        asked = await http.get("/console/login?format=json")
+        assert asked.status_code == 200 and asked.json()["path"] == "/console/login"
+        wrong = await http.post("/console/login?format=json", data={"password": "nope"})
+        assert (wrong.status_code, wrong.json()) == (401, {"error": "Wrong password."})
+        right = await http.post("/console/login?format=json", data={"password": ADMIN_PASSWORD})
+        assert right.status_code == 200 and right.json()["role"] == "admin"
+
+
 async def test_the_cookie_is_secure_over_tls_and_next_stays_in_the_console() -> None:
     async with console_daemon(RULES) as daemon, httpx.AsyncClient(base_url=daemon.url) as http:
         tls = await http.post(

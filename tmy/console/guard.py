@@ -266,7 +266,16 @@ class _Guard:
     def _form(
         self, request: web.Request, error: str | None, status: int, next_: str | None = None
     ) -> web.Response:
-        """The login form; ``next_``: the page asked for, kept across a wrong password."""
+        """The login form; ``next_``: the page asked for, kept across a wrong password.
+        With ``?format=json`` a script gets ``{"error": …}`` (or ``{"login": …}``) instead."""
+        if request.query.get("format") == "json":
+            if error is not None:
+                return _json_error(status, error)
+            return web.json_response(
+                {"login": "POST the field password here", "path": self.config.url("login")},
+                status=status,
+                dumps=dumps,
+            )
         template = self.site.templates.get_template("login.html")
         html = template.render(
             title="Log in",
