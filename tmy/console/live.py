@@ -219,7 +219,7 @@ def _events(items: list[Seen]) -> bytes:
     """``items`` as SSE events, the last one carrying its batch's time as the event id, so a
     browser that reconnects (every :data:`STREAM_SECONDS`) says where it stopped."""
     lines = [b"data: " + orjson.dumps(brief(at, as_event(r))) + b"\n\n" for at, r in items]
-    lines[-1] = b"id: %.6f\n" % items[-1][0] + lines[-1]
+    lines[-1] = b"id: %s\n" % repr(items[-1][0]).encode() + lines[-1]  # exact: it is compared
     return b"".join(lines)
 
 
