@@ -70,7 +70,7 @@ class Event:
     """A platform event that is not a chat message (EVENT, EVENT_DATA, EVENT_RAW).
 
     ``kind`` is one of :data:`EVENT_KINDS`; ``raw`` the platform's own name for it
-    (``notice.group_increase``, ``new_chat_members``, ``on_member_join`` …);
+    (``notice.group_increase``, ``new_chat_members``, ``GUILD_MEMBER_ADD`` …);
     ``data`` the normalised fields (see docs/events.md: ``user``, ``operator``,
     ``target``, ``message_id``, ``emoji``, ``data``, ``comment`` …).
     """
