@@ -1,4 +1,5 @@
-"""``run.py check`` judges the config values the config layer cannot: ``error_reply``.
+"""``run.py check`` judges the config values the config layer cannot: ``error_reply``,
+and a web console without a password (which would stop ``serve``).
 
 It compiles in tmy.values (above tmy.config), so load_settings passes it; check
 refuses a bad one with the file and line, as load_settings words its own errors.
@@ -42,6 +43,19 @@ def test_check_takes_an_error_reply_of_run_locals(
     config = _config(tmp_path, "error_reply: 'sorry {USER_NAME}: {STEP_ERROR}'\n")
     assert tmy.cli.main(["check", "--config", str(config)]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
+
+
+def test_check_refuses_a_console_without_a_password_as_serve_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TMY_CONSOLE_PASSWORD", raising=False)
+    config = _config(tmp_path, "console:\n  enabled: true\n")
+    assert tmy.cli.main(["check", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {config}:6: console.enabled is true but no console password")
+    assert "console.password" in err and "TMY_CONSOLE_PASSWORD" in err
+    monkeypatch.setenv("TMY_CONSOLE_PASSWORD", "from-env")
+    assert tmy.cli.main(["check", "--config", str(config)]) == 0
 
 
 def test_ask_shows_a_structured_replys_parts_beside_its_text(

@@ -23,7 +23,8 @@ from tmy.adapters.listener import raise_open_file_limit
 from tmy.app import App, build_registry, serve
 from tmy.command import jsonable
 from tmy.commands.lint import rule_warnings
-from tmy.config import Settings
+from tmy.config import Settings, setting_error
+from tmy.config.console import missing_password
 from tmy.daemon import disabled_adapter
 from tmy.engine.replies import error_reply_template
 from tmy.extension import Extension
@@ -99,6 +100,9 @@ def run_serve(settings: Settings, args: argparse.Namespace, extensions: Sequence
 def run_check(settings: Settings, path: str | None, extensions: Sequence[Extension]) -> int:
     # the one config value the config layer cannot judge: it compiles in tmy.values
     error_reply_template(settings)
+    if settings.web_console.enabled and settings.web_console.admin is None:
+        # what would stop `serve`: said by `check` too, with the key's line
+        raise setting_error(settings, "console.enabled", missing_password())
     root = Path(path) if path else settings.rules
     rulebook = load_rulebook(
         root,
