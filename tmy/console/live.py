@@ -85,12 +85,6 @@ def _masked(value: Any) -> Any:
     return value
 
 
-def _cut(value: Any, limit: int) -> Any:
-    if isinstance(value, str) and len(value) > limit:
-        return value[:limit] + "…"
-    return value
-
-
 def replay_url(req: ConsoleRequest, e: Event) -> str:
     """The playground, prefilled with this message (its text as the log kept it)."""
     return req.url("playground", text=e.get("text") or "", user=e.get("user") or "",
@@ -98,33 +92,19 @@ def replay_url(req: ConsoleRequest, e: Event) -> str:
 
 
 def row(req: ConsoleRequest, at: float, e: Event) -> dict[str, Any]:
-    """One run (or unmatched message) as the page and the stream show it."""
-    trace_id = e.get("trace_id") or ""
-    out = {
-        "trace_id": trace_id,
-        "at": clock(at),
-        "kind": "run" if e.get("event") == "run.done" else "unmatched",
-        "rule": e.get("rule"),
-        "user": e.get("user"),
-        "chat": e.get("chat"),
-        "platform": e.get("platform"),
-        "text": _masked(e.get("text")),
-        "answer": _masked(_cut(e.get("answer"), ANSWER)),
-        "error": _masked(e.get("error")),
-        "reason": e.get("reason"),
-        "ms": e.get("ms"),
-        "trace_url": req.url("live/trace", id=trace_id) if trace_id else "",
-        "replay_url": replay_url(req, e),
-    }
-    for flag in ("nested", "scheduled", "dry_run"):
-        if e.get(flag):
-            out[flag] = True
+    """One run (or unmatched message) as the page shows it: :func:`brief`'s fields with
+    ``at`` as a clock time and the links to its trace and to a replay."""
+    out = brief(at, e)
+    out["at"] = clock(at)
+    trace_id = out["trace_id"]
+    out["trace_url"] = req.url("live/trace", id=trace_id) if trace_id else ""
+    out["replay_url"] = replay_url(req, e)
     return out
 
 
 def brief(at: float, e: Event) -> dict[str, Any]:
-    """One run as the stream sends it: :func:`row`'s fields without the two URLs (the
-    script builds them) and with ``at`` in epoch seconds — a busy stream's rows are many."""
+    """One run as the stream sends it (``at`` in epoch seconds, no URLs: the script builds
+    them; a busy stream's rows are many); :func:`row` adds what the page shows besides."""
     masked = redact.active()
     answer = e.get("answer")
     if type(answer) is str and len(answer) > ANSWER:

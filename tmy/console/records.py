@@ -39,10 +39,6 @@ def record_of(e: dict[str, Any]) -> Record:
     return (*_RUN(e), e)
 
 
-def is_run(r: Record) -> bool:
-    return r[EVENT] == "run.done"
-
-
 def error_of(r: Record) -> Any:
     return r[ERROR] if len(r) > ERROR and r[EVENT] == "run.done" else None
 

@@ -98,11 +98,6 @@ def last_user_message(messages: Any) -> dict[str, Any]:
     raise OpenAIError(400, "'messages' has no message with role 'user'", param="messages")
 
 
-def content_text(content: Any) -> str:
-    """A string, or the ``text`` parts of a content-part array joined by line breaks."""
-    return read_content(content)[0]
-
-
 def read_content(content: Any) -> tuple[str, list[str]]:
     """(text, picture URLs) of the last user message: a string, or content parts whose
     ``text`` parts are joined by line breaks and whose ``image_url`` parts (http(s) or
