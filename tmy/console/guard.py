@@ -110,8 +110,8 @@ def _wants_json(request: web.Request) -> bool:
     )
 
 
-def _json_error(status: int, message: str, **headers: str) -> web.Response:
-    return web.json_response({"error": message}, status=status, headers=headers, dumps=dumps)
+def _json_error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, dumps=dumps)
 
 
 class _Guard:
@@ -300,9 +300,7 @@ class _Guard:
     def _locked(self, request: web.Request, wait: float, why: str = LOCKED) -> web.Response:
         seconds = max(1, round(wait))
         text = why.format(seconds=seconds)
-        if request.query.get("format") == "json":
-            return _json_error(429, text, **{"Retry-After": str(seconds)})
-        response = self._form(request, text, 429)
+        response = self._form(request, text, 429)  # JSON for ?format=json
         response.headers["Retry-After"] = str(seconds)
         return response
 
