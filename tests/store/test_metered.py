@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tmy import metrics
 from tmy.errors import LeaseLost, StoreError, ValueRefused
 from tmy.store.metered import metered
 from tmy.store.sqlite import SQLiteStore
@@ -93,3 +94,21 @@ async def test_healthz_reports_the_store_as_failing_while_every_write_fails(
         db.execute("PRAGMA max_page_count = 1073741823")
         assert (await daemon.push("note short")).error is None
         assert (await client.get("/healthz")).json()["store"]["state"] == "ok"
+
+
+async def test_a_claim_is_timed_and_passes_through(tmp_path: Path) -> None:
+    store = metered(SQLiteStore(tmp_path / "claims.db"))
+    await store.open()
+    try:
+        seconds = metrics.STORE_OP_SECONDS.labels("claim")
+        before = _count(seconds)
+        assert await store.claim("dedup/a", 30) is True
+        assert await store.claim("dedup/a", 30) is False
+        assert _count(seconds) == before + 2
+    finally:
+        await store.close()
+
+
+def _count(histogram: object) -> int:
+    """How many observations a hot histogram child holds (the sum of its buckets)."""
+    return sum(histogram.counts)  # type: ignore[attr-defined]

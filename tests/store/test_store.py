@@ -272,6 +272,50 @@ async def test_a_second_instance_sees_the_data(store: Store) -> None:
         await again.close()
 
 
+# -- claims ---------------------------------------------------------------------------
+
+
+async def test_a_claim_is_taken_once_until_it_expires(store: Store) -> None:
+    assert await store.claim("dedup/x/1", 0.3) is True
+    assert await store.claim("dedup/x/1", 0.3) is False
+    assert await store.claim("dedup/x/2", 0.3) is True  # another key is its own claim
+    assert await store.get("dedup/x/1") is not MISSING  # an ordinary key while it lasts
+    await eventually_missing(store, "dedup/x/1")
+    assert await store.claim("dedup/x/1", 30) is True  # expired: taken again
+    assert await store.claim("dedup/x/1", 30) is False
+
+
+async def test_a_key_that_never_expires_cannot_be_claimed(store: Store) -> None:
+    await store.set("dedup/kept", 1)
+    assert await store.claim("dedup/kept", 30) is False
+    assert await store.get("dedup/kept") == 1
+
+
+async def test_bad_claim_keys_and_ttls_are_refused(store: Store) -> None:
+    for ttl in (0, -1, math.nan, math.inf):
+        with pytest.raises(StoreError):
+            await store.claim("dedup/bad", ttl)
+    with pytest.raises(StoreError):
+        await store.claim("", 1)
+
+
+async def test_two_instances_claiming_the_same_keys_each_win_one_exactly_once(
+    store: Store,
+) -> None:
+    other = open_store(store.url)
+    await other.open()
+    try:
+        keys = [f"dedup/race/{i}" for i in range(60)]
+        calls = [(s, k) for k in keys for s in (store, other, store, other)]
+        results = await asyncio.gather(*(s.claim(k, 60) for s, k in calls))
+        won: dict[str, int] = {}
+        for (_, key), result in zip(calls, results, strict=True):
+            won[key] = won.get(key, 0) + bool(result)
+        assert won == dict.fromkeys(keys, 1)
+    finally:
+        await other.close()
+
+
 async def test_lock_times_out_and_is_released_after_an_error(store: Store) -> None:
     entered = asyncio.Event()
 

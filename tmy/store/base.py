@@ -248,6 +248,17 @@ class Store(Protocol):
         not block ``update(k)``.
         """
 
+    async def claim(self, key: str, ttl: float) -> bool:
+        """Take ``key`` for ``ttl`` seconds: True for the first claim while it lasts.
+
+        One statement on every backend (SQLite ``INSERT … ON CONFLICT … WHERE
+        expired``, Redis ``SET NX PX``), so a message delivered twice, to one daemon
+        or to two sharing the store, is claimed exactly once. A copy of the claim
+        that a client library resends after a lost reply still answers True (each
+        claim carries its own token). A key holding a value that never expires is
+        taken for good. The key is an ordinary value key (``get`` sees it).
+        """
+
     async def keys(self, prefix: str) -> list[str]:
         """Every live logical key starting with ``prefix``, sorted by code point.
 

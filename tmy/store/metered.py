@@ -2,7 +2,7 @@
 
 ``metered(store)`` wraps any :class:`~tmy.store.base.Store`: each call of
 ``open``, ``close``, ``ping``, ``get``, ``get_many``, ``set``, ``delete``,
-``update``, ``keys``, ``snapshot``, ``restore`` and the board operations
+``update``, ``claim``, ``keys``, ``snapshot``, ``restore`` and the board operations
 (``rank_sync``, ``rank_top``, ``rank_of``, ``rank_entry``, ``rank_above``) is
 observed in ``tmy_store_op_seconds{op=…}``; one that
 raises :class:`~tmy.errors.StoreError` also counts in
@@ -11,7 +11,7 @@ times the acquire as op ``lock`` (not the time the lease is held); ``commit``
 is op ``commit``. Anything else (``url``, backend-specific attributes) passes
 through to the wrapped store.
 
-It also remembers the last write (``set``, ``delete``, ``update``, ``commit``,
+It also remembers the last write (``set``, ``delete``, ``update``, ``claim``, ``commit``,
 ``restore``, ``rank_sync``)
 that failed in the store — "database or disk is full", Redis OOM or
 unreachable — until a later write succeeds, and ``ping`` then fails with
@@ -47,6 +47,7 @@ _OPS = (
     "set",
     "delete",
     "update",
+    "claim",
     "commit",
     "keys",
     "lock",
@@ -195,6 +196,9 @@ class MeteredStore:
             raise
         finally:
             self._seconds["update"].observe(perf_counter() - started)
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        return await self._timed("claim", self.inner.claim(key, ttl), write=True)
 
     async def commit(
         self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()

@@ -195,6 +195,11 @@ class OverlayStore:
         finally:
             self._updates.release(key)
 
+    async def claim(self, key: str, ttl: float) -> bool:
+        """Straight to the real store: a claim decides now, for every process, so it is
+        not held back with the run's buffered writes (a discarded run keeps its claims)."""
+        return await self.real.claim(key, ttl)
+
     async def commit(
         self, writes: Sequence[tuple[str, Any, float | None]], *, fence: Sequence[Lease] = ()
     ) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -108,6 +109,19 @@ class RedisStore(RedisSnapshots):
         removed = await self._recorded(f"delete {key!r}", [rkey, self._op(rkey)], args)
         self._cache.put(rkey, None)
         return bool(removed)
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        """Take ``key`` for ``ttl`` seconds: one ``SET key token NX PX ms GET``.
+
+        The token is this claim's own, so a copy redis-py resends after a lost
+        reply finds it and still answers True (see :meth:`Store.claim`).
+        """
+        rkey = self._k(key)
+        raw = encode(f"claim:{secrets.token_hex(8)}", key)
+        ms = px(check_ttl(ttl))
+        async with self._io(f"claim {key!r}") as redis:
+            old = await redis.set(rkey, raw, nx=True, px=ms, get=True)
+        return old is None or old == raw
 
     async def _recorded(self, what: str, keys: list[str], args: tuple[Any, ...]) -> Any:
         """Run the recorded-write script (set/delete): at once when no other one is in

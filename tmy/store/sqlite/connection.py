@@ -39,6 +39,12 @@ UPSERT = (
     "INSERT INTO kv (key, value, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires"
 )
+# a claim takes an absent or expired key; a live one (or one that never expires) is left alone
+CLAIM = (
+    "INSERT INTO kv (key, value, expires) VALUES (?, 'true', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires "
+    "WHERE kv.expires IS NOT NULL AND kv.expires <= ? RETURNING 1"
+)
 TAKE_LEASE = (
     "INSERT INTO locks (key, token, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires = excluded.expires "

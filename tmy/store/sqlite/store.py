@@ -21,6 +21,7 @@ from tmy.store.leases import (
 )
 from tmy.store.sqlite.connection import (
     CHUNK,
+    CLAIM,
     GIVE_LEASE,
     RENEW_LEASE,
     TAKE_LEASE,
@@ -141,6 +142,17 @@ class SQLiteStore(SQLiteSnapshots):
             return result
 
         return await self._run(op, f"update {key!r}")
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        """Take ``key`` for ``ttl`` seconds in one statement (see :meth:`Store.claim`)."""
+        check_key(key)
+        ttl = check_ttl(ttl)
+
+        def op(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            return db.execute(CLAIM, (key, now + ttl, now)).fetchone() is not None
+
+        return await self._run(op, f"claim {key!r}")
 
     async def keys(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, sorted (by code point)."""
