@@ -51,6 +51,7 @@ async def test_non_streaming_answer_and_openai_cached_tokens(provider: FakeProvi
         message = Message("", user="tester", platform="test")
         counters = keys(today(bot.engine.tz), message)
         store = bot.engine.services.store
+        await tmy.llm.runtime_of(bot.engine.services).tally.flush()  # counted in memory first
         for scope in ("user", "chat", "all"):  # per user, per chat, everyone; for today
             counted = await store.get(counters[scope])
             assert (counted["prompt"], counted["completion"], counted["cached"]) == (120, 3, 96)

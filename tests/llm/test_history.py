@@ -17,6 +17,7 @@ from tests.support.llm_fake_provider import Action, FakeProvider, Fault, Reply
 from tests.support.llm_helpers import on
 from tmy.engine.keys import conversation_key
 from tmy.llm.fold import FOLD_ASK
+from tmy.llm.runtime import runtime_of
 from tmy.llm.usage import today, usage_of
 from tmy.message import Message
 from tmy.testing import Bot
@@ -77,7 +78,8 @@ async def test_requests_extend_each_other_until_the_fold_then_start_from_the_sum
     async with Bot({"r.yaml": RULES}, llm=on(provider)) as bot:
         replies = [await bot.ask(f"chat {w}") for w in words]
         assert all(r.error is None for r in replies)
-        usage = await usage_of(bot.engine.services.store, TESTER, today(bot.engine.tz))
+        tally = runtime_of(bot.engine.services).tally  # this daemon's counts not written yet
+        usage = await usage_of(bot.engine.services.store, TESTER, today(bot.engine.tz), tally)
         history = await stored(bot)
     asks, folds = split(provider)
     assert len(asks) == 7 and len(folds) == 1  # the fold happened once

@@ -102,6 +102,9 @@ class LLMConfig:
     )
     per_user_daily_tokens: int = 0
     daily_tokens: int = 0
+    # seconds between writes of the usage counters (llm.budget.flush_interval; tmy.llm.tally);
+    # 0: written at every call
+    usage_flush_interval: float = 1.0
     history_turns: int = 20
     history_max_tokens: int = 3000
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -167,7 +170,7 @@ _MODEL = {
     "headers": dict,
     "vision": bool,
 }
-_BUDGET = {"per_user_daily_tokens": int, "daily_tokens": int}
+_BUDGET = {"per_user_daily_tokens": int, "daily_tokens": int, "flush_interval": (int, float)}
 _HISTORY = {"turns": int, "max_tokens": int}
 
 
@@ -270,6 +273,9 @@ def load_config(
     )
     budget = check_section("llm.budget", data.get("budget"), _BUDGET)
     history = check_section("llm.history", data.get("history"), _HISTORY)
+    flush = budget.get("flush_interval")
+    if flush is not None and not 0 <= flush <= 3600:
+        raise ConfigError("'llm.budget.flush_interval' must be between 0 and 3600 seconds")
     max_bytes = data.get("max_response_bytes")
     if max_bytes is not None and max_bytes < 1:
         raise ConfigError("'llm.max_response_bytes' must be at least 1")
@@ -297,6 +303,7 @@ def load_config(
         scene_prompts=MappingProxyType({**DEFAULT_SCENE_PROMPTS, **scenes}),
         per_user_daily_tokens=int(budget.get("per_user_daily_tokens") or 0),
         daily_tokens=int(budget.get("daily_tokens") or 0),
+        usage_flush_interval=float(1.0 if flush is None else flush),
         history_turns=int(history.get("turns", 20) if history.get("turns") is not None else 20),
         history_max_tokens=int(history.get("max_tokens") or 3000),
         max_response_bytes=int(pick("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),

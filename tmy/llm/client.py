@@ -2,9 +2,10 @@
 
 Why it looks like this:
 
-* One pooled ``httpx.AsyncClient`` (the daemon's ``services.http``) serves every
-  call, so 100 conversations share keep-alive connections instead of paying a
-  TLS handshake each.
+* One pooled aiohttp session (the runtime's, :mod:`tmy.llm.transport`) serves
+  every call, so 100 conversations share keep-alive connections instead of
+  paying a TLS handshake each; a runtime on a client someone else made (an app
+  given ``http=``, explain's recording dry run) sends through that one.
 * Retries follow the official openai SDK, so a deployment behaves the same as a
   script using it: timeouts, connection errors, 408, 409, 429 and 5xx are
   retried (``retries``, default 2) after ``backoff_base``·2ⁿ seconds (capped at
@@ -30,7 +31,7 @@ import email.utils
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,19 +41,15 @@ from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
 from tmy.llm.mock import respond
 from tmy.llm.streaming import Deltas, replay
-from tmy.llm.wire import (
-    Completion,
-    LLMError,
-    Usage,
-    error_message,
-    parse_completion,
-    parse_json,
-)
+from tmy.llm.transport import CONNECT, OTHER, TIMEOUT, HttpxPost, Post, PostFailed
+from tmy.llm.wire import Completion, LLMError, Usage, error_message, parse_completion, parse_json
 from tmy.llm.wire import Stream as _Stream
 from tmy.redact import safe_url
 
 if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
     import httpx
+
+    from tmy.llm.transport import Response
 
 __all__ = [
     "Completion",
@@ -115,9 +112,18 @@ class Request:
 
 
 async def complete(
-    http: httpx.AsyncClient, config: LLMConfig, model: ModelConfig, req: Request, deadline: float
+    http: Post | httpx.AsyncClient,
+    config: LLMConfig,
+    model: ModelConfig,
+    req: Request,
+    deadline: float,
 ) -> Completion:
-    """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic)."""
+    """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic).
+
+    ``http``: how requests go out (:mod:`tmy.llm.transport`); an httpx client is wrapped.
+    """
+    if hasattr(http, "stream"):  # an httpx client (the signature before the aiohttp path)
+        http = HttpxPost(lambda client=http: client)
     chain = [model, *(config.models[name] for name in model.fallback)]
     deltas = Deltas(req.on_delta) if req.on_delta is not None else None
     failures: list[str] = []
@@ -151,7 +157,7 @@ class _Failed(Exception):
 
 
 async def _with_retries(
-    http: httpx.AsyncClient,
+    http: Post,
     config: LLMConfig,
     model: ModelConfig,
     req: Request,
@@ -228,64 +234,50 @@ def _headers(model: ModelConfig) -> dict[str, str]:
 
 
 async def _once(
-    http: httpx.AsyncClient, model: ModelConfig, body: bytes, timeout: float, limit: int
+    post: Post, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
-    import httpx  # deferred: httpx is ~50 ms of every CLI start
-
     url = f"{model.base_url}/chat/completions"
     try:
-        async with http.stream(
-            "POST", url, content=body, headers=_headers(model), timeout=timeout
-        ) as resp:
+        async with post(url, body, _headers(model), timeout) as resp:
             raw = await _read(resp, model, limit)
-    except httpx.TimeoutException:
-        raise LLMError(
-            f"{model.describe()} timed out after {timeout:g} s", retryable=True
-        ) from None
-    except httpx.TransportError as exc:
-        raise _transport_error(url, exc) from None
-    except httpx.HTTPError as exc:  # e.g. a body that does not decompress
-        raise LLMError(f"{model.describe()} failed: {type(exc).__name__}: {exc}") from None
-    if resp.status_code >= 400:
-        raise _status_error(model, resp.status_code, resp.headers, _decode(raw))
+    except PostFailed as exc:
+        raise _failure(model, url, timeout, exc) from None
+    if resp.status >= 400:
+        raise _status_error(model, resp.status, resp.headers, _decode(raw))
     return parse_completion(parse_json(raw))
 
 
 async def _stream_once(
-    http: httpx.AsyncClient,
+    post: Post,
     model: ModelConfig,
     body: bytes,
     timeout: float,
     limit: int,
     deltas: Deltas | None = None,
 ) -> Completion:
-    import httpx  # deferred: httpx is ~50 ms of every CLI start
-
     url = f"{model.base_url}/chat/completions"
     acc = _Stream()
     headers = {**_headers(model), "Accept": "text/event-stream"}
     try:
-        async with http.stream("POST", url, content=body, headers=headers, timeout=timeout) as resp:
-            if resp.status_code >= 400:
+        async with post(url, body, headers, timeout) as resp:
+            if resp.status >= 400:
                 raw = await _read(resp, model, limit)
-                raise _status_error(model, resp.status_code, resp.headers, _decode(raw))
+                raise _status_error(model, resp.status, resp.headers, _decode(raw))
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream
                 return parse_completion(parse_json(await _read(resp, model, limit)))
             await _read_events(resp, model, limit, acc, deltas)
-    except httpx.TimeoutException:
-        what = f"the stream stalled after {acc.chunks} chunks" if acc.chunks else "timed out"
-        raise LLMError(f"{model.describe()} {what} ({timeout:g} s)", retryable=True) from None
-    except httpx.TransportError as exc:
-        if acc.chunks:
+    except PostFailed as exc:
+        if exc.kind == TIMEOUT:
+            what = f"the stream stalled after {acc.chunks} chunks" if acc.chunks else "timed out"
+            raise LLMError(f"{model.describe()} {what} ({timeout:g} s)", retryable=True) from None
+        if exc.kind != OTHER and acc.chunks:
             raise LLMError(
                 f"the stream from {model.describe()} was cut mid-way after "
                 f"{acc.chunks} chunks: {exc}",
                 retryable=True,
             ) from None
-        raise _transport_error(url, exc) from None
-    except httpx.HTTPError as exc:
-        raise LLMError(f"{model.describe()} failed: {type(exc).__name__}: {exc}") from None
+        raise _failure(model, url, timeout, exc) from None
     if not acc.done and not acc.finish_reason:
         raise LLMError(
             f"the stream from {model.describe()} was cut mid-way after {acc.chunks} "
@@ -295,7 +287,17 @@ async def _stream_once(
     return acc.completion()
 
 
-async def _read(resp: httpx.Response, model: ModelConfig, limit: int) -> bytes:
+def _failure(model: ModelConfig, url: str, timeout: float, exc: PostFailed) -> LLMError:
+    """What a request that failed below HTTP says (and whether it is worth retrying)."""
+    if exc.kind == TIMEOUT:
+        return LLMError(f"{model.describe()} timed out after {timeout:g} s", retryable=True)
+    if exc.kind == OTHER:
+        return LLMError(f"{model.describe()} failed: {exc.name}: {exc}")
+    what = "cannot reach" if exc.kind == CONNECT else "the connection failed to"
+    return LLMError(f"{what} {safe_url(url)}: {exc.name}: {exc}", retryable=True)
+
+
+async def _read(resp: Response, model: ModelConfig, limit: int) -> bytes:
     """A whole decoded body, but never more than ``limit`` bytes of it."""
     try:
         return await bodies.read_capped(resp, limit, lambda: _too_large(model, limit))
@@ -304,7 +306,7 @@ async def _read(resp: httpx.Response, model: ModelConfig, limit: int) -> bytes:
 
 
 async def _read_events(
-    resp: httpx.Response,
+    resp: Response,
     model: ModelConfig,
     limit: int,
     acc: _Stream,
@@ -352,14 +354,7 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _transport_error(url: str, exc: httpx.TransportError) -> LLMError:
-    import httpx  # deferred: httpx is ~50 ms of every CLI start
-
-    what = "cannot reach" if isinstance(exc, httpx.ConnectError) else "the connection failed to"
-    return LLMError(f"{what} {safe_url(url)}: {type(exc).__name__}: {exc}", retryable=True)
-
-
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """What ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) ask for, if any."""
     ms = headers.get("retry-after-ms")
     if ms:
@@ -381,7 +376,9 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _status_error(model: ModelConfig, status: int, headers: httpx.Headers, text: str) -> LLMError:
+def _status_error(
+    model: ModelConfig, status: int, headers: Mapping[str, str], text: str
+) -> LLMError:
     retryable = status in RETRY_STATUSES or status >= 500
     should = headers.get("x-should-retry")
     if should in ("true", "false"):

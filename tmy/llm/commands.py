@@ -19,6 +19,8 @@ import json
 
 from tmy.command import Arg, Command, Invocation, Result
 from tmy.llm.inspect import inspect, render
+from tmy.llm.runtime import STATE_KEY, Runtime
+from tmy.llm.tally import Tally
 from tmy.llm.usage import today, usage_of
 from tmy.message import Message
 
@@ -62,12 +64,19 @@ CTX = Command(
 )
 
 
+def _tally(inv: Invocation) -> Tally | None:
+    """This app's usage not written yet (counted in), when the app has an LLM runtime."""
+    engine = getattr(inv.app, "engine", None)
+    rt = engine.services.state.get(STATE_KEY) if engine is not None else None
+    return rt.tally if isinstance(rt, Runtime) else None
+
+
 async def run_budget(inv: Invocation) -> Result:
     """Today's counters (user, chat, all) for the sender or for USER on the sender's platform."""
     sender, user = inv.who, inv.args.get("other")
     who = sender if not user else Message("", user=user, platform=sender.platform)
     day = today(inv.app.settings.tz)
-    usage = await usage_of(inv.app.store, who, day)
+    usage = await usage_of(inv.app.store, who, day, _tally(inv))
     text = f"LLM usage on {day} for {who.platform}:{who.user}: " + json.dumps(
         usage, ensure_ascii=False, sort_keys=True
     )

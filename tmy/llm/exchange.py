@@ -24,7 +24,7 @@ from tmy.llm import tools as toolkit
 from tmy.llm.client import Completion, LLMError, Request, complete
 from tmy.llm.contracts import Contract, ContractError, clean
 from tmy.llm.runtime import Runtime
-from tmy.llm.usage import add_usage, check_budget, today
+from tmy.llm.usage import check_budget, count, today
 from tmy.types import StepContext
 
 log = structlog.get_logger("tmy.llm")
@@ -109,11 +109,10 @@ async def send(job: Job, req: Request) -> Completion:
         )
         raise DryRun("dry run: the request was captured by the inspector, not sent")
     rt, message = job.rt, job.ctx.message
-    store = rt.services.store
     day = today(rt.tz)
-    await check_budget(store, rt.config, message, day)
+    await check_budget(rt.services.store, rt.config, message, day, rt.tally)
     try:
-        done = await complete(rt.services.http, rt.config, job.model, req, job.deadline)
+        done = await complete(rt.post, rt.config, job.model, req, job.deadline)
     except LLMError as exc:
         job.stats.setdefault("errors", []).append(str(exc))
         metrics.llm_request(job.model.name)  # a failed call: no tokens to count
@@ -121,7 +120,9 @@ async def send(job: Job, req: Request) -> Completion:
         raise
     usage = done.usage
     metrics.llm_request(done.model, usage.prompt, usage.completion, usage.cached, done.requests - 1)
-    await add_usage(store, message, day, done.usage, done.model, done.latency_ms)
+    count(rt.tally, message, day, usage, done.model, done.latency_ms)
+    if rt.tally.write_through:  # a budget: other daemons must see these tokens first
+        await rt.tally.flush()
     job.note(done)
     log.info(
         "llm.call",

@@ -5,7 +5,9 @@
   ``max_loops``; the rule key ``tool`` (a rule the model may call);
 * the commands ``ctx`` and ``budget``;
 * a lifespan that creates the app's :class:`~tmy.llm.runtime.Runtime`
-  (``services.state["llm"]``, read through :func:`~tmy.llm.runtime.runtime_of`);
+  (``services.state["llm"]``, read through :func:`~tmy.llm.runtime.runtime_of`),
+  flushes its usage counters while the app runs and at its end
+  (:mod:`tmy.llm.tally`), and closes its aiohttp session (:mod:`tmy.llm.transport`);
 * a serving lifespan that says once, when ``serve`` is up (one-shot commands stay
   quiet), which model answers — or warns that the TESTONLY mock does (:func:`announce`).
 """
@@ -23,6 +25,8 @@ from tmy.extension import Extension, RuleKey, StepKey
 from tmy.llm import executor, judged, tools
 from tmy.llm.commands import COMMANDS
 from tmy.llm.runtime import STATE_KEY, Runtime, runtime_of
+from tmy.llm.tally import flushing
+from tmy.llm.transport import AiohttpPost
 from tmy.types import Services
 
 log = structlog.get_logger("tmy.llm")
@@ -48,8 +52,17 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
 
 @contextlib.asynccontextmanager
 async def lifespan(services: Services) -> AsyncIterator[Runtime]:
-    """The app's LLM runtime: the validated config and the services it sends through."""
-    yield Runtime(services.settings.llm, services)
+    """The app's LLM runtime: the validated config, the services, the usage counters
+    flushed every ``llm.budget.flush_interval`` and at the end, the aiohttp session
+    (closed at the end; opened by the first request)."""
+    config = services.settings.llm
+    runtime = Runtime.for_app(config, services)
+    try:
+        async with flushing(runtime.tally, config.usage_flush_interval):
+            yield runtime
+    finally:
+        if isinstance(runtime.post, AiohttpPost):
+            await runtime.post.aclose()
 
 
 @contextlib.asynccontextmanager

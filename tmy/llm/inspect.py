@@ -182,7 +182,7 @@ async def inspect(app: AppLike, message: Message) -> Inspection:
             via = "follow-up"
     if request is None:
         return Inspection(asked, reply, None, via=via)
-    used = await usage_of(app.store, message, today(engine.tz))
+    used = await usage_of(app.store, message, today(engine.tz), runtime_of(engine.services).tally)
     seen = Inspection(asked, reply, request, used, via=via)
     seen.fold_pending = bool((seen._step_extra("llm") or {}).get("fold_pending"))
     recall = runtime_of(engine.services).recall

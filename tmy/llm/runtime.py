@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tmy.config.llm import LLMConfig
 from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
+from tmy.llm.tally import Tally
+from tmy.llm.transport import AiohttpPost, HttpxPost, Post
 from tmy.types import Services
 
 if TYPE_CHECKING:  # annotations only: exchange imports this module
@@ -50,13 +52,44 @@ class Recall(Protocol):
         ...
 
 
+def owns_http(services: Services) -> bool:
+    """Whether ``services`` made their HTTP client themselves (no one handed one in)."""
+    # Services keeps it private; an app given http= (rule tests' canned answers) or a dry
+    # run's recording client must answer the LLM too, so those keep going through it
+    return bool(getattr(services, "_owns_http", True))
+
+
 @dataclass
 class Runtime:
-    """The LLM answerer's share of one app: the validated config, the services, memory's slot."""
+    """The LLM answerer's share of one app: the validated config, the services, memory's
+    slot, the usage counters not written yet (:mod:`tmy.llm.tally`) and how requests go
+    out (:mod:`tmy.llm.transport`).
+
+    Made without a tally or a transport (a derived runtime, a test), it writes usage at
+    every call and sends through ``services.http``.
+    """
 
     config: LLMConfig
     services: Services
     _recall: Recall | None = field(default=None, repr=False)
+    tally: Tally = field(default=None, repr=False)  # type: ignore[assignment]
+    post: Post = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.tally is None:
+            self.tally = Tally(lambda: self.services.store, write_through=True)
+        if self.post is None:
+            self.post = HttpxPost(lambda: self.services.http)
+
+    @classmethod
+    def for_app(cls, config: LLMConfig, services: Services) -> Runtime:
+        """An app's runtime: its own aiohttp session unless the app was given a client;
+        usage written per interval, or at every call when a budget needs it."""
+        budget = bool(config.per_user_daily_tokens or config.daily_tokens)
+        through = budget or config.usage_flush_interval <= 0
+        tally = Tally(lambda: services.store, write_through=through)
+        post: Post = AiohttpPost() if owns_http(services) else HttpxPost(lambda: services.http)
+        return cls(config, services, None, tally, post)
 
     @property
     def tz(self) -> tzinfo | None:

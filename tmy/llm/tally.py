@@ -1,0 +1,183 @@
+"""Usage counters added up in memory and written to the store in one batch per interval.
+
+Three store transactions per model call (the user's, the chat's and everyone's
+counter, :mod:`tmy.llm.usage`) were 13% of a call's CPU, and on Redis three
+sequential round-trips were most of a mock step. So a call only adds its
+tokens to :class:`Tally` (a dict), and a flush writes everything added since
+the last one at once: under one lease on the store (``lock("llm/usage")``), one
+``get_many`` of the counters touched, one ``commit`` of their new values. The
+lease makes the read-add-write exact across daemons sharing the store; a Redis
+Cluster, whose commits may not span hash slots, adds each counter with its own
+atomic ``update`` instead.
+
+When flushes happen:
+
+* every ``llm.budget.flush_interval`` seconds (default 1) while the app runs, and
+  once more when it stops cleanly — a clean stop loses nothing; a crash
+  (``kill -9``, power) loses at most the calls of the last interval;
+* before the model call's step goes on, whenever a daily budget is configured
+  (``llm.budget.per_user_daily_tokens`` / ``daily_tokens``) or the interval is 0:
+  a budget is checked against the store, and another daemon must see these
+  tokens before it admits its next request. Concurrent calls share such a flush
+  (the flush that starts after a call added its tokens carries it);
+* before ``budget`` and ``ctx`` read the counters.
+
+A flush that fails (the store is unreachable) keeps its counts for the next
+one, so they are retried, not dropped; as with any store write whose outcome
+was unknown, a retried batch may then count twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from tmy.errors import TmyError
+from tmy.store.base import MISSING, Store
+
+log = structlog.get_logger("tmy.llm")
+
+LEASE = "llm/usage"  # the lease every flush of every daemon holds (a namespace of its own)
+KEEP = 40 * 86400  # counters expire 40 days after their last write
+_SUMS = ("prompt", "completion", "cached", "calls")
+
+
+def add_to(value: Any, delta: dict[str, Any]) -> dict[str, Any]:
+    """``value`` (a stored counter, or anything else: a fresh one) plus ``delta``."""
+    out = dict(value) if isinstance(value, dict) else {}
+    for name in _SUMS:
+        out[name] = int(out.get(name, 0)) + delta[name]
+    models = dict(out.get("models") or {})
+    for model, n in delta["models"].items():
+        models[model] = int(models.get(model, 0)) + n
+    out["models"] = models
+    out["latency_ms"] = round(float(out.get("latency_ms", 0.0)) + delta["latency_ms"], 3)
+    return out
+
+
+def _merge(into: dict[str, dict[str, Any]], batch: dict[str, dict[str, Any]]) -> None:
+    for key, delta in batch.items():
+        have = into.get(key)
+        into[key] = delta if have is None else add_to(have, delta)
+
+
+class Tally:
+    """Counters not yet in the store, by key, and the flushes that put them there."""
+
+    def __init__(self, store_of: Callable[[], Store], *, write_through: bool) -> None:
+        self._store_of = store_of  # the store is read at each flush (a reload may swap it)
+        self.write_through = write_through  # flush before the call's step goes on
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._flushing: dict[str, dict[str, Any]] = {}  # the batch being written now
+        self._added = 0  # adds so far; a flush that started after add n carries it
+        self._written = 0
+        self._lock = asyncio.Lock()
+
+    def add(
+        self, keys: list[str], prompt: int, completion: int, cached: int, model: str, ms: float
+    ) -> None:
+        """Count one call on each of ``keys`` (no I/O)."""
+        for key in keys:
+            delta = self._pending.get(key)
+            if delta is None:
+                delta = self._pending[key] = {
+                    "prompt": 0,
+                    "completion": 0,
+                    "cached": 0,
+                    "calls": 0,
+                    "models": {},
+                    "latency_ms": 0.0,
+                }
+            delta["prompt"] += prompt
+            delta["completion"] += completion
+            delta["cached"] += cached
+            delta["calls"] += 1
+            delta["models"][model] = delta["models"].get(model, 0) + prompt + completion
+            delta["latency_ms"] += ms
+        self._added += 1
+
+    def unwritten(self, key: str) -> dict[str, Any] | None:
+        """What ``key`` has counted here that the store may not show yet (None: nothing)."""
+        parts = [d for d in (self._flushing.get(key), self._pending.get(key)) if d]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else add_to(parts[0], parts[1])
+
+    def with_unwritten(self, key: str, stored: Any) -> Any:
+        """The stored counter plus what is not written yet (``stored`` as it is when none)."""
+        delta = self.unwritten(key)
+        if delta is None:
+            return stored
+        return add_to(None if stored is MISSING else stored, delta)
+
+    async def flush(self) -> None:
+        """Write every count added before this call (StoreError when the store fails;
+        the counts then wait for the next flush)."""
+        wanted = self._added
+        async with self._lock:
+            if self._written >= wanted or not self._pending:
+                self._written = max(self._written, wanted)
+                return
+            batch, upto = self._pending, self._added
+            self._pending, self._flushing = {}, batch
+            try:
+                await _write(self._store_of(), batch)
+            except BaseException:
+                _merge(self._pending, batch)  # later adds and these: the next flush's
+                raise
+            finally:
+                self._flushing = {}
+            self._written = upto
+
+    async def run(self, interval: float, stop: asyncio.Event) -> None:
+        """Flush every ``interval`` seconds until ``stop`` is set (failures are logged).
+
+        Stopped between flushes, never inside one: a batch cut mid-commit would be
+        of unknown outcome, and the final flush might count it twice.
+        """
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+            if not stop.is_set():
+                await self.flush_logged()
+
+    async def flush_logged(self) -> None:
+        """A flush whose failure is logged, not raised (the background and the final one)."""
+        try:
+            await self.flush()
+        except (TmyError, OSError) as exc:
+            log.warning("llm.usage_flush_failed", error=str(exc), pending=len(self._pending))
+
+
+async def _write(store: Store, batch: dict[str, dict[str, Any]]) -> None:
+    """Add ``batch`` to the stored counters: under the lease, one read and one commit."""
+    keys = sorted(batch)
+    if store.one_slot_commits:  # a Redis Cluster: one atomic update per counter
+
+        def adder(delta: dict[str, Any]) -> Callable[[Any], tuple[Any, None]]:
+            return lambda current: (add_to(current, delta), None)
+
+        await asyncio.gather(*(store.update(k, adder(batch[k]), ttl=KEEP) for k in keys))
+        return
+    async with store.lock(LEASE) as lease:
+        current = await store.get_many(keys)
+        writes = [(k, add_to(v, batch[k]), float(KEEP)) for k, v in zip(keys, current, strict=True)]
+        await store.commit(writes, fence=[lease])
+
+
+@contextlib.asynccontextmanager
+async def flushing(tally: Tally, interval: float) -> Any:
+    """Flush every ``interval`` seconds while the block runs, and once more at its end."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(tally.run(interval, stop)) if interval > 0 else None
+    try:
+        yield tally
+    finally:
+        stop.set()
+        if task is not None:
+            await task
+        await tally.flush_logged()
