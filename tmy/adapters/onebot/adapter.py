@@ -233,8 +233,10 @@ class OneBotAdapter:
             status, why = refused
             log.warning("onebot.refused", status=status, reason=why, peer=request.remote)
             return web.json_response({"error": why}, status=status)
+        # no permessage-deflate: the implementation runs beside tmy, where compressing
+        # every frame costs CPU on both sides and saves nothing (and frames are batched)
         ws = web.WebSocketResponse(
-            autoping=False, max_msg_size=MAX_FRAME_BYTES, timeout=CLOSE_TIMEOUT
+            autoping=False, max_msg_size=MAX_FRAME_BYTES, timeout=CLOSE_TIMEOUT, compress=False
         )
         if not ws.can_prepare(request).ok:
             return web.json_response(

@@ -18,6 +18,14 @@ turned off stays connected in a quiet chat, and a dead one is noticed.
 call. No response within ``action_timeout``, a closed socket, or a ``retcode``
 other than 0 (or 1, which the spec defines as "accepted for asynchronous
 processing") raises :class:`~tmy.errors.AdapterError`, naming the retcode.
+Actions ready in the same pass of the event loop are written together
+(:mod:`tmy.adapters.onebot.batching`: one frame each, one write).
+
+**Timers are per connection, not per frame.** One watchdog timer checks the
+silence (it fires a few times per ``heartbeat_timeout``, not once per frame),
+and one timer expires the actions waiting longest (they wait in the order
+they were sent, all with the same ``action_timeout``): a frame read or an
+action sent arms no timer of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tmy.adapters.onebot.batching import FrameBatch
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
 
@@ -82,8 +91,13 @@ class Connection:
         self.failure: str | None = None  # a failure the implementation reported unasked
         self.connected_at = time.time()
         self._last_frame = time.monotonic()
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._send_lock = asyncio.Lock()
+        self._probed = False  # a ping went out since the last frame
+        # echo -> (its answer, when it expires, the action): in the order sent
+        self._pending: dict[str, tuple[asyncio.Future[dict[str, Any]], float, str]] = {}
+        self._out = FrameBatch(ws)
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._expiry: asyncio.TimerHandle | None = None  # the oldest pending action's deadline
+        self._tasks: set[asyncio.Task[Any]] = set()  # the watchdog's pings and closes
         self._echo_prefix = f"tmy-{secrets.token_hex(4)}-"
         self._echo_ids = itertools.count(1)
         self._close_reason: str | None = None
@@ -102,62 +116,91 @@ class Connection:
         from aiohttp import WSMsgType  # deferred: aiohttp is ~120 ms of every CLI start
 
         ended = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
-        probed = False
+        text = (WSMsgType.TEXT, WSMsgType.BINARY)
+        ping = WSMsgType.PING
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_later(self.heartbeat_timeout / 2, self._watch)
         try:
             while True:
-                idle = time.monotonic() - self._last_frame
-                if idle >= self.heartbeat_timeout:
-                    why = f"no frame for {self.heartbeat_timeout:g} s (the peer is gone)"
-                    await self.close(why)
-                    return why
-                half = self.heartbeat_timeout / 2
-                wait = half - idle if not probed and idle < half else self.heartbeat_timeout - idle
-                try:
-                    msg = await self.ws.receive(timeout=wait)
-                except TimeoutError:
-                    if not probed:
-                        probed = True
-                        await self._ping()
-                    continue
-                if msg.type in ended:
+                msg = await self.ws.receive()
+                kind = msg.type
+                if kind in ended:
                     return self._close_reason or _ended(msg)
                 self._last_frame = time.monotonic()
-                probed = False
+                self._probed = False
                 self.frames += 1
-                if msg.type == WSMsgType.PING:
-                    await self._pong(msg.data)
-                elif msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                if kind in text:
                     self._frame(msg.data, on_event)
+                elif kind == ping:
+                    await self._pong(msg.data)
         finally:
+            self._watchdog.cancel()
+            if self._expiry is not None:
+                self._expiry.cancel()
             self._fail_pending()
+            if self._tasks:  # a close the watchdog began: ended as the caller expects
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _watch(self) -> None:
+        """The silence watchdog: a ping after half of ``heartbeat_timeout`` without a frame,
+        the close after all of it; then it sleeps until the next of those could be due."""
+        now = time.monotonic()
+        idle = now - self._last_frame
+        half = self.heartbeat_timeout / 2
+        if idle >= self.heartbeat_timeout:
+            why = f"no frame for {self.heartbeat_timeout:g} s (the peer is gone)"
+            if self._close_reason is None:
+                self._close_reason = why
+            self._spawn(self.close(why))
+            return
+        if idle >= half and not self._probed:
+            self._probed = True
+            self._spawn(self._ping())
+        due = self._last_frame + (self.heartbeat_timeout if self._probed else half)
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_later(max(due - now, 0.001), self._watch)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def call(self, action: str, params: dict[str, Any]) -> Any:
         """Run ``action`` on the implementation and return the response's ``data``."""
-        import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
-
         if self.ws.closed:
             raise AdapterError(f"onebot: the connection for {self.self_id or self.peer} is closed")
         echo = f"{self._echo_prefix}{next(self._echo_ids)}"
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[echo] = answer
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        deadline = loop.time() + self.action_timeout
+        self._pending[echo] = (answer, deadline, action)
+        if self._expiry is None:
+            self._expiry = loop.call_at(deadline, self._expire)
+
+        def unsent(why: str) -> None:
+            if not answer.done():
+                answer.set_exception(AdapterError(f"onebot: cannot send {action}: {why}"))
+
         try:
-            frame = _dumps({"action": action, "params": params, "echo": echo})
-            try:
-                async with self._send_lock:
-                    await self.ws.send_str(frame)
-            except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
-                why = str(exc) or type(exc).__name__
-                raise AdapterError(f"onebot: cannot send {action}: {why}") from None
-            try:
-                async with asyncio.timeout(self.action_timeout):
-                    response = await answer
-            except TimeoutError:
-                raise AdapterError(
-                    f"onebot: {action} got no answer within {self.action_timeout:g} s"
-                ) from None
+            self._out.push(_dumps({"action": action, "params": params, "echo": echo}), unsent)
+            response = await answer
         finally:
             self._pending.pop(echo, None)
         return _result(action, response)
+
+    def _expire(self) -> None:
+        """Fail the actions whose ``action_timeout`` has passed (the oldest come first)."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for answer, deadline, action in list(self._pending.values()):
+            if deadline > now:
+                self._expiry = loop.call_at(deadline, self._expire)
+                return
+            if not answer.done():
+                answer.set_exception(
+                    AdapterError(f"onebot: {action} got no answer within {self.action_timeout:g} s")
+                )
 
     async def close(self, why: str, code: int | None = None) -> None:
         """Close the socket (idempotent); ``why`` is what ``run`` reports; ``code`` defaults
@@ -182,9 +225,9 @@ class Connection:
             log.warning("onebot.bad_frame", peer=self.peer, frame=preview(data))
             return
         if "post_type" not in obj and "echo" in obj:
-            waiter = self._pending.get(str(obj["echo"]))
-            if waiter is not None and not waiter.done():
-                waiter.set_result(obj)
+            pending = self._pending.get(str(obj["echo"]))
+            if pending is not None and not pending[0].done():
+                pending[0].set_result(obj)
             return
         try:
             on_event(self, obj)
@@ -209,7 +252,7 @@ class Connection:
 
     def _fail_pending(self) -> None:
         why = self._close_reason or "the connection closed"
-        for waiter in self._pending.values():
+        for waiter, _, _ in self._pending.values():
             if not waiter.done():
                 waiter.set_exception(AdapterError(f"onebot: {why} before the action was answered"))
 
@@ -236,9 +279,9 @@ def _ended(msg: aiohttp.WSMessage) -> str:
     return f"closed by the peer (code {code}{extra})" if code else "closed"
 
 
-def _dumps(obj: Any) -> str:
+def _dumps(obj: Any) -> bytes:
     """UTF-8 JSON; ASCII escapes if a lone surrogate slipped into the text."""
     try:
-        return orjson.dumps(obj).decode()
+        return orjson.dumps(obj)
     except TypeError:
-        return json.dumps(obj)
+        return json.dumps(obj).encode()

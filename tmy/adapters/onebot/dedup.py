@@ -1,57 +1,82 @@
 """A message delivered twice runs once: the first-delivery check of the OneBot adapter.
 
 A message id seen again within :data:`DEDUP_WINDOW` seconds (a replay after a
-reconnect, or the same account on two transports) runs once: the claim is an
-atomic ``update`` in the store, so it also holds across daemons sharing Redis.
-If the store cannot be reached the message runs anyway (answering twice beats
-never answering). Without a store the window is kept in this process.
+reconnect, or the same account on two transports) runs once, in two layers:
+
+* **In this process** a bounded map of the ids this daemon has taken
+  (:data:`FRONT_SIZE` at most, each for the window) answers a replay within
+  the same daemon at once, without touching the store: the common replay
+  (NapCat re-sending after a reconnect to the same daemon) costs a dict lookup.
+* **Across daemons** sharing a store, the first delivery is a
+  :meth:`~tmy.store.base.Store.claim` of ``dedup/onebot/<self>/<id>``: one
+  statement (SQLite ``INSERT … ON CONFLICT … WHERE expired``, Redis
+  ``SET NX PX``), true for exactly one claimant while the window lasts.
+
+An id is put in the map before its claim is awaited, so two deliveries to the
+same daemon at the same moment also run once. The map forgets the oldest ids
+first when it is full; a forgotten id still meets the store's claim, so the
+bound costs a store round-trip, never a duplicate run. If the store cannot
+be reached the message runs anyway (answering twice beats never answering).
+Without a store the map is the whole window.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
-from typing import Any
+from collections import deque
 
 from tmy.errors import StoreError
 from tmy.logs import get_logger
-from tmy.store.base import MISSING, Store
+from tmy.store.base import Store
 
 log = get_logger("tmy.adapter.onebot")
 
 DEDUP_WINDOW = 300.0  # seconds a message id is remembered (store key dedup/onebot/<self>/<id>)
+FRONT_SIZE = 200_000  # ids this daemon remembers in memory (~30 MB at most; 10 min at 300/s)
 
 
 class Deliveries:
-    """Message ids seen per account within the window, in the store (or this process)."""
+    """Message ids seen per account within the window: this process's map, then the store."""
 
-    def __init__(self, store: Store | None) -> None:
+    def __init__(self, store: Store | None, size: int = FRONT_SIZE) -> None:
         self.store = store
-        self._seen: OrderedDict[str, float] = OrderedDict()  # dedup without a store
+        self.size = size
+        self._seen: dict[str, float] = {}  # key -> monotonic expiry
+        self._order: deque[tuple[float, str]] = deque()  # (expiry, key), oldest first
 
     async def first(self, self_id: str, message_id: str) -> bool:
         """True the first time this account's ``message_id`` is seen within the window."""
         if not message_id:
             return True
         key = f"dedup/onebot/{self_id}/{message_id}"
+        if not self._first_here(key):
+            return False
         if self.store is None:
-            return self._first_local(key)
+            return True
         try:
-            return bool(await self.store.update(key, _claim, ttl=DEDUP_WINDOW))
+            return await self.store.claim(key, DEDUP_WINDOW)
         except StoreError as exc:
             log.warning("onebot.dedup_unavailable", key=key, error=str(exc))
             return True
 
-    def _first_local(self, key: str) -> bool:
+    def _first_here(self, key: str) -> bool:
+        """True (and remembered) unless this process took ``key`` within the window."""
         now = time.monotonic()
-        while self._seen and next(iter(self._seen.values())) < now:
-            self._seen.popitem(last=False)
-        if key in self._seen:
+        seen = self._seen
+        expires = seen.get(key)
+        if expires is not None and expires > now:
             return False
-        self._seen[key] = now + DEDUP_WINDOW
+        until = now + DEDUP_WINDOW
+        seen[key] = until
+        order = self._order
+        order.append((until, key))
+        # forget what expired, and the oldest past the bound: two per delivery, so the
+        # map shrinks back after a burst (each delivery adds one)
+        for _ in range(2):
+            oldest, old = order[0]
+            if oldest > now and len(order) <= self.size:
+                break
+            order.popleft()
+            if seen.get(old) == oldest:  # not taken again since (a later entry has it)
+                del seen[old]
         return True
-
-
-def _claim(current: Any) -> tuple[Any, bool]:
-    """Store update: mark the key seen; the result says whether it was new."""
-    return True, current is MISSING

@@ -1,0 +1,260 @@
+"""The QQ message path end to end: server CPU per message, against a bare WebSocket floor.
+
+Side by side on loopback, each server in its own process, driven by the same
+fake NapCat (``bench/onebot_fake.py``: a OneBot v11 reverse-WebSocket client
+sending group message events, ``--in-flight`` (64) unanswered at a time, and
+answering every action with an echo'd OK response):
+
+* **floor** — a bare aiohttp WebSocket server that decodes each frame and
+  answers each message event with one fixed ``send_msg`` frame;
+* **tmy** — ``python run.py serve --no-console`` with the OneBot reverse
+  adapter, the SQLite store (the default), logging at ``info`` to a file, and
+  N = 1, 10, 100, 1,000, 10,000, 100,000 generated prefix rules (``kw<i>*`` →
+  ADJUST ``ok-r<i>``, as ``dispatch.py``); ``send_interval: 0`` (the pacing QQ
+  needs is waiting, not CPU) and messages spread over 1,000 groups;
+* **NoneBot2** — when ``nonebot2[fastapi]`` and ``nonebot-adapter-onebot`` are
+  importable by ``--nonebot-python`` (default: this interpreter; install with
+  ``pip install -r bench/requirements-peers.txt``), N ``on_startswith`` rules
+  answering with ``matcher.send`` (``bench/onebot_nonebot.py``), at N ≤ 100.
+
+Server CPU is the server process's own utime+stime (``/proc/<pid>/stat``) over
+the measured window divided by the messages answered in it; best of
+``--rounds`` windows of ``--count`` messages after a warm-up. Every reply is
+checked (the right text to the right group); any wrong or missing reply makes
+the script exit 1. Writes ``bench/results/onebot_path.json``.
+
+    python3 bench/onebot_path.py            # ~2 min
+    python3 bench/onebot_path.py --quick    # N = 1 and 1,000, fewer messages
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import common
+import onebot_fake as fake
+
+GOAL_US = 50.0
+GOAL_RATIO = 2.5
+GOAL_P99_MS = 5.0
+NONEBOT_MAX_N = 100  # NoneBot2 checks every matcher per message: 1,000 rules is ~2 msgs/s
+
+
+def _tmy_config(tmp: Path, port: int, n: int) -> Path:
+    rules = tmp / "rules"
+    rules.mkdir()
+    common.write_dispatch_rules(rules, n, mix=False)
+    (tmp / "plugins").mkdir()
+    config = tmp / "tmy.yaml"
+    config.write_text(
+        f"""rules: {rules}
+plugins: {tmp / "plugins"}
+store: sqlite:///{tmp / "tmy.db"}
+watch: false
+log: {{level: {common.LOG_LEVEL}, file: {tmp / "tmy.log"}, format: json}}
+adapters:
+  console: {{enabled: false}}
+  http:
+    listen: 127.0.0.1:{port}
+  onebot:
+    enabled: true
+    access_token: {fake.TOKEN}
+    send_interval: 0
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def _spawn(kind: str, tmp: Path, port: int, n: int, python: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    if kind == "tmy":
+        env["TMY_CONFIG"] = str(_tmy_config(tmp, port, n))
+        argv = [sys.executable, str(common.RUN_PY), "serve", "--no-console"]
+    elif kind == "floor":
+        argv = [sys.executable, str(common.BENCH / "onebot_fake.py"), "floor", str(port)]
+    else:
+        argv = [python, str(common.BENCH / "onebot_nonebot.py"), str(port), str(n), fake.TOKEN]
+    return subprocess.Popen(
+        argv,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / f"{kind}.stderr").open("w"),
+    )
+
+
+def _message(n: int, fixed: bool):  # type: ignore[no-untyped-def]
+    def message(j: int) -> tuple[str, str]:
+        r = (j * 7919) % n
+        return common.message_for(r, "prefix"), fake.FLOOR_TEXT if fixed else f"ok-r{r}"
+
+    return message
+
+
+async def _ready(port: int, proc: subprocess.Popen[bytes], health: str) -> None:
+    import aiohttp
+
+    deadline = asyncio.get_running_loop().time() + 180
+    async with aiohttp.ClientSession() as session:
+        while asyncio.get_running_loop().time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode} before it was ready")
+            try:
+                if health == "ws":  # NoneBot2 has no health route: the socket is the test
+                    async with session.ws_connect(f"ws://127.0.0.1:{port}/ping-none"):
+                        return
+                async with session.get(f"http://127.0.0.1:{port}{health}") as r:
+                    if r.status < 500:
+                        return
+            except (aiohttp.ClientError, OSError):
+                pass
+            await asyncio.sleep(0.1)
+    raise TimeoutError("the server did not come up")
+
+
+async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
+    """Start one server, warm it up, measure ``rounds`` windows; the best CPU window wins."""
+    fixed = kind == "floor"
+    count = args.count if kind != "nonebot" else min(args.count, args.nonebot_count)
+    with tempfile.TemporaryDirectory(prefix=f"tmy-bench-onebot-{kind}-") as name:
+        tmp = Path(name)
+        port = common.free_port()
+        proc = _spawn(kind, tmp, port, n, args.nonebot_python)
+        try:
+            if kind == "nonebot":
+                await asyncio.sleep(2.0)
+                await _ready(port, proc, "/docs")
+            else:
+                await _ready(port, proc, "/healthz")
+            url = f"ws://127.0.0.1:{port}{fake.PATH}"
+            msg = _message(n, fixed)
+            next_id = 1
+            warm = await fake.drive(url, count=max(count // 5, 200), in_flight=args.in_flight,
+                                    first_id=next_id, message=msg, fixed=fixed,
+                                    time_cap=args.time_cap)  # fmt: skip
+            next_id += warm["sent"]
+            rounds = []
+            for _ in range(args.rounds):
+                cpu0 = common.proc_cpu_s(proc.pid)
+                r = await fake.drive(url, count=count, in_flight=args.in_flight, first_id=next_id,
+                                     message=msg, fixed=fixed, time_cap=args.time_cap)  # fmt: skip
+                cpu = common.proc_cpu_s(proc.pid) - cpu0
+                next_id += r["sent"]
+                lat = sorted(r.pop("latencies"))
+                r.update(
+                    cpu_s=cpu,
+                    us_per_msg=cpu / max(1, r["answered"]) * 1e6,
+                    msgs_per_s=r["answered"] / r["wall_s"],
+                    p50_ms=common.percentile(lat, 50) * 1000,
+                    p99_ms=common.percentile(lat, 99) * 1000,
+                )
+                rounds.append(r)
+            best = min(rounds, key=lambda x: x["us_per_msg"])
+            return {
+                "kind": kind,
+                "rules": n,
+                "us_per_msg": best["us_per_msg"],
+                "msgs_per_s": max(x["msgs_per_s"] for x in rounds),
+                "p99_ms": min(x["p99_ms"] for x in rounds),
+                "p50_ms": min(x["p50_ms"] for x in rounds),
+                "wrong": sum(x["wrong"] for x in rounds) + warm["wrong"],
+                "unanswered": sum(x["unanswered"] for x in rounds) + warm["unanswered"],
+                "answered": sum(x["answered"] for x in rounds),
+                "wrong_examples": [e for x in rounds for e in x["wrong_examples"]][:5],
+                "rounds": rounds,
+            }
+        finally:
+            common.stop_process(proc)
+
+
+def _nonebot_ok(python: str) -> bool:
+    code = "import nonebot, nonebot.adapters.onebot.v11, fastapi, uvicorn"
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
+def _table(floor: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    head = ["server", "rules", "CPU µs/msg", "÷ floor", "msgs/s", "p50 ms", "p99 ms", "wrong"]
+    cells = []
+    for r in [floor, *rows]:
+        cells.append([
+            {"floor": "floor (bare aiohttp WS)", "tmy": "tmy", "nonebot": "NoneBot2"}[r["kind"]],
+            "—" if r["kind"] == "floor" else f"{r['rules']:,}",
+            f"{r['us_per_msg']:.1f}",
+            f"{r['us_per_msg'] / floor['us_per_msg']:.2f}",
+            f"{r['msgs_per_s']:,.0f}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            f"{r['wrong'] + r['unanswered']}",
+        ])  # fmt: skip
+    return common.table("OneBot v11 path (server CPU per message)", head, cells)
+
+
+async def run(args: Any) -> dict[str, Any]:
+    floors = [await _side("floor", 1, args)]
+    tmy = [await _side("tmy", n, args) for n in args.rules]
+    floors.append(await _side("floor", 1, args))
+    floor = min(floors, key=lambda x: x["us_per_msg"])
+    floor["wrong"] = sum(f["wrong"] for f in floors)
+    floor["unanswered"] = sum(f["unanswered"] for f in floors)
+    peers: list[dict[str, Any]] = []
+    nonebot = _nonebot_ok(args.nonebot_python) and not args.no_nonebot
+    if nonebot:
+        peers = [await _side("nonebot", n, args) for n in args.rules if n <= NONEBOT_MAX_N]
+    return {"floor": floor, "tmy": tmy, "nonebot": peers, "nonebot_installed": nonebot}
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--rules", default="1,10,100,1000,10000,100000")
+    parser.add_argument("--count", type=int, default=20000, help="messages per window")
+    parser.add_argument("--rounds", type=int, default=3, help="windows per server (best kept)")
+    parser.add_argument("--in-flight", type=int, default=64)
+    parser.add_argument("--time-cap", type=float, default=60.0, help="seconds per window at most")
+    parser.add_argument("--nonebot-python", default=sys.executable)
+    parser.add_argument("--nonebot-count", type=int, default=1000)
+    parser.add_argument("--no-nonebot", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.rules, args.count, args.rounds = "1,1000", min(args.count, 4000), min(args.rounds, 2)
+        args.nonebot_count = min(args.nonebot_count, 300)
+    args.rules = [int(x) for x in args.rules.split(",")]
+    result = asyncio.run(run(args))
+    floor, tmy = result["floor"], result["tmy"]
+    print(_table(floor, tmy + result["nonebot"]))
+    if not result["nonebot_installed"]:
+        print(
+            f"NoneBot2: not installed for {args.nonebot_python} (skipped); to add it: pip "
+            "install -r bench/requirements-peers.txt (or --nonebot-python VENV/bin/python)"
+        )
+    worst = max(r["us_per_msg"] for r in tmy)
+    flat = max(r["us_per_msg"] for r in tmy) / min(r["us_per_msg"] for r in tmy)
+    p99 = max(r["p99_ms"] for r in tmy)
+    ratio = worst / floor["us_per_msg"]
+    met = worst <= GOAL_US and ratio <= GOAL_RATIO and p99 < GOAL_P99_MS
+    print(f"tmy worst {worst:.1f} µs/msg = {ratio:.2f}× the floor ({floor['us_per_msg']:.1f} µs); "
+          f"p99 ≤ {p99:.2f} ms at {args.in_flight} in flight; slowest ÷ fastest N {flat:.2f}; "
+          f"goal ≤ {GOAL_US:g} µs, ≤ {GOAL_RATIO:g}×, p99 < {GOAL_P99_MS:g} ms: "
+          + ("MET" if met else "NOT MET"))  # fmt: skip
+    bad = sum(r["wrong"] + r["unanswered"] for r in [floor, *tmy])
+    bad_peer = sum(r["wrong"] for r in result["nonebot"])
+    result.update(goal_met=met, worst_us=worst, ratio=ratio, flat=flat, p99_ms=p99,
+                  in_flight=args.in_flight, count=args.count, rounds=args.rounds)  # fmt: skip
+    if not args.no_write:
+        print(f"wrote {common.write_result('onebot_path', result, quick=args.quick)}")
+    if bad or bad_peer:
+        examples = [e for r in [floor, *tmy, *result["nonebot"]] for e in r["wrong_examples"]]
+        print(f"FAILED: {bad + bad_peer} wrong or missing replies, e.g. {examples[:3]}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
