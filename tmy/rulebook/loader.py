@@ -24,6 +24,7 @@ from tmy.errors import RuleError, RuleErrors, StoreError
 from tmy.executors.registry import Registry
 from tmy.media.local import MEDIA_DIR
 from tmy.rulebook import atomic
+from tmy.rulebook.closed import closed
 from tmy.rulebook.fields import plain, unknown_key
 from tmy.rulebook.index import TriggerIndex
 from tmy.rulebook.model import (
@@ -37,7 +38,7 @@ from tmy.rulebook.model import (
 )
 from tmy.rulebook.rules import RuleCompiler, check_key_claims
 from tmy.store.codec import MAX_VALUE_BYTES, encode
-from tmy.yamlfile.source import LineDict, LineList, read_yaml
+from tmy.yamlfile.source import HANDED_OVER, LineDict, LineList, read_yaml
 
 FILE_KEYS = ("variables", "rules", "tests", "seed")  # seed: the rule tests' default (tmy.ruletests)
 VARIABLE_KEYS = ("scope", "default", "description", "rank")
@@ -148,6 +149,11 @@ def check_store(rulebook: Rulebook, store_url: str) -> None:
         raise RuleErrors(errors)
 
 
+# (file, raw rule or None once compiled for good, compiled rule or None, line of its id,
+# enabled, variables declared when compiled)
+_Entry = tuple[str, "LineDict | None", "Rule | None", int, bool, int]
+
+
 class _Loader(RuleCompiler):
     """Reads the files one by one, then compiles every rule once all variables are known."""
 
@@ -155,16 +161,41 @@ class _Loader(RuleCompiler):
         super().__init__(registry)
         check_key_claims(registry)
         self.max_value_bytes = max_value_bytes
-        self.raw_rules: list[tuple[str, LineDict]] = []
+        self.entries: list[_Entry] = []
         self.tests: list[RuleTest] = []
+
+    def early(self, file: str, raw: LineDict) -> _Entry:
+        """Compile ``raw`` now (its errors, if any, are reported by :meth:`finish`, in
+        order); keep only the rule when no later declaration can change it."""
+        errors, self.errors = self.errors, []
+        try:
+            rule = self.compile_rule(raw, file)
+            failed = bool(self.errors)
+        finally:
+            self.errors = errors
+        if rule is None or failed:
+            return (file, raw, None, 0, True, 0)
+        enabled = raw.get("enabled", True) is not False
+        keep = None if closed(rule) else raw
+        return (file, keep, rule, raw.line_of("id"), enabled, len(self.variables))
 
     def load_file(self, path: Path, text: str | None) -> None:
         file = str(path)
+        handed: list[_Entry] = []
+
+        def sink(raw: LineDict | None) -> None:
+            if raw is None:
+                handed.clear()  # the file is read again from the start
+            else:
+                handed.append(self.early(file, raw))
+
         try:
-            doc = read_yaml(path, text)
+            doc = read_yaml(path, text, sink)
         except RuleError as exc:
             self.errors.append(exc)
             return
+        self.entries += handed
+        del handed[:]
         if doc is None:
             return
         if not isinstance(doc, LineDict):
@@ -193,6 +224,8 @@ class _Loader(RuleCompiler):
             self.error("'rules:' must be a list of rules", file, doc.line_of("rules"))
             return
         for i, raw in enumerate(rules):
+            if raw is HANDED_OVER:
+                continue
             if not isinstance(raw, LineDict):
                 self.error(
                     "each rule must be a mapping with id, triggers and steps",
@@ -200,7 +233,7 @@ class _Loader(RuleCompiler):
                     rules.line_of(i),
                 )
                 continue
-            self.raw_rules.append((file, raw))
+            self.entries.append((file, raw, None, 0, True, 0))
 
     def collect_tests(self, doc: LineDict, file: str) -> None:
         """Keep ``tests:`` cases with their lines; tmy/ruletests.py validates and runs them."""
@@ -302,23 +335,28 @@ class _Loader(RuleCompiler):
     def finish(self, files: tuple[str, ...]) -> Rulebook:
         rules: list[Rule] = []
         seen: dict[str, Rule] = {}
-        raw_rules, self.raw_rules = self.raw_rules, []
-        raw_rules.reverse()
-        while raw_rules:  # popping frees each raw rule once compiled: a lower peak
-            file, raw = raw_rules.pop()
-            rule = self.compile_rule(raw, file)
-            if rule is None:
-                continue
+        entries, self.entries = self.entries, []
+        entries.reverse()
+        declared = len(self.variables)
+        while entries:  # popping frees each raw rule once compiled: a lower peak
+            file, raw, rule, id_line, enabled, seen_vars = entries.pop()
+            if rule is None or (raw is not None and seen_vars != declared):
+                assert raw is not None
+                rule = self.compile_rule(raw, file)
+                if rule is None:
+                    continue
+                id_line, enabled = raw.line_of("id"), raw.get("enabled", True) is not False
+            raw = None
             if rule.id in seen:
                 first = seen[rule.id]
                 self.error(
                     f"duplicate rule id {rule.id!r} (first at {first.file}:{first.line})",
                     file,
-                    raw.line_of("id"),
+                    id_line,
                 )
                 continue
             seen[rule.id] = rule
-            if raw.get("enabled", True) is not False:
+            if enabled:
                 rules.append(rule)
         if self.errors:
             raise RuleErrors(self.errors)

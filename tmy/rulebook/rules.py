@@ -63,8 +63,9 @@ def check_key_claims(registry: Registry) -> None:
 class RuleCompiler(StepCompiler):
     """Compiles rules (see the module docstring); the loader builds on it."""
 
-    _known: frozenset[str] | None = None  # declared variables + run locals, once they are all read
+    _known: frozenset[str] | None = None  # declared variables + run locals
     _declared: set[str] | None = None
+    _known_for = -1  # how many variables were declared when _known was made
 
     def compile_rule(self, raw: LineDict, file: str) -> Rule | None:
         """The rule ``raw`` of ``file``; None (and errors recorded) when it is wrong."""
@@ -89,7 +90,8 @@ class RuleCompiler(StepCompiler):
         session, debounce = self.session(raw, file) if "session" in raw else (0.0, 0.0)
         events = self.rule_events(raw, file) if "events" in raw else ()
         filters = self.rule_filters(raw, file)
-        if self._known is None:  # declared variables + run locals, shared by every rule
+        if self._known_for != len(self.variables):  # shared by every rule; only declarations
+            self._known_for = len(self.variables)  # add to it (a changed one is an error)
             self._known = frozenset(self.variables) | RUN_LOCALS
             self._declared = set(self.variables)
         known = set(self._known)

@@ -10,31 +10,23 @@ error names the line to fix, with a hint (:mod:`tmy.yamlfile.hints`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tmy.errors import RuleError
+from tmy.yamlfile.fast import GIVE_UP, read_simple
 from tmy.yamlfile.hints import diagnose, message
+from tmy.yamlfile.lines import HANDED_OVER, LineDict, LineList
+
+__all__ = ["HANDED_OVER", "MAX_DEPTH", "LineDict", "LineList", "Sink", "read_yaml"]
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class LineDict(dict):
-    line: int = 0
-    key_lines: dict[Any, int]
-
-    def line_of(self, key: Any) -> int:
-        return self.key_lines.get(key, self.line)
-
-
-class LineList(list):
-    line: int = 0
-    item_lines: list[int]
-
-    def line_of(self, index: int) -> int:
-        return self.item_lines[index] if index < len(self.item_lines) else self.line
+Sink = Callable[[LineDict | None], None]
+"""Given each rule of the top-level ``rules:`` list as soon as it is read (the list keeps
+:data:`HANDED_OVER` in its place), and ``None`` when reading starts over (forget them)."""
 
 
 class _LineLoader(_Base):  # type: ignore[misc, valid-type]
@@ -70,8 +62,9 @@ class _Frame:
 class _Composer:
     """The state of one :func:`_compose` run and what each kind of event does to it."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Any, sink: Sink | None = None) -> None:
         self.loader = loader
+        self.sink = sink
         self.anchors: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}  # anchor -> bytes inside it
         self.heights: dict[str, int] = {}  # anchor -> levels of lists/maps it is, itself included
@@ -173,8 +166,15 @@ class _Composer:
         if frame.anchor:
             self.sizes[frame.anchor] = frame.size
             self.heights[frame.anchor] = height
-        if self.stack and self.stack[-1].height < height:
-            self.stack[-1].height = height
+        stack = self.stack
+        if stack and stack[-1].height < height:
+            stack[-1].height = height
+        if self.sink is not None and len(stack) == 2 and type(box) is LineDict:
+            outer, rules = stack
+            if outer.key == "rules" and rules.is_list and not outer.is_list:
+                self.add(HANDED_OVER, box.line, frame.size)
+                self.sink(box)
+                return
         self.add(box, box.line, frame.size)
 
     def alias(self, event: Any, line: int) -> None:
@@ -216,7 +216,7 @@ class _Composer:
                             line=line)  # fmt: skip
 
 
-def _compose(loader: Any) -> Any:
+def _compose(loader: Any, sink: Sink | None = None) -> Any:
     """Build LineDict/LineList values straight from parser events.
 
     PyYAML's own path builds a node tree of the whole document and then walks
@@ -228,7 +228,7 @@ def _compose(loader: Any) -> Any:
     into the collection being read, is handled right here in the loop; the
     rest go to :class:`_Composer`.
     """
-    composer = _Composer(loader)
+    composer = _Composer(loader, sink)
     stack, plain_tags = composer.stack, composer.plain_tags
     while True:
         event = loader.get_event()
@@ -289,8 +289,14 @@ def _apply_merges(box: LineDict, merges: list[tuple[Any, int]]) -> None:
             box.key_lines.setdefault(key, line)
 
 
-def read_yaml(path: Path, text: str | None = None) -> Any:
-    """Parse one YAML file; RuleError with file and line on any syntax problem."""
+def read_yaml(path: Path, text: str | None = None, sink: Sink | None = None) -> Any:
+    """Parse one YAML file; RuleError with file and line on any syntax problem.
+
+    The plain shape most rules files have is read line by line
+    (:mod:`tmy.yamlfile.fast`), anything else from libyaml's events. With ``sink``,
+    each rule of the top-level ``rules:`` list goes to it as soon as it is read, so
+    a caller can compile it and let its raw form go before the next one is read.
+    """
     name = str(path)
     try:
         if text is None:
@@ -300,7 +306,12 @@ def read_yaml(path: Path, text: str | None = None) -> Any:
     try:
         loader = _LineLoader(text)
         try:
-            return _compose(loader)
+            doc = read_simple(text, loader, sink)
+            if doc is not GIVE_UP:
+                return doc
+            if sink is not None:
+                sink(None)
+            return _compose(loader, sink)
         finally:
             loader.dispose()
     except RuleError as exc:
