@@ -43,6 +43,8 @@ import onebot_fake as fake
 GOAL_US = 50.0
 GOAL_RATIO = 2.5
 GOAL_P99_MS = 5.0
+NAMES = {"floor": "floor (bare aiohttp WS)", "tmy": "tmy", "before": "tmy --compare",
+         "nonebot": "NoneBot2"}  # fmt: skip
 NONEBOT_MAX_N = 100  # NoneBot2 checks every matcher per message: 1,000 rules is ~2 msgs/s
 
 
@@ -72,15 +74,17 @@ adapters:
     return config
 
 
-def _spawn(kind: str, tmp: Path, port: int, n: int, python: str) -> subprocess.Popen[bytes]:
+def _spawn(kind: str, tmp: Path, port: int, n: int, args: Any) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
     env["PYTHONUNBUFFERED"] = "1"
-    if kind == "tmy":
+    if kind in ("tmy", "before"):
         env["TMY_CONFIG"] = str(_tmy_config(tmp, port, n))
-        argv = [sys.executable, str(common.RUN_PY), "serve", "--no-console"]
+        root = Path(args.compare) if kind == "before" else common.ROOT
+        argv = [sys.executable, str(root / "run.py"), "serve", "--no-console"]
     elif kind == "floor":
         argv = [sys.executable, str(common.BENCH / "onebot_fake.py"), "floor", str(port)]
     else:
+        python = args.nonebot_python
         argv = [python, str(common.BENCH / "onebot_nonebot.py"), str(port), str(n), fake.TOKEN]
     return subprocess.Popen(
         argv,
@@ -128,7 +132,7 @@ async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"tmy-bench-onebot-{kind}-") as name:
         tmp = Path(name)
         port = common.free_port()
-        proc = _spawn(kind, tmp, port, n, args.nonebot_python)
+        proc = _spawn(kind, tmp, port, n, args)
         try:
             if kind == "nonebot":
                 await asyncio.sleep(2.0)
@@ -186,7 +190,7 @@ def _table(floor: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     cells = []
     for r in [floor, *rows]:
         cells.append([
-            {"floor": "floor (bare aiohttp WS)", "tmy": "tmy", "nonebot": "NoneBot2"}[r["kind"]],
+            NAMES[r["kind"]],
             "—" if r["kind"] == "floor" else f"{r['rules']:,}",
             f"{r['us_per_msg']:.1f}",
             f"{r['us_per_msg'] / floor['us_per_msg']:.2f}",
@@ -200,7 +204,11 @@ def _table(floor: dict[str, Any], rows: list[dict[str, Any]]) -> str:
 
 async def run(args: Any) -> dict[str, Any]:
     floors = [await _side("floor", 1, args)]
-    tmy = [await _side("tmy", n, args) for n in args.rules]
+    tmy, before = [], []
+    for n in args.rules:
+        tmy.append(await _side("tmy", n, args))
+        if args.compare:
+            before.append(await _side("before", n, args))
     floors.append(await _side("floor", 1, args))
     floor = min(floors, key=lambda x: x["us_per_msg"])
     floor["wrong"] = sum(f["wrong"] for f in floors)
@@ -209,7 +217,8 @@ async def run(args: Any) -> dict[str, Any]:
     nonebot = _nonebot_ok(args.nonebot_python) and not args.no_nonebot
     if nonebot:
         peers = [await _side("nonebot", n, args) for n in args.rules if n <= NONEBOT_MAX_N]
-    return {"floor": floor, "tmy": tmy, "nonebot": peers, "nonebot_installed": nonebot}
+    return {"floor": floor, "tmy": tmy, "before": before, "nonebot": peers,
+            "nonebot_installed": nonebot}  # fmt: skip
 
 
 def main() -> None:
@@ -222,6 +231,7 @@ def main() -> None:
     parser.add_argument("--nonebot-python", default=sys.executable)
     parser.add_argument("--nonebot-count", type=int, default=1000)
     parser.add_argument("--no-nonebot", action="store_true")
+    parser.add_argument("--compare", help="another checkout whose run.py to measure beside tmy")
     args = parser.parse_args()
     if args.quick:
         args.rules, args.count, args.rounds = "1,1000", min(args.count, 4000), min(args.rounds, 2)
@@ -229,7 +239,7 @@ def main() -> None:
     args.rules = [int(x) for x in args.rules.split(",")]
     result = asyncio.run(run(args))
     floor, tmy = result["floor"], result["tmy"]
-    print(_table(floor, tmy + result["nonebot"]))
+    print(_table(floor, tmy + result["before"] + result["nonebot"]))
     if not result["nonebot_installed"]:
         print(
             f"NoneBot2: not installed for {args.nonebot_python} (skipped); to add it: pip "

@@ -78,7 +78,7 @@ log = get_logger("tmy.adapter.onebot")
 MAX_RUNS = 64  # messages of this adapter in the engine at once
 MAX_RUNS_PER_CHAT = 16  # of those, from one chat (the rest stay free for the other chats)
 MAX_WAITING = 1000  # messages (and, separately, replies) waiting in all chats together
-MAX_SENDS = 32  # send_msg actions in flight at once (all chats)
+MAX_SENDS = MAX_RUNS  # send_msg actions in flight at once (all chats): a reply of every run
 HEALTHY_SESSION = 10.0  # forward: a session this long without a failure frame resets the backoff
 
 
@@ -372,12 +372,15 @@ class OneBotAdapter:
         chunked = stream is not None and bool(stream.sent)
         text = (stream.rest(reply.text) or "") if stream is not None else reply.text
         addressing = {} if chunked else self._addressing(message, event)
+        local = None  # a plain text reply (the common one) has no files to read
+        if reply.outgoing is not None:
+            local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
         out = Outgoing.of(
             message.chat,
             text,
             parts=reply.outgoing,
             answering=message.message_id,
-            local=await localize(reply.outgoing, self.rules_dir, self.media_private_hosts),
+            local=local,
             **addressing,  # type: ignore[index]
         )
         if out.pieces:
