@@ -113,6 +113,7 @@ KNOWN_PREFIXES = (
     "mem/user/",
     "mem/chat/",
     "mem/global",
+    "mem/e/",
     "mem/vec/",
     "mem/dialog/",
     "mem/open/",
@@ -129,11 +130,13 @@ KNOWN_PREFIXES = (
     "off/",
     "dedup/",
     "backup/done/",
+    "tmy/ix/",
 )
 """The keys tmy itself writes (variables, memory entries and vectors, dialogue summaries,
 histories, sessions, usage counters, cron records, cooldowns, chat switches, OneBot
-de-duplication, scheduled-backup marks). A key outside them is restored as it is, with a
-warning: a hand-edited file, or an extension's own keys."""
+de-duplication, scheduled-backup marks) and the store's lexical index documents
+(``tmy/ix/…``: not keys, put back into the index by ``restore``). A key outside them
+is restored as it is, with a warning: a hand-edited file, or an extension's own keys."""
 
 SKIPPED = {FORMAT_KEY: "the store format marker: the target keeps its own"}
 """Keys a backup may carry that restore never writes (and does not count), and why."""

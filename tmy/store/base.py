@@ -54,6 +54,14 @@ the restored values. Leases and each store's
 internal bookkeeping (Redis write records and turns, the format marker) are
 never part of a snapshot and are left alone by ``restore``.
 
+Besides keys and boards a store keeps a **lexical index** (``index_put``,
+``index_remove``, ``index_order``, ``index_stats``, ``index_search``,
+``index_lowest``, ``index_drop``): namespaces of documents with term counts,
+lengths and an order, found term → documents without reading every document
+(:mod:`tmy.store.textindex` says how; memory recall and the knowledge base use
+it). A snapshot carries every index document as a pseudo-entry
+(``tmy/ix/<ns>/<doc>``) that ``restore`` puts back into the index.
+
 The **format marker**: ``open`` writes ``{"format": STORE_FORMAT}`` at
 :data:`FORMAT_KEY` when absent and refuses a store whose marker names a newer
 format (written by a newer tmy), so an older tmy never misreads it. The marker
@@ -62,13 +70,14 @@ is not listed by ``keys``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tmy.errors import StoreError
 from tmy.store.leases import Lease
+from tmy.store.textindex import POSTINGS_BUDGET, IndexDoc, IndexHits, IndexStats
 
 R = TypeVar("R")
 
@@ -312,3 +321,34 @@ class Store(Protocol):
 
     async def rank_above(self, board: str, score: float) -> int:
         """How many members of ``board`` have a score strictly above ``score``."""
+
+    # -- lexical index (tmy.store.textindex) ------------------------------------------------------
+
+    async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
+        """Add or replace ``docs`` in namespace ``ns`` with its statistics: one transaction /
+        one recorded script; O(the documents' terms), whatever the namespace holds."""
+
+    async def index_remove(self, ns: str, docs: Sequence[str]) -> int:
+        """Remove the documents ``docs`` of ``ns`` (absent ones ignored); how many were there."""
+
+    async def index_order(self, ns: str, orders: Mapping[str, float]) -> None:
+        """Set the order (eviction order, lowest first) of those of ``orders`` that exist."""
+
+    async def index_stats(self, ns: str, terms: Sequence[str] = ()) -> IndexStats:
+        """Document count, total length and each of ``terms``' document count."""
+
+    async def index_search(
+        self, ns: str, terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> IndexHits:
+        """The statistics and a bounded set of candidates holding ``terms``, each with its
+        length and the counts of the terms it holds; rare terms read whole, common ones
+        only probed (:func:`tmy.store.textindex.plan`). One read transaction / one script."""
+
+    async def index_lowest(
+        self, ns: str, n: int, *, term: str | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``n`` documents of lowest order (only those holding ``term``, if given) with
+        their order, lowest first (ties by id)."""
+
+    async def index_drop(self, ns: str) -> int:
+        """Remove every document of ``ns``; how many there were."""

@@ -3,7 +3,9 @@
 ``metered(store)`` wraps any :class:`~tmy.store.base.Store`: each call of
 ``open``, ``close``, ``ping``, ``get``, ``get_many``, ``set``, ``delete``,
 ``update``, ``claim``, ``keys``, ``snapshot``, ``restore`` and the board operations
-(``rank_sync``, ``rank_top``, ``rank_of``, ``rank_entry``, ``rank_above``) is
+(``rank_sync``, ``rank_top``, ``rank_of``, ``rank_entry``, ``rank_above``) and the
+lexical index (``index_put``, ``index_remove``, ``index_order``, ``index_drop``: writes;
+``index_stats``, ``index_search``, ``index_lowest``) is
 observed in ``tmy_store_op_seconds{op=…}``; one that
 raises :class:`~tmy.errors.StoreError` also counts in
 ``tmy_store_errors_total{op=…}`` and is re-raised unchanged. ``lock(…)``
@@ -24,7 +26,7 @@ nothing about the store's health — a value no store can hold
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from time import perf_counter
 from types import TracebackType
@@ -34,6 +36,7 @@ from tmy import metrics
 from tmy.errors import LeaseLost, StoreError, ValueRefused
 from tmy.store.base import Snapshot, Store
 from tmy.store.leases import Lease
+from tmy.store.textindex import POSTINGS_BUDGET, IndexDoc, IndexHits, IndexStats
 
 R = TypeVar("R")
 
@@ -58,6 +61,13 @@ _OPS = (
     "rank_of",
     "rank_entry",
     "rank_above",
+    "index_put",
+    "index_remove",
+    "index_order",
+    "index_drop",
+    "index_stats",
+    "index_search",
+    "index_lowest",
 )
 
 
@@ -265,6 +275,31 @@ class MeteredStore:
 
     async def rank_above(self, board: str, score: float) -> int:
         return await self._timed("rank_above", self.inner.rank_above(board, score))
+
+    async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
+        await self._timed("index_put", self.inner.index_put(ns, docs), write=True)
+
+    async def index_remove(self, ns: str, docs: Sequence[str]) -> int:
+        return await self._timed("index_remove", self.inner.index_remove(ns, docs), write=True)
+
+    async def index_order(self, ns: str, orders: Mapping[str, float]) -> None:
+        await self._timed("index_order", self.inner.index_order(ns, orders), write=True)
+
+    async def index_drop(self, ns: str) -> int:
+        return await self._timed("index_drop", self.inner.index_drop(ns), write=True)
+
+    async def index_stats(self, ns: str, terms: Sequence[str] = ()) -> IndexStats:
+        return await self._timed("index_stats", self.inner.index_stats(ns, terms))
+
+    async def index_search(
+        self, ns: str, terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> IndexHits:
+        return await self._timed("index_search", self.inner.index_search(ns, terms, budget=budget))
+
+    async def index_lowest(
+        self, ns: str, n: int, *, term: str | None = None
+    ) -> list[tuple[str, float]]:
+        return await self._timed("index_lowest", self.inner.index_lowest(ns, n, term=term))
 
     def lock(
         self, key: str, *, ttl: float | None = None, wait: float = 30.0

@@ -27,6 +27,11 @@ ever read (``get``, ``get_many``, ``keys``, ``ping``).
   board (a member's real entry, needed to rank it, is read when the overlay
   first touches it). :meth:`board_syncs` lists the syncs made, so a caller that
   commits the overlay's writes (a scheduled run) can sync the real boards after.
+* The lexical index (``index_*``, :mod:`tmy.store.textindex`): reads go to the
+  real store; writes are kept as a list (:meth:`index_writes`), applied nowhere —
+  an explanation never changes the real index (its own REMEMBERs are not
+  recalled by its later steps), and a caller that commits the overlay's writes
+  replays them on the real store after its commit (:meth:`replay_index`).
 * ``snapshot`` is the real store's with the overlay's writes laid over it;
   ``restore`` writes into the overlay (a dry run); with ``replace`` the real
   store's keys and boards are hidden from then on, as if deleted.
@@ -44,6 +49,7 @@ from tmy.errors import StoreError
 from tmy.store.base import MISSING, Snapshot, Store, rank_score, score_out
 from tmy.store.board_keys import board_value_key
 from tmy.store.codec import check_board, check_key, check_ttl, decode, encode
+from tmy.store.index_log import IndexLog
 from tmy.store.leases import KeyedLocks, Lease, check_fence, new_token
 from tmy.store.snapshot import checked_ranks, encoded_entries, sorted_snapshot
 
@@ -63,7 +69,7 @@ class _Entry:
     real: Any  # tuple[float, str | None] | None | _UNKNOWN
 
 
-class OverlayStore:
+class OverlayStore(IndexLog):
     """``real`` for reading, memory for writing (see the module docstring)."""
 
     one_slot_commits = False  # its commits stay in memory

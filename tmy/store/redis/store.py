@@ -50,14 +50,18 @@ from tmy.store.leases import (
     lost_in_store,
     new_token,
 )
+from tmy.store.redis.postings import RedisPostings
 from tmy.store.redis.scripts import px, ttl_arg
 from tmy.store.redis.snapshots import RedisSnapshots
 
 log = logging.getLogger("tmy.store.redis")  # the name it had as one module
 
 
-class RedisStore(RedisSnapshots):
+class RedisStore(RedisPostings, RedisSnapshots):
     """A :class:`~tmy.store.base.Store` on Redis (``redis://`` or ``rediss://`` URL).
+
+    The lexical index, and snapshots carrying it, are
+    :class:`~tmy.store.redis.postings.RedisPostings`'.
 
     The constructor is :class:`~tmy.store.redis.lanes.RedisLanes`'s (URL and
     connection options); ``update`` is :class:`~tmy.store.redis.group_commit.GroupCommit`'s.

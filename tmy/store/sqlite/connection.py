@@ -18,7 +18,7 @@ from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
 from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
-from tmy.store.sqlite import rank_counts
+from tmy.store.sqlite import postings, rank_counts
 
 T = TypeVar("T")
 
@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS ranks (
 CREATE INDEX IF NOT EXISTS ranks_score ON ranks (board, score, member);
 """
 SCHEMA += rank_counts.SCHEMA
+SCHEMA += postings.SCHEMA  # the lexical index (tmy.store.textindex)
 UPSERT = (
     "INSERT INTO kv (key, value, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires"

@@ -30,13 +30,15 @@ from tmy.store.sqlite.connection import (
     is_live,
     log,
 )
+from tmy.store.sqlite.postings import SQLitePostings
 from tmy.store.sqlite.snapshots import SQLiteSnapshots
 
 R = TypeVar("R")
 
 
-class SQLiteStore(SQLiteSnapshots):
-    """A :class:`~tmy.store.base.Store` in one SQLite file (or ``:memory:``)."""
+class SQLiteStore(SQLitePostings, SQLiteSnapshots):
+    """A :class:`~tmy.store.base.Store` in one SQLite file (or ``:memory:``); the lexical
+    index, and snapshots carrying it, are :class:`~tmy.store.sqlite.postings.SQLitePostings`'."""
 
     # -- values -----------------------------------------------------------------
 

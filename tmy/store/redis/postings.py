@@ -1,0 +1,398 @@
+"""The lexical index (:mod:`tmy.store.textindex`) in Redis hashes and sorted sets.
+
+A namespace ``ns`` is the hash tag of all its keys, so they share one slot (a
+cluster runs each script on one node)::
+
+    {prefix}:ix:{ns}:m          hash: n, total, seq (documents, total length, put counter)
+    {prefix}:ix:{ns}:d          hash: doc → its term counts as JSON (to remove its postings)
+    {prefix}:ix:{ns}:l          hash: doc → length
+    {prefix}:ix:{ns}:o          sorted set: doc → order (lowest first: the cap's victims)
+    {prefix}:ix:{ns}:t:<term>   sorted set: doc → seq × 1024 + count (newest last)
+    {prefix}:ix:{ns}:op:<id>    a write's record (see :mod:`tmy.store.redis`)
+
+A posting's score packs when its document was put (``seq``) with the term's
+count, so one sorted set gives both a term's newest postings (``ZREVRANGE``)
+and a candidate's count (``ZMSCORE``); its size is the term's document
+frequency (``ZCARD``). Every write is one script that records its operation id
+first, so a copy redis-py resends applies nothing twice and answers what the
+first did. A search is one script (:data:`SEARCH`), which follows
+:func:`tmy.store.textindex.plan` step for step. Needs Redis ≥ 6.2 (``ZMSCORE``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from tmy.store.base import Snapshot
+from tmy.store.redis.snapshots import glob_escape
+from tmy.store.textindex import (
+    POSTINGS_BUDGET,
+    IndexDoc,
+    IndexHits,
+    IndexStats,
+    capped,
+    check_doc,
+    check_ns,
+    doc_entry,
+    split_entries,
+)
+
+SCAN_FACTOR = 4  # as tmy.store.sqlite.postings: an intersection scans 4 × budget postings
+
+# KEYS: meta, docs, lengths, order, record. ARGV: record PX, term key head, then per
+# document: id, length, order, term counts (JSON). Returns 1 (recorded).
+_DROP = """
+local function drop(doc)
+  local old = redis.call('HGET', KEYS[2], doc)
+  if not old then return 0 end
+  for t, _ in pairs(cjson.decode(old)) do redis.call('ZREM', ARGV[2] .. t, doc) end
+  local len = tonumber(redis.call('HGET', KEYS[3], doc) or '0')
+  redis.call('HDEL', KEYS[2], doc)
+  redis.call('HDEL', KEYS[3], doc)
+  redis.call('ZREM', KEYS[4], doc)
+  redis.call('HINCRBY', KEYS[1], 'n', -1)
+  redis.call('HINCRBY', KEYS[1], 'total', -len)
+  return 1
+end
+local done = redis.call('GET', KEYS[5])
+if done then return tonumber(done) end
+"""
+PUT = (
+    _DROP
+    + """
+for i = 3, #ARGV, 4 do
+  local doc, len = ARGV[i], tonumber(ARGV[i + 1])
+  drop(doc)
+  local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  for t, c in pairs(cjson.decode(ARGV[i + 3])) do
+    redis.call('ZADD', ARGV[2] .. t, seq * 1024 + c, doc)
+  end
+  redis.call('HSET', KEYS[2], doc, ARGV[i + 3])
+  redis.call('HSET', KEYS[3], doc, len)
+  redis.call('ZADD', KEYS[4], ARGV[i + 2], doc)
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  redis.call('HINCRBY', KEYS[1], 'total', len)
+end
+redis.call('SET', KEYS[5], 1, 'PX', ARGV[1])
+return 1
+"""
+)
+# The same KEYS; ARGV: record PX, term key head, the ids. Returns how many were there.
+REMOVE = (
+    _DROP
+    + """
+local gone = 0
+for i = 3, #ARGV do gone = gone + drop(ARGV[i]) end
+redis.call('SET', KEYS[5], gone, 'PX', ARGV[1])
+return gone
+"""
+)
+# KEYS: order, record. ARGV: record PX, then id, order pairs (only existing ids change).
+ORDER = """
+if redis.call('GET', KEYS[2]) then return 1 end
+for i = 2, #ARGV, 2 do redis.call('ZADD', KEYS[1], 'XX', ARGV[i + 1], ARGV[i]) end
+redis.call('SET', KEYS[2], 1, 'PX', ARGV[1])
+return 1
+"""
+# KEYS: meta, docs, lengths, order. ARGV: term key head. Deletes everything (idempotent).
+DROP_ALL = """
+local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+local seen = {}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 2, #all, 2 do
+  for t, _ in pairs(cjson.decode(all[i])) do
+    if not seen[t] then seen[t] = true; redis.call('DEL', ARGV[1] .. t) end
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return n
+"""
+# KEYS: meta, lengths. ARGV: term key head, budget, scan, the terms. Returns {n, total,
+# {df…}, cut (0/1), "doc len i:tf,i:tf…" lines joined by "\\n"} — see textindex.plan.
+SEARCH = """
+local head, budget, scan = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
+local terms, df, idx = {}, {}, {}
+for a = 4, #ARGV do
+  local i = #terms + 1
+  terms[i] = ARGV[a]
+  df[i] = redis.call('ZCARD', head .. ARGV[a])
+  if df[i] > 0 then idx[#idx + 1] = i end
+end
+table.sort(idx, function(a, b)
+  if df[a] ~= df[b] then return df[a] < df[b] end
+  return terms[a] < terms[b]
+end)
+local found, docs = {}, {}
+local function add(doc, i, score)
+  local f = found[doc]
+  if not f then f = {}; found[doc] = f; docs[#docs + 1] = doc end
+  f[#f + 1] = i .. ':' .. (tonumber(score) % 1024)
+end
+local spent, cut, probe, k = 0, 0, {}, 1
+while k <= #idx do
+  local i = idx[k]
+  if spent == 0 and cut == 0 and df[i] > budget then
+    spent = budget
+    if k < #idx then
+      local j = idx[k + 1]
+      k = k + 1
+      cut = 2
+      local page = redis.call('ZREVRANGE', head .. terms[i], 0, scan - 1, 'WITHSCORES')
+      local members = {}
+      for p = 1, #page, 2 do members[#members + 1] = page[p] end
+      local other = redis.call('ZMSCORE', head .. terms[j], unpack(members))
+      local got = 0
+      for p = 1, #members do
+        if other[p] and got < budget then
+          add(members[p], i, page[2 * p])
+          add(members[p], j, other[p])
+          got = got + 1
+        end
+      end
+    else
+      cut = 1
+      local page = redis.call('ZREVRANGE', head .. terms[i], 0, budget - 1, 'WITHSCORES')
+      for p = 1, #page, 2 do add(page[p], i, page[p + 1]) end
+    end
+  elseif cut == 0 and spent + df[i] <= budget then
+    spent = spent + df[i]
+    local page = redis.call('ZRANGE', head .. terms[i], 0, -1, 'WITHSCORES')
+    for p = 1, #page, 2 do add(page[p], i, page[p + 1]) end
+  else
+    probe[#probe + 1] = i
+  end
+  k = k + 1
+end
+local lines = {}
+if #docs > 0 then
+  for _, i in ipairs(probe) do
+    local scores = redis.call('ZMSCORE', head .. terms[i], unpack(docs))
+    for p = 1, #docs do
+      if scores[p] then add(docs[p], i, scores[p]) end
+    end
+  end
+  local lens = redis.call('HMGET', KEYS[2], unpack(docs))
+  for p = 1, #docs do
+    lines[p] = docs[p] .. ' ' .. (lens[p] or '0') .. ' ' .. table.concat(found[docs[p]], ',')
+  end
+end
+return {meta[1] or '0', meta[2] or '0', df, cut, table.concat(lines, '\\n')}
+"""
+# KEYS: meta. ARGV: term key head, the terms. Returns {n, total, df…}.
+STATS = """
+local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
+local out = {meta[1] or '0', meta[2] or '0'}
+for a = 2, #ARGV do out[#out + 1] = redis.call('ZCARD', ARGV[1] .. ARGV[a]) end
+return out
+"""
+# KEYS: order. ARGV: term key head, n, term ('' none). Returns {doc, order, …} lowest first.
+LOWEST = """
+local n = tonumber(ARGV[2])
+if ARGV[3] == '' then return redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
+local members = redis.call('ZRANGE', ARGV[1] .. ARGV[3], 0, -1)
+if #members == 0 then return {} end
+local orders = redis.call('ZMSCORE', KEYS[1], unpack(members))
+local rows = {}
+for p = 1, #members do
+  if orders[p] then rows[#rows + 1] = {tonumber(orders[p]), members[p], orders[p]} end
+end
+table.sort(rows, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
+local out = {}
+for p = 1, math.min(n, #rows) do
+  out[#out + 1] = rows[p][2]
+  out[#out + 1] = rows[p][3]
+end
+return out
+"""
+_SCRIPTS = {
+    "put": PUT,
+    "remove": REMOVE,
+    "order": ORDER,
+    "drop": DROP_ALL,
+    "search": SEARCH,
+    "stats": STATS,
+    "lowest": LOWEST,
+}
+CHUNK = 200  # documents per put script (a restore's batch is split into these)
+_ids = itertools.count(1)
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+def parse_hits(reply: list[Any], terms: Sequence[str]) -> IndexHits:
+    """The SEARCH script's reply as :class:`IndexHits`."""
+    n, total, dfs, cut, body = reply
+    stats = IndexStats(int(n), int(total), {t: int(d) for t, d in zip(terms, dfs, strict=True)})
+    docs: dict[str, tuple[int, dict[str, int]]] = {}
+    text = _text(body)
+    for line in text.split("\n") if text else ():
+        doc, length, pairs = line.split(" ", 2)
+        tf: dict[str, int] = {}
+        for pair in pairs.split(","):
+            i, _, count = pair.partition(":")
+            tf[terms[int(i) - 1]] = int(float(count))
+        docs[doc] = (int(length), tf)
+    return IndexHits(stats, docs, not int(cut))
+
+
+class RedisPostings:
+    """The ``index_*`` methods of :class:`~tmy.store.redis.RedisStore` (see the module doc)."""
+
+    prefix: str
+    _op_px: str
+    _io: Any
+    _r: Any
+
+    def _ix(self, ns: str) -> str:
+        return f"{self.prefix}:ix:{{{check_ns(ns)}}}"
+
+    def _ix_keys(self, ns: str) -> tuple[str, list[str]]:
+        """(term key head, [meta, docs, lengths, order])."""
+        base = self._ix(ns)
+        return f"{base}:t:", [f"{base}:m", f"{base}:d", f"{base}:l", f"{base}:o"]
+
+    def _ix_record(self, ns: str) -> str:
+        return f"{self._ix(ns)}:op:{id(self):x}.{next(_ids):x}"
+
+    async def _ix_call(self, name: str, what: str, keys: list[str], args: list[Any]) -> Any:
+        scripts = self.__dict__.setdefault("_ix_scripts", {})
+        client = self._r()
+        if scripts.get("client") is not client:  # registered per open client
+            scripts.clear()
+            scripts["client"] = client
+            scripts.update({k: client.register_script(v) for k, v in _SCRIPTS.items()})
+        async with self._io(what) as redis:
+            return await scripts[name](keys=keys, args=args, client=redis)
+
+    async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
+        """Add or replace ``docs`` in ``ns``: one recorded script (per 200 documents)."""
+        docs = [check_doc(d) for d in docs]
+        head, keys = self._ix_keys(ns)
+        for start in range(0, len(docs), CHUNK):
+            args: list[Any] = [self._op_px, head]
+            for d in docs[start : start + CHUNK]:
+                tf = {t: capped(c) for t, c in d.tf.items()}
+                args += [d.doc, d.size, repr(float(d.order)), orjson.dumps(tf)]
+            record = self._ix_record(ns)
+            await self._ix_call("put", f"index_put {ns!r}", [*keys, record], args)
+
+    async def index_remove(self, ns: str, docs: Sequence[str]) -> int:
+        """Remove ``docs`` from ``ns`` (one recorded script); how many were there."""
+        if not docs:
+            return 0
+        head, keys = self._ix_keys(ns)
+        args = [self._op_px, head, *dict.fromkeys(docs)]
+        record = self._ix_record(ns)
+        return int(await self._ix_call("remove", f"index_remove {ns!r}", [*keys, record], args))
+
+    async def index_order(self, ns: str, orders: Mapping[str, float]) -> None:
+        """Set the order of the documents of ``orders`` that exist (one recorded script)."""
+        if not orders:
+            return
+        _, keys = self._ix_keys(ns)
+        args: list[Any] = [self._op_px]
+        for doc, order in orders.items():
+            args += [doc, repr(float(order))]
+        await self._ix_call("order", f"index_order {ns!r}", [keys[3], self._ix_record(ns)], args)
+
+    async def index_stats(self, ns: str, terms: Sequence[str] = ()) -> IndexStats:
+        """Documents, total length and each term's document count (one script)."""
+        terms = list(dict.fromkeys(terms))
+        head, keys = self._ix_keys(ns)
+        reply = await self._ix_call("stats", f"index_stats {ns!r}", [keys[0]], [head, *terms])
+        n, total, *dfs = reply
+        return IndexStats(int(n), int(total), {t: int(d) for t, d in zip(terms, dfs, strict=True)})
+
+    async def index_search(
+        self, ns: str, terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> IndexHits:
+        """Candidates for ``terms`` (see :mod:`tmy.store.textindex`): one script."""
+        terms = list(dict.fromkeys(terms))
+        budget = max(1, int(budget))
+        head, keys = self._ix_keys(ns)
+        args = [head, budget, budget * SCAN_FACTOR, *terms]
+        reply = await self._ix_call("search", f"index_search {ns!r}", [keys[0], keys[2]], args)
+        return parse_hits(reply, terms)
+
+    async def index_lowest(
+        self, ns: str, n: int, *, term: str | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``n`` documents of lowest order (holding ``term``, if given), lowest first."""
+        if n <= 0:
+            return []
+        head, keys = self._ix_keys(ns)
+        args = [head, n, term or ""]
+        flat = await self._ix_call("lowest", f"index_lowest {ns!r}", [keys[3]], args)
+        return [(_text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+    async def index_drop(self, ns: str) -> int:
+        """Remove every document of ``ns`` (one script); how many there were."""
+        head, keys = self._ix_keys(ns)
+        return int(await self._ix_call("drop", f"index_drop {ns!r}", keys, [head]))
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        """The values and boards as before (``super().snapshot``), then every index document
+        (read per namespace after them: not one moment with the values)."""
+        snap: Snapshot = await super().snapshot()  # type: ignore[misc]
+        docs = await self.index_entries()
+        if not docs:
+            return snap
+        entries = sorted([*snap.entries, *docs], key=lambda e: e[0])
+        return Snapshot(entries, snap.ranks, False)
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """The plain entries as before, then the index documents (200 per script); with
+        ``replace`` every namespace is dropped first."""
+        plain, docs = split_entries(snapshot.entries)  # checked before anything is written
+        real = Snapshot(plain, snapshot.ranks, snapshot.point_in_time)
+        count: int = await super().restore(real, replace=replace)  # type: ignore[misc]
+        if replace:
+            await self.index_wipe()
+        for ns, items in docs.items():
+            await self.index_put(ns, items)
+            count += len(items)
+        return count
+
+    async def _ix_namespaces(self) -> list[str]:
+        """Every namespace with documents (SCAN of the document hashes)."""
+        head = f"{self.prefix}:ix:{{"
+        found = await self._scan(f"{glob_escape(head)}*}}:d", "index scan")  # type: ignore[attr-defined]
+        names = [_text(k)[len(head) : -3] for k in found]
+        return sorted(n for n in names if n)
+
+    async def index_entries(self) -> list[tuple[str, Any, None]]:
+        """Every document as a snapshot pseudo-entry (per namespace: one HGETALL each of
+        its documents and lengths, one ZRANGE of its orders)."""
+        out: list[tuple[str, Any, None]] = []
+        for ns in await self._ix_namespaces():
+            _, keys = self._ix_keys(ns)
+            async with self._io(f"snapshot of index {ns!r}") as redis:
+                pipe = redis.pipeline(transaction=True)
+                pipe.hgetall(keys[1])
+                pipe.hgetall(keys[2])
+                pipe.zrange(keys[3], 0, -1, withscores=True)
+                tfs, lens, orders = await pipe.execute()
+            order = {_text(d): float(o) for d, o in orders}
+            for raw_doc, raw_tf in tfs.items():
+                doc = _text(raw_doc)
+                length = int(lens.get(raw_doc, 0))
+                indexed = IndexDoc(doc, orjson.loads(raw_tf), length, order.get(doc, 0.0))
+                out.append(doc_entry(ns, indexed))
+        return out
+
+    async def index_wipe(self) -> None:
+        """Drop every namespace (a replacing restore)."""
+        for ns in await self._ix_namespaces():
+            await self.index_drop(ns)

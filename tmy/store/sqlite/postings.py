@@ -1,0 +1,377 @@
+"""The lexical index (:mod:`tmy.store.textindex`) in SQLite tables.
+
+Tables (a namespace is a row of ``ix_ns``; the others carry its integer id)::
+
+    ix_ns   (id, name, n, total, seq)              documents, total length, put counter
+    ix_docs (ns, doc, len, ord, seq, tf)           a document: length, order, when put, its
+                                                   term counts as JSON (to remove its postings)
+    ix_post (ns, term, doc, tf, seq)               a posting; PRIMARY KEY (ns, term, doc)
+    ix_df   (ns, term, df)                         documents holding each term
+
+Indexes: ``ix_docs (ns, ord)`` (lowest order first) and ``ix_post (ns, term,
+seq)`` (a term's newest postings). Every write is one ``BEGIN IMMEDIATE``
+transaction; a search reads inside one read transaction (one moment). A
+namespace's row is never deleted (its id is cached per connection);
+``index_drop`` empties it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tmy.errors import StoreError
+from tmy.store.base import FORMAT_KEY, Snapshot
+from tmy.store.codec import decode
+from tmy.store.snapshot import sorted_snapshot
+from tmy.store.textindex import (
+    POSTINGS_BUDGET,
+    IndexDoc,
+    IndexHits,
+    IndexStats,
+    batched,
+    capped,
+    check_doc,
+    check_ns,
+    doc_entry,
+    plan,
+    split_entries,
+)
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS ix_ns (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+  n INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS ix_docs (
+  ns INTEGER NOT NULL, doc TEXT NOT NULL, len INTEGER NOT NULL, ord REAL NOT NULL,
+  seq INTEGER NOT NULL, tf TEXT NOT NULL, PRIMARY KEY (ns, doc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_docs_ord ON ix_docs (ns, ord);
+CREATE TABLE IF NOT EXISTS ix_post (
+  ns INTEGER NOT NULL, term TEXT NOT NULL, doc TEXT NOT NULL, tf INTEGER NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (ns, term, doc)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ix_post_seq ON ix_post (ns, term, seq);
+CREATE TABLE IF NOT EXISTS ix_df (
+  ns INTEGER NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (ns, term)
+) WITHOUT ROWID;
+"""
+_IN = "(SELECT value FROM json_each(?))"
+_DF_UP = (
+    "INSERT INTO ix_df (ns, term, df) VALUES (?, ?, 1) "
+    "ON CONFLICT (ns, term) DO UPDATE SET df = df + 1"
+)
+_NEWEST = "SELECT doc, tf FROM ix_post WHERE ns = ? AND term = ? ORDER BY seq DESC LIMIT ?"
+_BOTH = (
+    "SELECT a.doc, a.tf, b.tf FROM (SELECT doc, tf, seq FROM ix_post WHERE ns = ?1 AND term = ?2 "
+    "ORDER BY seq DESC LIMIT ?4) AS a JOIN ix_post AS b ON b.ns = ?1 AND b.term = ?3 "
+    "AND b.doc = a.doc ORDER BY a.seq DESC LIMIT ?5"
+)
+SCAN_FACTOR = 4  # an intersection scans at most this × budget of the rarer term's postings
+
+
+def _drop_doc(db: sqlite3.Connection, ns: int, doc: str) -> int | None:
+    """Remove one document and its postings; its length, or None when absent."""
+    row = db.execute("SELECT len, tf FROM ix_docs WHERE ns = ? AND doc = ?", (ns, doc)).fetchone()
+    if row is None:
+        return None
+    terms = list(json.loads(row[1]))
+    db.executemany(
+        "DELETE FROM ix_post WHERE ns = ? AND term = ? AND doc = ?", [(ns, t, doc) for t in terms]
+    )
+    db.executemany(
+        "UPDATE ix_df SET df = df - 1 WHERE ns = ? AND term = ?", [(ns, t) for t in terms]
+    )
+    db.execute("DELETE FROM ix_df WHERE ns = ? AND df <= 0", (ns,))
+    db.execute("DELETE FROM ix_docs WHERE ns = ? AND doc = ?", (ns, doc))
+    return int(row[0])
+
+
+def put_docs(db: sqlite3.Connection, ns: int, docs: Sequence[IndexDoc]) -> None:
+    """Add or replace ``docs`` (inside the caller's write transaction)."""
+    n, total, seq = db.execute("SELECT n, total, seq FROM ix_ns WHERE id = ?", (ns,)).fetchone()
+    for doc in docs:
+        old = _drop_doc(db, ns, doc.doc)
+        if old is not None:
+            n, total = n - 1, total - old
+        seq += 1
+        tf = {t: capped(c) for t, c in doc.tf.items()}
+        db.execute(
+            "INSERT INTO ix_docs (ns, doc, len, ord, seq, tf) VALUES (?, ?, ?, ?, ?, ?)",
+            (ns, doc.doc, doc.size, doc.order, seq, json.dumps(tf, ensure_ascii=False)),
+        )
+        db.executemany(
+            "INSERT INTO ix_post (ns, term, doc, tf, seq) VALUES (?, ?, ?, ?, ?)",
+            [(ns, t, doc.doc, c, seq) for t, c in tf.items()],
+        )
+        db.executemany(_DF_UP, [(ns, t) for t in tf])
+        n, total = n + 1, total + doc.size
+    db.execute("UPDATE ix_ns SET n = ?, total = ?, seq = ? WHERE id = ?", (n, total, seq, ns))
+
+
+def _stats(db: sqlite3.Connection, ns: int | None, terms: Sequence[str]) -> IndexStats:
+    if ns is None:
+        return IndexStats(0, 0, {t: 0 for t in terms})
+    n, total = db.execute("SELECT n, total FROM ix_ns WHERE id = ?", (ns,)).fetchone()
+    df = {t: 0 for t in terms}
+    if terms:
+        q = f"SELECT term, df FROM ix_df WHERE ns = ? AND term IN {_IN}"
+        df.update(db.execute(q, (ns, json.dumps(list(terms)))).fetchall())
+    return IndexStats(int(n), int(total), df)
+
+
+def _search(db: sqlite3.Connection, ns: int | None, terms: Sequence[str], budget: int) -> IndexHits:
+    stats = _stats(db, ns, terms)
+    if ns is None:
+        return IndexHits(stats)
+    todo = plan(stats.df, budget)
+    found: dict[str, dict[str, int]] = {}
+    for term in todo.read:
+        for doc, tf in db.execute(_NEWEST, (ns, term, budget)):
+            found.setdefault(doc, {})[term] = tf
+    if len(todo.cut) == 1:
+        (term,) = todo.cut
+        for doc, tf in db.execute(_NEWEST, (ns, term, budget)):
+            found.setdefault(doc, {})[term] = tf
+    elif todo.cut:
+        a, b = todo.cut
+        for doc, tfa, tfb in db.execute(_BOTH, (ns, a, b, budget * SCAN_FACTOR, budget)):
+            found[doc] = {a: tfa, b: tfb}
+    if not found:
+        return IndexHits(stats, {}, not todo.cut)
+    ids = json.dumps(list(found))
+    for term in todo.probe:
+        q = f"SELECT doc, tf FROM ix_post WHERE ns = ? AND term = ? AND doc IN {_IN}"
+        for doc, tf in db.execute(q, (ns, term, ids)):
+            found[doc][term] = tf
+    lengths = db.execute(f"SELECT doc, len FROM ix_docs WHERE ns = ? AND doc IN {_IN}", (ns, ids))
+    docs = {doc: (length, found[doc]) for doc, length in lengths}
+    return IndexHits(stats, docs, not todo.cut)
+
+
+class SQLitePostings:
+    """The ``index_*`` methods of :class:`~tmy.store.sqlite.SQLiteStore` (see the module doc),
+    and its ``snapshot`` / ``restore`` with the index documents (before the plain ones)."""
+
+    _run: Callable[..., Any]
+    _in_transaction: Callable[..., Any]
+    _conn: Callable[..., Any]
+    _ns_ids: dict[str, int]
+    path: Any
+    lock_timeout: float
+
+    async def snapshot(self) -> Snapshot:
+        """Every live key, board entry and index document, from one read transaction."""
+        self._conn()  # refuse a closed store at once
+        if isinstance(self.path, Path):
+            return await asyncio.to_thread(self._read_file)
+        return await self._run(read_snapshot, "snapshot")
+
+    def _read_file(self) -> Snapshot:
+        """:func:`read_snapshot` on a connection of its own (run in a worker thread)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
+        try:
+            return read_snapshot(db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
+        finally:
+            db.close()
+
+    async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
+        """The plain entries as before (``super().restore``), then the index documents,
+        in transactions of 500 (with ``replace`` every namespace is emptied first)."""
+        plain, docs = split_entries(snapshot.entries)  # checked before anything is written
+        real = Snapshot(plain, snapshot.ranks, snapshot.point_in_time)
+        count: int = await super().restore(real, replace=replace)  # type: ignore[misc]
+        if replace:
+            await self._write("restore of the index", wipe)
+        for ns, items in docs.items():
+            for chunk in batched(items):
+                await self._write(
+                    f"restore of index {ns!r}", lambda db, n=ns, c=chunk: restore_docs(db, n, c)
+                )
+                count += len(chunk)
+        self.__dict__.pop("_ns_ids", None)
+        return count
+
+    def _ns_id(self, db: sqlite3.Connection, ns: str, *, create: bool) -> int | None:
+        cache = self.__dict__.setdefault("_ns_ids", {})
+        if ns in cache:
+            return cache[ns]
+        check_ns(ns)
+        if create:
+            db.execute("INSERT OR IGNORE INTO ix_ns (name) VALUES (?)", (ns,))
+        row = db.execute("SELECT id FROM ix_ns WHERE name = ?", (ns,)).fetchone()
+        if row is None:
+            return None
+        cache[ns] = int(row[0])
+        return cache[ns]
+
+    async def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(lambda db: self._in_transaction(db, lambda: fn(db)), what)
+
+    async def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def op(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN")
+            try:
+                return fn(db)
+            finally:
+                db.execute("COMMIT")
+
+        return await self._run(op, what)
+
+    async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
+        """Add or replace ``docs`` in ``ns``: one transaction."""
+        docs = [check_doc(d) for d in docs]
+        if not docs:
+            return
+
+        def fn(db: sqlite3.Connection) -> None:
+            ns_id = self._ns_id(db, ns, create=True)
+            assert ns_id is not None
+            put_docs(db, ns_id, docs)
+
+        await self._write(f"index_put {ns!r}", fn)
+
+    async def index_remove(self, ns: str, docs: Sequence[str]) -> int:
+        """Remove ``docs`` from ``ns``; how many were there."""
+
+        def fn(db: sqlite3.Connection) -> int:
+            ns_id = self._ns_id(db, ns, create=False)
+            if ns_id is None:
+                return 0
+            gone, length = 0, 0
+            for doc in dict.fromkeys(docs):
+                old = _drop_doc(db, ns_id, doc)
+                if old is not None:
+                    gone, length = gone + 1, length + old
+            if gone:
+                db.execute(
+                    "UPDATE ix_ns SET n = n - ?, total = total - ? WHERE id = ?",
+                    (gone, length, ns_id),
+                )
+            return gone
+
+        return await self._write(f"index_remove {ns!r}", fn) if docs else 0
+
+    async def index_order(self, ns: str, orders: Mapping[str, float]) -> None:
+        """Set the order of the documents of ``orders`` that exist."""
+
+        def fn(db: sqlite3.Connection) -> None:
+            ns_id = self._ns_id(db, ns, create=False)
+            if ns_id is not None:
+                rows = [(float(o), ns_id, d) for d, o in orders.items()]
+                db.executemany("UPDATE ix_docs SET ord = ? WHERE ns = ? AND doc = ?", rows)
+
+        if orders:
+            await self._write(f"index_order {ns!r}", fn)
+
+    async def index_stats(self, ns: str, terms: Sequence[str] = ()) -> IndexStats:
+        """Documents, total length and the document count of each of ``terms``."""
+        terms = list(dict.fromkeys(terms))
+        return await self._read(
+            f"index_stats {ns!r}", lambda db: _stats(db, self._ns_id(db, ns, create=False), terms)
+        )
+
+    async def index_search(
+        self, ns: str, terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> IndexHits:
+        """Candidates for ``terms`` (see :mod:`tmy.store.textindex`), in one read transaction."""
+        terms = list(dict.fromkeys(terms))
+        budget = max(1, int(budget))
+        return await self._read(
+            f"index_search {ns!r}",
+            lambda db: _search(db, self._ns_id(db, ns, create=False), terms, budget),
+        )
+
+    async def index_lowest(
+        self, ns: str, n: int, *, term: str | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``n`` documents of lowest order (holding ``term``, if given), lowest first."""
+
+        def fn(db: sqlite3.Connection) -> list[tuple[str, float]]:
+            ns_id = self._ns_id(db, ns, create=False)
+            if ns_id is None or n <= 0:
+                return []
+            if term is None:
+                q = "SELECT doc, ord FROM ix_docs WHERE ns = ? ORDER BY ord, doc LIMIT ?"
+                return db.execute(q, (ns_id, n)).fetchall()
+            q = (
+                "SELECT d.doc, d.ord FROM ix_post AS p JOIN ix_docs AS d ON d.ns = p.ns "
+                "AND d.doc = p.doc WHERE p.ns = ? AND p.term = ? ORDER BY d.ord, d.doc LIMIT ?"
+            )
+            return db.execute(q, (ns_id, term, n)).fetchall()
+
+        return [(d, float(o)) for d, o in await self._read(f"index_lowest {ns!r}", fn)]
+
+    async def index_drop(self, ns: str) -> int:
+        """Remove every document of ``ns``; how many there were."""
+
+        def fn(db: sqlite3.Connection) -> int:
+            ns_id = self._ns_id(db, ns, create=False)
+            if ns_id is None:
+                return 0
+            (n,) = db.execute("SELECT n FROM ix_ns WHERE id = ?", (ns_id,)).fetchone()
+            for table in ("ix_docs", "ix_post", "ix_df"):
+                db.execute(f"DELETE FROM {table} WHERE ns = ?", (ns_id,))
+            db.execute("UPDATE ix_ns SET n = 0, total = 0 WHERE id = ?", (ns_id,))
+            return int(n)
+
+        return await self._write(f"index_drop {ns!r}", fn)
+
+
+def wipe(db: sqlite3.Connection) -> None:
+    """Empty every namespace (a replacing restore; inside its transaction)."""
+    for table in ("ix_docs", "ix_post", "ix_df"):
+        db.execute(f"DELETE FROM {table}")
+    db.execute("UPDATE ix_ns SET n = 0, total = 0")
+
+
+def read_snapshot(db: sqlite3.Connection) -> Snapshot:
+    """Every live key/value row, board row and index document, in one read transaction
+    (:func:`tmy.store.sqlite.snapshots._read` plus the index)."""
+    db.execute("BEGIN")
+    try:
+        now = time.time()
+        kv = db.execute(
+            "SELECT key, value, expires FROM kv WHERE key != ? "
+            "AND (expires IS NULL OR expires > ?) ORDER BY key",
+            (FORMAT_KEY, now),
+        ).fetchall()
+        ranks = db.execute(
+            "SELECT board, member, score, name FROM ranks ORDER BY board, member"
+        ).fetchall()
+        docs = db.execute(
+            "SELECT s.name, d.doc, d.len, d.ord, d.tf FROM ix_docs AS d "
+            "JOIN ix_ns AS s ON s.id = d.ns"
+        ).fetchall()
+    finally:
+        db.execute("COMMIT")
+    entries: list[tuple[str, Any, float | None]] = [
+        (key, decode(raw, key), None if expires is None else expires - now)
+        for key, raw, expires in kv
+    ]
+    entries += [
+        doc_entry(ns, IndexDoc(doc, json.loads(tf), length, order))
+        for ns, doc, length, order, tf in docs
+    ]
+    entries.sort(key=lambda e: e[0])
+    return sorted_snapshot(entries, [(b, m, float(s), n) for b, m, s, n in ranks])
+
+
+def restore_docs(db: sqlite3.Connection, ns: str, docs: Sequence[IndexDoc]) -> None:
+    """Put ``docs`` into ``ns`` (a restore's batch; inside its transaction)."""
+    db.execute("INSERT OR IGNORE INTO ix_ns (name) VALUES (?)", (ns,))
+    (ns_id,) = db.execute("SELECT id FROM ix_ns WHERE name = ?", (ns,)).fetchone()
+    put_docs(db, ns_id, docs)
