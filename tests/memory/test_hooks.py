@@ -15,7 +15,7 @@ from tmy.app import App
 from tmy.config import Settings
 from tmy.llm.inspect import inspect
 from tmy.memory.dialog import open_key
-from tmy.memory.entries import user_key
+from tmy.memory.entries import owner_entries, user_key
 from tmy.message import Message
 from tmy.store.base import MISSING
 
@@ -50,7 +50,7 @@ async def app() -> AsyncIterator[App]:
 
 
 async def _uses(app: App) -> int:
-    (entry,) = await app.store.get(user_key("console", "ann"))
+    (entry,) = await owner_entries(app.store, user_key("console", "ann"))
     return int(entry["uses"])
 
 

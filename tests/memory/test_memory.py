@@ -303,8 +303,8 @@ async def test_two_daemons_share_memory(provider: FakeProvider, store_url: str) 
                 for i in range(10)
             )
         )
-        mine = entries.entries_of(
-            await one.engine.services.store.get(entries.user_key("test", "ann"))
+        mine = await entries.owner_entries(
+            one.engine.services.store, entries.user_key("test", "ann")
         )
         assert len(mine) == 11  # concurrent REMEMBERs through two daemons: none lost
         assert await two.say("forget Mimi", user="ann") == "OK, I forgot: my cat is called Mimi"
@@ -362,8 +362,8 @@ async def test_no_user_can_make_the_bot_recall_or_forget_another_users_entries(
         assert "<memory>" not in last_user(asked(provider)[-1])
         # bob cannot forget it, nor by its id
         assert (await bot.say("forget bank pin", user="bob", chat="g")).startswith("I had nothing")
-        (entry,) = entries.entries_of(
-            await bot.engine.services.store.get(entries.user_key("test", "ann"))
+        (entry,) = await entries.owner_entries(
+            bot.engine.services.store, entries.user_key("test", "ann")
         )
         assert (await bot.say(f"forget #{entry['id']}", user="bob")).startswith("I had nothing")
         await bot.say("ai bank pin hint", user="ann", chat="other")
@@ -401,7 +401,7 @@ async def test_secrets_and_api_keys_are_refused(
             reply = await bot.ask(f"remember {text}", user="ann")
             assert reply.error and why in reply.error, (text, reply.error)
         assert (
-            entries.entries_of(await bot.engine.services.store.get(entries.user_key("test", "ann")))
+            await entries.owner_entries(bot.engine.services.store, entries.user_key("test", "ann"))
             == []
         )
         for ok in (
@@ -438,10 +438,10 @@ async def test_entries_are_bounded_per_user_least_used_then_oldest_dropped_first
         await bot.say("remember I work as a nurse", user="ann")
         await bot.say("remember my car is red", user="ann")
         texts = [
-            e["text"] for e in entries.entries_of(await store.get(entries.user_key("test", "ann")))
+            e["text"] for e in await entries.owner_entries(store, entries.user_key("test", "ann"))
         ]
         assert texts == ["my cat is called Mimi", "I work as a nurse", "my car is red"]
-        cat = entries.entries_of(await store.get(entries.user_key("test", "ann")))[0]
+        cat = (await entries.owner_entries(store, entries.user_key("test", "ann")))[0]
         assert cat["uses"] == 1 and cat["used"] > 0
         ids = {entries.new_id() for _ in range(1000)}
         assert len(ids) == 1000 and all(len(i) <= 16 for i in ids)
@@ -456,7 +456,7 @@ async def test_one_user_flooding_a_shared_scope_only_pushes_out_their_own_entrie
         key = entries.chat_key("test", "g")
 
         async def owners() -> list[tuple[str, str]]:
-            return [(e["user"], e["text"]) for e in entries.entries_of(await store.get(key))]
+            return [(e["user"], e["text"]) for e in await entries.owner_entries(store, key)]
 
         note = "note for everyone here"
         await bot.say(f"{note} the meeting is on Friday", user="bob", chat="g")
@@ -485,7 +485,7 @@ async def test_one_user_flooding_a_shared_scope_only_pushes_out_their_own_entrie
         # The user scope is not shared: the per-user bound does not apply there.
         for i in range(4):
             await bot.say(f"remember private fact {i}", user="mallory", chat="g")
-        assert len(entries.entries_of(await store.get(entries.user_key("test", "mallory")))) == 4
+        assert len(await entries.owner_entries(store, entries.user_key("test", "mallory"))) == 4
 
 
 async def test_admins_forget_chat_entries_and_manage_memory_in_chat(
@@ -568,8 +568,10 @@ async def test_ctx_shows_the_memory_block_and_why_each_entry_was_chosen(
     assert "Berlin" not in header  # no term in common: not even a near miss
     assert "- my cat is called Mimi\n</memory>" in json.loads("{" + body)["messages"][-1]["content"]
     async with Bot(tmp_path / "m.yaml", store=settings.store, llm=settings.llm) as bot:
-        stored = await bot.engine.services.store.get(entries.user_key("console", "ann"))
-        assert [e["uses"] for e in entries.entries_of(stored)] == [1, 0, 0]
+        stored = await entries.owner_entries(
+            bot.engine.services.store, entries.user_key("console", "ann")
+        )
+        assert [e["uses"] for e in stored] == [1, 0, 0]
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

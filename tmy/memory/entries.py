@@ -1,17 +1,20 @@
-"""Memory entries in the store: one key per owner holding a bounded list.
+"""Memory entries in the store: one key per entry, found through the lexical index.
 
-Keys (every id part escaped like the engine's own keys)::
+The layout (owner keys, entry keys, index documents and their marker terms) is
+:mod:`tmy.memory.layout`; entries an older tmy kept as one list per owner are
+moved to it on first touch (:mod:`tmy.memory.legacy`). Other memory keys::
 
-    mem/user/<platform>/<user>      entries of scope user   (that user, any chat)
-    mem/chat/<platform>/<chat>      entries of scope chat   (everyone in that chat)
-    mem/global                      entries of scope global (everyone)
     mem/dialog/<platform>/<user>    dialogue summaries of that user (tmy.memory.dialog)
     mem/open/<platform>/<chat>/<user>  the conversation being recorded for a summary
     mem/vec/<id>                    an entry's embedding (only with llm.memory.embeddings)
 
-Every change is one atomic ``store.update`` of one key, so two daemons on one
-Redis (or two runs on one SQLite file) never lose an entry; the update
-functions are pure, as ``update`` may run them more than once.
+A change of one entry is one atomic ``store.update`` of its key (two daemons
+never lose a use count or a flip), then one index write. REMEMBER costs the
+same whatever the owner holds: a lookup of the text's marker term (the same
+text again refreshes the entry), the entry's key, one index write — and, at the
+``llm.memory.max_entries`` bound (a policy: 200 by default, up to 1,000,000),
+the lowest-order entries found by the index and deleted. Two REMEMBERs racing
+at the bound may leave it one over for a moment; the next one evicts back to it.
 
 An entry::
 
@@ -22,6 +25,7 @@ An entry::
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import secrets
@@ -30,13 +34,35 @@ from collections.abc import Iterable
 from typing import Any
 
 from tmy import redact
-from tmy.engine.keys import escape_key_part as esc
 from tmy.errors import ExecutorError
+from tmy.memory import layout, legacy
+from tmy.memory.layout import (
+    GLOBAL_KEY,
+    PREFIX,
+    chat_key,
+    doc_key,
+    scope_key,
+    user_key,
+    vector_key,
+)
+from tmy.memory.legacy import entries_of, is_entry
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
-PREFIX = "mem/"
-ENTRY_PREFIXES = ("mem/user/", "mem/chat/", "mem/global")
+__all__ = [
+    "GLOBAL_KEY",
+    "PREFIX",
+    "MemoryFull",
+    "add",
+    "chat_key",
+    "entries_of",
+    "is_entry",
+    "scope_key",
+    "user_key",
+    "vector_key",
+]
+
+ENTRY_PREFIXES = (*layout.LEGACY_PREFIXES, layout.DOC_PREFIX)
 
 # Strings that look like credentials: refused by REMEMBER whatever the config says.
 _KEY_PATTERNS = (
@@ -55,30 +81,6 @@ _KEY_PATTERNS = (
 )
 # A long run of letters and digits mixed (base64 / base62 tokens), not a long word.
 _TOKENISH = re.compile(r"[A-Za-z0-9+_]{32,}={0,2}")
-
-
-def user_key(platform: str, user: str) -> str:
-    return f"mem/user/{esc(platform)}/{esc(user)}"
-
-
-def chat_key(platform: str, chat: str) -> str:
-    return f"mem/chat/{esc(platform)}/{esc(chat)}"
-
-
-GLOBAL_KEY = "mem/global"
-
-
-def scope_key(scope: str, message: Message) -> str:
-    """The key holding ``scope`` entries visible to ``message``'s sender."""
-    if scope == "user":
-        return user_key(message.platform, message.user)
-    if scope == "chat":
-        return chat_key(message.platform, message.chat)
-    return GLOBAL_KEY
-
-
-def vector_key(entry_id: str) -> str:
-    return f"mem/vec/{esc(entry_id)}"
 
 
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -121,22 +123,21 @@ def clean_text(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def is_entry(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("id"), str) and "text" in value
-
-
-def entries_of(value: Any) -> list[dict[str, Any]]:
-    """The well-formed entries of a stored list (anything else is ignored)."""
-    return [e for e in value if is_entry(e)] if isinstance(value, list) else []
-
-
-def _evict_order(entry: dict[str, Any]) -> tuple[Any, ...]:
-    """Which entry goes first when a list is full: disabled, then least used, then oldest."""
-    return (
-        bool(entry.get("enabled", True)),
-        int(entry.get("uses") or 0),
-        float(entry.get("used") or entry.get("created") or 0),
-    )
+def _new_entry(message: Message, text: str, scope: str, importance: int, now: float) -> dict:
+    return {
+        "id": new_id(),
+        "text": text,
+        "scope": scope,
+        "user": message.user,
+        "user_name": message.user_name,
+        "chat": message.chat,
+        "platform": message.platform,
+        "created": now,
+        "importance": importance,
+        "enabled": True,
+        "uses": 0,
+        "used": 0,
+    }
 
 
 async def add(
@@ -151,146 +152,169 @@ async def add(
 ) -> tuple[dict[str, Any], bool, list[str]]:
     """Store ``text`` as an entry: (the entry, whether it is new, ids evicted to make room).
 
-    The same text remembered again (by the same owner in the same scope) is not
+    The same text remembered again (by the same user in the same scope) is not
     duplicated: the existing entry is refreshed (enabled again, its time renewed);
     it counts as new only when it had been forgotten.
 
     In a shared scope (``chat``, ``global``) a non-admin sender can only push out
     their own entries, so one user flooding a chat cannot evict everyone else's:
     at ``per_owner`` entries of theirs (0: no such bound) their own first-to-go
-    entry makes room; when the whole list is at ``limit``, again only one of
+    entry makes room; when the whole scope is at ``limit``, again only one of
     their own goes, and with none of their own the entry is refused
     (:class:`MemoryFull`). Admins keep the scope-wide order (anyone's entry).
     """
     now = time.time()
-    entry = {
-        "id": new_id(),
-        "text": text,
-        "scope": scope,
-        "user": message.user,
-        "user_name": message.user_name,
-        "chat": message.chat,
-        "platform": message.platform,
-        "created": now,
-        "importance": importance,
-        "enabled": True,
-        "uses": 0,
-        "used": 0,
-    }
+    owner = scope_key(scope, message)
+    await legacy.migrate(store, owner)
+    dup = layout.dup_term(message.user, text)
+    hits = await store.index_search(owner, [dup])
+    if hits.docs:
+        found = await _refresh(store, owner, list(hits.docs), message.user, text, now, importance)
+        if found is not None:
+            return found
+    limit = max(1, limit)
+    count = hits.stats.n
+    if scope != "user" and not message.is_admin:
+        mine = layout.owner_term(message.platform, message.user)
+        own = (await store.index_stats(owner, [mine])).df[mine]
+        drop = own - per_owner + 1 if per_owner > 0 else 0
+        drop = min(own, max(drop, count - limit + 1))
+        victims = await store.index_lowest(owner, drop, term=mine) if drop > 0 else []
+        if count - len(victims) >= limit:  # full of other people's entries
+            raise MemoryFull(
+                f"not remembered: the {scope} memory is full of other people's entries "
+                f"(llm.memory.max_entries is {limit}); an admin can delete some"
+            )
+    else:
+        victims = await store.index_lowest(owner, count - limit + 1) if count >= limit else []
+    evicted = [doc for doc, _ in victims]
+    await _delete(store, owner, evicted)
+    entry = _new_entry(message, text, scope, importance, now)
+    await store.set(doc_key(owner, entry["id"]), entry)
+    await store.index_put(owner, [layout.index_doc(entry)])
+    return entry, True, evicted
+
+
+async def _refresh(
+    store: Store, owner: str, ids: list[str], user: str, text: str, now: float, importance: int
+) -> tuple[dict[str, Any], bool, list[str]] | None:
+    """The existing entry of ``user`` with ``text`` among ``ids``, enabled again and renewed."""
     folded = text.casefold()
+    for entry_id in ids:
+        was: dict[str, Any] = {}
 
-    def put(current: Any) -> tuple[Any, tuple[dict[str, Any], bool, list[str]]]:
-        items = entries_of(current)
-        for item in items:
-            if item["text"].casefold() == folded and item.get("user") == message.user:
-                fresh = not item.get("enabled", True)
-                item.update(enabled=True, created=now, importance=importance)
-                return items, (dict(item), fresh, [])
-        evicted: list[str] = []
-        if guarded:
-            own = [i for i in items if _owner(i) == owner]
-            while own and (len(own) >= per_owner > 0 or len(items) >= max(1, limit)):
-                victim = min(own, key=_evict_order)
-                own.remove(victim)
-                items.remove(victim)
-                evicted.append(victim["id"])
-            if len(items) >= max(1, limit):  # full of other people's entries
+        def renew(current: Any, was: dict[str, Any] = was) -> tuple[Any, Any]:
+            if not is_entry(current) or current.get("user") != user:
                 return current, None
-        items.append(dict(entry))
-        while len(items) > max(1, limit):
-            victim = min(items[:-1] or items, key=_evict_order)
-            items.remove(victim)
-            evicted.append(victim["id"])
-        return items, (dict(entry), True, evicted)
+            if str(current["text"]).casefold() != folded:
+                return current, None
+            was["enabled"] = current.get("enabled", True)
+            current.update(enabled=True, created=now, importance=importance)
+            return current, current
 
-    owner = (message.platform, message.user)
-    guarded = scope != "user" and not message.is_admin
-    result: tuple[dict[str, Any], bool, list[str]] | None = await store.update(
-        scope_key(scope, message), put
-    )
-    if result is None:
-        raise MemoryFull(
-            f"not remembered: the {scope} memory is full of other people's entries "
-            f"(llm.memory.max_entries is {limit}); an admin can delete some"
-        )
-    return result
+        entry = await store.update(doc_key(owner, entry_id), renew)
+        if entry is not None:
+            fresh = not was["enabled"]
+            await store.index_put(owner, [layout.index_doc(entry)])
+            return dict(entry), fresh, []
+    return None
+
+
+async def _delete(store: Store, owner: str, ids: list[str]) -> None:
+    if ids:
+        await store.index_remove(owner, ids)
+        await asyncio.gather(*(store.delete(doc_key(owner, i)) for i in ids))
 
 
 class MemoryFull(ExecutorError):
     """A shared scope is at its bound with none of the sender's own entries to push out."""
 
 
-def _owner(entry: dict[str, Any]) -> tuple[Any, Any]:
-    return entry.get("platform"), entry.get("user")
-
-
 async def set_enabled(store: Store, key: str, ids: set[str], enabled: bool) -> list[dict[str, Any]]:
-    """Enable / disable the entries ``ids`` at ``key``; the entries changed."""
+    """Enable / disable the entries ``ids`` of owner ``key``; the entries changed."""
+    await legacy.migrate(store, key)
 
-    def flip(current: Any) -> tuple[Any, list[dict[str, Any]]]:
-        items = entries_of(current)
-        changed = []
-        for item in items:
-            if item["id"] in ids and bool(item.get("enabled", True)) != enabled:
-                item["enabled"] = enabled
-                changed.append(dict(item))
-        return (items if changed else current), changed
+    def flip(current: Any) -> tuple[Any, dict[str, Any] | None]:
+        if not is_entry(current) or bool(current.get("enabled", True)) == enabled:
+            return current, None
+        current["enabled"] = enabled
+        return current, current
 
-    return await store.update(key, flip)
+    changed = [
+        e
+        for e in await asyncio.gather(*(store.update(doc_key(key, i), flip) for i in sorted(ids)))
+        if e is not None
+    ]
+    if changed:
+        await store.index_put(key, [layout.index_doc(e) for e in changed])
+    return changed
 
 
 async def touch(store: Store, key: str, ids: set[str]) -> None:
     """Count one recall of each of ``ids`` (least used entries are evicted first)."""
     now = time.time()
 
-    def bump(current: Any) -> tuple[Any, None]:
-        items = entries_of(current)
-        hit = False
-        for item in items:
-            if item["id"] in ids:
-                item["uses"] = int(item.get("uses") or 0) + 1
-                item["used"] = now
-                hit = True
-        return (items if hit else current), None
+    def bump(current: Any) -> tuple[Any, dict[str, Any] | None]:
+        if not is_entry(current):
+            return current, None
+        current["uses"] = int(current.get("uses") or 0) + 1
+        current["used"] = now
+        return current, current
 
-    await store.update(key, bump)
+    bumped = await asyncio.gather(*(store.update(doc_key(key, i), bump) for i in sorted(ids)))
+    orders = {e["id"]: layout.evict_order(e) for e in bumped if e is not None}
+    await store.index_order(key, orders)
 
 
 async def remove(store: Store, key: str, entry_id: str) -> dict[str, Any] | None:
-    """Delete the entry ``entry_id`` at ``key`` for good; the entry, or None."""
+    """Delete the entry ``entry_id`` of owner ``key`` for good; the entry, or None."""
+    await legacy.migrate(store, key)
+    gone = await store.update(doc_key(key, entry_id), lambda current: (MISSING, current))
+    await store.index_remove(key, [entry_id])
+    return gone if is_entry(gone) else None
 
-    def drop(current: Any) -> tuple[Any, dict[str, Any] | None]:
-        items = entries_of(current)
-        for item in items:
-            if item["id"] == entry_id:
-                items.remove(item)
-                return (items if items else MISSING), item
-        return current, None
 
-    return await store.update(key, drop)
+async def owner_entries(store: Store, key: str) -> list[dict[str, Any]]:
+    """Every entry of owner ``key`` (and of an old list there), oldest first."""
+    keys = await store.keys(layout.doc_prefix(key))
+    values = await store.get_many([key, *keys])
+    found = {e["id"]: e for e in entries_of(values[0])}
+    found.update((v["id"], v) for v in values[1:] if is_entry(v))
+    return sorted(found.values(), key=lambda e: (float(e.get("created") or 0), e["id"]))
 
 
 async def entry_keys(store: Store) -> list[str]:
-    """Every key holding entries (user, chat and global), for admin scans."""
-    found: list[str] = []
-    for prefix in ENTRY_PREFIXES:
-        found.extend(await store.keys(prefix))
-    return found
+    """Every owner key holding entries (user, chat and global, either layout), for admin scans."""
+    owners: set[str] = set()
+    for key in await store.keys(layout.DOC_PREFIX):
+        found = layout.owner_of(key)
+        if found is not None:
+            owners.add(found[0])
+    for prefix in layout.LEGACY_PREFIXES:
+        owners.update(k for k in await store.keys(prefix) if layout.is_owner_key(k))
+    return sorted(owners)
 
 
 async def find(store: Store, entry_id: str, hint: Iterable[str] = ()) -> tuple[str, dict] | None:
-    """(key, entry) of the entry ``entry_id`` anywhere (the keys in ``hint`` are tried first)."""
-    tried: set[str] = set()
-    for group in (list(hint), None):
-        keys = group if group is not None else await entry_keys(store)
-        keys = [k for k in keys if k not in tried]
-        tried.update(keys)
-        if not keys:
+    """(owner key, entry) of the entry ``entry_id`` anywhere (the owners in ``hint`` first)."""
+    if not entry_id or "/" in entry_id or entry_id.split() != [entry_id]:
+        return None
+    hint = list(dict.fromkeys(hint))
+    if hint:
+        await legacy.migrate_many(store, hint)
+        values = await store.get_many([doc_key(k, entry_id) for k in hint])
+        for key, value in zip(hint, values, strict=True):
+            if is_entry(value):
+                return key, value
+    for key in await entry_keys(store):
+        if key in hint:
             continue
-        for key, value in zip(keys, await store.get_many(keys), strict=True):
-            for item in entries_of(value):
-                if item["id"] == entry_id:
-                    return key, item
+        value = await store.get(key)
+        if any(e["id"] == entry_id for e in entries_of(value)):
+            await legacy.migrate(store, key, value)
+        value = await store.get(doc_key(key, entry_id))
+        if is_entry(value):
+            return key, value
     return None
 
 

@@ -21,9 +21,10 @@ from tmy.config.memory import SCOPES
 from tmy.errors import ExecutorError
 from tmy.executors.registry import Option
 from tmy.logs import get_logger, preview
-from tmy.memory import entries, scoring
+from tmy.memory import entries, layout, legacy, scoring, search
 from tmy.memory.embeddings import forget_vectors, store_vector
-from tmy.memory.recall import RELATIVE_CUT
+from tmy.memory.legacy import is_entry
+from tmy.memory.recall import READ_MAX, RELATIVE_CUT
 from tmy.memory.runtime import memory_of
 from tmy.types import StepContext
 from tmy.values.compiled import to_text
@@ -141,31 +142,32 @@ async def forget(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
         raise ExecutorError("say what to forget (forget <words>, or forget #<id>)")
     message = ctx.message
     store = ctx.services.store
-    keys = [entries.scope_key(s, message) for s in ("user", "chat", "global")]
-    values = await store.get_many(keys)
-    mine: list[tuple[str, dict[str, Any]]] = []
-    for key, value_at in zip(keys, values, strict=True):
-        for item in entries.entries_of(value_at):
-            own = item.get("user") == message.user and item.get("platform") == message.platform
-            if item.get("enabled", True) and (own or message.is_admin):
-                mine.append((key, item))
+    scopes = [(s, entries.scope_key(s, message)) for s in ("user", "chat", "global")]
+    keys = [k for _, k in scopes]
+    await legacy.migrate_many(store, keys)
+
+    def allowed(item: dict[str, Any]) -> bool:
+        own = item.get("user") == message.user and item.get("platform") == message.platform
+        return bool(item.get("enabled", True)) and (own or message.is_admin)
+
     wanted = text[1:] if text.startswith("#") else text
-    chosen = [(k, e) for k, e in mine if e["id"] == wanted]
+    chosen: list[tuple[str, dict[str, Any]]] = []
+    if wanted.split() == [wanted] and "/" not in wanted:  # an entry id?
+        values = await store.get_many([layout.doc_key(k, wanted) for k in keys])
+        chosen = [(k, v) for k, v in zip(keys, values, strict=True) if is_entry(v) and allowed(v)]
     if not chosen and message.is_admin and text.startswith("#"):
         found = await entries.find(store, wanted, keys)
         if found is not None and found[1].get("enabled", True):
             chosen = [found]
-    if not chosen and not text.startswith("#") and mine:
-        matches = scoring.bm25(
-            scoring.terms(text), [scoring.counts(str(e.get("text", ""))) for _, e in mine]
-        )
+    if not chosen and not text.startswith("#"):
+        hits = await search.find(store, scopes, text)
+        mine = [c for c in await search.read(store, hits.candidates[:READ_MAX]) if allowed(c.entry)]
         threshold = mcfg.min_score if min_score is None else min_score
-        best = max(m.relevance for m in matches)
-        ranked = sorted(zip(matches, mine, strict=True), key=lambda p: -p[0].relevance)
+        best = max((c.match.relevance for c in mine), default=0.0)
         chosen = [
-            pair
-            for m, pair in ranked
-            if m.relevance > 0 and m.relevance >= threshold and m.relevance >= RELATIVE_CUT * best
+            (c.owner, c.entry)
+            for c in mine
+            if c.match.relevance >= threshold and c.match.relevance >= RELATIVE_CUT * best
         ][:limit]
     disabled: list[dict[str, Any]] = []
     by_key: dict[str, set[str]] = {}

@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from tmy.memory import dialog, entries
+from tmy.memory import dialog, entries, layout
 from tmy.memory.embeddings import forget_vectors
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
@@ -34,24 +34,23 @@ def split_user(spec: str, platform: str) -> tuple[str, str]:
 async def visible_entries(
     store: Store, message: Message, user: str | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """(key, entry) pairs: ``user``'s own entries, or (None) the sender's own + this chat's +
-    the global ones."""
+    """(owner key, entry) pairs: ``user``'s own entries, or (None) the sender's own + this
+    chat's + the global ones."""
     if user is not None:
         platform, name = split_user(user, message.platform)
         keys = [entries.user_key(platform, name)]
     else:
         keys = [entries.scope_key(s, message) for s in ("user", "chat", "global")]
     out = []
-    for key, value in zip(keys, await store.get_many(keys), strict=True):
-        out.extend((key, e) for e in entries.entries_of(value))
+    for key in dict.fromkeys(keys):
+        out.extend((key, e) for e in await entries.owner_entries(store, key))
     return out
 
 
 async def all_entries(store: Store) -> list[tuple[str, dict[str, Any]]]:
-    keys = await entries.entry_keys(store)
     out = []
-    for key, value in zip(keys, await store.get_many(keys) if keys else [], strict=True):
-        out.extend((key, e) for e in entries.entries_of(value))
+    for key in await entries.entry_keys(store):
+        out.extend((key, e) for e in await entries.owner_entries(store, key))
     return out
 
 
@@ -108,10 +107,26 @@ def format_summaries(items: list[dict[str, Any]], tz: Any = None, limit: int = 0
 
 
 async def export(store: Store) -> dict[str, Any]:
-    """Every memory key and its value (entries, summaries, open conversations; no vectors)."""
-    keys = [k for k in await store.keys(entries.PREFIX) if not k.startswith("mem/vec/")]
+    """Every memory key and its value (summaries, open conversations; no vectors), the
+    entries as one list per owner key (oldest first), as an older tmy kept them."""
+    out: dict[str, Any] = {}
+    keys = [
+        k
+        for k in await store.keys(entries.PREFIX)
+        if not k.startswith(("mem/vec/", layout.DOC_PREFIX)) and not layout.is_owner_key(k)
+    ]
     values = await store.get_many(keys) if keys else []
-    return {k: v for k, v in zip(keys, values, strict=True) if v is not MISSING}
+    out.update((k, v) for k, v in zip(keys, values, strict=True) if v is not MISSING)
+    for key, pairs in (await _grouped(store)).items():
+        out[key] = pairs
+    return dict(sorted(out.items()))
+
+
+async def _grouped(store: Store) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for key, entry in await all_entries(store):
+        grouped.setdefault(key, []).append(entry)
+    return grouped
 
 
 def dumps(value: Any) -> str:

@@ -19,6 +19,22 @@ handful of entries does not swing wildly. The BM25 score is normalised into a
 *relevance* in [0, 1]: the share of the query's weight the entry matches (an
 entry that holds every query term once, at average length, scores 1). That
 makes one threshold (``min_score``) meaningful whatever the corpus size.
+
+The IDF is measured **at a reference size** (:data:`REFERENCE_DOCS`: the default
+200 entries plus the background): past it, a term's document count is scaled
+to the share of the collection it covers (``df × 210 / N``) and N to 210. Plain
+IDF grows with log N for rare terms while a common term's stays put, so as a
+collection grows, an entry matching a query's common words ("cat", "喜欢")
+loses to the query's rarer words it lacks and falls under ``min_score`` even
+when it is the best match there is (2 of 4 ordinary queries found nothing at
+10,000 entries). Measured at the reference size, a term weighs by how common it
+is, not by how many entries exist: an entry's relevance to a query is the same
+among 200 entries or 100,000 of the same make-up, so one threshold
+(``min_score``) keeps its meaning at any size. Up to 200 entries nothing changes.
+
+Entries are tokenised once, when written (their term counts are kept in the
+store's index, :mod:`tmy.store.textindex`); :func:`relevance` scores the
+candidates the index returns from its statistics, without their texts.
 """
 
 from __future__ import annotations
@@ -27,12 +43,14 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 K1 = 1.2
 B = 0.75
 BACKGROUND_DOCS = 10
+REFERENCE_DOCS = 210  # the default llm.memory.max_entries (200) + BACKGROUND_DOCS
 CJK_UNIGRAM_WEIGHT = 0.4
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -130,29 +148,63 @@ class Match:
     matched: tuple[str, ...]  # the query terms it contains (best first)
 
 
-def bm25(query: dict[str, float], docs: Sequence[Counter[str]]) -> list[Match]:
-    """Score every document of ``docs`` against ``query`` (a result per document, in order)."""
+def idf(n_docs: int, df: float) -> float:
+    """BM25's IDF of a term in ``df`` of ``n_docs`` documents, measured at the reference size
+    (see the module docstring); the background documents are added here."""
+    n = n_docs + BACKGROUND_DOCS
+    if n > REFERENCE_DOCS:
+        df = df * REFERENCE_DOCS / n
+        n = REFERENCE_DOCS
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def relevance(
+    query: dict[str, float],
+    docs: Mapping[Any, tuple[int, Mapping[str, int]]],
+    n_docs: int,
+    total_length: int,
+    df: Mapping[str, int],
+) -> dict[Any, Match]:
+    """Score each of ``docs`` (id → (length, its counts of the query's terms)) against
+    ``query``, in a collection of ``n_docs`` documents of ``total_length`` with document
+    counts ``df`` (the index's statistics)."""
     if not docs:
-        return []
-    n_docs = len(docs) + BACKGROUND_DOCS
-    lengths = [sum(d.values()) for d in docs]
-    avgdl = max(1.0, sum(lengths) / len(docs))
-    df = {t: sum(1 for d in docs if t in d) for t in query}
-    idf = {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
-    norm = sum(w * idf[t] for t, w in query.items())
-    out = []
-    for doc, length in zip(docs, lengths, strict=True):
+        return {}
+    avgdl = max(1.0, total_length / n_docs) if n_docs else 1.0
+    weight = {t: w * idf(n_docs, df.get(t, 0)) for t, w in query.items()}
+    norm = sum(weight.values())
+    k_len = K1 * B / avgdl
+    k_base = K1 * (1 - B)
+    out = {}
+    for key, (length, counts) in docs.items():
         parts: list[tuple[float, str]] = []
-        for t, w in query.items():
-            tf = doc.get(t, 0)
-            if tf:
-                sat = tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))
-                parts.append((w * idf[t] * sat, t))
+        denominator = k_base + k_len * length
+        for t, tf in counts.items():
+            w = weight.get(t)
+            if w is not None and tf:
+                parts.append((w * tf * (K1 + 1) / (tf + denominator), t))
         raw = sum(p for p, _ in parts)
         parts.sort(reverse=True)
-        relevance = min(1.0, raw / norm) if norm > 0 else 0.0
-        out.append(Match(relevance, raw, tuple(t for _, t in parts)))
+        rel = min(1.0, raw / norm) if norm > 0 else 0.0
+        out[key] = Match(rel, raw, tuple(t for _, t in parts))
     return out
+
+
+def bm25(query: dict[str, float], docs: Sequence[Counter[str]]) -> list[Match]:
+    """Score every document of ``docs`` (term counts) against ``query``: :func:`relevance`
+    over these documents alone (a result per document, in order)."""
+    if not docs:
+        return []
+    df = {t: sum(1 for d in docs if t in d) for t in query}
+    lengths = [sum(d.values()) for d in docs]
+    scored = relevance(
+        query,
+        {i: (n, d) for i, (n, d) in enumerate(zip(lengths, docs, strict=True))},
+        len(docs),
+        sum(lengths),
+        df,
+    )
+    return [scored[i] for i in range(len(docs))]
 
 
 def recency(age_seconds: float, half_life_days: float) -> float:
