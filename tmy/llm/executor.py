@@ -288,7 +288,8 @@ async def _remember(ctx: StepContext) -> None:
     """Keep the message this step answers: ``ctx`` without a query inspects it again."""
     try:
         question = (await ctx.scope(("QUESTION",))).get("QUESTION")
-        await history.remember_last(ctx.services.store, ctx.message, ctx.rule.id, question)
+        tally = runtime_of(ctx.services).tally
+        await history.remember_last(ctx.services.store, ctx.message, ctx.rule.id, question, tally)
     except TmyError as exc:  # an inspector's convenience must not fail the answer
         log.warning("llm.last_not_kept", uri=ctx.uri, error=str(exc))
 

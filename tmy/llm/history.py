@@ -16,7 +16,8 @@ run) is the same thing decided by a rule: it replaces the whole history the
 next time a step with ``history:`` answers.
 
 The conversation's last message that reached an LLM step is kept too
-(``llmlast``): ``ctx`` without a query inspects it again.
+(``llmlast``): ``ctx`` without a query inspects it again. It goes to the store with
+the usage counters' next flush (:mod:`tmy.llm.tally`), not as a write of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import estimate_tokens
+from tmy.llm.tally import Tally
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
 
@@ -125,8 +127,14 @@ async def clear(store: Store, message: Message) -> bool:
 # -- the last message (what ``ctx`` without a query inspects) -------------------------------------
 
 
-async def remember_last(store: Store, message: Message, rule: str, question: Any) -> None:
-    """Keep the message that reached an LLM step of ``rule`` (``ctx`` shows it again)."""
+async def remember_last(
+    store: Store, message: Message, rule: str, question: Any, tally: Tally | None = None
+) -> None:
+    """Keep the message that reached an LLM step of ``rule`` (``ctx`` shows it again).
+
+    With ``tally`` it is written with the next usage flush (:mod:`tmy.llm.tally`: no
+    store write of its own per call), at once when the tally is eager.
+    """
     if message.ephemeral:
         return
     text = message.text if isinstance(message.text, str) else str(message.text)
@@ -136,12 +144,24 @@ async def remember_last(store: Store, message: Message, rule: str, question: Any
         "rule": rule,
         "at": round(time.time(), 3),
     }
-    await store.set(conversation_key(LAST, message), record, ttl=LAST_TTL)
+    key = conversation_key(LAST, message)
+    if tally is None:
+        await store.set(key, record, ttl=LAST_TTL)
+        return
+    tally.put(key, record, LAST_TTL)
+    if tally.eager:
+        await tally.flush()
 
 
-async def last_message(store: Store, message: Message) -> dict[str, str] | None:
-    """``{text, question, rule}`` of this conversation's last LLM message, or None."""
-    value = await store.get(conversation_key(LAST, message))
+async def last_message(
+    store: Store, message: Message, tally: Tally | None = None
+) -> dict[str, str] | None:
+    """``{text, question, rule}`` of this conversation's last LLM message, or None
+    (with ``tally``: one it has not written yet first)."""
+    key = conversation_key(LAST, message)
+    value = MISSING if tally is None else tally.unwritten_value(key)
+    if value is MISSING:
+        value = await store.get(key)
     if not isinstance(value, dict) or not isinstance(value.get("text"), str):
         return None
     return {

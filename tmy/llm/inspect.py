@@ -164,7 +164,7 @@ async def inspect(app: AppLike, message: Message) -> Inspection:
     """The request the sender's next message (``message.text``; empty: their last one)
     would send, captured on a dry engine (see the module docstring)."""
     engine = app.engine
-    last = await history.last_message(app.store, message)
+    last = await history.last_message(app.store, message, runtime_of(engine.services).tally)
     query = message.text.strip() if isinstance(message.text, str) else ""
     text = query or (last["text"] if last else "")
     if not text:

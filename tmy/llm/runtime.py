@@ -77,7 +77,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         if self.tally is None:
-            self.tally = Tally(lambda: self.services.store, write_through=True)
+            self.tally = Tally(lambda: self.services.store, write_through=True, eager=True)
         if self.post is None:
             self.post = HttpxPost(lambda: self.services.http)
 
@@ -86,8 +86,8 @@ class Runtime:
         """An app's runtime: its own aiohttp session unless the app was given a client;
         usage written per interval, or at every call when a budget needs it."""
         budget = bool(config.per_user_daily_tokens or config.daily_tokens)
-        through = budget or config.usage_flush_interval <= 0
-        tally = Tally(lambda: services.store, write_through=through)
+        eager = config.usage_flush_interval <= 0
+        tally = Tally(lambda: services.store, write_through=budget or eager, eager=eager)
         post: Post = AiohttpPost() if owns_http(services) else HttpxPost(lambda: services.http)
         return cls(config, services, None, tally, post)
 

@@ -1,5 +1,8 @@
 """Usage counters added up in memory and written to the store in one batch per interval.
 
+(The batch also carries the conversation's last LLM message, ``llmlast``, that ``ctx``
+inspects again: :meth:`Tally.put`, a plain value written with the next flush.)
+
 Three store transactions per model call (the user's, the chat's and everyone's
 counter, :mod:`tmy.llm.usage`) were 13% of a call's CPU, and on Redis three
 sequential round-trips were most of a mock step. So a call only adds its
@@ -68,11 +71,16 @@ def _merge(into: dict[str, dict[str, Any]], batch: dict[str, dict[str, Any]]) ->
 class Tally:
     """Counters not yet in the store, by key, and the flushes that put them there."""
 
-    def __init__(self, store_of: Callable[[], Store], *, write_through: bool) -> None:
+    def __init__(
+        self, store_of: Callable[[], Store], *, write_through: bool, eager: bool = False
+    ) -> None:
         self._store_of = store_of  # the store is read at each flush (a reload may swap it)
-        self.write_through = write_through  # flush before the call's step goes on
+        self.write_through = write_through  # counts: flushed before the call's step goes on
+        self.eager = eager  # no flusher runs: every put is written at once too
         self._pending: dict[str, dict[str, Any]] = {}
         self._flushing: dict[str, dict[str, Any]] = {}  # the batch being written now
+        self._sets: dict[str, tuple[Any, float]] = {}  # plain values to set (last one wins)
+        self._setting: dict[str, tuple[Any, float]] = {}
         self._added = 0  # adds so far; a flush that started after add n carries it
         self._written = 0
         self._lock = asyncio.Lock()
@@ -100,6 +108,16 @@ class Tally:
             delta["latency_ms"] += ms
         self._added += 1
 
+    def put(self, key: str, value: Any, ttl: float) -> None:
+        """Set ``key`` to ``value`` with the next flush (a later put of the key wins)."""
+        self._sets[key] = (value, ttl)
+        self._added += 1
+
+    def unwritten_value(self, key: str) -> Any:
+        """The value a put of ``key`` waits to write (MISSING: none)."""
+        found = self._sets.get(key) or self._setting.get(key)
+        return MISSING if found is None else found[0]
+
     def unwritten(self, key: str) -> dict[str, Any] | None:
         """What ``key`` has counted here that the store may not show yet (None: nothing)."""
         parts = [d for d in (self._flushing.get(key), self._pending.get(key)) if d]
@@ -119,18 +137,19 @@ class Tally:
         the counts then wait for the next flush)."""
         wanted = self._added
         async with self._lock:
-            if self._written >= wanted or not self._pending:
+            if self._written >= wanted or not (self._pending or self._sets):
                 self._written = max(self._written, wanted)
                 return
-            batch, upto = self._pending, self._added
-            self._pending, self._flushing = {}, batch
+            batch, sets, upto = self._pending, self._sets, self._added
+            self._pending, self._flushing, self._sets, self._setting = {}, batch, {}, sets
             try:
-                await _write(self._store_of(), batch)
+                await _write(self._store_of(), batch, sets)
             except BaseException:
                 _merge(self._pending, batch)  # later adds and these: the next flush's
+                self._sets = {**sets, **self._sets}  # a later put of a key still wins
                 raise
             finally:
-                self._flushing = {}
+                self._flushing, self._setting = {}, {}
             self._written = upto
 
     async def run(self, interval: float, stop: asyncio.Event) -> None:
@@ -150,23 +169,34 @@ class Tally:
         try:
             await self.flush()
         except (TmyError, OSError) as exc:
-            log.warning("llm.usage_flush_failed", error=str(exc), pending=len(self._pending))
+            waiting = len(self._pending) + len(self._sets)
+            log.warning("llm.usage_flush_failed", error=str(exc), pending=waiting)
 
 
-async def _write(store: Store, batch: dict[str, dict[str, Any]]) -> None:
-    """Add ``batch`` to the stored counters: under the lease, one read and one commit."""
+async def _write(
+    store: Store, batch: dict[str, dict[str, Any]], sets: dict[str, tuple[Any, float]]
+) -> None:
+    """Add ``batch`` to the stored counters and write ``sets``: under the lease, one read
+    of the counters and one commit of everything."""
     keys = sorted(batch)
-    if store.one_slot_commits:  # a Redis Cluster: one atomic update per counter
+    if store.one_slot_commits:  # a Redis Cluster: one atomic update per counter, a set per value
 
         def adder(delta: dict[str, Any]) -> Callable[[Any], tuple[Any, None]]:
             return lambda current: (add_to(current, delta), None)
 
-        await asyncio.gather(*(store.update(k, adder(batch[k]), ttl=KEEP) for k in keys))
+        await asyncio.gather(
+            *(store.update(k, adder(batch[k]), ttl=KEEP) for k in keys),
+            *(store.set(k, value, ttl=ttl) for k, (value, ttl) in sets.items()),
+        )
+        return
+    plain = [(k, value, ttl) for k, (value, ttl) in sets.items()]
+    if not keys:  # nothing to add to: blind writes need no lease
+        await store.commit(plain)
         return
     async with store.lock(LEASE) as lease:
         current = await store.get_many(keys)
         writes = [(k, add_to(v, batch[k]), float(KEEP)) for k, v in zip(keys, current, strict=True)]
-        await store.commit(writes, fence=[lease])
+        await store.commit(writes + plain, fence=[lease])
 
 
 @contextlib.asynccontextmanager
