@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from tmy import logs, metrics
 from tmy.engine import cooldowns, replies
-from tmy.engine.context import decision, quoted
 from tmy.engine.debounce import Debouncer
 from tmy.engine.events import Dispatch
 from tmy.engine.gates import (
@@ -42,21 +40,15 @@ from tmy.engine.gates import (
     valid_unicode,
 )
 from tmy.engine.inflight import InFlight
-from tmy.engine.keys import conversation_key
 from tmy.engine.replies import LAST_RESORT_REPLY
-from tmy.engine.run import Run
-from tmy.engine.scheduler import run_chain, run_steps
+from tmy.engine.running import Running, constant_plan, constant_reply
 from tmy.engine.services import Services
 from tmy.engine.tracing import log_matched, log_received, log_run, log_unmatched
 from tmy.engine.tracing import trace_id as _new_trace_id
-from tmy.engine.variables import Variables
-from tmy.errors import EvalError, TmyError
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
-from tmy.rulebook.model import OPEN_FILTERS, Rulebook
-from tmy.rulebook.triggers import Match
-from tmy.store.base import MISSING
+from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
 from tmy.values.compiled import to_text
 
 __all__ = ["LAST_RESORT_REPLY", "Admins", "Engine", "Services"]  # Admins, Services: tests, app
@@ -65,9 +57,16 @@ log = get_logger("tmy")
 
 _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
+_perf_counter = time.perf_counter
+_UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 
 
-class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
+def _open(rule: Rule) -> bool:
+    """The index's ``admits`` for a rulebook without filtered rules: no closure per message."""
+    return True
+
+
+class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
     """Dispatches messages to rules. Safe to call concurrently from many adapters."""
 
     def __init__(
@@ -91,6 +90,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         self.tz = self.settings.tz
         self._error_reply = replies.error_reply_template(self.settings)
         self.admins = Admins(self.settings.admins)
+        self._admins = self.admins if self.admins else None  # read per message: no __bool__
         self.commands = commands
         self.switch = switch
         InFlight.__init__(self)
@@ -99,26 +99,12 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         self.fixed_now = fixed_now  # pins NOW (YAML rule tests' ``now:``); see pin_now
         self.dry_run = dry_run
         self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
+        self._runs: dict[str, Any] = {}  # per rule id: its (ok, error) run counters
+        # per rule: its steps when its run is only constants (running.constant_plan), or None
+        self._plans: dict[Rule, tuple[Any, ...] | None] = {}
         self.bursts = Debouncer()  # session follow-ups of debounced rules, being collected
         # gets each run.done / message.unmatched dict, logged or not (the console's feed)
         self.observer: Callable[[dict[str, Any]], None] | None = None
-
-    def _now(self) -> str:
-        """NOW for this second (formatting a datetime per message is measurable)."""
-        if self.fixed_now is not None:
-            return self.fixed_now
-        sec = int(time.time())
-        if sec != self._now_cache[0]:
-            now = datetime.fromtimestamp(sec, self.tz).astimezone(self.tz)
-            self._now_cache = (sec, now.isoformat(timespec="seconds"))
-        return self._now_cache[1]
-
-    def pin_now(self, now: str | None) -> None:
-        """Pin NOW (and the cooldowns' clock) to the ISO time ``now``; None: the real clock.
-
-        A YAML rule test's ``now:`` holds for its case only.
-        """
-        self.fixed_now = now
 
     def replace_rulebook(self, rulebook: Rulebook, registry: Registry | None = None) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with.
@@ -129,6 +115,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         if registry is not None:
             self.services.replace_registry(registry)
         self.rulebook = rulebook
+        self._plans = {}  # the old rules' verdicts (a run in flight asks about its rule again)
+        self._runs = {}
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
@@ -170,20 +158,14 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
 
     async def _handle(self, message: Message, trace_id: str) -> Reply:
-        """The per-message path, in the gates' order (see :mod:`tmy.engine.gates`).
-
-        Kept whole, with the usual cases tested inline, on purpose: every call
-        it saves shows in ``bench/dispatch.py``; the rarer paths are calls.
-        """
+        """The per-message path, in the gates' order (:mod:`tmy.engine.gates`), kept whole
+        with the usual cases tested inline on purpose: every call it saves shows in
+        ``bench/dispatch_callgrind.py``; the rarer paths are calls."""
         text = message.text if isinstance(message.text, str) else to_text(message.text)
         if not text.isascii():
             text = message.text = valid_unicode(text)
-        limit = self.settings.max_message_chars
-        if len(text) > limit:
-            error = f"message too long: {len(text)} characters (the limit is {limit})"
-            log_received("warning", message, text)
-            log.warning("message.refused", reason=error)
-            return Reply("", None, trace_id, error=error)
+        if len(text) > self.settings.max_message_chars:
+            return self._too_long(message, text, trace_id)
         id_limit = self.settings.max_id_chars
         user, chat, platform = message.user, message.chat, message.platform
         if not (  # the usual ids: short ASCII text (checked in full by id_refusal otherwise)
@@ -197,56 +179,86 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
             if problem is not None:
                 log.warning("message.refused", reason=problem)
                 return Reply("", None, trace_id, error=f"bad message: {problem}")
-        if not message.is_admin and self.admins:
-            message.is_admin = self.admins.admits(message.platform, message.user)
+        if not message.is_admin and self._admins is not None:
+            message.is_admin = self._admins.admits(message.platform, message.user)
         if message.event is not None:  # a platform event: no trigger, the rules' events:
             return await self._event(message, trace_id)
         commands = self.commands
         if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
-            log_received("info", message, text)
-            metrics.message(message.platform, False)
-            answer = await commands.run(message, text)  # never reaches the rules
-            return Reply(answer or "", None, trace_id)
+            return await self._command(commands, message, text, trace_id)
         rulebook = self.rulebook
-        match = rulebook.index.match(
-            text, lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)
-        )
+        admits = _open  # no filtered rule: no closure per message
+        if rulebook.has_filters:
+            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
+        match = rulebook.index.match(text, admits)
         if match is None and rulebook.has_sessions:
             match = await replies.session_match(rulebook, self.services.store, message, text)
             if match is not None and match.rule.debounce:
                 return await self._burst(match, message, trace_id)
         meters = self._meters.get(message.platform)  # metrics.message, without two calls
         if meters is None:
-            if len(self._meters) >= 1000:  # platform names come from callers: stay bounded
-                self._meters.clear()
-            meters = self._meters[message.platform] = metrics.message_meters(message.platform)
+            meters = self._meters_of(message.platform)
         meters[0].value += 1
-        meters[1 if match is not None else 2].value += 1
         if match is None:
+            meters[2].value += 1
             return self._unmatched(rulebook, message, text, trace_id)
+        meters[1].value += 1
+        rule = match.rule
         switch = self.switch
         if switch is not None:
             off = switch.cached(message)
             if off is None:
                 off = await switch.is_off(message)
             if off:
-                return self._switched_off(message, text, trace_id, match.rule.id)
-        cooldown = match.rule.cooldown
-        if cooldown is not None:
-            left = await self.cooldown_claim(match.rule, message)
+                return self._switched_off(message, text, trace_id, rule.id)
+        if rule.cooldown is not None:
+            left = await self.cooldown_claim(rule, message)
             if left > 0:
                 return await self._cooled(match, message, text, trace_id, left)
-        if logs.DEBUG_ENABLED:
+        plan = self._plans.get(rule, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[rule] = constant_plan(rule, self.settings.max_reply_chars)
+        if logs.DEBUG_ENABLED:  # step.done lines: the general run logs them
             log_received("debug", message, text)
             log_matched(match)
-        started = time.perf_counter()  # run_rule, inlined: one coroutine less per message
-        reply = await self._run(match, message, trace_id, text, True, None)
+            plan = None
+        started = _perf_counter()  # run_rule, inlined: one coroutine less per message
+        if plan is not None and not (message.reply_to and message.api is not None):
+            reply = constant_reply(plan, rule.id, trace_id)
+        else:
+            reply = await self._run(match, message, trace_id, text, True, None)
         observer = self.observer
         if logs.INFO_ENABLED or observer is not None:
-            seconds = time.perf_counter() - started
+            seconds = _perf_counter() - started
             log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
-        metrics.run(reply.rule, reply.error is None)
+        runs = self._runs.get(reply.rule)  # metrics.run, without two calls
+        if runs is None:
+            runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
+        runs[0 if reply.error is None else 1].value += 1
         return reply
+
+    def _too_long(self, message: Message, text: str, trace_id: str) -> Reply:
+        limit = self.settings.max_message_chars
+        error = f"message too long: {len(text)} characters (the limit is {limit})"
+        log_received("warning", message, text)
+        log.warning("message.refused", reason=error)
+        return Reply("", None, trace_id, error=error)
+
+    def _meters_of(self, platform: str) -> Any:
+        """The (received, matched, unmatched) counters of ``platform``, kept by the engine."""
+        if len(self._meters) >= 1000:  # platform names come from callers: stay bounded
+            self._meters.clear()
+        meters = self._meters[platform] = metrics.message_meters(platform)
+        return meters
+
+    async def _command(
+        self, commands: ChatCommandsGate, message: Message, text: str, trace_id: str
+    ) -> Reply:
+        """A ``.tmy`` command: answered by the front end, never reaches the rules."""
+        log_received("info", message, text)
+        metrics.message(message.platform, False)
+        answer = await commands.run(message, text)
+        return Reply(answer or "", None, trace_id)
 
     def _unmatched(self, rulebook: Rulebook, message: Message, text: str, trace_id: str) -> Reply:
         """No rule for this message: one cheap info line, so its trace id leads somewhere.
@@ -274,126 +286,3 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns):
         if logs.INFO_ENABLED or observer is not None:
             log_unmatched(message, text, reason, rule, observer)
         return Reply("", None, trace_id, None, [], False, reason)
-
-    def locals_for(self, match: Match, message: Message, text: str) -> dict[str, Any]:
-        """The locals every run starts with (seed 004 + who/where)."""
-        loc = {
-            "MAGIC": match.magic,
-            "QUESTION": match.question,
-            "TEXT": text,
-            "STEP_URI": "",
-            "STEP_ERROR": "",
-            "STEP_RESULT": match.question,
-            "PRE_ANSWER": "",
-            "POST_ANSWER": "",
-            "STEP_SUMMARY": "",
-            "USER": message.user,
-            "USER_NAME": message.user_name,
-            "CHAT": message.chat,
-            "PLATFORM": message.platform,
-            "NOW": self._now(),
-        }
-        if match.groups:  # a regex trigger's named groups; the built-ins win over them
-            loc = {**match.groups, **loc}
-        return loc
-
-    async def run_rule(
-        self,
-        match: Match,
-        message: Message,
-        trace_id: str,
-        text: str,
-        *,
-        finish: bool = True,
-        extra: dict[str, Any] | None = None,
-        scheduled: bool = False,
-    ) -> Reply:
-        """Run ``match.rule`` for ``message`` and build the reply.
-
-        ``finish=False`` (a rule run as an LLM tool) leaves the conversation's
-        STEP_SUMMARY and session alone: they belong to the rule the user reached.
-        ``extra`` adds run locals (a cron run's ``FIRE_TIME``); ``scheduled``: a cron
-        firing (its ``run.done`` says so: no message came in).
-        """
-        started = time.perf_counter()
-        reply = await self._run(match, message, trace_id, text, finish, extra)
-        observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
-            seconds = time.perf_counter() - started
-            log_run(match, message, text, reply, seconds, finish, self.dry_run, observer, scheduled)
-        return reply
-
-    async def _run(
-        self,
-        match: Match,
-        message: Message,
-        trace_id: str,
-        text: str,
-        finish: bool,
-        extra: dict[str, Any] | None,
-    ) -> Reply:
-        rule = match.rule
-        services = self.services
-        rulebook = self.rulebook
-        start_locals = self.locals_for(match, message, text)
-        if extra:
-            start_locals.update(extra)
-        if message.reply_to and message.api is not None:  # REPLY_TO: fetched once matched
-            start_locals["REPLY_TO"] = await quoted(message)
-        variables = Variables(
-            start_locals,
-            rulebook.variables,
-            services.store,
-            message,
-            rulebook.locked_variables,
-        )
-        run = Run(rule, message, trace_id, variables, services)
-        if rule.prefetch:  # every declared variable the chain reads: one round-trip
-            try:
-                await variables.fetch(rule.prefetch)
-            except TmyError:
-                pass  # the step that needs it reports the store's error where it happens
-        if rule.atomic_vars:
-            await run_chain(run)
-        else:
-            await run_steps(run, rule.steps)
-        loc = variables.locals
-        if run.failed:
-            return await self._failed(run, to_text(loc.get("STEP_ERROR")) or "error")
-        pre, result, post = loc.get("PRE_ANSWER"), loc.get("STEP_RESULT"), loc.get("POST_ANSWER")
-        outgoing = approve = None
-        reason = ""
-        try:
-            if pre == "" and post == "" and type(result) is str:  # the usual reply: the result
-                answer = result
-            else:  # text around it, or a structured reply map (images, buttons …)
-                answer, outgoing = replies.answer(pre, result, post)
-            event = message.event
-            if "APPROVE" in loc and event is not None and event.is_request:  # its decision
-                approve, reason = decision(loc)
-        except EvalError as exc:
-            loc["STEP_ERROR"] = str(exc)
-            return await self._failed(run, str(exc))
-        if len(answer) > self.settings.max_reply_chars:
-            error = loc["STEP_ERROR"] = replies.too_long(answer, self.settings.max_reply_chars)
-            return await self._failed(run, error)
-        if finish and (rule.session > 0 or loc.get("STEP_SUMMARY")):
-            await replies.keep_conversation(run, services.store)
-        reply = Reply(answer, rule.id, trace_id, None, run.records, run.stopped)
-        if outgoing:
-            reply.outgoing = outgoing
-        if approve is not None:
-            reply.approve, reply.approve_reason = approve, reason
-        return reply
-
-    async def _failed(self, run: Run, error: str) -> Reply:
-        """A run that ended with ``error``: logged, answered with its error text."""
-        rule = run.rule
-        log.warning("run.failed", rule=rule.id, uri=run.locals.get("STEP_URI"), error=error)
-        text = await replies.error_text(run, self._error_reply, self.settings.max_reply_chars)
-        return Reply(text, rule.id, run.trace_id, error=error, steps=run.records)
-
-    async def summary_for(self, message: Message) -> list[str] | None:
-        """The STEP_SUMMARY stored for this conversation, if any."""
-        value = await self.services.store.get(conversation_key("summary", message))
-        return None if value is MISSING else value

@@ -32,6 +32,7 @@ from tmy.errors import ConfigError
 from tmy.logs.logfile import LogFile
 from tmy.logs.repeats import REPEAT_BURST, REPEAT_INTERVAL, REPEAT_KEYS, RepeatLimiter
 from tmy.logs.sinks import ConsoleLines, JsonLines
+from tmy.logs.stdlib import Redacting, Repeats
 
 __all__ = [
     "LEVELS",
@@ -49,6 +50,7 @@ __all__ = [
     "configure",
     "emit",
     "emit_event",
+    "emit_info",
     "flush",
     "get_logger",
     "level_of",
@@ -221,6 +223,43 @@ def emit_event(level: str, event: dict[str, Any], trace_id: str | None) -> None:
         sink.write(line)
 
 
+_STAMPED = frozenset({"event", "trace_id", "level", "timestamp"})
+
+
+def emit_info(event: dict[str, Any]) -> None:
+    """Log an ``info`` line whose dict already holds ``trace_id``, ``level`` and a
+    ``timestamp`` to fill in, last and in that order (the engine's ``run.done``).
+
+    The line :func:`emit_event` writes, byte for byte, in one pass: the dict is
+    built once, in its final order and size (no key added, so no resize), rendered
+    once and written. With context variables bound (a plugin's) or no sink
+    configured, it takes :func:`emit_event`'s way. Callers check INFO_ENABLED first.
+    """
+    sink = _sink
+    if sink is None:  # not configured (a library user): through structlog
+        fields = {k: v for k, v in event.items() if k not in _STAMPED}
+        fields["event"] = event["event"]
+        emit_event("info", fields, event["trace_id"])
+        return
+    if _BOUND:  # context a plugin bound: merged in front, as every other line has it
+        line = _line("info", event, event["trace_id"], _NEWLINE)
+        if line is not None:
+            sink.write(line)
+        return
+    ms = int(time.time() * 1000)
+    if ms != _stamp[0]:
+        _stamp[1] = _stamp_ms(ms)
+        _stamp[0] = ms
+    event["timestamp"] = _stamp[1]
+    try:
+        line = orjson.dumps(event, option=_NEWLINE)
+    except TypeError:
+        line = _dumps_any(event) + b"\n"
+    if redact.active():
+        line = redact.redact_line(line)
+    sink.write(line)
+
+
 def _dumps_any(event: dict[str, Any]) -> bytes:
     """JSON for a line orjson refused as it is: non-string keys, other objects, surrogates."""
     try:
@@ -302,46 +341,6 @@ def _line(
     return line
 
 
-class _Repeats(logging.Filter):
-    """Libraries' identical warnings and errors (asyncio's accept() traceback): rate-limited.
-
-    Identical means the same logger, level, message and exception (type and
-    text; the traceback of a line repeated in a loop is the same too).
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or getattr(record, "tmy_repeat_summary", False):
-            return True
-        decided = getattr(record, "tmy_repeat_allowed", None)
-        if decided is not None:  # one record, several handlers: counted once
-            return bool(decided)
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record: logging reports that itself
-            return True
-        exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None:
-            message = f"{message} [{type(exc).__name__}: {exc}]"
-        key = ("stdlib", record.name, record.levelno, message)
-        record.tmy_repeat_allowed = allowed = _repeats.allow(key, message)
-        return allowed
-
-
-class _Redacting(logging.Filter):
-    """Takes configured secrets out of what libraries log through the standard logging."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if redact.active():
-            try:
-                message = record.getMessage()
-            except Exception:  # a malformed record: logging reports that itself
-                return True
-            clean = redact.redact(message)
-            if clean != message:
-                record.msg, record.args = clean, None
-        return True
-
-
 def configure(
     level: str = "info",
     file: str | Path | None = None,
@@ -388,10 +387,10 @@ def configure(
     DEBUG_ENABLED = lvl <= LEVELS["debug"]
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr)
     for handler in logging.getLogger().handlers:  # libraries' own warnings: redacted too
-        if not any(isinstance(f, _Redacting) for f in handler.filters):
-            handler.addFilter(_Redacting())
-        if not any(isinstance(f, _Repeats) for f in handler.filters):
-            handler.addFilter(_Repeats())  # and one line per repeat burst
+        if not any(isinstance(f, Redacting) for f in handler.filters):
+            handler.addFilter(Redacting())
+        if not any(isinstance(f, Repeats) for f in handler.filters):
+            handler.addFilter(Repeats(lambda: _repeats))  # and one line per repeat burst
     atexit.register(flush)
     if previous is not None and isinstance(previous.stream, LogFile):
         previous.stream.close()  # a file this process no longer logs to

@@ -40,6 +40,7 @@ __all__ = [
     "reload",
     "render",
     "run",
+    "run_meters",
     "step",
     "store_error",
     "store_op",
@@ -218,6 +219,11 @@ def message_meters(platform: str) -> tuple[Any, Any, Any]:
 def run(rule: str, ok: bool) -> None:
     """One run of ``rule`` ended (``ok`` False when it ended with an error)."""
     _runs(rule)[0 if ok else 1].value += 1
+
+
+def run_meters(rule: str) -> tuple[Any, Any]:
+    """(ok, error) run counters of ``rule``, for a caller that keeps them (``.value += 1``)."""
+    return _runs(rule)
 
 
 def step(plugin: str, seconds: float) -> None:

@@ -1,0 +1,243 @@
+"""Dispatch in instructions: callgrind's count per matched message, and the floor's.
+
+Wall time on a shared 2-core VM swings ±15%; the instructions a message costs do
+not. For the floor and for N = 10 and 10,000 prefix rules (``kw<i>*``, one ADJUST
+step each, as :mod:`dispatch` generates them), a child process runs under
+``valgrind --tool=callgrind``: after loading and a warm-up it sends M1 messages,
+then M2 more, each batch between two markers (``os.getppid()`` zeroes callgrind's
+counters, ``os.getpgrp()`` dumps them), so only the batches are counted — loading,
+start-up and exit (whose instruction counts vary by millions from run to run)
+are not. Per-message instructions = (Ir(M2) − Ir(M1)) / (M2 − M1): what a batch
+costs beyond its messages cancels out too.
+
+- **tmy**: the real :class:`tmy.app.App` on the rules, logging at the shipped
+  level ``info`` into a file; each message (the last rule's trigger) goes
+  through ``Engine.handle(Message) -> Reply``, the entry every adapter calls.
+- **floor**: the same driver loop awaiting a handler that does ``text.split()``,
+  one dict lookup (first word → rule id) and builds the reply string.
+
+Every reply is checked (rule and text; a wrong one fails the run, exit 1).
+
+    python bench/dispatch_callgrind.py             # floor, N = 10 and 10,000
+    python bench/dispatch.py --callgrind           # the same, from dispatch.py
+    python bench/dispatch_callgrind.py --quick     # N = 10 only, fewer messages
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import common
+
+VALGRIND = "/usr/bin/valgrind"
+GOAL = 40_000  # issue 24, goal 5: instructions per matched message at info
+
+
+# -- inside valgrind ---------------------------------------------------------------------------
+
+
+async def _drive(handle: Any, make: Any, msgs: list[tuple[str, str]]) -> int:
+    """Send every message, return how many replies were wrong (rule or text)."""
+    wrong = 0
+    for text, expected in msgs:
+        reply = await handle(make(text))
+        if reply.rule != expected or reply.text != common.answer_for(expected):
+            wrong += 1
+    return wrong
+
+
+async def _batches(handle: Any, make: Any, msgs: list[tuple[str, str]], sizes: list[int]) -> int:
+    """The warm-up (the first ``sizes[0]`` messages), then each batch between markers."""
+    wrong = await _drive(handle, make, msgs[: sizes[0]])
+    at = sizes[0]
+    for size in sizes[1:]:
+        batch = msgs[at : at + size]
+        at += size
+        os.getppid()  # callgrind: --zero-before=os_getppid
+        wrong += await _drive(handle, make, batch)
+        os.getpgrp()  # callgrind: --dump-before=os_getpgrp
+    return wrong
+
+
+class _FloorReply:
+    __slots__ = ("rule", "text")
+
+    def __init__(self, rule: str | None, text: str) -> None:
+        self.rule = rule
+        self.text = text
+
+
+async def _floor(n: int, sizes: list[int]) -> int:
+    table = {f"kw{i}": f"r{i}" for i in range(n)}
+
+    async def handle(text: str) -> _FloorReply:
+        rule = table.get(text.split()[0])
+        return _FloorReply(rule, "" if rule is None else "ok-" + rule)
+
+    msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
+    return await _batches(handle, str, msgs, sizes)
+
+
+async def _tmy(n: int, sizes: list[int]) -> int:
+    from tmy import logs
+    from tmy.app import App
+    from tmy.builtins import extensions
+    from tmy.message import Message
+
+    with common.temp_dir(f"dispatch-cg-{n}") as tmp:
+        common.configure_logs(tmp)
+        common.write_dispatch_rules(tmp / "rules", n, mix=False)
+        msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
+        settings = common.settings_for(tmp, rules=tmp / "rules")
+        async with App(settings, extensions=extensions()) as app:
+            wrong = await _batches(
+                app.engine.handle,
+                lambda text: Message(text, user="bench-user", platform="bench"),
+                msgs,
+                sizes,
+            )
+        logs.configure(common.LOG_LEVEL, stream=io.StringIO())  # its file goes with tmp
+        return wrong
+
+
+def inner(kind: str, n: int, sizes: list[int]) -> int:
+    wrong = asyncio.run((_floor if kind == "floor" else _tmy)(n, sizes))
+    print(json.dumps({"wrong": wrong}))
+    return 0
+
+
+# -- outside -----------------------------------------------------------------------------------
+
+
+def _batch_irs(kind: str, n: int, sizes: list[int]) -> tuple[list[int], int]:
+    """(instructions of each batch, wrong replies) for one child under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="tmy-cg-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            VALGRIND,
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            "--zero-before=os_getppid",
+            "--dump-before=os_getpgrp",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--inner",
+            kind,
+            "--n",
+            str(n),
+            "--sizes",
+            ",".join(map(str, sizes)),
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"callgrind {kind} n={n} failed:\n{proc.stderr[-3000:]}")
+        irs = []
+        for part in sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:])):
+            text = part.read_text()
+            if "os_getpgrp" not in text.split("\nevents:", 1)[0]:
+                continue  # a dump with another trigger
+            m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+            if m is None:
+                raise RuntimeError(f"no instruction total in {part}")
+            irs.append(int(m.group(1)))
+        if len(irs) != len(sizes) - 1:
+            raise RuntimeError(f"{len(irs)} batch dumps for {len(sizes) - 1} batches in {tmp}")
+        wrong = json.loads(proc.stdout.strip().splitlines()[-1])["wrong"]
+        return irs, wrong
+
+
+def measure(kind: str, n: int, warmup: int, m1: int, m2: int) -> dict[str, Any]:
+    """Per-message instructions of ``kind`` at ``n`` rules: the M2 − M1 difference."""
+    t = time.perf_counter()
+    (ir1, ir2), wrong = _batch_irs(kind, n, [warmup, m1, m2])
+    per = (ir2 - ir1) / (m2 - m1)
+    print(
+        f"  {kind:5} N={n:>6,}: {per:,.0f} instructions/msg ({time.perf_counter() - t:.0f}s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {
+        "kind": kind,
+        "n": n,
+        "ir_m1": ir1,
+        "ir_m2": ir2,
+        "m1": m1,
+        "m2": m2,
+        "per_message": round(per),
+        "wrong": wrong,
+    }
+
+
+def run(ns: tuple[int, ...], warmup: int, m1: int, m2: int, write: bool, quick: bool) -> int:
+    floor = measure("floor", max(ns), warmup, m1, m2)
+    rows = [measure("tmy", n, warmup, m1, m2) for n in ns]
+    body = [["floor (split + dict + reply)", floor["n"], floor["per_message"], 1.0, floor["wrong"]]]
+    body += [
+        ["tmy Engine.handle, info to a file", r["n"], r["per_message"],
+         round(r["per_message"] / floor["per_message"], 1), r["wrong"]]
+        for r in rows
+    ]  # fmt: skip
+    print(
+        common.table(
+            f"Dispatch in instructions per matched message (callgrind, M{m2}−M{m1})",
+            ["what", "rules", "instructions/msg", "× floor", "wrong"],
+            body,
+        )
+    )
+    worst = max(r["per_message"] for r in rows)
+    wrong = floor["wrong"] + sum(r["wrong"] for r in rows)
+    targets = [
+        {
+            "target": f"<= {GOAL:,} instructions per matched message at info",
+            "value": worst,
+            "ok": worst <= GOAL,
+        },
+        {"target": "every reply right", "value": f"{wrong} wrong", "ok": wrong == 0},
+    ]
+    print(
+        common.table(
+            "Dispatch callgrind targets",
+            ["target", "measured", "verdict"],
+            [[t["target"], t["value"], common.verdict(t["ok"])] for t in targets],
+        )
+    )
+    if write:
+        path = common.write_result(
+            "dispatch_callgrind",
+            {"warmup": warmup, "floor": floor, "rows": rows, "targets": targets},
+            quick=quick,
+        )
+        print(f"\nwritten: {path.relative_to(common.ROOT)}")
+    return 0 if wrong == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = common.base_parser(__doc__.split("\n")[0])
+    p.add_argument("--inner", choices=("tmy", "floor"), help="internal: the measured child")
+    p.add_argument("--n", type=int, action="append", help="rule counts (repeatable)")
+    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--sizes", help="child: warm-up,batch,batch… message counts")
+    p.add_argument("--m1", type=int, default=200)
+    p.add_argument("--m2", type=int, help="the larger run's messages (default 1,200)")
+    args = p.parse_args(argv)
+    if args.inner:
+        sizes = [int(x) for x in (args.sizes or f"{args.warmup},0").split(",")]
+        return inner(args.inner, (args.n or [10])[0], sizes)
+    ns = tuple(args.n) if args.n else ((10,) if args.quick else (10, 10_000))
+    m2 = args.m2 or (600 if args.quick else 1_200)
+    return run(ns, args.warmup, args.m1, m2, not args.no_write, args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
