@@ -69,6 +69,8 @@ def atomic_span(
     write joins the set, so the run takes all its locks at once, in name
     order, and never waits for a lock while holding another (no deadlock).
     """
+    if not declared:
+        return (), (0, -1)
     reads: list[set[str]] = []
     writes: list[set[str]] = []
     for st in steps:
@@ -97,18 +99,20 @@ def prefetch(
     A constant list mode takes from its list inside one store update, so its
     list is not prefetched (unless another step reads it anyway).
     """
-    if not steps:
+    if not steps or not declared:
         return ()
     locked = {name for st in steps for name in st.lock_roots} | set(atomic_vars)
-    reads = set().union(*(access(st, declared)[0] for st in steps))
+    accessed = [access(st, declared)[0] for st in steps]
+    reads = set().union(*accessed)
     taken = {
         st.INPUT.root
         for st in steps
         if isinstance(st.list_mode, Constant) and st.INPUT is not None and st.INPUT.root
     }
     untaken = set().union(
-        *(access(st, declared)[0] for st in steps if not isinstance(st.list_mode, Constant))
-    )
+        *(r for st, r in zip(steps, accessed, strict=True)
+          if not isinstance(st.list_mode, Constant))
+    )  # fmt: skip
     reads -= taken - untaken
     return tuple(sorted(reads - locked))
 

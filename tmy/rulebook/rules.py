@@ -45,7 +45,7 @@ RULE_KEYS = (
 COOLDOWN_KEYS = ("seconds", "per", "reply")
 SESSION_KEYS = ("seconds", "debounce")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
-_FILTER_KEYS = ("platforms", "chats", "private", "admin_only", "mention")
+_FILTER_KEY_SET = frozenset(("platforms", "chats", "private", "admin_only", "mention"))
 _KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
 
 
@@ -92,7 +92,8 @@ class RuleCompiler(StepCompiler):
         filters = self.rule_filters(raw, file)
         if self._known_for != len(self.variables):  # shared by every rule; only declarations
             self._known_for = len(self.variables)  # add to it (a changed one is an error)
-            self._known = frozenset(self.variables) | RUN_LOCALS
+            # INPUT is readable only in a step that sets it, and in on_error (below)
+            self._known = (frozenset(self.variables) | RUN_LOCALS) - {"INPUT"}
             self._declared = set(self.variables)
         known = set(self._known)
         known.update(g for t in triggers for g in t.groups)
@@ -100,7 +101,7 @@ class RuleCompiler(StepCompiler):
         steps, dynamic_save = self.rule_steps(raw, file, rid, known)
         on_error = None
         if "on_error" in raw:
-            on_error = self.value(raw, "on_error", file, known, dynamic_save, rid)
+            on_error = self.value(raw, "on_error", file, known | {"INPUT"}, dynamic_save, rid)
         cooldown = self.cooldown(raw, file, rid) if "cooldown" in raw else None
         atomic_on = self.typed(raw, "atomic", bool, True, file)
         if len(self.errors) > before:
@@ -219,7 +220,7 @@ class RuleCompiler(StepCompiler):
 
     def rule_filters(self, raw: LineDict, file: str) -> Filters:
         """Where the rule applies; the shared OPEN_FILTERS when it says nothing."""
-        if not any(k in raw for k in _FILTER_KEYS):
+        if _FILTER_KEY_SET.isdisjoint(raw):
             return OPEN_FILTERS
         return Filters(
             platforms=self.str_set(raw, "platforms", file),

@@ -51,15 +51,15 @@ class StepCompiler(FieldReader):
             return None
         sid = raw.get("id")
         has_input_var = "INPUT" in raw
-        step_known = set(known)
-        if has_input_var:
-            step_known.add("INPUT")
-        else:
-            step_known.discard("INPUT")
-        INPUT = self.path(raw, "INPUT", file, step_known, dynamic, where)
+        step_known = known  # the names this step may read: copied only when it differs
+        if has_input_var != ("INPUT" in known):
+            step_known = {*known, "INPUT"} if has_input_var else known - {"INPUT"}
+        INPUT = self.path(raw, "INPUT", file, step_known, dynamic, where) if has_input_var else None
         input_value, list_mode = self.step_input(raw, INPUT, file, step_known, dynamic, where)
-        save_known = step_known if has_input_var else {*known, "INPUT"}
-        save = self.path(raw, "save", file, save_known, dynamic, where)
+        save = None
+        if "save" in raw:
+            save_known = step_known if has_input_var else {*known, "INPUT"}
+            save = self.path(raw, "save", file, save_known, dynamic, where)
         when = self.value(raw, "when", file, step_known, dynamic, where) if "when" in raw else None
         stop: Value | None = None
         if "stop" in raw and raw["stop"] not in (None, False, ""):

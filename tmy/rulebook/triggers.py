@@ -154,7 +154,8 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
         groups = tuple(compiled.groupindex)
         anchor = _anchor(pattern, case_sensitive)
         return Trigger(source, "regex", "", pattern, case_sensitive, compiled, groups, 0, anchor)
-    text = unicodedata.normalize("NFKC", strip_invisible(source))
+    # ASCII holds no invisible character, and NFKC keeps it as it is
+    text = source if source.isascii() else unicodedata.normalize("NFKC", strip_invisible(source))
     if text.strip() == "*":
         return Trigger(source, "any", "", "", case_sensitive)
     starts, ends = text.startswith("*"), text.endswith("*")
@@ -176,7 +177,10 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
         raise RuleError(f"trigger {source!r} has no literal text")
     if not case_sensitive:
         literal = fold(literal)
-    return Trigger(source, kind, literal, body.strip(), case_sensitive)
+    magic = body.strip()
+    if magic == literal:
+        magic = literal  # one string, not two equal ones (100,000 rules keep them all)
+    return Trigger(source, kind, literal, magic, case_sensitive)
 
 
 @dataclass(slots=True)

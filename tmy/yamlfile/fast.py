@@ -36,8 +36,13 @@ _STR = "tag:yaml.org,2002:str"
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # a line: its indentation, a list item's dash, a key, and the rest (the value or the item)
 _LINE = re.compile(r"( *)(- +|-$)?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|$))?(.*)").fullmatch
+# what makes value() look closer at a plain value: a comment, ': ', a final ':'
+_PLAIN_TAIL = re.compile(r".*?(?: #|: |:$)").match
+# the first characters of a value that is plain text as written (minus those with a resolver)
+_PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("-?:,[]{}#&*!|>'\"%@`")
 _SINGLE = re.compile(r"'((?:[^']|'')*)'(?: +#.*| *)$").match
 _DOUBLE = re.compile(r'"([^"\\]*)"(?: +#.*| *)$').match
+_FLOW_ONE = re.compile(r"\['((?:[^'\[\]{}#]|'')*)'\](?: +#.*| *)$").match
 _FLOW = re.compile(r"\[([^\[\]{}#]*)\](?: +#.*| *)$").match
 _FLOW_ITEM = re.compile(r""" *(?:'((?:[^']|'')*)'|"([^"\\]*)"|([A-Za-z0-9_][\w .\-/+]*?)) *$""")
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
@@ -48,16 +53,9 @@ class _GiveUp(Exception):
     """The text is outside the subset: libyaml reads it."""
 
 
-class _Frame:
-    __slots__ = ("box", "col", "is_list", "key", "key_line", "rules", "seen")
-
-    def __init__(self, box: Any, col: int, rules: bool = False) -> None:
-        self.box = box
-        self.col = col
-        self.is_list = type(box) is LineList
-        self.key: Any = None  # a mapping's key waiting for a block value on the lines below
-        self.key_line = 0
-        self.rules = rules  # this list is the document's top-level ``rules:``
+# an open collection: (the LineDict/LineList, its column, is it a list, is it the
+# document's top-level ``rules:`` list)
+_Frame = tuple[Any, int, bool, bool]
 
 
 class _Reader:
@@ -102,6 +100,12 @@ class _Reader:
                 raise _GiveUp
             return m.group(1)
         if first == "[":
+            one = _FLOW_ONE(text)  # the common ['trigger']
+            if one is not None:
+                items = LineList((one.group(1).replace("''", "'"),))
+                items.line = line
+                items.item_lines = [line]
+                return items
             return self.flow(text, line)
         if first == "#":
             return _NOTHING
@@ -139,9 +143,17 @@ class _Reader:
             items.item_lines.append(line)
         return items
 
-    def open(self, is_list: bool, col: int, line: int) -> _Frame:
-        """A block collection starts at ``col`` on ``line``, as the pending key's value or
-        an item of the list on top (or as the document)."""
+    def key(self, text: str) -> Any:
+        """A plain key's value: a string, or a bool or int as SafeLoader resolves it."""
+        key = self.plain(text)
+        if key is None or type(key) not in (str, bool, int):
+            raise _GiveUp
+        self.keys[text] = key
+        return key
+
+    def open(self, is_list: bool, col: int, line: int, key: Any, key_line: int) -> _Frame:
+        """A block collection starts at ``col`` on ``line``: the value of ``key`` in the
+        mapping on top, an item of the list on top, or the document."""
         box: Any
         if is_list:
             box = LineList()
@@ -154,115 +166,106 @@ class _Reader:
         rules = False
         if stack:
             top = stack[-1]
-            if top.is_list:
-                top.box.append(box)
-                top.box.item_lines.append(line)
+            if top[2]:
+                top[0].append(box)
+                top[0].item_lines.append(line)
             else:
-                rules = len(stack) == 1 and top.key == "rules" and is_list
-                self.put(top, top.key, top.key_line, box)
-                top.key = None
-        if len(stack) >= 200:  # MAX_DEPTH: libyaml's path names the error
-            raise _GiveUp
-        frame = _Frame(box, col, rules)
+                rules = is_list and len(stack) == 1 and key == "rules"
+                self.put(top[0], key, key_line, box)
+            if len(stack) >= 200:  # MAX_DEPTH: libyaml's path names the error
+                raise _GiveUp
+        frame = (box, col, is_list, rules)
         stack.append(frame)
         return frame
 
-    def put(self, frame: _Frame, key: Any, line: int, value: Any) -> None:
-        box = frame.box
-        if key in box.key_lines:
+    def put(self, box: LineDict, key: Any, line: int, value: Any) -> None:
+        if key in box:
             raise _GiveUp  # a duplicate key: libyaml's path says where the first one is
         box[key] = value
         box.key_lines[key] = line
 
-    def close(self) -> None:
-        """The innermost collection ends: a pending key gets null, a rule goes to the sink."""
-        frame = self.stack.pop()
-        if frame.key is not None:
-            self.put(frame, frame.key, frame.key_line, None)
-            frame.key = None
+    def close(self) -> _Frame:
+        """The innermost collection ends (a rule goes to the sink); the new top."""
         stack = self.stack
-        if self.sink is not None and len(stack) == 2 and stack[1].rules and not frame.is_list:
-            parent = stack[1].box
-            if parent[-1] is frame.box:
-                parent[-1] = HANDED_OVER
-                self.sink(frame.box)
-
-    def entry(self, frame: _Frame, key_text: str, text: str, line: int) -> None:
-        """``key: value`` or ``key:`` (``text`` empty) in the mapping ``frame``."""
-        key = self.keys.get(key_text)
-        if key is None:
-            key = self.keys[key_text] = self.plain(key_text)
-            if key is None or type(key) not in (str, bool, int):
-                raise _GiveUp
-        if text:
-            value = self.value(text, line)
-            if value is not _NOTHING:
-                box = frame.box
-                if key in box:
-                    raise _GiveUp  # a duplicate key: libyaml's path says where the first is
-                box[key] = value
-                box.key_lines[key] = line
-                return
-        frame.key, frame.key_line = key, line
-
-    def item(self, frame: _Frame, text: str, line: int) -> None:
-        """``- value`` of the list ``frame``: a scalar or a flow list."""
-        value = self.value(text, line) if text else _NOTHING
-        if value is _NOTHING:
-            raise _GiveUp
-        frame.box.append(value)
-        frame.box.item_lines.append(line)
+        box, _, is_list, _ = stack.pop()
+        if self.sink is not None and len(stack) == 2 and stack[1][3] and not is_list:
+            rules = stack[1][0]
+            if rules[-1] is box:
+                rules[-1] = HANDED_OVER
+                self.sink(box)
+        if not stack:
+            raise _GiveUp  # something after the document's end, at a lower column
+        return stack[-1]
 
     def read(self, text: str) -> Any:
-        stack = self.stack
+        """The document, line by line (see the module docstring); _GiveUp outside the subset."""
+        stack, keys, value, put = self.stack, self.keys, self.value, self.put
+        plain_first = _PLAIN_FIRST - self.resolved  # a value starting so is a string as written
         root = None
-        for number, raw in enumerate(text.split("\n"), 1):
-            m = _LINE(raw)
-            assert m is not None  # every line matches: (.*) takes what is left
-            indent, dash, key_text, rest = m.groups()
-            if dash is None and key_text is None:
+        pending: Any = _NOTHING  # a key on the line above waiting for its block value
+        pending_line = 0
+        for number, line in enumerate(text.split("\n"), 1):
+            indent, dash, key_text, rest = _LINE(line).groups()  # type: ignore[union-attr]
+            if not dash and not key_text:
                 if not rest or rest[0] == "#":
                     continue  # blank, or only a comment
                 raise _GiveUp
             col = len(indent)
-            is_item = dash is not None
             if stack:
                 top = stack[-1]
-                if top.key is not None:  # a key waiting for its block value
-                    if col > top.col or (col == top.col and is_item):
-                        top = self.open(is_item, col, number)
+                if pending is not _NOTHING:
+                    if col > top[1] or (col == top[1] and dash):
+                        top = self.open(bool(dash), col, number, pending, pending_line)
                     else:
-                        self.put(top, top.key, top.key_line, None)
-                        top.key = None
-                while top.col > col:
-                    self.close()
-                    if not stack:
-                        raise _GiveUp
-                    top = stack[-1]
-                if top.is_list and top.col == col and not is_item:
-                    self.close()  # a list at its key's column ends at the next key
-                    if not stack:
-                        raise _GiveUp
-                    top = stack[-1]
+                        put(top[0], pending, pending_line, None)
+                    pending = _NOTHING
+                while top[1] > col:
+                    top = self.close()
+                if top[2] and top[1] == col and not dash:
+                    top = self.close()  # a list at its key's column ends at the next key
             else:
-                if root is not None or col != 0:
+                if root is not None or col:
                     raise _GiveUp
-                top = self.open(is_item, col, number)
-                root = top.box
-            if top.col != col:
+                top = self.open(bool(dash), 0, number, None, 0)
+                root = top[0]
+            if top[1] != col:
                 raise _GiveUp
-            if is_item:
-                if not top.is_list:
+            if dash:
+                if not top[2]:
                     raise _GiveUp
-                if key_text is None:
-                    self.item(top, rest, number)
+                if not key_text:
+                    item = value(rest, number) if rest else _NOTHING
+                    if item is _NOTHING:
+                        raise _GiveUp
+                    top[0].append(item)
+                    top[0].item_lines.append(number)
                     continue
-                top = self.open(False, col + len(dash), number)  # "- key: …" starts a mapping
-            elif top.is_list:
+                top = self.open(False, col + len(dash), number, None, 0)  # "- key: …"
+            elif top[2]:
                 raise _GiveUp
-            self.entry(top, key_text, rest, number)
-        while stack:
+            key = keys.get(key_text)
+            if key is None:
+                key = self.key(key_text)
+            if rest:
+                if rest[0] in plain_first and _PLAIN_TAIL(rest) is None:
+                    found: Any = rest.rstrip(" ")  # the common case, as value() would read it
+                else:
+                    found = value(rest, number)
+                    if found is _NOTHING:
+                        pending, pending_line = key, number
+                        continue
+                box = top[0]
+                if key in box:
+                    raise _GiveUp  # a duplicate key: libyaml's path says where the first is
+                box[key] = found
+                box.key_lines[key] = number
+                continue
+            pending, pending_line = key, number
+        if pending is not _NOTHING:
+            put(stack[-1][0], pending, pending_line, None)
+        while len(stack) > 1:
             self.close()
+        stack.clear()
         return root
 
 
