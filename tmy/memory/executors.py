@@ -161,7 +161,8 @@ async def forget(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
             chosen = [found]
     if not chosen and not text.startswith("#"):
         hits = await search.find(store, scopes, text)
-        mine = [c for c in await search.read(store, hits.candidates[:READ_MAX]) if allowed(c.entry)]
+        read = await search.read(store, hits.candidates[:READ_MAX])
+        mine = [c for c in read if c.entry is not None and allowed(c.entry)]
         threshold = mcfg.min_score if min_score is None else min_score
         best = max((c.match.relevance for c in mine), default=0.0)
         chosen = [

@@ -248,6 +248,10 @@ async def recall(
         found = await search.find(store, scope_keys, query, old, every_entry=cfg.embeddings.enabled)
         out.considered = found.considered
         await _score_entries(services, cfg, spec, query, found, message, out, now, touch_entries)
+        shown = [*out.entries, *out.rejected]
+        terms = found.matched([(s.key, s.item["id"]) for s in shown])
+        for s in shown:
+            s.matched = terms.get((s.key, s.item["id"]), s.matched)
     if want_dialogue and summaries:
         _score_dialogues(cfg, spec, query, summaries, message, out, now, min_score)
     out.block, out.entries, out.dialogues = render(out.entries, out.dialogues, cfg, tz)

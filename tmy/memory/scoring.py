@@ -164,29 +164,47 @@ def relevance(
     n_docs: int,
     total_length: int,
     df: Mapping[str, int],
+    *,
+    detail: int | None = None,
 ) -> dict[Any, Match]:
     """Score each of ``docs`` (id → (length, its counts of the query's terms)) against
     ``query``, in a collection of ``n_docs`` documents of ``total_length`` with document
-    counts ``df`` (the index's statistics)."""
+    counts ``df`` (the index's statistics). With ``detail``, only the ``detail`` best get
+    their matched terms listed (the others' ``matched`` is empty): it is what costs."""
     if not docs:
         return {}
     avgdl = max(1.0, total_length / n_docs) if n_docs else 1.0
     weight = {t: w * idf(n_docs, df.get(t, 0)) for t, w in query.items()}
     norm = sum(weight.values())
+    if norm <= 0:
+        return {key: Match(0.0, 0.0, ()) for key in docs}
     k_len = K1 * B / avgdl
     k_base = K1 * (1 - B)
-    out = {}
+    k1p1 = K1 + 1
+    raws: dict[Any, float] = {}
+    pairs = list(weight.items())
     for key, (length, counts) in docs.items():
-        parts: list[tuple[float, str]] = []
         denominator = k_base + k_len * length
-        for t, tf in counts.items():
-            w = weight.get(t)
-            if w is not None and tf:
-                parts.append((w * tf * (K1 + 1) / (tf + denominator), t))
-        raw = sum(p for p, _ in parts)
-        parts.sort(reverse=True)
-        rel = min(1.0, raw / norm) if norm > 0 else 0.0
-        out[key] = Match(rel, raw, tuple(t for _, t in parts))
+        raw = 0.0
+        for t, w in pairs:
+            tf = counts.get(t)
+            if tf:
+                raw += w * tf * k1p1 / (tf + denominator)
+        raws[key] = raw
+    listed = raws if detail is None else sorted(raws, key=raws.__getitem__, reverse=True)[:detail]
+    out = {key: Match(min(1.0, raw / norm), raw, ()) for key, raw in raws.items()}
+    for key in listed:
+        length, counts = docs[key]
+        denominator = k_base + k_len * length
+        parts = sorted(
+            (
+                (w * counts[t] * k1p1 / (counts[t] + denominator), t)
+                for t, w in pairs
+                if counts.get(t)
+            ),
+            reverse=True,
+        )
+        out[key] = Match(out[key].relevance, raws[key], tuple(t for _, t in parts))
     return out
 
 

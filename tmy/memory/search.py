@@ -38,10 +38,22 @@ class Candidate:
 
 @dataclass(slots=True)
 class Found:
-    """Candidates best relevance first, and how many entries the owners hold in all."""
+    """Candidates best relevance first, and how many entries the owners hold in all (and
+    what scored them: the query's terms, the collection's statistics, each one's counts)."""
 
     candidates: list[Candidate] = field(default_factory=list)
     considered: int = 0
+    terms: dict[str, float] = field(default_factory=dict)
+    total: int = 0
+    df: dict[str, int] = field(default_factory=dict)
+    docs: dict[tuple[str, str], tuple[int, Mapping[str, int]]] = field(default_factory=dict)
+
+    def matched(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, ...]]:
+        """The matched terms (best first) of the candidates ``keys`` ((owner, id) pairs):
+        listed for the few shown, not for every candidate scored."""
+        sub = {k: self.docs[k] for k in keys if k in self.docs}
+        scored = scoring.relevance(self.terms, sub, self.considered, self.total, self.df)
+        return {k: m.matched for k, m in scored.items()}
 
 
 _NONE = scoring.Match(0.0, 0.0, ())
@@ -86,8 +98,8 @@ async def find(
                 df[t] += 1 if t in counts else 0
             docs[owner, entry["id"]] = (sum(counts.values()), counts)
             old[owner, entry["id"]] = entry
-    matches = scoring.relevance(terms, docs, n, total, df) if terms else {}
-    out = Found(considered=n)
+    matches = scoring.relevance(terms, docs, n, total, df, detail=0) if terms else {}
+    out = Found(considered=n, terms=terms, total=total, df=df, docs=docs)
     for (owner, doc), match in matches.items():
         if match.relevance > 0:
             out.candidates.append(

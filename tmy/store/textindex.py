@@ -27,13 +27,14 @@ The primitives (methods of every :class:`~tmy.store.base.Store`):
 * ``index_search(ns, terms, budget=…)`` — :class:`IndexHits`: the statistics
   and, for a bounded set of candidate documents, their length and the count
   of every asked term. How candidates are found (:func:`plan`): terms are taken
-  rarest first; a term's whole posting list is read while the postings read
-  so far stay within ``budget``; the first term with postings is read even when
-  it is over the budget, but only its ``budget`` most recently put documents —
-  and when the two rarest terms are both over it, the documents holding both
-  (the intersection, newest first) are read instead. Every later term is only
-  *probed*: its count is looked up for the candidates already found, never read
-  whole. So a very common term ("my", "cat", "喜欢") costs at most ``budget``
+  rarest first; the rarest term's whole posting list is read when it is within
+  ``budget``, else only its ``budget`` most recently put documents — and when
+  the two rarest terms are both over it, the documents holding both (the
+  intersection, newest first, scanning at most 32 × ``budget`` postings of the
+  rarer). A later term is read whole only while it is rare (at most ``budget /
+  8`` documents) and the postings read stay within ``budget``; every other term
+  is only *probed*: its count is looked up for the candidates already found,
+  never read whole. So a very common term ("my", "cat", "喜欢") costs at most ``budget``
   lookups, whatever its document frequency.
 * ``index_lowest(ns, n, term=None)`` — the ``n`` documents of lowest order
   (optionally only those holding ``term``), with their order: the cap policy's
@@ -61,9 +62,13 @@ from typing import Any
 
 from tmy.errors import StoreError
 
-POSTINGS_BUDGET = 400
+POSTINGS_BUDGET = 200
 """Postings ``index_search`` reads whole (and candidates it probes) unless told otherwise."""
 
+RARE_SHARE = 8
+"""A term after the rarest is read whole only when its document frequency is at most
+``budget / RARE_SHARE``: a common term adds candidates that only it matches, which the
+rarer terms already outrank; it is probed instead."""
 MAX_DOC_CHARS = 200
 MAX_TF = 1023  # counts above it are kept as 1023 (the Redis layout packs the count in 10 bits)
 ENTRY_PREFIX = "tmy/ix/"
@@ -142,8 +147,10 @@ class Plan:
 
 
 def plan(df: Mapping[str, int], budget: int) -> Plan:
-    """Rarest first: read whole while within ``budget``; cut the first over-budget term (with
-    the second rarest, when that is over it too, as an intersection); probe the rest."""
+    """Rarest first: the rarest term is read (whole within ``budget``; over it, its newest
+    ``budget`` postings — or, when the second rarest is over it too, their intersection);
+    a later term is read whole only while it is rare (≤ ``budget`` / :data:`RARE_SHARE`)
+    and the postings read stay within ``budget``; every other term is probed."""
     out = Plan()
     spent = 0
     ranked = sorted((t for t in df if df[t] > 0), key=lambda t: (df[t], t))
@@ -154,12 +161,18 @@ def plan(df: Mapping[str, int], budget: int) -> Plan:
             spent = budget
         elif out.cut and len(out.cut) == 2 and term == out.cut[1]:
             continue
-        elif not out.cut and spent + df[term] <= budget:
+        elif (
+            not out.cut and spent + df[term] <= budget and (not out.read or rare(df, term, budget))
+        ):
             out.read.append(term)
             spent += df[term]
         else:
             out.probe.append(term)
     return out
+
+
+def rare(df: Mapping[str, int], term: str, budget: int) -> bool:
+    return df[term] * RARE_SHARE <= budget
 
 
 def entry_key(ns: str, doc: str) -> str:

@@ -41,7 +41,7 @@ from tmy.store.textindex import (
     split_entries,
 )
 
-SCAN_FACTOR = 4  # as tmy.store.sqlite.postings: an intersection scans 4 × budget postings
+SCAN_FACTOR = 32  # as tmy.store.sqlite.postings: an intersection scans 32 × budget postings
 
 # KEYS: meta, docs, lengths, order, record. ARGV: record PX, term key head, then per
 # document: id, length, order, term counts (JSON). Returns 1 (recorded).
@@ -159,7 +159,7 @@ while k <= #idx do
       local page = redis.call('ZREVRANGE', head .. terms[i], 0, budget - 1, 'WITHSCORES')
       for p = 1, #page, 2 do add(page[p], i, page[p + 1]) end
     end
-  elseif cut == 0 and spent + df[i] <= budget then
+  elseif cut == 0 and spent + df[i] <= budget and (spent == 0 or df[i] * 8 <= budget) then
     spent = spent + df[i]
     local page = redis.call('ZRANGE', head .. terms[i], 0, -1, 'WITHSCORES')
     for p = 1, #page, 2 do add(page[p], i, page[p + 1]) end

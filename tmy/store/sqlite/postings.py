@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS ix_post (
   ns INTEGER NOT NULL, term TEXT NOT NULL, doc TEXT NOT NULL, tf INTEGER NOT NULL,
   seq INTEGER NOT NULL, PRIMARY KEY (ns, term, doc)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ix_post_seq ON ix_post (ns, term, seq);
+CREATE INDEX IF NOT EXISTS ix_post_seq ON ix_post (ns, term, seq, tf);
 CREATE TABLE IF NOT EXISTS ix_df (
   ns INTEGER NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (ns, term)
 ) WITHOUT ROWID;
@@ -75,7 +75,7 @@ _BOTH = (
     "ORDER BY seq DESC LIMIT ?4) AS a JOIN ix_post AS b ON b.ns = ?1 AND b.term = ?3 "
     "AND b.doc = a.doc ORDER BY a.seq DESC LIMIT ?5"
 )
-SCAN_FACTOR = 4  # an intersection scans at most this × budget of the rarer term's postings
+SCAN_FACTOR = 32  # an intersection scans at most this × budget of the rarer term's postings
 
 
 def _drop_doc(db: sqlite3.Connection, ns: int, doc: str) -> int | None:
@@ -117,9 +117,7 @@ def put_docs(db: sqlite3.Connection, ns: int, docs: Sequence[IndexDoc]) -> None:
     db.execute("UPDATE ix_ns SET n = ?, total = ?, seq = ? WHERE id = ?", (n, total, seq, ns))
 
 
-def _stats(db: sqlite3.Connection, ns: int | None, terms: Sequence[str]) -> IndexStats:
-    if ns is None:
-        return IndexStats(0, 0, {t: 0 for t in terms})
+def _stats(db: sqlite3.Connection, ns: int, terms: Sequence[str]) -> IndexStats:
     n, total = db.execute("SELECT n, total FROM ix_ns WHERE id = ?", (ns,)).fetchone()
     df = {t: 0 for t in terms}
     if terms:
@@ -128,10 +126,8 @@ def _stats(db: sqlite3.Connection, ns: int | None, terms: Sequence[str]) -> Inde
     return IndexStats(int(n), int(total), df)
 
 
-def _search(db: sqlite3.Connection, ns: int | None, terms: Sequence[str], budget: int) -> IndexHits:
+def _search(db: sqlite3.Connection, ns: int, terms: Sequence[str], budget: int) -> IndexHits:
     stats = _stats(db, ns, terms)
-    if ns is None:
-        return IndexHits(stats)
     todo = plan(stats.df, budget)
     found: dict[str, dict[str, int]] = {}
     for term in todo.read:
@@ -221,11 +217,19 @@ class SQLitePostings:
     async def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._run(lambda db: self._in_transaction(db, lambda: fn(db)), what)
 
-    async def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(
+        self, what: str, ns: str, fn: Callable[[sqlite3.Connection, int], T], empty: T
+    ) -> T:
+        """``fn(db, ns id)`` in one read transaction; ``empty`` for a namespace never written
+        (no transaction: namespace rows are never deleted)."""
+
         def op(db: sqlite3.Connection) -> T:
+            ns_id = self._ns_id(db, ns, create=False)
+            if ns_id is None:
+                return empty
             db.execute("BEGIN")
             try:
-                return fn(db)
+                return fn(db, ns_id)
             finally:
                 db.execute("COMMIT")
 
@@ -280,8 +284,9 @@ class SQLitePostings:
     async def index_stats(self, ns: str, terms: Sequence[str] = ()) -> IndexStats:
         """Documents, total length and the document count of each of ``terms``."""
         terms = list(dict.fromkeys(terms))
+        empty = IndexStats(0, 0, dict.fromkeys(terms, 0))
         return await self._read(
-            f"index_stats {ns!r}", lambda db: _stats(db, self._ns_id(db, ns, create=False), terms)
+            f"index_stats {ns!r}", ns, lambda db, ns_id: _stats(db, ns_id, terms), empty
         )
 
     async def index_search(
@@ -290,9 +295,9 @@ class SQLitePostings:
         """Candidates for ``terms`` (see :mod:`tmy.store.textindex`), in one read transaction."""
         terms = list(dict.fromkeys(terms))
         budget = max(1, int(budget))
+        empty = IndexHits(IndexStats(0, 0, dict.fromkeys(terms, 0)))
         return await self._read(
-            f"index_search {ns!r}",
-            lambda db: _search(db, self._ns_id(db, ns, create=False), terms, budget),
+            f"index_search {ns!r}", ns, lambda db, ns_id: _search(db, ns_id, terms, budget), empty
         )
 
     async def index_lowest(
@@ -300,9 +305,8 @@ class SQLitePostings:
     ) -> list[tuple[str, float]]:
         """The ``n`` documents of lowest order (holding ``term``, if given), lowest first."""
 
-        def fn(db: sqlite3.Connection) -> list[tuple[str, float]]:
-            ns_id = self._ns_id(db, ns, create=False)
-            if ns_id is None or n <= 0:
+        def fn(db: sqlite3.Connection, ns_id: int) -> list[tuple[str, float]]:
+            if n <= 0:
                 return []
             if term is None:
                 q = "SELECT doc, ord FROM ix_docs WHERE ns = ? ORDER BY ord, doc LIMIT ?"
@@ -313,7 +317,7 @@ class SQLitePostings:
             )
             return db.execute(q, (ns_id, term, n)).fetchall()
 
-        return [(d, float(o)) for d, o in await self._read(f"index_lowest {ns!r}", fn)]
+        return [(d, float(o)) for d, o in await self._read(f"index_lowest {ns!r}", ns, fn, [])]
 
     async def index_drop(self, ns: str) -> int:
         """Remove every document of ``ns``; how many there were."""
