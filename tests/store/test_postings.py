@@ -75,6 +75,15 @@ async def test_put_search_remove_order_and_stats(store: Store) -> None:
     assert (await store.index_search(NS, ["w0"])).docs == {}
 
 
+async def test_several_namespaces_are_searched_at_once(store: Store) -> None:
+    await store.index_put(NS, [IndexDoc("a", {"x": 1, "y": 2})])
+    await store.index_put("mem/global", [IndexDoc("g", {"y": 1})])
+    many = await store.index_search_many([NS, "mem/chat/none", "mem/global"], ["y", "x"])
+    one = [await store.index_search(ns, ["y", "x"]) for ns in (NS, "mem/chat/none", "mem/global")]
+    assert many == one
+    assert [h.docs for h in many] == [{"a": (3, {"x": 1, "y": 2})}, {}, {"g": (1, {"y": 1})}]
+
+
 async def test_a_common_term_is_probed_not_read_whole(store: Store) -> None:
     """With 400 documents holding "common" and a budget of 50, the rare term's postings are
     read and the common one's counts only looked up for them; two terms over the budget

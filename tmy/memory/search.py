@@ -12,7 +12,6 @@ chosen are read (``get_many`` of their keys). Entries still in an old list
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +76,7 @@ async def find(
     legacy = legacy or {}
     terms = scoring.terms(query)
     names = list(terms)
-    hits = await asyncio.gather(*(store.index_search(owner, names) for _, owner in owners))
+    hits = await store.index_search_many([owner for _, owner in owners], names)
     n = total = 0
     df = dict.fromkeys(names, 0)
     docs: dict[tuple[str, str], tuple[int, Mapping[str, int]]] = {}

@@ -56,7 +56,7 @@ never part of a snapshot and are left alone by ``restore``.
 
 Besides keys and boards a store keeps a **lexical index** (``index_put``,
 ``index_remove``, ``index_order``, ``index_stats``, ``index_search``,
-``index_lowest``, ``index_drop``): namespaces of documents with term counts,
+``index_search_many``, ``index_lowest``, ``index_drop``): namespaces of documents with term counts,
 lengths and an order, found term → documents without reading every document
 (:mod:`tmy.store.textindex` says how; memory recall and the knowledge base use
 it). A snapshot carries every index document as a pseudo-entry
@@ -343,6 +343,12 @@ class Store(Protocol):
         """The statistics and a bounded set of candidates holding ``terms``, each with its
         length and the counts of the terms it holds; rare terms read whole, common ones
         only probed (:func:`tmy.store.textindex.plan`). One read transaction / one script."""
+
+    async def index_search_many(
+        self, namespaces: Sequence[str], terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> list[IndexHits]:
+        """:meth:`index_search` of each of ``namespaces``, in order: one read transaction on
+        SQLite, one round trip on one Redis (memory recall searches three owners at once)."""
 
     async def index_lowest(
         self, ns: str, n: int, *, term: str | None = None

@@ -53,5 +53,10 @@ class IndexLog:
     async def index_search(self, ns: str, terms: Sequence[str], **kw: Any) -> Any:
         return await self.real.index_search(ns, terms, **kw)
 
+    async def index_search_many(
+        self, namespaces: Sequence[str], terms: Sequence[str], **kw: Any
+    ) -> Any:
+        return await self.real.index_search_many(namespaces, terms, **kw)
+
     async def index_lowest(self, ns: str, n: int, *, term: str | None = None) -> Any:
         return await self.real.index_lowest(ns, n, term=term)

@@ -296,6 +296,12 @@ class MeteredStore:
     ) -> IndexHits:
         return await self._timed("index_search", self.inner.index_search(ns, terms, budget=budget))
 
+    async def index_search_many(
+        self, namespaces: Sequence[str], terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> list[IndexHits]:
+        call = self.inner.index_search_many(namespaces, terms, budget=budget)
+        return await self._timed("index_search", call)
+
     async def index_lowest(
         self, ns: str, n: int, *, term: str | None = None
     ) -> list[tuple[str, float]]:

@@ -21,6 +21,7 @@ first did. A search is one script (:data:`SEARCH`), which follows
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -264,15 +265,21 @@ class RedisPostings:
     def _ix_record(self, ns: str) -> str:
         return f"{self._ix(ns)}:op:{id(self):x}.{next(_ids):x}"
 
-    async def _ix_call(self, name: str, what: str, keys: list[str], args: list[Any]) -> Any:
+    def _ix_script(self, name: str) -> Any:
+        """The script ``name``, registered with the open client (no I/O: redis-py loads it
+        at its first NOSCRIPT reply)."""
         scripts = self.__dict__.setdefault("_ix_scripts", {})
         client = self._r()
         if scripts.get("client") is not client:  # registered per open client
             scripts.clear()
             scripts["client"] = client
             scripts.update({k: client.register_script(v) for k, v in _SCRIPTS.items()})
+        return scripts[name]
+
+    async def _ix_call(self, name: str, what: str, keys: list[str], args: list[Any]) -> Any:
+        script = self._ix_script(name)
         async with self._io(what) as redis:
-            return await scripts[name](keys=keys, args=args, client=redis)
+            return await script(keys=keys, args=args, client=redis)
 
     async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
         """Add or replace ``docs`` in ``ns``: one recorded script (per 200 documents)."""
@@ -323,6 +330,33 @@ class RedisPostings:
         args = [head, budget, budget * SCAN_FACTOR, *terms]
         reply = await self._ix_call("search", f"index_search {ns!r}", [keys[0], keys[2]], args)
         return parse_hits(reply, terms)
+
+    async def index_search_many(
+        self, namespaces: Sequence[str], terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> list[IndexHits]:
+        """:meth:`index_search` of each namespace: one pipeline of the search scripts on one
+        Redis (one round trip); one script each on a cluster (their slots differ)."""
+        terms = list(dict.fromkeys(terms))
+        budget = max(1, int(budget))
+        if not self._PIPELINED_WRITES or len(namespaces) < 2:  # type: ignore[attr-defined]
+            return list(
+                await asyncio.gather(
+                    *(self.index_search(n, terms, budget=budget) for n in namespaces)
+                )
+            )
+        await self.index_stats(namespaces[0])  # the scripts registered and loaded
+        script = self.__dict__["_ix_scripts"]["search"]
+        async with self._io(f"index_search of {len(namespaces)} namespaces") as redis:
+            pipe = redis.pipeline(transaction=False)
+            for ns in namespaces:
+                head, keys = self._ix_keys(ns)
+                pipe.evalsha(
+                    script.sha, 2, keys[0], keys[2], head, budget, budget * SCAN_FACTOR, *terms
+                )
+            replies = await pipe.execute(raise_on_error=False)
+        if any(isinstance(r, BaseException) for r in replies):  # NOSCRIPT after a restart…
+            return [await self.index_search(n, terms, budget=budget) for n in namespaces]
+        return [parse_hits(r, terms) for r in replies]
 
     async def index_lowest(
         self, ns: str, n: int, *, term: str | None = None

@@ -300,6 +300,26 @@ class SQLitePostings:
             f"index_search {ns!r}", ns, lambda db, ns_id: _search(db, ns_id, terms, budget), empty
         )
 
+    async def index_search_many(
+        self, namespaces: Sequence[str], terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
+    ) -> list[IndexHits]:
+        """:meth:`index_search` of each namespace, in one read transaction."""
+        terms = list(dict.fromkeys(terms))
+        budget = max(1, int(budget))
+
+        def op(db: sqlite3.Connection) -> list[IndexHits]:
+            ids = [self._ns_id(db, ns, create=False) for ns in namespaces]
+            empty = IndexHits(IndexStats(0, 0, dict.fromkeys(terms, 0)))
+            if all(i is None for i in ids):
+                return [empty for _ in ids]
+            db.execute("BEGIN")
+            try:
+                return [empty if i is None else _search(db, i, terms, budget) for i in ids]
+            finally:
+                db.execute("COMMIT")
+
+        return await self._run(op, f"index_search of {len(namespaces)} namespaces")
+
     async def index_lowest(
         self, ns: str, n: int, *, term: str | None = None
     ) -> list[tuple[str, float]]:
