@@ -332,3 +332,30 @@ def test_emit_event_leaves_the_callers_dict_as_it_was_when_not_configured() -> N
     finally:
         logs_module._sink = saved
     assert event == {"rule": "r", "event": "run.done"}
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_emit_info_writes_the_line_emit_event_writes(bound: bool) -> None:
+    """The engine's one-pass run.done (its dict built in final order) against the generic
+    path: the same bytes but the timestamp, with or without context a plugin bound."""
+    import io
+    import re
+
+    import structlog
+
+    out = io.BytesIO()
+    logs.configure("info", stream=out)
+    if bound:
+        structlog.contextvars.bind_contextvars(plugin_ctx="p1")
+    try:
+        base = {"rule": "r", "text": 'héllo "q"', "steps": [{"ms": 0.5}], "event": "run.done"}
+        logs.emit_event("info", dict(base), "t1")
+        logs.emit_info({**base, "trace_id": "t1", "level": "info", "timestamp": ""})
+        logs.flush()
+    finally:
+        structlog.contextvars.clear_contextvars()
+        logs.configure("warning", stream=io.BytesIO())
+    generic, fast = out.getvalue().splitlines()
+    stamp = re.compile(rb'"timestamp":"[^"]*"')
+    assert stamp.sub(b"", fast) == stamp.sub(b"", generic)
+    assert fast.startswith(b'{"plugin_ctx":"p1",' if bound else b'{"rule":"r",')

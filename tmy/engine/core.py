@@ -40,15 +40,16 @@ from tmy.engine.gates import (
     valid_unicode,
 )
 from tmy.engine.inflight import InFlight
+from tmy.engine.plans import ConstantPlan, constant_plan
 from tmy.engine.replies import LAST_RESORT_REPLY
-from tmy.engine.running import Running, constant_plan, constant_reply
+from tmy.engine.running import Running
 from tmy.engine.services import Services
-from tmy.engine.tracing import log_matched, log_received, log_run, log_unmatched
-from tmy.engine.tracing import trace_id as _new_trace_id
+from tmy.engine.tracing import TRACE_IDS, log_matched, log_received, log_run, log_unmatched
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
 from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
+from tmy.rulebook.triggers import Match
 from tmy.values.compiled import to_text
 
 __all__ = ["LAST_RESORT_REPLY", "Admins", "Engine", "Services"]  # Admins, Services: tests, app
@@ -101,7 +102,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
         self._runs: dict[str, Any] = {}  # per rule id: its (ok, error) run counters
         # per rule: its steps when its run is only constants (running.constant_plan), or None
-        self._plans: dict[Rule, tuple[Any, ...] | None] = {}
+        self._plans: dict[Rule, ConstantPlan | None] = {}
         self.bursts = Debouncer()  # session follow-ups of debounced rules, being collected
         # gets each run.done / message.unmatched dict, logged or not (the console's feed)
         self.observer: Callable[[dict[str, Any]], None] | None = None
@@ -120,7 +121,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
-        trace_id = _new_trace_id()
+        trace_id = next(TRACE_IDS)
         self._inflight += 1
         token = _TRACE_SET(trace_id)
         try:
@@ -175,10 +176,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
             and len(user) + len(chat) + len(platform) <= id_limit
             and (user + chat + platform).isascii()
         ):
-            problem = id_refusal(message, id_limit)
-            if problem is not None:
-                log.warning("message.refused", reason=problem)
-                return Reply("", None, trace_id, error=f"bad message: {problem}")
+            refused = self._bad_ids(message, id_limit, trace_id)
+            if refused is not None:
+                return refused
         if not message.is_admin and self._admins is not None:
             message.is_admin = self._admins.admits(message.platform, message.user)
         if message.event is not None:  # a platform event: no trigger, the rules' events:
@@ -217,25 +217,38 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
                 return await self._cooled(match, message, text, trace_id, left)
         plan = self._plans.get(rule, _UNPLANNED)
         if plan is _UNPLANNED:
-            plan = self._plans[rule] = constant_plan(rule, self.settings.max_reply_chars)
-        if logs.DEBUG_ENABLED:  # step.done lines: the general run logs them
-            log_received("debug", message, text)
-            log_matched(match)
-            plan = None
+            plan = self._plan(rule)
+        if logs.DEBUG_ENABLED or (message.reply_to and message.api is not None):
+            plan = self._general(match, message, text)
         started = _perf_counter()  # run_rule, inlined: one coroutine less per message
-        if plan is not None and not (message.reply_to and message.api is not None):
-            reply = constant_reply(plan, rule.id, trace_id)
+        if plan is not None:
+            reply = plan.reply(trace_id)
         else:
             reply = await self._run(match, message, trace_id, text, True, None)
         observer = self.observer
         if logs.INFO_ENABLED or observer is not None:
             seconds = _perf_counter() - started
-            log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
+            if plan is None or observer or not plan.log(match, message, text, reply, seconds):
+                log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
         runs = self._runs.get(reply.rule)  # metrics.run, without two calls
         if runs is None:
             runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
         runs[0 if reply.error is None else 1].value += 1
         return reply
+
+    def _general(self, match: Match, message: Message, text: str) -> None:
+        """The general run it is (None for the plan): ``debug`` logs its step.done lines
+        (and these two here); a quote to fetch is a REPLY_TO local."""
+        if logs.DEBUG_ENABLED:
+            log_received("debug", message, text)
+            log_matched(match)
+
+    def _bad_ids(self, message: Message, id_limit: int, trace_id: str) -> Reply | None:
+        problem = id_refusal(message, id_limit)
+        if problem is None:
+            return None
+        log.warning("message.refused", reason=problem)
+        return Reply("", None, trace_id, error=f"bad message: {problem}")
 
     def _too_long(self, message: Message, text: str, trace_id: str) -> Reply:
         limit = self.settings.max_message_chars
@@ -243,6 +256,15 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         log_received("warning", message, text)
         log.warning("message.refused", reason=error)
         return Reply("", None, trace_id, error=error)
+
+    def _plan(self, rule: Rule) -> ConstantPlan | None:
+        """``rule``'s :class:`ConstantPlan` (None: the general run), kept per rule.
+
+        An ``explain`` engine (dry run: its lines say so) always takes the general run.
+        """
+        plan = None if self.dry_run else constant_plan(rule, self.settings.max_reply_chars)
+        self._plans[rule] = plan
+        return plan
 
     def _meters_of(self, platform: str) -> Any:
         """The (received, matched, unmatched) counters of ``platform``, kept by the engine."""

@@ -4,22 +4,17 @@
 its :class:`~tmy.engine.variables.Variables`, the chain
 (:mod:`tmy.engine.scheduler`), the reply (:mod:`tmy.engine.replies`).
 
-A rule whose every step is an ADJUST of a constant (a FAQ rule: ``plugin: ADJUST,
-input: "…"``; the rulebook marks such a step's ``constant``) reads no variable and
-writes none, so its run needs none of that: :func:`constant_plan` recognises such a
-rule once (the engine keeps the verdict per rule) and :func:`constant_reply` runs
-it without building locals, variables or a coroutine: the same records (uri,
-executor, input, result, ms), the same step-duration metric, the same reply.
+A rule whose every step is an ADJUST of a constant takes a shorter way
+(:mod:`tmy.engine.plans`), chosen in :meth:`tmy.engine.core.Engine._handle`.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tmy import logs, metrics
+from tmy import logs
 from tmy.engine import replies
 from tmy.engine.context import decision, quoted
 from tmy.engine.keys import conversation_key
@@ -29,8 +24,7 @@ from tmy.engine.tracing import log_run
 from tmy.engine.variables import Variables
 from tmy.errors import EvalError, TmyError
 from tmy.logs import get_logger
-from tmy.message import Message, Reply, StepRecord
-from tmy.rulebook.model import Rule, Step
+from tmy.message import Message, Reply
 from tmy.rulebook.triggers import Match
 from tmy.store.base import MISSING
 from tmy.values.compiled import to_text
@@ -43,63 +37,6 @@ if TYPE_CHECKING:
 log = get_logger("tmy")
 
 _perf_counter = time.perf_counter
-
-
-def constant_plan(rule: Rule, max_reply_chars: int) -> tuple[Step, ...] | None:
-    """``rule.steps`` when running them is only handing out their constants, else None.
-
-    Every step an ADJUST of a constant (no INPUT, ``save``, options or ``stop``: the
-    rulebook sets ``step.constant`` only then) without ``when``, locks, leaderboards
-    or extension keys; the last one a text short enough to be the reply; the rule
-    without a session, an atomic span or variables to prefetch.
-    """
-    steps = rule.steps
-    if not steps or rule.atomic_vars or rule.prefetch or rule.session > 0:
-        return None
-    for step in steps:
-        if (
-            step.constant is None
-            or step.when is not None
-            or step.lock_roots
-            or step.boards
-            or step.hooks
-            or step.stop is not None
-        ):
-            return None
-    last = steps[-1].constant.value
-    if type(last) is not str or len(last) > max_reply_chars:
-        return None
-    return steps
-
-
-def constant_reply(steps: tuple[Step, ...], rule_id: str, trace_id: str) -> Reply:
-    """The reply of a run of ``steps`` (a :func:`constant_plan`): what :func:`_run` returns.
-
-    Each step's record and its step-duration observation are those
-    :func:`tmy.engine.scheduler.run_steps` makes (the histogram child's fields are
-    updated inline: one call less per step).
-    """
-    records: list[StepRecord] = []
-    clock = _perf_counter
-    started = clock()
-    value: Any = None
-    for step in steps:
-        constant = step.constant
-        value = constant.value
-        if type(value) is not str:  # a list or map is copied for each run
-            value = constant.evaluate(None)
-        record = StepRecord(step.uri, step.spec.name, value, value)
-        records.append(record)
-        now = clock()
-        seconds = now - started
-        started = now
-        record.ms = int(seconds * 1e6 + 0.5) / 1000
-        meter = step.meter
-        if meter is None:
-            meter = step.meter = metrics.step_meter(step.spec.name)
-        meter.counts[bisect_left(meter.bounds, seconds)] += 1
-        meter.sum += seconds
-    return Reply(value, rule_id, trace_id, None, records, False)
 
 
 class Running:

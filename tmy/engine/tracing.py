@@ -28,10 +28,12 @@ _USED: list[int] = []  # tokens of the model steps step_fields saw since log_run
 _COUNTER = itertools.chain(
     range(1, 1 << 32), itertools.chain.from_iterable(itertools.repeat(range(1 << 32)))
 )
-_IDS = map(_TRACE_PREFIX.__add__, map(bytes.hex, map(int.to_bytes, _COUNTER, itertools.repeat(4))))
-
-# a trace id: unique across processes (random prefix) and cheap (a counter), 16 hex digits
-trace_id: Callable[[], str] = _IDS.__next__
+# trace ids: unique across processes (random prefix) and cheap (a counter), 16 hex digits;
+# ``next(TRACE_IDS)`` is the engine's per-message way to :func:`trace_id`
+TRACE_IDS = map(
+    _TRACE_PREFIX.__add__, map(bytes.hex, map(int.to_bytes, _COUNTER, itertools.repeat(4)))
+)
+trace_id: Callable[[], str] = TRACE_IDS.__next__
 
 
 def _plain_value(x: Any) -> bool:

@@ -22,7 +22,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, TextIO
 
 import orjson
 import structlog
@@ -30,6 +30,7 @@ import structlog
 from tmy import redact
 from tmy.errors import ConfigError
 from tmy.logs.logfile import LogFile
+from tmy.logs.loggers import Log, get_logger
 from tmy.logs.repeats import REPEAT_BURST, REPEAT_INTERVAL, REPEAT_KEYS, RepeatLimiter
 from tmy.logs.sinks import ConsoleLines, JsonLines
 from tmy.logs.stdlib import Redacting, Repeats
@@ -51,6 +52,7 @@ __all__ = [
     "emit",
     "emit_event",
     "emit_info",
+    "emit_info_head",
     "flush",
     "get_logger",
     "level_of",
@@ -89,58 +91,16 @@ def preview(value: Any, limit: int = PREVIEW) -> Any:
     return value if len(value) <= limit else value[:limit] + f"…(+{len(value) - limit})"
 
 
-class Log:
-    """A module-level logger that resolves to a cached structlog logger.
-
-    structlog's lazy proxy rebuilds its logger on every call (tens of µs per
-    event); caching the built logger here, and forgetting it on
-    :func:`configure`, keeps the hot path cheap while reconfiguration still works.
-    """
-
-    __slots__ = ("name",)
-    _cache: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def _get(self) -> Any:
-        got = Log._cache.get(self.name)
-        if got is None:
-            got = Log._cache[self.name] = structlog.get_logger(self.name).bind()
-        return got
-
-    def bind(self, **kw: Any) -> Any:
-        return self._get().bind(**kw)
-
-    def debug(self, event: str, **kw: Any) -> None:
-        self._get().debug(event, **kw)
-
-    def info(self, event: str, **kw: Any) -> None:
-        self._get().info(event, **kw)
-
-    def warning(self, event: str, **kw: Any) -> None:
-        self._get().warning(event, **kw)
-
-    def error(self, event: str, **kw: Any) -> None:
-        self._get().error(event, **kw)
-
-    def exception(self, event: str, **kw: Any) -> None:
-        self._get().exception(event, **kw)
-
-
-def get_logger(name: str) -> Log:
-    return Log(name)
-
-
 def _stamp_ms(ms: int) -> str:
     """ISO-8601 UTC to the millisecond; the date and time part is formatted once a second."""
     sec, frac = divmod(ms, 1000)
     if sec != _second[0]:
         _second[0] = sec
         _second[1] = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-    return f"{_second[1]}{frac:03d}Z"
+    return _second[1] + _MILLIS[frac]
 
 
+_MILLIS = tuple(f"{frac:03d}Z" for frac in range(1000))  # "000Z" … "999Z": no format per line
 _stamp: list[Any] = [0, ""]  # (millisecond, its timestamp)
 _second: list[Any] = [0, ""]  # (second, its date-and-time prefix)
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
@@ -258,6 +218,30 @@ def emit_info(event: dict[str, Any]) -> None:
     if redact.active():
         line = redact.redact_line(line)
     sink.write(line)
+
+
+def emit_info_head(head: bytes, trace_id: str) -> bool:
+    """Finish and write an ``info`` line rendered up to its ``trace_id``'s value.
+
+    ``head`` is the line as :func:`emit_event` would render it up to and including
+    ``"trace_id":"`` (a run.done line assembled from parts its rule's run always
+    repeats, :mod:`tmy.engine.tracing`); this adds the id, level and timestamp and
+    writes it, redacted like every line. False (nothing written): the caller logs
+    the line through :func:`emit_event` — no sink configured, context variables a
+    plugin bound (merged in front of every line), or a trace id JSON would escape.
+    """
+    sink = _sink
+    if sink is None or _BOUND or not trace_id.isalnum() or not trace_id.isascii():
+        return False
+    ms = int(time.time() * 1000)
+    if ms != _stamp[0]:
+        _stamp[1] = _stamp_ms(ms)
+        _stamp[0] = ms
+    line = head + f'{trace_id}","level":"info","timestamp":"{_stamp[1]}"}}\n'.encode()
+    if redact.active():
+        line = redact.redact_line(line)
+    sink.write(line)
+    return True
 
 
 def _dumps_any(event: dict[str, Any]) -> bytes:

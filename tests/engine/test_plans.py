@@ -1,0 +1,158 @@
+"""Constant rules (every step an ADJUST of a constant) take :mod:`tmy.engine.plans`' way.
+
+That way must be invisible: the same reply and records, the same step metric, and
+the same ``run.done`` line byte for byte as the general run's
+(:func:`tmy.engine.tracing.log_run`). Real rules, a real SQLite store, logging
+into a real buffer.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tmy import logs, metrics
+from tmy.config import Settings
+from tmy.engine.core import Engine
+from tmy.engine.plans import ConstantPlan, constant_plan
+from tmy.engine.services import Services
+from tmy.engine.tracing import log_run
+from tmy.executors import default_registry
+from tmy.message import Message
+from tmy.rulebook.loader import load_sources
+from tmy.store import Store
+
+LONG = "y" * 250  # longer than a log preview: cut in the line, whole in the reply
+
+RULES = f"""
+rules:
+  - id: faq
+    triggers: ["hours", "when open*"]
+    steps:
+      - {{plugin: ADJUST, input: "We open at 9 \\"sharp\\" — 营业"}}
+  - id: two
+    triggers: ["two *"]
+    steps:
+      - {{plugin: ADJUST, input: [1, 2, {{k: v}}]}}
+      - {{plugin: ADJUST, input: 42}}
+      - {{plugin: ADJUST, input: "{LONG}"}}
+  - id: echo
+    triggers: ["echo *"]
+    steps:
+      - {{plugin: ADJUST, input: "{{QUESTION}}"}}
+  - id: kept
+    triggers: ["kept"]
+    session: 60
+    steps:
+      - {{plugin: ADJUST, input: "fixed"}}
+"""
+
+
+def make_engine(store: Store, **kw: object) -> Engine:
+    registry = default_registry()
+    rulebook = load_sources([(Path("rules.yaml"), RULES)], registry)
+    return Engine(rulebook, Services(Settings(), store, registry), **kw)  # type: ignore[arg-type]
+
+
+def rule(engine: Engine, rule_id: str) -> object:
+    return next(r for r in engine.rulebook.rules if r.id == rule_id)
+
+
+def test_which_rules_get_a_plan(store: Store) -> None:
+    engine = make_engine(store)
+    limit = engine.settings.max_reply_chars
+    assert isinstance(constant_plan(rule(engine, "faq"), limit), ConstantPlan)
+    assert isinstance(constant_plan(rule(engine, "two"), limit), ConstantPlan)
+    assert constant_plan(rule(engine, "echo"), limit) is None  # reads QUESTION
+    assert constant_plan(rule(engine, "kept"), limit) is None  # a session to keep
+    assert constant_plan(rule(engine, "faq"), 5) is None  # too long: the general run's error
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [("hours", 'We open at 9 "sharp" — 营业'), ("two  things ", LONG), ("WHEN OPEN today", None)],
+)
+async def test_a_planned_run_answers_as_the_general_run_does(
+    store: Store, text: str, answer: str | None
+) -> None:
+    planned = make_engine(store)
+    general = make_engine(store, dry_run=True)  # a dry run never takes a plan
+    got = await planned.handle(Message(text, user="u1", platform="test"))
+    want = await general.handle(Message(text, user="u1", platform="test"))
+    assert got.rule == want.rule and got.text == want.text and got.error is None
+    if answer is not None:
+        assert got.text == answer
+    assert [(s.uri, s.plugin, s.input, s.result, s.error, s.skipped) for s in got.steps] == [
+        (s.uri, s.plugin, s.input, s.result, s.error, s.skipped) for s in want.steps
+    ]
+    assert planned._plans[rule(planned, got.rule)] is not None
+    assert general._plans[rule(general, got.rule)] is None
+
+
+async def test_a_planned_step_is_counted_in_the_step_metric(store: Store) -> None:
+    engine = make_engine(store)
+    before = metrics.step_meter("ADJUST")
+    count, total = sum(before.counts), before.sum
+    await engine.handle(Message("two of them", user="u1", platform="test"))
+    after = metrics.step_meter("ADJUST")
+    assert sum(after.counts) == count + 3 and after.sum >= total
+
+
+def _lines(buffer: io.BytesIO) -> list[bytes]:
+    return [x for x in buffer.getvalue().splitlines() if b'"run.done"' in x]
+
+
+@pytest.mark.parametrize("text", ["hours", "when open  at night?", "two  " + "z" * 300])
+async def test_the_planned_line_is_the_general_line_byte_for_byte(store: Store, text: str) -> None:
+    """ConstantPlan.log and log_run, for the same run: one line, twice."""
+    engine = make_engine(store)
+    out = io.BytesIO()
+    logs.configure("info", stream=out)
+    token = logs.bind_trace("0123456789abcdef")
+    try:
+        message = Message(text, user="u1", chat="g1", platform="test")
+        match = engine.rulebook.index.match(text)
+        assert match is not None
+        plan = constant_plan(match.rule, engine.settings.max_reply_chars)
+        assert plan is not None
+        reply = plan.reply("0123456789abcdef")
+        assert plan.log(match, message, text, reply, 0.0123456)
+        log_run(match, message, text, reply, 0.0123456, True, False)
+        logs.flush()
+    finally:
+        logs.TRACE.reset(token)
+        logs.configure("warning", stream=io.BytesIO())
+    fast, general = _lines(out)
+    stamp = re.compile(rb'"timestamp":"[^"]*"')
+    assert stamp.sub(b"", fast) == stamp.sub(b"", general)
+    event = orjson.loads(fast)
+    assert event["ms"] == 12.346 and event["trace_id"] == "0123456789abcdef"
+    assert list(event)[-4:] == ["event", "trace_id", "level", "timestamp"]
+
+
+async def test_the_engine_writes_the_planned_line_unless_someone_observes(
+    store: Store,
+) -> None:
+    """Through Engine.handle: with an observer the general line (its dict is handed on)."""
+    engine = make_engine(store)
+    out = io.BytesIO()
+    logs.configure("info", stream=out)
+    seen: list[dict[str, object]] = []
+    try:
+        first = await engine.handle(Message("hours", user="u1", platform="test"))
+        engine.observer = seen.append
+        second = await engine.handle(Message("hours", user="u1", platform="test"))
+        logs.flush()
+    finally:
+        logs.configure("warning", stream=io.BytesIO())
+    lines = [orjson.loads(x) for x in _lines(out)]
+    assert [x["trace_id"] for x in lines] == [first.trace_id, second.trace_id]
+    assert list(lines[0]) == list(lines[1])
+    for line in lines:
+        del line["trace_id"], line["timestamp"], line["ms"], line["steps"][0]["ms"]
+    assert lines[0] == lines[1]
+    assert seen[0]["trace_id"] == second.trace_id and seen[0]["rule"] == "faq"
