@@ -90,7 +90,9 @@ async def tmy_burst(app: Any, start: int, n: int) -> dict[str, Any]:
     cpu0, t0 = time.process_time(), time.perf_counter()
     replies = await asyncio.gather(*(app.engine.handle(m) for m in msgs))
     wall = time.perf_counter() - t0
-    await runtime_of(app.engine.services).tally.flush()  # what these calls still owe the store
+    tally = getattr(runtime_of(app.engine.services), "tally", None)  # None: a checkout before it
+    if tally is not None:
+        await tally.flush()  # what these calls still owe the store
     cpu = time.process_time() - cpu0
     wrong, examples = 0, []
     for i, reply in zip(range(start, start + n), replies, strict=True):

@@ -299,6 +299,9 @@ def _failure(model: ModelConfig, url: str, timeout: float, exc: PostFailed) -> L
 
 async def _read(resp: Response, model: ModelConfig, limit: int) -> bytes:
     """A whole decoded body, but never more than ``limit`` bytes of it."""
+    plain = await resp.read_plain(limit)
+    if plain is not None:
+        return plain
     try:
         return await bodies.read_capped(resp, limit, lambda: _too_large(model, limit))
     except bodies.BadEncoding as exc:

@@ -54,6 +54,11 @@ class Response(Protocol):
         """The body's bytes as they arrive, still content-encoded."""
         ...
 
+    async def read_plain(self, limit: int) -> bytes | None:
+        """The whole body in one read when it comes unencoded with a Content-Length of at
+        most ``limit`` bytes (the usual answer); None: read it with :mod:`tmy.bodies`."""
+        ...
+
 
 class Post(Protocol):
     """Sends one POST; the response is read inside the ``async with`` block."""
@@ -73,6 +78,14 @@ class _AiohttpResponse:
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
         return self._resp.content.iter_any()
+
+    async def read_plain(self, limit: int) -> bytes | None:
+        length = self._resp.content_length
+        if length is None or length > limit:
+            return None
+        if self.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+            return None
+        return await self._resp.read()  # aiohttp reads no more than Content-Length
 
 
 def _aiohttp_failure(exc: BaseException) -> PostFailed:
@@ -97,7 +110,7 @@ class AiohttpPost:
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[int, aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp  # deferred: see the module docstring
@@ -112,14 +125,18 @@ class AiohttpPost:
         return self._session
 
     def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        found = self._timeouts.get(seconds)
+        """httpx's semantics (connect, and each wait for data); one object per tenth of a
+        second (rounded down), as what is left of a step's deadline differs at every call."""
+        tenths = int(seconds * 10)
+        found = self._timeouts.get(tenths)
         if found is None:
             import aiohttp  # deferred: see the module docstring
 
             if len(self._timeouts) > 64:  # per-step deadlines make many values: keep a few
                 self._timeouts.clear()
-            found = self._timeouts[seconds] = aiohttp.ClientTimeout(
-                total=None, connect=seconds, sock_connect=seconds, sock_read=seconds
+            wait = tenths / 10 if tenths else seconds
+            found = self._timeouts[tenths] = aiohttp.ClientTimeout(
+                total=None, connect=wait, sock_connect=wait, sock_read=wait
             )
         return found
 
@@ -155,6 +172,9 @@ class _HttpxResponse:
 
     def aiter_raw(self) -> AsyncIterator[bytes]:
         return self._resp.aiter_raw()
+
+    async def read_plain(self, limit: int) -> bytes | None:
+        return None  # always through tmy.bodies (rare path: a given client, a dry run)
 
 
 class HttpxPost:
