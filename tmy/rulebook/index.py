@@ -13,7 +13,7 @@ the first whose rule's filters admit the message wins.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +34,10 @@ _RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
 class Side:
     """Index of the triggers of one case mode (folded or case-sensitive)."""
 
-    exact: dict[str, list[Entry]] = field(default_factory=dict)
-    prefix: dict[str, list[Entry]] = field(default_factory=dict)
-    suffix: dict[str, list[Entry]] = field(default_factory=dict)
-    contains: dict[str, list[Entry]] = field(default_factory=dict)
+    exact: dict[str, Sequence[Entry]] = field(default_factory=dict)
+    prefix: dict[str, Sequence[Entry]] = field(default_factory=dict)
+    suffix: dict[str, Sequence[Entry]] = field(default_factory=dict)
+    contains: dict[str, Sequence[Entry]] = field(default_factory=dict)
     regex: list[Entry] = field(default_factory=list)
     any: list[Entry] = field(default_factory=list)
     # lengths of the prefix literals other than "word " (one word and its space), which
@@ -60,6 +60,11 @@ class Side:
                 self.exact.setdefault(bare, []).append(entry)
 
     def freeze(self) -> None:
+        """Ready for matching: each literal's entries as a tuple (a third of a list's bytes
+        for the one entry most literals have), the lengths to look up, the automaton."""
+        for table in (self.exact, self.prefix, self.suffix, self.contains):
+            for literal, entries in table.items():
+                table[literal] = tuple(entries)  # type: ignore[assignment]
         self.used = bool(  # read per message: a plain attribute
             self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
         )

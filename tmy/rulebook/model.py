@@ -7,8 +7,9 @@ dict, so every check happens at load time with a file and a line.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tmy.executors.registry import ExecutorSpec
@@ -35,6 +36,12 @@ RUN_LOCALS = frozenset({
     "MAGIC", "QUESTION", "TEXT", "STEP_URI", "STEP_ERROR", "STEP_RESULT", "PRE_ANSWER",
     "POST_ANSWER", "STEP_SUMMARY", "USER", "USER_NAME", "CHAT", "PLATFORM", "NOW", "INPUT",
 }) | CONTEXT_LOCALS  # fmt: skip
+
+
+# Shared by every rule and step that has none (100,000 rules would hold 300,000 empty
+# dicts): read-only, so one rule can never change what another one sees.
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+NO_NAMES: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +131,12 @@ class Step:
     save: PathValue | None
     when: Value | None
     on_error: str  # "stop" | "continue"
-    options: dict[str, Value]
+    options: Mapping[str, Value]  # read-only (NOTHING when none)
     timeout: float | None
     uri: str  # STEP_URI: "<rule id>/<step id>" or "<rule id>/<position>"
     lock_roots: tuple[str, ...]  # declared variables read and saved by this step: held locked
     stop: Value | None  # ends the run normally after this step when true
-    extras: dict[str, Any]  # step keys extensions installed (when_llm: …), validated
+    extras: Mapping[str, Any]  # step keys extensions installed (when_llm: …), validated
     file: str
     line: int
     # the leaderboards (``rank: true`` variables) its values call top()/rank_of() on:
@@ -165,7 +172,7 @@ class Rule:
     session: float  # seconds a follow-up reaches this rule without a trigger (0: off)
     description: str
     intent: str
-    extras: dict[str, Any]  # rule keys extensions installed (schedule:, tool:), validated
+    extras: Mapping[str, Any]  # rule keys extensions installed (schedule:, tool:), validated
     file: str
     line: int
     cooldown: Cooldown | None = None

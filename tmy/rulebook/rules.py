@@ -16,7 +16,16 @@ from tmy.hints import did_you_mean
 from tmy.message import EVENT_KINDS
 from tmy.rulebook import atomic
 from tmy.rulebook.fields import boards_of, unknown_key
-from tmy.rulebook.model import OPEN_FILTERS, RUN_LOCALS, SCOPES, Cooldown, Filters, Rule, Step
+from tmy.rulebook.model import (
+    NOTHING,
+    OPEN_FILTERS,
+    RUN_LOCALS,
+    SCOPES,
+    Cooldown,
+    Filters,
+    Rule,
+    Step,
+)
 from tmy.rulebook.steps import ID_RE, STEP_KEYS, StepCompiler
 from tmy.rulebook.triggers import Trigger, parse_trigger
 from tmy.values.compiled import Value, compile_value
@@ -126,7 +135,7 @@ class RuleCompiler(StepCompiler):
             events=events,
             description=str(raw.get("description", "")),
             intent=str(raw.get("intent", "")),
-            extras=extras,
+            extras=extras or NOTHING,
             file=file,
             line=raw.line,
         )

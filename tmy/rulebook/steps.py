@@ -17,7 +17,7 @@ from tmy.executors.adjust import adjust
 from tmy.executors.registry import ExecutorSpec, Registry
 from tmy.rulebook.atomic import lock_roots
 from tmy.rulebook.fields import FieldReader, boards_of, type_names, unknown_key
-from tmy.rulebook.model import Step
+from tmy.rulebook.model import NO_NAMES, NOTHING, Step
 from tmy.types import StepHook
 from tmy.values.compiled import LIST_MODES, Constant, Expression, PathValue, Value
 from tmy.yamlfile.source import LineDict
@@ -80,7 +80,7 @@ class StepCompiler(FieldReader):
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         dynamic_input = INPUT is not None and INPUT.root is None
         values = (input_value, list_mode, when, stop, INPUT, save, *options.values())
-        boards = frozenset().union(*(boards_of(v) for v in values if v is not None))
+        boards = frozenset().union(*(boards_of(v) for v in values if v is not None)) or NO_NAMES
         step = Step(
             index=index,
             id=sid,
@@ -91,12 +91,12 @@ class StepCompiler(FieldReader):
             save=save,
             when=when,
             on_error=on_error,
-            options=options,
+            options=options or NOTHING,
             timeout=timeout,
             uri=f"{rid}/{sid if sid is not None else index}",
             lock_roots=lock_roots(save, reads, dynamic_input, self.variables),
             stop=stop,
-            extras=extras,
+            extras=extras or NOTHING,
             file=file,
             line=raw.line,
             hooks=hooks,

@@ -176,7 +176,9 @@ def parse_trigger(source: Any, *, case_sensitive: bool) -> Trigger:
     if not literal.strip():
         raise RuleError(f"trigger {source!r} has no literal text")
     if not case_sensitive:
-        literal = fold(literal)
+        folded = fold(literal)
+        if folded != literal:  # else keep the one string (100,000 rules keep them all)
+            literal = folded
     magic = body.strip()
     if magic == literal:
         magic = literal  # one string, not two equal ones (100,000 rules keep them all)
