@@ -38,6 +38,7 @@ pass for an instruction outside it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,7 +168,15 @@ async def recall(
     closing = job is not None and spec.summarize and cfg.dialogue.enabled
     if closing:
         keys.append(dialog.open_key(message))
-    values = await store.get_many(keys) if keys else []
+    lexical = bool(scope_keys and query.strip())
+    every = cfg.embeddings.enabled
+    reading = store.get_many(keys) if keys else _nothing()
+    if lexical:  # searched while the owner keys are read: they hold an old list only rarely
+        values, found = await asyncio.gather(
+            reading, search.find(store, scope_keys, query, None, every_entry=every)
+        )
+    else:
+        values, found = await reading, None
     by_key = dict(zip(keys, values, strict=True))
 
     summaries: list[dict[str, Any]] = []
@@ -179,12 +188,14 @@ async def recall(
             summaries.append(await dialog.close(job, record, cfg))
 
     old = {k: entries_of(by_key[k]) for _, k in scope_keys if isinstance(by_key[k], list)}
-    if old and touch_entries:  # entries of an older tmy's list: moved on first touch
-        for key in old:
-            await legacy.migrate(store, key, by_key[key])
-        old = {}
-    if scope_keys and query.strip():
-        found = await search.find(store, scope_keys, query, old, every_entry=cfg.embeddings.enabled)
+    if old:  # entries of an older tmy's list: moved on first touch, else scored from it
+        if touch_entries:
+            for key in old:
+                await legacy.migrate(store, key, by_key[key])
+            old = {}
+        if lexical:
+            found = await search.find(store, scope_keys, query, old, every_entry=every)
+    if found is not None:
         out.considered = found.considered
         await _score_entries(services, cfg, spec, query, found, message, out, now, touch_entries)
         shown = [*out.entries, *out.rejected]
@@ -198,12 +209,17 @@ async def recall(
         by_entry_key: dict[str, set[str]] = {}
         for s in out.entries:
             by_entry_key.setdefault(s.key, set()).add(s.item["id"])
+        known = {s.item["id"]: s.item for s in out.entries}
         for key, ids in by_entry_key.items():
             try:
-                await touch(store, key, ids)
+                await touch(store, key, ids, known)
             except TmyError as exc:  # a lost "uses" count must not fail the answer
                 log.warning("memory.touch_failed", key=key, error=str(exc))
     return out
+
+
+async def _nothing() -> list[Any]:
+    return []
 
 
 async def _read(
