@@ -184,6 +184,7 @@ class _Run:
         self.latencies: list[float] = []
         self.wrong: list[str] = []
         self.sent = 0
+        self.capped = False  # the time cap passed: no new messages, the late replies still come
         self.sent_ids = 900_000_000
         self.done = asyncio.get_running_loop().create_future()
         self.proto: _Fake | None = None
@@ -222,7 +223,7 @@ class _Run:
         if frame.get("action") not in ("send_msg", "send_group_msg") or text != expected:
             self.wrong.append(f"message {j}: got {text!r} want {expected!r}")
         self.free.append(group)
-        if self.sent < self.count:
+        if self.sent < self.count and not self.capped:
             self.send_next()
         elif not self.pending and not self.done.done():
             self.done.set_result(None)
@@ -245,11 +246,14 @@ async def drive(
     groups: int = 1000,
     fixed: bool = False,
     time_cap: float = 120.0,
+    drain: float = 60.0,
 ) -> dict[str, Any]:
     """Send ``count`` messages (``message(j)`` -> (text, expected reply)) over one socket,
     ``in_flight`` at a time; return answered/wrong counts, latencies and wall time.
 
-    ``fixed``: the server answers with :data:`FLOOR_FRAME` in order (the floor)."""
+    ``fixed``: the server answers with :data:`FLOOR_FRAME` in order (the floor). After
+    ``time_cap`` seconds no new message is sent and the replies in flight get ``drain``
+    more seconds (a slow peer's late replies must not land in the next window)."""
     host_port, _, path = url.removeprefix("ws://").partition("/")
     host, _, port = host_port.partition(":")
     run = _Run(count, in_flight, first_id, message, groups, fixed)
@@ -272,7 +276,12 @@ async def drive(
     try:
         await asyncio.wait_for(asyncio.shield(run.done), time_cap)
     except TimeoutError:
-        pass
+        run.capped = True  # a slow server: stop sending, wait for what is in flight
+        run.count = run.sent
+        try:
+            await asyncio.wait_for(asyncio.shield(run.done), drain)
+        except TimeoutError:
+            pass
     wall = time.perf_counter() - start
     proto.send(struct.pack("!H", 1000), 0x8)
     await asyncio.sleep(0.05)

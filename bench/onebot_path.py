@@ -15,7 +15,10 @@ answering every action with an echo'd OK response):
 * **NoneBot2** — when ``nonebot2[fastapi]`` and ``nonebot-adapter-onebot`` are
   importable by ``--nonebot-python`` (default: this interpreter; install with
   ``pip install -r bench/requirements-peers.txt``), N ``on_startswith`` rules
-  answering with ``matcher.send`` (``bench/onebot_nonebot.py``), at N ≤ 100.
+  answering with ``matcher.send`` (``bench/onebot_nonebot.py``), at N ≤ 100
+  (it tries every matcher on every message), best of 2 windows of at most
+  ``--nonebot-count`` messages or ``--nonebot-time-cap`` seconds (then the
+  replies in flight are awaited).
 
 Server CPU is the server process's own utime+stime (``/proc/<pid>/stat``) over
 the measured window divided by the messages answered in it; best of
@@ -142,15 +145,17 @@ async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
             url = f"ws://127.0.0.1:{port}{fake.PATH}"
             msg = _message(n, fixed)
             next_id = 1
-            warm = await fake.drive(url, count=max(count // 5, 200), in_flight=args.in_flight,
-                                    first_id=next_id, message=msg, fixed=fixed,
-                                    time_cap=args.time_cap)  # fmt: skip
+            peer = kind == "nonebot"
+            cap = args.nonebot_time_cap if peer else args.time_cap
+            warm = await fake.drive(url, count=50 if peer else max(count // 5, 200),
+                                    in_flight=args.in_flight, first_id=next_id, message=msg,
+                                    fixed=fixed, time_cap=cap)  # fmt: skip
             next_id += warm["sent"]
             rounds = []
-            for _ in range(args.rounds):
+            for _ in range(min(args.rounds, 2) if peer else args.rounds):
                 cpu0 = common.proc_cpu_s(proc.pid)
                 r = await fake.drive(url, count=count, in_flight=args.in_flight, first_id=next_id,
-                                     message=msg, fixed=fixed, time_cap=args.time_cap)  # fmt: skip
+                                     message=msg, fixed=fixed, time_cap=cap)  # fmt: skip
                 cpu = common.proc_cpu_s(proc.pid) - cpu0
                 next_id += r["sent"]
                 lat = sorted(r.pop("latencies"))
@@ -230,6 +235,7 @@ def main() -> None:
     parser.add_argument("--time-cap", type=float, default=60.0, help="seconds per window at most")
     parser.add_argument("--nonebot-python", default=sys.executable)
     parser.add_argument("--nonebot-count", type=int, default=1000)
+    parser.add_argument("--nonebot-time-cap", type=float, default=20.0, help="s per window")
     parser.add_argument("--no-nonebot", action="store_true")
     parser.add_argument("--compare", help="another checkout whose run.py to measure beside tmy")
     args = parser.parse_args()

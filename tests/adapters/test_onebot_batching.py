@@ -19,7 +19,7 @@ from aiohttp import web
 
 from tests.adapters.test_onebot import RULES, reverse, sent_text, until
 from tests.support.onebot_fake import SELF_ID
-from tmy.adapters.onebot.batching import FrameBatch
+from tmy.adapters.onebot.batching import BIG_FRAME, FrameBatch
 from tmy.testing import Bot
 
 Handler = Callable[[web.WebSocketResponse], Awaitable[None]]
@@ -60,7 +60,8 @@ async def receive_texts(ws: Any, n: int) -> list[str]:
 def payloads(n: int) -> list[bytes]:
     # a short one, one past 125 bytes, one past 65,535 bytes: each length encoding
     sizes = [10, 300, 70_000]
-    return [json.dumps({"i": i, "pad": "é" * sizes[i % 3]}).encode() for i in range(n)]
+    pads = ["é" * (size // 2) for size in sizes]
+    return [json.dumps({"i": i, "pad": pads[i % 3]}, ensure_ascii=False).encode() for i in range(n)]
 
 
 async def test_frames_queued_in_one_pass_go_out_in_one_write_from_the_server() -> None:
@@ -80,6 +81,27 @@ async def test_frames_queued_in_one_pass_go_out_in_one_write_from_the_server() -
         await ws.close()
     assert got == [p.decode() for p in sent]
     assert (batches[0].writes, batches[0].frames) == (1, 6)
+
+
+async def test_a_big_frame_and_those_after_it_go_one_by_one_in_order() -> None:
+    received: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_socket(ws: web.WebSocketResponse) -> None:
+        async for msg in ws:
+            await received.put(msg.data)
+
+    big = json.dumps({"image": "x" * (BIG_FRAME + 1)}).encode()
+    sent = [*payloads(2), big, *payloads(2)]
+    async with ws_server(on_socket) as url, aiohttp.ClientSession() as session:
+        ws = await session.ws_connect(url)
+        batch = FrameBatch(ws)
+        for payload in sent:
+            batch.push(payload, lambda why: None)
+        got = [await asyncio.wait_for(received.get(), 5) for _ in sent]
+        await ws.close()
+    assert got == [p.decode() for p in sent]
+    # the two before the big one in one write; the big one and the two after, one each
+    assert (batch.writes, batch.frames) == (4, 5)
 
 
 async def test_a_client_socket_masks_its_frames() -> None:

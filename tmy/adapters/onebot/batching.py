@@ -20,8 +20,10 @@ without the writer this relies on — the frames go out one by one through
 ``send_frame``, in order, as before. A frame that cannot be written fails
 the action waiting for it (``on_error``) with the reason.
 
-Memory is bounded by the actions in flight (each waits for its answer; the
-adapter caps them), not by this queue.
+A frame over :data:`BIG_FRAME` (a reply carrying an image), and every frame
+queued after it, goes through ``send_frame`` too, which waits while the peer
+is not reading; so what the batches leave in the transport's buffer is at
+most the actions in flight (the adapter caps them) times 256 KiB.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ _LEN1 = struct.Struct("!BB").pack
 _LEN2 = struct.Struct("!BBH").pack
 _LEN3 = struct.Struct("!BBQ").pack
 _TEXT = 0x81  # FIN + text opcode
+# a frame larger than this goes out on its own through send_frame, which waits for the
+# peer to read (the batched ones are small, and as many as the actions in flight)
+BIG_FRAME = 256 * 1024
 
 
 def frame(payload: bytes, masked: bool) -> bytes:
@@ -86,18 +91,25 @@ class FrameBatch:
         if transport is None or masked is None or self.ws.compress:
             self._slow = asyncio.create_task(self._one_by_one(), name="onebot-frames")
             return
-        batch, self._queue = self._queue, []
+        queue = self._queue
         if self.ws.closed or transport.is_closing():
-            _fail(batch, "the connection is closing")
+            self._queue = []
+            _fail(queue, "the connection is closing")
             return
-        try:
-            data = b"".join([frame(payload, masked) for payload, _ in batch])
-            transport.write(data)
-        except (ConnectionError, RuntimeError, OSError) as exc:
-            _fail(batch, str(exc) or type(exc).__name__)
-            return
-        self.writes += 1
-        self.frames += len(batch)
+        # the small frames up to the first big one: a big one (an image) and what follows
+        # it go through send_frame, which waits while the peer is not reading
+        cut = next((i for i, (p, _) in enumerate(queue) if len(p) > BIG_FRAME), len(queue))
+        batch, self._queue = queue[:cut], queue[cut:]
+        if batch:
+            try:
+                transport.write(b"".join([frame(payload, masked) for payload, _ in batch]))
+            except (ConnectionError, RuntimeError, OSError) as exc:
+                _fail(batch, str(exc) or type(exc).__name__)
+            else:
+                self.writes += 1
+                self.frames += len(batch)
+        if self._queue:
+            self._slow = asyncio.create_task(self._one_by_one(), name="onebot-frames")
 
     async def _one_by_one(self) -> None:
         """The fallback: each queued frame through aiohttp's ``send_frame``, in order."""
