@@ -50,6 +50,8 @@ async def app() -> AsyncIterator[App]:
 
 
 async def _uses(app: App) -> int:
+    """The entry's uses as written (noted uses are written within a second: now, here)."""
+    await tmy.memory.memory_of(app.engine.services).uses.flush(app.store)
     (entry,) = await owner_entries(app.store, user_key("console", "ann"))
     return int(entry["uses"])
 

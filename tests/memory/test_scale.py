@@ -19,6 +19,7 @@ from tmy.backup.reader import read_file
 from tmy.config.memory import RecallSpec
 from tmy.memory import entries, layout, scoring
 from tmy.memory.recall import recall
+from tmy.memory.runtime import memory_of
 from tmy.message import Message
 from tmy.store import open_store
 from tmy.store.base import MISSING
@@ -149,6 +150,7 @@ async def test_the_old_one_list_layout_is_recalled_and_moved_on_first_touch(stor
         reply = await bot.ask("ai what is my cat called", user="ann")
         assert "- my cat is called Mimi" in reply.text
         assert await store.get(key) is MISSING  # moved: one key per entry, indexed
+        await memory_of(bot.engine.services).uses.flush(store)  # else written within a second
         moved = await entries.owner_entries(store, key)
         assert [(e["id"], e["uses"]) for e in moved] == [("old1", 3), ("old2", 0)]
         assert (await store.index_stats(key)).n == 2

@@ -250,40 +250,6 @@ async def set_enabled(store: Store, key: str, ids: set[str], enabled: bool) -> l
     return changed
 
 
-async def touch(
-    store: Store, key: str, ids: set[str], known: dict[str, dict[str, Any]] | None = None
-) -> None:
-    """Count one recall of each of ``ids`` (least used entries are evicted first).
-
-    With ``known`` (the entries as just read), their new eviction order is written at
-    the same time as the counts, not after them: one round trip instead of two (a
-    concurrent recall of the same entry may leave its order one use behind, until its
-    next recall)."""
-    now = time.time()
-
-    def bump(current: Any) -> tuple[Any, dict[str, Any] | None]:
-        if not is_entry(current):
-            return current, None
-        current["uses"] = int(current.get("uses") or 0) + 1
-        current["used"] = now
-        return current, current
-
-    updates = [store.update(doc_key(key, i), bump) for i in sorted(ids)]
-    if known is not None:
-        orders = {
-            i: layout.evict_order(
-                {**known[i], "uses": int(known[i].get("uses") or 0) + 1, "used": now}
-            )
-            for i in sorted(ids)
-            if i in known
-        }
-        await asyncio.gather(*updates, store.index_order(key, orders))
-        return
-    bumped = await asyncio.gather(*updates)
-    orders = {e["id"]: layout.evict_order(e) for e in bumped if e is not None}
-    await store.index_order(key, orders)
-
-
 async def remove(store: Store, key: str, entry_id: str) -> dict[str, Any] | None:
     """Delete the entry ``entry_id`` of owner ``key`` for good; the entry, or None."""
     await legacy.migrate(store, key)

@@ -100,6 +100,7 @@ async def remember(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     mcfg = mrt.config
     text = entries.check_text(to_text(value), mcfg.max_entry_chars, mcfg.secrets)
     store = ctx.services.store
+    await mrt.uses.flush(store, entries.scope_key(scope, ctx.message))  # the cap sees them
     entry, new, evicted = await entries.add(
         store,
         ctx.message,
@@ -145,6 +146,8 @@ async def forget(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     scopes = [(s, entries.scope_key(s, message)) for s in ("user", "chat", "global")]
     keys = [k for _, k in scopes]
     await legacy.migrate_many(store, keys)
+    for key in keys:  # the uses this daemon noted, written before entries are disabled
+        await mrt.uses.flush(store, key)
 
     def allowed(item: dict[str, Any]) -> bool:
         own = item.get("user") == message.user and item.get("platform") == message.platform

@@ -3,6 +3,7 @@
 * the executors ``REMEMBER`` and ``FORGET``;
 * the commands ``memory`` and ``dialog``;
 * a lifespan that yields the app's :class:`~tmy.memory.runtime.MemoryRuntime`
+  (and writes the recall use counts it notes once a second, :mod:`tmy.memory.uses`)
   (``services.state["memory"]``, read through :func:`~tmy.memory.runtime.memory_of`)
   and, while the app is open, plugs :class:`~tmy.memory.hooks.MemoryRecall` into
   the app's LLM runtime: that is how an LLM step's ``memory:`` recalls (tmy.llm
@@ -57,11 +58,12 @@ async def lifespan(services: Services) -> AsyncIterator[MemoryRuntime]:
     """The app's memory runtime, its recall plugged into the LLM runtime while the app is open."""
     memory = MemoryRuntime(services.settings.memory, services)
     llm = services.state.get(LLM_STATE_KEY)
-    if not isinstance(llm, LLMRuntime):  # no LLM extension: no memory: steps to serve
-        yield memory
-        return
-    with llm.recall_by(MemoryRecall(memory)):
-        yield memory
+    async with memory.uses.writing(services.store):  # recall use counts, once a second
+        if not isinstance(llm, LLMRuntime):  # no LLM extension: no memory: steps to serve
+            yield memory
+            return
+        with llm.recall_by(MemoryRecall(memory)):
+            yield memory
 
 
 EXTENSION = Extension(

@@ -49,7 +49,7 @@ from tmy.logs import get_logger
 from tmy.memory import dialog, legacy, scoring, search
 from tmy.memory.block import render
 from tmy.memory.embeddings import EmbeddingError, embed, vectors_for
-from tmy.memory.entries import entries_of, scope_key, touch
+from tmy.memory.entries import entries_of, scope_key
 from tmy.memory.runtime import memory_of
 from tmy.message import Message
 from tmy.types import Services
@@ -205,16 +205,12 @@ async def recall(
     if want_dialogue and summaries:
         _score_dialogues(cfg, spec, query, summaries, message, out, now, min_score)
     out.block, out.entries, out.dialogues = render(out.entries, out.dialogues, cfg, tz)
-    if touch_entries and out.entries:
-        by_entry_key: dict[str, set[str]] = {}
+    if touch_entries and out.entries:  # counted in memory, written once a second
+        by_owner: dict[str, set[str]] = {}
         for s in out.entries:
-            by_entry_key.setdefault(s.key, set()).add(s.item["id"])
-        known = {s.item["id"]: s.item for s in out.entries}
-        for key, ids in by_entry_key.items():
-            try:
-                await touch(store, key, ids, known)
-            except TmyError as exc:  # a lost "uses" count must not fail the answer
-                log.warning("memory.touch_failed", key=key, error=str(exc))
+            by_owner.setdefault(s.key, set()).add(s.item["id"])
+        for key, ids in by_owner.items():
+            mrt.uses.note(key, ids, now)
     return out
 
 

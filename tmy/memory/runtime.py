@@ -7,10 +7,11 @@ read only through :func:`memory_of`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tmy.config.memory import MemoryConfig
 from tmy.errors import ExecutorError
+from tmy.memory.uses import Uses
 from tmy.types import Services
 
 STATE_KEY = "memory"  # the extension's name: its lifespan's yield is services.state["memory"]
@@ -18,10 +19,12 @@ STATE_KEY = "memory"  # the extension's name: its lifespan's yield is services.s
 
 @dataclass
 class MemoryRuntime:
-    """The memory feature's share of one app: its validated config and the services."""
+    """The memory feature's share of one app: its validated config, the services, and the
+    recall uses noted but not written yet (:mod:`tmy.memory.uses`)."""
 
     config: MemoryConfig
     services: Services
+    uses: Uses = field(default_factory=Uses)
 
 
 def memory_of(services: Services) -> MemoryRuntime:
