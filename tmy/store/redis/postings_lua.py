@@ -4,7 +4,10 @@ Each write script checks its operation record first and sets it last (a copy
 redis-py resends applies nothing); the search script follows
 :func:`tmy.store.textindex.plan` step for step. Term keys are built inside the
 scripts from the head passed in ARGV; they share the namespace's hash tag, so
-every key a script touches is in the slot of its declared keys.
+every key a script touches is in the slot of its declared keys. The search
+intersects two over-budget terms with ``ZINTERSTORE`` into a scratch key of the
+namespace (the term key head and a newline: no term holds one), deleted in the same
+script.
 """
 
 from __future__ import annotations
@@ -108,16 +111,17 @@ while k <= #idx do
       local j = idx[k + 1]
       k = k + 1
       cut = 2
-      local page = redis.call('ZREVRANGE', head .. terms[i], 0, scan - 1, 'WITHSCORES')
-      local members = {}
-      for p = 1, #page, 2 do members[#members + 1] = page[p] end
-      local other = redis.call('ZMSCORE', head .. terms[j], unpack(members))
-      local got = 0
-      for p = 1, #members do
-        if other[p] and got < budget then
+      local tmp = head .. '\\n'
+      redis.call('ZINTERSTORE', tmp, 2, head .. terms[i], head .. terms[j], 'WEIGHTS', 1, 0)
+      local page = redis.call('ZREVRANGE', tmp, 0, budget - 1, 'WITHSCORES')
+      redis.call('DEL', tmp)
+      if #page > 0 then
+        local members = {}
+        for p = 1, #page, 2 do members[#members + 1] = page[p] end
+        local other = redis.call('ZMSCORE', head .. terms[j], unpack(members))
+        for p = 1, #members do
           add(members[p], i, page[2 * p])
           add(members[p], j, other[p])
-          got = got + 1
         end
       end
     else
