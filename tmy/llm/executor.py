@@ -176,7 +176,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     if cfg.get("template"):
         question = await _render(ctx, cfg["template"], value)
     turns = min(int(cfg.get("history") or 0), config.history_turns)
-    pairs, summary = await history.load(store, ctx.message) if turns else ([], None)
+    pairs, summary = await history.load(store, ctx.message, job.rt.reads) if turns else ([], None)
     if turns and summary is None and history.is_full(pairs, turns, config.history_max_tokens):
         if capturing():  # the ctx inspector changes nothing: it says a fold comes first
             job.stats["fold_pending"] = True

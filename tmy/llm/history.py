@@ -27,6 +27,7 @@ from typing import Any
 
 from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import estimate_tokens
+from tmy.llm.reads import ReadBatch
 from tmy.llm.tally import Tally
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
@@ -60,16 +61,18 @@ def is_full(pairs: list[list[str]], turns: int, max_tokens: int) -> bool:
     return bool(max_tokens) and len(pairs) > 1 and tokens(pairs) > max_tokens
 
 
-async def load(store: Store, message: Message) -> tuple[list[list[str]], list[str] | None]:
+async def load(
+    store: Store, message: Message, reads: ReadBatch | None = None
+) -> tuple[list[list[str]], list[str] | None]:
     """This conversation's pairs, and the pending STEP_SUMMARY that replaces them (if any).
 
     Nothing is changed here: the summary takes the history's place only once a
     Q&A that used it succeeded (:func:`append`), so a failed request or the
-    ``ctx`` inspector does not use it up.
+    ``ctx`` inspector does not use it up. ``reads``: joins this read with other
+    conversations' reads of the same loop turn (:mod:`tmy.llm.reads`).
     """
-    summary, stored = await store.get_many(
-        [conversation_key("summary", message), conversation_key(KIND, message)]
-    )
+    both = [conversation_key("summary", message), conversation_key(KIND, message)]
+    summary, stored = await (store.get_many(both) if reads is None else reads.get_many(store, both))
     if summary is not MISSING and _valid(summary):
         return [summary], summary
     return valid_pairs(stored), None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tmy.config.llm import LLMConfig
 from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
+from tmy.llm.reads import ReadBatch
 from tmy.llm.tally import Tally
 from tmy.llm.transport import AiohttpPost, HttpxPost, Post
 from tmy.types import Services
@@ -74,6 +75,7 @@ class Runtime:
     _recall: Recall | None = field(default=None, repr=False)
     tally: Tally = field(default=None, repr=False)  # type: ignore[assignment]
     post: Post = field(default=None, repr=False)  # type: ignore[assignment]
+    reads: ReadBatch = field(default_factory=ReadBatch, repr=False)  # history reads, joined
 
     def __post_init__(self) -> None:
         if self.tally is None:

@@ -142,11 +142,20 @@ class Tally:
                 return
             batch, sets, upto = self._pending, self._sets, self._added
             self._pending, self._flushing, self._sets, self._setting = {}, batch, {}, sets
+
+            done = False
+
+            def written() -> None:  # at once: a reader must not count the batch twice
+                nonlocal done
+                done = True
+                self._flushing, self._setting = {}, {}
+
             try:
-                await _write(self._store_of(), batch, sets)
+                await _write(self._store_of(), batch, sets, written)
             except BaseException:
-                _merge(self._pending, batch)  # later adds and these: the next flush's
-                self._sets = {**sets, **self._sets}  # a later put of a key still wins
+                if not done:  # (a failure after the commit, releasing the lease: it is in)
+                    _merge(self._pending, batch)  # later adds and these: the next flush's
+                    self._sets = {**sets, **self._sets}  # a later put of a key still wins
                 raise
             finally:
                 self._flushing, self._setting = {}, {}
@@ -174,10 +183,13 @@ class Tally:
 
 
 async def _write(
-    store: Store, batch: dict[str, dict[str, Any]], sets: dict[str, tuple[Any, float]]
+    store: Store,
+    batch: dict[str, dict[str, Any]],
+    sets: dict[str, tuple[Any, float]],
+    written: Callable[[], None],
 ) -> None:
     """Add ``batch`` to the stored counters and write ``sets``: under the lease, one read
-    of the counters and one commit of everything."""
+    of the counters and one commit of everything; ``written()`` as soon as it is in."""
     keys = sorted(batch)
     if store.one_slot_commits:  # a Redis Cluster: one atomic update per counter, a set per value
 
@@ -188,15 +200,18 @@ async def _write(
             *(store.update(k, adder(batch[k]), ttl=KEEP) for k in keys),
             *(store.set(k, value, ttl=ttl) for k, (value, ttl) in sets.items()),
         )
+        written()
         return
     plain = [(k, value, ttl) for k, (value, ttl) in sets.items()]
     if not keys:  # nothing to add to: blind writes need no lease
         await store.commit(plain)
+        written()
         return
     async with store.lock(LEASE) as lease:
         current = await store.get_many(keys)
         writes = [(k, add_to(v, batch[k]), float(KEEP)) for k, v in zip(keys, current, strict=True)]
         await store.commit(writes + plain, fence=[lease])
+        written()
 
 
 @contextlib.asynccontextmanager

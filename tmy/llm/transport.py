@@ -20,6 +20,7 @@ Timeouts are httpx's: ``timeout`` bounds connecting and each wait for data
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -126,15 +127,16 @@ class AiohttpPost:
 
     def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
         """httpx's semantics (connect, and each wait for data); one object per tenth of a
-        second (rounded down), as what is left of a step's deadline differs at every call."""
-        tenths = int(seconds * 10)
+        second, as what is left of a step's deadline differs at every call. Rounded up:
+        the step's own deadline (a timer of its own) ends a request that outlives it."""
+        tenths = math.ceil(seconds * 10 - 1e-9)  # 0.3 s is 3 tenths, not 3.0000000000000004
         found = self._timeouts.get(tenths)
         if found is None:
             import aiohttp  # deferred: see the module docstring
 
             if len(self._timeouts) > 64:  # per-step deadlines make many values: keep a few
                 self._timeouts.clear()
-            wait = tenths / 10 if tenths else seconds
+            wait = tenths / 10
             found = self._timeouts[tenths] = aiohttp.ClientTimeout(
                 total=None, connect=wait, sock_connect=wait, sock_read=wait
             )
