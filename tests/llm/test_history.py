@@ -217,3 +217,25 @@ async def test_step_summary_still_replaces_the_history(provider: FakeProvider) -
 
 async def _tail(provider: FakeProvider) -> str:
     return str(provider.seen()[-1]["messages"][-1]["content"])
+
+
+async def test_concurrent_conversations_read_their_histories_together(
+    provider: FakeProvider, store_url: str
+) -> None:
+    """Fifty conversations starting at once: their history reads are joined (one
+    get_many per loop turn, tmy.llm.reads), and each still gets its own history."""
+    from tmy.metrics import REGISTRY
+
+    def get_manys() -> float:
+        value = REGISTRY.get_sample_value("tmy_store_op_seconds_count", {"op": "get_many"})
+        return value or 0.0
+
+    provider.default = lambda body: Reply(f"seen {len(body['messages'])}")
+    async with Bot({"r.yaml": RULES}, store=store_url, llm=on(provider)) as bot:
+        users = [f"u{i}" for i in range(50)]
+        await asyncio.gather(*(bot.ask("chat first", user=u) for u in users))
+        before = get_manys()
+        replies = await asyncio.gather(*(bot.ask("chat second", user=u) for u in users))
+        reads = get_manys() - before
+    assert all(r.text == "seen 4" for r in replies)  # system, the first turn's pair, the ask
+    assert reads < 10, reads  # not one per conversation
