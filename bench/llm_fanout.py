@@ -156,6 +156,9 @@ async def in_process(n: int, rounds: int, port: int, tmp: Path, store: str | Non
                 out["floor"].append(await floor_burst(session, url, r * n, n))
         finally:
             await session.close()
+    from tmy import logs
+
+    logs.configure("warning")  # off the log file: its folder goes when the run ends
     return out
 
 
