@@ -575,3 +575,41 @@ def test_a_flow_list_past_max_depth_is_refused_as_libyaml_refuses_it(leaf: str) 
     text = "".join("  " * i + "k:\n" for i in range(200))[:-1] + f" {leaf}\n"
     assert libyaml_reading(text, False)[0][:2] == ("error", "RuleError")
     assert disagreement(text) is None
+
+
+# ---------------------------------------------------------------- through the rulebook loader
+
+
+def test_rules_read_by_fast_compile_as_rules_read_by_libyaml(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loader compiles each rule as the reader hands it over; where fast hands over some
+    rules and then gives up (a flow mapping further down), reading starts over with libyaml.
+    Either way the rulebook is the one libyaml alone gives (line numbers included)."""
+    from tmy.app import build_registry
+    from tmy.config import Settings
+    from tmy.errors import RuleError
+    from tmy.rulebook.loader import load_sources
+    from tmy.yamlfile import source
+
+    registry = build_registry(Settings())
+
+    def rulebook(path: Path, text: str) -> Any:
+        try:
+            rules = load_sources([(path, text)], registry).rules
+        except RuleError as exc:
+            return ("error", str(exc))
+        return [re.sub(r" at 0x[0-9a-f]+", "", repr(rule)) for rule in rules]
+
+    texts = []
+    for path in repo_yaml_files():
+        if path.parent.name in ("rules", "cookbook", "examples"):
+            lines = path.read_text(encoding="utf-8").split("\n")
+            for end in sorted({len(lines), *range(5, len(lines), 20)}):
+                texts.append((path, "\n".join(lines[:end]) + "\n"))
+    assert len(texts) > 30
+    fast = [rulebook(path, text) for path, text in texts]
+    monkeypatch.setattr(source, "read_simple", lambda *args, **kwargs: GIVE_UP)
+    libyaml = [rulebook(path, text) for path, text in texts]
+    assert fast == libyaml
+    assert sum(isinstance(r, list) and len(r) > 0 for r in fast) > 10  # rules were compiled
