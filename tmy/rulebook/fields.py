@@ -20,6 +20,7 @@ from tmy.executors.registry import Registry
 from tmy.hints import did_you_mean
 from tmy.rulebook.model import VariableDecl
 from tmy.values.compiled import (
+    Constant,
     PathValue,
     Value,
     compile_expression,
@@ -50,8 +51,9 @@ class FieldReader:
         except EvalError as exc:
             self.error(f"{where}: '{key}': {exc}", file, raw.line_of(key))
             return None
-        self.check_names(val.names, raw, key, file, known, dynamic, where)
-        self.check_boards(boards_of(val), raw.line_of(key), key, file, where)
+        if type(val) is not Constant:  # most values are: no name read, no board called
+            self.check_names(val.names, raw, key, file, known, dynamic, where)
+            self.check_boards(boards_of(val), raw.line_of(key), key, file, where)
         return val
 
     def path(

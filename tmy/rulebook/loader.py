@@ -381,7 +381,8 @@ class _Loader(RuleCompiler):
             variables=dict(self.variables),
             index=index,
             files=files,
-            by_id={r.id: r for r in rules},
+            # the ids seen are the rules' own unless some rule is disabled: one dict, not two
+            by_id=seen if len(seen) == len(rules) else {r.id: r for r in rules},
             has_sessions=any(r.session > 0 for r in rules),
             has_filters=any(r.filters is not OPEN_FILTERS for r in rules),
         )

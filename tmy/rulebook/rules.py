@@ -8,6 +8,7 @@ analysis of the compiled chain (:mod:`tmy.rulebook.atomic`) is done here too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tmy.errors import ConfigError, EvalError, RuleError
@@ -93,26 +94,33 @@ class RuleCompiler(StepCompiler):
                 raw.line_of("id"),
             )
             rid = f"<rule at line {raw.line}>"
-        case_sensitive = self.typed(raw, "case_sensitive", bool, False, file)
+        case_sensitive = (
+            self.typed(raw, "case_sensitive", bool, False, file) if "case_sensitive" in raw
+            else False
+        )  # fmt: skip
         triggers = self.rule_triggers(raw, file, case_sensitive)
-        priority = self.typed(raw, "priority", int, 0, file)
+        priority = self.typed(raw, "priority", int, 0, file) if "priority" in raw else 0
         session, debounce = self.session(raw, file) if "session" in raw else (0.0, 0.0)
         events = self.rule_events(raw, file) if "events" in raw else ()
-        filters = self.rule_filters(raw, file)
+        filters = OPEN_FILTERS if _FILTER_KEY_SET.isdisjoint(raw) else self.rule_filters(raw, file)
         if self._known_for != len(self.variables):  # shared by every rule; only declarations
             self._known_for = len(self.variables)  # add to it (a changed one is an error)
             # INPUT is readable only in a step that sets it, and in on_error (below)
             self._known = (frozenset(self.variables) | RUN_LOCALS) - {"INPUT"}
             self._declared = set(self.variables)
         known = set(self._known)
-        known.update(g for t in triggers for g in t.groups)
-        extras = self.rule_extras(raw, file, rid, known)
+        for t in triggers:
+            if t.groups:
+                known.update(t.groups)
+        extras: Mapping[str, Any] = NOTHING
+        if not self.registry.rule_keys.keys().isdisjoint(raw):
+            extras = self.rule_extras(raw, file, rid, known)
         steps, dynamic_save = self.rule_steps(raw, file, rid, known)
         on_error = None
         if "on_error" in raw:
             on_error = self.value(raw, "on_error", file, known | {"INPUT"}, dynamic_save, rid)
         cooldown = self.cooldown(raw, file, rid) if "cooldown" in raw else None
-        atomic_on = self.typed(raw, "atomic", bool, True, file)
+        atomic_on = self.typed(raw, "atomic", bool, True, file) if "atomic" in raw else True
         if len(self.errors) > before:
             return None
         declared = self._declared

@@ -10,6 +10,7 @@ once, from the registry, so the engine calls them without looking them up.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tmy.errors import EvalError, RuleError
@@ -34,7 +35,8 @@ class StepCompiler(FieldReader):
 
     def __init__(self, registry: Registry) -> None:
         super().__init__(registry)
-        self._allowed: dict[str, tuple[str, ...]] = {}  # executor -> the keys its steps may use
+        # executor -> the keys its steps may use (in order, for messages, and as a set)
+        self._allowed: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
 
     def compile_step(
         self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
@@ -69,7 +71,10 @@ class StepCompiler(FieldReader):
             stop = self.value(raw, "stop", file, stop_known, dynamic, where)
         on_error, timeout = self.step_limits(raw, file, where)
         options = self.step_options(raw, spec, file, step_known, dynamic, where)
-        extras, hooks = self.step_extras(raw, file, where)
+        extras: Mapping[str, Any] = NOTHING
+        hooks: tuple[tuple[str, StepHook], ...] = ()
+        if not self.registry.step_keys.keys().isdisjoint(raw):
+            extras, hooks = self.step_extras(raw, file, where)
         if len(self.errors) > before:
             return None
         reads: set[str] = set()
@@ -80,7 +85,10 @@ class StepCompiler(FieldReader):
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         dynamic_input = INPUT is not None and INPUT.root is None
         values = (input_value, list_mode, when, stop, INPUT, save, *options.values())
-        boards = frozenset().union(*(boards_of(v) for v in values if v is not None)) or NO_NAMES
+        boards = NO_NAMES
+        for v in values:
+            if v is not None and type(v) is not Constant:  # a constant calls no board
+                boards = boards | boards_of(v)
         step = Step(
             index=index,
             id=sid,
@@ -94,7 +102,9 @@ class StepCompiler(FieldReader):
             options=options or NOTHING,
             timeout=timeout,
             uri=f"{rid}/{sid if sid is not None else index}",
-            lock_roots=lock_roots(save, reads, dynamic_input, self.variables),
+            lock_roots=(
+                lock_roots(save, reads, dynamic_input, self.variables) if save is not None else ()
+            ),
             stop=stop,
             extras=extras or NOTHING,
             file=file,
@@ -104,7 +114,7 @@ class StepCompiler(FieldReader):
         )
         if (
             spec.run is adjust
-            and isinstance(input_value, Constant)
+            and type(input_value) is Constant  # (no class derives from it: no ABC check)
             and INPUT is None
             and save is None
             and stop is None
@@ -122,12 +132,13 @@ class StepCompiler(FieldReader):
             hint = self.registry.suggest(plugin) if isinstance(plugin, str) else ""
             self.error(f"{where}: unknown plugin {plugin!r}; {hint}", file, raw.line_of("plugin"))
             return None
-        allowed = self._allowed.get(spec.name)
-        if allowed is None:
+        allowed, allowed_set = self._allowed.get(spec.name) or ((), frozenset())
+        if not allowed:
             allowed = (*STEP_KEYS, *self.registry.step_keys, *spec.options)
-            self._allowed[spec.name] = allowed
+            allowed_set = frozenset(allowed)
+            self._allowed[spec.name] = allowed, allowed_set
         for key in raw:
-            if key not in allowed:
+            if key not in allowed_set:
                 self.error(
                     unknown_key(f"key for plugin {plugin}", key, allowed), file, raw.line_of(key)
                 )
@@ -175,7 +186,7 @@ class StepCompiler(FieldReader):
         raw_input = raw["input"]
         if not (isinstance(raw_input, str) and raw_input.strip() in LIST_MODES):
             input_value = self.value(raw, "input", file, known, dynamic, where)
-            if isinstance(input_value, Expression) and INPUT is not None:
+            if INPUT is not None and isinstance(input_value, Expression):
                 return input_value, input_value
             return input_value, None
         mode = raw_input.strip()

@@ -36,17 +36,21 @@ _STR = "tag:yaml.org,2002:str"
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # a line: its indentation, a list item's dash, a key, and the rest (the value or the item)
 _LINE = re.compile(r"( *)(- +|-$)?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|$))?(.*)").fullmatch
-# what makes value() look closer at a plain value: a comment, ': ', a final ':'
-_PLAIN_TAIL = re.compile(r".*?(?: #|: |:$)").match
 # the first characters of a value that is plain text as written (minus those with a resolver)
 _PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("-?:,[]{}#&*!|>'\"%@`")
 _SINGLE = re.compile(r"'((?:[^']|'')*)'(?: +#.*| *)$").match
 _DOUBLE = re.compile(r'"([^"\\]*)"(?: +#.*| *)$').match
-_FLOW_ONE = re.compile(r"\['((?:[^'\[\]{}#]|'')*)'\](?: +#.*| *)$").match
-_FLOW = re.compile(r"\[([^\[\]{}#]*)\](?: +#.*| *)$").match
-_FLOW_ITEM = re.compile(r""" *(?:'((?:[^']|'')*)'|"([^"\\]*)"|([A-Za-z0-9_][\w .\-/+]*?)) *$""")
+_FLOW_ONE = re.compile(r"\['((?:[^']|'')*)'\](?: +#.*| *)$").match  # the common ['trigger']
+_FLOW_EMPTY = re.compile(r"\[ *\](?: +#.*| *)$").match
+# one item of a flow list and what follows it (',' or the closing ']')
+_FLOW_ITEM = re.compile(
+    r""" *(?:'((?:[^']|'')*)'|"([^"\\]*)"|([A-Za-z0-9_][\w .\-/+]*?)) *([,\]])"""
+).match
+_TAIL = re.compile(r"(?: +#.*| *)$").match  # after a complete value: nothing, or a comment
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _NOTHING = object()  # a key with no value on its line (or only a comment)
+MAX_DEPTH = 200  # nested lists/maps in one file (both readers); the store keeps 254 levels
+MAX_KEY = 1024  # characters: libyaml refuses a longer simple key
 
 
 class _GiveUp(Exception):
@@ -100,8 +104,8 @@ class _Reader:
                 raise _GiveUp
             return m.group(1)
         if first == "[":
-            one = _FLOW_ONE(text)  # the common ['trigger']
-            if one is not None:
+            one = _FLOW_ONE(text)
+            if one is not None and len(self.stack) < MAX_DEPTH:
                 items = LineList((one.group(1).replace("''", "'"),))
                 items.line = line
                 items.item_lines = [line]
@@ -120,20 +124,21 @@ class _Reader:
         return self.plain(text)
 
     def flow(self, text: str, line: int) -> LineList:
-        m = _FLOW(text)
-        if m is None:
+        """A one-line flow list of scalars: ``[a, 'b, c', "d"]``."""
+        if len(self.stack) >= MAX_DEPTH:  # a nesting level, as libyaml's path counts it
             raise _GiveUp
         items = LineList()
         items.line = line
         items.item_lines = []
-        body = m.group(1)
-        if not body.strip(" "):
+        empty = _FLOW_EMPTY(text)
+        if empty is not None:
             return items
-        for part in body.split(","):
-            f = _FLOW_ITEM.match(part)
-            if f is None:
+        pos, end = 1, ","
+        while end == ",":
+            m = _FLOW_ITEM(text, pos)
+            if m is None:
                 raise _GiveUp
-            single, double, plain = f.groups()
+            single, double, plain, end = m.groups()
             if single is not None:
                 items.append(single.replace("''", "'"))
             elif double is not None:
@@ -141,10 +146,15 @@ class _Reader:
             else:
                 items.append(self.plain(plain))
             items.item_lines.append(line)
+            pos = m.end()
+        if _TAIL(text, pos) is None:
+            raise _GiveUp
         return items
 
     def key(self, text: str) -> Any:
         """A plain key's value: a string, or a bool or int as SafeLoader resolves it."""
+        if len(text) > MAX_KEY:
+            raise _GiveUp
         key = self.plain(text)
         if key is None or type(key) not in (str, bool, int):
             raise _GiveUp
@@ -172,7 +182,7 @@ class _Reader:
             else:
                 rules = is_list and len(stack) == 1 and key == "rules"
                 self.put(top[0], key, key_line, box)
-            if len(stack) >= 200:  # MAX_DEPTH: libyaml's path names the error
+            if len(stack) >= MAX_DEPTH:  # libyaml's path names the error
                 raise _GiveUp
         frame = (box, col, is_list, rules)
         stack.append(frame)
@@ -247,8 +257,13 @@ class _Reader:
             if key is None:
                 key = self.key(key_text)
             if rest:
-                if rest[0] in plain_first and _PLAIN_TAIL(rest) is None:
-                    found: Any = rest.rstrip(" ")  # the common case, as value() would read it
+                if (
+                    rest[0] in plain_first
+                    and ": " not in rest
+                    and " #" not in rest
+                    and rest[-1] != ":"
+                ):  # the common case: plain text as written (what value() would read)
+                    found: Any = rest.rstrip(" ") if rest[-1] == " " else rest
                 else:
                     found = value(rest, number)
                     if found is _NOTHING:

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from tmy.errors import RuleError
-from tmy.yamlfile.fast import GIVE_UP, read_simple
+from tmy.yamlfile.fast import GIVE_UP, MAX_DEPTH, read_simple
 from tmy.yamlfile.hints import diagnose, message
 from tmy.yamlfile.lines import HANDED_OVER, LineDict, LineList
 
@@ -38,7 +38,7 @@ _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-MAX_DEPTH = 200  # nested lists/maps in one file; the store keeps 254 levels at most
+# MAX_DEPTH (tmy.yamlfile.fast): nested lists/maps in one file; the store keeps 254 levels
 MAX_ALIAS_BYTES = 4_000_000  # bytes that aliases may add by repetition (billion laughs)
 VALUE_BYTES = 32  # what each value counts for on top of its text (its memory, roughly)
 
