@@ -29,7 +29,7 @@ conversations in ≤ 0.9 s in-process and ≤ 1.1 s over HTTP.
 
     python bench/llm_fanout.py                     # 1,000 conversations, 0.5 s, 3 rounds
     python bench/llm_fanout.py --quick             # 100 conversations, 1 round
-    python bench/llm_fanout.py --store redis       # history and usage on Redis (db 15)
+    python bench/llm_fanout.py --store redis       # on Redis (db 15): llm_fanout_redis.json
 """
 
 from __future__ import annotations
@@ -375,7 +375,8 @@ def main() -> int:
     res["targets"] = targets(n, best)
     print(report(n, res))
     if not args.no_write:
-        path = common.write_result("llm_fanout", {**res, "rules": RULES}, quick=args.quick)
+        name = "llm_fanout" if args.store == "sqlite" else f"llm_fanout_{args.store}"
+        path = common.write_result(name, {**res, "rules": RULES}, quick=args.quick)
         print(f"\nwritten: {path.relative_to(common.ROOT)}")
     return 0 if best["wrong"] == 0 and best["provider_requests_ok"] else 1
 
