@@ -44,7 +44,16 @@ from tmy.engine.plans import ConstantPlan, constant_plan
 from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.running import Running
 from tmy.engine.services import Services
-from tmy.engine.tracing import TRACE_IDS, log_matched, log_received, log_run, log_unmatched
+from tmy.engine.tracing import (
+    HEX2,
+    TRACE_COUNTER,
+    TRACE_HIGH,
+    log_matched,
+    log_received,
+    log_run,
+    log_unmatched,
+    roll_trace_high,
+)
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
@@ -121,7 +130,10 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
 
     async def handle(self, message: Message) -> Reply:
         """Answer one message. Never raises for bad input or a failing step."""
-        trace_id = next(TRACE_IDS)
+        n = next(TRACE_COUNTER)  # tracing.trace_id(), inline
+        if not n & 255:
+            roll_trace_high(n)
+        trace_id = TRACE_HIGH[0] + HEX2[n & 255]
         self._inflight += 1
         token = _TRACE_SET(trace_id)
         try:
@@ -222,7 +234,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
             plan = self._general(match, message, text)
         started = _perf_counter()  # run_rule, inlined: one coroutine less per message
         if plan is not None:
-            reply = plan.reply(trace_id)
+            reply = plan.reply(trace_id, started)
         else:
             reply = await self._run(match, message, trace_id, text, True, None)
         observer = self.observer

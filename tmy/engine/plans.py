@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -32,9 +31,11 @@ from tmy.rulebook.model import Rule, Step
 from tmy.rulebook.triggers import Match
 
 _perf_counter = time.perf_counter
-_ms_of = attrgetter("ms")
-_STEP_END = b',"skipped":false}'
+_STEP_END = ',"skipped":false}'
 _RUN_END = b'],"event":"run.done","trace_id":"'
+# ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
+# and orjson write it, so str(µs // 1000) + _FRAC[µs % 1000] is that float's JSON
+_FRAC = tuple(repr(k / 1000)[1:] for k in range(1000))
 
 
 def constant_plan(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
@@ -67,22 +68,28 @@ def constant_plan(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
 class ConstantPlan:
     """A constant rule's steps, and the parts of its ``run.done`` line every run repeats."""
 
-    __slots__ = ("answer", "heads", "rule", "shown", "step_heads", "steps")
+    __slots__ = ("answer", "heads", "rule", "step_heads", "steps", "tail")
 
     def __init__(self, rule: Rule, steps: tuple[Step, ...], answer: str) -> None:
         self.rule = rule
         self.steps = steps
         self.answer = answer
-        self.shown = answer if len(answer) <= PREVIEW else preview(answer)
-        self.heads: dict[str, bytes] = {}  # per trigger: '{"rule":…,"trigger":…,'
+        shown = answer if len(answer) <= PREVIEW else preview(answer)
+        self.tail = "," + _json({"answer": shown, "error": None})[1:-1] + ',"ms":'
+        self.heads: dict[str, bytes] = {}  # per trigger: '{"rule":…,"trigger":…'
         # per step: its fields as step_fields renders them, up to '"ms":'
         self.step_heads = tuple(_step_head(step) for step in steps)
 
-    def reply(self, trace_id: str) -> Reply:
-        """Run the steps: the reply (and records) the general run would return."""
+    def reply(self, trace_id: str, started: float | None = None) -> Reply:
+        """Run the steps: the reply (and records) the general run would return.
+
+        ``started``: the run's start on :func:`time.perf_counter`'s clock (the engine's
+        reading, so the first step's time needs no second one); None: now.
+        """
         records: list[StepRecord] = []
         clock = _perf_counter
-        started = clock()
+        if started is None:
+            started = clock()
         value: Any = None
         for step in self.steps:
             constant = step.constant
@@ -104,47 +111,63 @@ class ConstantPlan:
 
     def log(self, match: Match, message: Message, text: str, reply: Reply, seconds: float) -> bool:
         """Write this run's ``run.done`` line; False when :func:`log_run` must (nothing
-        written): a run without a trigger, a reply not this plan's, values orjson refuses."""
+        written): a run without a trigger or with another reply, a text the line cuts,
+        values orjson refuses, or a logger that cannot take this way."""
         trigger = match.trigger
-        if trigger is None or reply.text is not self.answer or reply.error is not None:
-            return False
-        head = self.heads.get(trigger.source)
-        if head is None:
-            head = self.heads[trigger.source] = (
-                orjson.dumps({"rule": self.rule.id, "trigger": trigger.source})[:-1] + b","
-            )
         q = match.question
-        try:
-            body = orjson.dumps(
+        records = reply.steps
+        if (
+            trigger is None
+            or reply.text is not self.answer
+            or len(text) > PREVIEW
+            or type(q) is not str
+            or len(q) > PREVIEW
+            or len(records) != len(self.step_heads)
+        ):
+            return False
+        try:  # what the message brings, escaped as the general line escapes it
+            said = orjson.dumps(
                 {
-                    "text": text if len(text) <= PREVIEW else preview(text),
-                    "question": q if type(q) is str and len(q) <= PREVIEW else preview(q),
+                    "text": text,
+                    "question": q,
                     "user": message.user,
                     "chat": message.chat,
                     "platform": message.platform,
-                    "answer": self.shown,
-                    "error": None,
                 }
             )
-            times = orjson.dumps([int(seconds * 1e6 + 0.5) / 1000, *map(_ms_of, reply.steps)])
         except TypeError:
             return False
-        ms = times[1:-1].split(b",")
-        if len(ms) != len(self.step_heads) + 1:
-            return False
-        heads = self.step_heads
-        if len(heads) == 1:  # one step, nearly always
-            steps = heads[0] + ms[1] + _STEP_END
+        head = self.heads.get(trigger.source)
+        if head is None:
+            head = self.heads[trigger.source] = orjson.dumps(
+                {"rule": self.rule.id, "trigger": trigger.source}
+            )[:-1]
+        if len(records) == 1:  # nearly always
+            m = int(records[0].ms * 1000 + 0.5)  # the step's whole µs (its ms is µs / 1000)
+            steps = f"{self.step_heads[0]}{m // 1000}{_FRAC[m % 1000]}{_STEP_END}"
         else:
-            steps = b",".join([h + m + _STEP_END for h, m in zip(heads, ms[1:], strict=True)])
-        line = b"".join((head, body[1:-1], b',"ms":', ms[0], b',"steps":[', steps, _RUN_END))
-        return logs.emit_info_head(line, logs.TRACE.get() or "")
+            steps = ",".join([_step(h, r) for h, r in zip(self.step_heads, records, strict=True)])
+        micros = int(seconds * 1e6 + 0.5)
+        rest = f'{self.tail}{micros // 1000}{_FRAC[micros % 1000]},"steps":[{steps}'
+        return logs.emit_info_head(
+            b"".join((head, b",", said[1:-1], rest.encode(), _RUN_END)), logs.TRACE.get() or ""
+        )
 
 
-def _step_head(step: Step) -> bytes:
+def _step(head: str, record: StepRecord) -> str:
+    """One step's part of the line: its head, then its ms as orjson writes the float."""
+    m = int(record.ms * 1000 + 0.5)
+    return f"{head}{m // 1000}{_FRAC[m % 1000]}{_STEP_END}"
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def _step_head(step: Step) -> str:
     """A constant step's fields in run.done, rendered up to its ``"ms":`` (included)."""
     value = step.constant.evaluate(None)
     record = StepRecord(step.uri, step.spec.name, value, value)
     fields = step_fields(record)
     del fields["ms"], fields["skipped"]
-    return orjson.dumps(fields, option=orjson.OPT_NON_STR_KEYS, default=str)[:-1] + b',"ms":'
+    return _json(fields)[:-1] + ',"ms":'

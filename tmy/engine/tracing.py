@@ -23,17 +23,29 @@ from tmy.rulebook.triggers import Match
 
 _TRACE_PREFIX = os.urandom(4).hex()
 _USED: list[int] = []  # tokens of the model steps step_fields saw since log_run looked
-# 1, 2, … 2**32 - 1, then 0, 1, … again (the counter's low 32 bits), as 8 hex digits after
-# the prefix: every step in C (formatting with "%08x" costs a third of that more)
-_COUNTER = itertools.chain(
-    range(1, 1 << 32), itertools.chain.from_iterable(itertools.repeat(range(1 << 32)))
-)
-# trace ids: unique across processes (random prefix) and cheap (a counter), 16 hex digits;
-# ``next(TRACE_IDS)`` is the engine's per-message way to :func:`trace_id`
-TRACE_IDS = map(
-    _TRACE_PREFIX.__add__, map(bytes.hex, map(int.to_bytes, _COUNTER, itertools.repeat(4)))
-)
-trace_id: Callable[[], str] = TRACE_IDS.__next__
+# trace ids: a random prefix, then the counter's low 32 bits as 8 hex digits; the last two
+# digits come from a table and the six before them are formatted once per 256 ids, so the
+# engine makes one with a counter step, a test and a concatenation (``"%08x" %`` per
+# message costs twice that)
+TRACE_COUNTER = itertools.count(1)
+HEX2 = tuple(f"{i:02x}" for i in range(256))
+TRACE_HIGH = [_TRACE_PREFIX + "000000"]  # the prefix and the six digits of the current 256
+
+
+def roll_trace_high(n: int) -> None:
+    """The counter reached ``n``, a multiple of 256: the next six digits."""
+    TRACE_HIGH[0] = _TRACE_PREFIX + "%06x" % ((n >> 8) & 0xFFFFFF)
+
+
+def trace_id() -> str:
+    """Unique across processes (random prefix) and cheap (a counter): 16 hex digits.
+
+    :meth:`tmy.engine.core.Engine.handle` makes its ids the same way, inline.
+    """
+    n = next(TRACE_COUNTER)
+    if not n & 255:
+        roll_trace_high(n)
+    return TRACE_HIGH[0] + HEX2[n & 255]
 
 
 def _plain_value(x: Any) -> bool:

@@ -225,13 +225,13 @@ def emit_info_head(head: bytes, trace_id: str) -> bool:
 
     ``head`` is the line as :func:`emit_event` would render it up to and including
     ``"trace_id":"`` (a run.done line assembled from parts its rule's run always
-    repeats, :mod:`tmy.engine.tracing`); this adds the id, level and timestamp and
+    repeats, :mod:`tmy.engine.plans`); this adds the id, level and timestamp and
     writes it, redacted like every line. False (nothing written): the caller logs
     the line through :func:`emit_event` — no sink configured, context variables a
     plugin bound (merged in front of every line), or a trace id JSON would escape.
     """
     sink = _sink
-    if sink is None or _BOUND or not trace_id.isalnum() or not trace_id.isascii():
+    if sink is None or _BOUND or not trace_id.isalnum():  # letters and digits: never escaped
         return False
     ms = int(time.time() * 1000)
     if ms != _stamp[0]:
