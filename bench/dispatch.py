@@ -20,6 +20,8 @@ which:
     python bench/dispatch.py            # N = 10 … 100,000, both rule sets
     python bench/dispatch.py --quick    # N = 10, 1,000; 500 messages
     python bench/dispatch.py --profile random --n 10000   # cProfile one child
+    python bench/dispatch.py --callgrind [--quick]        # instructions per matched message
+                                                          # (bench/dispatch_callgrind.py)
 """
 
 from __future__ import annotations
@@ -284,7 +286,19 @@ def main() -> int:
     p.add_argument(
         "--profile", choices=SCENARIOS, help="cProfile this scenario (one child, stderr)"
     )
+    p.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instructions per matched message under callgrind, against the floor "
+        "(bench/dispatch_callgrind.py; --n, --quick and --no-write pass through)",
+    )
     args = p.parse_args()
+    if args.callgrind:
+        import dispatch_callgrind
+
+        passed = [f"--n={n}" for n in args.n or ()]
+        passed += ["--quick"] * args.quick + ["--no-write"] * args.no_write
+        return dispatch_callgrind.main(passed)
     messages = args.messages or (500 if args.quick else 10_000)
     if args.child or args.profile:
         n = (args.n or [10_000])[0]

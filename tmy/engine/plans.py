@@ -86,10 +86,22 @@ class ConstantPlan:
         ``started``: the run's start on :func:`time.perf_counter`'s clock (the engine's
         reading, so the first step's time needs no second one); None: now.
         """
-        records: list[StepRecord] = []
         clock = _perf_counter
         if started is None:
             started = clock()
+        if len(self.steps) == 1:  # nearly always: the step's constant is the answer (a str)
+            step = self.steps[0]
+            value = self.answer
+            record = StepRecord(step.uri, step.spec.name, value, value)
+            seconds = clock() - started
+            record.ms = int(seconds * 1e6 + 0.5) / 1000
+            meter = step.meter  # the histogram child (tmy.metrics.instruments), inline
+            if meter is None:
+                meter = step.meter = metrics.step_meter(step.spec.name)
+            meter.counts[bisect_left(meter.bounds, seconds)] += 1
+            meter.sum += seconds
+            return Reply(value, self.rule.id, trace_id, None, [record], False)
+        records: list[StepRecord] = []
         value: Any = None
         for step in self.steps:
             constant = step.constant
