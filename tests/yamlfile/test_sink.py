@@ -9,7 +9,10 @@ import pytest
 from tmy.errors import RuleError
 from tmy.yamlfile.source import HANDED_OVER, LineDict, read_yaml
 
-RULES = "rules:\n  - id: a\n    triggers: ['a']\n  - id: b\n    nested:\n      rules:\n        - id: x\n"
+RULES = (
+    "rules:\n  - id: a\n    triggers: ['a']\n"
+    "  - id: b\n    nested:\n      rules:\n        - id: x\n"
+)
 SHAPES = {
     "line reader": RULES,
     "libyaml": RULES + "anchored: &z [1]\n",
