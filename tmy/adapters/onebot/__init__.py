@@ -2,11 +2,12 @@
 
 ``codec`` reads and writes messages (segment arrays, CQ-code strings),
 ``connection`` is one socket (events in, echo-matched actions out, silence
-detection), ``accounts`` the open sockets and their bot accounts,
-``handshake`` the reverse endpoint's checks, ``events`` what an event becomes,
-``dedup`` the first-delivery check, ``sending`` a reply's ``send_msg``
-actions, and ``adapter`` the
-platform adapter the daemon builds with :func:`from_settings`.
+detection), ``batching`` writes the actions ready in one pass of the event
+loop with one transport write, ``accounts`` the open sockets and their bot
+accounts, ``handshake`` the reverse endpoint's checks, ``events`` what an
+event becomes, ``dedup`` the first-delivery check (an in-process front, then
+the store's claim), ``sending`` a reply's ``send_msg`` actions, and
+``adapter`` the platform adapter the daemon builds with :func:`from_settings`.
 """
 
 from __future__ import annotations
