@@ -30,7 +30,7 @@ _SYSTEM_KEYS = ("background", "content", "notes", "output")
 
 def estimate_tokens(text: str) -> int:
     """A cheap token estimate: ~4 ASCII characters per token, one per other character."""
-    ascii_chars = sum(1 for ch in text if ch < "\x80")
+    ascii_chars = len(text.encode("ascii", "ignore"))  # the characters below U+0080, counted in C
     return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
 
 
