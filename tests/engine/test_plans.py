@@ -171,3 +171,17 @@ async def test_the_engine_writes_the_planned_line_unless_someone_observes(
         del line["trace_id"], line["timestamp"], line["ms"], line["steps"][0]["ms"]
     assert lines[0] == lines[1]
     assert seen[0]["trace_id"] == second.trace_id and seen[0]["rule"] == "faq"
+
+
+async def test_the_engine_keeps_a_bounded_number_of_plans(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict per rule in use, at most PLANS_KEPT of them: past that they are made again."""
+    from tmy.engine import core
+
+    monkeypatch.setattr(core, "PLANS_KEPT", 2)
+    engine = make_engine(store)
+    for text in ("hours", "two a", "echo b", "hours", "two c"):
+        reply = await engine.handle(Message(text, user="u1", platform="test"))
+        assert reply.error is None and len(engine._plans) <= 2
+    assert (await engine.handle(Message("two d", user="u1", platform="test"))).text == LONG

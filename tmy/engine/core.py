@@ -68,6 +68,7 @@ log = get_logger("tmy")
 _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
 _perf_counter = time.perf_counter
+PLANS_KEPT = 10_000  # constant plans an engine keeps (cleared and made again past that)
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 
 
@@ -273,8 +274,12 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         """``rule``'s :class:`ConstantPlan` (None: the general run), kept per rule.
 
         An ``explain`` engine (dry run: its lines say so) always takes the general run.
+        At most :data:`PLANS_KEPT` verdicts are kept (a plan is ~0.4 kB; a daemon with
+        more constant rules in use makes some again, ~2 µs each).
         """
         plan = None if self.dry_run else constant_plan(rule, self.settings.max_reply_chars)
+        if len(self._plans) >= PLANS_KEPT:  # ~0.4 kB each: bounded, however many rules run
+            self._plans.clear()
         self._plans[rule] = plan
         return plan
 

@@ -75,7 +75,7 @@ class ConstantPlan:
         self.steps = steps
         self.answer = answer
         shown = answer if len(answer) <= PREVIEW else preview(answer)
-        self.tail = "," + _json({"answer": shown, "error": None})[1:-1] + ',"ms":'
+        self.tail = ',"answer":' + _json(shown) + ',"error":null,"ms":'
         self.heads: dict[str, bytes] = {}  # per trigger: '{"rule":…,"trigger":…'
         # per step: its fields as step_fields renders them, up to '"ms":'
         self.step_heads = tuple(_step_head(step) for step in steps)
@@ -178,8 +178,12 @@ def _json(value: Any) -> str:
 
 def _step_head(step: Step) -> str:
     """A constant step's fields in run.done, rendered up to its ``"ms":`` (included)."""
+    value = step.constant.value
+    if type(value) is str and len(value) <= PREVIEW:  # the usual constant: one call
+        text = _json(value)
+        uri, plugin = _json(step.uri), _json(step.spec.name)
+        return f'{{"uri":{uri},"plugin":{plugin},"input":{text},"result":{text},"error":null,"ms":'
     value = step.constant.evaluate(None)
-    record = StepRecord(step.uri, step.spec.name, value, value)
-    fields = step_fields(record)
+    fields = step_fields(StepRecord(step.uri, step.spec.name, value, value))
     del fields["ms"], fields["skipped"]
     return _json(fields)[:-1] + ',"ms":'
