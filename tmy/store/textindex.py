@@ -31,11 +31,12 @@ The primitives (methods of every :class:`~tmy.store.base.Store`):
   ``budget``, else only its ``budget`` most recently put documents — and when
   the two rarest terms are both over it, the documents holding both (the
   intersection, newest first: Redis intersects the two sorted sets whole, in C;
-  SQLite scans at most 32 × ``budget`` of the rarer term's newest postings). A later term is read whole only while it is rare (at most ``budget /
-  8`` documents) and the postings read stay within ``budget``; every other term
-  is only *probed*: its count is looked up for the candidates already found,
-  never read whole. So a very common term ("my", "cat", "喜欢") costs at most ``budget``
-  lookups, whatever its document frequency.
+  SQLite scans at most 32 × ``budget`` of the rarer term's newest postings). A
+  later term is read whole only while it is rare (at most ``budget / 8``
+  documents) and the postings read stay within ``budget``; every other term is
+  only *probed*: its count is looked up for the candidates already found, never
+  read whole. So a very common term ("my", "cat", "喜欢") costs at most
+  ``budget`` lookups, whatever its document frequency.
 * ``index_lowest(ns, n, term=None)`` — the ``n`` documents of lowest order
   (optionally only those holding ``term``), with their order: the cap policy's
   victims.
