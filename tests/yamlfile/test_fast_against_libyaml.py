@@ -550,14 +550,10 @@ def test_rules_go_to_the_sink_as_libyaml_hands_them_over() -> None:
         assert fast_calls
 
 
-# ---------------------------------------------------------------- known mismatches (see report)
+# ---------------------------------------------------------------- former mismatches
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fast.py reads a block key longer than 1024 characters, libyaml refuses it "
-    "(a simple key may not span more than 1024 characters): see report",
-)
+# (both were mismatches, strict xfails here, until fast.py gave up on them: 6bb102f)
 @pytest.mark.parametrize("text", ["k" * 1025 + ": v\n", "- " + "k" * 1025 + ": v\n"],
                          ids=["a mapping key", "a list item's key"])  # fmt: skip
 def test_a_key_of_more_than_1024_characters_is_refused_as_libyaml_refuses_it(text: str) -> None:
@@ -565,11 +561,6 @@ def test_a_key_of_more_than_1024_characters_is_refused_as_libyaml_refuses_it(tex
     assert disagreement(text) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fast.py does not count a flow list as a nesting level: a flow list below 200 "
-    "block levels reads, libyaml's composer refuses it (MAX_DEPTH): see report",
-)
 @pytest.mark.parametrize("leaf", ["[]", "[x]", "['x']"])
 def test_a_flow_list_past_max_depth_is_refused_as_libyaml_refuses_it(leaf: str) -> None:
     text = "".join("  " * i + "k:\n" for i in range(200))[:-1] + f" {leaf}\n"
