@@ -291,6 +291,13 @@ async def test_a_key_that_never_expires_cannot_be_claimed(store: Store) -> None:
     assert await store.get("dedup/kept") == 1
 
 
+async def test_claims_asked_together_answer_each_key_once_in_order(store: Store) -> None:
+    keys = ["dedup/t/a", "dedup/t/b", "dedup/t/a", "dedup/t/c", "dedup/t/b", "dedup/t/a"]
+    answers = await asyncio.gather(*(store.claim(k, 60) for k in keys))
+    assert answers == [True, True, False, True, False, False]  # the first asker of each wins
+    assert await asyncio.gather(*(store.claim(k, 60) for k in keys[:3])) == [False] * 3
+
+
 async def test_bad_claim_keys_and_ttls_are_refused(store: Store) -> None:
     for ttl in (0, -1, math.nan, math.inf):
         with pytest.raises(StoreError):
@@ -833,6 +840,29 @@ async def test_sqlite_waits_for_another_process_without_blocking_the_loop(tmp_pa
         assert await child.wait() == 0
     finally:
         ticking.cancel()
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+        await store.close()
+
+
+@pytest.mark.slow
+async def test_sqlite_claims_wait_for_another_process_holding_the_file(tmp_path: Path) -> None:
+    """A batch of claims that finds the file locked waits (off the fast path) and answers."""
+    store = SQLiteStore(tmp_path / "locked.db")
+    await store.open()
+    child = await hold_write_lock(store.path, 0.5)  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(20):
+            keys = ["dedup/l/1", "dedup/l/2", "dedup/l/1"]
+            assert await asyncio.gather(*(store.claim(k, 60) for k in keys)) == [
+                True,
+                True,
+                False,
+            ]
+            assert await store.claim("dedup/l/3", 60) is True
+        assert await child.wait() == 0
+    finally:
         if child.returncode is None:
             child.kill()
             await child.wait()

@@ -45,6 +45,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
+from tmy.store.claims import ClaimBatcher
 from tmy.store.codec import MAX_VALUE_BYTES, check_key, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, lease_ttl_option, new_token
 from tmy.store.redis.cache import RawCache
@@ -202,6 +203,7 @@ class RedisLanes:
         self._cache = RawCache(cache_keys)
         self._batches: dict[str, list[Job]] = {}
         self._leases = KeyedLocks()
+        self._claims = ClaimBatcher(self._claim_batch)  # type: ignore[attr-defined]
 
     @classmethod
     def _kind(cls) -> str:

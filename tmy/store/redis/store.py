@@ -118,14 +118,25 @@ class RedisStore(RedisPostings, RedisSnapshots):
         """Take ``key`` for ``ttl`` seconds: one ``SET key token NX PX ms GET``.
 
         The token is this claim's own, so a copy redis-py resends after a lost
-        reply finds it and still answers True (see :meth:`Store.claim`).
+        reply finds it and still answers True (see :meth:`Store.claim`). Claims
+        asked in one pass of the event loop go as one pipeline (:mod:`tmy.store.claims`).
         """
         rkey = self._k(key)
-        raw = encode(f"claim:{secrets.token_hex(8)}", key)
-        ms = px(check_ttl(ttl))
-        async with self._io(f"claim {key!r}") as redis:
-            old = await redis.set(rkey, raw, nx=True, px=ms, get=True)
-        return old is None or old == raw
+        check_ttl(ttl)
+        return await self._claims.claim(rkey, ttl)
+
+    async def _claim_batch(self, batch: Sequence[tuple[str, float]]) -> list[bool]:
+        raws = [encode(f"claim:{secrets.token_hex(8)}") for _ in batch]
+        async with self._io(f"claim of {len(batch)} keys") as redis:
+            if len(batch) == 1:
+                (rkey, ttl), raw = batch[0], raws[0]
+                olds = [await redis.set(rkey, raw, nx=True, px=px(ttl), get=True)]
+            else:
+                pipe = redis.pipeline(transaction=False)
+                for (rkey, ttl), raw in zip(batch, raws, strict=True):
+                    pipe.set(rkey, raw, nx=True, px=px(ttl), get=True)
+                olds = await pipe.execute()
+        return [old is None or old == raw for old, raw in zip(olds, raws, strict=True)]
 
     async def _recorded(self, what: str, keys: list[str], args: tuple[Any, ...]) -> Any:
         """Run the recorded-write script (set/delete): at once when no other one is in

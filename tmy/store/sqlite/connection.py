@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
+from tmy.store.claims import ClaimBatcher
 from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
 from tmy.store.sqlite import postings, rank_counts
@@ -65,7 +66,7 @@ class FnFailed(Exception):
         self.exc = exc
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
+def is_busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -103,6 +104,7 @@ class SQLiteConnection:
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite3.Connection | None = None
         self._leases = KeyedLocks()
+        self._claims = ClaimBatcher(self._claim_batch, self._claim_now)  # type: ignore[attr-defined]
         self._next_purge = 0.0
 
     def __repr__(self) -> str:
@@ -126,7 +128,7 @@ class SQLiteConnection:
             except FnFailed as failed:
                 fn_error = failed.exc  # raised below, outside this handler: left untouched
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
+                if not is_busy(exc):
                     raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
                 now = time.monotonic()
                 if deadline is None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
 from tmy.store.leases import (
@@ -27,6 +28,7 @@ from tmy.store.sqlite.connection import (
     TAKE_LEASE,
     UPSERT,
     FnFailed,
+    is_busy,
     is_live,
     log,
 )
@@ -146,15 +148,42 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         return await self._run(op, f"update {key!r}")
 
     async def claim(self, key: str, ttl: float) -> bool:
-        """Take ``key`` for ``ttl`` seconds in one statement (see :meth:`Store.claim`)."""
+        """Take ``key`` for ``ttl`` seconds in one statement (see :meth:`Store.claim`);
+        claims asked in one pass of the event loop share one transaction
+        (:mod:`tmy.store.claims`)."""
         check_key(key)
-        ttl = check_ttl(ttl)
+        return await self._claims.claim(key, check_ttl(ttl))
 
-        def op(db: sqlite3.Connection) -> bool:
+    def _claim_op(
+        self, batch: Sequence[tuple[str, float]]
+    ) -> Callable[[sqlite3.Connection], list[bool]]:
+        def body(db: sqlite3.Connection) -> list[bool]:
             now = time.time()
-            return db.execute(CLAIM, (key, now + ttl, now)).fetchone() is not None
+            return [
+                db.execute(CLAIM, (key, now + ttl, now)).fetchone() is not None
+                for key, ttl in batch
+            ]
 
-        return await self._run(op, f"claim {key!r}")
+        def op(db: sqlite3.Connection) -> list[bool]:
+            if len(batch) == 1:  # one statement is its own transaction
+                return body(db)
+            return self._in_transaction(db, lambda: body(db))
+
+        return op
+
+    def _claim_now(self, batch: Sequence[tuple[str, float]]) -> list[bool] | None:
+        """The batch's answers at once, or None while another process holds the file's lock."""
+        try:
+            return self._claim_op(batch)(self._conn())
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return None
+            raise StoreError(f"sqlite {self.path}: claim failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: claim failed: {exc}") from exc
+
+    async def _claim_batch(self, batch: Sequence[tuple[str, float]]) -> list[bool]:
+        return await self._run(self._claim_op(batch), f"claim of {len(batch)} keys")
 
     async def keys(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, sorted (by code point)."""
