@@ -67,7 +67,9 @@ class _Lane(Generic[T]):
     def __init__(self) -> None:
         self.items: deque[T] = deque()
         self.running = 0  # items of this chat in flight
-        self.wake = asyncio.Event()  # set when one of them ends
+        # set when one of them ends; made only when the drain waits for one (most chats
+        # never do: their item starts at once, and a lane is made per idle chat's message)
+        self.wake: asyncio.Event | None = None
         self.task: asyncio.Task[None] | None = None
         self.dropped = 0  # drops since the last log line
         self.logged_at = -1e9
@@ -168,7 +170,7 @@ class ChatQueues(Generic[T]):
             self._room.clear()
         self._start_ready(chat, lane)
         if lane.items and lane.task is None:
-            lane.task = asyncio.create_task(self._drain(chat, lane), name=f"{self.adapter}-lane")
+            lane.task = asyncio.get_running_loop().create_task(self._drain(chat, lane))
         return True
 
     async def join(self, timeout: float) -> bool:
@@ -217,7 +219,8 @@ class ChatQueues(Generic[T]):
         item = lane.items.popleft()
         self._took()
         lane.running += 1
-        run = asyncio.create_task(self._execute(chat, lane, item), name=f"{self.adapter}-run")
+        # the loop's own create_task: no name to format per item (asyncio.create_task's)
+        run = asyncio.get_running_loop().create_task(self._execute(chat, lane, item))
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
 
@@ -230,6 +233,8 @@ class ChatQueues(Generic[T]):
                     await asyncio.sleep(delay)
                     continue
                 if lane.running >= self.per_chat_in_flight:
+                    if lane.wake is None:
+                        lane.wake = asyncio.Event()
                     lane.wake.clear()
                     await lane.wake.wait()
                     continue
@@ -275,7 +280,8 @@ class ChatQueues(Generic[T]):
             if not ended and self._on_drop is not None:  # cancelled before its end
                 self._on_drop(item)
             lane.running -= 1
-            lane.wake.set()
+            if lane.wake is not None:
+                lane.wake.set()
             if lane.task is None:
                 if lane.items and self.accepting:
                     self._start_ready(chat, lane)

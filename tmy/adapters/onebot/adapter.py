@@ -323,13 +323,14 @@ class OneBotAdapter:
             if message.reply_to is not None and message.reply_to in self._accounts.sent(self_id):
                 message.mentions_bot = True  # quotes a send whose id arrived after the event
             assert self._handle is not None
-            stream = self._stream(key, message, event) if message.event is None else None
+            addressing = self._addressing(message, event)
+            stream = self._stream(key, message, addressing) if message.event is None else None
             reply = await self._handle(message)
             if message.event is not None and message.event.is_request:
                 await answer_request(self._accounts, message, reply)
                 if reply.error is not None:
                     return None  # a requester is no friend yet: no error text goes to them
-            await self._reply(key, message, event, reply, stream)
+            await self._reply(key, message, reply, stream, addressing)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
         return None
@@ -344,10 +345,12 @@ class OneBotAdapter:
             "at": message.user if self.config.at_sender and not anonymous else None,
         }
 
-    def _stream(self, key: Hashable, message: Message, event: dict[str, Any]) -> SentenceChunks:
+    def _stream(
+        self, key: Hashable, message: Message, addressing: dict[str, Any]
+    ) -> SentenceChunks:
         """``message.stream``: each finished sentence of a ``stream: chunks`` step goes out
-        through the chat's paced queue (the first one with the reply's quote and @)."""
-        addressing = self._addressing(message, event)
+        through the chat's paced queue (the first one with the reply's quote and @, which
+        ``addressing`` then loses: the reply's own rest goes without them)."""
         chat = message.chat
 
         async def send(text: str) -> None:
@@ -364,14 +367,16 @@ class OneBotAdapter:
         self,
         key: Hashable,
         message: Message,
-        event: dict[str, Any],
         reply: Reply,
         stream: SentenceChunks | None,
+        addressing: dict[str, Any],
     ) -> None:
-        """Queue ``reply``'s text and parts for the chat (what a stream has not yet sent)."""
+        """Queue ``reply``'s text and parts for the chat (what a stream has not yet sent),
+        with ``addressing`` (the quote and @) unless a streamed sentence already carried it."""
         chunked = stream is not None and bool(stream.sent)
         text = (stream.rest(reply.text) or "") if stream is not None else reply.text
-        addressing = {} if chunked else self._addressing(message, event)
+        if chunked:
+            addressing = {}
         local = None  # a plain text reply (the common one) has no files to read
         if reply.outgoing is not None:
             local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
