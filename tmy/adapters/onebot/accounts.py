@@ -83,7 +83,9 @@ class Accounts:
         return self._sent.get(self_id, ())
 
     def remember_sent(self, self_id: str, message_id: str) -> None:
-        ids = self._sent.setdefault(self_id, OrderedDict())
+        ids = self._sent.get(self_id)
+        if ids is None:  # not setdefault: that builds an OrderedDict on every send
+            ids = self._sent[self_id] = OrderedDict()
         ids[message_id] = None
         if len(ids) > MAX_SENT_IDS:
             ids.popitem(last=False)

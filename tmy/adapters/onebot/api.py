@@ -46,10 +46,12 @@ class Recent:
         if not message_id:
             return
         key = (self_id, message_id)
-        self._items[key] = {"text": text, "user": user, "id": message_id}
-        self._items.move_to_end(key)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+        items = self._items
+        if key in items:  # seen again: it becomes the newest (a new key is put last anyway)
+            items.move_to_end(key)
+        items[key] = {"text": text, "user": user, "id": message_id}
+        if len(items) > self.size:
+            items.popitem(last=False)
 
     def get(self, self_id: str, message_id: str) -> dict[str, str] | None:
         hit = self._items.get((self_id, message_id))

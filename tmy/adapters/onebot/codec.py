@@ -85,7 +85,10 @@ def segments_of(message: Any) -> list[Segment]:
         data = seg.get("data")
         data = data if isinstance(data, dict) else {}
         # numbers where the spec says strings (qq: 10001) are common; compare as text
-        out.append({"type": seg["type"], "data": {k: _str(v) for k, v in data.items()}})
+        out.append({
+            "type": seg["type"],
+            "data": {k: v if type(v) is str else _str(v) for k, v in data.items()},
+        })  # fmt: skip
     return out
 
 
