@@ -177,9 +177,10 @@ class Tally:
         """A flush whose failure is logged, not raised (the background and the final one)."""
         try:
             await self.flush()
-        except (TmyError, OSError) as exc:
+        except Exception as exc:  # the flusher must outlive any one failure: counts are kept
             waiting = len(self._pending) + len(self._sets)
-            log.warning("llm.usage_flush_failed", error=str(exc), pending=waiting)
+            error = str(exc) if isinstance(exc, TmyError | OSError) else repr(exc)
+            log.warning("llm.usage_flush_failed", error=error, pending=waiting)
 
 
 async def _write(
