@@ -26,8 +26,14 @@ When flushes happen:
 * before ``budget`` and ``ctx`` read the counters.
 
 A flush that fails (the store is unreachable) keeps its counts for the next
-one, so they are retried, not dropped; as with any store write whose outcome
-was unknown, a retried batch may then count twice.
+one, so they are retried, not dropped (``llm.usage_flush_failed`` is logged);
+as with any store write whose outcome was unknown, a retried batch may then
+count twice. Only when the last flush at a stop fails too are the counts lost.
+
+What reads the counters sees this daemon's unwritten counts too — the budget
+check, ``budget``, ``ctx`` — while another process reading the store (``python
+run.py budget`` next to a serving daemon, a backup) sees them up to one interval
+late, unless a budget is configured.
 """
 
 from __future__ import annotations
