@@ -23,6 +23,7 @@ the error message when there is one.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +36,7 @@ _STR = "tag:yaml.org,2002:str"
 # what libyaml refuses or reads specially anywhere in a file: leave such files to it
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # a line: its indentation, a list item's dash, a key, and the rest (the value or the item)
-_LINE = re.compile(r"( *)(- +|-$)?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|$))?(.*)").fullmatch
+_LINE = re.compile(r"( *)(- +|-$)?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|$))?(.*)\n?").fullmatch
 # the first characters of a value that is plain text as written (minus those with a resolver)
 _PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("-?:,[]{}#&*!|>'\"%@`")
 _SINGLE = re.compile(r"'((?:[^']|'')*)'(?: +#.*| *)$").match
@@ -214,7 +215,7 @@ class _Reader:
         root = None
         pending: Any = _NOTHING  # a key on the line above waiting for its block value
         pending_line = 0
-        for number, line in enumerate(text.split("\n"), 1):
+        for number, line in enumerate(io.StringIO(text, newline="\n"), 1):  # one line at a time
             indent, dash, key_text, rest = _LINE(line).groups()  # type: ignore[union-attr]
             if not dash and not key_text:
                 if not rest or rest[0] == "#":
