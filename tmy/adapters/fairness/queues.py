@@ -154,8 +154,12 @@ class ChatQueues(Generic[T]):
             return False
         lane = self._lanes.get(chat)
         if lane is None:
+            if not self._lanes:
+                self._idle.clear()
             lane = self._lanes[chat] = _Lane()
-            self._idle.clear()
+            if self._waiting < self.total and self._paced(chat) and self.slots.try_acquire():
+                self._run(chat, lane, item)  # an idle chat, a free slot: it never waits
+                return True
         if len(lane.items) >= self.per_chat:
             self._drop_oldest(chat, lane)
         elif self._waiting >= self.total:
@@ -190,6 +194,7 @@ class ChatQueues(Generic[T]):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._runs.clear()  # those cancelled before their first step never reached their end
         for lane in self._lanes.values():
             while lane.items:
                 item = lane.items.popleft()
@@ -209,20 +214,28 @@ class ChatQueues(Generic[T]):
         while (
             lane.items
             and lane.running < self.per_chat_in_flight
-            and self._ready_at.get(chat, 0.0) <= time.monotonic()
+            and self._paced(chat)
             and self.slots.try_acquire()
         ):
             self._start(chat, lane)
+
+    def _paced(self, chat: Hashable) -> bool:
+        """True when the chat's pacing lets its next item start now."""
+        ready_at = self._ready_at.get(chat)
+        return ready_at is None or ready_at <= time.monotonic()
 
     def _start(self, chat: Hashable, lane: _Lane[T]) -> None:
         """Take the chat's oldest item into flight (a slot is already held for it)."""
         item = lane.items.popleft()
         self._took()
+        self._run(chat, lane, item)
+
+    def _run(self, chat: Hashable, lane: _Lane[T], item: T) -> None:
+        """Put ``item`` in flight on its own task (a slot is already held for it)."""
         lane.running += 1
-        # the loop's own create_task: no name to format per item (asyncio.create_task's)
-        run = asyncio.get_running_loop().create_task(self._execute(chat, lane, item))
-        self._runs.add(run)
-        run.add_done_callback(self._runs.discard)
+        # the loop's own create_task: no name to format per item (asyncio.create_task's);
+        # the task leaves _runs at its end (_execute), not through a done callback
+        self._runs.add(asyncio.get_running_loop().create_task(self._execute(chat, lane, item)))
 
     async def _drain(self, chat: Hashable, lane: _Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
@@ -239,11 +252,7 @@ class ChatQueues(Generic[T]):
                     await lane.wake.wait()
                     continue
                 await self.slots.acquire()  # one waiter per chat, served in turn: a round robin
-                if (
-                    lane.items
-                    and lane.running < self.per_chat_in_flight
-                    and self._ready_at.get(chat, 0.0) <= time.monotonic()
-                ):
+                if lane.items and lane.running < self.per_chat_in_flight and self._paced(chat):
                     self._start(chat, lane)
                 else:  # the items were dropped, or started, meanwhile
                     self.slots.release()
@@ -277,6 +286,7 @@ class ChatQueues(Generic[T]):
                     await asyncio.sleep(pause)
                 await self.slots.acquire()
         finally:
+            self._runs.discard(asyncio.current_task())  # type: ignore[arg-type]
             if not ended and self._on_drop is not None:  # cancelled before its end
                 self._on_drop(item)
             lane.running -= 1
