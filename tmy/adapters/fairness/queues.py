@@ -40,6 +40,7 @@ of 1 the chat's items run one after another, in order.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
@@ -114,7 +115,9 @@ class ChatQueues(Generic[T]):
         self._log = get_logger(f"tmy.adapter.{adapter}")
         self._lanes: dict[Hashable, _Lane[T]] = {}
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
-        self._runs: set[asyncio.Task[None]] = set()  # items in flight on their own task
+        # items in flight, each on its own task, by a number the task's _execute is given
+        self._runs: dict[int, asyncio.Task[None]] = {}
+        self._run_ids = itertools.count()
         self._waiting = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -190,7 +193,7 @@ class ChatQueues(Generic[T]):
         """Stop: cancel what is in flight, hand what still waits to ``on_drop`` (no metric)."""
         self.accepting = False
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
-        tasks += list(self._runs)
+        tasks += list(self._runs.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -235,7 +238,9 @@ class ChatQueues(Generic[T]):
         lane.running += 1
         # the loop's own create_task: no name to format per item (asyncio.create_task's);
         # the task leaves _runs at its end (_execute), not through a done callback
-        self._runs.add(asyncio.get_running_loop().create_task(self._execute(chat, lane, item)))
+        run = next(self._run_ids)
+        coro = self._execute(chat, lane, item, run)
+        self._runs[run] = asyncio.get_running_loop().create_task(coro)
 
     async def _drain(self, chat: Hashable, lane: _Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
@@ -260,7 +265,7 @@ class ChatQueues(Generic[T]):
             lane.task = None
             self._retire(chat, lane)
 
-    async def _execute(self, chat: Hashable, lane: _Lane[T], item: T) -> None:
+    async def _execute(self, chat: Hashable, lane: _Lane[T], item: T, run: int) -> None:
         """Work on one item holding a slot (released while it waits to be called again)."""
         ended = False  # the work function said it is done with the item (or raised)
         try:
@@ -286,7 +291,7 @@ class ChatQueues(Generic[T]):
                     await asyncio.sleep(pause)
                 await self.slots.acquire()
         finally:
-            self._runs.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._runs.pop(run, None)
             if not ended and self._on_drop is not None:  # cancelled before its end
                 self._on_drop(item)
             lane.running -= 1

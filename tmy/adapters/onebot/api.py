@@ -40,7 +40,8 @@ class Recent:
 
     def __init__(self, size: int = RECENT_MESSAGES) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
+        # (account, id) -> (text, user): the dict a quote reads is built when it is read
+        self._items: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
 
     def remember(self, self_id: str, message_id: str, text: str, user: str) -> None:
         if not message_id:
@@ -49,15 +50,16 @@ class Recent:
         items = self._items
         if key in items:  # seen again: it becomes the newest (a new key is put last anyway)
             items.move_to_end(key)
-        items[key] = {"text": text, "user": user, "id": message_id}
+        items[key] = (text, user)
         if len(items) > self.size:
             items.popitem(last=False)
 
     def get(self, self_id: str, message_id: str) -> dict[str, str] | None:
         hit = self._items.get((self_id, message_id))
-        if hit is not None:
-            self._items.move_to_end((self_id, message_id))
-        return hit
+        if hit is None:
+            return None
+        self._items.move_to_end((self_id, message_id))
+        return {"text": hit[0], "user": hit[1], "id": message_id}
 
 
 class OneBotApi:
