@@ -72,11 +72,6 @@ PLANS_KEPT = 10_000  # constant plans an engine keeps (cleared and made again pa
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 
 
-def _open(rule: Rule) -> bool:
-    """The index's ``admits`` for a rulebook without filtered rules: no closure per message."""
-    return True
-
-
 class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
     """Dispatches messages to rules. Safe to call concurrently from many adapters."""
 
@@ -200,7 +195,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
             return await self._command(commands, message, text, trace_id)
         rulebook = self.rulebook
-        admits = _open  # no filtered rule: no closure per message
+        admits = None  # no filtered rule: no closure per message, no call per candidate
         if rulebook.has_filters:
             admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
         match = rulebook.index.match(text, admits)
