@@ -11,7 +11,9 @@ flood wait.
 **What this does.** An adapter keeps two :class:`ChatQueues`: one for
 messages waiting to run in the engine (``what="message"``) and one for
 replies waiting to be sent (``what="reply"``). Each chat has its own FIFO
-queue and its own drain task:
+queue and, while items wait in it, its own drain task (an item for a chat
+with nothing waiting or in flight starts at once on its own task when a slot
+is free: the common case costs one task per item, no queue, no drain):
 
 * **Bounded per chat.** At most ``per_chat`` items wait in one chat; at the
   cap the oldest waiting item of that chat is dropped, with a warning
