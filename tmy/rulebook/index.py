@@ -12,19 +12,15 @@ the first whose rule's filters admit the message wins.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ahocorasick
 
-from tmy.logs import get_logger
 from tmy.rulebook.nearmiss import NearIndex, NearMiss, near_misses
 from tmy.rulebook.textform import TextMap, fold, normal_form, normalise
-from tmy.rulebook.triggers import KIND_RANK, REGEX_BUDGET, Match, Trigger
-
-log = get_logger("tmy")
+from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, regex_candidates
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
 _RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
@@ -201,7 +197,7 @@ class Side:
                 for e in self.contains[literal]:
                     yield e, question, {}
         if self.regex and (kinds is None or "regex" in kinds):
-            yield from _regex_candidates(self.regex, shown)
+            yield from regex_candidates(self.regex, shown)
         if kinds is None or "any" in kinds:
             for e in self.any:
                 yield e, shown, {}
@@ -215,40 +211,6 @@ def _is_word_prefix(literal: str) -> bool:
     """One word and the space after it: a text starts with it exactly when its first
     word and space are it (the only space of ``literal`` is its last character)."""
     return literal.find(" ") == len(literal) - 1 > 0
-
-
-def _regex_candidates(entries: list[Entry], shown: str) -> Iterator[tuple[Entry, str, dict]]:
-    """Regex triggers matching ``shown``, all of them within one time budget.
-
-    A trigger still matching when the budget runs out (catastrophic
-    backtracking, or simply too many slow patterns) is abandoned as no match,
-    with a warning naming it; later regex triggers are not tried for this
-    message. Other messages never wait on it for longer than the budget.
-    """
-    deadline = time.perf_counter() + REGEX_BUDGET
-    for e in entries:
-        anchor = e[2].anchor
-        if anchor:  # "^literal…": a text that does not start so cannot match
-            head = shown[: len(anchor)]
-            if (head if e[2].case_sensitive else head.lower()) != anchor:
-                continue
-        left = deadline - time.perf_counter()
-        try:
-            if left <= 0:
-                raise TimeoutError
-            m = e[2].regex.search(shown, timeout=left)
-        except TimeoutError:
-            log.warning(
-                "trigger.regex_timeout",
-                trigger=e[2].source,
-                rule=e[1].id,
-                budget_ms=REGEX_BUDGET * 1000,
-                hint="this pattern backtracks too much on this text; avoid nested quantifiers",
-            )
-            return
-        if m:
-            groups = {k: v for k, v in m.groupdict().items() if v is not None}
-            yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0), "_match": m}
 
 
 def _as_sent(match: Match, form: tuple[str, str], shown: str, regex_match: Any) -> Match:

@@ -19,13 +19,16 @@ alternatives that overlap (``(a|aa)+``) either way (:mod:`tmy.rulebook.regexrisk
 
 from __future__ import annotations
 
+import time
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
 from tmy.errors import RuleError
+from tmy.logs import get_logger
 from tmy.rulebook.regexrisk import backtracking_risk, nested_quantifier
 from tmy.rulebook.textform import (
     TextMap,
@@ -54,6 +57,8 @@ __all__ = [
     "strip_invisible",
     "trigger_warnings",
 ]
+
+log = get_logger("tmy")
 
 # Seconds of regex matching one message may cost, all regex triggers together;
 # a trigger still running then is abandoned (no match) and logged.
@@ -194,3 +199,38 @@ class Match:
     magic: str
     question: Any  # text for a trigger; a tool call passes its arguments (a map)
     groups: dict[str, Any] = field(default_factory=dict)
+
+
+def regex_candidates(entries: list[Any], shown: str) -> Iterator[tuple[Any, str, dict]]:
+    """Regex triggers matching ``shown``, all of them within one time budget (``entries``:
+    the index's (rank key, rule, trigger)).
+
+    A trigger still matching when the budget runs out (catastrophic
+    backtracking, or simply too many slow patterns) is abandoned as no match,
+    with a warning naming it; later regex triggers are not tried for this
+    message. Other messages never wait on it for longer than the budget.
+    """
+    deadline = time.perf_counter() + REGEX_BUDGET
+    for e in entries:
+        anchor = e[2].anchor
+        if anchor:  # "^literal…": a text that does not start so cannot match
+            head = shown[: len(anchor)]
+            if (head if e[2].case_sensitive else head.lower()) != anchor:
+                continue
+        left = deadline - time.perf_counter()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            m = e[2].regex.search(shown, timeout=left)
+        except TimeoutError:
+            log.warning(
+                "trigger.regex_timeout",
+                trigger=e[2].source,
+                rule=e[1].id,
+                budget_ms=REGEX_BUDGET * 1000,
+                hint="this pattern backtracks too much on this text; avoid nested quantifiers",
+            )
+            return
+        if m:
+            groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0), "_match": m}
