@@ -59,6 +59,37 @@ async def test_slots_are_granted_first_come_first_served() -> None:
     assert got == ["first", "second"]
 
 
+async def test_an_idle_chats_item_starts_at_once_and_the_chats_next_waits_its_turn() -> None:
+    work = Recorder()
+    work.gate.clear()
+    queues: ChatQueues[int] = ChatQueues("t0", "reply", work, per_chat=10, total=100, in_flight=4)
+    assert queues.put("a", 0)
+    # in flight before any other task ran: no queue, no drain task, never counted as waiting
+    assert queues.in_flight == 1 and queues.waiting == 0 and queues.pending("a") == 0
+    queues.put("a", 1)
+    queues.put("b", 0)
+    assert queues.pending("a") == 1 and queues.in_flight == 2  # one at a time per chat
+    work.gate.set()
+    assert await queues.join(5)
+    assert [i for c, i in work.order if c == "a"] == [0, 1]
+    queues.put("a", 2)  # the chat went idle: again at once
+    assert queues.in_flight == 1 and queues.pending("a") == 0
+    assert await queues.join(5)
+
+
+async def test_an_idle_chat_still_waits_out_its_pacing() -> None:
+    work = Recorder()
+    queues: ChatQueues[int] = ChatQueues(
+        "t0p", "reply", work, per_chat=10, total=100, in_flight=4, interval=0.05
+    )
+    queues.put("a", 0)
+    assert await queues.join(5)
+    queues.put("a", 1)  # idle, a slot free, but within the interval after its last send
+    assert queues.in_flight == 0 and queues.pending("a") == 1
+    assert await queues.join(5)
+    assert work.order == [("a", 0), ("a", 1)]
+
+
 async def test_chats_take_turns_so_a_backlog_does_not_delay_another_chats_first_item() -> None:
     work = Recorder()
     work.gate.clear()
