@@ -289,6 +289,16 @@ def _apply_merges(box: LineDict, merges: list[tuple[Any, int]]) -> None:
             box.key_lines.setdefault(key, line)
 
 
+def _read_simple(text: str, sink: Sink | None) -> Any:
+    """:func:`read_simple` with a loader that only resolves scalars (on no text: libyaml
+    is given no copy of a file it does not read)."""
+    loader = _LineLoader("")
+    try:
+        return read_simple(text, loader, sink)
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: Path, text: str | None = None, sink: Sink | None = None) -> Any:
     """Parse one YAML file; RuleError with file and line on any syntax problem.
 
@@ -304,13 +314,13 @@ def read_yaml(path: Path, text: str | None = None, sink: Sink | None = None) -> 
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleError(f"cannot read: {exc}", file=name) from None
     try:
+        doc = _read_simple(text, sink)
+        if doc is not GIVE_UP:
+            return doc
+        if sink is not None:
+            sink(None)  # libyaml reads the file from the start
         loader = _LineLoader(text)
         try:
-            doc = read_simple(text, loader, sink)
-            if doc is not GIVE_UP:
-                return doc
-            if sink is not None:
-                sink(None)
             return _compose(loader, sink)
         finally:
             loader.dispose()
