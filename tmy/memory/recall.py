@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,7 +205,7 @@ async def recall(
         for s in shown:
             s.matched = terms.get((s.key, s.item["id"]), s.matched)
     if want_dialogue and summaries:
-        _score_dialogues(cfg, spec, query, summaries, message, out, now, min_score)
+        _score_dialogues(cfg, spec, query, summaries, message, out, now, min_score, mrt.counted)
     out.block, out.entries, out.dialogues = render(out.entries, out.dialogues, cfg, tz)
     if touch_entries and out.entries:  # counted in memory, written once a second
         by_owner: dict[str, set[str]] = {}
@@ -335,6 +337,7 @@ def _score_dialogues(
     out: Recall,
     now: float,
     min_score: float,
+    counted: Callable[[str], Counter[str]],
 ) -> None:
     mine = [
         s
@@ -345,7 +348,7 @@ def _score_dialogues(
     ]
     if not mine:
         return
-    matches = scoring.bm25(scoring.terms(query), [scoring.counts(s["text"]) for s in mine])
+    matches = scoring.bm25(scoring.terms(query), [counted(s["text"]) for s in mine])
     window = max(cfg.dialogue.recent_days, 0.001) * 86400
     scored = []
     for s, m in zip(mine, matches, strict=True):
