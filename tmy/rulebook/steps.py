@@ -20,13 +20,21 @@ from tmy.rulebook.atomic import lock_roots
 from tmy.rulebook.fields import FieldReader, boards_of, type_names, unknown_key
 from tmy.rulebook.model import NO_NAMES, NOTHING, Step
 from tmy.types import StepHook
-from tmy.values.compiled import LIST_MODES, Constant, Expression, PathValue, Value
+from tmy.values.compiled import (
+    LIST_MODES,
+    Constant,
+    Expression,
+    PathValue,
+    Value,
+    compile_value,
+)
 from tmy.yamlfile.source import LineDict
 
 STEP_KEYS = (
     "id", "plugin", "input", "INPUT", "save", "when", "stop", "on_error", "timeout", "description",
 )  # fmt: skip
 ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_PLAIN_STEP_KEYS = frozenset(("plugin", "input"))
 _KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
 
 
@@ -37,6 +45,9 @@ class StepCompiler(FieldReader):
         super().__init__(registry)
         # executor -> the keys its steps may use (in order, for messages, and as a set)
         self._allowed: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+        # plugin name -> its executor when a step of just plugin + input can skip the
+        # general checks (no required option, no load-time check), else None
+        self._plain_specs: dict[str, ExecutorSpec | None] = {}
 
     def compile_step(
         self, raw: LineDict, index: int, rid: str, file: str, known: set[str], dynamic: bool
@@ -46,6 +57,10 @@ class StepCompiler(FieldReader):
         ``known``: the names set before this step; ``dynamic``: an earlier step
         saved to a computed position, so no name can be called unset.
         """
+        if raw.keys() <= _PLAIN_STEP_KEYS:
+            step = self.plain_step(raw, index, rid, file)
+            if step is not None:
+                return step
         before = len(self.errors)
         where = f"rule {rid!r} step {raw.get('id', index)!r}"
         spec = self.step_spec(raw, where, file)
@@ -122,6 +137,54 @@ class StepCompiler(FieldReader):
         ):
             step.constant = input_value
         return step
+
+    def plain_step(self, raw: LineDict, index: int, rid: str, file: str) -> Step | None:
+        """A step of only ``plugin:`` and a constant ``input:`` (most steps of a big generated
+        rulebook), built without the general checks, none of which can fail or change it:
+        the Step the general path builds. None: not such a step, take the general path."""
+        plugin, given = raw.get("plugin"), raw.get("input")
+        if type(plugin) is not str or type(given) is not str or not given:
+            return None
+        spec = self._plain_specs.get(plugin, False)
+        if spec is False:
+            spec = self.registry.get(plugin)
+            if spec is not None and (
+                spec.check is not None
+                or _PLAIN_STEP_KEYS & spec.options.keys()
+                or any(opt.required for opt in spec.options.values())
+            ):
+                spec = None
+            self._plain_specs[plugin] = spec
+        if spec is None or given.strip() in LIST_MODES:
+            return None
+        try:
+            value = compile_value(given)
+        except EvalError:
+            return None
+        if type(value) is not Constant:  # reads names: the general path checks them
+            return None
+        return Step(
+            index=index,
+            id=None,
+            spec=spec,
+            input=value,
+            list_mode=None,
+            INPUT=None,
+            save=None,
+            when=None,
+            on_error="stop",
+            options=NOTHING,
+            timeout=None,
+            uri=f"{rid}/{index}",
+            lock_roots=(),
+            stop=None,
+            extras=NOTHING,
+            file=file,
+            line=raw.line,
+            hooks=(),
+            boards=NO_NAMES,
+            constant=value if spec.run is adjust else None,
+        )
 
     def step_spec(self, raw: LineDict, where: str, file: str) -> ExecutorSpec | None:
         """The step's executor, its keys checked against what that executor and the
