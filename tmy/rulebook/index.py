@@ -44,6 +44,8 @@ class Side:
     automaton: Any = None
     used: bool = False  # holds any trigger (set by freeze)
     plain: bool = True  # only exact and prefix triggers (set by freeze): :meth:`best` applies
+    prefix_longest: tuple[int, ...] = ()  # every prefix literal length, longest first
+    prefix_top: int = 0  # the best (lowest) -priority among the prefix triggers
 
     def add(self, entry: Entry) -> None:
         trig = entry[2]
@@ -66,6 +68,8 @@ class Side:
             self.exact or self.prefix or self.suffix or self.contains or self.regex or self.any
         )
         self.plain = not (self.suffix or self.contains or self.regex or self.any)
+        self.prefix_longest = tuple(sorted({len(k) for k in self.prefix}, reverse=True))
+        self.prefix_top = min((e[0][0] for es in self.prefix.values() for e in es), default=0)
         self.word_prefixes = any(map(_is_word_prefix, self.prefix))
         self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not _is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
@@ -115,18 +119,17 @@ class Side:
         """The best-ranked exact or prefix trigger matching ``text``, as a Match, without
         filters (:meth:`collect` and a sort, for a :attr:`plain` side: no list, no sort).
 
-        At 10,000 prefix rules ``kw1`` … ``kw9999`` a text starting ``kw9999`` hits
-        four literals; the lowest rank key among them is the one a sort puts first.
+        Prefix lengths are tried longest first, and stop once no shorter literal can
+        outrank the best hit (none of a higher priority): at 10,000 rules ``kw1*`` …
+        ``kw9999*``, "kw9999 hi" is one lookup, not four.
         """
-        src = shown if len(shown) == len(text) else text
-        size = len(text)
         best: Entry | None = None
-        question = ""
         exact = self.exact.get(text)
         if exact is not None:
             for e in exact:
                 if best is None or e[0] < best[0]:
                     best = e
+        at = 0  # where QUESTION starts (0: an exact hit, no question)
         prefix = self.prefix
         word = text.find(" ") + 1 if self.word_prefixes else 0  # "kw5 " of "kw5 hello"
         if word > 1:
@@ -134,24 +137,25 @@ class Side:
             if hit is not None:
                 for e in hit:
                     if best is None or e[0] < best[0]:
-                        best, question = e, None
-                if question is None:
-                    question = src[word:].strip()
-        for n in self.prefix_lengths:
-            if n > size:
-                break
-            if n == word:  # the same key: looked up above
+                        best, at = e, word
+        size = len(text)
+        top = self.prefix_top
+        for n in self.prefix_longest:
+            if n > size or n == word:  # too long, or the key looked up above
                 continue
+            if best is not None:
+                key = best[0]  # stop: every shorter prefix ranks below the best hit
+                if key[0] < top or (key[0] == top and (key[1] == 0 or -key[2] > n)):
+                    break
             hit = prefix.get(text[:n])
             if hit is not None:
                 for e in hit:
                     if best is None or e[0] < best[0]:
-                        best, question = e, None
-                if question is None:
-                    question = src[n:].strip()
+                        best, at = e, n
         if best is None:
             return None
         trig = best[2]
+        question = "" if not at else (shown if len(shown) == size else text)[at:].strip()
         return Match(best[1], trig, trig.magic, question, {})
 
     def candidates(
