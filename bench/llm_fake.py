@@ -10,6 +10,9 @@
   ``POST /v1/messages`` (``ask q<i>z`` from user ``u<i>``) through one aiohttp
   session, every answer checked; prints one JSON line (wall time, wrong answers,
   its own CPU).
+
+It also holds :func:`compare`, the ``--compare CHECKOUT`` of ``llm_fanout.py``
+and ``llm_step.py``: the same script, run against another checkout of tmy.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import argparse
 import asyncio
 import json
 import re
+import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
@@ -166,6 +172,53 @@ async def load(url: str, key: str, start: int, n: int) -> dict[str, Any]:
         "wrong_examples": wrong[:5],
         "load_cpu_s": round(time.process_time() - cpu0, 3),
     }
+
+
+def compare(checkout: str, script: str, argv: list[str]) -> dict[str, Any]:
+    """Run ``bench/<script>`` of this tree against the tmy of ``checkout`` (e.g. a
+    ``git worktree`` of the commit before a change): the script and its helpers are
+    copied into ``checkout/bench`` (an older tree may lack them or hold older
+    ones), run there with ``argv`` (no ``--compare``), and its result JSON read back.
+    Prints its report. Returns ``{"checkout", "commit", "result"}``."""
+    here, there = Path(__file__).resolve().parent, Path(checkout).resolve() / "bench"
+    if not (there.parent / "tmy").is_dir():
+        raise SystemExit(f"--compare {checkout}: not a tmy checkout (no tmy/ package)")
+    there.mkdir(exist_ok=True)
+    for name in (script, "llm_fake.py", "common.py"):
+        shutil.copyfile(here / name, there / name)
+    done = subprocess.run(
+        [sys.executable, str(there / script), *argv],
+        cwd=there.parent,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    print(f"\n## the same run against {checkout}\n{done.stdout}", end="")
+    if done.returncode != 0:
+        print(done.stderr[-3000:], file=sys.stderr)
+    commit = subprocess.run(
+        ["git", "-C", str(there.parent), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    written = re.findall(r"written: (\S+)", done.stdout)
+    result = json.loads((there.parent / written[-1]).read_text()) if written else None
+    return {"checkout": str(checkout), "commit": commit, "exit": done.returncode, "result": result}
+
+
+def without_compare(argv: list[str]) -> list[str]:
+    """``argv`` without ``--compare X`` / ``--compare=X``."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--compare":
+            skip = True
+        elif not arg.startswith("--compare="):
+            out.append(arg)
+    return out
 
 
 def main() -> int:

@@ -30,6 +30,7 @@ conversations in ≤ 0.9 s in-process and ≤ 1.1 s over HTTP.
     python bench/llm_fanout.py                     # 1,000 conversations, 0.5 s, 3 rounds
     python bench/llm_fanout.py --quick             # 100 conversations, 1 round
     python bench/llm_fanout.py --store redis       # on Redis (db 15): llm_fanout_redis.json
+    python bench/llm_fanout.py --compare /tmp/before   # then the same against another checkout
 """
 
 from __future__ import annotations
@@ -340,6 +341,7 @@ def main() -> int:
     p.add_argument("--conversations", type=int)
     p.add_argument("--rounds", type=int)
     p.add_argument("--store", choices=("sqlite", "redis"), default="sqlite")
+    p.add_argument("--compare", metavar="CHECKOUT", help="also run against this tmy checkout")
     args = p.parse_args()
     n = args.conversations or (100 if args.quick else 1_000)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -374,6 +376,12 @@ def main() -> int:
     }
     res["targets"] = targets(n, best)
     print(report(n, res))
+    if args.compare:
+        import llm_fake
+
+        res["compare"] = llm_fake.compare(
+            args.compare, "llm_fanout.py", llm_fake.without_compare(sys.argv[1:])
+        )
     if not args.no_write:
         name = "llm_fanout" if args.store == "sqlite" else f"llm_fanout_{args.store}"
         path = common.write_result(name, {**res, "rules": RULES}, quick=args.quick)
