@@ -33,8 +33,8 @@ async def test_listener_api_keys_are_masked_in_the_log_and_refused_by_remember(
     async with Bot({"r.yaml": RULES}, http_api_keys=(key, "other-key-" + key)) as bot:
         reply = await bot.ask(f"remember the listener key is {key}", user="ann")
         assert reply.error and "a credential this bot is configured with" in reply.error
-        stored = await bot.engine.services.store.get(entries.user_key("test", "ann"))
-        assert entries.entries_of(stored) == []
+        store = bot.engine.services.store
+        assert await entries.owner_entries(store, entries.user_key("test", "ann")) == []
         assert await bot.say("remember my cat is called Mimi", user="ann") == (
             "OK, I'll remember: my cat is called Mimi"
         )

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from tests.cron.scheduled import RefusesFirstSend, history, wait_for
+from tmy.config.memory import RecallSpec
+from tmy.memory.recall import recall
 from tmy.message import Message, Target
 from tmy.testing import serving
 
@@ -145,3 +147,29 @@ async def test_a_scheduled_run_s_rank_true_write_reaches_the_real_leaderboard() 
         assert await store.get("var/user/onebot/cron/points") == 10
         assert await store.rank_top("onebot/points", 3) == [("cron", 10, None)]  # name = id
         assert await store.rank_of("onebot/points", "cron") == 1
+
+
+REMEMBERING = """
+rules:
+  - id: note
+    schedule: {cron: "0 0 1 1 *", misfire_grace: 0}
+    steps:
+      - {plugin: ADJUST, input: "the spare key is under the blue flowerpot"}
+      - {plugin: REMEMBER, scope: global}
+"""
+
+
+async def test_a_scheduled_remember_is_recalled_after_its_commit() -> None:
+    """A scheduled run's REMEMBER lands with the run's commit: its entry's value and, replayed
+    after the commit, its place in the lexical index, so chat messages recall it."""
+    async with serving({"r.yaml": REMEMBERING}, platform="onebot", timezone="UTC") as daemon:
+        scheduler = daemon.app.cron
+        assert scheduler is not None
+        [fired] = await scheduler.fire_now(daemon.engine.rulebook.by_id["note"], by="test")
+        assert fired.reply is not None and fired.reply.error is None
+        question = "where is the spare key?"
+        asker = Message(question, user="ann", platform="onebot", chat="group:7")
+        found = await recall(daemon.engine.services, asker, RecallSpec(max=3), question)
+        assert [s.item["text"] for s in found.entries] == [
+            "the spare key is under the blue flowerpot"
+        ]

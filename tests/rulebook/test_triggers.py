@@ -344,8 +344,8 @@ async def test_remember_stores_the_text_as_sent_not_its_nfkc_form() -> None:
     async with Bot(rules) as bot:
         reply = await bot.ask(f"记住 {SENT}", user="ann")
         assert reply.text == f"好的，我记住了：{SENT}"
-        stored = entries.entries_of(
-            await bot.engine.services.store.get(entries.user_key("test", "ann"))
+        stored = await entries.owner_entries(
+            bot.engine.services.store, entries.user_key("test", "ann")
         )
         assert [e["text"] for e in stored] == [SENT]
         assert reply.steps[0].input == SENT  # what REMEMBER (or an LLM step) was given

@@ -35,6 +35,7 @@ from tmy.store.overlay import OverlayStore
 
 Write = tuple[str, Any, float | None]
 Sync = tuple[str, str, str, str | None]  # a leaderboard's rank_sync(board, member, key, name)
+IndexWrite = tuple[str, tuple[Any, ...]]  # a lexical index write (method name, arguments)
 
 
 class RunBuffer(OverlayStore):
@@ -54,20 +55,21 @@ class RunBuffer(OverlayStore):
 
 async def run_buffered(
     engine: Engine, rule: Any, message: Message, question: str, extra: dict[str, Any]
-) -> tuple[Reply, Sequence[Write], Sequence[Sync]]:
+) -> tuple[Reply, Sequence[Write], Sequence[Sync], Sequence[IndexWrite]]:
     """Run ``rule`` as a scheduled run on a second engine over a :class:`RunBuffer`.
 
     The second engine shares the real one's rules, settings, executors, hooks
     and HTTP client; only its store differs. Returns the reply, the writes to
-    commit (nothing has reached the real store) and the leaderboard syncs to
+    commit (nothing has reached the real store), the leaderboard syncs to
     repeat on the real store once they are committed (a ``rank: true``
-    variable written by the run).
+    variable written by the run) and the lexical index writes to replay there
+    then (a REMEMBER's entry is found through the index: :mod:`tmy.store.index_log`).
     """
     buffer = RunBuffer(engine.services.store)
     shadow = Engine(engine.rulebook, engine.services.derive(buffer), fixed_now=engine.fixed_now)
     try:
         reply = await shadow.run_scheduled(rule, message, question, extra)
-        return reply, buffer.pending(), buffer.board_syncs()
+        return reply, buffer.pending(), buffer.board_syncs(), buffer.index_writes()
     finally:
         buffer.discard()  # the real store is not ours to close
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tmy import metrics
-from tmy.cron.buffered import Sync, Write, run_buffered, variable_keys
+from tmy.cron.buffered import IndexWrite, Sync, Write, run_buffered, variable_keys
 from tmy.cron.occurrence import (
     DONE_TTL,
     SKIPPED_OFF,
@@ -93,7 +93,7 @@ class FencedRuns(Outbox):
         keys = variable_keys(self.engine.rulebook, rule.scheduled_locks, message)
         async with AsyncExitStack() as stack:
             held = [await stack.enter_async_context(self.store.lock(key)) for key in keys]
-            reply, writes, syncs = await run_buffered(
+            reply, writes, syncs, indexed = await run_buffered(
                 self.engine, rule, message, schedule.input, {"FIRE_TIME": fire_text}
             )
             outcome = "error" if reply.error else "ok"
@@ -109,6 +109,7 @@ class FencedRuns(Outbox):
                 commit.append((outbox_key(occ), item, _outbox_ttl(item)))
             await self._commit(commit, lease, held)
             await self._sync_boards(syncs)
+            await self._replay_index(indexed)
         entry["sent"] = sent = await self._post(lease, occ, target, reply, unsent, item)
         log.info(
             "cron.done",
@@ -143,6 +144,16 @@ class FencedRuns(Outbox):
         if item is None:
             return "error: no adapters running"
         return await self._send_claimed(lease, occ, item)
+
+    async def _replay_index(self, writes: Sequence[IndexWrite]) -> None:
+        """Apply the run's lexical index writes (a REMEMBER's entry, a FORGET) on the real
+        store once its values are committed. One that fails is logged: the entry's value
+        is stored, and ``memory`` lists it, but recall finds it only once it is re-remembered."""
+        for name, args in writes:
+            try:
+                await getattr(self.store, name)(*args)
+            except TmyError as exc:
+                log.warning("cron.index_failed", op=name, namespace=args[0], error=str(exc))
 
     async def _sync_boards(self, syncs: Sequence[Sync]) -> None:
         """Make the leaderboards of the ``rank: true`` variables the run committed follow
