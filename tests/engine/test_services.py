@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import httpx
 import pytest
 
 from tmy.config import Settings
@@ -80,3 +81,11 @@ async def test_a_reload_swaps_rules_and_registry_together(store: Store) -> None:
     assert engine.rulebook is new_rules and engine.services.registry is new_registry
     engine.replace_rulebook(rulebook)  # rules alone: the registry stays
     assert engine.rulebook is rulebook and engine.services.registry is new_registry
+
+
+async def test_owns_http_says_whether_the_services_made_their_client(store: Store) -> None:
+    """True without a client given (the services make and close their own), False with one."""
+    assert Services(Settings(), store, default_registry()).owns_http is True
+    async with httpx.AsyncClient() as client:
+        given = Services(Settings(), store, default_registry(), http=client)
+        assert given.owns_http is False and given.http is client

@@ -53,6 +53,12 @@ class Services:
         self._owns_http = http is None  # a client given is closed by whoever made it
 
     @property
+    def owns_http(self) -> bool:
+        """Whether these services make (and close) their own HTTP client: True unless a
+        client was given; a caller choosing another transport than that client may."""
+        return self._owns_http
+
+    @property
     def http(self) -> httpx.AsyncClient:
         """The shared client (:mod:`tmy.http_client`), created on first use unless given."""
         if self._http is None:
