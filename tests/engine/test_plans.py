@@ -107,18 +107,21 @@ def _lines(buffer: io.BytesIO) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("text", "spliced"),
+    ("text", "spliced", "user"),
     [
-        ("hours", True),
-        ("when open  at night?", True),
-        ("two  things, é and 营业", True),
-        ("two  " + "z" * 300, False),  # a text the line cuts: the general line
-        ('two "quoted"', True),  # escaped as the general line escapes it
-        ("two \\ tab\there\nand a line", True),
+        ("hours", True, "u1"),
+        ("when open  at night?", True, "u1"),
+        ("two  things, é and 营业", True, "u1"),
+        ("two  " + "z" * 300, False, "u1"),  # a text the line cuts: the general line
+        ('two "quoted"', True, "u1"),  # escaped as the general line escapes it
+        ("two \\ tab\there\nand a line", True, "u1"),
+        ("two \x7f del \x1b esc \x00", True, "u1"),  # control characters
+        ("two /path 'x' <b>&amp; ~`{}[]", True, "u1"),  # printable ASCII: as it is
+        ("two", True, 'we"ird\\ü'),  # the ids are escaped too
     ],
 )
 async def test_the_planned_line_is_the_general_line_byte_for_byte(
-    store: Store, text: str, spliced: bool
+    store: Store, text: str, spliced: bool, user: str
 ) -> None:
     """ConstantPlan.log and log_run, for the same run: one line, twice (or, where the
     plan leaves the line to log_run, nothing from the plan)."""
@@ -127,7 +130,7 @@ async def test_the_planned_line_is_the_general_line_byte_for_byte(
     logs.configure("info", stream=out)
     token = logs.bind_trace("0123456789abcdef")
     try:
-        message = Message(text, user="u1", chat="g1", platform="test")
+        message = Message(text, user=user, chat="g1", platform="test")
         match = engine.rulebook.index.match(text)
         assert match is not None
         plan = constant_plan(match.rule, engine.settings.max_reply_chars)

@@ -32,7 +32,6 @@ from tmy.rulebook.triggers import Match
 
 _perf_counter = time.perf_counter
 _STEP_END = ',"skipped":false}'
-_RUN_END = b'],"event":"run.done","trace_id":"'
 # ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
 # and orjson write it, so str(µs // 1000) + _FRAC[µs % 1000] is that float's JSON
 _FRAC = tuple(repr(k / 1000)[1:] for k in range(1000))
@@ -76,7 +75,7 @@ class ConstantPlan:
         self.answer = answer
         shown = answer if len(answer) <= PREVIEW else preview(answer)
         self.tail = ',"answer":' + _json(shown) + ',"error":null,"ms":'
-        self.heads: dict[str, bytes] = {}  # per trigger: '{"rule":…,"trigger":…'
+        self.heads: dict[str, str] = {}  # per trigger: '{"rule":…,"trigger":…'
         # per step: its fields as step_fields renders them, up to '"ms":'
         self.step_heads = tuple(_step_head(step) for step in steps)
 
@@ -124,7 +123,13 @@ class ConstantPlan:
     def log(self, match: Match, message: Message, text: str, reply: Reply, seconds: float) -> bool:
         """Write this run's ``run.done`` line; False when :func:`log_run` must (nothing
         written): a run without a trigger or with another reply, a text the line cuts,
-        values orjson refuses, or a logger that cannot take this way."""
+        values orjson refuses, or a logger that cannot take this way.
+
+        The message's ids are text here (the engine refuses other ids before any rule
+        runs), so when what the message brings needs no JSON escape (printable ASCII
+        without ``"`` or ``\\``, one test of all five joined) it is written as it is:
+        the whole line is one f-string, encoded once. Else orjson escapes it.
+        """
         trigger = match.trigger
         q = match.question
         records = reply.steps
@@ -137,32 +142,35 @@ class ConstantPlan:
             or len(records) != len(self.step_heads)
         ):
             return False
-        try:  # what the message brings, escaped as the general line escapes it
-            said = orjson.dumps(
-                {
-                    "text": text,
-                    "question": q,
-                    "user": message.user,
-                    "chat": message.chat,
-                    "platform": message.platform,
-                }
+        user, chat, platform = message.user, message.chat, message.platform
+        plain = f"{text}{q}{user}{chat}{platform}"
+        if plain.isascii() and plain.isprintable() and '"' not in plain and "\\" not in plain:
+            said = (
+                f'"text":"{text}","question":"{q}","user":"{user}",'
+                f'"chat":"{chat}","platform":"{platform}"'
             )
-        except TypeError:
-            return False
+        else:
+            try:  # what the message brings, escaped as the general line escapes it
+                said = orjson.dumps(
+                    {"text": text, "question": q, "user": user, "chat": chat, "platform": platform}
+                )[1:-1].decode()
+            except TypeError:
+                return False
         head = self.heads.get(trigger.source)
         if head is None:
             head = self.heads[trigger.source] = orjson.dumps(
                 {"rule": self.rule.id, "trigger": trigger.source}
-            )[:-1]
+            )[:-1].decode()
         if len(records) == 1:  # nearly always
             m = int(records[0].ms * 1000 + 0.5)  # the step's whole µs (its ms is µs / 1000)
             steps = f"{self.step_heads[0]}{m // 1000}{_FRAC[m % 1000]}{_STEP_END}"
         else:
             steps = ",".join([_step(h, r) for h, r in zip(self.step_heads, records, strict=True)])
         micros = int(seconds * 1e6 + 0.5)
-        rest = f'{self.tail}{micros // 1000}{_FRAC[micros % 1000]},"steps":[{steps}'
-        return logs.emit_info_head(
-            b"".join((head, b",", said[1:-1], rest.encode(), _RUN_END)), logs.TRACE.get() or ""
+        return logs.emit_info_text(
+            f"{head},{said}{self.tail}{micros // 1000}{_FRAC[micros % 1000]},"
+            f'"steps":[{steps}],"event":"run.done","trace_id":"',
+            reply.trace_id,
         )
 
 

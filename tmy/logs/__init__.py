@@ -52,7 +52,7 @@ __all__ = [
     "emit",
     "emit_event",
     "emit_info",
-    "emit_info_head",
+    "emit_info_text",
     "flush",
     "get_logger",
     "level_of",
@@ -105,6 +105,7 @@ _stamp: list[Any] = [0, ""]  # (millisecond, its timestamp)
 _second: list[Any] = [0, ""]  # (second, its date-and-time prefix)
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
+_time = time.time
 
 
 _repeats = RepeatLimiter()
@@ -220,24 +221,25 @@ def emit_info(event: dict[str, Any]) -> None:
     sink.write(line)
 
 
-def emit_info_head(head: bytes, trace_id: str) -> bool:
+def emit_info_text(head: str, trace_id: str) -> bool:
     """Finish and write an ``info`` line rendered up to its ``trace_id``'s value.
 
     ``head`` is the line as :func:`emit_event` would render it up to and including
     ``"trace_id":"`` (a run.done line assembled from parts its rule's run always
-    repeats, :mod:`tmy.engine.plans`); this adds the id, level and timestamp and
-    writes it, redacted like every line. False (nothing written): the caller logs
-    the line through :func:`emit_event` — no sink configured, context variables a
-    plugin bound (merged in front of every line), or a trace id JSON would escape.
+    repeats, :mod:`tmy.engine.plans`); ``trace_id`` letters and digits only (the
+    engine's own ids: nothing to escape). This adds the id, level and timestamp,
+    encodes the line once and writes it, redacted like every line. False (nothing
+    written): the caller logs the line through :func:`emit_event` — no sink
+    configured, or context variables a plugin bound (merged in front of every line).
     """
     sink = _sink
-    if sink is None or _BOUND or not trace_id.isalnum():  # letters and digits: never escaped
+    if sink is None or _BOUND:
         return False
-    ms = int(time.time() * 1000)
+    ms = int(_time() * 1000)
     if ms != _stamp[0]:
         _stamp[1] = _stamp_ms(ms)
         _stamp[0] = ms
-    line = head + f'{trace_id}","level":"info","timestamp":"{_stamp[1]}"}}\n'.encode()
+    line = f'{head}{trace_id}","level":"info","timestamp":"{_stamp[1]}"}}\n'.encode()
     if redact.active():
         line = redact.redact_line(line)
     sink.write(line)

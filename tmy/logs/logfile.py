@@ -53,6 +53,13 @@ class LogFile:
         self._lock = threading.Lock()
         self._warned = False
         self.file, self.size = self._open()
+        self._direct()
+
+    def _direct(self) -> None:
+        """Without rotation nothing needs counting: ``write`` is the open file's own
+        (no Python frame per line); ``size`` then stays what it was at opening."""
+        if not self.max_bytes:
+            self.write = self.file.write  # type: ignore[method-assign]
 
     def _open(self) -> tuple[BinaryIO, int]:
         file = self.path.open("ab", buffering=BUFFER)
@@ -107,6 +114,7 @@ class LogFile:
             self._warn(exc)
             return
         old, self.file, self.size = self.file, new, size
+        self._direct()
         old.close()
 
     def _moved(self) -> bool:
