@@ -13,12 +13,16 @@ costs beyond its messages cancels out too.
 - **tmy**: the real :class:`tmy.app.App` on the rules, logging at the shipped
   level ``info`` into a file; each message (the last rule's trigger) goes
   through ``Engine.handle(Message) -> Reply``, the entry every adapter calls.
+- **tmy, template rules** (``--template``, run beside by default): the same rules but
+  each answers ``ok-r<i> {USER_NAME}`` — a template that reads a local, so the run
+  is the general one (locals, the step's coroutine, ``log_run``'s line), not the
+  constant-rule plan (:mod:`tmy.engine.plans`). Replies are checked the same way.
 - **floor**: the same driver loop awaiting a handler that does ``text.split()``,
   one dict lookup (first word → rule id) and builds the reply string.
 
 Every reply is checked (rule and text; a wrong one fails the run, exit 1).
 
-    python bench/dispatch_callgrind.py             # floor, N = 10 and 10,000
+    python bench/dispatch_callgrind.py             # floor, N = 10 and 10,000, both rule shapes
     python bench/dispatch.py --callgrind           # the same, from dispatch.py
     python bench/dispatch_callgrind.py --quick     # N = 10 only, fewer messages
 """
@@ -46,25 +50,48 @@ GOAL = 40_000  # issue 24, goal 5: instructions per matched message at info
 # -- inside valgrind ---------------------------------------------------------------------------
 
 
-async def _drive(handle: Any, make: Any, msgs: list[tuple[str, str]]) -> int:
+USER = "bench-user"
+TEMPLATE_TAIL = " {USER_NAME}"  # the template rules' answer: "ok-r<i> " + the user's name
+
+
+def _answer(rule: str, template: bool) -> str:
+    return common.answer_for(rule) + (" " + USER if template else "")
+
+
+def template_rules_yaml(n: int) -> str:
+    """:func:`common.dispatch_rules_yaml`'s ``kw<i>*`` rules, each answering a template."""
+    parts = ["rules:\n"]
+    for i in range(n):
+        rid = f"r{i}"
+        parts.append(
+            f"  - id: {rid}\n    triggers: ['{common.trigger_for(i, 'prefix')}']\n"
+            f"    steps:\n      - plugin: ADJUST\n"
+            f'        input: "{common.answer_for(rid)}{TEMPLATE_TAIL}"\n'
+        )
+    return "".join(parts)
+
+
+async def _drive(handle: Any, make: Any, msgs: list[tuple[str, str]], template: bool) -> int:
     """Send every message, return how many replies were wrong (rule or text)."""
     wrong = 0
     for text, expected in msgs:
         reply = await handle(make(text))
-        if reply.rule != expected or reply.text != common.answer_for(expected):
+        if reply.rule != expected or reply.text != _answer(expected, template):
             wrong += 1
     return wrong
 
 
-async def _batches(handle: Any, make: Any, msgs: list[tuple[str, str]], sizes: list[int]) -> int:
+async def _batches(
+    handle: Any, make: Any, msgs: list[tuple[str, str]], sizes: list[int], template: bool = False
+) -> int:
     """The warm-up (the first ``sizes[0]`` messages), then each batch between markers."""
-    wrong = await _drive(handle, make, msgs[: sizes[0]])
+    wrong = await _drive(handle, make, msgs[: sizes[0]], template)
     at = sizes[0]
     for size in sizes[1:]:
         batch = msgs[at : at + size]
         at += size
         os.getppid()  # callgrind: --zero-before=os_getppid
-        wrong += await _drive(handle, make, batch)
+        wrong += await _drive(handle, make, batch, template)
         os.getpgrp()  # callgrind: --dump-before=os_getpgrp
     return wrong
 
@@ -88,7 +115,7 @@ async def _floor(n: int, sizes: list[int]) -> int:
     return await _batches(handle, str, msgs, sizes)
 
 
-async def _tmy(n: int, sizes: list[int]) -> int:
+async def _tmy(n: int, sizes: list[int], template: bool = False) -> int:
     from tmy import logs
     from tmy.app import App
     from tmy.builtins import extensions
@@ -96,22 +123,29 @@ async def _tmy(n: int, sizes: list[int]) -> int:
 
     with common.temp_dir(f"dispatch-cg-{n}") as tmp:
         common.configure_logs(tmp)
-        common.write_dispatch_rules(tmp / "rules", n, mix=False)
+        if template:
+            common.write_rules(tmp / "rules", template_rules_yaml(n))
+        else:
+            common.write_dispatch_rules(tmp / "rules", n, mix=False)
         msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
         settings = common.settings_for(tmp, rules=tmp / "rules")
         async with App(settings, extensions=extensions()) as app:
             wrong = await _batches(
                 app.engine.handle,
-                lambda text: Message(text, user="bench-user", platform="bench"),
+                lambda text: Message(text, user=USER, platform="bench"),
                 msgs,
                 sizes,
+                template,
             )
         logs.configure(common.LOG_LEVEL, stream=io.StringIO())  # its file goes with tmp
         return wrong
 
 
 def inner(kind: str, n: int, sizes: list[int]) -> int:
-    wrong = asyncio.run((_floor if kind == "floor" else _tmy)(n, sizes))
+    if kind == "floor":
+        wrong = asyncio.run(_floor(n, sizes))
+    else:
+        wrong = asyncio.run(_tmy(n, sizes, kind == "template"))
     print(json.dumps({"wrong": wrong}))
     return 0
 
@@ -163,7 +197,7 @@ def measure(kind: str, n: int, warmup: int, m1: int, m2: int) -> dict[str, Any]:
     (ir1, ir2), wrong = _batch_irs(kind, n, [warmup, m1, m2])
     per = (ir2 - ir1) / (m2 - m1)
     print(
-        f"  {kind:5} N={n:>6,}: {per:,.0f} instructions/msg ({time.perf_counter() - t:.0f}s)",
+        f"  {kind:8} N={n:>6,}: {per:,.0f} instructions/msg ({time.perf_counter() - t:.0f}s)",
         file=sys.stderr,
         flush=True,
     )
@@ -179,12 +213,18 @@ def measure(kind: str, n: int, warmup: int, m1: int, m2: int) -> dict[str, Any]:
     }
 
 
+_WHAT = {
+    "tmy": "tmy Engine.handle, constant rules, info to a file",
+    "template": "tmy Engine.handle, template rules, info to a file",
+}
+
+
 def run(ns: tuple[int, ...], warmup: int, m1: int, m2: int, write: bool, quick: bool) -> int:
     floor = measure("floor", max(ns), warmup, m1, m2)
-    rows = [measure("tmy", n, warmup, m1, m2) for n in ns]
+    rows = [measure(kind, n, warmup, m1, m2) for kind in ("tmy", "template") for n in ns]
     body = [["floor (split + dict + reply)", floor["n"], floor["per_message"], 1.0, floor["wrong"]]]
     body += [
-        ["tmy Engine.handle, info to a file", r["n"], r["per_message"],
+        [_WHAT[r["kind"]], r["n"], r["per_message"],
          round(r["per_message"] / floor["per_message"], 1), r["wrong"]]
         for r in rows
     ]  # fmt: skip
@@ -195,16 +235,18 @@ def run(ns: tuple[int, ...], warmup: int, m1: int, m2: int, write: bool, quick: 
             body,
         )
     )
-    worst = max(r["per_message"] for r in rows)
     wrong = floor["wrong"] + sum(r["wrong"] for r in rows)
-    targets = [
-        {
-            "target": f"<= {GOAL:,} instructions per matched message at info",
-            "value": worst,
-            "ok": worst <= GOAL,
-        },
-        {"target": "every reply right", "value": f"{wrong} wrong", "ok": wrong == 0},
-    ]
+    targets = []
+    for kind, rules in (("tmy", "constant"), ("template", "template")):
+        worst = max(r["per_message"] for r in rows if r["kind"] == kind)
+        targets.append(
+            {
+                "target": f"<= {GOAL:,} instructions per matched message at info, {rules} rules",
+                "value": worst,
+                "ok": worst <= GOAL,
+            }
+        )
+    targets.append({"target": "every reply right", "value": f"{wrong} wrong", "ok": wrong == 0})
     print(
         common.table(
             "Dispatch callgrind targets",
@@ -224,7 +266,9 @@ def run(ns: tuple[int, ...], warmup: int, m1: int, m2: int, write: bool, quick: 
 
 def main(argv: list[str] | None = None) -> int:
     p = common.base_parser(__doc__.split("\n")[0])
-    p.add_argument("--inner", choices=("tmy", "floor"), help="internal: the measured child")
+    p.add_argument(
+        "--inner", choices=("tmy", "template", "floor"), help="internal: the measured child"
+    )
     p.add_argument("--n", type=int, action="append", help="rule counts (repeatable)")
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--sizes", help="child: warm-up,batch,batch… message counts")
