@@ -26,6 +26,7 @@ MAX_TEXT_CHARS = 1_000_000  # characters one template may render
 class Value(abc.ABC):
     """A compiled task_cfg value."""
 
+    __slots__ = ()  # a Constant (one or more per rule) then carries no __dict__
     names: frozenset[str] = frozenset()
     boards: frozenset[str] = frozenset()  # leaderboards it reads (top()/rank_of() names)
     constant: bool = False
