@@ -237,6 +237,7 @@ async def main() -> int:
     p.add_argument("--quick", action="store_true", help="1,000 and 10,000 entries only")
     p.add_argument("--stores", default="sqlite,redis")
     p.add_argument("--repeat", type=int, default=15, help="asks per question (after a warm-up)")
+    p.add_argument("--no-write", action="store_true", help="do not write bench/results/*.json")
     args = p.parse_args()
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     kinds = [k for k in args.stores.split(",") if k]
@@ -275,6 +276,8 @@ async def main() -> int:
         if "remember_vs_1000" in r:
             print(f"{r['store']}: REMEMBER at 100,000 / at 1,000 = {r['remember_vs_1000']}x")
     print("goal 3:", "met" if not failed else "NOT met: " + "; ".join(failed))
+    if args.no_write:
+        return 1 if any("quality" in f for f in failed) else 0
     common.write_result(
         "memory_recall",
         {

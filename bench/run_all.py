@@ -1,6 +1,6 @@
 """Run every benchmark, print their tables, then one table of every target.
 
-    python bench/run_all.py             # the full set (about 10 minutes on 2 cores)
+    python bench/run_all.py             # the full set (about 30 minutes on 2 cores)
     python bench/run_all.py --quick     # a smoke run (about 1 minute)
     python bench/run_all.py --only dispatch,chain
 
@@ -21,7 +21,19 @@ import time
 
 import common
 
-BENCHMARKS = ("dispatch", "chain", "http_load", "llm_fanout", "startup")
+BENCHMARKS = (
+    "dispatch",
+    "chain",
+    "http_load",
+    "llm_fanout",
+    "startup",
+    # the paths of issue 24, each against its floor measured in the same run
+    "onebot_path",
+    "llm_step",
+    "memory_recall",
+    "rule_load",
+    "dispatch_callgrind",
+)
 
 
 def main() -> int:
