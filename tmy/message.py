@@ -84,9 +84,13 @@ class Event:
         return self.kind in REQUEST_EVENTS
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
-    """One incoming chat message, platform-neutral."""
+    """One incoming chat message, platform-neutral.
+
+    Its ``__init__`` is written out (the dataclass's own plus ``__post_init__``, in one
+    frame): every adapter builds one per message. Same keywords, order and defaults.
+    """
 
     text: str
     user: str = "anonymous"
@@ -112,13 +116,48 @@ class Message:
     api: PlatformApi | None = None
     stream: StreamSink | None = None  # where a stream: step sends its tokens as they come
 
-    def __post_init__(self) -> None:
-        if self.private is None:  # "" is the user's private chat, and so is "private:<id>"
-            self.private = self.chat == "" or str(self.chat).startswith("private:")
-        if not self.chat:
-            self.chat = f"private:{self.user}"
-        if not self.user_name:
-            self.user_name = self.user
+    def __init__(
+        self,
+        text: str,
+        user: str = "anonymous",
+        chat: str = "",
+        platform: str = "console",
+        user_name: str = "",
+        private: bool | None = None,
+        is_admin: bool = False,
+        raw: Any = None,
+        mentions_bot: bool = False,
+        reply_to: str | None = None,
+        self_id: str = "",
+        message_id: str = "",
+        ephemeral: bool = False,
+        attachments: tuple[Attachment, ...] = (),
+        event: Event | None = None,
+        chat_admin: bool = False,
+        api: PlatformApi | None = None,
+        stream: StreamSink | None = None,
+    ) -> None:
+        self.text = text
+        self.user = user
+        # "" is the user's private chat, and so is "private:<id>"
+        if private is None:
+            private = chat == "" or str(chat).startswith("private:")
+        self.chat = chat if chat else f"private:{user}"
+        self.platform = platform
+        self.user_name = user_name if user_name else user
+        self.private = private
+        self.is_admin = is_admin
+        self.raw = raw
+        self.mentions_bot = mentions_bot
+        self.reply_to = reply_to
+        self.self_id = self_id
+        self.message_id = message_id
+        self.ephemeral = ephemeral
+        self.attachments = attachments
+        self.event = event
+        self.chat_admin = chat_admin
+        self.api = api
+        self.stream = stream
 
 
 @dataclass(slots=True)
