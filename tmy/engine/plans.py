@@ -126,9 +126,9 @@ class ConstantPlan:
         values orjson refuses, or a logger that cannot take this way.
 
         The message's ids are text here (the engine refuses other ids before any rule
-        runs), so when what the message brings needs no JSON escape (printable ASCII
-        without ``"`` or ``\\``, one test of all five joined) it is written as it is:
-        the whole line is one f-string, encoded once. Else orjson escapes it.
+        runs), so when what the message brings needs no JSON escape (ASCII orjson writes
+        as it is: one call for all five joined; escaping is per character) it is written
+        as it is: the whole line is one f-string, encoded once. Else orjson escapes it.
         """
         trigger = match.trigger
         q = match.question
@@ -144,7 +144,7 @@ class ConstantPlan:
             return False
         user, chat, platform = message.user, message.chat, message.platform
         plain = f"{text}{q}{user}{chat}{platform}"
-        if plain.isascii() and plain.isprintable() and '"' not in plain and "\\" not in plain:
+        if plain.isascii() and len(orjson.dumps(plain)) == len(plain) + 2:  # nothing escaped
             said = (
                 f'"text":"{text}","question":"{q}","user":"{user}",'
                 f'"chat":"{chat}","platform":"{platform}"'
