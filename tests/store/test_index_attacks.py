@@ -1,0 +1,98 @@
+"""Reproductions of faults found by attacking the store's lexical index, memory on top of it,
+claims and the LLM usage tally (issue 24 review). Each is ``xfail(strict=True)``: the fixer
+removes the mark once the fault is gone (a strict xfail that passes fails the suite)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tmy.errors import StoreError
+from tmy.memory import entries
+from tmy.store import open_store
+from tmy.store.textindex import IndexDoc
+from tmy.testing import Bot
+
+RULES = """
+rules:
+  - {id: remember, triggers: ["remember *"], steps: [{plugin: REMEMBER}]}
+  - {id: forget, triggers: ["forget *"], steps: [{plugin: FORGET}]}
+  - {id: ai, triggers: ["ai *"], steps: [{plugin: LLM, system: "You are tmy.", memory: 6}]}
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SQLitePostings._ns_id caches a namespace id made inside a write transaction "
+    "that is then rolled back; SQLite hands the same rowid to the next new namespace, "
+    "so two namespaces share their documents",
+)
+async def test_sqlite_failed_first_put_does_not_merge_two_namespaces(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
+    await store.open()
+    try:
+        with pytest.raises(StoreError):  # any failure inside the first put of a namespace
+            await store.index_put("mem/user/t/ann", [IndexDoc("x", {"t": 1}, order=float("nan"))])
+        await store.index_put("mem/user/t/bob", [IndexDoc("b1", {"secret": 1})])
+        await store.index_put("mem/user/t/ann", [IndexDoc("a1", {"mine": 1})])
+        assert (await store.index_search("mem/user/t/ann", ["secret"])).docs == {}
+        assert (await store.index_search("mem/user/t/bob", ["mine"])).docs == {}
+    finally:
+        await store.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the same stale cache: after a failed first put, the namespace's row does not "
+    "exist and every later put of it raises TypeError (cannot unpack None) until restart; "
+    "a non-sqlite3 error inside the transaction (OverflowError) is not a StoreError either",
+)
+async def test_sqlite_namespace_usable_after_a_failed_first_put(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
+    await store.open()
+    try:
+        with pytest.raises(StoreError):
+            await store.index_put("kb/faq", [IndexDoc("x", {"t": 1}, length=2**63)])
+        await store.index_put("kb/faq", [IndexDoc("ok", {"t": 1})])
+        assert list((await store.index_search("kb/faq", ["t"])).docs) == ["ok"]
+    finally:
+        await store.close()
+
+
+@pytest.mark.redis
+@pytest.mark.xfail(
+    strict=True,
+    reason="postings_lua.LOWEST with a term reads the term's whole posting list and "
+    "unpack()s it into ZMSCORE: past ~8,000 documents Lua fails 'too many results to "
+    "unpack' (a shared scope's per-user eviction, memory.entries.add)",
+)
+async def test_redis_lowest_of_a_term_held_by_9000_documents(redis_store_url: str) -> None:
+    store = open_store(redis_store_url)
+    await store.open()
+    try:
+        docs = [IndexDoc(f"d{i}", {"#o:me": 1}, order=float(i)) for i in range(9000)]
+        await store.index_put("mem/chat/t/g", docs)
+        assert await store.index_lowest("mem/chat/t/g", 1, term="#o:me") == [("d0", 0.0)]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("user", ["a\nb", "/" * 200])
+@pytest.mark.xfail(
+    strict=True,
+    reason="textindex.check_ns refuses a namespace with a newline or over 500 characters, "
+    "but an owner key is the escaped user id (≤ 256 chars, '/' → '%2F'): such a user "
+    "(an HTTP API client's 'user') can no longer REMEMBER or FORGET, and their old "
+    "list's entries stop being recalled",
+)
+async def test_memory_for_users_whose_key_the_index_refuses(tmp_path: Path, user: str) -> None:
+    async with Bot({"m.yaml": RULES}, store=f"sqlite:///{tmp_path / 'm.db'}") as bot:
+        store = bot.engine.services.store
+        old = {"id": "old1", "text": "my cat is called Mimi", "scope": "user", "user": user,
+               "chat": "private:x", "platform": "test", "created": 1e9, "importance": 3,
+               "enabled": True, "uses": 0, "used": 0}  # fmt: skip
+        await store.set(entries.user_key("test", user), [old])
+        assert "Mimi" in await bot.say("ai what is my cat called", user=user)
+        assert await bot.say("forget cat", user=user) == "OK, I forgot: my cat is called Mimi"
+        assert (await bot.say("remember I live in Rome", user=user)).startswith("OK")
