@@ -303,7 +303,30 @@ class Gen:
             else:
                 self.lines.append(f"{' ' * col}- - {self.scalar()}")
 
+    def record(self, col: int) -> None:
+        """A rule in the shape fast reads in one match (one trigger, one plugin + input step),
+        with values that resolve to other types, and near misses."""
+        rng, pad = self.rng, " " * (col + 2)
+        rid = rng.choice(["r1", "r-2.x", "_a", "yes", "on", "0x10", "12", "1e3", "2024-01-01",
+                          "null", "Null", "n", "y", ".inf", "r1 #c", "r1 ", "x: y", "-r"])  # fmt: skip
+        trig = rng.choice(["kw*", "", "a b", "a\"b", "x#y", "a, b", "x]", "'q'", "it''s"])
+        plugin = rng.choice(["ADJUST", "yes", "null", "ON", "x1", "_p", "NONE_"])
+        given = rng.choice(["ok-r1", "yes", "12", "1.5", "~", "2001-12-14", "a b", "x:y", "x #y",
+                            "x# y", "- x", "ok: no", "-1", "ok ", "no", "'q'", "[a]", "{a: 1}",
+                            "a: ", "x:", "*x", "&a x", "!x", "@x", "%x", "|", ">", "?x", "#x"])  # fmt: skip
+        ind = " " * rng.choice([0, 2, 2, 1, 4])
+        self.lines += [
+            f"{' ' * col}- id: {rid}",
+            f"{pad}triggers: [{trig!r}]" if rng.random() < 0.9 else f"{pad}triggers: ['{trig}']",
+            f"{pad}steps:",
+            f"{pad}{ind}- plugin: {plugin}",
+            f"{pad}{ind}  input: {given}",
+        ]
+
     def rule(self, col: int, dash: str) -> None:
+        if self.rng.random() < 0.4:
+            self.record(col)
+            return
         pad = " " * (col + len(dash))
         self.lines.append(f"{' ' * col}{dash}id: r{self.rng.randrange(1000)}{self.tail()}")
         self.lines.append(

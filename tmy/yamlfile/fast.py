@@ -23,7 +23,6 @@ the error message when there is one.
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +35,19 @@ _STR = "tag:yaml.org,2002:str"
 # what libyaml refuses or reads specially anywhere in a file: leave such files to it
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]")
 # a line: its indentation, a list item's dash, a key, and the rest (the value or the item)
-_LINE = re.compile(r"( *)(- +|-$)?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|$))?(.*)\n?").fullmatch
+_LINE = re.compile(
+    r"( *)(- +|-(?=\n|\Z))?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|(?=\n|\Z)))?([^\n]*)\n?"
+).match  # at a position of the text: the line starting there (one call per line)
+# a whole rule of the commonest shape (one trigger, one step of plugin and input), read in
+# one match when the next line starts the next rule or closes the list (else line by line)
+_RECORD = re.compile(
+    r"( *)- id: ([A-Za-z0-9_][A-Za-z0-9_.\-]*)\n"
+    r"\1  triggers: \['([^'\n]*)'\]\n"
+    r"\1  steps:\n"
+    r"\1  ( *)- plugin: ([A-Za-z_][A-Za-z0-9_]*)\n"
+    r"\1  \4  input: ([^\n]+)\n"
+    r"(?=\1-[ \n]|\Z|[^ \n#])"
+).match
 # the first characters of a value that is plain text as written (minus those with a resolver)
 _PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("-?:,[]{}#&*!|>'\"%@`")
 _SINGLE = re.compile(r"'((?:[^']|'')*)'(?: +#.*| *)$").match
@@ -71,6 +82,12 @@ class _Reader:
         self.sink = sink
         self.tags: dict[str, str] = {}
         self.resolved = frozenset(loader.yaml_implicit_resolvers)  # first characters
+        # what loader.resolve tries for a plain scalar starting with a character, in order
+        anywhere = loader.yaml_implicit_resolvers.get(None, [])
+        self.resolvers = {
+            c: [(tag, rx.match) for tag, rx in [*found, *anywhere]]
+            for c, found in loader.yaml_implicit_resolvers.items()
+        }
         self.keys: dict[str, Any] = {}
         self.stack: list[_Frame] = []
 
@@ -79,8 +96,12 @@ class _Reader:
         if text[0] not in self.resolved:
             return text  # no implicit resolver starts with this character: a string
         tag = self.tags.get(text)
-        if tag is None:
-            tag = self.loader.resolve(yaml.ScalarNode, text, (True, False))
+        if tag is None:  # loader.resolve(ScalarNode, text, (True, False)), without a path
+            for tag, match in self.resolvers[text[0]]:
+                if match(text):
+                    break
+            else:
+                tag = _STR
             if len(self.tags) < 10_000:
                 self.tags[text] = tag
         if tag == _STR:
@@ -208,6 +229,39 @@ class _Reader:
             raise _GiveUp  # something after the document's end, at a lower column
         return stack[-1]
 
+    def record(self, m: re.Match[str], line: int, plain_first: frozenset[str]) -> bool:
+        """A rule :data:`_RECORD` matched on ``line`` goes to the top-level list (or the
+        sink), as the lines would read one by one; False: read them one by one instead."""
+        _, rid, trigger, _, plugin, given = m.groups()
+        if given[0] in _INDICATORS or ": " in given or " #" in given or given[-1] in ": ":
+            return False
+        if given[0] not in plain_first:
+            given = self.plain(given)
+        if rid[0] not in plain_first:
+            rid = self.plain(rid)
+        if plugin[0] not in plain_first:
+            plugin = self.plain(plugin)
+        triggers = LineList((trigger,))
+        triggers.line = line + 1
+        triggers.item_lines = [line + 1]
+        step = LineDict(plugin=plugin, input=given)
+        step.line = line + 3
+        step.key_lines = {"plugin": line + 3, "input": line + 4}
+        steps = LineList((step,))
+        steps.line = line + 3
+        steps.item_lines = [line + 3]
+        rule = LineDict(id=rid, triggers=triggers, steps=steps)
+        rule.line = line
+        rule.key_lines = {"id": line, "triggers": line + 1, "steps": line + 2}
+        rules = self.stack[-1][0]
+        rules.item_lines.append(line)
+        if self.sink is None:
+            rules.append(rule)
+        else:
+            rules.append(HANDED_OVER)
+            self.sink(rule)
+        return True
+
     def read(self, text: str) -> Any:
         """The document, line by line (see the module docstring); _GiveUp outside the subset."""
         stack, keys, value, put = self.stack, self.keys, self.value, self.put
@@ -215,8 +269,13 @@ class _Reader:
         root = None
         pending: Any = _NOTHING  # a key on the line above waiting for its block value
         pending_line = 0
-        for number, line in enumerate(io.StringIO(text, newline="\n"), 1):  # one line at a time
-            indent, dash, key_text, rest = _LINE(line).groups()  # type: ignore[union-attr]
+        pos, size, number = 0, len(text), 0
+        while pos < size:  # one line at a time, each matched where it starts
+            number += 1
+            start = pos
+            m = _LINE(text, pos)
+            pos = m.end()  # type: ignore[union-attr]
+            indent, dash, key_text, rest = m.groups()  # type: ignore[union-attr]
             if not dash and not key_text:
                 if not rest or rest[0] == "#":
                     continue  # blank, or only a comment
@@ -244,6 +303,12 @@ class _Reader:
             if dash:
                 if not top[2]:
                     raise _GiveUp
+                if top[3] and key_text == "id" and dash == "- ":
+                    record = _RECORD(text, start)
+                    if record is not None and self.record(record, number, plain_first):
+                        pos = record.end()
+                        number += 4
+                        continue
                 if not key_text:
                     item = value(rest, number) if rest else _NOTHING
                     if item is _NOTHING:
