@@ -308,12 +308,14 @@ class Gen:
         with values that resolve to other types, and near misses."""
         rng, pad = self.rng, " " * (col + 2)
         rid = rng.choice(["r1", "r-2.x", "_a", "yes", "on", "0x10", "12", "1e3", "2024-01-01",
-                          "null", "Null", "n", "y", ".inf", "r1 #c", "r1 ", "x: y", "-r"])  # fmt: skip
-        trig = rng.choice(["kw*", "", "a b", "a\"b", "x#y", "a, b", "x]", "'q'", "it''s"])
+                          "null", "Null", "n", "y", ".inf", "r1 #c", "r1 ", "x: y",
+                          "-r"])  # fmt: skip
+        trig = rng.choice(["kw*", "", "a b", 'a"b', "x#y", "a, b", "x]", "'q'", "it''s"])
         plugin = rng.choice(["ADJUST", "yes", "null", "ON", "x1", "_p", "NONE_"])
         given = rng.choice(["ok-r1", "yes", "12", "1.5", "~", "2001-12-14", "a b", "x:y", "x #y",
                             "x# y", "- x", "ok: no", "-1", "ok ", "no", "'q'", "[a]", "{a: 1}",
-                            "a: ", "x:", "*x", "&a x", "!x", "@x", "%x", "|", ">", "?x", "#x"])  # fmt: skip
+                            "a: ", "x:", "*x", "&a x", "!x", "@x", "%x", "|", ">", "?x",
+                            "#x"])  # fmt: skip
         ind = " " * rng.choice([0, 2, 2, 1, 4])
         self.lines += [
             f"{' ' * col}- id: {rid}",

@@ -97,11 +97,7 @@ class _Reader:
             return text  # no implicit resolver starts with this character: a string
         tag = self.tags.get(text)
         if tag is None:  # loader.resolve(ScalarNode, text, (True, False)), without a path
-            for tag, match in self.resolvers[text[0]]:
-                if match(text):
-                    break
-            else:
-                tag = _STR
+            tag = next((t for t, match in self.resolvers[text[0]] if match(text)), _STR)
             if len(self.tags) < 10_000:
                 self.tags[text] = tag
         if tag == _STR:
@@ -216,6 +212,16 @@ class _Reader:
         box[key] = value
         box.key_lines[key] = line
 
+    def after_key(
+        self, top: _Frame, col: int, dash: str | None, line: int, key: Any, key_line: int
+    ) -> _Frame:
+        """The line after a key written with no value: its block value starts here, or the
+        key's value is null; the new top."""
+        if col > top[1] or (col == top[1] and dash):
+            return self.open(bool(dash), col, line, key, key_line)
+        self.put(top[0], key, key_line, None)
+        return top
+
     def close(self) -> _Frame:
         """The innermost collection ends (a rule goes to the sink); the new top."""
         stack = self.stack
@@ -229,12 +235,16 @@ class _Reader:
             raise _GiveUp  # something after the document's end, at a lower column
         return stack[-1]
 
-    def record(self, m: re.Match[str], line: int, plain_first: frozenset[str]) -> bool:
-        """A rule :data:`_RECORD` matched on ``line`` goes to the top-level list (or the
-        sink), as the lines would read one by one; False: read them one by one instead."""
+    def record(self, text: str, at: int, line: int, plain_first: frozenset[str]) -> int:
+        """A rule of :data:`_RECORD`'s shape at ``at`` (on ``line``) goes to the top-level list
+        (or the sink), as its lines would read one by one; the position after it, or 0 when
+        it is not of that shape (its lines are then read one by one)."""
+        m = _RECORD(text, at)
+        if m is None:
+            return 0
         _, rid, trigger, _, plugin, given = m.groups()
         if given[0] in _INDICATORS or ": " in given or " #" in given or given[-1] in ": ":
-            return False
+            return 0
         if given[0] not in plain_first:
             given = self.plain(given)
         if rid[0] not in plain_first:
@@ -260,7 +270,7 @@ class _Reader:
         else:
             rules.append(HANDED_OVER)
             self.sink(rule)
-        return True
+        return m.end()
 
     def read(self, text: str) -> Any:
         """The document, line by line (see the module docstring); _GiveUp outside the subset."""
@@ -272,7 +282,6 @@ class _Reader:
         pos, size, number = 0, len(text), 0
         while pos < size:  # one line at a time, each matched where it starts
             number += 1
-            start = pos
             m = _LINE(text, pos)
             pos = m.end()  # type: ignore[union-attr]
             indent, dash, key_text, rest = m.groups()  # type: ignore[union-attr]
@@ -284,10 +293,7 @@ class _Reader:
             if stack:
                 top = stack[-1]
                 if pending is not _NOTHING:
-                    if col > top[1] or (col == top[1] and dash):
-                        top = self.open(bool(dash), col, number, pending, pending_line)
-                    else:
-                        put(top[0], pending, pending_line, None)
+                    top = self.after_key(top, col, dash, number, pending, pending_line)
                     pending = _NOTHING
                 while top[1] > col:
                     top = self.close()
@@ -304,10 +310,9 @@ class _Reader:
                 if not top[2]:
                     raise _GiveUp
                 if top[3] and key_text == "id" and dash == "- ":
-                    record = _RECORD(text, start)
-                    if record is not None and self.record(record, number, plain_first):
-                        pos = record.end()
-                        number += 4
+                    end = self.record(text, m.start(), number, plain_first)  # type: ignore[union-attr]
+                    if end:
+                        pos, number = end, number + 4
                         continue
                 if not key_text:
                     item = value(rest, number) if rest else _NOTHING
@@ -323,13 +328,9 @@ class _Reader:
             if key is None:
                 key = self.key(key_text)
             if rest:
-                if (
-                    rest[0] in plain_first
-                    and ": " not in rest
-                    and " #" not in rest
-                    and rest[-1] != ":"
-                ):  # the common case: plain text as written (what value() would read)
-                    found: Any = rest.rstrip(" ") if rest[-1] == " " else rest
+                r0, r9 = rest[0], rest[-1]  # plain text as written (what value() reads)?
+                if r0 in plain_first and ": " not in rest and " #" not in rest and r9 != ":":
+                    found: Any = rest.rstrip(" ") if r9 == " " else rest
                 else:
                     found = value(rest, number)
                     if found is _NOTHING:
