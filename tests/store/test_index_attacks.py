@@ -5,9 +5,12 @@ removes the mark once the fault is gone (a strict xfail that passes fails the su
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +133,28 @@ async def test_uses_noted_before_a_clean_stop_are_written(tmp_path: Path) -> Non
     finally:
         other.close()
         await store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.xfail(
+    strict=True,
+    reason="memory.search.find hands every term of the question to index_search_many, and "
+    "postings_lua.SEARCH runs a ZCARD per term in each namespace (user, chat, global; empty "
+    "ones too): one 19,000-character CJK message is ~31,000 terms, ~95,000 ZCARDs, ~150 ms "
+    "of Redis blocking every client (and ~120 ms of the event loop on SQLite)",
+)
+async def test_a_huge_cjk_question_costs_the_index_a_bounded_number_of_lookups(
+    redis_server: Callable[..., Any],
+) -> None:
+    server = redis_server()
+    rnd = random.Random(1)
+    question = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(19_000))
+    async with Bot({"m.yaml": RULES}, store=server.url) as bot:
+        await bot.say("remember 我最喜欢的水果是芒果", user="ann")
+        client = server.client()
+        client.config_resetstat()
+        await bot.say("ai " + question, user="ann")
+        zcard = client.info("commandstats").get("cmdstat_zcard", {}).get("calls", 0)
+        client.close()
+    assert zcard <= 3 * 1024
