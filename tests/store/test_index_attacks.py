@@ -179,3 +179,47 @@ async def test_a_dry_run_explain_counts_no_use_in_the_real_store(tmp_path: Path)
         await memory_of(bot.engine.services).uses.flush(store)
         (entry,) = await entries.owner_entries(store, entries.user_key("test", "ann"))
         assert entry["uses"] == 0
+
+
+async def _vm_steps(store: Any, call: Any) -> int:
+    """SQLite VM instructions (in thousands) the store's connection runs for ``call``."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    db = store._conn()
+    db.set_progress_handler(count, 1000)
+    try:
+        await call
+    finally:
+        db.set_progress_handler(None, 1000)
+    return steps[0]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="sqlite/postings._drop_doc runs 'DELETE FROM ix_df WHERE ns = ? AND df <= 0' for "
+    "every document removed or replaced: a scan of every term of the namespace (ix_df has "
+    "no index on df), so FORGET, a REMEMBER at the cap (eviction) or of a known text costs "
+    "O(vocabulary): ~26 ms of the event loop at 100,000 entries",
+)
+async def test_sqlite_remove_costs_the_same_in_a_big_namespace(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
+    await store.open()
+    ns = "mem/user/t/ann"
+
+    def docs(start: int, n: int) -> list[IndexDoc]:
+        return [IndexDoc(f"d{i}", {f"w{i}_{j}": 1 for j in range(5)}) for i in range(start, n)]
+
+    try:
+        await store.index_put(ns, docs(0, 200))
+        small = await _vm_steps(store, store.index_remove(ns, ["d0"]))
+        for start in range(200, 20_000, 5_000):
+            await store.index_put(ns, docs(start, min(start + 5_000, 20_000)))
+        big = await _vm_steps(store, store.index_remove(ns, ["d1"]))
+        assert big <= 3 * max(small, 1)
+    finally:
+        await store.close()
