@@ -38,7 +38,7 @@ from tmy.rulebook.model import (
     RuleTest,
     VariableDecl,
 )
-from tmy.rulebook.rules import RuleCompiler, check_key_claims
+from tmy.rulebook.rules import PLAIN_RULE_KEYS, RuleCompiler, check_key_claims
 from tmy.store.codec import MAX_VALUE_BYTES, encode
 from tmy.yamlfile.source import HANDED_OVER, LineDict, LineList, read_yaml
 
@@ -144,6 +144,10 @@ class _Loader(RuleCompiler):
     def early(self, file: str, raw: LineDict) -> _Entry:
         """Compile ``raw`` now (its errors, if any, are reported by :meth:`finish`, in
         order); keep only the rule when no later declaration can change it."""
+        if raw.keys() == PLAIN_RULE_KEYS:  # closed and enabled: kept as itself
+            rule = self.plain_rule(raw, file)
+            if rule is not None and raw.key_lines.get("id", raw.line) == rule.line:
+                return rule
         errors, self.errors = self.errors, []
         try:
             rule = self.compile_rule(raw, file)

@@ -57,6 +57,8 @@ SESSION_KEYS = ("seconds", "debounce")
 _RULE_KEY_SET = frozenset(RULE_KEYS)
 _FILTER_KEY_SET = frozenset(("platforms", "chats", "private", "admin_only", "mention"))
 _KEY_ERRORS = (RuleError, EvalError, ValueError, TypeError)
+PLAIN_RULE_KEYS = frozenset(("id", "triggers", "steps"))  # a rule plain_rule may build
+_PLAIN_STEP_KEYS = frozenset(("plugin", "input"))  # a step plain_step may build
 
 
 def check_key_claims(registry: Registry) -> None:
@@ -77,8 +79,47 @@ class RuleCompiler(StepCompiler):
     _declared: set[str] | None = None
     _known_for = -1  # how many variables were declared when _known was made
 
+    def plain_rule(self, raw: LineDict, file: str) -> Rule | None:
+        """A rule of only ``id``, ``triggers`` (strings) and ``steps`` that are each a plain
+        step (:meth:`plain_step`): most rules of a big generated rulebook. Built without the
+        general checks, none of which can fail or change it (no declared variable can be
+        read, saved or locked, so no atomic span and no prefetch): the Rule the general
+        path builds. None: not such a rule, take the general path."""
+        rid, raw_triggers, raw_steps = raw.get("id"), raw.get("triggers"), raw.get("steps")
+        if type(rid) is not str or not ID_RE.fullmatch(rid):
+            return None
+        if type(raw_triggers) is not LineList or type(raw_steps) is not LineList or not raw_steps:
+            return None
+        triggers = []
+        tlines = raw_triggers.item_lines
+        for i, src in enumerate(raw_triggers):
+            if type(src) is not str or i >= len(tlines):
+                return None
+            try:
+                trigger = parse_trigger(src, case_sensitive=False)
+            except RuleError:
+                return None
+            trigger.line = tlines[i]
+            triggers.append(trigger)
+        steps = []
+        for i, raw_step in enumerate(raw_steps):
+            if type(raw_step) is not LineDict or not raw_step.keys() <= _PLAIN_STEP_KEYS:
+                return None
+            step = self.plain_step(raw_step, i, rid, file)
+            if step is None:
+                return None
+            steps.append(step)
+        # id, triggers, steps, priority, case_sensitive, on_error, filters, session,
+        # description, intent, extras, file, line (the rest: their defaults)
+        return Rule(rid, tuple(triggers), tuple(steps), 0, False, None, OPEN_FILTERS, 0.0,
+                    "", "", NOTHING, file, raw.line)  # fmt: skip
+
     def compile_rule(self, raw: LineDict, file: str) -> Rule | None:
         """The rule ``raw`` of ``file``; None (and errors recorded) when it is wrong."""
+        if raw.keys() == PLAIN_RULE_KEYS:
+            rule = self.plain_rule(raw, file)
+            if rule is not None:
+                return rule
         before = len(self.errors)
         rule_keys = self.registry.rule_keys
         for key in raw:
