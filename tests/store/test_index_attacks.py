@@ -39,15 +39,21 @@ rules:
 @pytest.mark.xfail(
     strict=True,
     reason="SQLitePostings._ns_id caches a namespace id made inside a write transaction "
-    "that is then rolled back; SQLite hands the same rowid to the next new namespace, "
-    "so two namespaces share their documents",
+    "that is then rolled back (here: disk full); SQLite hands the same rowid to the next "
+    "new namespace, so two users' namespaces share their documents until a restart",
 )
 async def test_sqlite_failed_first_put_does_not_merge_two_namespaces(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
     await store.open()
     try:
-        with pytest.raises(StoreError):  # any failure inside the first put of a namespace
-            await store.index_put("mem/user/t/ann", [IndexDoc("x", {"t": 1}, order=float("nan"))])
+        await store.index_put("warm", [IndexDoc("w", {"w": 1})])
+        db = store._conn()  # the disk fills up: no page beyond those the file has
+        (pages,) = db.execute("PRAGMA page_count").fetchone()
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        big = IndexDoc("x", {f"t{i}": 1 for i in range(2000)})
+        with pytest.raises(StoreError, match="full"):  # ann's first REMEMBER fails
+            await store.index_put("mem/user/t/ann", [big])
+        db.execute("PRAGMA max_page_count = 1073741823")  # space again
         await store.index_put("mem/user/t/bob", [IndexDoc("b1", {"secret": 1})])
         await store.index_put("mem/user/t/ann", [IndexDoc("a1", {"mine": 1})])
         assert (await store.index_search("mem/user/t/ann", ["secret"])).docs == {}
