@@ -30,17 +30,14 @@ from tmy.engine import cooldowns, replies
 from tmy.engine.debounce import Debouncer
 from tmy.engine.events import Dispatch
 from tmy.engine.gates import (
-    CHAT_OFF_REASON,
-    NO_TRIGGER,
     Admins,
     ChatCommandsGate,
     ChatSwitchGate,
-    id_refusal,
-    unmatched_reason,
     valid_unicode,
 )
 from tmy.engine.inflight import InFlight
 from tmy.engine.plans import ConstantPlan, constant_plan
+from tmy.engine.refusals import Refusals
 from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.running import Running
 from tmy.engine.services import Services
@@ -51,7 +48,6 @@ from tmy.engine.tracing import (
     log_matched,
     log_received,
     log_run,
-    log_unmatched,
     roll_trace_high,
 )
 from tmy.executors.registry import Registry
@@ -70,9 +66,10 @@ _TRACE_RESET = logs.TRACE.reset
 _perf_counter = time.perf_counter
 PLANS_KEPT = 10_000  # constant plans an engine keeps (cleared and made again past that)
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
+_NO_HIT: Any = object()  # Engine._planned: past the gates, the index found no rule
 
 
-class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
+class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
     """Dispatches messages to rules. Safe to call concurrently from many adapters."""
 
     def __init__(
@@ -135,7 +132,10 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         try:
             if logs.DEBUG_ENABLED:
                 return await self._handle_debug(message, trace_id)
-            return await self._handle(message, trace_id)
+            reply = self._planned(message, trace_id)  # the usual FAQ answer: no coroutine
+            if type(reply) is Reply:
+                return reply
+            return await self._handle(message, trace_id, reply)
         except Exception as exc:  # an engine bug: answer, log it, keep serving
             return self._crashed(trace_id, exc)
         finally:
@@ -166,39 +166,19 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         log.exception("message.crashed")
         return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
 
-    async def _handle(self, message: Message, trace_id: str) -> Reply:
+    async def _handle(self, message: Message, trace_id: str, hit: Any = None) -> Reply:
         """The per-message path, in the gates' order (:mod:`tmy.engine.gates`), kept whole
         with the usual cases tested inline on purpose: every call it saves shows in
-        ``bench/dispatch_callgrind.py``; the rarer paths are calls."""
-        text = message.text if isinstance(message.text, str) else to_text(message.text)
-        if not text.isascii():
-            text = message.text = valid_unicode(text)
-        if len(text) > self.settings.max_message_chars:
-            return self._too_long(message, text, trace_id)
-        id_limit = self.settings.max_id_chars
-        user, chat, platform = message.user, message.chat, message.platform
-        if not (  # the usual ids: short ASCII text (checked in full by id_refusal otherwise)
-            type(user) is str
-            and type(chat) is str
-            and type(platform) is str
-            and len(user) + len(chat) + len(platform) <= id_limit
-            and (user + chat + platform).isascii()
-        ):
-            refused = self._bad_ids(message, id_limit, trace_id)
-            if refused is not None:
-                return refused
-        if not message.is_admin and self._admins is not None:
-            message.is_admin = self._admins.admits(message.platform, message.user)
-        if message.event is not None:  # a platform event: no trigger, the rules' events:
-            return await self._event(message, trace_id)
-        commands = self.commands
-        if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
-            return await self._command(commands, message, text, trace_id)
+        ``bench/dispatch_callgrind.py``; the rarer paths are calls. ``hit``: what
+        :meth:`_planned` found past the gates (a Match, or _NO_HIT), not asked again."""
         rulebook = self.rulebook
-        admits = None  # no filtered rule: no closure per message, no call per candidate
-        if rulebook.has_filters:
-            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
-        match = rulebook.index.match(text, admits)
+        if hit is not None:
+            text = message.text
+            match = None if hit is _NO_HIT else hit
+        else:
+            text, match = await self._gates(message, trace_id)
+            if type(text) is not str:
+                return text
         if match is None and rulebook.has_sessions:
             match = await replies.session_match(rulebook, self.services.store, message, text)
             if match is not None and match.rule.debounce:
@@ -244,26 +224,116 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
         runs[0 if reply.error is None else 1].value += 1
         return reply
 
+    def _planned(self, message: Message, trace_id: str) -> Any:
+        """:meth:`_handle`'s way for the usual message (plain ASCII text and ids, no
+        event or command) without a coroutine: the reply when a constant rule answers
+        it (the chat's switch verdict cached and on, no cooldown) or, in a rulebook
+        without sessions, when no rule does. Else, having counted and logged nothing,
+        what :meth:`_handle` goes on from: the Match, :data:`_NO_HIT` (no rule, a
+        session may take it), or None (not that usual: from the start)."""
+        text = message.text
+        if type(text) is not str or not text.isascii():
+            return None
+        user, chat, platform = message.user, message.chat, message.platform
+        if not (
+            len(text) <= self.settings.max_message_chars
+            and type(user) is str
+            and type(chat) is str
+            and type(platform) is str
+            and len(user) + len(chat) + len(platform) <= self.settings.max_id_chars
+            and (user + chat + platform).isascii()
+            and message.event is None
+            and not (message.reply_to and message.api is not None)
+        ):
+            return None
+        commands = self.commands
+        if commands is not None and text.startswith(commands.prefix):
+            return None
+        if not message.is_admin and self._admins is not None:
+            message.is_admin = self._admins.admits(platform, user)
+        rulebook = self.rulebook
+        admits = None
+        if rulebook.has_filters:
+            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
+        match = rulebook.index.match(text, admits)
+        if match is None:
+            if rulebook.has_sessions:
+                return _NO_HIT
+            meters = self._meters.get(platform)
+            if meters is None:
+                meters = self._meters_of(platform)
+            meters[0].value += 1
+            meters[2].value += 1
+            return self._unmatched(rulebook, message, text, trace_id)
+        rule = match.rule
+        plan = self._plans.get(rule, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plan(rule)
+        switch = self.switch
+        if (
+            plan is None
+            or rule.cooldown is not None
+            or (switch is not None and switch.cached(message) is not False)
+        ):
+            return match
+        meters = self._meters.get(platform)
+        if meters is None:
+            meters = self._meters_of(platform)
+        meters[0].value += 1
+        meters[1].value += 1
+        started = _perf_counter()
+        reply = plan.reply(trace_id, started)
+        observer = self.observer
+        if logs.INFO_ENABLED or observer is not None:
+            seconds = _perf_counter() - started
+            if observer or not plan.log(match, message, text, reply, seconds):
+                log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
+        runs = self._runs.get(reply.rule)
+        if runs is None:
+            runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
+        runs[0].value += 1
+        return reply
+
+    async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:
+        """The gates before the rules, and the index's answer: (text, match), or (the
+        reply, None) when a gate answers (too long, bad ids, an event, a command)."""
+        text = message.text if isinstance(message.text, str) else to_text(message.text)
+        if not text.isascii():
+            text = message.text = valid_unicode(text)
+        if len(text) > self.settings.max_message_chars:
+            return self._too_long(message, text, trace_id), None
+        id_limit = self.settings.max_id_chars
+        user, chat, platform = message.user, message.chat, message.platform
+        if not (  # the usual ids: short ASCII text (checked in full by id_refusal otherwise)
+            type(user) is str
+            and type(chat) is str
+            and type(platform) is str
+            and len(user) + len(chat) + len(platform) <= id_limit
+            and (user + chat + platform).isascii()
+        ):
+            refused = self._bad_ids(message, id_limit, trace_id)
+            if refused is not None:
+                return refused, None
+        if not message.is_admin and self._admins is not None:
+            message.is_admin = self._admins.admits(message.platform, message.user)
+        if message.event is not None:  # a platform event: no trigger, the rules' events:
+            return await self._event(message, trace_id), None
+        commands = self.commands
+        if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
+            return await self._command(commands, message, text, trace_id), None
+        rulebook = self.rulebook
+        admits = None  # no filtered rule: no closure per message, no call per candidate
+        if rulebook.has_filters:
+            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
+        match = rulebook.index.match(text, admits)
+        return text, match
+
     def _general(self, match: Match, message: Message, text: str) -> None:
         """The general run it is (None for the plan): ``debug`` logs its step.done lines
         (and these two here); a quote to fetch is a REPLY_TO local."""
         if logs.DEBUG_ENABLED:
             log_received("debug", message, text)
             log_matched(match)
-
-    def _bad_ids(self, message: Message, id_limit: int, trace_id: str) -> Reply | None:
-        problem = id_refusal(message, id_limit)
-        if problem is None:
-            return None
-        log.warning("message.refused", reason=problem)
-        return Reply("", None, trace_id, error=f"bad message: {problem}")
-
-    def _too_long(self, message: Message, text: str, trace_id: str) -> Reply:
-        limit = self.settings.max_message_chars
-        error = f"message too long: {len(text)} characters (the limit is {limit})"
-        log_received("warning", message, text)
-        log.warning("message.refused", reason=error)
-        return Reply("", None, trace_id, error=error)
 
     def _plan(self, rule: Rule) -> ConstantPlan | None:
         """``rule``'s :class:`ConstantPlan` (None: the general run), kept per rule.
@@ -284,39 +354,3 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running):
             self._meters.clear()
         meters = self._meters[platform] = metrics.message_meters(platform)
         return meters
-
-    async def _command(
-        self, commands: ChatCommandsGate, message: Message, text: str, trace_id: str
-    ) -> Reply:
-        """A ``.tmy`` command: answered by the front end, never reaches the rules."""
-        log_received("info", message, text)
-        metrics.message(message.platform, False)
-        answer = await commands.run(message, text)
-        return Reply(answer or "", None, trace_id)
-
-    def _unmatched(self, rulebook: Rulebook, message: Message, text: str, trace_id: str) -> Reply:
-        """No rule for this message: one cheap info line, so its trace id leads somewhere.
-
-        The reason is found only now (a second lookup without filters), so the
-        matched path pays nothing for it.
-        """
-        # without any filtered rule, a second look (filters ignored) cannot find one
-        reason = unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
-        observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
-            log_unmatched(message, text, reason, None, observer)
-        return Reply("", None, trace_id, None, [], False, reason)
-
-    def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:
-        """A rule matched in a chat where the bot is off: no run, one unmatched line."""
-        prefix = self.commands.prefix if self.commands is not None else ".tmy"
-        reason = CHAT_OFF_REASON.format(prefix=prefix)
-        return self._no_run(message, text, trace_id, reason, rule=rule)
-
-    def _no_run(
-        self, message: Message, text: str, trace_id: str, reason: str, rule: str | None = None
-    ) -> Reply:
-        observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
-            log_unmatched(message, text, reason, rule, observer)
-        return Reply("", None, trace_id, None, [], False, reason)
