@@ -251,18 +251,21 @@ class _Reader:
             rid = self.plain(rid)
         if plugin[0] not in plain_first:
             plugin = self.plain(plugin)
+        # each line number made once: those a compiled rule keeps are not left as garbage
+        # among them (a line number is an object from 257 on)
+        line1, line3 = line + 1, line + 3
         triggers = LineList((trigger,))
-        triggers.line = line + 1
-        triggers.item_lines = [line + 1]
+        triggers.line = line1
+        triggers.item_lines = [line1]
         step = LineDict(plugin=plugin, input=given)
-        step.line = line + 3
-        step.key_lines = {"plugin": line + 3, "input": line + 4}
+        step.line = line3
+        step.key_lines = {"plugin": line3, "input": line + 4}
         steps = LineList((step,))
-        steps.line = line + 3
-        steps.item_lines = [line + 3]
+        steps.line = line3
+        steps.item_lines = [line3]
         rule = LineDict(id=rid, triggers=triggers, steps=steps)
         rule.line = line
-        rule.key_lines = {"id": line, "triggers": line + 1, "steps": line + 2}
+        rule.key_lines = {"id": line, "triggers": line1, "steps": line + 2}
         rules = self.stack[-1][0]
         rules.item_lines.append(line)
         if self.sink is None:
