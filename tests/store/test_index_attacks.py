@@ -36,12 +36,6 @@ rules:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SQLitePostings._ns_id caches a namespace id made inside a write transaction "
-    "that is then rolled back (here: disk full); SQLite hands the same rowid to the next "
-    "new namespace, so two users' namespaces share their documents until a restart",
-)
 async def test_sqlite_failed_first_put_does_not_merge_two_namespaces(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
     await store.open()
@@ -62,12 +56,6 @@ async def test_sqlite_failed_first_put_does_not_merge_two_namespaces(tmp_path: P
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the same stale cache: after a failed first put, the namespace's row does not "
-    "exist and every later put of it raises TypeError (cannot unpack None) until restart; "
-    "a non-sqlite3 error inside the transaction (OverflowError) is not a StoreError either",
-)
 async def test_sqlite_namespace_usable_after_a_failed_first_put(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
     await store.open()

@@ -57,6 +57,7 @@ namespace first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,9 @@ RARE_SHARE = 8
 rarer terms already outrank; it is probed instead."""
 MAX_DOC_CHARS = 200
 MAX_TF = 1023  # counts above it are kept as 1023 (the Redis layout packs the count in 10 bits)
+MAX_LENGTH = 2**40
+"""A document's largest length: a namespace's total (a sum of lengths) stays far inside the
+64-bit integers SQLite and Redis keep (a length of 2**63 raised OverflowError mid-write)."""
 ENTRY_PREFIX = "tmy/ix/"
 """Snapshot pseudo-entries of index documents: ``tmy/ix/<ns>/<doc>`` (not a real key)."""
 
@@ -133,8 +137,13 @@ def check_doc(doc: IndexDoc) -> IndexDoc:
             raise StoreError(f"invalid index term {term!r} in document {d!r}")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise StoreError(f"invalid count {count!r} of term {term!r} in document {d!r}")
-    if isinstance(doc.length, bool) or (doc.length is not None and doc.length < 0):
-        raise StoreError(f"invalid length {doc.length!r} of document {d!r}")
+    size = doc.size
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_LENGTH:
+        raise StoreError(f"invalid length {size!r} of document {d!r} (0 to 2**40)")
+    if isinstance(doc.order, bool) or not isinstance(doc.order, (int, float)):
+        raise StoreError(f"invalid order {doc.order!r} of document {d!r}")
+    if not math.isfinite(doc.order):  # NaN has no place in the order; ±inf none in JSON
+        raise StoreError(f"invalid order {doc.order!r} of document {d!r} (a finite number)")
     return doc
 
 

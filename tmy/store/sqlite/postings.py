@@ -11,7 +11,8 @@ Tables (a namespace is a row of ``ix_ns``; the others carry its integer id)::
 Indexes: ``ix_docs (ns, ord)`` (lowest order first) and ``ix_post (ns, term,
 seq)`` (a term's newest postings). Every write is one ``BEGIN IMMEDIATE``
 transaction; a search reads inside one read transaction (one moment). A
-namespace's row is never deleted (its id is cached per connection);
+namespace's row is never deleted (its id is cached per connection, the cache dropped
+whenever a write fails: the row may have come from the rolled-back transaction);
 ``index_drop`` empties it.
 """
 
@@ -212,7 +213,22 @@ class SQLitePostings:
         return cache[ns]
 
     async def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._run(lambda db: self._in_transaction(db, lambda: fn(db)), what)
+        """``fn(db)`` in one write transaction. When it fails, the namespace ids cached
+        meanwhile go: a namespace row inserted by a rolled-back transaction does not exist,
+        and SQLite hands its rowid to the next new namespace (two namespaces would share
+        their documents). An error that is not SQLite's (OverflowError binding a value) is a
+        StoreError like the others."""
+
+        def op(db: sqlite3.Connection) -> T:
+            try:
+                return self._in_transaction(db, lambda: fn(db))
+            except BaseException as exc:
+                self.__dict__.pop("_ns_ids", None)
+                if isinstance(exc, (sqlite3.Error, StoreError)) or not isinstance(exc, Exception):
+                    raise
+                raise StoreError(f"sqlite {self.path}: {what} failed: {exc!r}") from exc
+
+        return await self._run(op, what)
 
     async def _read(
         self, what: str, ns: str, fn: Callable[[sqlite3.Connection, int], T], empty: T
