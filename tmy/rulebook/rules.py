@@ -324,7 +324,14 @@ class RuleCompiler(StepCompiler):
             if not isinstance(raw_step, LineDict):
                 self.error("a step must be a mapping with 'plugin:'", file, sline)
                 continue
-            step = self.compile_step(raw_step, i, rid, file, known, dynamic_save)
+            # a plain step (plugin + a constant input) is built directly, else checked whole
+            step = (
+                self.plain_step(raw_step, i, rid, file)
+                if raw_step.keys() <= _PLAIN_STEP_KEYS
+                else None
+            )
+            if step is None:
+                step = self.compile_step(raw_step, i, rid, file, known, dynamic_save)
             if step is None:
                 continue
             if step.id is not None:

@@ -57,10 +57,6 @@ class StepCompiler(FieldReader):
         ``known``: the names set before this step; ``dynamic``: an earlier step
         saved to a computed position, so no name can be called unset.
         """
-        if raw.keys() <= _PLAIN_STEP_KEYS:
-            step = self.plain_step(raw, index, rid, file)
-            if step is not None:
-                return step
         before = len(self.errors)
         where = f"rule {rid!r} step {raw.get('id', index)!r}"
         spec = self.step_spec(raw, where, file)
@@ -99,11 +95,7 @@ class StepCompiler(FieldReader):
         if INPUT is not None:
             reads |= INPUT.names | ({INPUT.root} if INPUT.root else set())
         dynamic_input = INPUT is not None and INPUT.root is None
-        values = (input_value, list_mode, when, stop, INPUT, save, *options.values())
-        boards = NO_NAMES
-        for v in values:
-            if v is not None and type(v) is not Constant:  # a constant calls no board
-                boards = boards | boards_of(v)
+        boards = _boards((input_value, list_mode, when, stop, INPUT, save, *options.values()))
         step = Step(
             index=index,
             id=sid,
@@ -327,3 +319,12 @@ class StepCompiler(FieldReader):
             if step_key.hook is not None:
                 hooks.append((key, step_key.hook))
         return extras, tuple(hooks)
+
+
+def _boards(values: tuple[Value | None, ...]) -> frozenset[str]:
+    """The leaderboards the step's values call (a constant calls none)."""
+    boards = NO_NAMES
+    for v in values:
+        if v is not None and type(v) is not Constant:
+            boards = boards | boards_of(v)
+    return boards
