@@ -155,28 +155,11 @@ class StepCompiler(FieldReader):
             return None
         if type(value) is not Constant:  # reads names: the general path checks them
             return None
-        return Step(
-            index=index,
-            id=None,
-            spec=spec,
-            input=value,
-            list_mode=None,
-            INPUT=None,
-            save=None,
-            when=None,
-            on_error="stop",
-            options=NOTHING,
-            timeout=None,
-            uri=f"{rid}/{index}",
-            lock_roots=(),
-            stop=None,
-            extras=NOTHING,
-            file=file,
-            line=raw.line,
-            hooks=(),
-            boards=NO_NAMES,
-            constant=value if spec.run is adjust else None,
-        )
+        # index, id, spec, input, list_mode, INPUT, save, when, on_error, options, timeout,
+        # uri, lock_roots, stop, extras, file, line, boards, atomic_update, meter, constant
+        return Step(index, None, spec, value, None, None, None, None, "stop", NOTHING, None,
+                    f"{rid}/{index}", (), None, NOTHING, file, raw.line, NO_NAMES, False, None,
+                    value if spec.run is adjust else None)  # fmt: skip
 
     def step_spec(self, raw: LineDict, where: str, file: str) -> ExecutorSpec | None:
         """The step's executor, its keys checked against what that executor and the
