@@ -241,14 +241,6 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 @pytest.mark.slow
 @pytest.mark.redis
-@pytest.mark.xfail(
-    strict=True,
-    reason="redis/postings._ix_record names a write's record after id(self) and a counter "
-    "starting at 1 in each process, not the store's random _op_base: two daemons (or a "
-    "restart within the record's lifetime) with the same object address — certain without "
-    "ASLR — share record keys, and the second one's index write is taken for a resend and "
-    "silently not applied (an entry never recallable, a FORGET not applied to the index)",
-)
 async def test_redis_index_writes_of_two_processes_are_both_applied(
     redis_store_url: str, tmp_path: Path
 ) -> None:

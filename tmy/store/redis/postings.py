@@ -22,8 +22,7 @@ first did. A search is one script (:data:`SEARCH`), which follows
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -46,7 +45,6 @@ from tmy.store.textindex import (
 SCAN_FACTOR = 32  # as tmy.store.sqlite.postings: an intersection scans 32 × budget postings
 
 CHUNK = 200  # documents per put script (a restore's batch is split into these)
-_ids = itertools.count(1)
 
 
 def _text(raw: Any) -> str:
@@ -74,6 +72,7 @@ class RedisPostings:
 
     prefix: str
     _op_px: str
+    _op: Callable[[str], str]
     _io: Any
     _r: Any
 
@@ -86,7 +85,11 @@ class RedisPostings:
         return f"{base}:t:", [f"{base}:m", f"{base}:d", f"{base}:l", f"{base}:o"]
 
     def _ix_record(self, ns: str) -> str:
-        return f"{self._ix(ns)}:op:{id(self):x}.{next(_ids):x}"
+        """A new write record key, named like ordinary writes' (:meth:`_op`): this store's
+        random base and counter. ``id(self)`` and a per-process counter repeated in another
+        process (or a restart) at the same address, whose write was then taken for a resend
+        of this one's and not applied."""
+        return self._op(self._ix(ns))
 
     def _ix_script(self, name: str) -> Any:
         """The script ``name``, registered with the open client (no I/O: redis-py loads it
