@@ -207,7 +207,8 @@ def emit_info(event: dict[str, Any]) -> None:
         if line is not None:
             sink.write(line)
         return
-    ms = int(time.time() * 1000)
+    now = _time()
+    ms = int(now * 1000)
     if ms != _stamp[0]:
         _stamp[1] = _stamp_ms(ms)
         _stamp[0] = ms
@@ -218,7 +219,7 @@ def emit_info(event: dict[str, Any]) -> None:
         line = _dumps_any(event) + b"\n"
     if redact.active():
         line = redact.redact_line(line)
-    sink.write(line)
+    sink.write_at(line, now)
 
 
 def emit_info_text(head: str, trace_id: str) -> bool:
@@ -235,14 +236,15 @@ def emit_info_text(head: str, trace_id: str) -> bool:
     sink = _sink
     if sink is None or _BOUND:
         return False
-    ms = int(_time() * 1000)
+    now = _time()
+    ms = int(now * 1000)
     if ms != _stamp[0]:
         _stamp[1] = _stamp_ms(ms)
         _stamp[0] = ms
     line = f'{head}{trace_id}","level":"info","timestamp":"{_stamp[1]}"}}\n'.encode()
     if redact.active():
         line = redact.redact_line(line)
-    sink.write(line)
+    sink.write_at(line, now)
     return True
 
 

@@ -21,13 +21,18 @@ class JsonLines:
         self.stream = stream
         self.interactive = interactive
         self.pending = 0
-        self.last = time.monotonic()
+        self.last = time.time()  # the lines' own clock (a step back only delays a flush)
 
     def msg(self, line: bytes) -> None:
         self.write(line + b"\n")
 
     def write(self, line: bytes) -> None:
         """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
+        JsonLines.write_at(self, line, time.time())  # not an override (ConsoleLines)
+
+    def write_at(self, line: bytes, now: float) -> None:
+        """:meth:`write`, ``now`` being :func:`time.time` as the caller read it for the
+        line's timestamp (one clock reading per line, not two)."""
         try:
             self.stream.write(line)
         except ValueError:  # the stream is closed (interpreter exit, a finished capture)
@@ -36,7 +41,6 @@ class JsonLines:
             self.stream.flush()
             return
         self.pending += 1
-        now = time.monotonic()
         if now - self.last > 0.2:
             self.flush(now)
 
@@ -47,7 +51,7 @@ class JsonLines:
             except ValueError:  # closed at interpreter exit
                 pass
             self.pending = 0
-        self.last = now or time.monotonic()
+        self.last = now or time.time()
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
@@ -65,6 +69,9 @@ class ConsoleLines(JsonLines):
 
     def write(self, line: bytes) -> None:
         self.msg(line.rstrip(b"\n"))
+
+    def write_at(self, line: bytes, now: float) -> None:
+        self.write(line)
 
     def msg(self, line: bytes) -> None:
         try:
