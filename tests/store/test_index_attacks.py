@@ -107,13 +107,6 @@ async def test_memory_for_users_whose_key_the_index_refuses(tmp_path: Path, user
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.uses.Uses.writing cancels the flusher task even mid-write, and flush "
-    "pops an owner's counts before writing them: a clean stop while a write waits (the "
-    "SQLite file locked by another process for a moment, a slow Redis) loses those uses; "
-    "a write that fails (StoreError) drops them too, where the LLM tally keeps its counts",
-)
 async def test_uses_noted_before_a_clean_stop_are_written(tmp_path: Path) -> None:
     path = tmp_path / "uses.db"
     store = open_store(f"sqlite:///{path}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from tmy.errors import TmyError
@@ -51,39 +52,69 @@ class Uses:
         return sum(len(ids) for ids in self._pending.values())
 
     async def flush(self, store: Store, owner: str | None = None) -> None:
-        """Write the noted uses (of ``owner`` only, when given) now."""
+        """Write the noted uses (of ``owner`` only, when given) now. The counts of entries
+        whose write failed (or was cancelled) are noted again, for the next flush; the
+        first failure is then raised."""
         owners = [owner] if owner is not None else list(self._pending)
+        error: BaseException | None = None
         for key in owners:
             counts = self._pending.pop(key, None)
-            if counts:
-                await _write(store, key, counts)
-
-    async def run(self, store: Store) -> None:
-        """Write the noted uses every :data:`FLUSH_EVERY` seconds, until cancelled."""
-        while True:
-            await asyncio.sleep(FLUSH_EVERY)
+            if not counts:
+                continue
             try:
-                await self.flush(store)
-            except TmyError as exc:  # a lost count must not stop the next ones
-                log.warning("memory.uses_not_written", error=str(exc))
+                await _write(store, key, counts, lambda lost, k=key: self._put_back(k, lost))
+            except TmyError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+
+    def _put_back(self, owner: str, counts: dict[str, tuple[int, float]]) -> None:
+        """Note again ``counts`` that were not written (added to any noted meanwhile)."""
+        mine = self._pending.setdefault(owner, {})
+        for entry_id, (count, when) in counts.items():
+            now_count, now_when = mine.get(entry_id, (0, 0.0))
+            mine[entry_id] = (now_count + count, max(now_when, when))
+
+    async def run(self, store: Store, stop: asyncio.Event) -> None:
+        """Write the noted uses every :data:`FLUSH_EVERY` seconds until ``stop`` is set.
+
+        Stopped between writes, never inside one (as the LLM usage tally's flusher): a
+        write cancelled midway had taken its counts, and they were lost."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), FLUSH_EVERY)
+            if not stop.is_set():
+                await self._flush_logged(store)
+
+    async def _flush_logged(self, store: Store) -> None:
+        try:
+            await self.flush(store)
+        except TmyError as exc:  # the counts are kept for the next write
+            log.warning("memory.uses_not_written", error=str(exc), pending=self.pending())
 
     @contextlib.asynccontextmanager
     async def writing(self, store: Store) -> Any:
         """While open, write the noted uses every second; at the end, write the rest."""
-        task = asyncio.get_running_loop().create_task(self.run(store))
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self.run(store, stop))
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            try:
-                await self.flush(store)
-            except TmyError as exc:
-                log.warning("memory.uses_not_written", error=str(exc))
+            stop.set()
+            await task
+            await self._flush_logged(store)
 
 
-async def _write(store: Store, owner: str, counts: dict[str, tuple[int, float]]) -> None:
+async def _write(
+    store: Store,
+    owner: str,
+    counts: dict[str, tuple[int, float]],
+    put_back: Callable[[dict[str, tuple[int, float]]], None],
+) -> None:
+    """Add ``counts`` to the entries (one atomic update each), then write their order.
+    ``put_back`` gets the counts of the updates that failed or did not finish (those that
+    were written stay written: handing them back would count them twice)."""
+
     def bump(current: Any, add: int, when: float) -> tuple[Any, dict[str, Any] | None]:
         if not is_entry(current):
             return current, None
@@ -92,8 +123,26 @@ async def _write(store: Store, owner: str, counts: dict[str, tuple[int, float]])
         return current, current
 
     ids = sorted(counts)
-    bumped = await asyncio.gather(
-        *(store.update(layout.doc_key(owner, i), lambda c, n=counts[i]: bump(c, *n)) for i in ids)
-    )
-    orders = {e["id"]: layout.evict_order(e) for e in bumped if e is not None}
+    tasks = [
+        asyncio.ensure_future(
+            store.update(layout.doc_key(owner, i), lambda c, n=counts[i]: bump(c, *n))
+        )
+        for i in ids
+    ]
+    try:
+        await asyncio.wait(tasks)
+    finally:
+        failed = [
+            i
+            for i, t in zip(ids, tasks, strict=True)
+            if not t.done() or t.cancelled() or t.exception()
+        ]
+        for t in tasks:
+            t.cancel()
+        if failed:
+            put_back({i: counts[i] for i in failed})
+    for t in tasks:
+        if t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+    orders = {e["id"]: layout.evict_order(e) for e in (t.result() for t in tasks) if e is not None}
     await store.index_order(owner, orders)
