@@ -147,7 +147,8 @@ def _input_now(run: Run, step: Step, path: Path | None) -> Any:
         if path is not None:
             v.locals["INPUT"] = v.peek(path)
         value = step.input.evaluate(v)
-        if isinstance(step.input, Expression) and isinstance(value, str) and value in LIST_MODES:
+        # the ABC check last: an isinstance on Expression costs a Python frame per step
+        if isinstance(value, str) and value in LIST_MODES and isinstance(step.input, Expression):
             # seed 004: an input expression computing a list mode takes from INPUT's list
             raise EvalError(
                 f"input computed {value}, a list mode, but the step has no INPUT naming the list"
@@ -171,7 +172,7 @@ async def _step_input(run: Run, step: Step) -> Any:
         await v.fetch(step.INPUT.names)
         path = step.INPUT.resolve(v)
     mode: str | None = None
-    if isinstance(step.list_mode, Constant):
+    if step.list_mode is not None and isinstance(step.list_mode, Constant):  # no ABC check
         mode = step.list_mode.value
     elif step.list_mode is not None and path is not None:
         # an expression that may compute a list mode; INPUT is bound while it runs
