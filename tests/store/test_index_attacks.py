@@ -263,14 +263,6 @@ async def test_redis_index_writes_of_two_processes_are_both_applied(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.executors.forget ranks the candidates of every scope (search.find: a "
-    "common term's newest 200 postings per namespace, then READ_MAX) before keeping the "
-    "sender's own: in a chat where 250 newer notes by others hold the word, the sender's "
-    "own note is never a candidate, FORGET answers 'nothing to forget' and it stays "
-    "recallable (d35999e ranked the sender's own entries only, and forgot it)",
-)
 async def test_forget_finds_the_senders_note_in_a_busy_chat(tmp_path: Path) -> None:
     llm = {"memory": {"max_entries": 5000}}
     async with Bot({"m.yaml": RULES}, store=f"sqlite:///{tmp_path / 'm.db'}", llm=llm) as bot:

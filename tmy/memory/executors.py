@@ -15,6 +15,8 @@ which steps recall is the rule author's choice::
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from tmy.config.memory import SCOPES
@@ -26,6 +28,9 @@ from tmy.memory.embeddings import forget_vectors, store_vector
 from tmy.memory.legacy import is_entry
 from tmy.memory.recall import READ_MAX, RELATIVE_CUT
 from tmy.memory.runtime import memory_of
+from tmy.message import Message
+from tmy.store.base import Store
+from tmy.store.textindex import POSTINGS_BUDGET
 from tmy.types import StepContext
 from tmy.values.compiled import to_text
 
@@ -132,6 +137,30 @@ async def remember(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     return f"好的，我记住了：{text}" if chinese else f"OK, I'll remember: {text}"
 
 
+async def _own_shared(
+    store: Store,
+    scopes: list[tuple[str, str]],
+    message: Message,
+    bound: int,
+    allowed: Callable[[dict[str, Any]], bool],
+) -> dict[str, list[dict[str, Any]]]:
+    """The sender's own entries in the shared scopes (owner key → entries): the postings of
+    their owner marker (``#o:``; its newest ``bound`` — the per-user bound — in each), read.
+
+    FORGET ranks these (with the sender's user scope) rather than every scope's best: the
+    bounded search of a busy chat ranks the newest of everyone's entries holding a common
+    word, and the sender's own could be none of them."""
+    mine = layout.owner_term(message.platform, message.user)
+    hits = await asyncio.gather(*(store.index_search(k, [mine], budget=bound) for _, k in scopes))
+    keys = [(k, doc) for (_, k), hit in zip(scopes, hits, strict=True) for doc in hit.docs]
+    values = await store.get_many([layout.doc_key(k, doc) for k, doc in keys])
+    own: dict[str, list[dict[str, Any]]] = {}
+    for (k, _), v in zip(keys, values, strict=True):
+        if is_entry(v) and allowed(v):
+            own.setdefault(k, []).append(v)
+    return own
+
+
 async def forget(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     """Disable the entries that best match the input (the sender's own; an admin's: any here)."""
     limit, min_score = _options(_forget_options, cfg)
@@ -163,7 +192,12 @@ async def forget(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
         if found is not None and found[1].get("enabled", True):
             chosen = [found]
     if not chosen and not text.startswith("#"):
-        hits = await search.find(store, scopes, text)
+        if message.is_admin:
+            hits = await search.find(store, scopes, text)
+        else:
+            bound = mcfg.max_shared_entries_per_user or POSTINGS_BUDGET
+            own = await _own_shared(store, scopes[1:], message, bound, allowed)
+            hits = await search.find(store, scopes[:1], text, own)
         read = await search.read(store, hits.candidates[:READ_MAX])
         mine = [c for c in read if c.entry is not None and allowed(c.entry)]
         threshold = mcfg.min_score if min_score is None else min_score

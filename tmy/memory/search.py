@@ -68,7 +68,8 @@ async def find(
 ) -> Found:
     """Score the candidates of ``owners`` ((scope, owner key) pairs) for ``query``.
 
-    ``legacy``: owner key → entries of an old list there, scored from the list.
+    ``legacy``: owner key → entries of an old list there (or entries already read: an owner
+    not in ``owners`` is not searched), scored from their text.
     ``every_entry``: add every entry of owners holding at most :data:`DENSE_SCAN_MAX`
     (relevance 0 when it matches nothing) — the dense candidates of hybrid recall.
     Nothing is read yet (:func:`read`), but the old lists' entries.
@@ -102,7 +103,13 @@ async def find(
     for (owner, doc), match in matches.items():
         if match.relevance > 0:
             out.candidates.append(
-                Candidate(scope_of[owner], owner, doc, match, old.get((owner, doc)))
+                Candidate(
+                    scope_of.get(owner) or layout_scope(owner),
+                    owner,
+                    doc,
+                    match,
+                    old.get((owner, doc)),
+                )
             )
     if every_entry and n <= DENSE_SCAN_MAX:
         await _every_entry(store, owners, hits, old, out)
