@@ -31,8 +31,19 @@ async def execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     v = run.vars
     if logs.DEBUG_ENABLED:
         logs.emit("debug", "step.start", uri=uri, plugin=step.plugin)
-    if type(step.input) is Constant and step.INPUT is None:  # a constant: nothing to fetch
-        value = step.input.evaluate(v)
+    inp = step.input
+    if type(inp) is Constant and step.INPUT is None:  # a constant: nothing to fetch
+        value = inp.evaluate(v)
+    elif inp is not None and step.INPUT is None and step.list_mode is None:
+        # a template or expression: computed now when every variable it names is at hand
+        # (locals, or declared ones cached), without _step_input's and fetch's coroutines
+        declared, cache = v.declared, v.cache
+        for name in inp.names:
+            if name in declared and name not in cache:
+                value = await _step_input(run, step)
+                break
+        else:
+            value = _input_now(run, step, None)
     else:
         value = await _step_input(run, step)
     record.input = value
