@@ -212,6 +212,15 @@ FLOW = [
     "[a: b]", "[a]#c", "[a] # c", "[-1]", "[.5]", "[a, [b]]", "[a, {b: 1}]", "[a", "[a] x",
     "[中文, é]", "['', \"\"]", "[''', ''']", "[a, 'b']  ", "[_]", "[1 2]", "[a -]", "[a/b+c.d]",
     "[on, off, y, n, null, Null]", "['#']", "[a ,b]", "[' ']",
+    # one-line flow mappings
+    "{}", "{ }", "{a: 1}", "{plugin: ADJUST, input: ok-r1}", "{a: b, a: c}", "{a: b, A: c}",
+    "{a: 'x, y', b: \"q\"}", "{a:b}", "{a: }", "{a}", "{a: 1,}", "{a: 1, b: [x]}",
+    "{a: {b: 1}}", "{yes: 1, on: 2}", "{1: a}", "{a: yes, b: 0x10, c: ~}", "{a: two words , b: c}",
+    "{a: 1} # c", "{a: 1}#c", "{a: 1} x", "{a: 1", "{a : 1}", "{a:  1}", "{ a: 1 }", "{a: b #c}",
+    "{a: 'it''s'}", "{a: 中文}", "{a: 1.5, b: 2001-12-14}", "{_x: -1}", "{a-b: c}", "{a.b: c}",
+    "{a: b: c}", "{a: ? b}", "{? a: b}", "{a: -}", "{a: null, b: Null}", "{a: ''}", "{a: b}}",
+    "{a: \"x\\y\"}", "{on: 1, yes: 2}", "{a: 1, b: 2, c: 3, d: x y z}", "{a: +1, b: 1_0}",
+    "{id: r1, triggers: [kw], steps: [{plugin: ADJUST, input: x}]}", "{a: b/c}", "{a: 1 }",
 ]  # fmt: skip
 _CLEAN_PLAIN = [v for v in PLAIN if accepts(f"k: {v}\n") and accepts(f"- {v}\n")]
 _CLEAN_QUOTED = [v for v in QUOTED if accepts(f"k: {v}\n")]
@@ -324,10 +333,16 @@ class Gen:
             f"{pad}{ind}- plugin: {plugin}",
             f"{pad}{ind}  input: {given}",
         ]
+        if rng.random() < 0.2:  # the same step as a flow mapping
+            self.lines[-2:] = [f"{pad}{ind}- {{plugin: {plugin}, input: {given}}}"]
 
     def rule(self, col: int, dash: str) -> None:
-        if self.rng.random() < 0.4:
+        r = self.rng.random()
+        if r < 0.4:
             self.record(col)
+            return
+        if r < 0.5:  # a rule as one flow mapping
+            self.lines.append(f"{' ' * col}{dash}{self.rng.choice(FLOW[-46:])}")
             return
         pad = " " * (col + len(dash))
         self.lines.append(f"{' ' * col}{dash}id: r{self.rng.randrange(1000)}{self.tail()}")

@@ -16,7 +16,7 @@ RULES = (
 SHAPES = {
     "line reader": RULES,
     "libyaml": RULES + "anchored: &z [1]\n",
-    "line reader, then libyaml": RULES + "later: {flow: mapping}\n",
+    "line reader, then libyaml": RULES + "later: |\n  a block scalar\n",
 }
 
 

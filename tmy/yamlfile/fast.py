@@ -13,12 +13,12 @@ it. The subset:
   a mapping started on a list item's line (``- id: r1``);
 * single-line scalars: plain (resolved as SafeLoader resolves them: ``yes``,
   ``0x10``, ``~``, dates), single-quoted, double-quoted without a backslash;
-* one-line flow lists of such scalars (``['kw1*', "b"]``), comments, blank lines.
+* one-line flow lists of such scalars (``['kw1*', "b"]``) and flow mappings of plain keys
+  and such scalars (``{plugin: ADJUST, input: x}``), comments, blank lines.
 
-Anything else — tabs, ``\\r``, anchors, aliases, tags, block scalars (``|``),
-flow mappings, ``---``, a plain scalar continued on the next line, a
-duplicate key, a misplaced indentation — is left to libyaml, which also writes
-the error message when there is one.
+Anything else — tabs, ``\\r``, anchors, aliases, tags, block scalars (``|``), nested
+flow collections, ``---``, a plain scalar continued on the next line, a duplicate key,
+a misplaced indentation — is left to libyaml, which writes the error message if any.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from tmy.yamlfile.lines import HANDED_OVER, LineDict, LineList
+from tmy.yamlfile.record import INDICATORS, read_record
 
 _STR = "tag:yaml.org,2002:str"
 # what libyaml refuses or reads specially anywhere in a file: leave such files to it
@@ -38,16 +39,6 @@ _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff
 _LINE = re.compile(
     r"( *)(- +|-(?=\n|\Z))?(?:([A-Za-z_][A-Za-z0-9_.\-]*):(?: +|(?=\n|\Z)))?([^\n]*)\n?"
 ).match  # at a position of the text: the line starting there (one call per line)
-# a whole rule of the commonest shape (one trigger, one step of plugin and input), read in
-# one match when the next line starts the next rule or closes the list (else line by line)
-_RECORD = re.compile(
-    r"( *)- id: ([A-Za-z0-9_][A-Za-z0-9_.\-]*)\n"
-    r"\1  triggers: \['([^'\n]*)'\]\n"
-    r"\1  steps:\n"
-    r"\1  ( *)- plugin: ([A-Za-z_][A-Za-z0-9_]*)\n"
-    r"\1  \4  input: ([^\n]+)\n"
-    r"(?=\1-[ \n]|\Z|[^ \n#])"
-).match
 # the first characters of a value that is plain text as written (minus those with a resolver)
 _PLAIN_FIRST = frozenset(chr(c) for c in range(0x21, 0x7F)) - frozenset("-?:,[]{}#&*!|>'\"%@`")
 _SINGLE = re.compile(r"'((?:[^']|'')*)'(?: +#.*| *)$").match
@@ -58,8 +49,13 @@ _FLOW_EMPTY = re.compile(r"\[ *\](?: +#.*| *)$").match
 _FLOW_ITEM = re.compile(
     r""" *(?:'((?:[^']|'')*)'|"([^"\\]*)"|([A-Za-z0-9_][\w .\-/+]*?)) *([,\]])"""
 ).match
+# one entry of a one-line flow mapping (plain key, ": ", a scalar) and what follows it
+_FLOW_ENTRY = re.compile(
+    r""" *([A-Za-z_][A-Za-z0-9_\-]*): +"""
+    r"""(?:'((?:[^']|'')*)'|"([^"\\]*)"|([A-Za-z0-9_][\w .\-/+]*?)) *([,}])"""
+).match
+_FLOW_MAP_EMPTY = re.compile(r"\{ *\}(?: +#.*| *)$").match
 _TAIL = re.compile(r"(?: +#.*| *)$").match  # after a complete value: nothing, or a comment
-_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _NOTHING = object()  # a key with no value on its line (or only a comment)
 MAX_DEPTH = 200  # nested lists/maps in one file (both readers); the store keeps 254 levels
 MAX_KEY = 1024  # characters: libyaml refuses a longer simple key
@@ -129,9 +125,11 @@ class _Reader:
                 items.item_lines = [line]
                 return items
             return self.flow(text, line)
+        if first == "{":
+            return self.flow_map(text, line)
         if first == "#":
             return _NOTHING
-        if first in _INDICATORS and (first not in "-" or text[1:2] in ("", " ")):
+        if first in INDICATORS and (first not in "-" or text[1:2] in ("", " ")):
             raise _GiveUp
         cut = text.find(" #")
         if cut >= 0:
@@ -168,6 +166,34 @@ class _Reader:
         if _TAIL(text, pos) is None:
             raise _GiveUp
         return items
+
+    def flow_map(self, text: str, line: int) -> LineDict:
+        """A one-line flow mapping of plain keys and scalars: ``{plugin: ADJUST, input: x}``."""
+        if len(self.stack) >= MAX_DEPTH:  # a nesting level, as libyaml's path counts it
+            raise _GiveUp
+        box = LineDict()
+        box.line = line
+        box.key_lines = {}
+        if _FLOW_MAP_EMPTY(text) is not None:
+            return box
+        pos, end = 1, ","
+        while end == ",":
+            m = _FLOW_ENTRY(text, pos)
+            if m is None:
+                raise _GiveUp
+            key_text, single, double, plain, end = m.groups()
+            key = self.keys.get(key_text)
+            if key is None:
+                key = self.key(key_text)
+            if single is not None:
+                found: Any = single.replace("''", "'")
+            else:
+                found = double if double is not None else self.plain(plain)
+            self.put(box, key, line, found)
+            pos = m.end()
+        if _TAIL(text, pos) is None:
+            raise _GiveUp
+        return box
 
     def key(self, text: str) -> Any:
         """A plain key's value: a string, or a bool or int as SafeLoader resolves it."""
@@ -222,6 +248,17 @@ class _Reader:
         self.put(top[0], key, key_line, None)
         return top
 
+    def item(self, top: _Frame, item: Any, line: int) -> None:
+        """A list item written on its dash's line (a rule as a flow mapping: to the sink)."""
+        if item is _NOTHING:
+            raise _GiveUp
+        top[0].item_lines.append(line)
+        if top[3] and self.sink is not None and type(item) is LineDict:
+            top[0].append(HANDED_OVER)
+            self.sink(item)
+        else:
+            top[0].append(item)
+
     def close(self) -> _Frame:
         """The innermost collection ends (a rule goes to the sink); the new top."""
         stack = self.stack
@@ -236,36 +273,12 @@ class _Reader:
         return stack[-1]
 
     def record(self, text: str, at: int, line: int, plain_first: frozenset[str]) -> int:
-        """A rule of :data:`_RECORD`'s shape at ``at`` (on ``line``) goes to the top-level list
-        (or the sink), as its lines would read one by one; the position after it, or 0 when
-        it is not of that shape (its lines are then read one by one)."""
-        m = _RECORD(text, at)
-        if m is None:
+        """A rule read whole (:func:`read_record`) goes to the top-level list (or the sink);
+        the position after it, or 0: its lines are read one by one."""
+        found = read_record(text, at, line, self.plain, plain_first)
+        if found is None:
             return 0
-        _, rid, trigger, _, plugin, given = m.groups()
-        if given[0] in _INDICATORS or ": " in given or " #" in given or given[-1] in ": ":
-            return 0
-        if given[0] not in plain_first:
-            given = self.plain(given)
-        if rid[0] not in plain_first:
-            rid = self.plain(rid)
-        if plugin[0] not in plain_first:
-            plugin = self.plain(plugin)
-        # each line number made once: those a compiled rule keeps are not left as garbage
-        # among them (a line number is an object from 257 on)
-        line1, line3 = line + 1, line + 3
-        triggers = LineList((trigger,))
-        triggers.line = line1
-        triggers.item_lines = [line1]
-        step = LineDict(plugin=plugin, input=given)
-        step.line = line3
-        step.key_lines = {"plugin": line3, "input": line + 4}
-        steps = LineList((step,))
-        steps.line = line3
-        steps.item_lines = [line3]
-        rule = LineDict(id=rid, triggers=triggers, steps=steps)
-        rule.line = line
-        rule.key_lines = {"id": line, "triggers": line1, "steps": line + 2}
+        rule, end = found
         rules = self.stack[-1][0]
         rules.item_lines.append(line)
         if self.sink is None:
@@ -273,7 +286,7 @@ class _Reader:
         else:
             rules.append(HANDED_OVER)
             self.sink(rule)
-        return m.end()
+        return end
 
     def read(self, text: str) -> Any:
         """The document, line by line (see the module docstring); _GiveUp outside the subset."""
@@ -318,11 +331,7 @@ class _Reader:
                         pos, number = end, number + 4
                         continue
                 if not key_text:
-                    item = value(rest, number) if rest else _NOTHING
-                    if item is _NOTHING:
-                        raise _GiveUp
-                    top[0].append(item)
-                    top[0].item_lines.append(number)
+                    self.item(top, value(rest, number) if rest else _NOTHING, number)
                     continue
                 top = self.open(False, col + len(dash), number, None, 0)  # "- key: …"
             elif top[2]:
