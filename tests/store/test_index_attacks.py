@@ -153,13 +153,6 @@ async def test_a_huge_cjk_question_costs_the_index_a_bounded_number_of_lookups(
     assert zcard <= 3 * 1024
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recall notes uses in the app's MemoryRuntime.uses (shared by explain's derived "
-    "services) and its flusher writes them to the real store: a dry-run explain (and "
-    "cron fire --dry-run) now counts uses, which changes the eviction order; before, the "
-    "count went to the overlay and was dropped",
-)
 async def test_a_dry_run_explain_counts_no_use_in_the_real_store(tmp_path: Path) -> None:
     async with Bot({"m.yaml": RULES}, store=f"sqlite:///{tmp_path / 'm.db'}") as bot:
         store = bot.engine.services.store
