@@ -183,13 +183,6 @@ async def _vm_steps(store: Any, call: Any) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="sqlite/postings._drop_doc runs 'DELETE FROM ix_df WHERE ns = ? AND df <= 0' for "
-    "every document removed or replaced: a scan of every term of the namespace (ix_df has "
-    "no index on df), so FORGET, a REMEMBER at the cap (eviction) or of a known text costs "
-    "O(vocabulary): ~26 ms of the event loop at 100,000 entries",
-)
 async def test_sqlite_remove_costs_the_same_in_a_big_namespace(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'ix.db'}")
     await store.open()

@@ -88,7 +88,11 @@ def _drop_doc(db: sqlite3.Connection, ns: int, doc: str) -> int | None:
     db.executemany(
         "UPDATE ix_df SET df = df - 1 WHERE ns = ? AND term = ?", [(ns, t) for t in terms]
     )
-    db.execute("DELETE FROM ix_df WHERE ns = ? AND df <= 0", (ns,))
+    # the document's own terms only (by the primary key): a "df <= 0" scan of the namespace
+    # cost every removal or replacement O(its whole vocabulary)
+    db.executemany(
+        "DELETE FROM ix_df WHERE ns = ? AND term = ? AND df <= 0", [(ns, t) for t in terms]
+    )
     db.execute("DELETE FROM ix_docs WHERE ns = ? AND doc = ?", (ns, doc))
     return int(row[0])
 
