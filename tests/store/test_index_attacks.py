@@ -130,13 +130,6 @@ async def test_uses_noted_before_a_clean_stop_are_written(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 @pytest.mark.redis
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.search.find hands every term of the question to index_search_many, and "
-    "postings_lua.SEARCH runs a ZCARD per term in each namespace (user, chat, global; empty "
-    "ones too): one 19,000-character CJK message is ~31,000 terms, ~95,000 ZCARDs, ~150 ms "
-    "of Redis blocking every client (and ~120 ms of the event loop on SQLite)",
-)
 async def test_a_huge_cjk_question_costs_the_index_a_bounded_number_of_lookups(
     redis_server: Callable[..., Any],
 ) -> None:

@@ -55,7 +55,22 @@ class Found:
         return {k: m.matched for k, m in scored.items()}
 
 
+MAX_QUERY_TERMS = 256
+"""A query's terms looked up in the index: the heaviest this many (by weight, then first in
+the query). A question of ordinary length has far fewer; a pasted 19,000-character CJK text
+has ~33,000 (bigrams and characters), each a lookup in every owner searched."""
+
 _NONE = scoring.Match(0.0, 0.0, ())
+
+
+def query_terms(query: str) -> dict[str, float]:
+    """The weighted terms of ``query`` (:func:`tmy.memory.scoring.terms`), at most
+    :data:`MAX_QUERY_TERMS` of them: the heaviest, the earliest among equals."""
+    terms = scoring.terms(query)
+    if len(terms) <= MAX_QUERY_TERMS:
+        return terms
+    kept = sorted(terms.items(), key=lambda tw: -tw[1])[:MAX_QUERY_TERMS]  # stable: query order
+    return dict(kept)
 
 
 async def find(
@@ -75,7 +90,7 @@ async def find(
     Nothing is read yet (:func:`read`), but the old lists' entries.
     """
     legacy = legacy or {}
-    terms = scoring.terms(query)
+    terms = query_terms(query)
     names = list(terms)
     hits = await store.index_search_many([owner for _, owner in owners], names)
     n = total = 0

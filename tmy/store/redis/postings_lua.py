@@ -86,6 +86,10 @@ SEARCH = """
 local head, budget, scan = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
 local terms, df, idx = {}, {}, {}
+if tonumber(meta[1] or '0') == 0 then  -- an empty namespace: no term lookup
+  for a = 4, #ARGV do df[#df + 1] = 0 end
+  return {'0', meta[2] or '0', df, 0, ''}
+end
 for a = 4, #ARGV do
   local i = #terms + 1
   terms[i] = ARGV[a]

@@ -122,7 +122,7 @@ def put_docs(db: sqlite3.Connection, ns: int, docs: Sequence[IndexDoc]) -> None:
 def _stats(db: sqlite3.Connection, ns: int, terms: Sequence[str]) -> IndexStats:
     n, total = db.execute("SELECT n, total FROM ix_ns WHERE id = ?", (ns,)).fetchone()
     df = {t: 0 for t in terms}
-    if terms:
+    if terms and n:  # an empty namespace: no term lookup
         q = f"SELECT term, df FROM ix_df WHERE ns = ? AND term IN {_IN}"
         df.update(db.execute(q, (ns, json.dumps(list(terms)))).fetchall())
     return IndexStats(int(n), int(total), df)
