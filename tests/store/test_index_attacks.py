@@ -69,12 +69,6 @@ async def test_sqlite_namespace_usable_after_a_failed_first_put(tmp_path: Path) 
 
 
 @pytest.mark.redis
-@pytest.mark.xfail(
-    strict=True,
-    reason="postings_lua.LOWEST with a term reads the term's whole posting list and "
-    "unpack()s it into ZMSCORE: past ~8,000 documents Lua fails 'too many results to "
-    "unpack' (a shared scope's per-user eviction, memory.entries.add)",
-)
 async def test_redis_lowest_of_a_term_held_by_9000_documents(redis_store_url: str) -> None:
     store = open_store(redis_store_url)
     await store.open()

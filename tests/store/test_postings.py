@@ -110,12 +110,25 @@ async def test_a_common_term_is_probed_not_read_whole(store: Store) -> None:
     assert plan({"a": 5, "b": 500, "c": 900, "z": 0}, 100).probe == ["b", "c"]
 
 
+async def test_a_search_probing_and_reading_9000_candidates(store: Store) -> None:
+    """Lists longer than Lua's unpack() limit (~8,000) go to ZMSCORE / HMGET in chunks."""
+    docs = [IndexDoc(f"d{i}", {"a": 1, "b": 1 + i % 2}) for i in range(9000)]
+    for start in range(0, 9000, 3000):
+        await store.index_put(NS, docs[start : start + 3000])
+    hits = await store.index_search(NS, ["a", "b"], budget=10_000)  # b probed among 9000
+    assert hits.complete and len(hits.docs) == 9000
+    assert hits.docs["d3"] == (3, {"a": 1, "b": 2}) and hits.docs["d4"] == (2, {"a": 1, "b": 1})
+
+
 async def test_bad_documents_are_refused_before_anything_is_written(store: Store) -> None:
     for bad in (
         IndexDoc("a b", {"x": 1}),
         IndexDoc("a/b", {"x": 1}),
         IndexDoc("ok", {"x": 0}),
         IndexDoc("ok", {"": 1}),
+        IndexDoc("ok", {"x": 1}, length=2**63),
+        IndexDoc("ok", {"x": 1}, order=float("nan")),
+        IndexDoc("ok", {"x": 1}, order=float("inf")),
     ):
         with pytest.raises(StoreError):
             await store.index_put(NS, [IndexDoc("first", {"x": 1}), bad])

@@ -80,9 +80,21 @@ end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return n
 """
+# ZMSCORE / HMGET of a list in chunks: unpack() of a long list fails ("too many results to
+# unpack", past ~8,000 elements in Redis's Lua)
+_MANY = """
+local function many(cmd, key, list)
+  local out = {}
+  for s = 1, #list, 4000 do
+    local part = redis.call(cmd, key, unpack(list, s, math.min(s + 3999, #list)))
+    for p = 1, #part do out[s + p - 1] = part[p] end
+  end
+  return out
+end
+"""
 # KEYS: meta, lengths. ARGV: term key head, budget, scan, the terms. Returns {n, total,
 # {df…}, cut (0/1), "doc len i:tf,i:tf…" lines joined by "\\n"} — see textindex.plan.
-SEARCH = """
+SEARCH = _MANY + """
 local head, budget, scan = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
 local terms, df, idx = {}, {}, {}
@@ -122,7 +134,7 @@ while k <= #idx do
       if #page > 0 then
         local members = {}
         for p = 1, #page, 2 do members[#members + 1] = page[p] end
-        local other = redis.call('ZMSCORE', head .. terms[j], unpack(members))
+        local other = many('ZMSCORE', head .. terms[j], members)
         for p = 1, #members do
           add(members[p], i, page[2 * p])
           add(members[p], j, other[p])
@@ -145,12 +157,12 @@ end
 local lines = {}
 if #docs > 0 then
   for _, i in ipairs(probe) do
-    local scores = redis.call('ZMSCORE', head .. terms[i], unpack(docs))
+    local scores = many('ZMSCORE', head .. terms[i], docs)
     for p = 1, #docs do
       if scores[p] then add(docs[p], i, scores[p]) end
     end
   end
-  local lens = redis.call('HMGET', KEYS[2], unpack(docs))
+  local lens = many('HMGET', KEYS[2], docs)
   for p = 1, #docs do
     lines[p] = docs[p] .. ' ' .. (lens[p] or '0') .. ' ' .. table.concat(found[docs[p]], ',')
   end
@@ -165,12 +177,12 @@ for a = 2, #ARGV do out[#out + 1] = redis.call('ZCARD', ARGV[1] .. ARGV[a]) end
 return out
 """
 # KEYS: order. ARGV: term key head, n, term ('' none). Returns {doc, order, …} lowest first.
-LOWEST = """
+LOWEST = _MANY + """
 local n = tonumber(ARGV[2])
 if ARGV[3] == '' then return redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
 local members = redis.call('ZRANGE', ARGV[1] .. ARGV[3], 0, -1)
 if #members == 0 then return {} end
-local orders = redis.call('ZMSCORE', KEYS[1], unpack(members))
+local orders = many('ZMSCORE', KEYS[1], members)
 local rows = {}
 for p = 1, #members do
   if orders[p] then rows[#rows + 1] = {tonumber(orders[p]), members[p], orders[p]} end
