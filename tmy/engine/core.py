@@ -243,7 +243,6 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             and len(user) + len(chat) + len(platform) <= self.settings.max_id_chars
             and (user + chat + platform).isascii()
             and message.event is None
-            and not (message.reply_to and message.api is not None)
         ):
             return None
         commands = self.commands
@@ -273,6 +272,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if (
             plan is None
             or rule.cooldown is not None
+            or (message.reply_to and message.api is not None)  # a quote to fetch: general
             or (switch is not None and switch.cached(message) is not False)
         ):
             return match
