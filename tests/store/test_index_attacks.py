@@ -81,13 +81,6 @@ async def test_redis_lowest_of_a_term_held_by_9000_documents(redis_store_url: st
 
 
 @pytest.mark.parametrize("user", ["a\nb", "/" * 200])
-@pytest.mark.xfail(
-    strict=True,
-    reason="textindex.check_ns refuses a namespace with a newline or over 500 characters, "
-    "but an owner key is the escaped user id (≤ 256 chars, '/' → '%2F'): such a user "
-    "(an HTTP API client's 'user') can no longer REMEMBER or FORGET, and their old "
-    "list's entries stop being recalled",
-)
 async def test_memory_for_users_whose_key_the_index_refuses(tmp_path: Path, user: str) -> None:
     async with Bot({"m.yaml": RULES}, store=f"sqlite:///{tmp_path / 'm.db'}") as bot:
         store = bot.engine.services.store

@@ -120,6 +120,18 @@ async def test_a_search_probing_and_reading_9000_candidates(store: Store) -> Non
     assert hits.docs["d3"] == (3, {"a": 1, "b": 2}) and hits.docs["d4"] == (2, {"a": 1, "b": 1})
 
 
+async def test_any_namespace_a_store_key_can_be(store: Store) -> None:
+    """A namespace follows the rules of store keys: memory names them after owner keys."""
+    names = ["mem/user/t/a\nb", "mem/user/t/" + "%2F" * 200, "a\rb\x00c", "k\u00e9y/\u6f22"]
+    for i, ns in enumerate(names):
+        await store.index_put(ns, [IndexDoc(f"d{i}", {"cat": 1})])
+    for i, ns in enumerate(names):
+        assert list((await store.index_search(ns, ["cat"])).docs) == [f"d{i}"]
+    for bad in ("", "a\ud800b"):
+        with pytest.raises(StoreError):
+            await store.index_put(bad, [IndexDoc("d", {"cat": 1})])
+
+
 async def test_bad_documents_are_refused_before_anything_is_written(store: Store) -> None:
     for bad in (
         IndexDoc("a b", {"x": 1}),

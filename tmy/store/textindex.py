@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.errors import StoreError
+from tmy.store.codec import check_key
 
 POSTINGS_BUDGET = 200
 """Postings ``index_search`` reads whole (and candidates it probes) unless told otherwise."""
@@ -122,8 +123,15 @@ class IndexHits:
 
 
 def check_ns(ns: str) -> str:
-    if not isinstance(ns, str) or not ns or len(ns) > 500 or any(c in ns for c in "\n\r\0"):
-        raise StoreError(f"invalid index namespace {ns!r}")
+    """Refuse a namespace no store can hold: the rules of store keys
+    (:func:`tmy.store.codec.check_key`: a non-empty string of valid Unicode), and no more.
+    A namespace is an owner's key (memory names its namespaces after the keys of its
+    owners): one refused here while the key itself is accepted — a user id with a newline,
+    an escaped id over 500 characters — was a user whose memory could not be written."""
+    try:
+        check_key(ns)
+    except StoreError:
+        raise StoreError(f"invalid index namespace {ns!r}") from None
     return ns
 
 
