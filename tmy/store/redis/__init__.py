@@ -26,7 +26,10 @@ would hand out one item and silently drop the next. So each write (``update``,
 script records the id (with a TTL, next to the key) when it applies the write,
 and a copy that finds the record applies nothing and returns what the first
 copy did. A call that returns was applied exactly once; a call that raises
-StoreError was applied once or not at all. Needs Redis ≥ 6.0 (``KEEPTTL``).
+StoreError was applied once or not at all. Needs Redis ≥ 7.0 (a claim's ``SET … NX
+GET``; ``ZMSCORE``, 6.2, in the memory index; ``KEEPTTL``, 6.0): ``open()`` reads
+``INFO server`` and refuses an older server with a StoreError naming the version needed
+(:mod:`~tmy.store.redis.version`).
 
 The package, bottom up (each module's docstring says the rest):
 
@@ -50,8 +53,8 @@ script runs as commands too. One ``update`` is one ``EVALSHA`` (inside it:
 ``SET NX`` of the write record, ``GET`` of the key's turn, ``GET`` and ``SET``
 of the value); ``set`` and ``delete`` are one ``EVALSHA`` each (``GET`` of the
 record, ``SET``/``DEL``, ``SET`` of the record); ``get``/``get_many`` are one
-GET/MGET. ``open`` loads the scripts (one pipelined round-trip) and checks the
-format marker (two more: SET NX, GET); after a Redis
+GET/MGET. ``open`` loads the scripts (one pipelined round-trip), reads the server's
+version (``INFO server``) and checks the format marker (two more: SET NX, GET); after a Redis
 restart a NOSCRIPT reply makes redis-py load a script again, once (a NOSCRIPT
 reply means the script did not run).
 

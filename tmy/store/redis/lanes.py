@@ -72,6 +72,7 @@ from tmy.store.redis.scripts import (
     TAKE,
     px,
 )
+from tmy.store.redis.version import check_version
 
 if TYPE_CHECKING:
     from tmy.store.redis.group_commit import Job
@@ -361,6 +362,7 @@ class RedisLanes:
         try:
             with self._failing("connect"):
                 await self._prepare(client, scripts)
+                check_version(await client.info("server"), self.where)
                 await self._mark_format(client)
         except BaseException:
             await client.aclose()

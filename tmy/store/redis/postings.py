@@ -16,7 +16,8 @@ and a candidate's count (``ZMSCORE``); its size is the term's document
 frequency (``ZCARD``). Every write is one script that records its operation id
 first, so a copy redis-py resends applies nothing twice and answers what the
 first did. A search is one script (:data:`SEARCH`), which follows
-:func:`tmy.store.textindex.plan` step for step. Needs Redis ≥ 6.2 (``ZMSCORE``).
+:func:`tmy.store.textindex.plan` step for step. Needs Redis ≥ 6.2 (``ZMSCORE``; the
+store as a whole needs 7.0, checked at ``open()``).
 """
 
 from __future__ import annotations
