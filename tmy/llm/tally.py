@@ -203,10 +203,18 @@ async def _write(
         def adder(delta: dict[str, Any]) -> Callable[[Any], tuple[Any, None]]:
             return lambda current: (add_to(current, delta), None)
 
-        await asyncio.gather(
+        named = [*keys, *sets]
+        results = await asyncio.gather(
             *(store.update(k, adder(batch[k]), ttl=KEEP) for k in keys),
             *(store.set(k, value, ttl=ttl) for k, (value, ttl) in sets.items()),
+            return_exceptions=True,
         )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:  # only what failed waits for the next flush: the rest is in, once
+            for i, (name, result) in enumerate(zip(named, results, strict=True)):
+                if not isinstance(result, BaseException):
+                    (batch if i < len(keys) else sets).pop(name, None)
+            raise failed[0]
         written()
         return
     plain = [(k, value, ttl) for k, (value, ttl) in sets.items()]
