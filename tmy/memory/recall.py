@@ -207,14 +207,12 @@ async def recall(
     if want_dialogue and summaries:
         _score_dialogues(cfg, spec, query, summaries, message, out, now, min_score, mrt.counted)
     out.block, out.entries, out.dialogues = render(out.entries, out.dialogues, cfg, tz)
-    # counted in memory, written once a second to the app's store; not when this run's store
-    # is another (explain, ctx, a dry run: an overlay whose writes are dropped)
-    if touch_entries and out.entries and services.store is mrt.services.store:
+    if touch_entries and out.entries:
         by_owner: dict[str, set[str]] = {}
         for s in out.entries:
             by_owner.setdefault(s.key, set()).add(s.item["id"])
         for key, ids in by_owner.items():
-            mrt.uses.note(key, ids, now)
+            await mrt.uses.count(services.store, mrt.services.store, key, ids, now)
     return out
 
 

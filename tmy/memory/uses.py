@@ -45,6 +45,21 @@ class Uses:
             count, _ = mine.get(entry_id, (0, 0.0))
             mine[entry_id] = (count + 1, now)
 
+    async def count(
+        self, store: Store, app_store: Store, owner: str, ids: set[str], now: float
+    ) -> None:
+        """Count one use of each of ``ids``, recalled by a run on ``store``: noted, when that
+        is the app's store (``app_store``); else written to ``store`` at once — an overlay
+        (explain, ``ctx``, a dry run: its writes are dropped) or a scheduled run's buffer
+        (committed with the run). Noted, they reached the real store from a dry run."""
+        if store is app_store:
+            self.note(owner, ids, now)
+            return
+        try:
+            await _write(store, owner, {i: (1, now) for i in ids}, lambda lost: None)
+        except TmyError as exc:  # a recall does not fail for its use counts
+            log.warning("memory.uses_not_written", error=str(exc))
+
     def pending(self, owner: str | None = None) -> int:
         """How many entries have uses not written yet (of ``owner``, or in all)."""
         if owner is not None:
