@@ -55,9 +55,9 @@ class Recall(Protocol):
 
 def owns_http(services: Services) -> bool:
     """Whether ``services`` made their HTTP client themselves (no one handed one in)."""
-    # Services keeps it private; an app given http= (rule tests' canned answers) or a dry
-    # run's recording client must answer the LLM too, so those keep going through it
-    return bool(getattr(services, "_owns_http", True))
+    # an app given http= (rule tests' canned answers) or a dry run's recording client
+    # must answer the LLM too, so those keep going through it
+    return services.owns_http
 
 
 @dataclass
