@@ -20,7 +20,7 @@ import ahocorasick
 
 from tmy.rulebook.nearmiss import NearIndex, NearMiss, near_misses
 from tmy.rulebook.textform import TextMap, fold, normal_form, normalise
-from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, regex_candidates
+from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, is_word_prefix, regex_candidates
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
 _RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
@@ -52,11 +52,11 @@ class Side:
         if trig.kind in ("regex", "any"):
             getattr(self, trig.kind).append(entry)
         else:
-            getattr(self, trig.kind).setdefault(trig.literal, []).append(entry)
+            _put(getattr(self, trig.kind), trig.literal, entry)
             # "echo *" also fires on a bare "echo" (QUESTION ""), but not on "echoes"
             bare = trig.literal.strip()
             if trig.kind in ("prefix", "suffix") and bare != trig.literal and bare:
-                self.exact.setdefault(bare, []).append(entry)
+                _put(self.exact, bare, entry)
 
     def freeze(self) -> None:
         """Ready for matching: each literal's entries as a tuple (a third of a list's bytes
@@ -70,8 +70,8 @@ class Side:
         self.plain = not (self.suffix or self.contains or self.regex or self.any)
         self.prefix_longest = tuple(sorted({len(k) for k in self.prefix}, reverse=True))
         self.prefix_top = min((e[0][0] for es in self.prefix.values() for e in es), default=0)
-        self.word_prefixes = any(map(_is_word_prefix, self.prefix))
-        self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not _is_word_prefix(k)}))
+        self.word_prefixes = any(map(is_word_prefix, self.prefix))
+        self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
         if self.contains:
             auto = ahocorasick.Automaton()
@@ -209,12 +209,6 @@ class Side:
 
 def _admit_all(rule: Any) -> bool:
     return True
-
-
-def _is_word_prefix(literal: str) -> bool:
-    """One word and the space after it: a text starts with it exactly when its first
-    word and space are it (the only space of ``literal`` is its last character)."""
-    return literal.find(" ") == len(literal) - 1 > 0
 
 
 def _as_sent(match: Match, form: tuple[str, str], shown: str, regex_match: Any) -> Match:
@@ -392,3 +386,15 @@ class Candidate:
     trigger: Trigger
     key: tuple[int, int, int, int]  # (-priority, kind rank, -literal length, file order)
     match: Match
+
+
+def _put(table: dict[str, Any], literal: str, entry: Entry) -> None:
+    """A one-tuple for a literal's first entry (freeze keeps it: no list freed among the
+    rules, ~96 B of RSS a rule), a list from its second on."""
+    got = table.get(literal)
+    if got is None:
+        table[literal] = (entry,)
+    elif type(got) is tuple:
+        table[literal] = [*got, entry]
+    else:
+        got.append(entry)

@@ -234,3 +234,9 @@ def regex_candidates(entries: list[Any], shown: str) -> Iterator[tuple[Any, str,
         if m:
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
             yield e, groups.get("QUESTION", ""), groups | {"_magic": m.group(0), "_match": m}
+
+
+def is_word_prefix(literal: str) -> bool:
+    """One word and the space after it: a text starts with it exactly when its first
+    word and space are it (the only space of ``literal`` is its last character)."""
+    return literal.find(" ") == len(literal) - 1 > 0
