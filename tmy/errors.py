@@ -35,8 +35,10 @@ their module::
 Outside the tree on purpose: internal control-flow signals that never leave
 the function or module that raises them — ``StepFailed`` (tmy.engine.run:
 a step ended with STEP_ERROR, caught by the scheduler), and the private
-``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools), ``FnFailed``
-(tmy.store.sqlite.connection), and the web console's ``Refused`` (tmy.console.web:
+``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools), ``PostFailed``
+(tmy.llm.transport: a provider request failed below HTTP, made an LLMError by the
+client), ``FnFailed`` (tmy.store.sqlite.connection), ``_GiveUp`` (tmy.yamlfile.fast:
+a line outside the fast reader's subset; libyaml reads the file), and the web console's ``Refused`` (tmy.console.web:
 a handler's answer with an HTTP status, rendered as the error page) and ``FormError``
 (tmy.console.playground: a form that cannot be sent, shown back on the form).
 
