@@ -73,7 +73,6 @@ if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
     import httpx
 
 log = get_logger("tmy")
-FULL_COLLECTION_EVERY = 100  # middle-generation collections per full one (CPython: 10)
 
 
 def build_registry(settings: Settings, extensions: Iterable[Extension] = ()) -> Registry:
@@ -232,17 +231,12 @@ class App:
             listeners=[self._rules_reloaded],
             warnings=lambda rulebook: check_warnings(self, rulebook),
         )
-        # The rulebook lives as long as the daemon: move it out of the collector's
-        # sight, or every full collection walks all rules (measurable at 10,000 rules).
-        # No gc.collect() first: loading frees its garbage by reference counting,
-        # and a full collection over 100,000 rules costs most of a second.
+        # The rulebook lives as long as the daemon: out of the collector's sight (no collect
+        # first: loading frees its garbage by refcount; a full one over 100,000 rules is ~1 s).
         gc.freeze()
-        # After a freeze the oldest generation is empty, so CPython 3.11's rule that holds
-        # full collections back until it has grown by a quarter no longer does: a full
-        # collection then ran every 10th middle one, walking every in-flight run (60-70 ms
-        # with 1,000 LLM conversations open, ~30% of their CPU). Every 100th instead.
-        young, middle, _ = gc.get_threshold()
-        gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
+        # the freeze empties the oldest generation, so CPython's hold-back of full collections
+        # lapses: one every 10th middle one walked every in-flight run (~30% of an LLM call)
+        gc.set_threshold(*gc.get_threshold()[:2], 100)  # a full one every 100th middle one
         log.info(
             "app.ready",
             rules=len(rulebook.rules),

@@ -38,9 +38,10 @@ a step ended with STEP_ERROR, caught by the scheduler), and the private
 ``_Failed`` (tmy.llm.client), ``_Refused`` (tmy.llm.tools), ``PostFailed``
 (tmy.llm.transport: a provider request failed below HTTP, made an LLMError by the
 client), ``FnFailed`` (tmy.store.sqlite.connection), ``_GiveUp`` (tmy.yamlfile.fast:
-a line outside the fast reader's subset; libyaml reads the file), and the web console's ``Refused`` (tmy.console.web:
-a handler's answer with an HTTP status, rendered as the error page) and ``FormError``
-(tmy.console.playground: a form that cannot be sent, shown back on the form).
+a line outside the fast reader's subset; libyaml reads the file), and the web
+console's ``Refused`` (tmy.console.web: a handler's answer with an HTTP status,
+rendered as the error page) and ``FormError`` (tmy.console.playground: a form that
+cannot be sent, shown back on the form).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.

@@ -94,7 +94,9 @@ end
 """
 # KEYS: meta, lengths. ARGV: term key head, budget, scan, the terms. Returns {n, total,
 # {df…}, cut (0/1), "doc len i:tf,i:tf…" lines joined by "\\n"} — see textindex.plan.
-SEARCH = _MANY + """
+SEARCH = (
+    _MANY
+    + """
 local head, budget, scan = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
 local terms, df, idx = {}, {}, {}
@@ -169,6 +171,7 @@ if #docs > 0 then
 end
 return {meta[1] or '0', meta[2] or '0', df, cut, table.concat(lines, '\\n')}
 """
+)
 # KEYS: meta. ARGV: term key head, the terms. Returns {n, total, df…}.
 STATS = """
 local meta = redis.call('HMGET', KEYS[1], 'n', 'total')
@@ -177,7 +180,9 @@ for a = 2, #ARGV do out[#out + 1] = redis.call('ZCARD', ARGV[1] .. ARGV[a]) end
 return out
 """
 # KEYS: order. ARGV: term key head, n, term ('' none). Returns {doc, order, …} lowest first.
-LOWEST = _MANY + """
+LOWEST = (
+    _MANY
+    + """
 local n = tonumber(ARGV[2])
 if ARGV[3] == '' then return redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES') end
 local members = redis.call('ZRANGE', ARGV[1] .. ARGV[3], 0, -1)
@@ -198,6 +203,7 @@ for p = 1, math.min(n, #rows) do
 end
 return out
 """
+)
 SCRIPTS = {
     "put": PUT,
     "remove": REMOVE,
