@@ -123,39 +123,22 @@ def log_run(
     same dict, ``trace_id`` included, whether or not ``info`` is logged — and
     ``tokens`` (the steps' total) when a model was asked.
     """
-    q = match.question
-    answer = reply.text
     if _USED:  # left by a step_fields call outside a run's line (a test, a tool)
         _USED.clear()
     trace = logs.TRACE.get()
+    event = _run_event(match, message, text, reply, seconds, finish, dry_run, scheduled)
     if (
         logs.INFO_ENABLED
         and trace is not None
         and not (reply.stopped or message.event is not None or dry_run or scheduled)
         and finish
-    ):  # the usual line: its dict built once, in its final order (logs.emit_info)
-        event = {
-            "rule": match.rule.id,
-            "trigger": match.trigger.source if match.trigger else _no_trigger(message),
-            "text": text if len(text) <= PREVIEW else preview(text),
-            "question": q if type(q) is str and len(q) <= PREVIEW else preview(q),
-            "user": message.user,
-            "chat": message.chat,
-            "platform": message.platform,
-            "answer": answer if len(answer) <= PREVIEW else preview(answer),
-            "error": reply.error,
-            "ms": int(seconds * 1e6 + 0.5) / 1000,  # to the µs, cheaper than round()
-            "steps": list(map(step_fields, reply.steps)),
-            "event": "run.done",
-            "trace_id": trace,
-            "level": "info",
-            "timestamp": "",
-        }
+    ):  # the usual line: its fields already in their final order (logs.emit_info)
+        event["trace_id"] = trace
+        event["level"] = "info"
+        event["timestamp"] = ""
         logs.emit_info(event)
-    else:
-        event = _run_event(match, message, text, reply, seconds, finish, dry_run, scheduled)
-        if logs.INFO_ENABLED:
-            logs.emit_event("info", event, trace)  # adds trace_id, level, timestamp
+    elif logs.INFO_ENABLED:
+        logs.emit_event("info", event, trace)  # adds trace_id, level, timestamp
     if observer is not None:
         event["trace_id"] = trace
         if _USED:  # a model's step: rare

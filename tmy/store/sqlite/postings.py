@@ -18,11 +18,9 @@ whenever a write fails: the row may have come from the rolled-back transaction);
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from tmy.errors import StoreError
@@ -166,25 +164,10 @@ class SQLitePostings:
     path: Any
     lock_timeout: float
 
-    async def snapshot(self) -> Snapshot:
-        """Every live key, board entry and index document, from one read transaction."""
-        self._conn()  # refuse a closed store at once
-        if isinstance(self.path, Path):
-            return await asyncio.to_thread(self._read_file)
-        return await self._run(read_snapshot, "snapshot")
-
-    def _read_file(self) -> Snapshot:
-        """:func:`read_snapshot` on a connection of its own (run in a worker thread)."""
-        try:
-            db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
-        try:
-            return read_snapshot(db)
-        except sqlite3.Error as exc:
-            raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
-        finally:
-            db.close()
+    @staticmethod
+    def _read_snapshot(db: sqlite3.Connection) -> Snapshot:
+        """A snapshot reads the index documents too (see SQLiteSnapshots.snapshot)."""
+        return read_snapshot(db)
 
     async def restore(self, snapshot: Snapshot, *, replace: bool) -> int:
         """The plain entries as before (``super().restore``), then the index documents,

@@ -62,21 +62,26 @@ def _read(db: sqlite3.Connection) -> Snapshot:
 class SQLiteSnapshots(SQLiteRanks):
     """``snapshot`` and ``restore`` on SQLite (see the module doc)."""
 
+    @staticmethod
+    def _read_snapshot(db: sqlite3.Connection) -> Snapshot:
+        """What a snapshot reads (:func:`_read`; the index's mixin reads its documents too)."""
+        return _read(db)
+
     async def snapshot(self) -> Snapshot:
-        """Every live key and board entry, from one read transaction."""
+        """Every live key and board entry (and index document), from one read transaction."""
         self._conn()  # refuse a closed store at once
         if isinstance(self.path, Path):
             return await asyncio.to_thread(self._read_file)
-        return await self._run(_read, "snapshot")
+        return await self._run(self._read_snapshot, "snapshot")
 
     def _read_file(self) -> Snapshot:
-        """:func:`_read` on a connection of its own (run in a worker thread)."""
+        """:meth:`_read_snapshot` on a connection of its own (run in a worker thread)."""
         try:
             db = sqlite3.connect(self.path, timeout=self.lock_timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
         try:
-            return _read(db)
+            return self._read_snapshot(db)
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite {self.path}: snapshot failed: {exc}") from exc
         finally:
