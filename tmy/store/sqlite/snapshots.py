@@ -31,32 +31,10 @@ from typing import Any
 from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, Snapshot
 from tmy.store.board_keys import board_value_key
-from tmy.store.codec import decode
-from tmy.store.snapshot import batches, checked_ranks, encoded_entries, sorted_snapshot
+from tmy.store.snapshot import batches, checked_ranks, encoded_entries
 from tmy.store.sqlite.connection import UPSERT
 from tmy.store.sqlite.ranks import RANK_PUT, SQLiteRanks, put_rank, value_score
-
-
-def _read(db: sqlite3.Connection) -> Snapshot:
-    """Every live key/value row and every board row, in one read transaction, decoded."""
-    db.execute("BEGIN")
-    try:
-        now = time.time()
-        kv = db.execute(
-            "SELECT key, value, expires FROM kv WHERE key != ? "
-            "AND (expires IS NULL OR expires > ?) ORDER BY key",
-            (FORMAT_KEY, now),
-        ).fetchall()
-        ranks = db.execute(
-            "SELECT board, member, score, name FROM ranks ORDER BY board, member"
-        ).fetchall()
-    finally:
-        db.execute("COMMIT")
-    entries: list[tuple[str, Any, float | None]] = [
-        (key, decode(raw, key), None if expires is None else expires - now)
-        for key, raw, expires in kv
-    ]
-    return sorted_snapshot(entries, [(b, m, float(s), n) for b, m, s, n in ranks])
+from tmy.store.sqlite.reading import read_rows
 
 
 class SQLiteSnapshots(SQLiteRanks):
@@ -64,8 +42,8 @@ class SQLiteSnapshots(SQLiteRanks):
 
     @staticmethod
     def _read_snapshot(db: sqlite3.Connection) -> Snapshot:
-        """What a snapshot reads (:func:`_read`; the index's mixin reads its documents too)."""
-        return _read(db)
+        """What a snapshot reads (:func:`read_rows`; the index's mixin reads its documents too)."""
+        return read_rows(db)
 
     async def snapshot(self) -> Snapshot:
         """Every live key and board entry (and index document), from one read transaction."""
