@@ -223,7 +223,7 @@ async def test_concurrent_conversations_read_their_histories_together(
     provider: FakeProvider, store_url: str
 ) -> None:
     """Fifty conversations starting at once: their history reads are joined (one
-    get_many per loop turn, tmy.llm.reads), and each still gets its own history."""
+    get_many per loop turn, tmy.store.joined), and each still gets its own history."""
     from tmy.metrics import REGISTRY
 
     def get_manys() -> float:

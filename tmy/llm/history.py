@@ -27,10 +27,10 @@ from typing import Any
 
 from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import estimate_tokens
-from tmy.llm.reads import ReadBatch
 from tmy.llm.tally import Tally
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
+from tmy.store.joined import ReadBatch
 
 KIND = "llmhist"
 FOLD_ASK = "Summarise our conversation so far."  # the user side of a fold's summary pair
@@ -69,7 +69,7 @@ async def load(
     Nothing is changed here: the summary takes the history's place only once a
     Q&A that used it succeeded (:func:`append`), so a failed request or the
     ``ctx`` inspector does not use it up. ``reads``: joins this read with other
-    conversations' reads of the same loop turn (:mod:`tmy.llm.reads`).
+    conversations' reads of the same loop turn (:mod:`tmy.store.joined`).
     """
     both = [conversation_key("summary", message), conversation_key(KIND, message)]
     summary, stored = await (store.get_many(both) if reads is None else reads.get_many(store, both))

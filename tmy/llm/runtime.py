@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tmy.config.llm import LLMConfig
 from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
-from tmy.llm.reads import ReadBatch
 from tmy.llm.tally import Tally
 from tmy.llm.transport import AiohttpPost, HttpxPost, Post
+from tmy.store.joined import ReadBatch
 from tmy.types import Services
 
 if TYPE_CHECKING:  # annotations only: exchange imports this module

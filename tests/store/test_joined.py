@@ -1,4 +1,4 @@
-"""tmy.llm.reads: reads of one loop turn joined into one get_many, on SQLite and Redis.
+"""tmy.store.joined: reads of one loop turn joined into one get_many, on SQLite and Redis.
 
 The first caller of a turn leads the batch and reads it itself; the ones that
 joined get their own values, and still do when the leader is cancelled."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tmy.llm.reads import ReadBatch
 from tmy.store.base import MISSING, Store
+from tmy.store.joined import ReadBatch
 
 
 async def test_one_turn_of_readers_gets_each_its_own_values(store: Store) -> None:

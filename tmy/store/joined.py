@@ -1,21 +1,21 @@
-"""Concurrent history reads joined into one ``get_many`` per event-loop turn.
+"""Concurrent reads joined into one ``get_many`` per event-loop turn.
 
-Every LLM step with ``history:`` reads its conversation (the history and a
-pending ``STEP_SUMMARY``) before it asks the model. When many conversations
-start at once — 1,000 users writing in the same second — each read was a store
-call of its own: a SQLite statement, or on Redis a round-trip whose client-side
-cost (packing, parsing, the store's lanes) was about a fifth of a call's CPU.
-:class:`ReadBatch` collects the keys every step asks for during one turn of the
-event loop and reads them with one ``get_many`` (the store splits it as it
-needs), then hands each step its own values. A step alone still makes one read;
-the values are what the store held when the batch was read, as before.
+Reads that many runs make at once — every LLM step's conversation history, the
+chat switch of every chat not seen for a while — were a store call each: a
+SQLite statement, or on Redis a round-trip whose client-side cost (packing,
+parsing, the store's lanes) was about a fifth of an LLM call's CPU when 1,000
+conversations start in the same second. :class:`ReadBatch` collects the keys
+every caller asks for during one turn of the event loop and reads them with one
+``get_many`` (the store splits it as it needs), then hands each caller its own
+values. A caller alone still makes one read; the values are what the store held
+when the batch was read.
 
-The first caller of a turn leads: it yields once (the other steps of the turn
+The first caller of a turn leads: it yields once (the other callers of the turn
 join its batch), reads, and hands the others their values — no task and no
 future of its own (a read alone cost ~26 µs more through a task and a future,
 a third of a sequential conversation's history read). A leader cancelled
-before its read is done passes the batch to a task, so the steps that joined
-it are still answered.
+before its read is done passes the batch to a task, so the callers that joined
+it are still answered. A failed read fails every caller of its batch.
 """
 
 from __future__ import annotations
