@@ -47,6 +47,7 @@ import structlog
 
 from tmy.errors import TmyError
 from tmy.store.base import MISSING, Store
+from tmy.store.periodic import flushing_every
 
 log = structlog.get_logger("tmy.llm")
 
@@ -167,18 +168,6 @@ class Tally:
                 self._flushing, self._setting = {}, {}
             self._written = upto
 
-    async def run(self, interval: float, stop: asyncio.Event) -> None:
-        """Flush every ``interval`` seconds until ``stop`` is set (failures are logged).
-
-        Stopped between flushes, never inside one: a batch cut mid-commit would be
-        of unknown outcome, and the final flush might count it twice.
-        """
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
-            if not stop.is_set():
-                await self.flush_logged()
-
     async def flush_logged(self) -> None:
         """A flush whose failure is logged, not raised (the background and the final one)."""
         try:
@@ -231,13 +220,8 @@ async def _write(
 
 @contextlib.asynccontextmanager
 async def flushing(tally: Tally, interval: float) -> Any:
-    """Flush every ``interval`` seconds while the block runs, and once more at its end."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(tally.run(interval, stop)) if interval > 0 else None
-    try:
+    """Flush every ``interval`` seconds while the block runs, and once more at its end
+    (stopped between flushes, never inside one: a batch cut mid-commit would be of
+    unknown outcome, and the final flush might count it twice)."""
+    async with flushing_every(interval, tally.flush_logged):
         yield tally
-    finally:
-        stop.set()
-        if task is not None:
-            await task
-        await tally.flush_logged()

@@ -26,6 +26,7 @@ from tmy.logs import get_logger
 from tmy.memory import layout
 from tmy.memory.legacy import is_entry
 from tmy.store.base import Store
+from tmy.store.periodic import flushing_every
 
 log = get_logger("tmy.memory")
 
@@ -90,17 +91,6 @@ class Uses:
             now_count, now_when = mine.get(entry_id, (0, 0.0))
             mine[entry_id] = (now_count + count, max(now_when, when))
 
-    async def run(self, store: Store, stop: asyncio.Event) -> None:
-        """Write the noted uses every :data:`FLUSH_EVERY` seconds until ``stop`` is set.
-
-        Stopped between writes, never inside one (as the LLM usage tally's flusher): a
-        write cancelled midway had taken its counts, and they were lost."""
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), FLUSH_EVERY)
-            if not stop.is_set():
-                await self._flush_logged(store)
-
     async def _flush_logged(self, store: Store) -> None:
         try:
             await self.flush(store)
@@ -109,15 +99,11 @@ class Uses:
 
     @contextlib.asynccontextmanager
     async def writing(self, store: Store) -> Any:
-        """While open, write the noted uses every second; at the end, write the rest."""
-        stop = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(self.run(store, stop))
-        try:
+        """While open, write the noted uses every second; at the end, write the rest
+        (stopped between writes, never inside one: a write cancelled midway had taken its
+        counts, and they were lost)."""
+        async with flushing_every(FLUSH_EVERY, lambda: self._flush_logged(store)):
             yield self
-        finally:
-            stop.set()
-            await task
-            await self._flush_logged(store)
 
 
 async def _write(
