@@ -18,7 +18,6 @@ writes (``tests/engine/test_plans.py`` holds the two side by side).
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from typing import Any
 
 import orjson
@@ -94,11 +93,10 @@ class ConstantPlan:
             record = StepRecord(step.uri, step.spec.name, value, value)
             seconds = clock() - started
             record.ms = int(seconds * 1e6 + 0.5) / 1000
-            meter = step.meter  # the histogram child (tmy.metrics.instruments), inline
+            meter = step.meter  # the histogram child (tmy.metrics.instruments)
             if meter is None:
                 meter = step.meter = metrics.step_meter(step.spec.name)
-            meter.counts[bisect_left(meter.bounds, seconds)] += 1
-            meter.sum += seconds
+            meter.observe(seconds)
             return Reply(value, self.rule.id, trace_id, None, [record], False)
         records: list[StepRecord] = []
         value: Any = None
@@ -113,11 +111,10 @@ class ConstantPlan:
             seconds = now - started
             started = now
             record.ms = int(seconds * 1e6 + 0.5) / 1000
-            meter = step.meter  # the histogram child (tmy.metrics.instruments), inline
+            meter = step.meter  # the histogram child (tmy.metrics.instruments)
             if meter is None:
                 meter = step.meter = metrics.step_meter(step.spec.name)
-            meter.counts[bisect_left(meter.bounds, seconds)] += 1
-            meter.sum += seconds
+            meter.observe(seconds)
         return Reply(value, self.rule.id, trace_id, None, records, False)
 
     def log(self, match: Match, message: Message, text: str, reply: Reply, seconds: float) -> bool:
