@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tmy import metrics
-from tmy.cron.buffered import IndexWrite, Sync, Write, run_buffered, variable_keys
+from tmy.cron.buffered import Sync, Write, run_buffered, variable_keys
 from tmy.cron.occurrence import (
     DONE_TTL,
     SKIPPED_OFF,
@@ -35,6 +35,7 @@ from tmy.errors import TmyError
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply, Target
 from tmy.rulebook.model import Rule
+from tmy.store.index_log import replay
 from tmy.store.leases import Lease
 
 log = get_logger("tmy.cron")
@@ -109,7 +110,9 @@ class FencedRuns(Outbox):
                 commit.append((outbox_key(occ), item, _outbox_ttl(item)))
             await self._commit(commit, lease, held)
             await self._sync_boards(syncs)
-            await self._replay_index(indexed)
+            # the run's index writes (a REMEMBER's entry, a FORGET), once its values are in;
+            # one that fails is logged: the entry is stored and listed, not recalled
+            await replay(self.store, indexed, _index_failed)
         entry["sent"] = sent = await self._post(lease, occ, target, reply, unsent, item)
         log.info(
             "cron.done",
@@ -144,16 +147,6 @@ class FencedRuns(Outbox):
         if item is None:
             return "error: no adapters running"
         return await self._send_claimed(lease, occ, item)
-
-    async def _replay_index(self, writes: Sequence[IndexWrite]) -> None:
-        """Apply the run's lexical index writes (a REMEMBER's entry, a FORGET) on the real
-        store once its values are committed. One that fails is logged: the entry's value
-        is stored, and ``memory`` lists it, but recall finds it only once it is re-remembered."""
-        for name, args in writes:
-            try:
-                await getattr(self.store, name)(*args)
-            except TmyError as exc:
-                log.warning("cron.index_failed", op=name, namespace=args[0], error=str(exc))
 
     async def _sync_boards(self, syncs: Sequence[Sync]) -> None:
         """Make the leaderboards of the ``rank: true`` variables the run committed follow
@@ -238,3 +231,7 @@ def _append(history: Any, entry: dict[str, Any]) -> tuple[list[Any], None]:
     runs = history if isinstance(history, list) else []
     runs.append(entry)
     return runs[-HISTORY:], None
+
+
+def _index_failed(name: str, args: tuple[Any, ...], exc: TmyError) -> None:
+    log.warning("cron.index_failed", op=name, namespace=args[0], error=str(exc))

@@ -10,9 +10,10 @@ by its later steps. A caller that commits the overlay's writes to the real store
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tmy.errors import TmyError
 from tmy.store.base import Store
 
 
@@ -27,8 +28,7 @@ class IndexLog:
 
     async def replay_index(self, store: Store) -> None:
         """Apply :meth:`index_writes` to ``store`` (after committing the overlay's writes)."""
-        for name, args in self.index_writes():
-            await getattr(store, name)(*args)
+        await replay(store, self.index_writes())
 
     def _log_index(self, name: str, *args: Any) -> None:
         self.__dict__.setdefault("_index_log", []).append((name, args))
@@ -60,3 +60,19 @@ class IndexLog:
 
     async def index_lowest(self, ns: str, n: int, *, term: str | None = None) -> Any:
         return await self.real.index_lowest(ns, n, term=term)
+
+
+async def replay(
+    store: Store,
+    writes: Sequence[tuple[str, tuple[Any, ...]]],
+    failed: Callable[[str, tuple[Any, ...], TmyError], None] | None = None,
+) -> None:
+    """Apply logged index ``writes`` to ``store`` in order. Without ``failed`` the first
+    failure is raised; with it, each failure is handed to it and the rest still applied."""
+    for name, args in writes:
+        try:
+            await getattr(store, name)(*args)
+        except TmyError as exc:
+            if failed is None:
+                raise
+            failed(name, args, exc)
