@@ -110,7 +110,11 @@ def test_a_fifo_or_a_device_as_file_is_refused_without_blocking(
         source = Path(kind)
     codes: list[int] = []
     worker = threading.Thread(
-        target=lambda: codes.append(run("restore", str(source), "--dry-run")), daemon=True
+        # the store is the test's own: the default (data/tmy.db) needs a data/ folder in the cwd
+        target=lambda: codes.append(
+            run("restore", str(source), "--dry-run", "--store", f"sqlite:///{tmp_path}/t.db")
+        ),
+        daemon=True,
     )
     worker.start()
     worker.join(timeout=30)
