@@ -76,6 +76,11 @@ class Runtime:
     tally: Tally = field(default=None, repr=False)  # type: ignore[assignment]
     post: Post = field(default=None, repr=False)  # type: ignore[assignment]
     reads: ReadBatch = field(default_factory=ReadBatch, repr=False)  # history reads, joined
+    # what other extensions plug in while the app is open (tmy.llm imports none of them):
+    # sources of tools beside rules and executors (MCP servers: tmy.llm.tools.ToolSource)
+    # and the knowledge base an LLM step's knowledge: reads (tmy.llm.knowledge.Knowledge)
+    _tool_sources: dict[str, Any] = field(default_factory=dict, repr=False)
+    _knowledge: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.tally is None:
@@ -109,7 +114,10 @@ class Runtime:
         The provider reaches the store through each step's own services, so a dry
         run's overlay store keeps memory's writes too.
         """
-        return Runtime(config or self.config, services, self._recall)
+        derived = Runtime(config or self.config, services, self._recall)
+        derived._tool_sources = self._tool_sources
+        derived._knowledge = self._knowledge
+        return derived
 
     @contextmanager
     def recall_by(self, provider: Recall) -> Iterator[Recall]:
@@ -121,6 +129,38 @@ class Runtime:
             yield provider
         finally:
             self._recall = None
+
+    @property
+    def tool_sources(self) -> Mapping[str, Any]:
+        """The tool sources plugged in, by prefix (``mcp`` → tools named ``mcp:SERVER/TOOL``)."""
+        return self._tool_sources
+
+    @contextmanager
+    def tools_from(self, prefix: str, source: Any) -> Iterator[Any]:
+        """Offer ``source``'s tools (``PREFIX:…`` in a step's ``tools:``) while the block runs."""
+        if prefix in self._tool_sources:
+            raise ConfigError(f"two extensions provide the LLM step's {prefix}: tools")
+        self._tool_sources[prefix] = source
+        try:
+            yield source
+        finally:
+            self._tool_sources.pop(prefix, None)
+
+    @property
+    def knowledge(self) -> Any:
+        """The knowledge base provider (``knowledge:`` of an LLM step), when one is plugged in."""
+        return self._knowledge
+
+    @contextmanager
+    def knowledge_by(self, provider: Any) -> Iterator[Any]:
+        """Plug ``provider`` in as the knowledge base for as long as the block runs."""
+        if self._knowledge is not None:
+            raise ConfigError("two extensions provide the LLM step's knowledge:")
+        self._knowledge = provider
+        try:
+            yield provider
+        finally:
+            self._knowledge = None
 
 
 def runtime_of(services: Services) -> Runtime:
