@@ -77,3 +77,30 @@ async def test_a_serving_daemon_logs_what_check_warns_about(log_file: Path) -> N
         "b.yaml:3: rule 'tg' answers on telegram (platforms:), but the config does not enable "
         "the telegram adapter (set adapters.telegram.enabled: true); it answers nowhere",
     ]
+
+
+async def test_an_extensions_routes_are_mounted_and_its_health_joins_healthz() -> None:
+    import httpx
+    from aiohttp import web
+
+    from tmy.extension import Extension
+    from tmy.testing.bot import default_extensions
+    from tmy.testing.serving import serving
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"hello": "there"})
+
+    extra = Extension(
+        name="extra",
+        routes=lambda services: [web.get("/extra", hello)],
+        health=lambda services: ({"servers": {"one": "failed"}}, False),
+    )
+    rules = {"r.yaml": "rules:\n  - {triggers: [ping], steps: [{plugin: ADJUST, input: pong}]}\n"}
+    async with (
+        serving(rules, extensions=(*default_extensions(), extra)) as daemon,
+        httpx.AsyncClient(base_url=daemon.url, timeout=10) as client,
+    ):
+        assert (await client.get("/extra")).json() == {"hello": "there"}
+        health = (await client.get("/healthz")).json()
+        assert health["extra"] == {"servers": {"one": "failed"}}
+        assert health["status"] == "degraded"

@@ -162,9 +162,19 @@ class App:
         await self.adapters.send(target, text, outgoing)
 
     async def health(self) -> dict[str, Any]:
-        """The ``GET /healthz`` report: store, adapters, cron outbox."""
+        """The ``GET /healthz`` report: store, adapters, cron outbox, and what extensions report
+        (an MCP server down makes it ``degraded``, as an adapter down does)."""
         assert self.store is not None and self.adapters is not None
-        return await health_report(self.store, self.adapters, self.cron)
+        report = await health_report(self.store, self.adapters, self.cron)
+        services = self.engine.services if self.engine is not None else None
+        for extension in self.extensions if services is not None else ():
+            part = extension.health(services)
+            if part is None:
+                continue
+            report[extension.name], healthy = part
+            if not healthy and report["status"] == "ok":
+                report["status"] = "degraded"
+        return report
 
     def load_rules(self, registry: Registry | None = None) -> Rulebook:
         """Load every rule against ``registry`` (default: the App's own)."""
@@ -252,6 +262,8 @@ class App:
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
         routes = [*admin_http.routes(self), *console.mounted(self, listener=adapters.http)]
+        for extension in self.extensions:  # /mcp, say: each checks its own credentials
+            routes.extend(extension.routes(engine.services))
         await adapters.start(engine.handle, routes=routes, health=self.health)
         for warning in check_warnings(self, self.rulebook):  # what `check` would warn about
             log.warning("rules.warning", detail=warning)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy.command import Command
 from tmy.errors import ConfigError
-from tmy.types import Services, StepHook
+from tmy.types import Route, Services, StepHook
 
 if TYPE_CHECKING:
     from tmy.config import Settings
@@ -82,6 +82,14 @@ async def _no_lifespan(services: Services) -> AsyncIterator[Any]:
     yield None
 
 
+def _no_routes(services: Services) -> tuple[Route, ...]:
+    return ()
+
+
+def _no_health(services: Services) -> tuple[dict[str, Any], bool] | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Extension:
     """Everything one extension adds, stated up front (see the module docstring).
@@ -100,6 +108,10 @@ class Extension:
     the adapters have started and before the scheduler does, and left before the
     adapters stop: what only a daemon does (say which model answers, run a
     background task). ``services.state`` holds every extension's state by then.
+    ``routes(services)`` are mounted on the daemon's one listener when it serves (``/mcp``);
+    each route checks its own credentials (``tmy.adapters.http.api.api_key_problem``).
+    ``health(services)`` is the extension's part of ``GET /healthz`` (under its name) and
+    whether it is healthy — False makes the report ``degraded``; None: nothing to report.
     """
 
     name: str
@@ -110,6 +122,8 @@ class Extension:
     config: ConfigSection | None = None
     lifespan: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
     serving: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
+    routes: Callable[[Services], Iterable[Route]] = _no_routes
+    health: Callable[[Services], tuple[dict[str, Any], bool] | None] = _no_health
     doc: str = ""
 
     def __post_init__(self) -> None:
