@@ -28,8 +28,9 @@ import fnmatch
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -116,6 +117,28 @@ def allowed(name: str, patterns: list[str]) -> bool:
         return False
     positive = [p for p in patterns if not p.startswith("!")]
     return not positive or any(fnmatch.fnmatchcase(name, p) for p in positive)
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """A tool a plugged :class:`ToolSource` offers right now (an MCP server's tool)."""
+
+    name: str  # the source's name for it, "SERVER/TOOL"; a step's tools: pattern "mcp:SERVER/TOOL"
+    description: str  # globs match "mcp:" + name; the model sees "SERVER__TOOL"
+    parameters: dict[str, Any]  # JSON Schema, as-is
+
+
+class ToolSource(Protocol):
+    """Tools beside rules and executors, plugged into the runtime under a prefix
+    (:meth:`tmy.llm.runtime.Runtime.tools_from`): ``tools: ["mcp:github/*"]``."""
+
+    def offered(self) -> Sequence[OfferedTool]:
+        """Every tool known right now (read per request: a changed list is seen next time)."""
+        ...
+
+    async def call(self, ctx: StepContext, name: str, arguments: dict[str, Any]) -> str:
+        """The text the model gets back; raises TmyError (what went wrong) on failure."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
