@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from tmy.config.llm import LLMConfig, known_models
 from tmy.config.memory import RecallSpec, recall_spec
 from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
-from tmy.llm import fold, history, images, jinja, prompt
+from tmy.llm import fold, history, images, jinja, knowledge, prompt, sources
 from tmy.llm import tools as toolkit
 from tmy.llm.contracts import Contract, contract_from
 from tmy.llm.exchange import Job, Plan, capturing, converse
@@ -58,7 +58,11 @@ OPTIONS = {
     "output": Option(dict, doc="JSON Schema the answer must validate against"),
     "format": Option(str, default="json", doc="json | yaml (with output:)"),
     "retries": Option(int, default=2, doc="re-asks when the answer breaks the contract"),
-    "tools": Option(list, doc="rule ids (with tool:) or executor names the model may call"),
+    "tools": Option(
+        list,
+        doc="rule ids (with tool:), executor names, MCP tools: mcp:SERVER/TOOL globs "
+        '("mcp:github/*", "!mcp:github/delete_*") the model may call',
+    ),
     "tool_protocol": Option(str, default="native", doc="native | text"),
     "max_tool_turns": Option(int, doc="tool rounds before giving up (default llm.max_tool_turns)"),
     "permissions": Option((list, str), doc='glob allow/deny of tool calls: ["w*", "!delete_*"]'),
@@ -81,15 +85,26 @@ OPTIONS = {
         (int, dict),
         doc="recall memory: N entries, or {max, scopes, min_score, dialogue, summarize}",
     ),
+    # the knowledge base (docs/knowledge.md): passages put into the dynamic tail by the
+    # Knowledge provider the knowledge extension plugs into the runtime
+    "knowledge": Option(
+        (str, list, dict),
+        doc="passages from knowledge bases: NAME, [NAME, …] or {use: [NAME, …], top, min_score}",
+    ),
 }
 
 
-def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
+def make_check(
+    config: LLMConfig, rules: Path | None = None, sections: Mapping[str, Any] | None = None
+) -> Any:
     """A load-time check of a step's constant options (file:line errors, not runtime surprises).
 
     ``rules``: the rules directory (or file), where a constant ``template:`` is looked
     for so a Jinja2 syntax error is reported at load (:func:`tmy.llm.jinja.check_at_load`).
+    ``sections``: the settings' extension sections — the MCP servers a ``tools:`` pattern
+    may name (``mcp``, its ``.servers``) and the knowledge bases (``knowledge``, by name).
     """
+    sections = sections or {}
 
     def check(cfg: dict[str, Any], computed: frozenset[str] = frozenset()) -> None:
         """``cfg``: the step's constant options; ``computed``: the names of its templated
@@ -115,6 +130,10 @@ def make_check(config: LLMConfig, rules: Path | None = None) -> Any:
         prompt.few_shot(cfg.get("messages"))
         if cfg.get("memory") is not None:  # long-term memory (its schema: tmy.config.memory)
             recall_spec(cfg["memory"])
+        sources.check_at_load(cfg.get("tools"), sections)
+        spec = knowledge.knowledge_spec(cfg.get("knowledge"))
+        if spec is not None:
+            knowledge.check_names(spec, sections.get("knowledge") or {})
         stream = cfg.get("stream")
         if stream is not None and stream not in STREAM_MODES:
             raise ValueError(f"stream {stream!r} must be true, false or chunks")
@@ -182,7 +201,8 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
             job.stats["fold_pending"] = True
         else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
             pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
-    tools = toolkit.resolve(cfg.get("tools"), ctx.services)
+    permissions = _permissions(cfg.get("permissions"))
+    tools = _tools(job, cfg.get("tools"), permissions)
     protocol = cfg.get("tool_protocol") or "native"
     system = prompt.merge_system(cfg.get("system"))
     tool_text = toolkit.text_protocol(tools) if tools and protocol == "text" else ""
@@ -202,7 +222,8 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     recalled = ""  # -- long-term memory: a block in the tail, never the prefix
     if memory is not None:
         recalled = await memory[0].before_request(job, memory[1], to_text(value))
-    tail = await _tail(ctx, cfg, question, recalled)
+    passages = await _consult(job, cfg.get("knowledge"), to_text(value))  # the tail too
+    tail = await _tail(ctx, cfg, question, recalled, passages)
     messages = prompt.layout(system_for(None), shots, pairs, tail)
     parts = await _pictures(job, cfg)
     if parts:  # the question with its pictures: OpenAI's content parts
@@ -215,7 +236,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         contract=contract,
         tools=tools,
         protocol=protocol,
-        permissions=_permissions(cfg.get("permissions")),
+        permissions=permissions,
         retries=int(cfg.get("retries") if cfg.get("retries") is not None else 2),
         max_turns=int(cfg.get("max_tool_turns") or config.max_tool_turns),
         temperature=cfg.get("temperature"),
@@ -232,13 +253,16 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     return result
 
 
-async def _tail(ctx: StepContext, cfg: dict[str, Any], question: str, recalled: str) -> str:
-    """The dynamic tail: the quoted message (``quote:``), memory, time and sender, question."""
+async def _tail(
+    ctx: StepContext, cfg: dict[str, Any], question: str, recalled: str, passages: str
+) -> str:
+    """The dynamic tail: the quoted message (``quote:``), knowledge passages, memory,
+    time and sender, question."""
     if cfg.get("quote"):
         reply_to = (await ctx.scope(("REPLY_TO",))).get("REPLY_TO")
         question = prompt.with_quote(reply_to, question)
     if not cfg.get("context", True):
-        return f"{recalled}\n\n{question}" if recalled else question
+        return prompt.before(question, passages, recalled)
     m = ctx.message
     who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
     return prompt.tail(
@@ -247,6 +271,7 @@ async def _tail(ctx: StepContext, cfg: dict[str, Any], question: str, recalled: 
         who=who,
         where=f"chat {m.chat} on {m.platform}",
         memory=recalled,
+        knowledge=passages,
     )
 
 
@@ -308,6 +333,48 @@ def _memory(job: Job, raw: Any) -> tuple[Recall, RecallSpec] | None:
     if provider is None:
         raise ExecutorError("memory: needs the memory extension, which is not installed")
     return provider, spec
+
+
+def _tools(job: Job, names: Any, permissions: list[str]) -> list[toolkit.Tool]:
+    """The tools the step offers: its rules and executors, then the plugged sources' tools
+    (``mcp:…`` patterns, read from each source now: tmy.llm.sources)."""
+    plain, patterns = sources.split(names)
+    tools = toolkit.resolve(plain, job.ctx.services)
+    if patterns:
+        taken = {t.name for t in tools}
+        tools += sources.resolve(patterns, job.rt.tool_sources, taken, permissions)
+    return tools
+
+
+async def _consult(job: Job, raw: Any, query: str) -> str:
+    """The step's ``knowledge:`` passages for ``query``, as the tail's block ('' for none).
+
+    ``SOURCES`` is set to what was used; ``record.extra["knowledge"]`` says what was
+    chosen and why. A search that fails is logged and the step answers without
+    (better none than wrong); a wrong computed value or no provider is a STEP_ERROR.
+    """
+    try:
+        spec = knowledge.knowledge_spec(raw)
+    except ValueError as exc:  # a computed knowledge: value that is wrong
+        raise ExecutorError(str(exc)) from None
+    if spec is None:
+        return ""
+    provider = job.rt.knowledge
+    if provider is None:
+        raise ExecutorError("knowledge: needs the knowledge extension, which is not installed")
+    try:
+        knowledge.check_names(spec, provider.names())
+    except ValueError as exc:
+        raise ExecutorError(str(exc)) from None
+    ctx, error = job.ctx, ""
+    try:
+        found = list(await provider.search(ctx.services, spec, query))[: spec.top]
+    except TmyError as exc:
+        error, found = str(exc), []
+        log.warning("llm.knowledge_failed", uri=ctx.uri, use=list(spec.use), error=error)
+    ctx.record.extra["knowledge"] = knowledge.details(spec, query, found, error)
+    await ctx.set("SOURCES", knowledge.sources(found))
+    return knowledge.block(found)
 
 
 def _permissions(value: Any) -> list[str]:

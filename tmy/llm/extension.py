@@ -43,7 +43,7 @@ def executors(settings: Any) -> tuple[ExecutorSpec, ...]:
             executor.llm_step,
             options=executor.OPTIONS,
             takes=str,
-            check=executor.make_check(settings.llm, settings.rules),
+            check=executor.make_check(settings.llm, settings.rules, settings.sections),
             check_computed=True,
             doc="the LLM answerer: asks a model, answers by the output contract",
         ),

@@ -2,7 +2,8 @@
 
 ``ctx [QUERY]`` (seed 003's ``.ai ctx``) shows, for the sender in this chat, the
 request the next message would make: system prompt, memory recalled for the
-question, the history, the tools offered — exactly as they would be sent.
+question, the knowledge base's passages (and their scores), the history, the
+tools offered — exactly as they would be sent.
 
 * ``QUERY`` is that next message. When it reaches no LLM request of its own
   (no trigger matches it, or its rule asks no model) it is taken as a message
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tmy.engine.core import Engine
-from tmy.llm import history
+from tmy.llm import history, knowledge
 from tmy.llm.exchange import CAPTURE
 from tmy.llm.runtime import STATE_KEY, runtime_of
 from tmy.llm.usage import today, usage_of
@@ -79,6 +80,7 @@ class Inspection:
     request: dict[str, Any] | None
     used: dict[str, Any] = field(default_factory=dict)
     memory_lines: list[str] = field(default_factory=list)
+    knowledge_lines: list[str] = field(default_factory=list)
     via: str = "query"
     fold_pending: bool = False
     note: str = ""
@@ -111,6 +113,7 @@ class Inspection:
             }
             out["tokens_today"] = self.used.get("user") or {}
             out["memory"] = self._step_extra("memory")
+            out["knowledge"] = self._step_extra("knowledge")
         return out
 
     def _step_extra(self, key: str) -> Any:
@@ -189,6 +192,9 @@ async def inspect(app: AppLike, message: Message) -> Inspection:
     details = seen._step_extra("memory")
     if recall is not None and details is not None:  # long-term memory: recalled, and why
         seen.memory_lines += recall.ctx_lines(details)
+    found = seen._step_extra("knowledge")
+    if found is not None:  # the knowledge base: the passages chosen, and why (scores)
+        seen.knowledge_lines += knowledge.ctx_lines(found)
     return seen
 
 
@@ -244,7 +250,7 @@ def _header(seen: Inspection) -> list[str]:
         f"# tokens today for {seen.message.user}: {mine.get('prompt', 0)} prompt + "
         f"{mine.get('completion', 0)} completion ({mine.get('cached', 0)} cached)"
     )
-    return [*lines, *seen.memory_lines]
+    return [*lines, *seen.knowledge_lines, *seen.memory_lines]
 
 
 def _parts(body: dict[str, Any]) -> list[str]:

@@ -99,3 +99,83 @@ class Knowledge(Protocol):
         Raises TmyError on failure: the step then answers without knowledge.
         """
         ...
+
+
+def check_names(spec: KnowledgeSpec, names: Collection[str]) -> None:
+    """Every base ``spec`` uses is one of ``names`` (ValueError with did-you-mean)."""
+    for name in spec.use:
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none (the config has no knowledge: section)"
+            raise ValueError(
+                f"knowledge: no knowledge base named {name!r}{did_you_mean(name, names)}; "
+                f"configured: {known}"
+            )
+
+
+def block(passages: list[Passage]) -> str:
+    """The passages as the request's tail shows them, numbered for citing ('' for none)."""
+    if not passages:
+        return ""
+    lines = [
+        "<knowledge>",
+        "Passages from the knowledge base, best first. Use them when they answer the "
+        "question; cite each passage you use by its number, as [1] or [2].",
+    ]
+    for n, p in enumerate(passages, 1):
+        lines.append(f"[{n}] {p.source} ({p.position}; base {p.base})")
+        lines.append(p.text.strip())
+    lines.append("</knowledge>")
+    return "\n".join(lines)
+
+
+def sources(passages: list[Passage]) -> list[dict[str, Any]]:
+    """The run local ``SOURCES``: what the answer may cite, by its number."""
+    return [
+        {"n": n, "base": p.base, "source": p.source, "position": p.position, "score": p.score}
+        for n, p in enumerate(passages, 1)
+    ]
+
+
+def details(
+    spec: KnowledgeSpec, query: str, passages: list[Passage], error: str = ""
+) -> dict[str, Any]:
+    """``record.extra["knowledge"]`` (``ask --json``, ``explain``, ``ctx``): the choice, and why."""
+    chosen = [
+        {**one, "why": dict(p.why), "chars": len(p.text)}
+        for one, p in zip(sources(passages), passages, strict=True)
+    ]
+    out: dict[str, Any] = {
+        "use": list(spec.use),
+        "top": spec.top,
+        "min_score": spec.min_score,
+        "query": query,
+        "passages": chosen,
+    }
+    if error:
+        out["error"] = error
+    return out
+
+
+def ctx_lines(found: Mapping[str, Any]) -> list[str]:
+    """``#`` lines for ``ctx``: the passages chosen, their scores and the parts of them."""
+    use = ", ".join(found.get("use") or ())
+    floor = found.get("min_score")
+    head = f"# knowledge ({use}; top {found.get('top')}"
+    head += f", min_score {floor:g})" if isinstance(floor, (int, float)) else ")"
+    if found.get("error"):
+        return [f"{head}: failed, answered without: {found['error']}"]
+    chosen = found.get("passages") or []
+    if not chosen:
+        return [f"{head}: no passage found for this question"]
+    lines = [f"{head}: {len(chosen)} passage{'s' if len(chosen) != 1 else ''}"]
+    for p in chosen:
+        why = ", ".join(f"{k} {_num(v)}" for k, v in (p.get("why") or {}).items())
+        lines.append(
+            f"#   [{p['n']}] {p['base']}: {p['source']} ({p['position']}) score "
+            f"{_num(p['score'])}" + (f" — {why}" if why else "")
+        )
+    return lines
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -108,20 +108,34 @@ def few_shot(messages: Any) -> list[dict[str, str]]:
     return out
 
 
-def tail(question: str, *, now: str = "", who: str = "", where: str = "", memory: str = "") -> str:
+def tail(
+    question: str,
+    *,
+    now: str = "",
+    who: str = "",
+    where: str = "",
+    memory: str = "",
+    knowledge: str = "",
+) -> str:
     """The dynamic tail: time and who is asking (when known), then the question.
 
-    ``memory`` (the recalled ``<memory>…</memory>`` block, tmy/memory) goes between
-    the time/sender lines and the question: in the tail, never in the stable prefix.
+    ``knowledge`` (the passages a knowledge base gave, ``<knowledge>…</knowledge>``,
+    :func:`tmy.llm.knowledge.block`) and ``memory`` (the recalled ``<memory>…</memory>``
+    block, tmy/memory) go between the time/sender lines and the question, in that
+    order: in the tail, never in the stable prefix.
     """
     lines = []
     if now:
         lines.append(f"Time: {now}")
     if who:
         lines.append(f"From: {who}" + (f" ({where})" if where else ""))
-    if memory:  # long-term memory (docs/memory.md)
-        question = f"{memory}\n\n{question}"
+    question = before(question, knowledge, memory)
     return "\n".join(lines) + "\n\n" + question if lines else question
+
+
+def before(question: str, *blocks: str) -> str:
+    """``question`` after the non-empty ``blocks`` (knowledge, memory), a blank line apart."""
+    return "\n\n".join([*(b for b in blocks if b), question])
 
 
 def with_quote(reply_to: Any, question: str) -> str:

@@ -29,12 +29,13 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from tmy.errors import ExecutorError, TmyError
+from tmy.llm.textcalls import parse_text_calls, text_protocol
 from tmy.logs import preview
 from tmy.message import StepRecord
 from tmy.rulebook.triggers import Match
@@ -43,11 +44,12 @@ from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.run")
 
+__all__ = ["parse_text_calls", "text_protocol"]  # the text protocol's, used as tools.* (exchange)
+
 PROTOCOLS = ("native", "text")
 RESULT_LIMIT = 16_000
 MAX_DEPTH = 3
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
-_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("tmy_llm_tool_depth", default=0)
 
 
@@ -111,12 +113,19 @@ def check_permissions(patterns: Any) -> list[str]:
 
 def allowed(name: str, patterns: list[str]) -> bool:
     """Glob permissions: a negative match denies; else any positive match (or none given) allows."""
+    return allowed_any((name,), patterns)
+
+
+def allowed_any(names: Sequence[str], patterns: list[str]) -> bool:
+    """:func:`allowed` for a tool known by several names (``github__x``, ``mcp:github/x``):
+    a negative match of any denies; else a positive match of any (or none given) allows."""
     if not patterns:
         return True
-    if any(fnmatch.fnmatchcase(name, p[1:]) for p in patterns if p.startswith("!")):
-        return False
+    for p in patterns:
+        if p.startswith("!") and any(fnmatch.fnmatchcase(n, p[1:]) for n in names):
+            return False
     positive = [p for p in patterns if not p.startswith("!")]
-    return not positive or any(fnmatch.fnmatchcase(name, p) for p in positive)
+    return not positive or any(fnmatch.fnmatchcase(n, p) for p in positive for n in names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +152,20 @@ class ToolSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """A callable the model is offered: a rule with ``tool:``, or an executor."""
+    """A callable the model is offered: a rule with ``tool:``, an executor, or a tool a
+    plugged :class:`ToolSource` offers (:mod:`tmy.llm.sources`)."""
 
     name: str  # as the model sees it
-    target: str  # the rule id or executor name
-    kind: str  # "rule" | "executor"
+    target: str  # the rule id, executor name or the source's name for it ("github/x")
+    kind: str  # "rule" | "executor" | "source"
     description: str
     parameters: dict[str, Any]
+    prefix: str = ""  # a source tool's: "mcp"
+    source: ToolSource | None = field(default=None, compare=False, repr=False)
+
+    def names(self) -> tuple[str, ...]:
+        """The names ``permissions:`` match: the model's, and a source tool's ``PREFIX:NAME``."""
+        return (self.name, f"{self.prefix}:{self.target}") if self.prefix else (self.name,)
 
     def native(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""
@@ -222,49 +238,6 @@ def resolve(names: Any, services: Services) -> list[Tool]:
     return tools
 
 
-def text_protocol(tools: list[Tool]) -> str:
-    """The system-prompt section that teaches the text tool-call protocol."""
-    lines = [
-        "Tools: you can call the tools below. To call, reply with only this block:",
-        '<tool_call>\n{"calls":[{"name":"<tool name>","arguments":{...}}]}\n</tool_call>',
-        "Several calls may share one block. Do not write call ids. Results come back in "
-        "<tool_result> blocks; when you have what you need, answer without a tool_call block.",
-        "Available tools:",
-    ]
-    for tool in tools:
-        schema = json.dumps(tool.parameters, ensure_ascii=False, sort_keys=True)
-        lines.append(f"- {tool.name}: {tool.description} Parameters (JSON Schema): {schema}")
-    return "\n".join(lines)
-
-
-def parse_text_calls(content: str) -> tuple[list[dict[str, Any]], str, str]:
-    """``<tool_call>`` blocks → (calls, the answer without them, a parse error or "")."""
-    calls: list[dict[str, Any]] = []
-    errors = []
-    for block in _CALL_RE.findall(content):
-        try:
-            data = json.loads(block)
-        except ValueError as exc:
-            errors.append(f"invalid JSON in <tool_call>: {exc}")
-            continue
-        items = data.get("calls") if isinstance(data, dict) and "calls" in data else [data]
-        for item in items if isinstance(items, list) else [items]:
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                errors.append(f"a call needs a 'name': {preview(item, 100)}")
-                continue
-            args = item.get("arguments", item.get("params", {}))
-            calls.append(
-                {
-                    "name": item["name"],
-                    "arguments": json.dumps(args, ensure_ascii=False)
-                    if not isinstance(args, str)
-                    else args,
-                }
-            )
-    cleaned = _CALL_RE.sub("", content).strip()
-    return calls, cleaned, "; ".join(errors)
-
-
 async def run_call(
     ctx: StepContext,
     tools: dict[str, Tool],
@@ -282,15 +255,11 @@ async def run_call(
         tool = tools.get(name)
         if tool is None:
             raise _Refused(f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}")
-        if not allowed(name, permissions):
+        if not allowed_any(tool.names(), permissions):
             raise _Refused(f"permission denied: tool {name!r} is not allowed here")
-        import jsonschema  # deferred: ~30 ms of every CLI start
-
-        error = jsonschema.exceptions.best_match(
-            jsonschema.validators.validator_for(tool.parameters)(tool.parameters).iter_errors(args)
-        )
-        if error is not None:
-            raise _Refused(f"invalid arguments for {name}: {error.message}")
+        problem = _invalid(tool, args, uri)
+        if problem:
+            raise _Refused(f"invalid arguments for {name}: {problem}")
         if _DEPTH.get() >= MAX_DEPTH:
             raise _Refused(f"tools nested deeper than {MAX_DEPTH} levels")
         token = _DEPTH.set(_DEPTH.get() + 1)
@@ -324,6 +293,32 @@ class _Refused(Exception):
     pass
 
 
+def _invalid(tool: Tool, args: dict[str, Any], uri: str) -> str:
+    """What is wrong with ``args`` by the tool's JSON Schema ('' when nothing).
+
+    A source's schema is used as it came: one this validator cannot use (an unknown
+    type, a ``$ref`` to elsewhere) leaves the checking to the source (the server).
+    """
+    import jsonschema  # deferred: ~30 ms of every CLI start
+    import referencing.exceptions  # jsonschema's own dependency, as deferred
+
+    schema = tool.parameters
+    try:
+        error = jsonschema.exceptions.best_match(
+            jsonschema.validators.validator_for(schema)(schema).iter_errors(args)
+        )
+    except (
+        jsonschema.exceptions.SchemaError,
+        jsonschema.exceptions.UnknownType,
+        referencing.exceptions.Unresolvable,
+    ) as exc:
+        if tool.source is None:  # rules' schemas were checked when they loaded
+            raise
+        log.info("tool.schema_unused", uri=uri, tool=tool.name, error=str(exc).split("\n")[0])
+        return ""
+    return error.message if error is not None else ""
+
+
 def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
@@ -340,6 +335,9 @@ async def _execute(
     ctx: StepContext, tool: Tool, args: dict[str, Any], uri: str, record: StepRecord
 ) -> str:
     services = ctx.services
+    if tool.source is not None:  # a plugged source's (an MCP server's): its text, or TmyError
+        record.extra["tool"] = f"{tool.prefix}:{tool.target}"
+        return await tool.source.call(ctx.within(uri, record), tool.target, args)
     if tool.kind == "rule":
         rule = services.engine.rulebook.by_id.get(tool.target)
         if rule is None:
