@@ -11,6 +11,7 @@ set`` in chat and for an edit in the web console.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,14 @@ def test_its_cases_hold_under_a_config_naming_other_models(
     )
     code, cases = run_json(capsys, "--config", str(config))
     assert code == 0, [c for c in cases if not c["ok"]]
+
+
+def test_the_cookbook_shows_the_recipe_file_exactly() -> None:
+    doc = (REPO / "docs" / "cookbook.md").read_text(encoding="utf-8")
+    link = "[`examples/per-chat-persona/persona.yaml`](../examples/per-chat-persona/persona.yaml)"
+    shown = re.findall(re.escape(link) + r":\n\n```yaml\n(.*?)\n```", doc, re.S)
+    assert shown == [(RECIPE / "persona.yaml").read_text(encoding="utf-8").rstrip("\n")]
+    assert "(#11-per-chat-persona-and-model)" in doc
 
 
 async def test_the_chat_variables_change_the_request_on_the_wire(provider: FakeProvider) -> None:
