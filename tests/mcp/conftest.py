@@ -9,7 +9,8 @@ the official SDK's server side, over stdio and over streamable HTTP on loopback.
   (the streamable HTTP endpoint, ``…/mcp``), ``.config`` (``{url, timeout}``), ``.calls()``,
   ``.pid``, ``.kill()`` (SIGKILL, like a crash), ``.restart()`` (kill if running, start again on
   the same port and wait until it answers). Killed at teardown: no orphan processes.
-- ``toolbox_sse`` → the same object serving the older SSE transport (``.url`` is ``…/sse``).
+- ``toolbox_sse`` → the same object serving the older SSE transport (``.url`` is ``…/sse``,
+  ``.config`` says ``transport: sse``).
 
 Tests that use any of these start processes, so they belong in the slow lane: mark them
 ``@pytest.mark.slow`` (the hook below also marks every test that requests one of these fixtures,
@@ -26,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,12 +83,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _answers(port: int) -> bool:
+def _serving_pid(port: int) -> int | None:
+    """The pid the toolbox on ``port`` reports (its ``/pid`` route); None when none answers."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/pid", timeout=1) as response:
+            return int(response.read())
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass
@@ -114,8 +117,11 @@ class HttpToolbox:
 
     @property
     def config(self) -> dict[str, Any]:
-        """A fresh tmy ``mcp.servers.NAME`` entry."""
-        return {"url": self.url, "timeout": self.timeout}
+        """A fresh tmy ``mcp.servers.NAME`` entry (``transport: sse`` for the SSE one)."""
+        config: dict[str, Any] = {"url": self.url, "timeout": self.timeout}
+        if self.transport == "sse":
+            config["transport"] = "sse"
+        return config
 
     @property
     def pid(self) -> int | None:
@@ -125,13 +131,13 @@ class HttpToolbox:
         return read_calls(self.call_log)
 
     def start(self, wait: float = 15.0) -> None:
-        """Start on :attr:`port` and return once it accepts connections."""
+        """Start on :attr:`port` and return once this process (not another) answers there."""
         cmd = [sys.executable, str(TOOLBOX), self.transport, "--port", str(self.port)]
         env = {**os.environ, "TOOLBOX_CALL_LOG": str(self.call_log)}
         with self.server_log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + wait
-        while not _answers(self.port):
+        while _serving_pid(self.port) != self.proc.pid:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 tail = self.server_log.read_text(errors="replace")[-2000:]

@@ -30,6 +30,8 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 
 # A 1x1 PNG (one green pixel): the smallest real image a tool can hand back.
 PIXEL_PNG = base64.b64decode(
@@ -119,6 +121,11 @@ def build() -> MCPServer:
         # pipe, streamable HTTP's GET stream). On a modern connection the SDK drops it by design.
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+    @server.custom_route("/pid", methods=["GET"])
+    async def pid(request: Request) -> Response:
+        """Not MCP: the fixture's readiness probe (this process, not another, has the port)."""
+        return PlainTextResponse(str(os.getpid()))
 
     advertise_list_changes(server)
     return server
