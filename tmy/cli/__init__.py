@@ -1,6 +1,6 @@
 """``python run.py …`` / ``tmy …``: the programs and every operator command.
 
-The programs (``serve``, ``chat``, ``ask``, ``check``, ``test``) live in
+The programs (``serve``, ``chat``, ``ask``, ``check``, ``test``, ``mcp-serve``) live in
 :mod:`tmy.cli.programs`; the operator commands (``vars``, ``cron``, ``trace``,
 ``explain``, ``reload`` … and whatever an extension adds) are built from the
 command registry by :mod:`tmy.cli.commands`.
@@ -24,7 +24,15 @@ from tmy import logs
 from tmy.builtins import extensions
 from tmy.cli.commands import add_commands, run_command
 from tmy.cli.options import COMMON, common_parser, identity, option, settings_from
-from tmy.cli.programs import add_programs, run_ask, run_chat, run_check, run_serve, run_test
+from tmy.cli.programs import (
+    add_programs,
+    run_ask,
+    run_chat,
+    run_check,
+    run_mcp_serve,
+    run_serve,
+    run_test,
+)
 from tmy.command import Command, command_table
 from tmy.errors import ConfigError, RuleError, TmyError
 
@@ -104,6 +112,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return asyncio.run(run_chat(settings, identity(args), found, admin=args.admin))
         if name == "test":
             return run_test(settings, args, found)
+        if name == "mcp-serve":  # PLATFORM "mcp" unless --platform names one
+            who = {**identity(args), "platform": option(args, "platform") or ""}
+            return asyncio.run(run_mcp_serve(settings, who, found, admin=args.admin))
         return run_command(commands[name], args, settings, commands, found)
     except RuleError as exc:
         print(str(exc), file=sys.stderr)

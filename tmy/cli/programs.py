@@ -1,8 +1,8 @@
-"""The CLI-only programs: ``serve``, ``chat``, ``ask``, ``check`` and ``test``.
+"""The CLI-only programs: ``serve``, ``chat``, ``ask``, ``check``, ``test`` and ``mcp-serve``.
 
 They are not operator commands (nothing to run in chat or over HTTP): each
 is a process of its own — the daemon, a REPL, one message, a rules check, the
-rules' own tests.
+rules' own tests, the rules marked ``tool:`` served to an MCP client over stdio.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from tmy.config.console import missing_password
 from tmy.daemon import disabled_adapter
 from tmy.engine.replies import error_reply_template
 from tmy.extension import Extension
+from tmy.mcpserve.stdio import serve_stdio
+from tmy.mcpserve.tools import PLATFORM as MCP_PLATFORM
+from tmy.mcpserve.tools import Caller
 from tmy.message import Message, Reply
 from tmy.rulebook.loader import load_rulebook
 from tmy.ruletests import print_report, report_json, run_tests
@@ -39,13 +42,21 @@ TEST_HELP = (
 )
 
 
+MCP_SERVE_HELP = (
+    "Serve the rules marked 'tool:' as MCP tools over stdin/stdout, for an MCP client that "
+    "starts this command (Claude Desktop, an IDE). The client speaks as --user (and --chat; "
+    "PLATFORM is 'mcp' unless --platform says otherwise): a rule its filters do not admit "
+    "is neither listed nor run. Logs go to stderr or the log file; stdout is the protocol."
+)
+
+
 ADMIN_HELP = (
     "the sender is an admin, whatever 'admins:' says: admin_only rules answer, .tmy commands run"
 )
 
 
 def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """The subparsers of serve, chat, ask, check and test."""
+    """The subparsers of serve, chat, ask, check, test and mcp-serve."""
     p = sub.add_parser("serve", parents=[common], help="run the daemon (default)")
     p.add_argument("--http", metavar="HOST:PORT", help="where the HTTP adapter listens")
     p.add_argument("--no-console", action="store_true", help="no console adapter even on a TTY")
@@ -76,6 +87,13 @@ def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         "still run, unreported, to build their state)",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p = sub.add_parser(
+        "mcp-serve",
+        parents=[common],
+        help="serve the rules marked tool: to an MCP client over stdio",
+        description=MCP_SERVE_HELP,
+    )
+    p.add_argument("--admin", action="store_true", help="the client is an admin: " + ADMIN_HELP)
 
 
 def run_serve(settings: Settings, args: argparse.Namespace, extensions: Sequence[Extension]) -> int:
@@ -234,3 +252,27 @@ def run_test(settings: Settings, args: argparse.Namespace, extensions: Sequence[
             print(f"no test cases in {where}: add a 'tests:' list to a rules file", file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+async def run_mcp_serve(
+    settings: Settings,
+    who: dict[str, str],
+    extensions: Sequence[Extension],
+    *,
+    admin: bool = False,
+) -> int:
+    """``mcp-serve``: the app as ``ask`` opens it (no listener, no adapters), served over
+    stdio until the client closes it; with ``watch`` on, rule edits reload as in the daemon."""
+    quiet = settings.with_(console=False, http_enabled=False)
+    caller = Caller(
+        user=who["user"],
+        platform=who.get("platform") or MCP_PLATFORM,
+        chat=who["chat"],
+        user_name=who.get("user_name", ""),
+        admin=admin,
+    )
+    async with App(quiet, extensions=extensions) as app:
+        assert app.engine is not None
+        folders = [settings.rules, settings.plugins] if settings.watch else []
+        await serve_stdio(app.engine, caller, reload=app.reload, folders=folders)
+    return 0
