@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tmy import backup, commands, cron, llm, memory
 from tmy.extension import Extension, check_unique, installed_extensions
+from tmy.mcpserve import EXTENSION as MCPSERVE
 
 BUILTINS: tuple[Extension, ...] = (
     commands.CORE,
@@ -17,6 +18,7 @@ BUILTINS: tuple[Extension, ...] = (
     llm.EXTENSION,
     memory.EXTENSION,
     backup.EXTENSION,
+    MCPSERVE,
 )
 """Core commands, cron, the LLM answerer, memory and backup, in the order the app installs them.
 
