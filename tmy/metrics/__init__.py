@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate_latest
 
 from tmy.metrics.instruments import MAX_LABEL_VALUES, OTHER, Children, HotMetric, outcomes
@@ -36,6 +36,9 @@ __all__ = [
     "http_refused",
     "lease_lost",
     "llm_request",
+    "mcp_call",
+    "mcp_reconnect",
+    "mcp_server_up",
     "message",
     "reload",
     "render",
@@ -316,6 +319,62 @@ def cron_send_failed(rule: str, outcome: str) -> None:
 def lease_lost(kind: str) -> None:
     """A run (``kind``: ``span``, ``step``, ``cron``) lost its lease; its writes were refused."""
     _leases_lost(kind).inc()
+
+
+MCP_SERVER_UP = Gauge(
+    "tmy_mcp_server_up",
+    "1 while the MCP tool server is connected, 0 while it is starting, reconnecting or failed.",
+    ["server"],
+    registry=REGISTRY,
+)
+MCP_CALLS = Counter(
+    "tmy_mcp_calls",
+    "MCP tool calls by server and outcome (ok | tool_error | error | timeout | down).",
+    ["server", "outcome"],
+    registry=REGISTRY,
+)
+MCP_CALL_SECONDS = Histogram(
+    "tmy_mcp_call_seconds",
+    "Duration of one MCP tool call that reached its server.",
+    ["server"],
+    buckets=_STEP_BUCKETS,
+    registry=REGISTRY,
+)
+MCP_RECONNECTS = Counter(
+    "tmy_mcp_reconnects",
+    "Connections to an MCP server re-established after losing one.",
+    ["server"],
+    registry=REGISTRY,
+)
+_MCP_OUTCOMES = ("ok", "tool_error", "error", "timeout", "down")
+_mcp_calls = Children(
+    lambda s: (
+        {o: MCP_CALLS.labels(s, o) for o in (*_MCP_OUTCOMES, OTHER)},
+        MCP_CALL_SECONDS.labels(s),
+    ),
+    cap=64,
+)
+_mcp_up = Children(lambda s: MCP_SERVER_UP.labels(s), cap=64)
+_mcp_reconnects = Children(lambda s: MCP_RECONNECTS.labels(s), cap=64)
+
+
+def mcp_server_up(server: str, up: bool) -> None:
+    """MCP ``server`` is connected (``up``) or not (starting, reconnecting, failed)."""
+    _mcp_up(server).set(1 if up else 0)
+
+
+def mcp_call(server: str, outcome: str, seconds: float | None = None) -> None:
+    """One tool call to MCP ``server`` ended with ``outcome`` (ok, tool_error, error, timeout,
+    down); ``seconds`` when it reached the server."""
+    counters, histogram = _mcp_calls(server)
+    counters.get(outcome, counters[OTHER]).inc()
+    if seconds is not None:
+        histogram.observe(seconds)
+
+
+def mcp_reconnect(server: str) -> None:
+    """MCP ``server`` was connected again after it had been lost."""
+    _mcp_reconnects(server).inc()
 
 
 def render() -> tuple[bytes, str]:
