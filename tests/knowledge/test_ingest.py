@@ -1,0 +1,187 @@
+"""knowledge.ingest: files into chunks in the store, incrementally by content hash (both stores)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.knowledge.support import encrypted_pdf, pdf_bytes
+from tmy import metrics
+from tmy.knowledge import documents, layout
+from tmy.knowledge.config import ChunkConfig
+from tmy.knowledge.embedding import Embedder
+from tmy.knowledge.ingest import MAX_CHUNKS_PER_FILE, ingest
+from tmy.store.base import MISSING, Store
+from tmy.store.metered import metered
+
+WRITES = ("set", "delete", "update", "commit", "index_put", "index_remove", "index_drop")
+SMALL = ChunkConfig(200, 40)
+
+
+@pytest.fixture
+async def meter(store: Store) -> AsyncIterator[Store]:
+    """The test's store, timed into the metrics (so a test counts the writes)."""
+    yield metered(store)
+
+
+def writes() -> float:
+    return sum(
+        metrics.REGISTRY.get_sample_value("tmy_store_op_seconds_count", {"op": op}) or 0
+        for op in WRITES
+    )
+
+
+def folder(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "returns.md").write_text("# Returns\n\nReturn any item within 30 days.\n")
+    (docs / "sub" / "zh.txt").write_text("退货政策：收到商品后三十天内可以退货。\n")
+    (docs / "hours.html").write_text("<p>We open at 9 am.</p><script>var x</script>")
+    (docs / "manual.pdf").write_bytes(pdf_bytes(["Page one: warranty is two years", "Page two"]))
+    (docs / "notes.csv").write_text("not,included\n")
+    (docs / ".hidden.md").write_text("a hidden file\n")
+    return docs
+
+
+async def chunk_texts(store: Store, base: str) -> dict[str, list[str]]:
+    out = {}
+    for doc, record in (await documents.documents(store, base)).items():
+        keys = [layout.chunk_key(base, doc, n) for n in range(record["chunks"])]
+        out[record["source"]] = [v["text"] for v in await store.get_many(keys)]
+    return out
+
+
+async def test_a_folder_is_ingested_with_its_kinds(meter: Store, tmp_path: Path) -> None:
+    report = await ingest(meter, "faq", [folder(tmp_path)], chunk=SMALL)
+    assert sorted(report.added) == ["hours.html", "manual.pdf", "returns.md", "sub/zh.txt"]
+    texts = await chunk_texts(meter, "faq")
+    assert texts["hours.html"] == ["We open at 9 am."]
+    assert texts["manual.pdf"] == ["Page one: warranty is two years", "Page two"]
+    assert texts["sub/zh.txt"] == ["退货政策：收到商品后三十天内可以退货。"]
+    pdf = layout.doc_id(str(tmp_path / "docs/manual.pdf"))
+    chunk = await meter.get(layout.chunk_key("faq", pdf, 1))
+    assert chunk["source"] == "manual.pdf" and chunk["position"] == "page 2, chars 0–8"
+    assert (await meter.index_stats(layout.namespace("faq"))).n == report.chunks == 5
+    assert await documents.base_names(meter) == ["faq"]
+
+
+async def test_unchanged_files_cost_no_writes(meter: Store, tmp_path: Path) -> None:
+    docs = folder(tmp_path)
+    await ingest(meter, "faq", [docs], chunk=SMALL)
+    before = writes()
+    report = await ingest(meter, "faq", [docs], chunk=SMALL)
+    assert writes() == before
+    assert len(report.unchanged) == 4 and not report.changed
+    # touched, same content: only the record's file time is written, no chunk
+    os.utime(docs / "returns.md", ns=(1, 1))
+    before_texts = await chunk_texts(meter, "faq")
+    before = writes()
+    report = await ingest(meter, "faq", [docs], chunk=SMALL)
+    assert writes() == before + 1 and not report.changed
+    assert await chunk_texts(meter, "faq") == before_texts
+
+
+async def test_an_edited_file_is_replaced_and_a_deleted_one_removed(
+    meter: Store, tmp_path: Path
+) -> None:
+    docs = folder(tmp_path)
+    long = " ".join(f"Rule {i} of returns." for i in range(40))
+    (docs / "returns.md").write_text(long)
+    await ingest(meter, "faq", [docs], chunk=SMALL)
+    many = len((await chunk_texts(meter, "faq"))["returns.md"])
+    assert many > 3
+    (docs / "returns.md").write_text("Returns: 14 days now.")
+    (docs / "hours.html").unlink()
+    report = await ingest(meter, "faq", [docs], chunk=SMALL)
+    assert report.replaced == ["returns.md"] and report.removed == ["hours.html"]
+    texts = await chunk_texts(meter, "faq")
+    assert texts["returns.md"] == ["Returns: 14 days now."] and "hours.html" not in texts
+    doc = layout.doc_id(str(docs / "returns.md"))
+    assert await meter.get(layout.chunk_key("faq", doc, 1)) is MISSING  # the old tail is gone
+    hits = await meter.index_search(layout.namespace("faq"), ["rule", "open"])
+    assert hits.docs == {}  # neither the old text nor the deleted file is found
+    assert (await meter.index_stats(layout.namespace("faq"))).n == 4
+
+
+async def test_bad_files_are_skipped_and_the_rest_goes_on(store: Store, tmp_path: Path) -> None:
+    docs = folder(tmp_path)
+    (docs / "secret.pdf").write_bytes(encrypted_pdf(["hidden"]))
+    (docs / "blob.txt").write_bytes(b"\x00\x00binary")
+    report = await ingest(store, "faq", [docs, tmp_path / "missing"], chunk=SMALL)
+    reasons = {s["source"]: s["reason"] for s in report.skipped}
+    assert "encrypted PDF" in reasons["secret.pdf"] and "binary" in reasons["blob.txt"]
+    assert "no such file or folder" in reasons[str(tmp_path / "missing")]
+    assert len(report.added) == 4
+
+
+async def test_a_missing_root_keeps_its_documents(store: Store, tmp_path: Path) -> None:
+    docs = folder(tmp_path)
+    await ingest(store, "faq", [docs], chunk=SMALL)
+    docs.rename(tmp_path / "elsewhere")
+    report = await ingest(store, "faq", [docs], chunk=SMALL)
+    assert report.removed == [] and len(await documents.documents(store, "faq")) == 4
+
+
+async def test_other_roots_documents_are_not_pruned(store: Store, tmp_path: Path) -> None:
+    docs = folder(tmp_path)
+    extra = tmp_path / "extra.md"
+    extra.write_text("Extra document.")
+    await ingest(store, "faq", [docs], chunk=SMALL)
+    await ingest(store, "faq", [extra], chunk=SMALL)
+    report = await ingest(store, "faq", [docs], chunk=SMALL)
+    assert report.removed == [] and len(await documents.documents(store, "faq")) == 5
+
+
+async def test_chunks_past_the_limit_are_dropped(store: Store, tmp_path: Path) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("word " * (MAX_CHUNKS_PER_FILE * 30))
+    report = await ingest(store, "big", [big], chunk=ChunkConfig(100, 0))
+    assert report.chunks == MAX_CHUNKS_PER_FILE
+
+
+async def test_vectors_are_stored_and_a_new_model_re_embeds(store: Store, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        return [[float(len(t)), 1.0] for t in texts]
+
+    docs = folder(tmp_path)
+    await ingest(store, "faq", [docs], chunk=SMALL, embedder=Embedder("one", embed))
+    doc = layout.doc_id(str(docs / "returns.md"))
+    assert await store.get(layout.vector_key("faq", doc, 0)) == [42.0, 1.0]  # its length
+    assert len(calls) == 4
+    await ingest(store, "faq", [docs], chunk=SMALL, embedder=Embedder("one", embed))
+    assert len(calls) == 4  # unchanged: nothing embedded again
+    await ingest(store, "faq", [docs], chunk=SMALL, embedder=Embedder("two", embed))
+    assert len(calls) == 8  # another model: every document again
+
+
+async def test_failing_embeddings_index_lexically_and_retry(store: Store, tmp_path: Path) -> None:
+    from tmy.errors import TmyError
+
+    state = {"down": True}
+
+    async def embed(texts: list[str]) -> list[list[float]]:
+        if state["down"]:
+            raise TmyError("embeddings endpoint down")
+        return [[1.0] for _ in texts]
+
+    docs = folder(tmp_path)
+    report = await ingest(store, "faq", [docs], chunk=SMALL, embedder=Embedder("e", embed))
+    assert len(report.added) == 4 and (await store.index_stats("kb/faq")).n == 5
+    state["down"] = False
+    report = await ingest(store, "faq", [docs], chunk=SMALL, embedder=Embedder("e", embed))
+    assert len(report.replaced) == 4  # embedded now
+    doc = layout.doc_id(str(docs / "returns.md"))
+    assert await store.get(layout.vector_key("faq", doc, 0)) == [1.0]
+
+
+async def test_drop_base_removes_everything(store: Store, tmp_path: Path) -> None:
+    await ingest(store, "faq", [folder(tmp_path)], chunk=SMALL)
+    assert await documents.drop_base(store, "faq") == 4
+    assert await store.keys("kb/faq/") == [] and await documents.base_names(store) == []
+    assert (await store.index_stats("kb/faq")).n == 0

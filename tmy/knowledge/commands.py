@@ -1,0 +1,228 @@
+"""The ``kb`` command: manage and try the knowledge bases.
+
+::
+
+    kb add NAME PATH                 ingest a file or folder into base NAME now
+    kb list [NAME]                   bases with document and chunk counts; NAME: its documents
+    kb search NAME QUERY [--top N]   the chunks a knowledge: step would get, with their scores
+    kb rebuild NAME                  drop the base and ingest it again from its paths
+    kb del NAME [SOURCE]             remove one document, or the whole base
+
+On the CLI (``--json`` prints the data), in chat (``.tmy kb …``, global admins
+only) and on the HTTP admin API. ``kb add`` reads files on the server, so chat
+does not offer it: the CLI and the HTTP API (an operator's key) do. The CLI
+takes one PATH per ``kb add`` (a folder holds many files).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tmy.command import Arg, Command, CommandError, Invocation, Result
+from tmy.knowledge import documents, layout
+from tmy.knowledge.bases import KnowledgeBases, knowledge_of
+from tmy.knowledge.ingest import IngestReport
+from tmy.llm.knowledge import MAX_TOP, KnowledgeSpec, Passage
+
+ACTIONS = ("add", "list", "search", "rebuild", "del")
+USAGE = (
+    "usage: kb add NAME PATH | kb list [NAME] | kb search NAME QUERY [--top N] | "
+    "kb rebuild NAME | kb del NAME [SOURCE]"
+)
+SHOWN_CHARS = 300  # a passage's text in chat; the CLI and JSON show it whole
+
+
+def _kb(inv: Invocation) -> KnowledgeBases:
+    engine = getattr(inv.app, "engine", None)
+    if engine is None:
+        raise CommandError("kb needs the app open")
+    return knowledge_of(engine.services)
+
+
+def _need(inv: Invocation, *names: str) -> list[str]:
+    values = [inv.args.get(n) for n in names]
+    if not all(values):
+        raise CommandError(USAGE)
+    return [str(v).strip() for v in values]
+
+
+def _ingested(report: IngestReport) -> Result:
+    took = report.added or report.replaced or report.unchanged or report.removed
+    return Result(report.summary(), report.as_json(), ok=bool(took) or not report.skipped)
+
+
+async def _add(inv: Invocation, kb: KnowledgeBases) -> Result:
+    if inv.front == "chat":
+        raise CommandError("kb add reads files on the server: use the CLI or the HTTP API")
+    name, path = _need(inv, "name", "target")
+    try:
+        return _ingested(await kb.ingest(name, [Path(path).expanduser()]))
+    except ValueError as exc:  # a bad base name
+        raise CommandError(str(exc)) from None
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"
+
+
+async def _base_info(kb: KnowledgeBases, name: str) -> dict[str, Any]:
+    store = kb.services.store
+    docs = await documents.documents(store, name)
+    stats = await store.index_stats(layout.namespace(name))
+    cfg = kb.configs.get(name)
+    info: dict[str, Any] = {
+        "name": name,
+        "documents": len(docs),
+        "chunks": stats.n,
+        "configured": cfg is not None,
+    }
+    if cfg is not None:
+        info.update(paths=list(cfg.paths), watch=cfg.watch)
+        info["embeddings"] = cfg.embeddings.identity if cfg.embeddings else None
+    return info
+
+
+def _info_line(info: dict[str, Any]) -> str:
+    docs = info["documents"]
+    line = f"{info['name']}: {docs} document{'s' if docs != 1 else ''}, {info['chunks']} chunks"
+    if info["configured"]:
+        line += f" — paths: {', '.join(info['paths']) or 'none'}"
+        line += " (watched)" if info["watch"] else ""
+        line += f", embeddings {info['embeddings']}" if info["embeddings"] else ""
+    else:
+        line += " — added with kb add"
+    return line
+
+
+def _doc_line(doc: dict[str, Any], tz: Any) -> str:
+    when = datetime.fromtimestamp(float(doc.get("ingested") or time.time()), tz)
+    pages = f", {doc['pages']} pages" if doc.get("pages") else ""
+    vectors = ", vectors" if doc.get("vectors") else ""
+    return (
+        f"  {doc.get('source')}: {doc.get('chunks', 0)} chunks, {_size(int(doc.get('bytes') or 0))}"
+        f"{pages}{vectors}, ingested {when:%Y-%m-%d %H:%M}"
+    )
+
+
+async def _list(inv: Invocation, kb: KnowledgeBases) -> Result:
+    await kb.refresh()
+    name = inv.args.get("name")
+    if not name:
+        infos = [await _base_info(kb, n) for n in kb.names()]
+        text = "\n".join(_info_line(i) for i in infos) or "no knowledge bases"
+        return Result(text, {"bases": infos})
+    kb.check(name)
+    info = await _base_info(kb, name)
+    docs = sorted(
+        (await documents.documents(kb.services.store, name)).values(),
+        key=lambda d: str(d.get("source")),
+    )
+    tz = inv.app.settings.tz if inv.app is not None else None
+    lines = [_info_line(info), *(_doc_line(d, tz) for d in docs)]
+    keep = ("source", "path", "kind", "chunks", "bytes", "pages", "vectors", "hash", "ingested")
+    info["documents"] = [{k: d.get(k) for k in keep} for d in docs]
+    return Result("\n".join(lines), info)
+
+
+def _top(inv: Invocation) -> int:
+    raw = inv.args.get("top")
+    if raw in (None, ""):
+        return 4
+    try:
+        top = int(str(raw))
+    except ValueError:
+        raise CommandError(f"--top takes a whole number, not {raw!r}") from None
+    if not 1 <= top <= MAX_TOP:
+        raise CommandError(f"--top is from 1 to {MAX_TOP}")
+    return top
+
+
+def _passage(n: int, p: Passage, compact: bool) -> str:
+    text = p.text if not compact or len(p.text) <= SHOWN_CHARS else p.text[:SHOWN_CHARS] + "…"
+    why = ", ".join(f"{k} {v}" for k, v in p.why.items() if k != "matched")
+    body = "\n".join("   " + line for line in text.splitlines())
+    return f"{n}. {p.source} ({p.position}) score {p.score:.4g} — {why}\n{body}"
+
+
+async def _search(inv: Invocation, kb: KnowledgeBases) -> Result:
+    name, query = _need(inv, "name", "target")
+    top = _top(inv)
+    kb.check(name)
+    passages = await kb.search(kb.services, KnowledgeSpec((name,), top), query)
+    data = {
+        "base": name,
+        "query": query,
+        "top": top,
+        "passages": [
+            {
+                "base": p.base,
+                "source": p.source,
+                "position": p.position,
+                "score": p.score,
+                "why": dict(p.why),
+                "text": p.text,
+            }
+            for p in passages
+        ],
+    }
+    if not passages:
+        return Result(f"{name}: nothing found for {query!r}", data)
+    text = "\n".join(_passage(n, p, inv.compact) for n, p in enumerate(passages, 1))
+    return Result(text, data)
+
+
+async def _rebuild(inv: Invocation, kb: KnowledgeBases) -> Result:
+    (name,) = _need(inv, "name")
+    return _ingested(await kb.rebuild(name))
+
+
+async def _delete(inv: Invocation, kb: KnowledgeBases) -> Result:
+    (name,) = _need(inv, "name")
+    source = (inv.args.get("target") or "").strip() or None
+    done = await kb.delete(name, source)
+    if done["whole"]:
+        return Result(f"knowledge base {name} deleted ({done['removed']} documents)", done)
+    if not done["removed"]:
+        return Result(f"{name} has no document {source!r}", done, ok=False)
+    return Result(f"{name}: removed {', '.join(map(str, done['sources']))}", done)
+
+
+_RUN = {"add": _add, "list": _list, "search": _search, "rebuild": _rebuild, "del": _delete}
+
+
+async def run_kb(inv: Invocation) -> Result:
+    """``kb ACTION …`` (see the module docstring)."""
+    action = str(inv.args.get("action") or "")
+    if action not in _RUN:
+        raise CommandError(USAGE)
+    return await _RUN[action](inv, _kb(inv))
+
+
+KB = Command(
+    name="kb",
+    help="knowledge bases: add files, list, search, rebuild, delete",
+    run=run_kb,
+    args=(
+        Arg("action", choices=ACTIONS),
+        Arg("name", "the knowledge base", required=False, metavar="NAME"),
+        Arg(
+            "target",
+            "add: a file or folder; search: the question; del: a document",
+            required=False,
+            rest=True,
+            metavar="PATH|QUERY|SOURCE",
+        ),
+        Arg("top", "search: how many chunks (default 4)", flag=True, required=False, metavar="N"),
+    ),
+    usage="add|list|search|rebuild|del [NAME] [PATH|QUERY|SOURCE] [--top N]",
+    usage_error=USAGE,
+    description="manage the knowledge bases (knowledge: in the config) and try their search",
+    json_help="print the result as JSON",
+)
+
+COMMANDS = (KB,)

@@ -1,0 +1,141 @@
+"""A base's documents in the store: write one's chunks, remove one, drop a base, list them.
+
+Where each piece lives is :mod:`tmy.knowledge.layout`. A document's chunks are
+replaced in place: the new chunk keys (and vectors) are written, then the
+index documents (each chunk's text tokenised once, here, by memory's tokeniser
+:func:`tmy.memory.scoring.counts`: BM25 over words and CJK n-grams), then the
+chunks past the new count are removed; the document record is written last, so
+a crash midway leaves a record whose fingerprint does not match and the next
+ingestion writes the document again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tmy.knowledge import layout
+from tmy.knowledge.chunking import Chunk
+from tmy.memory import scoring
+from tmy.store.base import MISSING, Store
+from tmy.store.textindex import IndexDoc, batched
+
+WRITE_BATCH = 64
+"""Keys written (or deleted) at once: one gather of this many ``set`` calls."""
+
+
+def _compact(vector: Sequence[float]) -> list[float]:
+    return [round(float(x), 5) for x in vector]
+
+
+async def _each(calls: Sequence[Any]) -> None:
+    for start in range(0, len(calls), WRITE_BATCH):
+        await asyncio.gather(*calls[start : start + WRITE_BATCH])
+
+
+async def write_chunks(
+    store: Store,
+    base: str,
+    doc: str,
+    source: str,
+    chunks: Sequence[Chunk],
+    vectors: Sequence[Sequence[float]] | None,
+    old_count: int,
+) -> None:
+    """Make ``doc``'s chunks ``chunks`` (with ``vectors`` when given), where it had
+    ``old_count``: keys, vectors and index documents written, the ones past the end removed."""
+    sets = []
+    for n, chunk in enumerate(chunks):
+        value = {
+            "source": source,
+            "position": chunk.position,
+            "text": chunk.text,
+            "hash": layout.text_hash(chunk.text),
+            "doc": doc,
+            "n": n,
+        }
+        sets.append(store.set(layout.chunk_key(base, doc, n), value))
+        if vectors is not None:
+            sets.append(store.set(layout.vector_key(base, doc, n), _compact(vectors[n])))
+    await _each(sets)
+    if vectors is None:  # vectors of an older version of the document are no longer true
+        await _each([store.delete(layout.vector_key(base, doc, n)) for n in range(old_count)])
+    ns = layout.namespace(base)
+    docs = [IndexDoc(layout.index_id(doc, n), scoring.counts(c.text)) for n, c in enumerate(chunks)]
+    for batch in batched(docs):
+        await store.index_put(ns, batch)
+    if old_count > len(chunks):
+        await _remove_chunks(store, base, doc, range(len(chunks), old_count))
+
+
+async def _remove_chunks(store: Store, base: str, doc: str, numbers: Sequence[int]) -> None:
+    ids = [layout.index_id(doc, n) for n in numbers]
+    for start in range(0, len(ids), 500):
+        await store.index_remove(layout.namespace(base), ids[start : start + 500])
+    deletes = [store.delete(layout.chunk_key(base, doc, n)) for n in numbers]
+    deletes += [store.delete(layout.vector_key(base, doc, n)) for n in numbers]
+    await _each(deletes)
+
+
+async def remove_document(store: Store, base: str, record: Mapping[str, Any]) -> None:
+    """Remove a document: its chunks from the index and the store, then its record."""
+    doc = str(record["id"])
+    count = int(record.get("chunks") or 0)
+    await _remove_chunks(store, base, doc, range(count))
+    # chunks a crashed write left past the recorded count
+    for key in await store.keys(f"kb/{base}/c/{doc}/"):
+        n = key.rpartition("/")[2]
+        if n.isdigit() and int(n) >= count:
+            await _remove_chunks(store, base, doc, [int(n)])
+    await store.delete(layout.doc_key(base, doc))
+
+
+async def documents(store: Store, base: str) -> dict[str, dict[str, Any]]:
+    """The base's document records by id."""
+    keys = await store.keys(layout.doc_prefix(base))
+    values = await store.get_many(keys) if keys else []
+    out = {}
+    for key, value in zip(keys, values, strict=True):
+        if isinstance(value, dict) and value.get("id") == key.rpartition("/")[2]:
+            out[value["id"]] = value
+    return out
+
+
+async def note_base(store: Store, base: str) -> None:
+    """Name ``base`` in the list of bases (once: a base already named costs one read)."""
+    found = await store.get(layout.BASES_KEY)
+    if isinstance(found, dict) and base in found:
+        return
+
+    def add(current: Any) -> tuple[Any, None]:
+        found = current if isinstance(current, dict) else {}
+        if base not in found:
+            found[base] = {"created": time.time()}
+        return found, None
+
+    await store.update(layout.BASES_KEY, add)
+
+
+async def base_names(store: Store) -> list[str]:
+    """Every base that holds (or held, until dropped) documents, sorted."""
+    found = await store.get(layout.BASES_KEY)
+    return sorted(found) if isinstance(found, dict) else []
+
+
+async def drop_base(store: Store, base: str) -> int:
+    """Remove the whole base: its index namespace, every key, its name; the documents gone."""
+    gone = len(await documents(store, base))
+    await store.index_drop(layout.namespace(base))
+    keys = await store.keys(layout.base_prefix(base))
+    await _each([store.delete(key) for key in keys])
+
+    def remove(current: Any) -> tuple[Any, None]:
+        if not isinstance(current, dict) or base not in current:
+            return current, None
+        current.pop(base)
+        return (current or MISSING), None
+
+    await store.update(layout.BASES_KEY, remove)
+    return gone

@@ -1,0 +1,98 @@
+"""The daemon's part: ingest the configured bases at start, then follow their files.
+
+When the daemon serves, one background task ingests every configured base
+(incrementally: unchanged files cost a ``stat``), so start-up does not wait for
+it and a failure is logged (``knowledge.ingest_failed``), never fatal; then it
+watches the folders of the bases with ``watch: true`` (``watchfiles``: the
+folders are watched, as the rules watcher does, since editors save by renaming
+a new file over the old one) and, after each debounced batch of changes,
+ingests the bases whose paths hold a changed file — again by content hash, so
+only the changed files are read and written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+
+from tmy.knowledge.bases import KnowledgeBases, knowledge_of
+from tmy.knowledge.config import roots_of
+from tmy.logs import get_logger
+from tmy.types import Services
+
+log = get_logger("tmy.knowledge")
+
+DEBOUNCE_MS = 300
+
+
+async def ingest_all(kb: KnowledgeBases, names: Iterable[str]) -> None:
+    """Ingest each base of ``names`` from its configured paths; failures are logged."""
+    for name in names:
+        try:
+            await kb.ingest(name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a base that fails must not stop the others, nor the daemon
+            log.error("knowledge.ingest_failed", base=name, error=f"{type(exc).__name__}: {exc}")
+
+
+def _folders(roots: Mapping[str, list[Path]]) -> list[str]:
+    found = set()
+    for paths in roots.values():
+        for path in paths:
+            if path.is_dir():
+                found.add(str(path))
+            elif path.parent.is_dir():
+                found.add(str(path.parent))
+    return sorted(found)
+
+
+def _affected(changed: Iterable[str], roots: Mapping[str, list[Path]]) -> list[str]:
+    """The bases whose paths hold one of the ``changed`` paths."""
+    out = []
+    for name, paths in roots.items():
+        for path in paths:
+            top = str(path)
+            if any(c == top or c.startswith(top.rstrip(os.sep) + os.sep) for c in changed):
+                out.append(name)
+                break
+    return out
+
+
+async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
+    """Ingest every configured base, then re-ingest the watched ones as their files change."""
+    await ingest_all(kb, sorted(kb.configs))
+    settings = kb.services.settings
+    roots = {n: roots_of(settings, c) for n, c in sorted(kb.configs.items()) if c.watch}
+    folders = _folders(roots)
+    if not folders:
+        return
+    from watchfiles import awatch  # deferred: only a serving daemon with watched bases needs it
+
+    log.info("knowledge.watching", folders=folders)
+    try:
+        async for changes in awatch(*folders, debounce=DEBOUNCE_MS, step=50, stop_event=stop):
+            changed = {os.path.abspath(path) for _, path in changes}
+            await ingest_all(kb, _affected(changed, roots))
+    except Exception as exc:  # no inotify here, a folder removed: serving goes on
+        log.warning("knowledge.watch_failed", error=str(exc))
+
+
+@contextlib.asynccontextmanager
+async def serving(services: Services) -> AsyncIterator[asyncio.Task[None] | None]:
+    """Run :func:`follow` while the daemon serves (nothing when no base is configured)."""
+    kb = knowledge_of(services)
+    if not kb.configs:
+        yield None
+        return
+    stop = asyncio.Event()
+    task = asyncio.create_task(follow(kb, stop), name="knowledge")
+    try:
+        yield task
+    finally:
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
