@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tmy import backup, commands, cron, llm, memory
 from tmy.extension import Extension, check_unique, installed_extensions
+from tmy.mcp import EXTENSION as MCP
 from tmy.mcpserve import EXTENSION as MCPSERVE
 
 BUILTINS: tuple[Extension, ...] = (
@@ -17,12 +18,14 @@ BUILTINS: tuple[Extension, ...] = (
     cron.EXTENSION,
     llm.EXTENSION,
     memory.EXTENSION,
+    MCP,
     backup.EXTENSION,
     MCPSERVE,
 )
 """Core commands, cron, the LLM answerer, memory and backup, in the order the app installs them.
 
-Memory comes after the LLM answerer: its lifespan plugs recall into the LLM runtime."""
+Memory and MCP come after the LLM answerer: their lifespans plug recall and the MCP
+servers' tools into the LLM runtime."""
 
 
 def extensions() -> tuple[Extension, ...]:
