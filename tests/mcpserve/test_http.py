@@ -1,0 +1,122 @@
+"""``/mcp`` on a served daemon's listener: the SDK's streamable HTTP client, behind the API keys.
+
+The caller is the key's identity (``key:`` + 12 hex digits of its SHA-256, on PLATFORM
+``mcp``) or the ``X-Tmy-User`` header, as on ``/v1/*``; a missing or wrong key is a 401
+and nothing runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.mcpserve.conftest import ADMIN, NOT_ADMIN, RULES
+from tmy.adapters.openai.payload import key_identity
+from tmy.testing.serving import Daemon, serving
+
+pytestmark = pytest.mark.slow  # a served daemon on a loopback port
+KEY, OTHER = "mcp-test-key-0123", "mcp-test-key-4567"
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+@asynccontextmanager
+async def mcp_client(daemon: Daemon, mode: str = "auto", **headers: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers=headers) as http:
+        transport = streamable_http_client(f"{daemon.url}/mcp", http_client=http)
+        async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+            yield client
+
+
+def text(result: Any) -> str:
+    return "".join(part.text for part in result.content)
+
+
+@asynccontextmanager
+async def daemon(**fields: Any) -> AsyncIterator[Daemon]:
+    keys = fields.pop("keys", (KEY, OTHER))
+    admins = (f"mcp:{key_identity(OTHER)}",)
+    async with serving({"t.yaml": RULES}, http_api_keys=keys, admins=admins, **fields) as d:
+        yield d
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # the 2026 protocol, and the handshake
+async def test_a_key_lists_and_calls_the_tool_rules_as_its_identity(mode: str) -> None:
+    async with daemon() as d, mcp_client(d, mode, Authorization=f"Bearer {KEY}") as c:
+        assert [t.name for t in (await c.list_tools()).tools] == NOT_ADMIN
+        result = await c.call_tool("weather", {"city": "Oslo"})
+        assert text(result) == f"Sunny in Oslo for {key_identity(KEY)}@mcp"
+        refused = await c.call_tool("wipe_all", {})
+        assert refused.is_error and "admin_only" in text(refused)
+        assert await d.var("wiped") == 0  # it never ran
+
+
+async def test_the_admins_key_and_a_named_user() -> None:
+    async with daemon() as d:
+        async with mcp_client(d, "legacy", Authorization=f"Bearer {OTHER}") as c:
+            assert [t.name for t in (await c.list_tools()).tools] == ADMIN
+            assert text(await c.call_tool("wipe_all", {})) == "wiped 1 times"
+        headers = {"Authorization": f"Bearer {KEY}", "X-Tmy-User": "ann"}
+        async with mcp_client(d, **headers) as c:
+            result = await c.call_tool("weather", {"city": "Rome"})
+            assert text(result) == "Sunny in Rome for ann@mcp"
+
+
+async def test_no_key_or_a_wrong_key_is_401_and_nothing_runs() -> None:
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    call["params"] = {"name": "weather", "arguments": {"city": "x"}}  # type: ignore[assignment]
+    async with daemon() as d, httpx.AsyncClient(base_url=d.url) as http:
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"}):
+            for body in (LIST, call):
+                r = await http.post("/mcp", json=body, headers=headers)
+                assert r.status_code == 401, r.text
+                assert r.headers["WWW-Authenticate"].startswith("Bearer")
+                assert r.json()["error"]["message"] in (
+                    "missing API key: send 'Authorization: Bearer <key>'",
+                    "invalid API key",
+                )
+        r = await http.get("/mcp", headers={"Accept": "text/event-stream"})
+        assert r.status_code == 401
+        with pytest.raises(BaseExceptionGroup) as refused:  # the SDK client cannot even connect
+            async with mcp_client(d, Authorization="Bearer nope"):
+                pass
+        assert refused.group_contains(MCPError, match="invalid API key")
+
+
+async def test_a_session_belongs_to_the_key_that_opened_it() -> None:
+    async with daemon() as d, httpx.AsyncClient(base_url=d.url) as http:
+        headers = {"Accept": "application/json, text/event-stream"}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        opening = {**headers, "Authorization": f"Bearer {KEY}"}
+        r = await http.post("/mcp", json=init, headers=opening)
+        assert r.status_code == 200, r.text
+        session = r.headers["Mcp-Session-Id"]
+        borrowed = {
+            **headers,
+            "Authorization": f"Bearer {OTHER}",
+            "Mcp-Session-Id": session,
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
+        r = await http.post("/mcp", json=LIST, headers=borrowed)
+        assert r.status_code == 404
+
+
+async def test_without_keys_the_route_is_open_as_v1_is() -> None:
+    async with daemon(keys=()) as d, mcp_client(d) as c:
+        result = await c.call_tool("weather", {"city": "Oslo"})
+        assert text(result).startswith("Sunny in Oslo for anonymous-ephemeral-")
