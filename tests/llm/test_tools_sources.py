@@ -151,8 +151,11 @@ async def test_a_denied_tool_is_never_offered_nor_run_even_when_named(
     seen = provider.seen()
     assert "github__delete_repo" not in names(seen[0]) and "other__x" not in names(seen[0])
     answers = [m["content"] for m in seen[2]["messages"] if m["role"] == "tool"]
-    assert all(a.startswith("unknown tool") for a in answers) and len(answers) == 2
-    assert reply.steps[1].error.startswith("unknown tool 'github__delete_repo'")
+    assert answers == [
+        "permission denied: tool 'github__delete_repo' is not allowed here",
+        "permission denied: tool 'other__x' is not allowed here",
+    ]
+    assert reply.steps[1].error.startswith("permission denied")
 
 
 async def test_permissions_apply_on_top_by_either_name(provider: FakeProvider) -> None:
@@ -276,12 +279,20 @@ def test_collisions_get_numbered_in_the_order_of_the_source_names() -> None:
 
 def test_only_negative_patterns_offer_everything_else_of_that_source() -> None:
     found = sources.resolve(["!mcp:github/delete_*"], {"mcp": shelf()}, set(), [])
-    assert [t.target for t in found] == [
+    assert [t.target for t in found if t.offered] == [
         "files/read.file",
         "github/broken",
         "github/create_issue",
         "other/x",
     ]
+    assert [t.name for t in found if not t.offered] == ["github__delete_repo"]
+
+
+def test_a_denied_tool_keeps_its_name_so_the_others_keep_theirs() -> None:
+    source = Shelf([OfferedTool("a/b.c", "", {}), OfferedTool("a/b_c", "", {})])
+    for patterns in (["mcp:a/*"], ["mcp:a/*", "!mcp:a/b.c"]):
+        found = sources.resolve(patterns, {"mcp": source}, set(), [])
+        assert [(t.name, t.target) for t in found] == [("a__b_c", "a/b.c"), ("a__b_c_2", "a/b_c")]
 
 
 CHECKED = """

@@ -190,7 +190,9 @@ class Plan:
 
     def request(self) -> Request:
         """The next request: the messages so far, the tools in the chosen protocol."""
-        native = [t.native() for t in self.tools] if self.protocol == "native" else None
+        native = (
+            [t.native() for t in self.tools if t.offered] if self.protocol == "native" else None
+        )
         return Request(
             messages=list(self.messages),
             tools=native or None,

@@ -205,7 +205,8 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     tools = _tools(job, cfg.get("tools"), permissions)
     protocol = cfg.get("tool_protocol") or "native"
     system = prompt.merge_system(cfg.get("system"))
-    tool_text = toolkit.text_protocol(tools) if tools and protocol == "text" else ""
+    offered = [t for t in tools if t.offered]  # a source's denied tools are never shown
+    tool_text = toolkit.text_protocol(offered) if offered and protocol == "text" else ""
 
     def system_for(hint: str | None) -> str:
         return prompt.build_system(

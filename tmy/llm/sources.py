@@ -13,11 +13,12 @@ patterns over ``PREFIX:NAME``::
   offers nothing. The step's ``permissions:`` apply on top, to the model's name
   (``github__create_issue``) or the source's (``mcp:github/create_issue``).
 * A tool either denies is **not offered**: the model never sees it, and a call
-  naming it anyway is answered "unknown tool" — it never reaches the source.
+  naming it anyway is answered "permission denied" — it never reaches the source.
 * The model sees ``SERVER/TOOL`` as ``SERVER__TOOL`` (function names allow no
   ``/`` or ``:``), other characters as ``_``, at most 64 characters (a longer name
   keeps a hash of the whole); a name already taken gets ``_2``, ``_3``… in the
-  order of the source names, so the same tools always get the same names.
+  order of the source names (denied tools count), so the same tools always get
+  the same names whatever a step denies.
 * The source tools come after the rule and executor tools, sorted by the model's
   name, their JSON Schema as the source gave it: the request's stable prefix
   stays byte for byte the same while the tool lists do.
@@ -71,7 +72,8 @@ def resolve(
     taken: set[str],
     permissions: list[str],
 ) -> list[Tool]:
-    """The source tools ``patterns`` and ``permissions`` allow, named and sorted for the model.
+    """The tools of the sources ``patterns`` name, named and sorted for the model; those
+    ``patterns`` or ``permissions`` deny are marked not ``offered``.
 
     ``taken``: the model names already used (the step's rule and executor tools).
     """
@@ -80,7 +82,7 @@ def resolve(
     by_prefix: dict[str, list[str]] = {}
     for pattern in patterns:
         by_prefix.setdefault(pattern.lstrip("!").split(":", 1)[0], []).append(pattern)
-    chosen: list[tuple[str, str, str, Any, ToolSource]] = []
+    chosen: list[tuple[str, str, str, Any, ToolSource, bool]] = []
     for prefix, mine in sorted(by_prefix.items()):
         source = sources.get(prefix)
         if source is None:
@@ -91,11 +93,11 @@ def resolve(
         for offered in source.offered():
             full = f"{prefix}:{offered.name}"
             base = model_name(offered.name)
-            if allowed(full, mine) and allowed_any((base, full), permissions):
-                chosen.append((base, full, prefix, offered, source))
+            ok = allowed(full, mine) and allowed_any((base, full), permissions)
+            chosen.append((base, full, prefix, offered, source, ok))
     used = set(taken)
     tools = []
-    for base, _full, prefix, offered, source in sorted(chosen, key=lambda c: c[:2]):
+    for base, _full, prefix, offered, source, ok in sorted(chosen, key=lambda c: c[:2]):
         name = _unique(base, used)
         used.add(name)
         tools.append(
@@ -107,6 +109,7 @@ def resolve(
                 offered.parameters,
                 prefix,
                 source,
+                ok,
             )
         )
     return sorted(tools, key=lambda t: t.name)

@@ -162,6 +162,9 @@ class Tool:
     parameters: dict[str, Any]
     prefix: str = ""  # a source tool's: "mcp"
     source: ToolSource | None = field(default=None, compare=False, repr=False)
+    # False: a source's tool the step denies — never shown to the model; a call naming
+    # it anyway is answered "permission denied" and never reaches the source
+    offered: bool = True
 
     def names(self) -> tuple[str, ...]:
         """The names ``permissions:`` match: the model's, and a source tool's ``PREFIX:NAME``."""
@@ -254,8 +257,9 @@ async def run_call(
         record.input = args = _arguments(call.get("arguments"))
         tool = tools.get(name)
         if tool is None:
-            raise _Refused(f"unknown tool {name!r}; available: {', '.join(tools) or 'none'}")
-        if not allowed_any(tool.names(), permissions):
+            shown = [n for n, t in tools.items() if t.offered]
+            raise _Refused(f"unknown tool {name!r}; available: {', '.join(shown) or 'none'}")
+        if not tool.offered or not allowed_any(tool.names(), permissions):
             raise _Refused(f"permission denied: tool {name!r} is not allowed here")
         problem = _invalid(tool, args, uri)
         if problem:
