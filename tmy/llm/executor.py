@@ -8,7 +8,9 @@ its failures to ``STEP_ERROR``. Besides the question it may send pictures
 (``quote:``), and stream its answer to the message's sink (``stream:``) — not
 with an output contract that can refuse the answer (a refused first attempt
 would already stand in the chat), and never its ``<think>`` reasoning or more
-than ``limits.max_reply_chars`` (:mod:`tmy.llm.streaming`).
+than ``limits.max_reply_chars`` (:mod:`tmy.llm.streaming`). Its ``tools:`` may name
+MCP servers' tools (:mod:`tmy.llm.sources`); ``knowledge:`` puts a knowledge base's
+passages into the request's tail and sets ``SOURCES`` (:mod:`tmy.llm.knowledge`).
 """
 
 from __future__ import annotations
@@ -223,7 +225,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     recalled = ""  # -- long-term memory: a block in the tail, never the prefix
     if memory is not None:
         recalled = await memory[0].before_request(job, memory[1], to_text(value))
-    passages = await _consult(job, cfg.get("knowledge"), to_text(value))  # the tail too
+    passages = await knowledge.consult(job.rt.knowledge, ctx, cfg.get("knowledge"), to_text(value))
     tail = await _tail(ctx, cfg, question, recalled, passages)
     messages = prompt.layout(system_for(None), shots, pairs, tail)
     parts = await _pictures(job, cfg)
@@ -345,37 +347,6 @@ def _tools(job: Job, names: Any, permissions: list[str]) -> list[toolkit.Tool]:
         taken = {t.name for t in tools}
         tools += sources.resolve(patterns, job.rt.tool_sources, taken, permissions)
     return tools
-
-
-async def _consult(job: Job, raw: Any, query: str) -> str:
-    """The step's ``knowledge:`` passages for ``query``, as the tail's block ('' for none).
-
-    ``SOURCES`` is set to what was used; ``record.extra["knowledge"]`` says what was
-    chosen and why. A search that fails is logged and the step answers without
-    (better none than wrong); a wrong computed value or no provider is a STEP_ERROR.
-    """
-    try:
-        spec = knowledge.knowledge_spec(raw)
-    except ValueError as exc:  # a computed knowledge: value that is wrong
-        raise ExecutorError(str(exc)) from None
-    if spec is None:
-        return ""
-    provider = job.rt.knowledge
-    if provider is None:
-        raise ExecutorError("knowledge: needs the knowledge extension, which is not installed")
-    try:
-        knowledge.check_names(spec, provider.names())
-    except ValueError as exc:
-        raise ExecutorError(str(exc)) from None
-    ctx, error = job.ctx, ""
-    try:
-        found = list(await provider.search(ctx.services, spec, query))[: spec.top]
-    except TmyError as exc:
-        error, found = str(exc), []
-        log.warning("llm.knowledge_failed", uri=ctx.uri, use=list(spec.use), error=error)
-    ctx.record.extra["knowledge"] = knowledge.details(spec, query, found, error)
-    await ctx.set("SOURCES", knowledge.sources(found))
-    return knowledge.block(found)
 
 
 def _permissions(value: Any) -> list[str]:

@@ -22,8 +22,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import structlog
+
+from tmy.errors import ExecutorError, TmyError
 from tmy.hints import did_you_mean
-from tmy.types import Services
+from tmy.types import Services, StepContext
+
+log = structlog.get_logger("tmy.llm")
 
 DEFAULT_TOP = 4
 MAX_TOP = 50
@@ -179,3 +184,31 @@ def ctx_lines(found: Mapping[str, Any]) -> list[str]:
 
 def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+async def consult(provider: Knowledge | None, ctx: StepContext, raw: Any, query: str) -> str:
+    """The step's ``knowledge:`` passages for ``query``, as the tail's block ('' for none).
+
+    ``SOURCES`` is set to what was used; ``record.extra["knowledge"]`` says what was
+    chosen and why. A search that fails is logged and the step answers without
+    (better none than wrong); a wrong computed value or no provider is a STEP_ERROR.
+    """
+    try:
+        spec = knowledge_spec(raw)
+        if spec is not None and provider is not None:
+            check_names(spec, provider.names())
+    except ValueError as exc:  # a computed knowledge: value that is wrong
+        raise ExecutorError(str(exc)) from None
+    if spec is None:
+        return ""
+    if provider is None:
+        raise ExecutorError("knowledge: needs the knowledge extension, which is not installed")
+    error = ""
+    try:
+        found = list(await provider.search(ctx.services, spec, query))[: spec.top]
+    except TmyError as exc:
+        error, found = str(exc), []
+        log.warning("llm.knowledge_failed", uri=ctx.uri, use=list(spec.use), error=error)
+    ctx.record.extra["knowledge"] = details(spec, query, found, error)
+    await ctx.set("SOURCES", sources(found))
+    return block(found)

@@ -1,4 +1,4 @@
-"""Tools the model may call: rules and executors, the two call protocols, permissions.
+"""Tools the model may call: rules, executors and plugged sources; the call protocols, permissions.
 
 * A **rule** becomes a tool by declaring ``tool: {description, parameters}``
   (parameters: a JSON Schema object). A call runs the whole rule through the
@@ -7,11 +7,13 @@
   and the reply text is what the model gets back.
 * An **executor** is a tool as is: its ``input`` is the ``input`` argument and
   its options are the other arguments.
+* A **source** (a :class:`ToolSource`: the MCP servers) offers tools a step names
+  with ``mcp:SERVER/TOOL`` globs; which are offered, and their names, is
+  :mod:`tmy.llm.sources`. A call goes to ``source.call`` and is recorded as any other.
+* The text protocol's prompt and parser are :mod:`tmy.llm.textcalls`.
 * **Native** protocol (default): OpenAI ``tools`` / ``tool_calls`` / ``tool``
   messages. **Text** protocol (``tool_protocol: text``) for models without
-  function calling: the system prompt explains ``<tool_call>{"calls": […]}
-  </tool_call>`` (seed 002; the single-call ``{"name", "arguments"}`` form is
-  accepted too) and results come back as ``<tool_result>`` blocks.
+  function calling: ``<tool_call>`` blocks out, ``<tool_result>`` blocks back.
 * Call ids are ours, ``call_<turn>_<index>`` (1-based), whatever the provider
   sent, so requests are reproducible and each call gets the STEP_URI
   ``<rule>/<step>/tool/<call id>``.
