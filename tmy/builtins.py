@@ -8,7 +8,7 @@ the built-ins below plus every package installed under the entry-point group
 
 from __future__ import annotations
 
-from tmy import backup, commands, cron, llm, memory
+from tmy import backup, commands, cron, knowledge, llm, memory
 from tmy.extension import Extension, check_unique, installed_extensions
 from tmy.mcp import EXTENSION as MCP
 from tmy.mcpserve import EXTENSION as MCPSERVE
@@ -20,6 +20,7 @@ BUILTINS: tuple[Extension, ...] = (
     memory.EXTENSION,
     MCP,
     backup.EXTENSION,
+    knowledge.EXTENSION,
     MCPSERVE,
 )
 """Core commands, cron, the LLM answerer, memory and backup, in the order the app installs them.

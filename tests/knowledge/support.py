@@ -57,6 +57,7 @@ def encrypted_pdf(pages: list[str], password: str = "secret") -> bytes:
 
 
 DIM = 64
+STOP = frozenset("a an the is are what which of for on and to in any you may our i do".split())
 SYNONYMS = {"kitty": "cat", "kitten": "cat", "feline": "cat", "automobile": "car", "vehicle": "car"}
 
 
@@ -64,6 +65,8 @@ def hashed_vector(text: str) -> list[float]:
     """A deterministic embedding: hashed words (synonyms folded) into DIM buckets, normalised."""
     vector = [0.0] * DIM
     for word in re.findall(r"\w+", text.casefold()):
+        if word in STOP:
+            continue
         word = SYNONYMS.get(word, word)
         bucket = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
         vector[bucket % DIM] += 1.0

@@ -3,7 +3,7 @@
 ::
 
     kb add NAME PATH                 ingest a file or folder into base NAME now
-    kb list [NAME]                   bases with document and chunk counts; NAME: its documents
+    kb [list [NAME]]                 bases with document and chunk counts; NAME: its documents
     kb search NAME QUERY [--top N]   the chunks a knowledge: step would get, with their scores
     kb rebuild NAME                  drop the base and ingest it again from its paths
     kb del NAME [SOURCE]             remove one document, or the whole base
@@ -197,7 +197,7 @@ _RUN = {"add": _add, "list": _list, "search": _search, "rebuild": _rebuild, "del
 
 async def run_kb(inv: Invocation) -> Result:
     """``kb ACTION …`` (see the module docstring)."""
-    action = str(inv.args.get("action") or "")
+    action = str(inv.args.get("action") or "list")
     if action not in _RUN:
         raise CommandError(USAGE)
     return await _RUN[action](inv, _kb(inv))
@@ -208,7 +208,7 @@ KB = Command(
     help="knowledge bases: add files, list, search, rebuild, delete",
     run=run_kb,
     args=(
-        Arg("action", choices=ACTIONS),
+        Arg("action", "what to do (default: list)", choices=ACTIONS, required=False),
         Arg("name", "the knowledge base", required=False, metavar="NAME"),
         Arg(
             "target",
