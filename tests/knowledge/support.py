@@ -57,7 +57,8 @@ def encrypted_pdf(pages: list[str], password: str = "secret") -> bytes:
 
 
 DIM = 64
-STOP = frozenset("a an the is are what which of for on and to in any you may our i do".split())
+_STOP_WORDS = "a an the is are what which of for on and to in any you may our i do"
+STOP = frozenset(_STOP_WORDS.split())
 SYNONYMS = {"kitty": "cat", "kitten": "cat", "feline": "cat", "automobile": "car", "vehicle": "car"}
 
 

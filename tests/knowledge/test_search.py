@@ -112,6 +112,7 @@ async def test_a_failing_embedder_leaves_the_search_lexical(store: Store, tmp_pa
     async def down(texts: Sequence[str]) -> list[list[float]]:
         raise TmyError("embeddings endpoint down")
 
-    found = await search(store, ["faq"], "return an item", embedders={"faq": Embedder("hash-64", down)})
+    broken = {"faq": Embedder("hash-64", down)}
+    found = await search(store, ["faq"], "return an item", embedders=broken)
     assert found[0].source == "returns.md"
     assert found[0].why["vector_error"] == "embeddings endpoint down"
