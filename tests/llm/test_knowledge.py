@@ -16,10 +16,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.support.llm_fake_provider import FakeProvider
-from tmy.errors import RuleError, TmyError
+from tmy.errors import ExecutorError, RuleError, TmyError
 from tmy.executors.registry import ExecutorSpec
 from tmy.explain import explain, message_for
 from tmy.extension import Extension
+from tmy.hints import did_you_mean
 from tmy.llm import inspect
 from tmy.llm.knowledge import KnowledgeSpec, Passage, block, knowledge_spec
 from tmy.llm.runtime import runtime_of
@@ -51,6 +52,10 @@ class Library:
         self.asked.append((spec, query))
         if self.failing:
             raise TmyError("the knowledge index is unreadable")
+        for name in spec.use:  # as tmy.knowledge does
+            if name not in DOCS:
+                hint = did_you_mean(name, DOCS)
+                raise ExecutorError(f"no knowledge base named {name!r}{hint}; known: faq, manual")
         words = set(query.lower().replace("?", "").split())
         found = []
         for base in spec.use:
@@ -161,9 +166,24 @@ async def test_a_computed_base_name_is_checked_when_the_step_runs(provider: Fake
             assert json.loads((await b.ask("kb manual")).text) == []
             reply = await b.ask("kb fqa")
     assert reply.text == (
-        "sorry: knowledge: no knowledge base named 'fqa' (did you mean 'faq'?); "
-        "configured: faq, manual"
+        "sorry: knowledge: no knowledge base named 'fqa' (did you mean 'faq'?); known: faq, manual"
     )
+
+
+class LateLibrary(Library):
+    """A provider that lists 'manual' only once it looked again (made by another process)."""
+
+    def names(self) -> Collection[str]:
+        return ["faq"]
+
+
+async def test_a_base_the_provider_finds_only_when_it_looks_again_is_used(
+    provider: FakeProvider,
+) -> None:
+    async with bot(provider, '"{QUESTION}"') as b:
+        with runtime_of(b.engine.services).knowledge_by(LateLibrary()):
+            reply = await b.ask("kb manual")
+    assert reply.error is None and json.loads(reply.text) == []  # searched, nothing shared
 
 
 async def test_context_false_puts_the_block_right_before_the_question(

@@ -191,22 +191,26 @@ async def consult(provider: Knowledge | None, ctx: StepContext, raw: Any, query:
 
     ``SOURCES`` is set to what was used; ``record.extra["knowledge"]`` says what was
     chosen and why. A search that fails is logged and the step answers without
-    (better none than wrong); a wrong computed value or no provider is a STEP_ERROR.
+    (better none than wrong); a wrong computed value, a base the provider does not
+    know or no provider at all is a STEP_ERROR.
     """
     try:
         spec = knowledge_spec(raw)
-        if spec is not None and provider is not None:
-            check_names(spec, provider.names())
     except ValueError as exc:  # a computed knowledge: value that is wrong
         raise ExecutorError(str(exc)) from None
     if spec is None:
         return ""
     if provider is None:
         raise ExecutorError("knowledge: needs the knowledge extension, which is not installed")
+    # a name the provider does not list yet may be a base another process just made:
+    # the provider looks again; when it fails then, the name was the step's mistake
+    unknown = [n for n in spec.use if n not in provider.names()]
     error = ""
     try:
         found = list(await provider.search(ctx.services, spec, query))[: spec.top]
     except TmyError as exc:
+        if unknown:
+            raise ExecutorError(f"knowledge: {exc}") from None
         error, found = str(exc), []
         log.warning("llm.knowledge_failed", uri=ctx.uri, use=list(spec.use), error=error)
     ctx.record.extra["knowledge"] = details(spec, query, found, error)
