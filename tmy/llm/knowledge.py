@@ -183,6 +183,8 @@ def ctx_lines(found: Mapping[str, Any]) -> list[str]:
 
 
 def _num(value: Any) -> str:
+    if isinstance(value, (list, tuple)):  # the words matched, say
+        return "[" + ", ".join(str(v) for v in value) + "]"
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
