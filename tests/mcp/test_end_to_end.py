@@ -1,0 +1,395 @@
+"""MCP end to end: a served tmy daemon driving the toolbox (tests/mcp/servers/toolbox.py, the
+SDK's own server side) over stdio, streamable HTTP and SSE — the ``MCP`` step without a model,
+the LLM step's ``tools: ["mcp:toolbox/*", "!mcp:toolbox/delete_*"]`` with a fake model on
+loopback, a tool list change, a hanging tool, a server killed and restarted, ``/healthz``, and
+the tool calls in a run's steps (``ask --json``, ``run.done``).
+
+Everything is real: the MCP servers are processes, the model is an HTTP server on loopback,
+the config section goes through the mcp extension's own parser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.mcp.conftest import TOOLBOX_TOOLS, HttpToolbox, StdioToolbox
+from tests.mcp.servers.toolbox import STRUCTURED
+from tests.support.llm_fake_provider import FakeProvider, Reply
+from tests.support.llm_helpers import on
+from tests.support.log_helpers import read_log
+from tmy.llm import runtime_of
+from tmy.testing import serving
+from tmy.testing.bot import default_extensions
+from tmy.testing.serving import Daemon
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 30.0  # seconds to wait for a server to be listed or reconnected (never asserted on)
+
+# Rules by name; a test serves the ones it needs (a rule naming a server not configured
+# would be a load-time error, rightly).
+RULES = {
+    "echo": """
+  - id: echo
+    triggers: ["echo *"]
+    on_error: "failed: {STEP_ERROR}"
+    steps:
+      - plugin: MCP
+        server: toolbox
+        tool: echo
+        arguments: {text: "you said: {QUESTION}"}
+""",
+    "sum": """
+  - id: sum
+    triggers: ["sum *"]
+    steps:
+      - {plugin: MCP, server: toolbox, tool: add, arguments: {a: "?= len(QUESTION)", b: 10}}
+""",
+    "structured": """
+  - id: structured
+    triggers: ["structured"]
+    steps: [{plugin: MCP, server: toolbox, tool: structured}]
+""",
+    "picture": """
+  - id: picture
+    triggers: ["picture"]
+    steps: [{plugin: MCP, server: toolbox, tool: picture}]
+""",
+    "fail": """
+  - id: fail
+    triggers: ["fail *"]
+    on_error: "failed: {STEP_ERROR}"
+    steps: [{plugin: MCP, server: toolbox, tool: fail, arguments: {message: "{QUESTION}"}}]
+""",
+    "nap": """
+  - id: nap
+    triggers: ["nap"]
+    on_error: "failed: {STEP_ERROR}"
+    steps: [{plugin: MCP, server: toolbox, tool: slow, arguments: {seconds: 30}}]
+""",
+    "web": """
+  - id: web
+    triggers: ["web *"]
+    on_error: "failed: {STEP_ERROR}"
+    steps: [{plugin: MCP, server: web, tool: echo, arguments: {text: "{QUESTION}"}}]
+""",
+    "ping": """
+  - id: ping
+    triggers: ["ping"]
+    steps: [{plugin: ADJUST, input: pong}]
+""",
+    "assistant": """
+  - id: assistant
+    triggers: ["ask *"]
+    on_error: "sorry: {STEP_ERROR}"
+    steps:
+      - plugin: LLM
+        tools: ["mcp:toolbox/*", "!mcp:toolbox/delete_*"]
+""",
+}
+
+
+def rules(*names: str) -> dict[str, str]:
+    return {"mcp.yaml": "rules:" + "".join(RULES[name] for name in names)}
+
+
+def mcp_sections(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``sections`` for a Settings: ``mcp: {servers: …}`` parsed by the mcp extension, as
+    load_settings parses a config file's section."""
+    for extension in default_extensions():
+        if extension.config is not None and extension.config.key == "mcp":
+            return {"mcp": extension.config.parse({"servers": servers})}
+    pytest.fail("no built-in extension claims the 'mcp' config section (tmy/builtins.py)")
+
+
+@asynccontextmanager
+async def served(
+    names: tuple[str, ...],
+    servers: dict[str, dict[str, Any]],
+    provider: FakeProvider | None = None,
+) -> AsyncIterator[Daemon]:
+    """The daemon serving ``names`` rules with these MCP servers, each listed before it yields."""
+    llm = {"llm": on(provider)} if provider is not None else {}
+    async with serving(rules(*names), sections=mcp_sections(servers), **llm) as daemon:
+        for server in servers:
+            await offered(daemon, f"{server}/echo")
+        yield daemon
+
+
+def tool_source(daemon: Daemon) -> Any:
+    source = runtime_of(daemon.engine.services).tool_sources.get("mcp")
+    assert source is not None, "the MCP extension plugged no tool source into the LLM runtime"
+    return source
+
+
+async def offered(daemon: Daemon, want: str) -> list[str]:
+    """Wait until the MCP tool source offers ``want`` ("SERVER/TOOL"); every name offered."""
+    async with asyncio.timeout(WAIT):
+        while want not in (names := sorted(t.name for t in tool_source(daemon).offered())):
+            await asyncio.sleep(0.05)
+    return names
+
+
+async def healthz(daemon: Daemon) -> dict[str, Any]:
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"{daemon.url}/healthz")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def server_state(report: dict[str, Any], name: str) -> dict[str, Any]:
+    """The MCP part of a /healthz report for server ``name`` (``{"state", "transport", …}``)."""
+    part = report.get("mcp")
+    assert isinstance(part, dict), f"/healthz has no 'mcp' part: {report}"
+    found = part.get("servers", part).get(name)
+    assert isinstance(found, dict) and "state" in found, f"no state for {name!r} in {part}"
+    return found
+
+
+async def health_until(daemon: Daemon, status: str, name: str, state: str) -> dict[str, Any]:
+    """Poll /healthz until the report's status and server ``name``'s state are these."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            report = await healthz(daemon)
+            if report["status"] == status and server_state(report, name)["state"] == state:
+                return report
+            await asyncio.sleep(0.1)
+
+
+async def server_up(daemon: Daemon, name: str) -> float:
+    """``tmy_mcp_server_up{server=NAME}`` on the listener's /metrics."""
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{daemon.url}/metrics")).text
+    found = re.search(rf'^tmy_mcp_server_up{{server="{name}"}} (\S+)$', text, re.MULTILINE)
+    assert found is not None, f"no tmy_mcp_server_up for {name!r} in /metrics"
+    return float(found.group(1))
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in request.get("tools", [])]
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+# -- the MCP step, no model ----------------------------------------------------------------------
+
+
+async def test_the_mcp_step_calls_a_tool_with_templated_arguments(
+    toolbox_stdio: StdioToolbox,
+) -> None:
+    servers = {"toolbox": toolbox_stdio.config}
+    async with served(("echo", "sum", "structured", "picture", "fail"), servers) as daemon:
+        reply = await daemon.push("echo hello there")
+        assert (reply.error, reply.text) == (None, "you said: hello there")
+        (step,) = reply.steps
+        assert (step.plugin, step.result) == ("MCP", "you said: hello there")
+        assert (await daemon.push("sum abc")).text == "13"  # an expression argument: len("abc")
+        structured = await daemon.push("structured")  # no text: its structured content
+        assert structured.error is None and json.loads(structured.text) == STRUCTURED
+        picture = await daemon.push("picture")  # an image block, mapped to text
+        assert picture.error is None and "image" in picture.text.lower()
+        assert "iVBORw0KGgo" not in picture.text  # not the PNG's base64
+        failed = await daemon.push("fail out of widgets")  # isError: the tool's words fail it
+        assert failed.error is not None and "out of widgets" in failed.error, failed.error
+    assert [(c["tool"], c["arguments"]) for c in toolbox_stdio.calls()] == [
+        ("echo", {"text": "you said: hello there"}),
+        ("add", {"a": 3, "b": 10}),
+        ("structured", {}),
+        ("picture", {}),
+        ("fail", {"message": "out of widgets"}),
+    ]
+
+
+async def test_the_mcp_step_over_sse(toolbox_sse: HttpToolbox) -> None:
+    async with served(("web",), {"web": toolbox_sse.config}) as daemon:
+        assert (await daemon.push("web over sse")).text == "over sse"
+    assert [c["arguments"] for c in toolbox_sse.calls()] == [{"text": "over sse"}]
+
+
+async def test_a_hanging_tool_fails_its_step_on_the_timeout_and_the_daemon_goes_on(
+    toolbox_stdio: StdioToolbox,
+) -> None:
+    servers = {"toolbox": {**toolbox_stdio.config, "timeout": 1}}
+    async with served(("nap", "echo", "ping"), servers) as daemon:
+        reply = await daemon.push("nap")
+        assert reply.error is not None and reply.text == f"failed: {reply.error}"
+        said = reply.error.lower()  # names the server and the tool, says it ran out of time
+        assert "'toolbox'" in said and "'slow'" in said, said
+        assert any(word in said for word in ("within 1", "timed out", "timeout")), said
+        assert (await daemon.push("ping")).text == "pong"
+        assert (await daemon.push("echo still there")).text == "you said: still there"
+    assert [c["tool"] for c in toolbox_stdio.calls()] == ["slow", "echo"]
+
+
+# -- a server killed and restarted, /healthz -----------------------------------------------------
+
+
+async def test_a_restarted_http_server_answers_the_next_call(toolbox_http: HttpToolbox) -> None:
+    async with served(("web",), {"web": toolbox_http.config}) as daemon:
+        assert (await daemon.push("web one")).text == "one"
+        first = toolbox_http.pid
+        toolbox_http.restart()  # SIGKILL mid-conversation, then up again on the same port
+        reply = await daemon.push("web two")
+        assert (reply.error, reply.text) == (None, "two")
+    calls = toolbox_http.calls()
+    assert [(c["arguments"]["text"], c["pid"]) for c in calls] == [
+        ("one", first),
+        ("two", toolbox_http.pid),
+    ]
+
+
+async def test_a_dead_server_fails_only_its_steps_and_healthz_says_degraded(
+    toolbox_stdio: StdioToolbox, toolbox_http: HttpToolbox
+) -> None:
+    servers = {"toolbox": toolbox_stdio.config, "web": toolbox_http.config}
+    async with served(("web", "echo", "ping"), servers) as daemon:
+        report = await health_until(daemon, "ok", "web", "connected")
+        assert server_state(report, "toolbox")["state"] == "connected"
+        assert server_state(report, "toolbox")["transport"] == "stdio"
+        assert server_state(report, "web")["transport"] == "http"
+        toolbox_http.kill()
+        down = await daemon.push("web anyone?")
+        assert down.error is not None and down.text == f"failed: {down.error}"
+        assert "web" in down.error, down.error  # names the server
+        assert (await daemon.push("ping")).text == "pong"
+        assert (await daemon.push("echo fine")).text == "you said: fine"  # the other server
+        report = await healthz(daemon)
+        assert report["status"] == "degraded", report
+        assert server_state(report, "web")["state"] != "connected"
+        assert await server_up(daemon, "web") == 0
+        toolbox_http.start()
+        await health_until(daemon, "ok", "web", "connected")
+        assert await server_up(daemon, "web") == 1
+        assert (await daemon.push("web back")).text == "back"
+
+
+# -- the LLM step's MCP tools ---------------------------------------------------------------------
+
+
+async def schemas(box: StdioToolbox) -> dict[str, dict[str, Any]]:
+    """The toolbox's input schemas as the SDK's own client lists them."""
+    config = box.config
+    params = StdioServerParameters(command=config["command"], args=config["args"])
+    async with Client(params) as client:
+        return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+
+
+async def test_the_model_sees_server__tool_with_its_schema_sorted_and_calls_it(
+    toolbox_stdio: StdioToolbox, provider: FakeProvider, log_file: Path
+) -> None:
+    provider.script(
+        "fake",
+        [
+            Reply(None, tool_calls=[{"name": "toolbox__echo", "arguments": {"text": "hi"}}]),
+            Reply("it said hi"),
+        ],
+    )
+    async with served(("assistant",), {"toolbox": toolbox_stdio.config}, provider) as daemon:
+        reply = await daemon.push("ask say hi")
+        assert (reply.error, reply.text) == (None, "it said hi")
+    first, second = provider.seen()
+    allowed = [name for name in TOOLBOX_TOOLS if name != "delete_thing"]
+    assert tool_names(first) == [f"toolbox__{name}" for name in allowed]  # sorted by that name
+    given = {t["function"]["name"]: t["function"]["parameters"] for t in first["tools"]}
+    listed = await schemas(toolbox_stdio)
+    assert given == {f"toolbox__{name}": listed[name] for name in allowed}  # as-is
+    assert tool_messages(second) == ["hi"]
+    assert [(c["tool"], c["arguments"]) for c in toolbox_stdio.calls()] == [
+        ("echo", {"text": "hi"})
+    ]
+    # the call is a step of the run (ask --json) and of its run.done line
+    (call,) = [s for s in reply.steps if s.uri == "assistant/0/tool/call_1_1"]
+    assert (call.input, call.result, call.error) == ({"text": "hi"}, "hi", "")
+    assert "echo" in call.plugin, call.plugin
+    done = [e for e in read_log(log_file) if e.get("event") == "run.done"]
+    steps = {s["uri"]: s for e in done if e.get("trace_id") == reply.trace_id for s in e["steps"]}
+    assert steps["assistant/0/tool/call_1_1"]["result"] == "hi"
+
+
+async def test_a_denied_tool_is_not_offered_and_never_called(
+    toolbox_stdio: StdioToolbox, provider: FakeProvider
+) -> None:
+    named = {"name": "toolbox__delete_thing", "arguments": {"id": "x1"}}
+    provider.script("fake", [Reply(None, tool_calls=[named]), Reply("I may not delete things.")])
+    async with served(("assistant",), {"toolbox": toolbox_stdio.config}, provider) as daemon:
+        await offered(daemon, "toolbox/delete_thing")  # known to tmy, only not to this step
+        reply = await daemon.push("ask delete x1")
+        assert reply.text == "I may not delete things."
+    first, second = provider.seen()
+    assert "toolbox__delete_thing" not in tool_names(first)
+    (answer,) = tool_messages(second)
+    assert answer.startswith("permission denied"), answer
+    assert toolbox_stdio.calls() == []  # the server never saw it
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_tool_list_change_is_seen_by_the_next_request(
+    transport: str,
+    toolbox_stdio: StdioToolbox,
+    provider: FakeProvider,
+    request: pytest.FixtureRequest,
+) -> None:
+    box: StdioToolbox | HttpToolbox = toolbox_stdio
+    if transport == "http":
+        box = request.getfixturevalue("toolbox_http")
+    provider.script(
+        "fake",
+        [
+            Reply(None, tool_calls=[{"name": "toolbox__grow", "arguments": {}}]),
+            Reply("grown"),
+            Reply(None, tool_calls=[{"name": "toolbox__extra", "arguments": {}}]),
+            Reply("used extra"),
+        ],
+    )
+    async with served(("assistant",), {"toolbox": box.config}, provider) as daemon:
+        assert (await daemon.push("ask grow")).text == "grown"
+        await offered(daemon, "toolbox/extra")  # the server announced it; tmy listed again
+        assert (await daemon.push("ask use it")).text == "used extra"
+    requests = provider.seen()
+    assert "toolbox__extra" not in tool_names(requests[0])
+    assert "toolbox__extra" in tool_names(requests[2])
+    assert tool_messages(requests[3])[-1] == "extra!"
+    assert [c["tool"] for c in box.calls()] == ["grow", "extra"]
+
+
+# -- run.py ask --json ----------------------------------------------------------------------------
+
+
+def test_ask_json_shows_the_mcp_step(toolbox_stdio: StdioToolbox, tmp_path: Path) -> None:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "mcp.yaml").write_text(rules("echo")["mcp.yaml"], encoding="utf-8")
+    config = {
+        "rules": str(tmp_path / "rules"),
+        "plugins": str(tmp_path / "no-plugins"),
+        "store": f"sqlite:///{tmp_path / 'tmy.db'}",
+        "mcp": {"servers": {"toolbox": toolbox_stdio.config}},
+    }
+    (tmp_path / "tmy.yaml").write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMY_")}
+    done = subprocess.run(
+        [sys.executable, "run.py", "--config", str(tmp_path / "tmy.yaml"), "ask", "--json",
+         "echo from the command line"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["answer"], out["error"]) == ("you said: from the command line", None)
+    (step,) = out["steps"]
+    assert (step["plugin"], step["result"]) == ("MCP", "you said: from the command line")
+    assert [c["tool"] for c in toolbox_stdio.calls()] == ["echo"]
