@@ -6,6 +6,7 @@ and nothing runs."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,9 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcpserve.conftest import ADMIN, NOT_ADMIN, RULES
 from tmy.adapters.openai.payload import key_identity
+from tmy.executors.registry import ExecutorSpec
+from tmy.extension import Extension
+from tmy.testing.bot import default_extensions
 from tmy.testing.serving import Daemon, serving
 
 pytestmark = pytest.mark.slow  # a served daemon on a loopback port
@@ -120,3 +124,39 @@ async def test_without_keys_the_route_is_open_as_v1_is() -> None:
     async with daemon(keys=()) as d, mcp_client(d) as c:
         result = await c.call_tool("weather", {"city": "Oslo"})
         assert text(result).startswith("Sunny in Oslo for anonymous-ephemeral-")
+
+
+HOLD_RULES = """
+rules:
+  - id: hold
+    tool: {description: "Waits until the test lets it go."}
+    steps:
+      - {plugin: HOLD}
+"""
+
+
+def holding(started: asyncio.Event, release: asyncio.Event) -> Extension:
+    async def hold(value: Any, cfg: dict[str, Any], ctx: Any) -> str:
+        started.set()
+        await release.wait()
+        return "held to the end"
+
+    return Extension("hold", executors=lambda settings: (ExecutorSpec("HOLD", hold),))
+
+
+async def test_closing_lets_a_call_in_flight_finish() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    extensions = (*default_extensions(), holding(started, release))
+    served = serving({"t.yaml": HOLD_RULES}, extensions=extensions)
+    d = await served.__aenter__()
+    async with mcp_client(d, "legacy") as c:  # its call runs in the session's task
+        await c.list_tools()  # else the client lists them after the call, from a closed daemon
+        call = asyncio.create_task(c.call_tool("hold", {}))
+        await asyncio.wait_for(started.wait(), 10)
+        closing = asyncio.create_task(served.__aexit__(None, None, None))
+        await asyncio.sleep(0.2)
+        assert not closing.done()  # waiting for the call
+        release.set()
+        result = await asyncio.wait_for(call, 10)
+    assert (text(result), result.is_error) == ("held to the end", False)
+    await asyncio.wait_for(closing, 10)

@@ -35,7 +35,7 @@ from tmy.adapters.http.gate import long_lived
 from tmy.adapters.openai.payload import key_identity
 from tmy.logs import get_logger
 from tmy.mcpserve.bridge import answer, scope_of
-from tmy.mcpserve.server import build_server, package_version
+from tmy.mcpserve.server import Calls, build_server, package_version
 from tmy.mcpserve.tools import Caller
 from tmy.message import id_problem
 from tmy.types import Services
@@ -64,11 +64,14 @@ async def running(services: Services, state: HttpState) -> AsyncIterator[None]:
     """Run the session manager while the block lasts (the daemon's serving lifetime).
 
     It runs in a task of its own: the SDK's task group must be left by the task that
-    entered it, and the app may be closed from another task than opened it.
+    entered it, and the app may be closed from another task than opened it. On leaving,
+    new requests get 503 and the calls in flight have ``limits.shutdown_grace`` to end
+    before the sessions are closed.
     """
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # deferred
 
-    server = build_server(lambda: services.engine, _caller_of_ctx, package_version())
+    calls = Calls()
+    server = build_server(lambda: services.engine, _caller_of_ctx, package_version(), calls)
     manager = StreamableHTTPSessionManager(
         server,
         security_settings=None,  # Host and Origin: the listener's own policy, already passed
@@ -94,6 +97,8 @@ async def running(services: Services, state: HttpState) -> AsyncIterator[None]:
         yield
     finally:
         state.manager = None
+        if not await calls.drain(services.settings.shutdown_grace):
+            log.warning("mcpserve.calls_cut", calls=calls.inflight, why="shutdown_grace passed")
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
 

@@ -8,10 +8,12 @@ The engine is read at each request, so a reload's rulebook is what is listed and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tmy.engine.core import Engine
+from tmy.engine.inflight import InFlight
 from tmy.mcpserve import tools
 from tmy.mcpserve.tools import Caller
 
@@ -26,11 +28,30 @@ INSTRUCTIONS = (
 )
 
 
+class Calls(InFlight):
+    """Tool calls in flight, so closing can wait for them (``drain``) as the engine waits
+    for its runs: a rule is not cut off halfway because the daemon stops."""
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        self._inflight += 1
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._settled()
+
+
 def build_server(
-    engine: Callable[[], Engine], caller_of: Callable[[Any], Caller], version: str = ""
+    engine: Callable[[], Engine],
+    caller_of: Callable[[Any], Caller],
+    version: str = "",
+    calls: Calls | None = None,
 ) -> Server[Any]:
     """An MCP server exposing ``engine()``'s tool rules to whoever ``caller_of(ctx)`` names
-    (``ctx``: the SDK's request context)."""
+    (``ctx``: the SDK's request context); ``calls`` counts the calls in flight."""
+    calls = calls or Calls()
     import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
     from mcp.server.lowlevel import Server
 
@@ -46,7 +67,8 @@ def build_server(
         )
 
     async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> Any:
-        outcome = await tools.call(engine(), caller_of(ctx), params.name, params.arguments)
+        with calls.running():
+            outcome = await tools.call(engine(), caller_of(ctx), params.name, params.arguments)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)],
             is_error=outcome.is_error,
