@@ -1,7 +1,7 @@
 """The console's Overview: is the bot well, and what has it been doing.
 
-The adapters and the store as ``GET /healthz`` reports them
-(:func:`tmy.daemon.health_report`), and the console's own counters
+The adapters, the store and the MCP servers as ``GET /healthz`` reports them
+(:func:`tmy.daemon.health_report`, :mod:`tmy.console.mcp`), and the console's own counters
 (:mod:`tmy.console.stats`, fed by the engine through :mod:`tmy.console.feed`):
 messages, runs and failed runs over the last hour and day with a small chart
 (an inline SVG drawn here: no script, no library), the busiest rules, the slowest
@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from tmy.console.feed import Feed, attach
+from tmy.console.mcp import mcp_rows
 from tmy.console.stats import MINUTES
 from tmy.console.web import ConsoleRequest, Route, Site, page
 
@@ -80,6 +81,7 @@ async def overview_data(req: ConsoleRequest) -> dict[str, Any]:
         "store": health.get("store", {}),
         "adapters": [{"name": name, **state} for name, state in health.get("adapters", {}).items()],
         "cron": health.get("cron"),
+        "mcp_servers": mcp_rows(health),
         "rules": len(app.rulebook.rules),
         "counted_since": clock(feed.started),
         "last_hour": stats.window(now, 60),

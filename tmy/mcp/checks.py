@@ -54,8 +54,8 @@ def tool_warnings(rulebook: Rulebook, listed: Listed) -> list[str]:
                 if problem:
                     out.append(f"{where}: {problem}")
             continue
-        for entry in _mcp_entries(_const(step, "tools")):
-            server, _, tool = entry.partition("/")
+        for entry, name in _mcp_entries(_const(step, "tools")):
+            server, _, tool = name.partition("/")
             problem = _tool_problem(server, tool, listed)
             if problem:
                 out.append(f"{where}: tools: {entry!r}: {problem}")
@@ -86,15 +86,15 @@ def _const(step: Step, key: str) -> Any:
     return value.value if isinstance(value, Constant) else None
 
 
-def _mcp_entries(tools: Any) -> Iterator[str]:
-    """The ``SERVER/TOOL`` part of each ``mcp:…`` / ``!mcp:…`` entry of a ``tools:`` list."""
+def _mcp_entries(tools: Any) -> Iterator[tuple[str, str]]:
+    """Each ``mcp:…`` / ``!mcp:…`` entry of a ``tools:`` list, with its ``SERVER/TOOL`` part."""
     if not isinstance(tools, list):
         return
     for entry in tools:
         if isinstance(entry, str):
             text = entry.strip().removeprefix("!").strip()
             if text.startswith("mcp:"):
-                yield text[len("mcp:") :]
+                yield entry, text[len("mcp:") :]
 
 
 def listed_of(servers: Servers) -> Listed:
@@ -134,7 +134,7 @@ def _used(rulebook: Rulebook, server: str) -> bool:
     for _, step in _steps(rulebook):
         if _const(step, "server") == server and step.spec.name == "MCP":
             return True
-        if any(e.partition("/")[0] == server for e in _mcp_entries(_const(step, "tools"))):
+        if any(n.partition("/")[0] == server for _, n in _mcp_entries(_const(step, "tools"))):
             return True
     return False
 

@@ -98,10 +98,14 @@ class McpRuntime:
         return self._servers
 
     async def ready(self, server: str) -> Servers:
-        """The connections for a call to ``server`` (unknown: an error with did-you-mean)."""
+        """The connections for a call to ``server`` (unknown: an error with did-you-mean),
+        started if they were not, and waited for (up to its timeout) while it starts."""
         if server not in self.configured:
             raise ExecutorError(unknown_server(server, self.names()))
-        return self._servers if self._servers is not None else await self.start()
+        servers = self._servers if self._servers is not None else await self.start()
+        if servers.state(server)["state"] == "starting":  # started just now (a rule test)
+            await servers.wait_listed(self.configured[server].timeout)
+        return servers
 
     async def aclose(self) -> None:
         """Stop the servers (processes ended, sessions closed); no start afterwards."""
