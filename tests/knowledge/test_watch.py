@@ -1,0 +1,65 @@
+"""The serving daemon ingests its configured bases at start and re-ingests changed files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tmy.knowledge import knowledge_of
+from tmy.knowledge.config import parse
+from tmy.knowledge.watch import _affected
+from tmy.llm.knowledge import KnowledgeSpec
+from tmy.testing import serving
+
+WAIT = 20.0  # seconds a change may take to show (debounce, inotify), at most
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not await check():
+        assert loop.time() < deadline, "the change was not ingested"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_changed_files_are_re_ingested(tmp_path: Path, store_url: str) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "returns.md").write_text("Returns: any item within 30 days.")
+    bases = parse({"faq": {"paths": [str(docs)], "include": ["*.md"]}})
+    async with serving({"r.yaml": "rules: []"}, store=store_url,
+                       sections={"knowledge": bases}) as daemon:  # fmt: skip
+        services = daemon.engine.services
+        kb = knowledge_of(services)
+
+        async def sources(query: str) -> list[str]:
+            return [p.source for p in await kb.search(services, KnowledgeSpec(("faq",)), query)]
+
+        async def found(query: str, source: str) -> bool:
+            return source in await sources(query)
+
+        await eventually(lambda: found("return an item", "returns.md"))  # ingested at start
+        await asyncio.sleep(0.5)  # the watcher is set up once the first ingestion is done
+        (docs / "hours.md").write_text("We open at nine on weekdays.")
+        await eventually(lambda: found("when do you open", "hours.md"))
+        (docs / "returns.md").write_text("Returns: any item within 14 days, receipt needed.")
+        await eventually(lambda: found("receipt", "returns.md"))
+        (docs / "hours.md").unlink()
+
+        async def gone() -> bool:
+            return await sources("when do you open") == []
+
+        await eventually(gone)
+        (docs / "ignored.txt").write_text("We open at nine.")  # not included: never ingested
+        await asyncio.sleep(0.5)
+        assert await sources("open nine") == []
+
+
+def test_affected_bases() -> None:
+    roots = {"a": [Path("/x/docs")], "b": [Path("/x/other.md")]}
+    assert _affected({"/x/docs/sub/f.md"}, roots) == ["a"]
+    assert _affected({"/x/other.md", "/x/docs2/f.md"}, roots) == ["b"]
