@@ -5,6 +5,7 @@ server as ``check`` would connect to it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from tests.mcp.conftest import StdioToolbox
 from tmy.app import build_registry
 from tmy.config import Settings
-from tmy.mcp.checks import listed_warnings, tool_warnings
+from tmy.mcp.checks import check_warnings, listed_warnings, tool_warnings
 from tmy.mcp.config import McpConfig, parse_mcp
 from tmy.rulebook.loader import load_sources
 from tmy.rulebook.model import Rulebook
@@ -81,11 +82,14 @@ async def test_without_servers_check_has_nothing_to_connect_to() -> None:
 
 
 @pytest.mark.slow
-async def test_check_connects_lists_and_warns(toolbox_stdio: StdioToolbox) -> None:
-    config = parse_mcp(
-        {"servers": {"box": toolbox_stdio.config, "web": {"url": "http://127.0.0.1:9/mcp"}}}
-    )
-    warnings = await listed_warnings(config, load(config), wait=20)
+async def test_check_connects_lists_and_warns(toolbox_stdio: StdioToolbox, tmp_path: Path) -> None:
+    marker = tmp_path / "started"  # written by the unused server's process, if it is started
+    spy = {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w').close()"]}
+    web = {"url": "http://127.0.0.1:9/mcp"}
+    config = parse_mcp({"servers": {"box": toolbox_stdio.config, "web": web, "spy": spy}})
+    settings = Settings(sections={"mcp": config})
+    warnings = await check_warnings(settings, load(config), wait=20)
+    assert not marker.exists()  # no rule names it: check starts only what the rules use
     assert len(warnings) == 4, warnings
     assert [w.split(": MCP server")[0] for w in warnings[:3]] == [
         "r.yaml:8: rule 'typo' step typo/0",

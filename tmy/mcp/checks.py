@@ -14,20 +14,24 @@ Two checks, at two moments:
   ``file:line: …`` warning with a did-you-mean. The daemon logs them
   (``rules.warning``) once every server has listed its tools or failed
   (:func:`warn_when_listed`); ``run.py mcp list`` prints them;
-  :func:`listed_warnings` is what ``run.py check`` calls to connect to the servers
-  with a short timeout and print them.
+  :func:`check_warnings` is what ``run.py check`` calls: it connects to the servers
+  the rules name (no other), waits up to :data:`CHECK_WAIT` seconds for their lists
+  and returns the warnings (plus one per server that did not list in time).
 
 Entries with glob characters (``mcp:github/delete_*``) name no one tool: not checked here.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Iterator
+from types import MappingProxyType
 from typing import Any
 
+from tmy.config import Settings
 from tmy.hints import did_you_mean
 from tmy.logs import get_logger
-from tmy.mcp.config import McpConfig
+from tmy.mcp.config import McpConfig, config_of
 from tmy.mcp.servers import Servers
 from tmy.rulebook.model import Rule, Rulebook, Step
 from tmy.values.compiled import Constant
@@ -107,19 +111,28 @@ def listed_of(servers: Servers) -> Listed:
     return listed
 
 
+async def check_warnings(
+    settings: Settings, rulebook: Rulebook, wait: float = CHECK_WAIT
+) -> list[str]:
+    """What ``run.py check`` adds for MCP: :func:`listed_warnings` of the settings' servers."""
+    return await listed_warnings(config_of(settings.sections), rulebook, wait)
+
+
 async def listed_warnings(
     config: McpConfig | None, rulebook: Rulebook, wait: float = CHECK_WAIT
 ) -> list[str]:
-    """``check``'s MCP warnings: connect to every configured server, wait up to ``wait``
-    seconds for their lists, compare; a server that did not list is a warning too."""
-    names = sorted(config.servers) if config is not None else []
-    if config is None or not names:
+    """``check``'s MCP warnings: connect to the servers the rules name (only those: a rules
+    file that uses none starts none), wait up to ``wait`` seconds for their lists, compare;
+    a server that did not list in time is a warning too."""
+    used = _used_servers(rulebook, list(config.servers) if config is not None else [])
+    if config is None or not used:
         return []
-    async with Servers(config) as servers:
+    chosen = McpConfig(servers=MappingProxyType({n: config.servers[n] for n in used}))
+    async with Servers(chosen) as servers:
         await servers.wait_listed(wait)
         out = tool_warnings(rulebook, listed_of(servers))
-        for name in names:
-            if servers.tools(name) is None and _used(rulebook, name):
+        for name in used:
+            if servers.tools(name) is None:
                 state = servers.state(name)
                 why = f": {state['error']}" if state.get("error") else ""
                 out.append(
@@ -129,14 +142,17 @@ async def listed_warnings(
     return out
 
 
-def _used(rulebook: Rulebook, server: str) -> bool:
-    """Whether a rule names ``server`` (an MCP step, an ``mcp:`` tools entry)."""
+def _used_servers(rulebook: Rulebook, names: list[str]) -> list[str]:
+    """The configured servers a rule names (an MCP step, an ``mcp:`` tools entry), sorted."""
+    used: set[str] = set()
     for _, step in _steps(rulebook):
-        if _const(step, "server") == server and step.spec.name == "MCP":
-            return True
-        if any(n.partition("/")[0] == server for _, n in _mcp_entries(_const(step, "tools"))):
-            return True
-    return False
+        if step.spec.name == "MCP":
+            server = _const(step, "server")
+            used.update(n for n in names if n == server)
+        for _, name in _mcp_entries(_const(step, "tools")):
+            glob = name.partition("/")[0]
+            used.update(n for n in names if fnmatch.fnmatchcase(n, glob))
+    return sorted(used)
 
 
 async def warn_when_listed(servers: Servers, rulebook: Rulebook, wait: float) -> list[str]:
