@@ -16,24 +16,39 @@ Tests that use any of these start processes, so they belong in the slow lane: ma
 ``@pytest.mark.slow`` (the hook below also marks every test that requests one of these fixtures,
 before the root conftest sorts slow tests first, so a forgotten mark cannot leak a process into
 the quick lane).
+
+The tmy side: :func:`served` is a daemon with ``mcp.servers`` (the section parsed by the mcp
+extension itself) that yields once their tools are listed; :func:`offered`, :func:`healthz`,
+:func:`server_state`, :func:`health_until` and :func:`server_up` read what it knows and reports.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from tests.support.llm_fake_provider import FakeProvider
+from tests.support.llm_helpers import on
+from tmy.llm import runtime_of
+from tmy.testing import serving
+from tmy.testing.bot import default_extensions
+from tmy.testing.serving import Daemon
 
 TOOLBOX = Path(__file__).resolve().parent / "servers" / "toolbox.py"
 TOOLBOX_FIXTURES = {"toolbox_stdio", "toolbox_http", "toolbox_sse"}
@@ -195,3 +210,84 @@ def toolbox_sse(tmp_path: Path) -> Iterator[HttpToolbox]:
     directory = tmp_path / "toolbox-sse"
     directory.mkdir()
     yield from _started(directory, "sse")
+
+
+# -- the tmy side: a served daemon with MCP servers, and what it reports ------------------------
+
+WAIT = 30.0  # seconds to wait for a server to be listed or reconnected (never asserted on)
+
+
+def mcp_sections(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``sections`` for a Settings: ``mcp: {servers: …}`` parsed by the mcp extension, as
+    load_settings parses a config file's section."""
+    for extension in default_extensions():
+        if extension.config is not None and extension.config.key == "mcp":
+            return {"mcp": extension.config.parse({"servers": servers})}
+    pytest.fail("no built-in extension claims the 'mcp' config section (tmy/builtins.py)")
+
+
+@asynccontextmanager
+async def served(
+    rules: dict[str, str],
+    servers: dict[str, dict[str, Any]],
+    provider: FakeProvider | None = None,
+) -> AsyncIterator[Daemon]:
+    """A daemon (:func:`tmy.testing.serving`) on ``rules`` (``{file name: YAML}``) with these
+    ``mcp.servers`` (and the fake model ``provider`` as its LLM); yields once every server's
+    tools are listed (each must have ``echo``, as the toolbox does)."""
+    llm = {"llm": on(provider)} if provider is not None else {}
+    async with serving(rules, sections=mcp_sections(servers), **llm) as daemon:
+        for server in servers:
+            await offered(daemon, f"{server}/echo")
+        yield daemon
+
+
+def tool_source(daemon: Daemon) -> Any:
+    """The tool source the MCP extension plugged into the daemon's LLM runtime."""
+    source = runtime_of(daemon.engine.services).tool_sources.get("mcp")
+    assert source is not None, "the MCP extension plugged no tool source into the LLM runtime"
+    return source
+
+
+async def offered(daemon: Daemon, want: str) -> list[str]:
+    """Wait until the MCP tool source offers ``want`` ("SERVER/TOOL"); every name offered."""
+    async with asyncio.timeout(WAIT):
+        while want not in (names := sorted(t.name for t in tool_source(daemon).offered())):
+            await asyncio.sleep(0.05)
+    return names
+
+
+async def healthz(daemon: Daemon) -> dict[str, Any]:
+    """``GET /healthz`` on the daemon's listener."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"{daemon.url}/healthz")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def server_state(report: dict[str, Any], name: str) -> dict[str, Any]:
+    """The MCP part of a /healthz report for server ``name`` (``{"state", "transport", …}``)."""
+    part = report.get("mcp")
+    assert isinstance(part, dict), f"/healthz has no 'mcp' part: {report}"
+    found = part.get("servers", part).get(name)
+    assert isinstance(found, dict) and "state" in found, f"no state for {name!r} in {part}"
+    return found
+
+
+async def health_until(daemon: Daemon, status: str, name: str, state: str) -> dict[str, Any]:
+    """Poll /healthz until the report's status and server ``name``'s state are these."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            report = await healthz(daemon)
+            if report["status"] == status and server_state(report, name)["state"] == state:
+                return report
+            await asyncio.sleep(0.1)
+
+
+async def server_up(daemon: Daemon, name: str) -> float:
+    """``tmy_mcp_server_up{server=NAME}`` on the listener's /metrics."""
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(f"{daemon.url}/metrics")).text
+    found = re.search(rf'^tmy_mcp_server_up{{server="{name}"}} (\S+)$', text, re.MULTILINE)
+    assert found is not None, f"no tmy_mcp_server_up for {name!r} in /metrics"
+    return float(found.group(1))

@@ -13,32 +13,34 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
+import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.mcp.conftest import TOOLBOX_TOOLS, HttpToolbox, StdioToolbox
+from tests.mcp.conftest import (
+    TOOLBOX_TOOLS,
+    WAIT,
+    HttpToolbox,
+    StdioToolbox,
+    health_until,
+    healthz,
+    offered,
+    served,
+    server_state,
+    server_up,
+)
 from tests.mcp.servers.toolbox import STRUCTURED
 from tests.support.llm_fake_provider import FakeProvider, Reply
-from tests.support.llm_helpers import on
 from tests.support.log_helpers import read_log
-from tmy.llm import runtime_of
-from tmy.testing import serving
-from tmy.testing.bot import default_extensions
-from tmy.testing.serving import Daemon
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[2]
-WAIT = 30.0  # seconds to wait for a server to be listed or reconnected (never asserted on)
 
 # Rules by name; a test serves the ones it needs (a rule naming a server not configured
 # would be a load-time error, rightly).
@@ -87,6 +89,11 @@ RULES = {
     on_error: "failed: {STEP_ERROR}"
     steps: [{plugin: MCP, server: web, tool: echo, arguments: {text: "{QUESTION}"}}]
 """,
+    "who": """
+  - id: who
+    triggers: ["who"]
+    steps: [{plugin: MCP, server: toolbox, tool: whoami}]
+""",
     "ping": """
   - id: ping
     triggers: ["ping"]
@@ -107,78 +114,6 @@ def rules(*names: str) -> dict[str, str]:
     return {"mcp.yaml": "rules:" + "".join(RULES[name] for name in names)}
 
 
-def mcp_sections(servers: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``sections`` for a Settings: ``mcp: {servers: …}`` parsed by the mcp extension, as
-    load_settings parses a config file's section."""
-    for extension in default_extensions():
-        if extension.config is not None and extension.config.key == "mcp":
-            return {"mcp": extension.config.parse({"servers": servers})}
-    pytest.fail("no built-in extension claims the 'mcp' config section (tmy/builtins.py)")
-
-
-@asynccontextmanager
-async def served(
-    names: tuple[str, ...],
-    servers: dict[str, dict[str, Any]],
-    provider: FakeProvider | None = None,
-) -> AsyncIterator[Daemon]:
-    """The daemon serving ``names`` rules with these MCP servers, each listed before it yields."""
-    llm = {"llm": on(provider)} if provider is not None else {}
-    async with serving(rules(*names), sections=mcp_sections(servers), **llm) as daemon:
-        for server in servers:
-            await offered(daemon, f"{server}/echo")
-        yield daemon
-
-
-def tool_source(daemon: Daemon) -> Any:
-    source = runtime_of(daemon.engine.services).tool_sources.get("mcp")
-    assert source is not None, "the MCP extension plugged no tool source into the LLM runtime"
-    return source
-
-
-async def offered(daemon: Daemon, want: str) -> list[str]:
-    """Wait until the MCP tool source offers ``want`` ("SERVER/TOOL"); every name offered."""
-    async with asyncio.timeout(WAIT):
-        while want not in (names := sorted(t.name for t in tool_source(daemon).offered())):
-            await asyncio.sleep(0.05)
-    return names
-
-
-async def healthz(daemon: Daemon) -> dict[str, Any]:
-    async with httpx.AsyncClient() as client:
-        response = await client.get(f"{daemon.url}/healthz")
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
-def server_state(report: dict[str, Any], name: str) -> dict[str, Any]:
-    """The MCP part of a /healthz report for server ``name`` (``{"state", "transport", …}``)."""
-    part = report.get("mcp")
-    assert isinstance(part, dict), f"/healthz has no 'mcp' part: {report}"
-    found = part.get("servers", part).get(name)
-    assert isinstance(found, dict) and "state" in found, f"no state for {name!r} in {part}"
-    return found
-
-
-async def health_until(daemon: Daemon, status: str, name: str, state: str) -> dict[str, Any]:
-    """Poll /healthz until the report's status and server ``name``'s state are these."""
-    async with asyncio.timeout(WAIT):
-        while True:
-            report = await healthz(daemon)
-            if report["status"] == status and server_state(report, name)["state"] == state:
-                return report
-            await asyncio.sleep(0.1)
-
-
-async def server_up(daemon: Daemon, name: str) -> float:
-    """``tmy_mcp_server_up{server=NAME}`` on the listener's /metrics."""
-    async with httpx.AsyncClient() as client:
-        text = (await client.get(f"{daemon.url}/metrics")).text
-    found = re.search(rf'^tmy_mcp_server_up{{server="{name}"}} (\S+)$', text, re.MULTILINE)
-    assert found is not None, f"no tmy_mcp_server_up for {name!r} in /metrics"
-    return float(found.group(1))
-
-
 def tool_names(request: dict[str, Any]) -> list[str]:
     return [tool["function"]["name"] for tool in request.get("tools", [])]
 
@@ -194,7 +129,7 @@ async def test_the_mcp_step_calls_a_tool_with_templated_arguments(
     toolbox_stdio: StdioToolbox,
 ) -> None:
     servers = {"toolbox": toolbox_stdio.config}
-    async with served(("echo", "sum", "structured", "picture", "fail"), servers) as daemon:
+    async with served(rules("echo", "sum", "structured", "picture", "fail"), servers) as daemon:
         reply = await daemon.push("echo hello there")
         assert (reply.error, reply.text) == (None, "you said: hello there")
         (step,) = reply.steps
@@ -217,7 +152,7 @@ async def test_the_mcp_step_calls_a_tool_with_templated_arguments(
 
 
 async def test_the_mcp_step_over_sse(toolbox_sse: HttpToolbox) -> None:
-    async with served(("web",), {"web": toolbox_sse.config}) as daemon:
+    async with served(rules("web"), {"web": toolbox_sse.config}) as daemon:
         assert (await daemon.push("web over sse")).text == "over sse"
     assert [c["arguments"] for c in toolbox_sse.calls()] == [{"text": "over sse"}]
 
@@ -226,7 +161,7 @@ async def test_a_hanging_tool_fails_its_step_on_the_timeout_and_the_daemon_goes_
     toolbox_stdio: StdioToolbox,
 ) -> None:
     servers = {"toolbox": {**toolbox_stdio.config, "timeout": 1}}
-    async with served(("nap", "echo", "ping"), servers) as daemon:
+    async with served(rules("nap", "echo", "ping"), servers) as daemon:
         reply = await daemon.push("nap")
         assert reply.error is not None and reply.text == f"failed: {reply.error}"
         said = reply.error.lower()  # names the server and the tool, says it ran out of time
@@ -241,7 +176,7 @@ async def test_a_hanging_tool_fails_its_step_on_the_timeout_and_the_daemon_goes_
 
 
 async def test_a_restarted_http_server_answers_the_next_call(toolbox_http: HttpToolbox) -> None:
-    async with served(("web",), {"web": toolbox_http.config}) as daemon:
+    async with served(rules("web"), {"web": toolbox_http.config}) as daemon:
         assert (await daemon.push("web one")).text == "one"
         first = toolbox_http.pid
         toolbox_http.restart()  # SIGKILL mid-conversation, then up again on the same port
@@ -254,11 +189,41 @@ async def test_a_restarted_http_server_answers_the_next_call(toolbox_http: HttpT
     ]
 
 
+async def test_a_model_calls_a_restarted_http_server_in_the_next_message(
+    toolbox_http: HttpToolbox, provider: FakeProvider
+) -> None:
+    whoami = Reply(None, tool_calls=[{"name": "toolbox__whoami", "arguments": {}}])
+    provider.script("fake", [whoami, Reply("one"), whoami, Reply("two")])
+    async with served(rules("assistant"), {"toolbox": toolbox_http.config}, provider) as daemon:
+        assert (await daemon.push("ask who?")).text == "one"
+        first = toolbox_http.pid
+        toolbox_http.restart()
+        reply = await daemon.push("ask who now?")
+        assert (reply.error, reply.text) == (None, "two")
+    requests = provider.seen()
+    assert tool_messages(requests[1]) == [str(first)]
+    assert tool_messages(requests[3])[-1] == str(toolbox_http.pid)
+
+
+async def test_a_crashed_stdio_server_is_started_again(toolbox_stdio: StdioToolbox) -> None:
+    async with served(rules("who"), {"toolbox": toolbox_stdio.config}) as daemon:
+        first = int((await daemon.push("who")).text)
+        os.kill(first, signal.SIGKILL)  # tmy's child dies under it
+        async with asyncio.timeout(WAIT):  # reconnected with backoff: a new process, listed
+            while (state := server_state(await healthz(daemon), "toolbox"))["reconnects"] < 1:
+                await asyncio.sleep(0.1)
+        await health_until(daemon, "ok", "toolbox", "connected")
+        assert state["transport"] == "stdio"
+        second = int((await daemon.push("who")).text)
+    assert second != first
+    assert [c["pid"] for c in toolbox_stdio.calls()] == [first, second]
+
+
 async def test_a_dead_server_fails_only_its_steps_and_healthz_says_degraded(
     toolbox_stdio: StdioToolbox, toolbox_http: HttpToolbox
 ) -> None:
     servers = {"toolbox": toolbox_stdio.config, "web": toolbox_http.config}
-    async with served(("web", "echo", "ping"), servers) as daemon:
+    async with served(rules("web", "echo", "ping"), servers) as daemon:
         report = await health_until(daemon, "ok", "web", "connected")
         assert server_state(report, "toolbox")["state"] == "connected"
         assert server_state(report, "toolbox")["transport"] == "stdio"
@@ -300,7 +265,7 @@ async def test_the_model_sees_server__tool_with_its_schema_sorted_and_calls_it(
             Reply("it said hi"),
         ],
     )
-    async with served(("assistant",), {"toolbox": toolbox_stdio.config}, provider) as daemon:
+    async with served(rules("assistant"), {"toolbox": toolbox_stdio.config}, provider) as daemon:
         reply = await daemon.push("ask say hi")
         assert (reply.error, reply.text) == (None, "it said hi")
     first, second = provider.seen()
@@ -327,7 +292,7 @@ async def test_a_denied_tool_is_not_offered_and_never_called(
 ) -> None:
     named = {"name": "toolbox__delete_thing", "arguments": {"id": "x1"}}
     provider.script("fake", [Reply(None, tool_calls=[named]), Reply("I may not delete things.")])
-    async with served(("assistant",), {"toolbox": toolbox_stdio.config}, provider) as daemon:
+    async with served(rules("assistant"), {"toolbox": toolbox_stdio.config}, provider) as daemon:
         await offered(daemon, "toolbox/delete_thing")  # known to tmy, only not to this step
         reply = await daemon.push("ask delete x1")
         assert reply.text == "I may not delete things."
@@ -357,7 +322,7 @@ async def test_a_tool_list_change_is_seen_by_the_next_request(
             Reply("used extra"),
         ],
     )
-    async with served(("assistant",), {"toolbox": box.config}, provider) as daemon:
+    async with served(rules("assistant"), {"toolbox": box.config}, provider) as daemon:
         assert (await daemon.push("ask grow")).text == "grown"
         await offered(daemon, "toolbox/extra")  # the server announced it; tmy listed again
         assert (await daemon.push("ask use it")).text == "used extra"
