@@ -245,3 +245,28 @@ async def test_ctx_and_explain_show_which_passages_were_chosen_and_why(
     assert seen.as_dict()["knowledge"]["passages"][1]["source"] == "shipping.md"
     step = explained.as_dict()["steps"][0]
     assert [p["n"] for p in step["extra"]["knowledge"]["passages"]] == [1, 2]
+
+
+async def test_rules_read_sources_in_templates_and_it_is_empty_before_a_knowledge_step(
+    provider: FakeProvider,
+) -> None:
+    rules = """
+rules:
+  - id: kb
+    triggers: ["kb *"]
+    steps:
+      - {plugin: ADJUST, input: "before={SOURCES}", save: BEFORE}
+      - {plugin: LLM, knowledge: faq, input: "{QUESTION}"}
+      - {plugin: ADJUST, input: "{BEFORE} first={SOURCES[0][source]}"}
+"""
+    extensions = tuple(e for e in default_extensions() if e.name not in ("mcp", "knowledge"))
+    async with Bot(
+        {"r.yaml": rules},
+        llm={"models": {"fake": {"base_url": provider.base_url, "model": "fake"}}},
+        extensions=extensions,
+        sections={"knowledge": {"faq": object()}},
+    ) as b:
+        with runtime_of(b.engine.services).knowledge_by(Library()):
+            reply = await b.ask("kb how many days for returns?")
+    assert reply.error is None
+    assert reply.text == "before=[] first=returns.md"

@@ -4,8 +4,8 @@
 fields, ``{}``), ``EVENT_RAW`` (the platform's own name, ``""``), ``IMAGES`` (the
 image attachments as maps), ``ATTACHMENTS`` (all of them), ``REPLY_TO`` (the
 quoted message ``{text, user, id}``, or None), ``BURST`` (a debounced session's
-messages, in order), ``APPROVE`` (None until a step decides a request event) and
-``APPROVE_REASON`` (``""``).
+messages, in order), ``APPROVE`` (None until a step decides a request event),
+``APPROVE_REASON`` (``""``) and ``SOURCES`` (the knowledge passages an LLM step used, ``[]``).
 
 They are not put into every run's locals: :class:`~tmy.engine.variables.Variables`
 asks :func:`context_local` the first time a run names one, so the per-message path
@@ -51,6 +51,8 @@ def context_local(message: Message, name: str, locals_: dict[str, Any]) -> Any:
         return None
     if name == "APPROVE_REASON":
         return ""
+    if name == "SOURCES":  # set by an LLM step's knowledge: (tmy.llm.knowledge); none before
+        return []
     if name == "BURST":
         question = locals_.get("QUESTION", "")
         return [question] if question else []

@@ -28,7 +28,7 @@ SCOPES = ("global", "chat", "user")
 # has them; a run that never names one pays nothing for it.
 CONTEXT_LOCALS = frozenset({
     "EVENT", "EVENT_DATA", "EVENT_RAW", "IMAGES", "ATTACHMENTS", "REPLY_TO", "BURST",
-    "APPROVE", "APPROVE_REASON",
+    "APPROVE", "APPROVE_REASON", "SOURCES",
 })  # fmt: skip
 # Locals every run has (seed 004 + who/where + CONTEXT_LOCALS). A declared variable may
 # not use these names.
