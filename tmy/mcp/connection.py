@@ -48,6 +48,7 @@ log = get_logger("tmy.mcp")
 MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang the listing
 SSE_READ_TIMEOUT = 300.0  # seconds an idle event stream stays open (the SDK's default)
 CLIENT_INFO = types.Implementation(name="tmy", version="1")
+PROBE_INTERVAL = 30.0  # seconds between re-lists of a handshake-era HTTP server (see run())
 LISTEN_RETRY = 1.0  # seconds before a change subscription that ended is opened again (doubling)
 LISTEN_RETRY_CAP = 60.0
 
@@ -95,10 +96,18 @@ class Connection:
         return tools
 
     async def run(self, listed: Callable[[list[types.Tool]], None]) -> None:
-        """Watch the connection until it ends, re-listing tools on each announced change."""
+        """Watch the connection until it ends, re-listing tools on each announced change.
+
+        A handshake-era streamable HTTP server that dies says nothing (the SDK's event
+        stream gives up quietly), so such a connection is also re-listed every
+        :data:`PROBE_INTERVAL` seconds: a server gone, or one that forgot the session,
+        ends it there rather than at the next call.
+        """
         async with anyio.create_task_group() as tg:
             if self.protocol in MODERN_PROTOCOL_VERSIONS:
                 tg.start_soon(self._listen)
+            elif self.config.transport == "http":
+                tg.start_soon(self._probe)
             tg.start_soon(self._refresh, listed)
             await self.ended.wait()
             tg.cancel_scope.cancel()
@@ -113,6 +122,11 @@ class Connection:
                 self.end(f"listing tools failed: {describe(exc)}")
                 return
             listed(tools)
+
+    async def _probe(self) -> None:
+        while True:
+            await anyio.sleep(PROBE_INTERVAL)
+            self._changed.set()
 
     async def _listen(self) -> None:
         """2026-07-28: a ``subscriptions/listen`` stream for tool list changes, opened again
