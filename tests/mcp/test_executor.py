@@ -13,7 +13,7 @@ from tests.mcp.conftest import HttpToolbox, StdioToolbox
 from tmy.errors import RuleError
 from tmy.explain import explain
 from tmy.mcp.config import parse_mcp
-from tmy.mcp.executor import PLACEHOLDER, make_check, step_result
+from tmy.mcp.executor import PLACEHOLDER, make_check, shown, step_result
 from tmy.mcp.results import CallResult
 from tmy.message import Message
 from tmy.testing import Bot
@@ -175,3 +175,8 @@ def test_the_load_check_and_the_result_shape() -> None:
     assert step_result(data) == {"a": 1}
     image = CallResult("[image image/png, 70 B]", None, False, ({"type": "image"},))
     assert step_result(image) == "[image image/png, 70 B]"
+    assert shown({"api_key": "k-123456789", "q": "x", "n": 2}) == {
+        "api_key": "***",
+        "q": "x",
+        "n": 2,
+    }  # the record's copy: the tool gets the real value

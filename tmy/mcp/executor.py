@@ -18,7 +18,8 @@
   ``timeout`` — and an unknown server or tool fail it with a one-line message naming
   the server and the tool (did-you-mean for names).
 * **Recorded** like any step (``run.done``, ``ask --json``, ``explain``, ``trace``):
-  ``extra.mcp`` holds ``{server, tool, arguments, is_error}``.
+  ``extra.mcp`` holds ``{server, tool, arguments, is_error}`` (an argument named like a
+  credential — ``api_key``, ``token`` — shown as ``***``).
 * **Dry run** (``explain`` without ``--run``, ``cron fire --dry-run``): as the HTTP
   step's request is recorded and not sent, the tool is **not called** — a tool may
   have side effects, and whether one has is the server's claim, not tmy's. The step
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tmy import redact
 from tmy.errors import ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.hints import did_you_mean
@@ -78,7 +80,7 @@ def is_dry_run(ctx: StepContext) -> bool:
 async def mcp_step(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     """Call ``cfg["tool"]`` of ``cfg["server"]`` with ``cfg["arguments"]``; its result."""
     server, tool, arguments = _call_of(cfg)
-    recorded: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
+    recorded: dict[str, Any] = {"server": server, "tool": tool, "arguments": shown(arguments)}
     ctx.record.extra["mcp"] = recorded
     runtime = mcp_of(ctx.services)
     if is_dry_run(ctx):
@@ -124,6 +126,18 @@ def step_result(result: CallResult) -> Any:
     if not has_text and result.structured is not None:
         return result.structured
     return result.text
+
+
+def shown(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the run's record shows them: a value under a credential-looking name
+    (``api_key``, ``token``, ``password`` …) masked, registered secrets masked in text."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if redact.is_secret_name(key):
+            out[key] = redact.MASK
+        else:
+            out[key] = redact.redact(value) if isinstance(value, str) else value
+    return out
 
 
 def _call_of(cfg: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
