@@ -93,7 +93,7 @@ async def test_kb_add_makes_a_base_that_is_not_configured(
     code, out = await run(capsys, cfg, "add", "extra", str(folder / "returns.md"))
     assert code == 0 and "extra: 1 added" in out
     code, out = await run(capsys, cfg, "list")
-    assert "extra: 1 document, 1 chunks — added with kb add" in out
+    assert "extra: 1 document, 1 chunk — added with kb add" in out
     rebuilt = await run_json(capsys, cfg, "rebuild", "extra")  # from where it was added
     assert rebuilt["added"] == ["returns.md"]
     code, out = await run(capsys, cfg, "add", "bad/name", str(folder))

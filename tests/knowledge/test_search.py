@@ -116,3 +116,25 @@ async def test_a_failing_embedder_leaves_the_search_lexical(store: Store, tmp_pa
     found = await search(store, ["faq"], "return an item", embedders=broken)
     assert found[0].source == "returns.md"
     assert found[0].why["vector_error"] == "embeddings endpoint down"
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+async def test_on_a_redis_cluster(cluster_store_url: str, tmp_path: Path) -> None:
+    """Chunks, vectors and records live in many hash slots; the base's index in one."""
+    from tmy.knowledge import documents
+    from tmy.store.url import open_store
+
+    store = open_store(cluster_store_url)
+    await store.open()
+    try:
+        folder = await make(store, tmp_path, embedder=LOCAL)
+        found = await search(store, ["faq"], "kitty", embedders={"faq": LOCAL})
+        assert found[0].source == "pets.md"
+        (folder / "pets.md").unlink()
+        await ingest(store, "faq", [folder], chunk=ChunkConfig(200, 20), embedder=LOCAL)
+        assert (await store.index_stats("kb/faq")).n == 4
+        assert await documents.drop_base(store, "faq") == 4
+        assert await store.keys("kb/") == []
+    finally:
+        await store.close()

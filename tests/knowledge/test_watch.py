@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tmy.knowledge import knowledge_of
@@ -43,6 +44,9 @@ async def test_changed_files_are_re_ingested(tmp_path: Path, store_url: str) -> 
             return source in await sources(query)
 
         await eventually(lambda: found("return an item", "returns.md"))  # ingested at start
+        async with httpx.AsyncClient(base_url=daemon.url) as client:
+            health = (await client.get("/healthz")).json()
+        assert health["knowledge"]["bases"]["faq"]["documents"] == 1
         await asyncio.sleep(0.5)  # the watcher is set up once the first ingestion is done
         (docs / "hours.md").write_text("We open at nine on weekdays.")
         await eventually(lambda: found("when do you open", "hours.md"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class KnowledgeBases:
         self.services = services
         self.configs = dict(configs)
         self.known = set(known)  # bases in the store (kb add), as last read
+        self.status: dict[str, dict[str, Any]] = {}  # the last ingestion of each base (/healthz)
         self._locks: dict[str, asyncio.Lock] = {}
 
     def names(self) -> Collection[str]:
@@ -94,17 +96,32 @@ class KnowledgeBases:
         if roots is None:
             roots = roots_of(self.services.settings, cfg) if cfg else []
         async with self._lock(name):
-            report = await ingest(
-                self.services.store,
-                name,
-                roots,
-                chunk=cfg.chunk if cfg else None,
-                include=cfg.include if cfg else DEFAULT_INCLUDE,
-                embedder=self.embedder(name),
-            )
+            try:
+                report = await ingest(
+                    self.services.store,
+                    name,
+                    roots,
+                    chunk=cfg.chunk if cfg else None,
+                    include=cfg.include if cfg else DEFAULT_INCLUDE,
+                    embedder=self.embedder(name),
+                )
+            except TmyError as exc:
+                self.status[name] = {"at": time.time(), "error": str(exc)}
+                raise
+        self.status[name] = {
+            "at": time.time(),
+            "documents": len(report.added) + len(report.replaced) + len(report.unchanged),
+            "changed": len(report.added) + len(report.replaced) + len(report.removed),
+            "skipped": len(report.skipped),
+        }
         if report.added or report.replaced or report.unchanged:
             self.known.add(name)
         return report
+
+    def health(self) -> tuple[dict[str, Any], bool]:
+        """``/healthz``'s part: each base's last ingestion; unhealthy when one failed."""
+        bases = {name: dict(self.status.get(name, {"at": None})) for name in self.names()}
+        return {"bases": bases}, not any("error" in s for s in self.status.values())
 
     async def rebuild(self, name: str) -> IngestReport:
         """Drop the base and ingest it again from its configured paths and the folders and

@@ -88,8 +88,9 @@ async def _base_info(kb: KnowledgeBases, name: str) -> dict[str, Any]:
 
 
 def _info_line(info: dict[str, Any]) -> str:
-    docs = info["documents"]
-    line = f"{info['name']}: {docs} document{'s' if docs != 1 else ''}, {info['chunks']} chunks"
+    docs, chunks = info["documents"], info["chunks"]
+    line = f"{info['name']}: {docs} document{'s' if docs != 1 else ''}, "
+    line += f"{chunks} chunk{'s' if chunks != 1 else ''}"
     if info["configured"]:
         line += f" — paths: {', '.join(info['paths']) or 'none'}"
         line += " (watched)" if info["watch"] else ""

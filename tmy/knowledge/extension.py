@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from tmy.errors import TmyError
 from tmy.extension import ConfigSection, Extension
@@ -52,11 +53,20 @@ async def lifespan(services: Services) -> AsyncIterator[KnowledgeBases]:
         yield kb
 
 
+def health(services: Services) -> tuple[dict[str, Any], bool] | None:
+    """The knowledge bases' part of ``/healthz`` (None when no base is known)."""
+    kb = services.state.get(STATE_KEY)
+    if not isinstance(kb, KnowledgeBases) or not kb.names():
+        return None
+    return kb.health()
+
+
 EXTENSION = Extension(
     name=STATE_KEY,
     commands=COMMANDS,
     config=ConfigSection(SECTION, parse),
     lifespan=lifespan,
     serving=serving,
+    health=health,
     doc="knowledge bases over documents: knowledge: in LLM steps, kb commands (docs/knowledge.md)",
 )
