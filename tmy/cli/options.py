@@ -20,13 +20,19 @@ COMMON = {
     ),
     "rules": ("rules directory", "TMY_RULES"),
     "store": ("store URL: sqlite:///data/tmy.db or redis://host:6379/0", "TMY_STORE"),
-    "user": ("user id for chat/ask/vars/explain (default: $USER, else console)", "TMY_USER"),
+    "user": (
+        "user id for chat/ask/vars/explain/mcp-serve (default: $USER, else console)",
+        "TMY_USER",
+    ),
     "user-name": (
         "display name (USER_NAME) for chat/ask/explain (default: the user id)",
         "TMY_USER_NAME",
     ),
-    "chat": ("chat id for chat/ask/vars (default: private chat)", "TMY_CHAT"),
-    "platform": ("platform name for chat/ask/vars (default: console)", "TMY_PLATFORM"),
+    "chat": ("chat id for chat/ask/vars/mcp-serve (default: private chat)", "TMY_CHAT"),
+    "platform": (
+        "platform name for chat/ask/vars/mcp-serve (default: console; mcp-serve: mcp)",
+        "TMY_PLATFORM",
+    ),
     "log-level": ("debug | info | warning | error", "TMY_LOG_LEVEL"),
 }
 

@@ -93,7 +93,12 @@ def add_programs(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         help="serve the rules marked tool: to an MCP client over stdio",
         description=MCP_SERVE_HELP,
     )
-    p.add_argument("--admin", action="store_true", help="the client is an admin: " + ADMIN_HELP)
+    p.add_argument(
+        "--admin",
+        action="store_true",
+        help="the client is an admin, whatever 'admins:' says: admin_only tool rules are "
+        "listed and run",
+    )
 
 
 def run_serve(settings: Settings, args: argparse.Namespace, extensions: Sequence[Extension]) -> int:
