@@ -93,31 +93,57 @@ async def test_no_key_or_a_wrong_key_is_401_and_nothing_runs() -> None:
         assert refused.group_contains(MCPError, match="invalid API key")
 
 
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+async def opened_session(http: httpx.AsyncClient, key: str) -> str:
+    r = await http.post("/mcp", json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {key}"})
+    assert r.status_code == 200, r.text
+    return r.headers["Mcp-Session-Id"]
+
+
 async def test_a_session_belongs_to_the_key_that_opened_it() -> None:
     async with daemon() as d, httpx.AsyncClient(base_url=d.url) as http:
-        headers = {"Accept": "application/json, text/event-stream"}
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        opening = {**headers, "Authorization": f"Bearer {KEY}"}
-        r = await http.post("/mcp", json=init, headers=opening)
-        assert r.status_code == 200, r.text
-        session = r.headers["Mcp-Session-Id"]
+        session = await opened_session(http, KEY)
         borrowed = {
-            **headers,
+            **ACCEPT,
             "Authorization": f"Bearer {OTHER}",
             "Mcp-Session-Id": session,
             "Mcp-Protocol-Version": "2025-11-25",
         }
         r = await http.post("/mcp", json=LIST, headers=borrowed)
         assert r.status_code == 404
+
+
+async def test_an_event_stream_holds_no_slot_and_ends_when_its_client_leaves() -> None:
+    async with daemon() as d, httpx.AsyncClient(base_url=d.url) as http:
+        session = await opened_session(http, KEY)
+        headers = {
+            "Accept": "text/event-stream",
+            "Authorization": f"Bearer {KEY}",
+            "Mcp-Session-Id": session,
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
+        async with http.stream("GET", "/mcp", headers=headers) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            assert d.http.in_flight == 0  # long-lived: bounded by connections, not slots
+            assert d.http.health()["connections"]["busy"] == 1
+        for _ in range(100):  # the bridge notices the closed connection within a second
+            if d.http.health()["connections"]["busy"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert d.http.health()["connections"]["busy"] == 0
 
 
 async def test_without_keys_the_route_is_open_as_v1_is() -> None:
