@@ -23,7 +23,7 @@ from tests.mcp.conftest import TOOLBOX, TOOLBOX_TOOLS, HttpToolbox, _serving_pid
 from tmy import logs, metrics
 from tmy.mcp import connection
 from tmy.mcp.config import parse_mcp
-from tmy.mcp.servers import McpError, Servers, ToolInfo
+from tmy.mcp.servers import McpError, McpTimeout, Servers, ToolInfo
 
 pytestmark = pytest.mark.slow
 
@@ -299,10 +299,10 @@ async def test_a_hanging_tool_times_out_and_the_server_keeps_serving(toolbox_std
         await s.wait_listed(20)
         hanging = asyncio.create_task(s.call("box", "slow", {"seconds": 30}))
         assert (await s.call("box", "echo", {"text": "meanwhile"})).text == "meanwhile"
-        with pytest.raises(McpError) as caught:
+        with pytest.raises(McpTimeout) as caught:
             await hanging
         assert str(caught.value) == "MCP server 'box': tool 'slow' did not answer within 1 s"
-        with pytest.raises(McpError, match=r"tool 'slow' did not answer within 0.5 s"):
+        with pytest.raises(McpTimeout, match=r"tool 'slow' did not answer within 0.5 s"):
             await s.call("box", "slow", {"seconds": 30}, timeout=0.5)
         assert (await s.call("box", "slow", {"seconds": 0.01}, timeout=5)).text == "slept 0.01"
         assert (await s.call("box", "echo", {"text": "after"})).text == "after"

@@ -48,6 +48,7 @@ log = get_logger("tmy.mcp")
 MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang the listing
 SSE_READ_TIMEOUT = 300.0  # seconds an idle event stream stays open (the SDK's default)
 CLIENT_INFO = types.Implementation(name="tmy", version="1")
+MAX_ERROR_CHARS = 500  # an error's text past this is cut (a validation error lists every field)
 PROBE_INTERVAL = 30.0  # seconds between re-lists of a handshake-era HTTP server (see run())
 LISTEN_RETRY = 1.0  # seconds before a change subscription that ended is opened again (doubling)
 LISTEN_RETRY_CAP = 60.0
@@ -79,7 +80,8 @@ class Connection:
     ) -> types.CallToolResult:
         """``tools/call``; the SDK answers MCPError(REQUEST_TIMEOUT) after ``timeout`` seconds
         (and tells the server the request is cancelled)."""
-        assert self.client is not None
+        if self.client is None:  # closed between the caller's look and now
+            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
         return await self.client.call_tool(tool, arguments, read_timeout_seconds=timeout)
 
     async def list_tools(self) -> list[types.Tool]:
@@ -285,4 +287,5 @@ def describe(exc: BaseException) -> str:
         text = str(exc) or type(exc).__name__
         if type(exc).__module__.startswith(("httpx", "anyio", "ssl")) or isinstance(exc, OSError):
             text = f"{type(exc).__name__}: {text}"
-    return redact.redact(" ".join(text.split()))
+    text = redact.redact(" ".join(text.split()))  # before the cut, which could split a secret
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"

@@ -47,7 +47,7 @@ from tmy.mcp.config import McpConfig, ServerConfig
 from tmy.mcp.connection import Connection, connect, describe
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
 
-__all__ = ["CallResult", "McpError", "Servers", "ToolInfo"]
+__all__ = ["CallResult", "McpError", "McpTimeout", "Servers", "ToolInfo"]
 
 log = get_logger("tmy.mcp")
 
@@ -60,6 +60,10 @@ CALL_GRACE = 2.0  # past the SDK's own timeout, a call is cut off here regardles
 
 class McpError(TmyError):
     """An MCP call failed: unknown server, server down, timeout, protocol error (one line)."""
+
+
+class McpTimeout(McpError):
+    """A call passed its timeout (the server was told to cancel it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +220,7 @@ class Servers:
         try:
             raw = await self._send(target, conn, tool, arguments, limit)
         except McpError as exc:
-            outcome = "timeout" if "did not answer within" in str(exc) else "error"
+            outcome = "timeout" if isinstance(exc, McpTimeout) else "error"
             metrics.mcp_call(server, outcome, time.perf_counter() - started)
             log.warning("mcp.call_failed", server=server, tool=tool, error=str(exc))
             raise
@@ -236,10 +240,10 @@ class Servers:
                 async with asyncio.timeout(remaining + CALL_GRACE):
                     return await conn.call(tool, arguments, remaining)
             except TimeoutError:
-                raise McpError(_late(name, tool, limit)) from None
+                raise McpTimeout(_late(name, tool, limit)) from None
             except MCPError as exc:
                 if exc.code == types.REQUEST_TIMEOUT:
-                    raise McpError(_late(name, tool, limit)) from None
+                    raise McpTimeout(_late(name, tool, limit)) from None
                 if conn.session_expired and attempt == 1:
                     conn.end("the server no longer knows the session (HTTP 404)")
                     conn = await self._reconnected(target, conn, deadline)
