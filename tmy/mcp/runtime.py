@@ -9,7 +9,10 @@ and decides *when* they start:
 * **at once** (``eager``) — the daemon, ``ask``, ``chat``, operator commands and
   :mod:`tmy.testing`: the servers start when the app opens and the app waits
   (at most :data:`STARTUP_WAIT` seconds) until each has listed its tools or
-  failed, so the first LLM step is offered their tools;
+  failed, so the first LLM step is offered their tools (an LLM step reads its tools
+  without waiting: a server still starting would offer none). An operator command
+  (``vars``, ``backup`` …) starts them too — the app does not know what it is opened
+  for — and pays that wait only while a server is slow to list;
 * **at first use** — an app given its own HTTP client, i.e. ``run.py test``'s
   rule tests (whose outbound HTTP is canned): no process is spawned and no URL
   connected unless a case runs an ``MCP`` step, which starts them and waits for
