@@ -52,7 +52,7 @@ from tmy.testing.serving import Daemon
 
 TOOLBOX = Path(__file__).resolve().parent / "servers" / "toolbox.py"
 TOOLBOX_FIXTURES = {"toolbox_stdio", "toolbox_http", "toolbox_sse"}
-TOOLBOX_TOOLS = [  # sorted, as listed before grow() adds "extra"
+TOOLBOX_TOOLS = [  # sorted, as listed before grow() adds "extra" (and without TOOLBOX_REVEAL)
     "add", "delete_thing", "echo", "fail", "grow", "picture", "slow", "structured", "whoami"
 ]  # fmt: skip
 
@@ -115,6 +115,7 @@ class HttpToolbox:
     transport: str = "http"  # "http" (streamable HTTP) or "sse"
     timeout: float = 10.0  # the per-call timeout in .config
     port: int = field(default_factory=_free_port)
+    env: dict[str, str] = field(default_factory=dict)  # more environment, from the next start
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -148,7 +149,7 @@ class HttpToolbox:
     def start(self, wait: float = 15.0) -> None:
         """Start on :attr:`port` and return once this process (not another) answers there."""
         cmd = [sys.executable, str(TOOLBOX), self.transport, "--port", str(self.port)]
-        env = {**os.environ, "TOOLBOX_CALL_LOG": str(self.call_log)}
+        env = {**os.environ, **self.env, "TOOLBOX_CALL_LOG": str(self.call_log)}
         with self.server_log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + wait

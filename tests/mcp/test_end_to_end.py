@@ -94,6 +94,14 @@ RULES = {
     triggers: ["who"]
     steps: [{plugin: MCP, server: toolbox, tool: whoami}]
 """,
+    "reveal": """
+  - id: reveal
+    triggers: ["reveal *"]
+    steps: [{plugin: MCP, server: toolbox, tool: reveal, arguments: {name: "{QUESTION}"}}]
+  - id: peek
+    triggers: ["peek *"]
+    steps: [{plugin: MCP, server: web, tool: reveal, arguments: {name: "{QUESTION}"}}]
+""",
     "ping": """
   - id: ping
     triggers: ["ping"]
@@ -242,6 +250,30 @@ async def test_a_dead_server_fails_only_its_steps_and_healthz_says_degraded(
         await health_until(daemon, "ok", "web", "connected")
         assert await server_up(daemon, "web") == 1
         assert (await daemon.push("web back")).text == "back"
+
+
+async def test_secrets_in_env_and_headers_reach_the_server_and_are_masked(
+    toolbox_stdio: StdioToolbox,
+    toolbox_http: HttpToolbox,
+    log_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("E2E_MCP_TOKEN", "e2e-header-secret-7731")
+    stdio = toolbox_stdio.config
+    stdio["env"].update(API_TOKEN="e2e-env-secret-5512", TOOLBOX_REVEAL="1")
+    toolbox_http.env["TOOLBOX_REVEAL"] = "1"
+    toolbox_http.restart()
+    web = {**toolbox_http.config, "headers": {"Authorization": "Bearer ${E2E_MCP_TOKEN}"}}
+    async with served(rules("reveal"), {"toolbox": stdio, "web": web}) as daemon:
+        assert (await daemon.push("reveal API_TOKEN")).error is None
+        assert (await daemon.push("peek Authorization")).error is None
+        report = json.dumps(await healthz(daemon))
+    assert [c["value"] for c in toolbox_stdio.calls()] == ["e2e-env-secret-5512"]
+    assert [c["value"] for c in toolbox_http.calls()] == ["Bearer e2e-header-secret-7731"]
+    logged = json.dumps(read_log(log_file))
+    for secret in ("e2e-env-secret-5512", "e2e-header-secret-7731"):
+        assert secret not in logged and secret not in report
+    assert "***" in logged  # the steps' results, as run.done shows them
 
 
 # -- the LLM step's MCP tools ---------------------------------------------------------------------

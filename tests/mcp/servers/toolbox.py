@@ -11,6 +11,8 @@ error: isError), ``whoami()`` (this process's id: tells a restarted server from 
 and ``grow()``, which adds a tool ``extra`` and announces the list change the way the
 negotiated protocol does it — ``notifications/tools/list_changed`` on a handshake-era
 connection, an event on the ``subscriptions/listen`` bus on a 2026-07-28 one.
+With ``TOOLBOX_REVEAL`` set there is one more, ``reveal(name)``: an HTTP header or environment
+variable said back, as a server echoing a credential would.
 
 Every call appends one JSON line ``{"tool", "arguments", "pid"}`` to the file named by
 ``TOOLBOX_CALL_LOG`` (when set) *before* the tool does anything, so a test can prove a tool
@@ -40,12 +42,14 @@ PIXEL_PNG = base64.b64decode(
 STRUCTURED = {"answer": 42, "unit": "widgets"}
 
 
-def log_call(tool: str, arguments: dict[str, Any]) -> None:
-    """Append one line for this call to ``$TOOLBOX_CALL_LOG`` (one small write per call)."""
+def log_call(tool: str, arguments: dict[str, Any], **seen: Any) -> None:
+    """Append one line for this call to ``$TOOLBOX_CALL_LOG`` (one small write per call);
+    ``seen``: more fields, what the server was given (``reveal``'s value)."""
     path = os.environ.get("TOOLBOX_CALL_LOG")
     if not path:
         return
-    line = json.dumps({"tool": tool, "arguments": arguments, "pid": os.getpid()}) + "\n"
+    entry = {"tool": tool, "arguments": arguments, "pid": os.getpid(), **seen}
+    line = json.dumps(entry) + "\n"
     with open(path, "a", encoding="utf-8") as log:
         log.write(line)
 
@@ -54,6 +58,17 @@ def extra() -> str:
     """A tool that exists only after grow() was called."""
     log_call("extra", {})
     return "extra!"
+
+
+def reveal(name: str, ctx: Context) -> str:
+    """The HTTP header ``name`` of this request, else the environment variable ``name``:
+    a server echoing a credential back (the call log's ``value`` holds it too)."""
+    headers = ctx.headers
+    value = headers.get(name) if headers is not None else None
+    if value is None:
+        value = os.environ.get(name, "")
+    log_call("reveal", {"name": name}, value=value)
+    return value
 
 
 def build() -> MCPServer:
@@ -102,6 +117,9 @@ def build() -> MCPServer:
         """Fail with this message (the result says isError)."""
         log_call("fail", {"message": message})
         raise ToolError(message)
+
+    if os.environ.get("TOOLBOX_REVEAL"):  # opt-in: the usual tool list stays as tests know it
+        server.add_tool(reveal)
 
     @server.tool()
     def whoami() -> int:
