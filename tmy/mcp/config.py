@@ -8,7 +8,7 @@
           command: npx      # stdio: tmy starts the process, talks over its stdin/stdout
           args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]
           env: {LOG_LEVEL: warn, API_TOKEN: "${FILES_TOKEN}"}  # over a minimal inherited one
-          cwd: /srv         # working directory of the process
+          cwd: /srv         # working directory of the process (relative: to the daemon's)
           timeout: 30       # seconds one call (and each list/handshake request) may take
         github:
           url: https://mcp.example.com/mcp   # streamable HTTP (the default for a url)
