@@ -17,7 +17,7 @@ and its executors, rule keys and commands appear in ``check``, the CLI and
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import MappingProxyType
@@ -90,6 +90,10 @@ def _no_health(services: Services) -> tuple[dict[str, Any], bool] | None:
     return None
 
 
+async def _no_warnings(settings: Settings, rulebook: Any) -> list[str]:
+    return []
+
+
 @dataclass(frozen=True, slots=True)
 class Extension:
     """Everything one extension adds, stated up front (see the module docstring).
@@ -112,6 +116,9 @@ class Extension:
     each route checks its own credentials (``tmy.adapters.http.api.api_key_problem``).
     ``health(services)`` is the extension's part of ``GET /healthz`` (under its name) and
     whether it is healthy — False makes the report ``degraded``; None: nothing to report.
+    ``check_warnings(settings, rulebook)`` is what ``run.py check`` adds to its warnings
+    ("file:line: …") — things only the extension can judge, such as MCP tool names, known
+    once the servers have listed them.
     """
 
     name: str
@@ -124,6 +131,7 @@ class Extension:
     serving: Callable[[Services], contextlib.AbstractAsyncContextManager[Any]] = _no_lifespan
     routes: Callable[[Services], Iterable[Route]] = _no_routes
     health: Callable[[Services], tuple[dict[str, Any], bool] | None] = _no_health
+    check_warnings: Callable[[Settings, Any], Awaitable[list[str]]] = _no_warnings
     doc: str = ""
 
     def __post_init__(self) -> None:

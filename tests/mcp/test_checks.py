@@ -98,3 +98,25 @@ async def test_check_connects_lists_and_warns(toolbox_stdio: StdioToolbox, tmp_p
     ]
     assert warnings[3].startswith("MCP server 'web' did not list its tools within 20 s (failed")
     assert toolbox_stdio.calls() == []  # listing calls no tool
+
+
+@pytest.mark.slow
+def test_run_py_check_warns_of_an_unknown_tool_with_file_line_and_exits_0(
+    tmp_path: Path, toolbox_stdio: StdioToolbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tmy import cli
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.yaml").write_text(
+        "rules:\n  - id: typo\n    triggers: [typo]\n"
+        "    steps: [{plugin: MCP, server: box, tool: ecko}]\n"
+    )
+    config = tmp_path / "tmy.yaml"
+    config.write_text(json.dumps({"mcp": {"servers": {"box": toolbox_stdio.config}}}))
+    code = cli.main(["check", "--config", str(config), "--rules", str(rules)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "warning: " in err and "r.yaml:4" in err and "'ecko'" in err and "'echo'" in err

@@ -136,6 +136,9 @@ def run_check(settings: Settings, path: str | None, extensions: Sequence[Extensi
     # warnings go to stderr, each "warning: file:line: …": the exit status stays 0
     for warning in rule_warnings(rulebook, functools.partial(disabled_adapter, settings)):
         print(f"warning: {warning}", file=sys.stderr)
+    for extension in extensions:  # what only an extension can judge (MCP tool names)
+        for warning in asyncio.run(extension.check_warnings(settings, rulebook)):
+            print(f"warning: {warning}", file=sys.stderr)
     triggers = sum(len(r.triggers) for r in rulebook.rules)
     print(
         f"ok: {len(rulebook.rules)} rules, {triggers} triggers, "

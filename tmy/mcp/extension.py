@@ -35,7 +35,7 @@ from tmy.llm.runtime import STATE_KEY as LLM_STATE_KEY
 from tmy.llm.runtime import Runtime as LLMRuntime
 from tmy.logs import get_logger
 from tmy.mcp import executor
-from tmy.mcp.checks import warn_when_listed
+from tmy.mcp.checks import check_warnings, warn_when_listed
 from tmy.mcp.commands import COMMANDS
 from tmy.mcp.config import McpConfig, parse_mcp
 from tmy.mcp.runtime import STARTUP_WAIT, STATE_KEY, McpRuntime
@@ -129,5 +129,6 @@ EXTENSION = Extension(
     lifespan=lifespan,
     serving=serving,
     health=health,
+    check_warnings=check_warnings,
     doc="MCP servers as tools: mcp: servers, the MCP step, mcp: tools of LLM steps (README, MCP)",
 )
