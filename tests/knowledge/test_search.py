@@ -138,3 +138,14 @@ async def test_on_a_redis_cluster(cluster_store_url: str, tmp_path: Path) -> Non
         assert await store.keys("kb/") == []
     finally:
         await store.close()
+
+
+def test_vectors_are_packed_normalised() -> None:
+    from tmy.knowledge.embedding import normalised, pack, similarity, unpack
+
+    packed = pack([3.0, 4.0])
+    assert packed.startswith("f32:") and list(unpack(packed) or []) == pytest.approx([0.6, 0.8])
+    assert unpack([0.6, 0.8]) is None and unpack("f32:***") is None
+    assert similarity(normalised([1, 0]), normalised([1, 1])) == pytest.approx(0.7071, abs=1e-4)
+    assert similarity(normalised([1, 0]), normalised([1, 0, 0])) == 0.0
+    assert list(normalised([0, 0])) == [0.0, 0.0]

@@ -18,16 +18,29 @@ from typing import Any
 
 from tmy.knowledge import layout
 from tmy.knowledge.chunking import Chunk
+from tmy.knowledge.embedding import pack
 from tmy.memory import scoring
 from tmy.store.base import MISSING, Store
 from tmy.store.textindex import IndexDoc, batched
 
 WRITE_BATCH = 64
-"""Keys written (or deleted) at once: one gather of this many ``set`` calls."""
+"""Keys deleted at once: one gather of this many ``delete`` calls."""
+COMMIT_BATCH = 256
+"""Keys written by one ``commit`` (a chunk with its vector is two)."""
 
 
-def _compact(vector: Sequence[float]) -> list[float]:
-    return [round(float(x), 5) for x in vector]
+async def write_all(store: Store, writes: Sequence[tuple[str, Any, float | None]]) -> None:
+    """Write ``writes`` (key, value or MISSING, ttl) in batches: one ``commit`` (one
+    transaction / script) per batch, or — on a Redis Cluster, where a commit holds one
+    hash slot — one ``set`` / ``delete`` each, gathered."""
+    for start in range(0, len(writes), COMMIT_BATCH):
+        batch = writes[start : start + COMMIT_BATCH]
+        if not store.one_slot_commits:
+            await store.commit(batch)
+            continue
+        await asyncio.gather(
+            *(store.delete(k) if v is MISSING else store.set(k, v) for k, v, _ in batch)
+        )
 
 
 async def _each(calls: Sequence[Any]) -> None:
@@ -46,7 +59,7 @@ async def write_chunks(
 ) -> None:
     """Make ``doc``'s chunks ``chunks`` (with ``vectors`` when given), where it had
     ``old_count``: keys, vectors and index documents written, the ones past the end removed."""
-    sets = []
+    writes: list[tuple[str, Any, float | None]] = []
     for n, chunk in enumerate(chunks):
         value = {
             "source": source,
@@ -56,12 +69,12 @@ async def write_chunks(
             "doc": doc,
             "n": n,
         }
-        sets.append(store.set(layout.chunk_key(base, doc, n), value))
+        writes.append((layout.chunk_key(base, doc, n), value, None))
         if vectors is not None:
-            sets.append(store.set(layout.vector_key(base, doc, n), _compact(vectors[n])))
-    await _each(sets)
+            writes.append((layout.vector_key(base, doc, n), pack(vectors[n]), None))
     if vectors is None:  # vectors of an older version of the document are no longer true
-        await _each([store.delete(layout.vector_key(base, doc, n)) for n in range(old_count)])
+        writes += [(layout.vector_key(base, doc, n), MISSING, None) for n in range(old_count)]
+    await write_all(store, writes)
     ns = layout.namespace(base)
     docs = [IndexDoc(layout.index_id(doc, n), scoring.counts(c.text)) for n, c in enumerate(chunks)]
     for batch in batched(docs):

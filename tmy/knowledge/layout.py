@@ -7,7 +7,8 @@
                                     chunks, bytes, kind, pages, size, mtime_ns, ingested,
                                     vectors}
     kb/<name>/c/<doc id>/<n>        chunk n: {source, position, text, hash, doc, n}
-    kb/<name>/v/<doc id>/<n>        chunk n's vector (only with embeddings)
+    kb/<name>/v/<doc id>/<n>        chunk n's vector (with embeddings): "f32:<base64>",
+                                    normalised float32 (tmy.knowledge.embedding.pack)
     kb/<name>/lock                  the lease one ingestion of the base holds
 
 The base's chunks are the documents of the store's lexical index namespace

@@ -29,13 +29,14 @@ and ``rrf``. Only the chosen chunks are read from the store.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.errors import TmyError
 from tmy.knowledge import layout
-from tmy.knowledge.embedding import Embedder
+from tmy.knowledge.embedding import Embedder, normalised, similarity, unpack
 from tmy.llm.knowledge import Passage
 from tmy.logs import get_logger
 from tmy.memory import scoring
@@ -151,11 +152,12 @@ async def _vectors(
     if not bases:
         return
     pool = await _dense_pool(store, found, sizes, bases)
-    queries: dict[str, list[float]] = {}
+    queries: dict[str, array[float]] = {}
     for base in bases:
         embedder = embedders[base]
         if embedder.identity not in queries:
-            (queries[embedder.identity],) = await embedder.embed([query])
+            (vector,) = await embedder.embed([query])
+            queries[embedder.identity] = normalised(vector)
     keys = []
     for base, doc in pool:
         parsed = layout.parse_index_id(doc)
@@ -163,11 +165,12 @@ async def _vectors(
             keys.append(((base, doc), layout.vector_key(base, *parsed)))
     values = await store.get_many([k for _, k in keys]) if keys else []
     similar: list[tuple[float, Key]] = []
-    for (key, _), vector in zip(keys, values, strict=True):
-        if not isinstance(vector, list):
+    for (key, _), value in zip(keys, values, strict=True):
+        vector = unpack(value)
+        if vector is None:
             continue
         embedder = embedders[key[0]]
-        cos = scoring.cosine(queries[embedder.identity], vector)
+        cos = similarity(queries[embedder.identity], vector)
         if key in found:
             found[key].vector = cos
         if cos >= embedder.min_similarity:
