@@ -188,6 +188,9 @@ class _WatchedRead:
             self._closed()
             raise
 
+    def close(self) -> None:
+        self._inner.close()
+
     async def aclose(self) -> None:
         await self._inner.aclose()
 
