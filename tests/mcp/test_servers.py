@@ -366,6 +366,17 @@ async def test_calls_to_a_down_http_server_fail_fast_until_it_is_back(toolbox_ht
         assert s.state("web")["reconnects"] == 1
 
 
+async def test_a_dead_http_server_is_noticed_without_a_call(toolbox_http) -> None:
+    """2026-07-28: the change subscription ends with the server; the re-list that follows fails."""
+    async with servers(web=toolbox_http.config) as s:
+        await s.wait_listed(20)
+        toolbox_http.kill()
+        await until(lambda: s.state("web")["state"] == "reconnecting")
+        toolbox_http.start()
+        await until(lambda: s.state("web")["state"] == "connected")
+        assert await pid_of(s, "web") == toolbox_http.pid
+
+
 async def test_a_dead_handshake_era_http_server_is_noticed_without_a_call(
     legacy_http, monkeypatch
 ) -> None:
