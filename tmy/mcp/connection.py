@@ -292,3 +292,17 @@ def describe(exc: BaseException) -> str:
             text = f"{type(exc).__name__}: {text}"
     text = redact.redact(" ".join(text.split()))  # before the cut, which could split a secret
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+
+
+def why_failed(exc: Exception, connected: bool, config: ServerConfig) -> str:
+    """Why a connection attempt failed, worded for the handshake's two common failures."""
+    leaf: BaseException = exc
+    while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+        leaf = leaf.exceptions[0]
+    if not connected and isinstance(leaf, MCPError):
+        if leaf.code == types.CONNECTION_CLOSED:
+            where = " (its stderr, in tmy's, says why)" if config.transport == "stdio" else ""
+            return f"the server closed the connection during the handshake{where}"
+        if leaf.code == types.REQUEST_TIMEOUT:  # (the SDK's discover probe waits 10 s of its own)
+            return "the server did not answer the handshake in time"
+    return describe(exc)

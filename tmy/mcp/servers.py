@@ -44,7 +44,7 @@ from tmy.errors import TmyError
 from tmy.hints import did_you_mean
 from tmy.logs import get_logger
 from tmy.mcp.config import McpConfig, ServerConfig
-from tmy.mcp.connection import Connection, connect, describe
+from tmy.mcp.connection import Connection, connect, describe, why_failed
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
 
 __all__ = ["CallResult", "McpError", "McpTimeout", "Servers", "ToolInfo"]
@@ -319,7 +319,7 @@ class Servers:
                     await conn.run(lambda listed: self._listed(server, listed))
             reason = conn.reason if conn is not None and conn.reason else "closed"
         except Exception as exc:
-            reason = _why(exc, connected, server.config)
+            reason = why_failed(exc, connected, server.config)
         finally:
             server.conn = None
             server.scope = None
@@ -382,20 +382,6 @@ class Servers:
                 callback(name)
             except Exception as exc:  # a listener's fault must not stop the supervisor
                 log.error("mcp.callback_failed", server=name, error=describe(exc))
-
-
-def _why(exc: Exception, connected: bool, config: ServerConfig) -> str:
-    """Why a connection attempt failed, worded for the handshake's two common failures."""
-    leaf: BaseException = exc
-    while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
-        leaf = leaf.exceptions[0]
-    if not connected and isinstance(leaf, MCPError):
-        if leaf.code == types.CONNECTION_CLOSED:
-            where = " (its stderr, in tmy's, says why)" if config.transport == "stdio" else ""
-            return f"the server closed the connection during the handshake{where}"
-        if leaf.code == types.REQUEST_TIMEOUT:  # (the SDK's discover probe waits 10 s of its own)
-            return "the server did not answer the handshake in time"
-    return describe(exc)
 
 
 def _late(server: str, tool: str, seconds: float) -> str:
