@@ -52,3 +52,12 @@ def test_kinds() -> None:
     assert [kind_of(n) for n in ("a.md", "b.html", "c.PDF", "d.rst", "e.doc")] == [
         "text", "html", "pdf", "text", None,
     ]  # fmt: skip
+
+
+def test_text_encodings() -> None:
+    from tmy.knowledge.readers import decode
+
+    assert decode("a.txt", "退货政策".encode("gbk")) == "退货政策"
+    assert decode("a.txt", "Grüße".encode("utf-16")) == "Grüße"
+    assert decode("a.txt", b"caf\xc3\xa9") == "café"
+    assert decode("a.txt", b"\x80abc") == "\ufffdabc"  # neither: bad bytes replaced

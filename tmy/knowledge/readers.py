@@ -5,7 +5,8 @@ A reader turns a file's bytes into **sections**: ``(text, page)`` pairs, where
 two sections, so a PDF chunk's position names its page.
 
 * ``.md``, ``.markdown``, ``.txt``, ``.text``, ``.rst`` — UTF-8 (a BOM is
-  dropped; invalid bytes are replaced); a file with NUL bytes is binary, refused.
+  dropped), UTF-16 with a BOM, else GB18030/GBK, else UTF-8 with invalid bytes
+  replaced (:func:`decode`); a file with NUL bytes is binary, refused.
 * ``.html``, ``.htm`` — the text of the document without ``<script>``,
   ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` other than its
   ``<title>``; block elements become line breaks (stdlib :mod:`html.parser`).
@@ -63,10 +64,24 @@ def read_sections(name: str, data: bytes) -> list[Section]:
 
 
 def decode(name: str, data: bytes) -> str:
-    """UTF-8 text (BOM dropped, bad bytes replaced); a file with NUL bytes is binary."""
+    """The text of ``data``: UTF-8 (BOM dropped), UTF-16 with a BOM, else GB18030 (GBK text
+    files are common where Chinese documents come from), else UTF-8 with bad bytes
+    replaced. A file with NUL bytes (and no UTF-16 BOM) is binary: refused."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16").lstrip("\ufeff")
+        except UnicodeDecodeError:
+            pass
     if b"\0" in data[:65536]:
         raise UnreadableDocument(f"{name}: a binary file (it holds NUL bytes), not text")
-    text = data.decode("utf-8", errors="replace")
+    for encoding in ("utf-8", "gb18030"):
+        try:
+            text = data.decode(encoding)
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        text = data.decode("utf-8", errors="replace")
     return text[1:] if text.startswith("\ufeff") else text
 
 
