@@ -10,11 +10,11 @@ backoff with jitter, reset once a connection has held for a while). Nothing wait
 server that is down: a call to it fails at once with an :class:`McpError` saying so,
 and calls to other servers are untouched.
 
-A call gets the server's ``timeout`` (or its own): past it, it fails alone
-(``MCP server 'x': tool 'slow' did not answer within 2 s``) and the server is told
-to cancel it. A streamable HTTP session the server has forgotten (404 to a request
-with ``Mcp-Session-Id``, e.g. after a restart) is replaced by a new one, and the
-call — which the server never ran — is sent once more within its time.
+A call gets the server's ``timeout`` (or its own): past it, it fails alone with
+:class:`McpTimeout` (``MCP server 'x': tool 'slow' did not answer within 2 s``) and
+the server is told to cancel it. A streamable HTTP session the server has forgotten
+(404 to a request with ``Mcp-Session-Id``, e.g. after a restart) is replaced by a new
+one, and the call — which the server never ran — is sent once more within its time.
 
 State per server (:meth:`Servers.state`): ``starting`` (first attempt), ``connected``,
 ``reconnecting`` (it was connected; attempts go on), ``failed`` (it never connected;
