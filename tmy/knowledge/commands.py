@@ -42,11 +42,16 @@ def _kb(inv: Invocation) -> KnowledgeBases:
     return knowledge_of(engine.services)
 
 
+def _words(value: object) -> str:
+    """An argument's text (a CLI that gives the rest of the line as words: them joined)."""
+    return " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value or "")
+
+
 def _need(inv: Invocation, *names: str) -> list[str]:
-    values = [inv.args.get(n) for n in names]
+    values = [_words(inv.args.get(n)).strip() for n in names]
     if not all(values):
         raise CommandError(USAGE)
-    return [str(v).strip() for v in values]
+    return values
 
 
 def _ingested(report: IngestReport) -> Result:
@@ -57,9 +62,11 @@ def _ingested(report: IngestReport) -> Result:
 async def _add(inv: Invocation, kb: KnowledgeBases) -> Result:
     if inv.front == "chat":
         raise CommandError("kb add reads files on the server: use the CLI or the HTTP API")
-    name, path = _need(inv, "name", "target")
+    (name,) = _need(inv, "name", "target")[:1]
+    given = inv.args.get("target")
+    paths = list(given) if isinstance(given, list | tuple) else [str(given).strip()]
     try:
-        return _ingested(await kb.ingest(name, [Path(path).expanduser()]))
+        return _ingested(await kb.ingest(name, [Path(p).expanduser() for p in paths]))
     except ValueError as exc:  # a bad base name
         raise CommandError(str(exc)) from None
 
@@ -184,7 +191,7 @@ async def _rebuild(inv: Invocation, kb: KnowledgeBases) -> Result:
 
 async def _delete(inv: Invocation, kb: KnowledgeBases) -> Result:
     (name,) = _need(inv, "name")
-    source = (inv.args.get("target") or "").strip() or None
+    source = _words(inv.args.get("target")).strip() or None
     done = await kb.delete(name, source)
     if done["whole"]:
         return Result(f"knowledge base {name} deleted ({done['removed']} documents)", done)
