@@ -114,3 +114,19 @@ async def test_kb_in_chat_is_for_admins_and_does_not_read_server_files(tmp_path:
         assert reply.startswith("1. returns.md (chars 0–53) score")
         reply = await bot.say(".tmy kb", user="root")
         assert reply == f"faq: 2 documents, 2 chunks — paths: {folder} (watched)"
+
+
+async def test_kb_add_takes_several_paths_given_as_words(tmp_path: Path) -> None:
+    from tmy.command import Invocation
+    from tmy.knowledge.commands import KB
+    from tmy.message import Message
+
+    folder = docs(tmp_path)
+    async with Bot({"r.yaml": RULES}) as bot:
+        args = {"action": "add", "name": "x", "target": [str(folder / "returns.md"),
+                str(folder / "zh.txt")], "top": None, "json": False}  # fmt: skip
+        result = await KB.run(Invocation(args, Message("", user="op"), "cli", bot.app))
+        assert result.ok and sorted(result.data["added"]) == ["returns.md", "zh.txt"]
+        args = {"action": "search", "name": "x", "target": ["return", "item"], "top": None}
+        result = await KB.run(Invocation(args, Message("", user="op"), "cli", bot.app))
+        assert result.data["query"] == "return item" and result.data["passages"]
