@@ -47,7 +47,7 @@ async def test_changed_files_are_re_ingested(tmp_path: Path, store_url: str) -> 
         async with httpx.AsyncClient(base_url=daemon.url) as client:
             health = (await client.get("/healthz")).json()
         assert health["knowledge"]["bases"]["faq"]["documents"] == 1
-        await asyncio.sleep(0.5)  # the watcher is set up once the first ingestion is done
+        await asyncio.sleep(0.3)  # the watcher is being set up beside the first ingestion
         (docs / "hours.md").write_text("We open at nine on weekdays.")
         await eventually(lambda: found("when do you open", "hours.md"))
         (docs / "returns.md").write_text("Returns: any item within 14 days, receipt needed.")

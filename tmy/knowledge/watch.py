@@ -2,7 +2,7 @@
 
 When the daemon serves, one background task ingests every configured base
 (incrementally: unchanged files cost a ``stat``), so start-up does not wait for
-it and a failure is logged (``knowledge.ingest_failed``), never fatal; then it
+it and a failure is logged (``knowledge.ingest_failed``), never fatal; meanwhile it
 watches the folders of the bases with ``watch: true`` (``watchfiles``: the
 folders are watched, as the rules watcher does, since editors save by renaming
 a new file over the old one) and, after each debounced batch of changes,
@@ -62,14 +62,9 @@ def _affected(changed: Iterable[str], roots: Mapping[str, list[Path]]) -> list[s
     return out
 
 
-async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
-    """Ingest every configured base, then re-ingest the watched ones as their files change."""
-    await ingest_all(kb, sorted(kb.configs))
-    settings = kb.services.settings
-    roots = {n: roots_of(settings, c) for n, c in sorted(kb.configs.items()) if c.watch}
-    folders = _folders(roots)
-    if not folders:
-        return
+async def _watch(
+    kb: KnowledgeBases, folders: list[str], roots: Mapping[str, list[Path]], stop: asyncio.Event
+) -> None:
     from watchfiles import awatch  # deferred: only a serving daemon with watched bases needs it
 
     log.info("knowledge.watching", folders=folders)
@@ -79,6 +74,25 @@ async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
             await ingest_all(kb, _affected(changed, roots))
     except Exception as exc:  # no inotify here, a folder removed: serving goes on
         log.warning("knowledge.watch_failed", error=str(exc))
+
+
+async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
+    """Ingest every configured base, and re-ingest the watched ones as their files change.
+
+    The watcher starts first, so a file changed while the first ingestion runs is
+    ingested again after it (one ingestion of a base at a time: the base's lock)."""
+    settings = kb.services.settings
+    roots = {n: roots_of(settings, c) for n, c in sorted(kb.configs.items()) if c.watch}
+    folders = _folders(roots)
+    watcher = asyncio.create_task(_watch(kb, folders, roots, stop)) if folders else None
+    try:
+        await ingest_all(kb, sorted(kb.configs))
+        if watcher is not None:
+            await watcher
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager
