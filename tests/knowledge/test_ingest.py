@@ -186,3 +186,34 @@ async def test_drop_base_removes_everything(store: Store, tmp_path: Path) -> Non
     assert await documents.drop_base(store, "faq") == 4
     assert await store.keys("kb/faq/") == [] and await documents.base_names(store) == []
     assert (await store.index_stats("kb/faq")).n == 0
+
+
+async def test_chunks_of_a_write_cut_short_are_still_removed(store: Store, tmp_path: Path) -> None:
+    """A crash after the chunks were written but before the record: the record's reserved
+    count (written first) still names every chunk."""
+    from tmy.knowledge.chunking import Chunk
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    path = docs / "a.md"
+    path.write_text("text")
+    doc = layout.doc_id(str(path))
+    record = {"id": doc, "path": str(path), "root": str(docs), "source": "a.md",
+              "chunks": 0, "reserved": 3, "fingerprint": ""}  # fmt: skip
+    await store.set(layout.doc_key("faq", doc), record)
+    chunks = [Chunk(f"chunk {n} words", 0, 10) for n in range(3)]
+    await documents.write_chunks(store, "faq", doc, "a.md", chunks, None, 0)
+    assert (await store.index_stats("kb/faq")).n == 3
+    path.unlink()
+    report = await ingest(store, "faq", [docs])
+    assert report.removed == ["a.md"]
+    assert await store.keys("kb/faq/") == [] and (await store.index_stats("kb/faq")).n == 0
+
+
+async def test_a_new_document_notes_its_chunks_before_writing_them(
+    meter: Store, tmp_path: Path
+) -> None:
+    docs = folder(tmp_path)
+    await ingest(meter, "faq", [docs], chunk=SMALL)
+    record = (await documents.documents(meter, "faq"))[layout.doc_id(str(docs / "manual.pdf"))]
+    assert record["chunks"] == 2 and "reserved" not in record and record["pages"] == 2

@@ -92,17 +92,18 @@ async def _remove_chunks(store: Store, base: str, doc: str, numbers: Sequence[in
     await _each(deletes)
 
 
+def extent(record: Mapping[str, Any] | None) -> int:
+    """How many chunk slots a document may occupy: its chunks, or the ``reserved`` count a
+    write that grew it noted first (a crash in the middle leaves no chunk unaccounted for)."""
+    if not record:
+        return 0
+    return max(int(record.get("chunks") or 0), int(record.get("reserved") or 0))
+
+
 async def remove_document(store: Store, base: str, record: Mapping[str, Any]) -> None:
     """Remove a document: its chunks from the index and the store, then its record."""
-    doc = str(record["id"])
-    count = int(record.get("chunks") or 0)
-    await _remove_chunks(store, base, doc, range(count))
-    # chunks a crashed write left past the recorded count
-    for key in await store.keys(f"kb/{base}/c/{doc}/"):
-        n = key.rpartition("/")[2]
-        if n.isdigit() and int(n) >= count:
-            await _remove_chunks(store, base, doc, [int(n)])
-    await store.delete(layout.doc_key(base, doc))
+    await _remove_chunks(store, base, str(record["id"]), range(extent(record)))
+    await store.delete(layout.doc_key(base, str(record["id"])))
 
 
 async def documents(store: Store, base: str) -> dict[str, dict[str, Any]]:

@@ -233,16 +233,21 @@ class _Sync:
     ) -> None:
         doc = layout.doc_id(str(file.path))
         vectors = await _vectors(self.embedder, chunks, file.source, self.report)
-        old_count = int(old.get("chunks") or 0) if old else 0
+        old_count = documents.extent(old)
+        record.update(id=doc, path=str(file.path), root=str(file.root))
+        record.setdefault("source", file.source)
+        if len(chunks) > old_count:  # noted first: a crash midway leaves no chunk unaccounted
+            reserving = {**record, "reserved": len(chunks)}
+            if old is None:
+                reserving.update(chunks=0, fingerprint="")  # the next ingestion writes it again
+            await self.store.set(layout.doc_key(self.base, doc), reserving)
         await documents.write_chunks(
             self.store, self.base, doc, file.source, chunks, vectors, old_count
         )
         embedded = self.embedder.identity if self.embedder and (vectors or not chunks) else ""
+        record.pop("reserved", None)
         record.update(
-            id=doc,
             source=file.source,
-            path=str(file.path),
-            root=str(file.root),
             kind=kind_of(file.path),
             hash=content,
             fingerprint=fingerprint(content, self.chunk, embedded),
