@@ -113,10 +113,10 @@ def print_tables(recall: dict[str, Any], rows: list[dict[str, Any]]) -> None:
               f"{r['same_top4_as_first_store']} of 100 questions")  # fmt: skip
 
 
-def start_embedder() -> tuple[subprocess.Popen[bytes], int]:
+def start_embedder(dim: int) -> tuple[subprocess.Popen[bytes], int]:
     port = common.free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(EMBED), "--port", str(port)],
+        [sys.executable, str(EMBED), "--port", str(port), "--dim", str(dim)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     common.wait_http("127.0.0.1", port, path="/stats", proc=proc, timeout=30)
@@ -183,11 +183,12 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3, help="rounds of the 100 questions timed")
     p.add_argument("--hybrid-scale", action=argparse.BooleanOptionalAction, default=True,
                    help="also ingest and search the scale corpus with embeddings")  # fmt: skip
+    p.add_argument("--dim", type=int, default=256, help="the local embeddings' dimensions")
     p.add_argument("--no-write", action="store_true", help="do not write bench/results/*.json")
     args = p.parse_args()
     if args.quick:
         args.docs, args.questions, args.chunks, args.repeat = 60, 30, 1_000, 1
-    embedder, port = start_embedder()
+    embedder, port = start_embedder(args.dim)
     try:
         with tempfile.TemporaryDirectory(prefix="tmy-bench-retrieval-") as tmp:
             result = asyncio.run(run(args, Path(tmp), port))
