@@ -200,8 +200,6 @@ async def test_context_false_puts_the_block_right_before_the_question(
 @pytest.mark.parametrize(
     ("knowledge", "error"),
     [
-        ("fqa", "no knowledge base named 'fqa' (did you mean 'faq'?); configured: faq, manual"),
-        ("[faq, manul]", "no knowledge base named 'manul' (did you mean 'manual'?)"),
         ("{use: faq, tops: 2}", "knowledge: unknown key 'tops' (did you mean 'top'?)"),
         ("{use: faq, top: 0}", "knowledge.top must be a whole number from 1 to 50"),
         ("{use: faq, min_score: high}", "knowledge.min_score must be a number"),
@@ -270,3 +268,14 @@ rules:
             reply = await b.ask("kb how many days for returns?")
     assert reply.error is None
     assert reply.text == "before=[] first=returns.md"
+
+
+async def test_a_base_no_config_names_loads_and_an_unknown_one_fails_the_step_with_a_hint(
+    provider: FakeProvider,
+) -> None:
+    """A base may be made with kb add, so an unconfigured name is no load error (check warns
+    of it: tests/knowledge/test_checks.py); a base that does not exist fails the step."""
+    async with bot(provider, "fqa") as b:
+        with runtime_of(b.engine.services).knowledge_by(Library()):
+            reply = await b.ask("kb how many days for returns?")
+    assert reply.text.startswith("sorry: ") and "'fqa' (did you mean 'faq'?)" in reply.text

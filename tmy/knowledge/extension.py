@@ -23,6 +23,7 @@ from tmy.errors import TmyError
 from tmy.extension import ConfigSection, Extension
 from tmy.knowledge import documents
 from tmy.knowledge.bases import STATE_KEY, KnowledgeBases, check_models
+from tmy.knowledge.checks import check_warnings
 from tmy.knowledge.commands import COMMANDS
 from tmy.knowledge.config import SECTION, bases_of, parse
 from tmy.knowledge.watch import serving
@@ -68,5 +69,6 @@ EXTENSION = Extension(
     lifespan=lifespan,
     serving=serving,
     health=health,
+    check_warnings=check_warnings,
     doc="knowledge bases over documents: knowledge: in LLM steps, kb commands (docs/knowledge.md)",
 )

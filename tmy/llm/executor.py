@@ -133,9 +133,9 @@ def make_check(
         if cfg.get("memory") is not None:  # long-term memory (its schema: tmy.config.memory)
             recall_spec(cfg["memory"])
         sources.check_at_load(cfg.get("tools"), sections)
-        spec = knowledge.knowledge_spec(cfg.get("knowledge"))
-        if spec is not None:
-            knowledge.check_names(spec, sections.get("knowledge") or {})
+        # its shape only: a base may be configured or made with kb add (check warns of
+        # names that are neither: tmy.knowledge.checks)
+        knowledge.knowledge_spec(cfg.get("knowledge"))
         stream = cfg.get("stream")
         if stream is not None and stream not in STREAM_MODES:
             raise ValueError(f"stream {stream!r} must be true, false or chunks")

@@ -106,17 +106,6 @@ class Knowledge(Protocol):
         ...
 
 
-def check_names(spec: KnowledgeSpec, names: Collection[str]) -> None:
-    """Every base ``spec`` uses is one of ``names`` (ValueError with did-you-mean)."""
-    for name in spec.use:
-        if name not in names:
-            known = ", ".join(sorted(names)) or "none (the config has no knowledge: section)"
-            raise ValueError(
-                f"knowledge: no knowledge base named {name!r}{did_you_mean(name, names)}; "
-                f"configured: {known}"
-            )
-
-
 def block(passages: list[Passage]) -> str:
     """The passages as the request's tail shows them, numbered for citing ('' for none)."""
     if not passages:
