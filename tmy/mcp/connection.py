@@ -20,34 +20,31 @@ probe, falling back to the ``initialize`` handshake) and yields a :class:`Connec
 
 Who reconnects, and when, is :mod:`tmy.mcp.servers`; this module is one attempt.
 The SDK's response cache is off: a tool list must be what the server says now.
+
+The SDK (and anyio, httpx2, pydantic under it) is imported where it is used, not with
+this module: it is ~0.5 s that a CLI command, or a bot without MCP servers, need not pay.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
-
-import anyio
-import httpx2
-import mcp_types as types
-from mcp import Client
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from typing import TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.logs import get_logger
 from tmy.mcp.config import ServerConfig
 
+if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start
+    import httpx2
+    import mcp_types as types
+    from mcp import Client
+
 log = get_logger("tmy.mcp")
 
 MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang the listing
 SSE_READ_TIMEOUT = 300.0  # seconds an idle event stream stays open (the SDK's default)
-CLIENT_INFO = types.Implementation(name="tmy", version="1")
+CLIENT_NAME, CLIENT_VERSION = "tmy", "1"  # the clientInfo tmy gives servers
 MAX_ERROR_CHARS = 500  # an error's text past this is cut (a validation error lists every field)
 PROBE_INTERVAL = 30.0  # seconds between re-lists of a handshake-era HTTP server (see run())
 LISTEN_RETRY = 1.0  # seconds before a change subscription that ended is opened again (doubling)
@@ -58,6 +55,8 @@ class Connection:
     """An open session with one server: its client, and why it ended (once it has)."""
 
     def __init__(self, config: ServerConfig) -> None:
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         self.config = config
         self.client: Client | None = None
         self.ended = anyio.Event()
@@ -80,6 +79,9 @@ class Connection:
     ) -> types.CallToolResult:
         """``tools/call``; the SDK answers MCPError(REQUEST_TIMEOUT) after ``timeout`` seconds
         (and tells the server the request is cancelled)."""
+        import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+        from mcp.shared.exceptions import MCPError
+
         if self.client is None:  # closed between the caller's look and now
             raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
         return await self.client.call_tool(tool, arguments, read_timeout_seconds=timeout)
@@ -105,6 +107,9 @@ class Connection:
         :data:`PROBE_INTERVAL` seconds: a server gone, or one that forgot the session,
         ends it there rather than at the next call.
         """
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
         async with anyio.create_task_group() as tg:
             if self.protocol in MODERN_PROTOCOL_VERSIONS:
                 tg.start_soon(self._listen)
@@ -115,6 +120,8 @@ class Connection:
             tg.cancel_scope.cancel()
 
     async def _refresh(self, listed: Callable[[list[types.Tool]], None]) -> None:
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         while True:
             await self._changed.wait()
             self._changed = anyio.Event()
@@ -126,6 +133,8 @@ class Connection:
             listed(tools)
 
     async def _probe(self) -> None:
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         while True:
             await anyio.sleep(PROBE_INTERVAL)
             self._changed.set()
@@ -133,6 +142,11 @@ class Connection:
     async def _listen(self) -> None:
         """2026-07-28: a ``subscriptions/listen`` stream for tool list changes, opened again
         (after a growing pause, with a re-list: events are not replayed) when it ends."""
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+        import mcp_types as types
+        from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+        from mcp.shared.exceptions import MCPError
+
         assert self.client is not None
         pause, opened = LISTEN_RETRY, False
         while True:
@@ -157,12 +171,16 @@ class Connection:
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's message handler: server notifications, and transport errors as values."""
+        import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+
         if isinstance(message, types.ToolListChangedNotification):
             self._changed.set()
         elif isinstance(message, Exception):
             log.debug("mcp.transport_error", server=self.config.name, error=describe(message))
 
     async def _on_response(self, response: httpx2.Response) -> None:
+        from mcp.client.streamable_http import MCP_SESSION_ID  # deferred: the SDK is ~0.5 s
+
         if response.status_code == 404 and response.request.headers.get(MCP_SESSION_ID):
             self.session_expired = True
 
@@ -182,6 +200,8 @@ class _WatchedRead:
         self._connection.end("the server closed the connection")
 
     async def receive(self) -> Any:
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         try:
             return await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -198,6 +218,8 @@ class _WatchedRead:
         return self
 
     async def __anext__(self) -> Any:
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -219,6 +241,11 @@ async def _watched(transport: Any, connection: Connection) -> AsyncIterator[Any]
 
 def _transport(config: ServerConfig, connection: Connection) -> Any:
     """The SDK transport for ``config`` (an async context manager of the stream pair)."""
+    import httpx2  # deferred: the SDK is ~0.5 s of every CLI start
+    from mcp.client.sse import sse_client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if config.transport == "stdio":
         assert config.command is not None
         params = StdioServerParameters(
@@ -262,6 +289,9 @@ async def _owning(http: httpx2.AsyncClient, transport: Any) -> AsyncIterator[Any
 async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
     """Open and negotiate one session with the server of ``config``; closed on exit
     (a stdio server's process is stopped, an HTTP session is ended with DELETE)."""
+    import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+    from mcp import Client
+
     connection = Connection(config)
     client = Client(
         _watched(_transport(config, connection), connection),
@@ -269,7 +299,7 @@ async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
         cache=None,
         read_timeout_seconds=config.timeout,
         message_handler=connection._on_message,
-        client_info=CLIENT_INFO,
+        client_info=types.Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
     )
     async with client:
         connection.client = client
@@ -282,6 +312,8 @@ async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
 
 def describe(exc: BaseException) -> str:
     """A one-line account of ``exc`` (the first leaf of an exception group), secrets masked."""
+    from mcp.shared.exceptions import MCPError  # deferred: the SDK is ~0.5 s of every CLI start
+
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
@@ -296,6 +328,9 @@ def describe(exc: BaseException) -> str:
 
 def why_failed(exc: Exception, connected: bool, config: ServerConfig) -> str:
     """Why a connection attempt failed, worded for the handshake's two common failures."""
+    import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+    from mcp.shared.exceptions import MCPError
+
     leaf: BaseException = exc
     while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
         leaf = leaf.exceptions[0]

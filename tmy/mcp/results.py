@@ -26,11 +26,12 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from tmy.config.settings import Limits
+
+if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start
+    import mcp_types as types
 
 DEFAULT_MAX_RESULT_CHARS = Limits().max_reply_chars
 _KEPT_PAYLOAD_CHARS = 256  # base64 longer than this is dropped from the recorded blocks
@@ -70,6 +71,8 @@ def to_result(
 
 def block_text(block: Any) -> tuple[str, bool]:
     """One content block as text, and whether it carried text of its own."""
+    import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+
     if isinstance(block, types.TextContent):
         return block.text, True
     if isinstance(block, (types.ImageContent, types.AudioContent)):

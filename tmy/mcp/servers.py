@@ -33,11 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
-
-import anyio
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
+from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
 from tmy.errors import TmyError
@@ -46,6 +42,11 @@ from tmy.logs import get_logger
 from tmy.mcp.config import McpConfig, ServerConfig
 from tmy.mcp.connection import Connection, connect, describe, why_failed
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
+
+if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start (tmy.mcp.connection)
+    import anyio
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
 
 __all__ = ["CallResult", "McpError", "McpTimeout", "Servers", "ToolInfo"]
 
@@ -232,6 +233,9 @@ class Servers:
     async def _send(
         self, target: _Server, conn: Connection, tool: str, arguments: dict[str, Any], limit: float
     ) -> types.CallToolResult:
+        import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
+        from mcp.shared.exceptions import MCPError
+
         name = target.config.name
         deadline = time.monotonic() + limit
         for attempt in (1, 2):
@@ -305,6 +309,8 @@ class Servers:
     async def _attempt(self, server: _Server) -> bool | None:
         """One connection, start to end: True when it was connected and then lost (None when
         its HTTP session expired), False when it never connected."""
+        import anyio  # deferred: the SDK is ~0.5 s of every CLI start
+
         name = server.config.name
         connected = False
         conn: Connection | None = None
