@@ -80,6 +80,20 @@ RESTORE_REPLACE = "python3 run.py restore backups/tmy.jsonl.gz --replace"
 MIGRATE_BACKUP = "python3 run.py backup migrate.jsonl.gz"
 MIGRATE_RESTORE = "python3 run.py restore migrate.jsonl.gz --store redis://10.0.0.5:6379/0"
 MIGRATED = "TMY_STORE='redis://10.0.0.5:6379/0' python3 run.py"
+KB = [
+    "python3 run.py kb add faq examples/knowledge/faq/",
+    "python3 run.py kb list",
+    "python3 run.py kb list faq",
+    'python3 run.py kb search faq "how long until my refund arrives" --top 2',
+    'python3 run.py kb search faq "退货要多久" --json',
+    "python3 run.py kb rebuild faq",
+    "python3 run.py kb del faq shipping.md",
+    "python3 run.py kb del faq",
+]
+CLAUDE_MCP = (
+    "claude mcp add --transport http tmy http://127.0.0.1:8080/mcp "
+    '--header "Authorization: Bearer $TMY_API_KEY"'
+)
 DOCKER_BUILD = "docker build -t tmy ."
 DOCKER_RUN = "docker run -d -p 127.0.0.1:8080:8080 -v tmy-data:/app/data tmy"
 COMPOSE_UP = "docker compose up -d"
@@ -97,6 +111,8 @@ ELSEWHERE: dict[str, str] = {
 
 # command -> why it cannot run in this suite (a visible skip)
 NOT_HERE: dict[str, str] = {
+    CLAUDE_MCP: "needs Claude Code; tests/mcpserve/test_http.py connects the mcp SDK's own "
+    "streamable HTTP client to /mcp with a key, as Claude Code would",
     COMPOSE_UP: "needs a Docker engine and the compose plugin; tests/e2e/test_deploy.py validates "
     "compose.yaml (docker compose config where it exists, its structure always)",
     COMPOSE_REPLICAS: "needs a Docker engine and the compose plugin; tests/e2e/test_deploy.py runs "
@@ -647,3 +663,25 @@ def test_backup_restore_and_the_move_to_redis(
         # the console user's greetings came along (the daemon's HTTP users are another platform)
         moved = box.run('python3 run.py ask ".hello" --user ann', TMY_STORE=redis_store_url)
         assert moved.stdout == "Hello ann! That is greeting number 3 from you.\n", moved.stderr
+
+
+# -- the knowledge base's commands --------------------------------------------------------------
+
+
+@runs(*KB)
+def test_the_kb_commands_on_the_shipped_example_documents(box: Sandbox) -> None:
+    outs = []
+    for command in KB:
+        done = box.run(command)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+        outs.append(done.stdout)
+    added, bases, docs, search, search_zh, rebuilt, deleted, dropped = outs
+    assert added.startswith("faq: 3 added")
+    assert bases.startswith("faq: 3 documents")
+    assert all(name in docs for name in ("returns.md", "shipping.md", "退货.md"))
+    assert search.startswith("1. returns.md (chars ") and "score" in search
+    found = json.loads(search_zh)
+    assert found["passages"][0]["source"] == "退货.md" and found["passages"][0]["score"] > 0
+    assert rebuilt.startswith("faq: 3 added") and "shipping.md" in deleted
+    assert "deleted" in dropped
+    assert box.run("python3 run.py kb list").stdout.startswith("no knowledge bases")
