@@ -100,7 +100,8 @@ def print_tables(recall: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         table.append([r["store"], "floor: get_many of 4 chunks", r["floor_get4"]["p50_ms"],
                       r["floor_get4"]["p99_ms"], 1.0, "", ""])  # fmt: skip
     table.append(["(memory)", "floor: brute-force BM25", rows[0]["floor_brute_force"]["p50_ms"],
-                  rows[0]["floor_brute_force"]["p99_ms"], "", 1.0, ""])  # fmt: skip
+                  rows[0]["floor_brute_force"]["p99_ms"], "", 1.0,
+                  rows[0]["recall_at_4_brute_force"]])  # fmt: skip
     print(
         common.table(
             f"Search at {rows[0]['chunks']:,} chunks (wall ms per query)",

@@ -263,18 +263,21 @@ async def scale_part(
         reads = await floor_reads(store, found, key_of, repeat)
         if "searcher" not in brute:  # in memory: the same on every store, measured once
             brute["searcher"] = BruteForce(chunks)
-            brute_samples = []
+            brute_samples, ranks = [], []
             for q in qs:
                 t0 = time.perf_counter()
-                brute["searcher"].search(q.text)
+                best = brute["searcher"].search(q.text)
                 brute_samples.append(time.perf_counter() - t0)
+                ranks.append(rank_of(q, best))
             brute["latency"] = latency(brute_samples)
+            brute["recall_at_4"] = summary(ranks, qs)["recall_at_4"]
         lex = latency(samples)
         row: dict[str, Any] = {
             "store": kind, "documents": len(docs), "chunks": n_chunks,
             "ingest_s": round(ingest_s, 2), "floor_set_s": round(floor_s, 2),
             "ingest_ratio": round(ingest_s / floor_s, 2), "reingest_unchanged_s": round(again_s, 3),
             "lexical": lex, "floor_get4": latency(reads), "floor_brute_force": brute["latency"],
+            "recall_at_4_brute_force": brute["recall_at_4"],
             "lexical_vs_get4_p50": round(lex["p50_ms"] / latency(reads)["p50_ms"], 1),
             "lexical_vs_brute_force_p50": round(lex["p50_ms"] / brute["latency"]["p50_ms"], 3),
             "recall_at_4_lexical": summary([rank_of(q, f) for q, f in zip(qs, found, strict=True)],
