@@ -45,7 +45,7 @@ def text(result: Any) -> str:
 @asynccontextmanager
 async def daemon(**fields: Any) -> AsyncIterator[Daemon]:
     keys = fields.pop("keys", (KEY, OTHER))
-    admins = (f"mcp:{key_identity(OTHER)}",)
+    admins = fields.pop("admins", (f"mcp:{key_identity(OTHER)}",))
     async with serving({"t.yaml": RULES}, http_api_keys=keys, admins=admins, **fields) as d:
         yield d
 
@@ -186,3 +186,25 @@ async def test_closing_lets_a_call_in_flight_finish() -> None:
         result = await asyncio.wait_for(call, 10)
     assert (text(result), result.is_error) == ("held to the end", False)
     await asyncio.wait_for(closing, 10)
+
+
+async def test_a_named_user_never_makes_a_key_an_admin() -> None:
+    """X-Tmy-User names who a key speaks as; admin rights come from the key alone: a key that
+    is no admin's cannot claim the admin key's identity, or a user admins: names."""
+    async with daemon(admins=(f"mcp:{key_identity(OTHER)}", "mcp:boss")) as d:
+        for claimed in (key_identity(OTHER), "boss"):
+            headers = {"Authorization": f"Bearer {KEY}", "X-Tmy-User": claimed}
+            async with mcp_client(d, "legacy", **headers) as c:
+                assert [t.name for t in (await c.list_tools()).tools] == NOT_ADMIN
+                refused = await c.call_tool("wipe_all", {})
+                assert refused.is_error and "admin_only" in text(refused)
+        assert await d.var("wiped") == 0
+        headers = {"Authorization": f"Bearer {OTHER}", "X-Tmy-User": "ann"}
+        async with mcp_client(d, "legacy", **headers) as c:  # the admin's key, as ann
+            assert text(await c.call_tool("wipe_all", {})) == "wiped 1 times"
+
+
+async def test_without_keys_no_caller_is_an_admin() -> None:
+    claimed = {"X-Tmy-User": "boss"}
+    async with daemon(keys=(), admins=("mcp:boss",)) as d, mcp_client(d, **claimed) as c:
+        assert [t.name for t in (await c.list_tools()).tools] == NOT_ADMIN

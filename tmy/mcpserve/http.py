@@ -10,8 +10,14 @@ Who calls (:func:`caller_of_request`), as on ``/v1/chat/completions``: the
 ``X-Tmy-User`` header, else the API key's own identity (``key:`` and 12 hex digits
 of its SHA-256), else a fresh ``anonymous-ephemeral-…`` id for that one request;
 ``X-Tmy-Chat`` names a shared chat (default: the caller's private chat);
-``PLATFORM`` is ``mcp``. An admin is whoever ``admins:`` names (``mcp:key:…``,
-``mcp:<user>``). A session is bound to the key that opened it: another key gets 404.
+``PLATFORM`` is ``mcp``. A session is bound to the key that opened it: another key gets 404.
+
+The trust model: an API key is the credential, and every key may name the user it speaks
+for (``X-Tmy-User``, as on ``/v1/*``: a front end that serves many people holds one key) —
+so a rule's ``users:``/``chats:`` filters admit whoever a key names. Admin rights are not a
+name's but a credential's: a caller is an admin only when ``admins:`` names its *key*
+(``mcp:key:`` + the 12 hex digits), whatever user it names; without keys configured no
+``/mcp`` caller is an admin (the route is open to whoever reaches the listener).
 
 The SDK's session manager (``StreamableHTTPSessionManager``)
 lives as long as the daemon serves (:func:`running`); its ASGI side is bridged to
@@ -142,17 +148,18 @@ async def _handle(services: Services, state: HttpState, request: web.Request) ->
 
 
 def caller_of_request(request: web.Request, keys: Any) -> Caller:
-    """Who a request speaks as (the module docstring's order)."""
+    """Who a request speaks as (the module docstring's order); an admin only by its key."""
     headers = request.headers
     chat = headers.get("X-Tmy-Chat", "")
     user = headers.get("X-Tmy-User", "")
-    if user:
-        return Caller(user=user, chat=chat)
     token = bearer(request)
-    if keys and token:
-        return Caller(user=key_identity(token), chat=chat)
+    key = key_identity(token) if keys and token else ""  # checked against the keys already
+    if user:
+        return Caller(user=user, chat=chat, admin_as=key)
+    if key:
+        return Caller(user=key, chat=chat, admin_as=key)
     anonymous = f"anonymous-ephemeral-{secrets.token_hex(8)}"
-    return Caller(user=anonymous, chat=chat, user_name="anonymous", ephemeral=True)
+    return Caller(user=anonymous, chat=chat, user_name="anonymous", ephemeral=True, admin_as="")
 
 
 def _caller_of_ctx(ctx: Any) -> Caller:

@@ -39,8 +39,11 @@ PLATFORM = "mcp"
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who an MCP client speaks as. ``admin``: an admin whatever ``admins:`` says (``--admin``);
-    otherwise the config's ``admins:`` decide, as for a chat message. ``ephemeral``: an identity
-    for one request (HTTP without keys or a user), as on ``/v1/chat/completions``."""
+    otherwise the config's ``admins:`` decide, as for a chat message, asked about ``admin_as``:
+    None means ``user`` (stdio: the command line is the operator's), ``""`` no one (HTTP without
+    keys), else the identity a credential proved (HTTP: the API key's — an ``X-Tmy-User`` a
+    client merely claims never makes it an admin). ``ephemeral``: an identity for one request
+    (HTTP without keys or a user), as on ``/v1/chat/completions``."""
 
     user: str
     platform: str = PLATFORM
@@ -48,6 +51,7 @@ class Caller:
     user_name: str = ""
     admin: bool = False
     ephemeral: bool = False
+    admin_as: str | None = None
 
     def message(self, engine: Engine, text: str) -> Message:
         """A fresh message from this caller (the engine may change it while running)."""
@@ -61,8 +65,9 @@ class Caller:
             mentions_bot=True,  # a tool call is always addressed to the bot
             ephemeral=self.ephemeral,
         )
-        if not message.is_admin and engine.admins:
-            message.is_admin = engine.admins.admits(self.platform, self.user)
+        judged = self.user if self.admin_as is None else self.admin_as
+        if not message.is_admin and engine.admins and judged:
+            message.is_admin = engine.admins.admits(self.platform, judged)
         return message
 
 
