@@ -7,6 +7,7 @@ and nothing runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +23,7 @@ from tests.mcpserve.conftest import ADMIN, NOT_ADMIN, RULES
 from tmy.adapters.openai.payload import key_identity
 from tmy.executors.registry import ExecutorSpec
 from tmy.extension import Extension
+from tmy.mcpserve import limits
 from tmy.testing.bot import default_extensions
 from tmy.testing.serving import Daemon, serving
 
@@ -208,3 +210,50 @@ async def test_without_keys_no_caller_is_an_admin() -> None:
     claimed = {"X-Tmy-User": "boss"}
     async with daemon(keys=(), admins=("mcp:boss",)) as d, mcp_client(d, **claimed) as c:
         assert [t.name for t in (await c.list_tools()).tools] == NOT_ADMIN
+
+
+def session_headers(key: str, session: str, **more: str) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {key}",
+        "Mcp-Session-Id": session,
+        "Mcp-Protocol-Version": "2025-11-25",
+        **more,
+    }
+
+
+async def test_one_key_cannot_take_every_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(limits, "SESSIONS_PER_KEY", 2)
+    async with daemon() as d, httpx.AsyncClient(base_url=d.url) as http:
+        first = await opened_session(http, KEY)
+        await opened_session(http, KEY)
+        r = await http.post("/mcp", json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {KEY}"})
+        assert r.status_code == 503 and "sessions for this API key" in r.text
+        assert r.headers["Retry-After"]
+        await opened_session(http, OTHER)  # another key still gets one
+        r = await http.delete("/mcp", headers=session_headers(KEY, first))
+        assert r.status_code == 200
+        await opened_session(http, KEY)  # a closed session frees its place
+
+
+async def test_event_streams_are_capped_far_below_the_listeners_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream is a busy connection the listener's guard never closes: without a cap, one
+    client's streams could fill max_connections and lock every other client out."""
+    monkeypatch.setattr(limits, "STREAMS", 3)
+    monkeypatch.setattr(limits, "STREAMS_PER_KEY", 2)
+    accept = {"Accept": "text/event-stream"}
+    async with contextlib.AsyncExitStack() as stack:
+        d = await stack.enter_async_context(daemon())
+        http = await stack.enter_async_context(httpx.AsyncClient(base_url=d.url))
+        sessions = [await opened_session(http, key) for key in (KEY, KEY, KEY, OTHER, OTHER)]
+        owners = [KEY, KEY, KEY, OTHER, OTHER]
+        statuses = []
+        for key, session in zip(owners, sessions, strict=True):
+            headers = session_headers(key, session, **accept)
+            stream = await stack.enter_async_context(http.stream("GET", "/mcp", headers=headers))
+            statuses.append(stream.status_code)
+            if stream.status_code == 503:
+                assert "event streams" in (await stream.aread()).decode()
+        assert statuses == [200, 200, 503, 200, 503]  # KEY's share, then the total
+        assert d.http.health()["connections"]["busy"] == 3

@@ -22,8 +22,9 @@ name's but a credential's: a caller is an admin only when ``admins:`` names its 
 The SDK's session manager (``StreamableHTTPSessionManager``)
 lives as long as the daemon serves (:func:`running`); its ASGI side is bridged to
 aiohttp by :mod:`tmy.mcpserve.bridge`. An event stream (``GET``) gives its in-flight
-slot back (:func:`~tmy.adapters.http.gate.long_lived`): it is bounded by the
-listener's ``max_connections`` and the manager's session cap, as a WebSocket is.
+slot back (:func:`~tmy.adapters.http.gate.long_lived`): it is bounded instead by the
+caps of :mod:`tmy.mcpserve.limits` (streams in all and per key, sessions per key), far
+below the listener's ``max_connections``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.http import api_key_problem, bearer
@@ -41,6 +42,7 @@ from tmy.adapters.http.gate import long_lived
 from tmy.adapters.openai.payload import key_identity
 from tmy.logs import get_logger
 from tmy.mcpserve.bridge import answer, scope_of
+from tmy.mcpserve.limits import ClientLimits, Refused
 from tmy.mcpserve.server import Calls, build_server, package_version
 from tmy.mcpserve.tools import Caller
 from tmy.message import id_problem
@@ -56,6 +58,8 @@ PATH = "/mcp"
 CALLER_KEY = "tmy.caller"  # where the route leaves the caller in the ASGI scope
 MAX_SESSIONS = 1000
 SESSION_IDLE = 30 * 60.0  # seconds without a request before a session is closed
+MCP_SESSION_ID = "Mcp-Session-Id"  # the header naming a session (none: an opening request)
+RETRY_AFTER = "5"  # seconds, in the 503 past a client's share (tmy.mcpserve.limits)
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class HttpState:
     """The extension's state in one app: the session manager while the daemon serves."""
 
     manager: StreamableHTTPSessionManager | None = None
+    limits: ClientLimits = field(default_factory=ClientLimits)
 
 
 @contextlib.asynccontextmanager
@@ -138,13 +143,23 @@ async def _handle(services: Services, state: HttpState, request: web.Request) ->
         problem = id_problem(name, value, settings.max_id_chars)
         if problem is not None:
             return _error(400, problem)
-    if request.method == "GET":  # the event stream: long-lived, bounded as a WebSocket is
-        long_lived(request)
     extra: dict[str, Any] = {CALLER_KEY: caller}
-    token = bearer(request)
-    if keys and token:  # the session belongs to the key that opened it
-        extra["user"] = _key_user(key_identity(token))
-    return await answer(manager.handle_request, request, scope_of(request, extra))
+    key = caller.admin_as or ""  # the key's identity ("" without keys)
+    if key:  # the session belongs to the key that opened it
+        extra["user"] = _key_user(key)
+    scope = scope_of(request, extra)
+    try:
+        if request.method == "GET":  # the event stream: long-lived, capped (tmy.mcpserve.limits)
+            with state.limits.stream(key):
+                long_lived(request)
+                return await answer(manager.handle_request, request, scope)
+        if request.method == "POST" and MCP_SESSION_ID not in request.headers:
+            with state.limits.opening(manager, key):
+                return await answer(manager.handle_request, request, scope)
+    except Refused as exc:
+        log.debug("mcpserve.refused", reason=str(exc), peer=request.remote)
+        return _error(503, str(exc), {"Retry-After": RETRY_AFTER})
+    return await answer(manager.handle_request, request, scope)
 
 
 def caller_of_request(request: web.Request, keys: Any) -> Caller:
