@@ -14,9 +14,10 @@ defaults and searched lexically.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from tmy.hints import did_you_mean
 from tmy.knowledge import documents, search
 from tmy.knowledge.config import DEFAULT_INCLUDE, KnowledgeBaseConfig, check_name, roots_of
 from tmy.knowledge.embedding import Embedder, configured
-from tmy.knowledge.ingest import IngestReport, ingest
+from tmy.knowledge.ingest import LOCK_WAIT, IngestReport, ingest
+from tmy.knowledge.layout import lock_key
 from tmy.llm.knowledge import KnowledgeSpec, Passage
 from tmy.types import Services
 
@@ -89,6 +91,13 @@ class KnowledgeBases:
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
 
+    @contextlib.asynccontextmanager
+    async def _held(self, name: str) -> AsyncIterator[None]:
+        """The base to oneself across processes too (the lease :func:`ingest` holds): a
+        ``kb del`` or ``rebuild`` never drops documents another process is writing."""
+        async with self._lock(name), self.services.store.lock(lock_key(name), wait=LOCK_WAIT):
+            yield
+
     async def ingest(self, name: str, roots: Sequence[Path] | None = None) -> IngestReport:
         """Ingest ``roots`` (default: the base's configured paths) into base ``name``."""
         check_name(name)
@@ -134,7 +143,7 @@ class KnowledgeBases:
             root = Path(str(record.get("root") or record.get("path") or ""))
             if str(root) and not any(_inside(root, r) for r in roots):
                 roots.append(root)
-        async with self._lock(name):
+        async with self._held(name):
             await documents.drop_base(store, name)
         if not roots:
             self.known.discard(name)
@@ -144,7 +153,7 @@ class KnowledgeBases:
         """Remove the document ``source`` (its source name or file path) or the whole base."""
         self.check(name)
         store = self.services.store
-        async with self._lock(name):
+        async with self._held(name):
             if source is None:
                 gone = await documents.drop_base(store, name)
                 self.known.discard(name)

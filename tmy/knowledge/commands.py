@@ -10,12 +10,14 @@
 
 On the CLI (``--json`` prints the data), in chat (``.tmy kb …``, global admins
 only) and on the HTTP admin API. ``kb add`` reads files on the server, so chat
-does not offer it: the CLI and the HTTP API (an operator's key) do. The CLI
-takes one PATH per ``kb add`` (a folder holds many files).
+does not offer it; over the HTTP API and the console it reads only files inside
+a configured base's ``paths`` (a key that lets one use the bot must not read
+``/etc`` or the config); the CLI, run on the server, may name any file or folder.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 from tmy.command import Arg, Command, CommandError, Invocation, Result
 from tmy.knowledge import documents, layout
 from tmy.knowledge.bases import KnowledgeBases, knowledge_of
+from tmy.knowledge.config import roots_of
 from tmy.knowledge.ingest import IngestReport
 from tmy.llm.knowledge import MAX_TOP, KnowledgeSpec, Passage
 
@@ -59,14 +62,33 @@ def _ingested(report: IngestReport) -> Result:
     return Result(report.summary(), report.as_json(), ok=bool(took) or not report.skipped)
 
 
+def _within_configured(kb: KnowledgeBases, paths: list[Path]) -> None:
+    """Over HTTP and the console a PATH must lie inside a configured base's ``paths`` (links
+    resolved): the API key and the console password let one use the bot, not read any file
+    the daemon can (``/etc``, the config with its keys). The CLI may name any file."""
+    settings = kb.services.settings
+    allowed = [os.path.realpath(r) for c in kb.configs.values() for r in roots_of(settings, c)]
+    for path in paths:
+        real = os.path.realpath(path)
+        if not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in allowed):
+            raise CommandError(
+                f"kb add over HTTP reads only files inside the paths of a configured base "
+                f"({', '.join(allowed) or 'none configured'}), not {str(path)!r}: "
+                "run kb add on the server's command line for others"
+            )
+
+
 async def _add(inv: Invocation, kb: KnowledgeBases) -> Result:
     if inv.front == "chat":
         raise CommandError("kb add reads files on the server: use the CLI or the HTTP API")
     (name,) = _need(inv, "name", "target")[:1]
     given = inv.args.get("target")
-    paths = list(given) if isinstance(given, list | tuple) else [str(given).strip()]
+    texts = list(given) if isinstance(given, list | tuple) else [str(given).strip()]
+    paths = [Path(p).expanduser() for p in texts]
+    if inv.front != "cli":
+        _within_configured(kb, paths)
     try:
-        return _ingested(await kb.ingest(name, [Path(p).expanduser() for p in paths]))
+        return _ingested(await kb.ingest(name, paths))
     except ValueError as exc:  # a bad base name
         raise CommandError(str(exc)) from None
 

@@ -22,6 +22,13 @@ file's chunks beyond :data:`MAX_CHUNKS_PER_FILE` are dropped (warned as
 lexically; its fingerprint then lacks the embedding model, so the next
 ingestion embeds it again.
 
+**Links.** A root may be a link (the operator named it). Inside a folder a
+link to a file is taken only when its target lies in that folder, and a link
+to a folder is not entered: a link dropped into a watched folder cannot put
+``/etc``'s or the config's text into a base (name such a file in ``paths``),
+and link loops cost nothing. The walk runs in a worker thread and stops at
+:data:`MAX_FILES` files / :data:`MAX_ENTRIES` entries per folder.
+
 One ingestion of a base at a time, across processes: it holds the store lease
 ``kb/<name>/lock`` (two daemons starting on one store ingest once; the second
 finds every file unchanged).
@@ -32,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import os
+import stat as stat_module
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,7 +51,7 @@ from tmy.knowledge import documents, layout
 from tmy.knowledge.chunking import Chunk, chunk_sections
 from tmy.knowledge.config import DEFAULT_INCLUDE, ChunkConfig
 from tmy.knowledge.embedding import Embedder
-from tmy.knowledge.readers import UnreadableDocument, kind_of, read_sections
+from tmy.knowledge.readers import MAX_PDF_PAGES, UnreadableDocument, kind_of, read_sections
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
@@ -53,6 +61,10 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 """A larger file is skipped (a knowledge base holds documents, not data dumps)."""
 MAX_CHUNKS_PER_FILE = 2_000
 """A file's chunks past this many are dropped (about 1.6 million characters at 800)."""
+MAX_FILES = 100_000
+"""Files taken from one folder; past it (or past :data:`MAX_ENTRIES` entries seen) the scan
+stops there, says so, and prunes nothing under that folder."""
+MAX_ENTRIES = 1_000_000
 LOCK_WAIT = 600.0
 READER_VERSION = 1  # part of every fingerprint: a change of how files are read re-reads them
 
@@ -117,24 +129,70 @@ def _matches(name: str, include: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(folded, pattern.casefold()) for pattern in include)
 
 
-def scan(
-    roots: Sequence[Path], include: Sequence[str] = DEFAULT_INCLUDE
-) -> tuple[list[File], list[Path]]:
-    """The files under ``roots`` (sorted per root), and the roots that do not exist."""
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@dataclass(slots=True)
+class Scan:
+    """What :func:`scan` found: the files, the roots that do not exist, the entries left out
+    (``{source, reason}``: a link out of its folder, a folder too large), and the roots not
+    scanned to their end (their documents are never pruned)."""
+
+    files: list[File] = field(default_factory=list)
+    missing: list[Path] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
+    partial: list[Path] = field(default_factory=list)
+
+
+def _walk(root: Path, include: Sequence[str], out: Scan) -> None:
+    """The files of the folder ``root`` (sorted), links not followed out of it: a link to a
+    file is taken when its target lies inside the folder, a link to a folder is not entered
+    (no loops, no other folders' files); at most :data:`MAX_FILES` files and
+    :data:`MAX_ENTRIES` entries (the rest left out, the root marked partial)."""
+    real_root = os.path.realpath(root)
     found: list[File] = []
-    missing: list[Path] = []
+    seen = 0
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not _hidden(Path(d)))
+        for d in dirs:
+            if (here / d).is_symlink():
+                source = (here / d).relative_to(root).as_posix()
+                out.refused.append({"source": source, "reason": "a link to a folder: not followed"})
+        seen += len(dirs) + len(names)
+        for name in sorted(names):
+            path = here / name
+            if _hidden(Path(name)) or not _matches(name, include):
+                continue
+            source = path.relative_to(root).as_posix()
+            if path.is_symlink() and not _inside(os.path.realpath(path), real_root):
+                reason = f"a link to {os.path.realpath(path)}, outside {root}: name it in paths"
+                out.refused.append({"source": source, "reason": reason})
+            elif path.is_file():
+                found.append(File(path, root, source))
+        if len(found) > MAX_FILES or seen > MAX_ENTRIES:
+            why = f"more than {MAX_FILES} files or {MAX_ENTRIES} entries: the rest not read"
+            out.refused.append({"source": str(root), "reason": why})
+            out.partial.append(root)
+            break
+    out.files.extend(sorted(found[:MAX_FILES], key=lambda f: f.source))
+
+
+def scan(roots: Sequence[Path], include: Sequence[str] = DEFAULT_INCLUDE) -> Scan:
+    """The files under ``roots`` (sorted per root; see :class:`Scan`). A root may itself be a
+    link (the operator named it); links inside a folder stay inside it (:func:`_walk`).
+    Blocking: :func:`ingest` runs it in a worker thread."""
+    out = Scan()
     for root in roots:
         root = Path(os.path.abspath(root))
         if root.is_file():
-            found.append(File(root, root, root.name))
+            out.files.append(File(root, root, root.name))
         elif root.is_dir():
-            for path in sorted(root.rglob("*")):
-                relative = path.relative_to(root)
-                if not _hidden(relative) and _matches(path.name, include) and path.is_file():
-                    found.append(File(path, root, relative.as_posix()))
+            _walk(root, include, out)
         else:
-            missing.append(root)
-    return found, missing
+            out.missing.append(root)
+    return out
 
 
 def fingerprint(content: str, chunk: ChunkConfig, embedded_with: str) -> str:
@@ -146,11 +204,17 @@ def _parse(file: File, data: bytes, chunk: ChunkConfig) -> tuple[list[Chunk], in
     sections = read_sections(file.path.name, data)
     chunks = chunk_sections(sections, chunk, MAX_CHUNKS_PER_FILE + 1)
     pages = max((page or 0 for _, page in sections), default=0)
-    return chunks[:MAX_CHUNKS_PER_FILE], pages, len(chunks) > MAX_CHUNKS_PER_FILE
+    truncated = len(chunks) > MAX_CHUNKS_PER_FILE or pages > MAX_PDF_PAGES
+    return chunks[:MAX_CHUNKS_PER_FILE], pages, truncated
 
 
 def _read(path: Path) -> bytes:
-    with path.open("rb") as fh:
+    """The file's bytes (at most one over the limit). Opened without blocking and checked to
+    be a regular file: a FIFO or device put in a file's place is refused, never waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
         return fh.read(MAX_FILE_BYTES + 1)
 
 
@@ -203,6 +267,9 @@ class _Sync:
             data = await asyncio.to_thread(_read, file.path)
         except OSError as exc:
             self.skip(file.source, f"cannot read it: {exc.strerror or exc}")
+            return
+        if len(data) > MAX_FILE_BYTES:  # it grew since the stat
+            self.skip(file.source, f"over the limit of {MAX_FILE_BYTES} bytes")
             return
         content = layout.content_hash(data)
         record: dict[str, Any] = dict(old or {})
@@ -263,7 +330,7 @@ class _Sync:
 
 
 def _under(path: str, roots: Sequence[Path]) -> bool:
-    return any(path == str(r) or path.startswith(str(r).rstrip(os.sep) + os.sep) for r in roots)
+    return any(_inside(path, str(r)) for r in roots)
 
 
 async def ingest(
@@ -277,19 +344,25 @@ async def ingest(
 ) -> IngestReport:
     """Ingest the files under ``roots`` into ``base`` (see the module docstring)."""
     sync = _Sync(store, base, chunk or ChunkConfig(), embedder)
-    files, missing = scan(roots, include)
-    for root in missing:
+    found = await asyncio.to_thread(scan, roots, include)  # a large folder: not on the loop
+    for root in found.missing:
         sync.skip(str(root), "no such file or folder (its documents are kept)")
+    for refused in found.refused:
+        sync.skip(refused["source"], refused["reason"])
     async with store.lock(layout.lock_key(base), wait=LOCK_WAIT):
         records = await documents.documents(store, base)
-        if files:
+        if found.files:
             await documents.note_base(store, base)
         seen = set()
-        for file in files:
+        for file in found.files:
             doc = layout.doc_id(str(file.path))
             seen.add(doc)
             await sync.file(file, records.get(doc))
-        scanned = [Path(os.path.abspath(r)) for r in roots if Path(r).exists()]
+        scanned = [
+            Path(os.path.abspath(r))
+            for r in roots
+            if Path(r).exists() and Path(os.path.abspath(r)) not in found.partial
+        ]
         for doc, record in sorted(records.items()):
             if doc not in seen and _under(str(record.get("path", "")), scanned):
                 await documents.remove_document(store, base, record)

@@ -6,12 +6,14 @@ two sections, so a PDF chunk's position names its page.
 
 * ``.md``, ``.markdown``, ``.txt``, ``.text``, ``.rst`` — UTF-8 (a BOM is
   dropped), UTF-16 with a BOM, else GB18030/GBK, else UTF-8 with invalid bytes
-  replaced (:func:`decode`); a file with NUL bytes is binary, refused.
+  replaced (:func:`decode`); a file with NUL bytes, or mostly control characters and
+  undecodable bytes, is binary, refused.
 * ``.html``, ``.htm`` — the text of the document without ``<script>``,
   ``<style>``, ``<template>``, ``<noscript>`` and ``<head>`` other than its
   ``<title>``; block elements become line breaks (stdlib :mod:`html.parser`).
 * ``.pdf`` — each page's text extracted by ``pypdf`` (from PyPI); an encrypted
-  PDF that does not open with the empty password is refused.
+  PDF that does not open with the empty password is refused; at most
+  :data:`MAX_PDF_PAGES` pages are read.
 
 Every refusal is an :class:`UnreadableDocument` with a one-line reason; the
 ingestion logs it and goes on with the other files.
@@ -32,6 +34,12 @@ PDF_SUFFIXES = frozenset((".pdf",))
 SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES
 
 Section = tuple[str, int | None]
+MAX_PDF_PAGES = 2_000
+"""Pages of a PDF read (a file holds at most 2,000 chunks, and a page with text gives one)."""
+BINARY_SHARE = 0.1
+"""A text whose first 64 K characters hold more than this share (and more than 8) of control
+characters and undecodable bytes (U+FFFD) is binary, refused (a NUL-free binary named
+``.md``); a stray bad byte or an ANSI colour code is not."""
 
 
 class UnreadableDocument(TmyError):
@@ -82,7 +90,16 @@ def decode(name: str, data: bytes) -> str:
             continue
     else:
         text = data.decode("utf-8", errors="replace")
+    if _binary(text[:65536]):
+        raise UnreadableDocument(f"{name}: a binary file (mostly control or undecodable bytes)")
     return text[1:] if text.startswith("\ufeff") else text
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\ufffd]")
+
+
+def _binary(sample: str) -> bool:
+    return len(_CONTROL.findall(sample)) > max(8, BINARY_SHARE * len(sample))  # a few: a typo
 
 
 _SKIP = frozenset(("script", "style", "template", "noscript", "svg", "head"))
@@ -132,7 +149,9 @@ def html_text(html: str) -> str:
 
 
 def pdf_sections(name: str, data: bytes) -> list[Section]:
-    """One section per page with text, numbered from 1 (pypdf's extraction)."""
+    """One section per page with text, numbered from 1 (pypdf's extraction), of the first
+    :data:`MAX_PDF_PAGES` pages; a longer PDF ends with an empty section numbered its last
+    page (a tiny PDF may list one page a million times: each costs an extraction)."""
     from pypdf import PdfReader  # deferred: pypdf is imported only when a PDF is read
     from pypdf.errors import PyPdfError
 
@@ -141,10 +160,13 @@ def pdf_sections(name: str, data: bytes) -> list[Section]:
         if reader.is_encrypted and not reader.decrypt(""):
             raise UnreadableDocument(f"{name}: an encrypted PDF (it needs a password)")
         out: list[Section] = []
-        for number, page in enumerate(reader.pages, start=1):
-            text = page.extract_text() or ""
+        pages = reader.pages
+        for number in range(1, min(len(pages), MAX_PDF_PAGES) + 1):
+            text = pages[number - 1].extract_text() or ""
             if text.strip():
                 out.append((text, number))
+        if len(pages) > MAX_PDF_PAGES:  # the pages not read: an empty last section says so
+            out.append(("", len(pages)))
         return out
     except UnreadableDocument:
         raise

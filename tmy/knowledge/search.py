@@ -24,7 +24,8 @@ by reciprocal rank fusion (k = 60).
 
 ``why`` carries the parts: ``relevance``, ``bm25``, ``lexical_rank``, the
 ``matched`` terms, and with vectors ``vector`` (the cosine), ``vector_rank``
-and ``rrf``. Only the chosen chunks are read from the store.
+and ``rrf``. Only the chosen chunks are read from the store; together they hold at most
+:data:`MAX_PASSAGE_CHARS` characters (the rest of ``top`` is dropped).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ SEARCH_BUDGET = 1_000
 """Postings the index reads per term (``index_search``'s budget): chunks are longer than
 memory entries, so their common words are commoner."""
 MATCHED_SHOWN = 8
+MAX_PASSAGE_CHARS = 40_000
+"""The passages a search returns hold at most this many characters together (the first is
+always returned; a chunk is at most 20,000): ``top: 50`` of 20,000-character chunks must not
+put a million characters into the request's tail (and the history that keeps it)."""
 
 
 @dataclass(slots=True)
@@ -222,9 +227,10 @@ async def _read(
     scored: Any,
     note: dict[str, Any],
 ) -> list[Passage]:
-    """The passages of the best ``top`` of ``ranked`` whose chunks are still there."""
+    """The passages of the best ``top`` of ``ranked`` whose chunks are still there, within
+    :data:`MAX_PASSAGE_CHARS`."""
     out: list[Passage] = []
-    at = 0
+    at = chars = 0
     while len(out) < top and at < len(ranked):
         batch = ranked[at : at + (top - len(out)) + 2]
         at += len(batch)
@@ -239,6 +245,10 @@ async def _read(
         for c, value in zip(batch, values, strict=True):
             if not isinstance(value, dict) or "text" not in value or len(out) >= top:
                 continue
+            size = len(str(value["text"]))
+            if out and chars + size > MAX_PASSAGE_CHARS:
+                return out  # the budget is spent: the next ones are worse anyway
+            chars += size
             if (c.base, c.doc) in matched:
                 c.matched = matched[c.base, c.doc].matched
             c.notes.update(note)
