@@ -28,8 +28,9 @@ this module: it is ~0.5 s that a CLI command, or a bot without MCP servers, need
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.logs import get_logger
@@ -239,8 +240,9 @@ async def _watched(transport: Any, connection: Connection) -> AsyncIterator[Any]
     connection.end("the connection was closed")
 
 
-def _transport(config: ServerConfig, connection: Connection) -> Any:
-    """The SDK transport for ``config`` (an async context manager of the stream pair)."""
+def _transport(config: ServerConfig, connection: Connection, errlog: IO[str] | None) -> Any:
+    """The SDK transport for ``config`` (an async context manager of the stream pair);
+    ``errlog``: where a stdio server's stderr goes (tmy's own when None)."""
     import httpx2  # deferred: the SDK is ~0.5 s of every CLI start
     from mcp.client.sse import sse_client
     from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -254,7 +256,7 @@ def _transport(config: ServerConfig, connection: Connection) -> Any:
             env=dict(config.env) or None,
             cwd=config.cwd,
         )
-        return stdio_client(params)
+        return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
     assert config.url is not None
     timeout = httpx2.Timeout(config.timeout, read=SSE_READ_TIMEOUT)
     hooks = {"response": [connection._on_response]}
@@ -286,15 +288,16 @@ async def _owning(http: httpx2.AsyncClient, transport: Any) -> AsyncIterator[Any
 
 
 @contextlib.asynccontextmanager
-async def connect(config: ServerConfig) -> AsyncIterator[Connection]:
+async def connect(config: ServerConfig, errlog: IO[str] | None = None) -> AsyncIterator[Connection]:
     """Open and negotiate one session with the server of ``config``; closed on exit
-    (a stdio server's process is stopped, an HTTP session is ended with DELETE)."""
+    (a stdio server's process is stopped, an HTTP session is ended with DELETE).
+    ``errlog``: a stdio server's stderr (:class:`tmy.mcp.stderr.StderrRelay`'s pipe)."""
     import mcp_types as types  # deferred: the SDK is ~0.5 s of every CLI start
     from mcp import Client
 
     connection = Connection(config)
     client = Client(
-        _watched(_transport(config, connection), connection),
+        _watched(_transport(config, connection, errlog), connection),
         mode="auto",
         cache=None,
         read_timeout_seconds=config.timeout,
@@ -336,8 +339,7 @@ def why_failed(exc: Exception, connected: bool, config: ServerConfig) -> str:
         leaf = leaf.exceptions[0]
     if not connected and isinstance(leaf, MCPError):
         if leaf.code == types.CONNECTION_CLOSED:
-            where = " (its stderr, in tmy's, says why)" if config.transport == "stdio" else ""
-            return f"the server closed the connection during the handshake{where}"
+            return "the server closed the connection during the handshake"  # (+ its stderr)
         if leaf.code == types.REQUEST_TIMEOUT:  # (the SDK's discover probe waits 10 s of its own)
             return "the server did not answer the handshake in time"
     return describe(exc)

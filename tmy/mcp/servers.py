@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,9 +38,11 @@ from tmy import metrics
 from tmy.errors import TmyError
 from tmy.hints import did_you_mean
 from tmy.logs import get_logger
+from tmy.mcp.backoff import Backoff
 from tmy.mcp.config import McpConfig, ServerConfig
 from tmy.mcp.connection import Connection, connect, describe, why_failed
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
+from tmy.mcp.stderr import StderrRelay
 
 if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start (tmy.mcp.connection)
     import anyio
@@ -52,8 +53,6 @@ __all__ = ["CallResult", "McpError", "McpTimeout", "Servers", "ToolInfo"]
 
 log = get_logger("tmy.mcp")
 
-RETRY_BASE = 0.5  # seconds: the first pause before connecting again
-RETRY_CAP = 30.0  # the longest pause between attempts
 STABLE = 10.0  # a connection that held this long resets the pause
 STOP_GRACE = 10.0  # seconds __aexit__ waits for supervisors before cancelling them
 CALL_GRACE = 2.0  # past the SDK's own timeout, a call is cut off here regardless
@@ -75,22 +74,6 @@ class ToolInfo:
     name: str  # the server's tool name
     description: str
     input_schema: dict[str, Any]  # as the server gave it
-
-
-class _Backoff:
-    """Capped exponential backoff with full jitter (tmy.adapters.base.Backoff's idea; that
-    layer is above this one)."""
-
-    def __init__(self, base: float = RETRY_BASE, cap: float = RETRY_CAP) -> None:
-        self.base, self.cap, self.attempt = base, cap, 0
-
-    def next(self) -> float:
-        ceiling = min(self.cap, self.base * (2**self.attempt))
-        self.attempt = min(self.attempt + 1, 30)
-        return max(self.base / 2, random.uniform(0, ceiling))
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class _Server:
@@ -290,10 +273,19 @@ class Servers:
 
     async def _supervise(self, server: _Server) -> None:
         """Connect, list, watch; on an end, pause and connect again — until stopped."""
-        backoff = _Backoff()
+        relay = StderrRelay(server.config.name) if server.config.transport == "stdio" else None
+        try:
+            await self._supervising(server, relay)
+        finally:
+            if relay is not None:
+                await relay.aclose()
+        metrics.mcp_server_up(server.config.name, False)
+
+    async def _supervising(self, server: _Server, relay: StderrRelay | None) -> None:
+        backoff = Backoff()
         while not self._stopping:
             opened = time.monotonic()
-            lost = await self._attempt(server)
+            lost = await self._attempt(server, relay)
             if self._stopping:
                 break
             if lost and time.monotonic() - opened >= STABLE:
@@ -304,9 +296,8 @@ class Servers:
             server.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(server.wake.wait(), pause)
-        metrics.mcp_server_up(server.config.name, False)
 
-    async def _attempt(self, server: _Server) -> bool | None:
+    async def _attempt(self, server: _Server, relay: StderrRelay | None = None) -> bool | None:
         """One connection, start to end: True when it was connected and then lost (None when
         its HTTP session expired), False when it never connected."""
         import anyio  # deferred: the SDK is ~0.5 s of every CLI start
@@ -314,9 +305,12 @@ class Servers:
         name = server.config.name
         connected = False
         conn: Connection | None = None
+        if relay is not None:
+            relay.clear_tail()
         try:
             with anyio.CancelScope() as server.scope:
-                async with connect(server.config) as conn:
+                errlog = relay.file if relay is not None else None
+                async with connect(server.config, errlog) as conn:
                     tools = await conn.list_tools()
                     server.conn, connected = conn, True
                     server.scope = None  # from here on, stop ends the connection instead
@@ -326,6 +320,10 @@ class Servers:
             reason = conn.reason if conn is not None and conn.reason else "closed"
         except Exception as exc:
             reason = why_failed(exc, connected, server.config)
+            if relay is not None and not connected:
+                await relay.settle()  # what the process wrote before it died, read
+                if relay.tail():
+                    reason = f"{reason}; its stderr: {relay.tail()}"
         finally:
             server.conn = None
             server.scope = None
