@@ -184,3 +184,19 @@ async def test_kb_add_over_http_reads_only_configured_folders(tmp_path: Path) ->
         assert answer.status_code == 400, answer.text
         assert "reads only files inside the paths of a configured base" in answer.json()["text"]
     assert taken.status_code == 200 and taken.json()["data"]["added"] == ["deep.md"], taken.text
+
+
+def nested_pdf() -> bytes:
+    """A PDF whose page content nests arrays 50,000 deep: pypdf recurses until it fails."""
+    return pdf_bytes(["x"]).replace(b"BT /F1 12 Tf", b"[" * 50_000 + b"]" * 50_000 + b" BT /F1")
+
+
+async def test_a_pdf_that_breaks_pypdf_is_skipped_and_the_rest_ingested(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "a.pdf").write_bytes(nested_pdf())
+    (tmp_path / "b.md").write_text("the rest is ingested")
+    report = await ingest(store, "faq", [tmp_path])
+    assert report.added == ["b.md"] and [s["source"] for s in report.skipped] == ["a.pdf"]
+    assert "RecursionError" in report.skipped[0]["reason"]
+    assert not [r for r in caplog.records if r.name.startswith("pypdf")]  # no flood of warnings

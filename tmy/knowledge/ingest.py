@@ -283,6 +283,9 @@ class _Sync:
         except UnreadableDocument as exc:
             self.skip(file.source, str(exc).partition(": ")[2] or str(exc))
             return
+        except Exception as exc:  # a reader's bug on a hostile file must not stop the others
+            self.skip(file.source, f"cannot be read ({type(exc).__name__}: {exc})")
+            return
         if truncated:
             log.warning("knowledge.truncated", base=self.base, source=file.source,
                         kept=MAX_CHUNKS_PER_FILE)  # fmt: skip

@@ -22,6 +22,7 @@ ingestion logs it and goes on with the other files.
 from __future__ import annotations
 
 import io
+import logging
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -155,6 +156,9 @@ def pdf_sections(name: str, data: bytes) -> list[Section]:
     from pypdf import PdfReader  # deferred: pypdf is imported only when a PDF is read
     from pypdf.errors import PyPdfError
 
+    # a broken PDF makes pypdf log a warning per object it repairs (thousands, for a hostile
+    # one): the refusal says what matters, once
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
@@ -175,3 +179,6 @@ def pdf_sections(name: str, data: bytes) -> list[Section]:
         raise UnreadableDocument(f"{name}: not a readable PDF ({why})") from None
     except NotImplementedError as exc:  # pypdf: an encryption algorithm it lacks
         raise UnreadableDocument(f"{name}: a PDF pypdf cannot open ({exc})") from None
+    except Exception as exc:  # RecursionError on deep nesting, IndexError …: a hostile file
+        why = f"{type(exc).__name__}: {exc}"
+        raise UnreadableDocument(f"{name}: a PDF pypdf fails on ({why})") from None
