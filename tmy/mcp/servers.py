@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from tmy.logs import get_logger
 from tmy.mcp.backoff import Backoff
 from tmy.mcp.config import McpConfig, ServerConfig
 from tmy.mcp.connection import Connection, connect, describe, why_failed
+from tmy.mcp.listing import ToolInfo, kept
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
 from tmy.mcp.stderr import StderrRelay
 
@@ -64,16 +64,6 @@ class McpError(TmyError):
 
 class McpTimeout(McpError):
     """A call passed its timeout (the server was told to cancel it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInfo:
-    """One tool a server offers, as it described it."""
-
-    server: str
-    name: str  # the server's tool name
-    description: str
-    input_schema: dict[str, Any]  # as the server gave it
 
 
 class _Server:
@@ -364,14 +354,14 @@ class Servers:
 
     def _listed(self, server: _Server, tools: list[types.Tool]) -> None:
         name = server.config.name
-        infos = [
-            ToolInfo(name, t.name, t.description or "", dict(t.input_schema or {})) for t in tools
-        ]
+        infos, skipped = kept(name, tools)
         before = server.tools
         server.tools = infos
         self._changed()
         if before == infos:
             return
+        if skipped:
+            log.warning("mcp.tools_skipped", server=name, tools=skipped[:20], count=len(skipped))
         old = {t.name for t in before or ()}
         new = {t.name for t in infos}
         log.info(
