@@ -3,6 +3,7 @@ onto tmy's own stderr; what a server that died in the handshake said is in its e
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,27 @@ async def test_a_server_dying_in_the_handshake_says_why_in_its_error(log_file: P
         state = servers.state("box")
     assert state["state"] == "failed"
     assert state["error"].endswith("; its stderr: fatal: no such database"), state
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+async def test_what_a_stopped_server_left_running_is_ended(tmp_path: Path) -> None:
+    """A child that ignores the closed stdin outlives the server the SDK stopped: ended."""
+    pidfile = tmp_path / "child.pid"
+    script = f'sleep 1000 & echo $! > "{pidfile}"; exec "{sys.executable}" "{TOOLBOX}" stdio'
+    config = {"command": "sh", "args": ["-c", script], "timeout": 30}
+    async with Servers(parse_mcp({"servers": {"box": config}})) as servers:
+        await servers.wait_listed(20)
+        child = int(pidfile.read_text())
+        assert alive(child)
+        call = asyncio.create_task(servers.call("box", "slow", {"seconds": 100}))
+        await asyncio.sleep(0.3)  # stopped with the call in flight
+    assert not alive(child)
+    assert "connection closed" in str(call.exception())

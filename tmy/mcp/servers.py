@@ -317,6 +317,8 @@ class Servers:
         finally:
             server.conn = None
             server.scope = None
+        if relay is not None:
+            await relay.reap()  # what the stopped server left running
         if self._stopping:
             return connected
         if connected:

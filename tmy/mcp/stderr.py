@@ -10,6 +10,10 @@ that floods it is logged at most :data:`BURST` lines per :data:`WINDOW` seconds 
 ``mcp.stderr_dropped`` with the count) — a crashing server cannot grow the log at its pace.
 The last few lines are kept (:meth:`StderrRelay.tail`), so a server that dies during the
 handshake says why in the supervisor's ``mcp.connect_failed`` and its state's ``error``.
+
+The pipe also tells which processes are the server's: every one that still has it as its
+stderr once the SDK has stopped the server is something the server started and left
+running (a child that ignores the closed stdin); :meth:`StderrRelay.reap` ends them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import signal
 import struct
 import termios
 import time
@@ -34,6 +39,7 @@ BURST = 50  # lines logged per WINDOW seconds, per server
 WINDOW = 10.0
 TAIL_LINES = 3  # lines kept for the error of a server that died
 CLOSE_WAIT = 1.0  # seconds close() waits for the rest of the pipe
+REAP_GRACE = 2.0  # seconds a process the server left gets between SIGTERM and SIGKILL
 _CHUNK = 65536
 
 
@@ -84,6 +90,44 @@ class StderrRelay:
                     await asyncio.sleep(0)
                 return
             await asyncio.sleep(0.01)
+
+    def holders(self) -> list[int]:
+        """Other processes whose stderr is this pipe: the server's, and whatever they started
+        (Linux ``/proc``; none elsewhere)."""
+        if self._file is None:
+            return []
+        wanted = f"pipe:[{os.fstat(self._file.fileno()).st_ino}]"
+        found = []
+        me = os.getpid()
+        with contextlib.suppress(OSError):
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit() or int(entry.name) == me:
+                    continue
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry.name}/fd/2") == wanted:
+                        found.append(int(entry.name))
+        return found
+
+    async def reap(self, grace: float = REAP_GRACE) -> list[int]:
+        """End what a stopped server left behind: each process still writing to this pipe
+        gets SIGTERM, then SIGKILL after ``grace`` seconds (the SDK stops the server's own
+        process, but one of its children that ignores the closed stdin would live on)."""
+        left = self.holders()
+        if not left:
+            return []
+        log.warning("mcp.orphans", server=self.server, pids=left, why="the server left them")
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and (alive := self.holders()):
+                left = alive
+                await asyncio.sleep(0.05)
+            left = self.holders()
+            if not left:
+                break
+        return left
 
     async def aclose(self) -> None:
         """Close tmy's write end; log what is left in the pipe (within CLOSE_WAIT)."""
