@@ -453,3 +453,15 @@ async def test_stop_while_a_server_is_still_starting(tmp_path) -> None:
         await until(lambda: bool(children() - before))
         assert s.state("mute")["state"] == "starting"
     assert not (children() - before)
+
+
+async def test_a_json_answer_past_the_bound_fails_its_call_alone(toolbox_http: HttpToolbox) -> None:
+    """The SDK reads a JSON answer whole: one of 20 MB is cut off at 16 MB, not held."""
+    toolbox_http.env.update(TOOLBOX_BIG="1", TOOLBOX_JSON="1")
+    toolbox_http.restart()
+    async with servers(web=toolbox_http.config) as s:
+        await s.wait_listed(20)
+        assert len((await s.call("web", "big", {"megabytes": 1})).text) > 50_000  # cut to 50,000
+        with pytest.raises(McpError, match="passed 16 MB"):
+            await s.call("web", "big", {"megabytes": 20})
+        assert (await s.call("web", "echo", {"text": "still here"})).text == "still here"

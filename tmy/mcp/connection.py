@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.logs import get_logger
+from tmy.mcp import bounded
 from tmy.mcp.config import ServerConfig
 
 if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start
@@ -266,7 +267,11 @@ def _transport(config: ServerConfig, connection: Connection, errlog: IO[str] | N
             headers: Any = None, timeout: Any = None, auth: Any = None
         ) -> httpx2.AsyncClient:
             return httpx2.AsyncClient(
-                headers=headers, timeout=timeout, auth=auth, event_hooks=hooks
+                headers=headers,
+                timeout=timeout,
+                auth=auth,
+                event_hooks=hooks,
+                transport=bounded.transport(),
             )
 
         return sse_client(
@@ -276,7 +281,12 @@ def _transport(config: ServerConfig, connection: Connection, errlog: IO[str] | N
             sse_read_timeout=SSE_READ_TIMEOUT,
             httpx_client_factory=factory,
         )
-    http = httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, event_hooks=hooks)
+    http = httpx2.AsyncClient(
+        headers=dict(config.headers),
+        timeout=timeout,
+        event_hooks=hooks,
+        transport=bounded.transport(),
+    )
     return _owning(http, streamable_http_client(config.url, http_client=http))
 
 

@@ -12,7 +12,9 @@ and ``grow()``, which adds a tool ``extra`` and announces the list change the wa
 negotiated protocol does it — ``notifications/tools/list_changed`` on a handshake-era
 connection, an event on the ``subscriptions/listen`` bus on a 2026-07-28 one.
 With ``TOOLBOX_REVEAL`` set there is one more, ``reveal(name)``: an HTTP header or environment
-variable said back, as a server echoing a credential would.
+variable said back, as a server echoing a credential would; with ``TOOLBOX_BIG``,
+``big(megabytes)``: a text that large. ``TOOLBOX_JSON`` makes the streamable HTTP server answer
+each request with one JSON body instead of an event stream.
 
 Every call appends one JSON line ``{"tool", "arguments", "pid"}`` to the file named by
 ``TOOLBOX_CALL_LOG`` (when set) *before* the tool does anything, so a test can prove a tool
@@ -71,6 +73,12 @@ def reveal(name: str, ctx: Context) -> str:
     return value
 
 
+def big(megabytes: float) -> str:
+    """A text of this many megabytes (a server that answers far more than anyone reads)."""
+    log_call("big", {"megabytes": megabytes})
+    return "A" * int(megabytes * 1024 * 1024)
+
+
 def build() -> MCPServer:
     """The toolbox server, its tools registered."""
     server = MCPServer("toolbox", version="1.0", log_level="WARNING")
@@ -120,6 +128,8 @@ def build() -> MCPServer:
 
     if os.environ.get("TOOLBOX_REVEAL"):  # opt-in: the usual tool list stays as tests know it
         server.add_tool(reveal)
+    if os.environ.get("TOOLBOX_BIG"):  # opt-in, as reveal
+        server.add_tool(big)
 
     @server.tool()
     def whoami() -> int:
@@ -173,7 +183,8 @@ async def serve_http(server: MCPServer, app_kind: str, port: int) -> None:
     import uvicorn  # the SDK's own dependency for its HTTP transports
 
     if app_kind == "http":
-        app = server.streamable_http_app(host="127.0.0.1")
+        json_response = bool(os.environ.get("TOOLBOX_JSON"))  # answers as JSON, not events
+        app = server.streamable_http_app(host="127.0.0.1", json_response=json_response)
     else:
         app = server.sse_app(host="127.0.0.1")
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
