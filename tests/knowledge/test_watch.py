@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -67,3 +68,32 @@ def test_affected_bases() -> None:
     roots = {"a": [Path("/x/docs")], "b": [Path("/x/other.md")]}
     assert _affected({"/x/docs/sub/f.md"}, roots) == ["a"]
     assert _affected({"/x/other.md", "/x/docs2/f.md"}, roots) == ["b"]
+
+
+@pytest.mark.slow
+async def test_a_folder_removed_and_made_again_is_watched_again(
+    tmp_path: Path, store_url: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "returns.md").write_text("Returns: any item within 30 days.")
+    bases = parse({"faq": {"paths": [str(docs)], "include": ["*.md"]}})
+    async with serving({"r.yaml": "rules: []"}, store=store_url,
+                       sections={"knowledge": bases}) as daemon:  # fmt: skip
+        services = daemon.engine.services
+        kb = knowledge_of(services)
+
+        async def found(query: str, source: str) -> bool:
+            passages = await kb.search(services, KnowledgeSpec(("faq",)), query)
+            return source in [p.source for p in passages]
+
+        await eventually(lambda: found("return an item", "returns.md"))
+        await asyncio.sleep(0.3)  # the watcher is being set up beside the first ingestion
+        shutil.rmtree(docs)  # a deploy swaps the folder for a new copy
+        await asyncio.sleep(0.6)  # the removal is seen (its documents are kept: a missing root)
+        docs.mkdir()
+        (docs / "hours.md").write_text("We open at nine on weekdays.")
+        await eventually(lambda: found("when do you open", "hours.md"))
+        await asyncio.sleep(0.6)
+        (docs / "later.md").write_text("Parking is free behind the shop.")
+        await eventually(lambda: found("is parking free", "later.md"))

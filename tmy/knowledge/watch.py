@@ -7,7 +7,9 @@ watches the folders of the bases with ``watch: true`` (``watchfiles``: the
 folders are watched, as the rules watcher does, since editors save by renaming
 a new file over the old one) and, after each debounced batch of changes,
 ingests the bases whose paths hold a changed file — again by content hash, so
-only the changed files are read and written.
+only the changed files are read and written. A watched folder that is removed
+and made again (a deploy swapping ``docs/``) is watched again: the watcher
+re-arms whenever the set of folders to watch changes.
 """
 
 from __future__ import annotations
@@ -62,18 +64,38 @@ def _affected(changed: Iterable[str], roots: Mapping[str, list[Path]]) -> list[s
     return out
 
 
-async def _watch(
-    kb: KnowledgeBases, folders: list[str], roots: Mapping[str, list[Path]], stop: asyncio.Event
-) -> None:
+async def _watch(kb: KnowledgeBases, roots: Mapping[str, list[Path]], stop: asyncio.Event) -> None:
+    """Watch the folders of ``roots`` until ``stop``, re-arming when they change: a watched
+    folder removed and made again (a deploy that swaps ``docs/`` for a new copy, a ``git
+    checkout``) is followed again — inotify forgets a folder once it is gone — and a missing
+    one is watched through its parent until it appears. After a re-arm every watched base
+    is ingested again (a change in between was not seen; unchanged files cost a stat)."""
     from watchfiles import awatch  # deferred: only a serving daemon with watched bases needs it
 
-    log.info("knowledge.watching", folders=folders)
-    try:
-        async for changes in awatch(*folders, debounce=DEBOUNCE_MS, step=50, stop_event=stop):
-            changed = {os.path.abspath(path) for _, path in changes}
-            await ingest_all(kb, _affected(changed, roots))
-    except Exception as exc:  # no inotify here, a folder removed: serving goes on
-        log.warning("knowledge.watch_failed", error=str(exc))
+    backoff = 1.0
+    armed_before = False
+    while not stop.is_set():
+        folders = _folders(roots)
+        if not folders:
+            return
+        log.info("knowledge.watching", folders=folders)
+        catch_up = asyncio.create_task(ingest_all(kb, roots)) if armed_before else None
+        armed_before = True
+        try:
+            async for changes in awatch(*folders, debounce=DEBOUNCE_MS, step=50, stop_event=stop):
+                changed = {os.path.abspath(path) for _, path in changes}
+                await ingest_all(kb, _affected(changed, roots))
+                if changed & set(folders) or _folders(roots) != folders:
+                    break  # a watched folder itself changed, came or went: watch it anew
+            backoff = 1.0
+        except Exception as exc:  # no inotify here, too many watches: try again later
+            log.warning("knowledge.watch_failed", error=str(exc), retry_in=backoff)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), backoff)
+            backoff = min(backoff * 2, 300.0)
+        finally:
+            if catch_up is not None:
+                await catch_up
 
 
 async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
@@ -83,8 +105,7 @@ async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
     ingested again after it (one ingestion of a base at a time: the base's lock)."""
     settings = kb.services.settings
     roots = {n: roots_of(settings, c) for n, c in sorted(kb.configs.items()) if c.watch}
-    folders = _folders(roots)
-    watcher = asyncio.create_task(_watch(kb, folders, roots, stop)) if folders else None
+    watcher = asyncio.create_task(_watch(kb, roots, stop)) if _folders(roots) else None
     try:
         await ingest_all(kb, sorted(kb.configs))
         if watcher is not None:
