@@ -117,7 +117,8 @@ def checked(passages: list[Passage], texts: set[tuple[str, str]]) -> list[tuple[
 
 
 class BruteForce:
-    """The floor: BM25 over every chunk in memory, no index (memory's tokeniser and scoring)."""
+    """The floor: Okapi BM25 over every chunk in memory, no index — memory's tokeniser and
+    scoring, ranked by the raw score (tmy ranks by the relevance, which saturates at 1)."""
 
     def __init__(self, chunks: dict[str, dict[str, Any]]) -> None:
         self.items = [(v["source"], v["text"]) for v in chunks.values()]
@@ -130,8 +131,8 @@ class BruteForce:
         df = {t: sum(1 for c in self.counts if t in c) for t in terms}
         docs = {i: (n, c) for i, (n, c) in enumerate(zip(self.lengths, self.counts, strict=True))}
         scored = scoring.relevance(terms, docs, len(docs), self.total, df)
-        best = sorted((i for i in scored if scored[i].relevance > 0),
-                      key=lambda i: -scored[i].relevance)[:TOP]  # fmt: skip
+        best = sorted((i for i in scored if scored[i].bm25 > 0),
+                      key=lambda i: -scored[i].bm25)[:TOP]  # fmt: skip
         return [self.items[i] for i in best]
 
 
@@ -153,13 +154,16 @@ def summary(ranks: Sequence[int | None], qs: Sequence[data.Question]) -> dict[st
     }
 
 
-async def recall_part(tmp: Path, port: int, n_docs: int, n_q: int) -> dict[str, Any]:
+async def recall_part(tmp: Path, port: int, n_docs: int, n_q: int, run: int) -> dict[str, Any]:
+    """Both bases and the floor asked every question, the corpus in folder ``recall-<run>``
+    (a chunk's id hashes its file's path, and ties in rank are broken by id: another
+    folder, another order among equals)."""
     docs = data.corpus(n_docs)
     qs = data.questions(docs, n_q)
     data.check(docs, qs)
-    folder = tmp / "recall"
+    folder = tmp / f"recall-{run}"
     size = write_corpus(folder, docs)
-    async with bot(f"sqlite:///{tmp / 'recall.db'}", folder, port, hybrid="hyb") as app:
+    async with bot(f"sqlite:///{tmp / f'recall-{run}.db'}", folder, port, hybrid="hyb") as app:
         services = app.engine.services
         kb = knowledge_of(services)
         lex_s, n_chunks = await ingest(kb, "lex", len(docs))
