@@ -6,7 +6,8 @@ through the real app (:class:`tmy.testing.Bot` with a ``knowledge:`` section):
 ``KnowledgeBases.ingest``, which ``kb add``/``rebuild`` and the daemon's watcher call, and
 ``KnowledgeBases.search``, which an LLM step's ``knowledge:`` and ``kb search`` call.
 Embeddings come from ``bench/retrieval_embed.py``: an OpenAI-compatible
-``POST /v1/embeddings`` on loopback (hashed character n-grams, in its own process),
+``POST /v1/embeddings`` on loopback (hashed character n-grams, ``--dim`` 1,536 like
+text-embedding-3-small's, in its own process),
 configured as the ``llm.models`` entry ``emb`` that the hybrid base's ``embeddings:`` names.
 The measurements are in ``bench/retrieval_parts.py``.
 
@@ -195,7 +196,7 @@ def main() -> int:
     p.add_argument("--hybrid-scale", action=argparse.BooleanOptionalAction, default=True,
                    help="also ingest and search the scale corpus with embeddings")  # fmt: skip
     p.add_argument("--runs", type=int, default=5, help="recall runs, each in another folder")
-    p.add_argument("--dim", type=int, default=256, help="the local embeddings' dimensions")
+    p.add_argument("--dim", type=int, default=1536, help="the local embeddings' dimensions")
     p.add_argument("--no-write", action="store_true", help="do not write bench/results/*.json")
     args = p.parse_args()
     if args.quick:

@@ -31,7 +31,7 @@ from tmy.testing import Bot
 
 RULES = {"r.yaml": "rules: []"}
 TOP = 4
-EMB = {"model": "emb", "id": "hashgram-256", "min_similarity": 0.2}
+EMB = {"model": "emb", "id": "hashgram", "min_similarity": 0.2}
 
 
 class Failed(Exception):
