@@ -76,11 +76,17 @@ async def write_chunks(
         writes += [(layout.vector_key(base, doc, n), MISSING, None) for n in range(old_count)]
     await write_all(store, writes)
     ns = layout.namespace(base)
-    docs = [IndexDoc(layout.index_id(doc, n), scoring.counts(c.text)) for n, c in enumerate(chunks)]
+    docs = await asyncio.to_thread(_index_docs, doc, chunks)  # seconds for a big CJK file
     for batch in batched(docs):
         await store.index_put(ns, batch)
     if old_count > len(chunks):
         await _remove_chunks(store, base, doc, range(len(chunks), old_count))
+
+
+def _index_docs(doc: str, chunks: Sequence[Chunk]) -> list[IndexDoc]:
+    """The chunks' index documents: each text tokenised (a worker thread runs this: 2,000
+    chunks of Chinese text take seconds the event loop must not lose)."""
+    return [IndexDoc(layout.index_id(doc, n), scoring.counts(c.text)) for n, c in enumerate(chunks)]
 
 
 async def _remove_chunks(store: Store, base: str, doc: str, numbers: Sequence[int]) -> None:
