@@ -130,3 +130,22 @@ async def test_kb_add_takes_several_paths_given_as_words(tmp_path: Path) -> None
         args = {"action": "search", "name": "x", "target": ["return", "item"], "top": None}
         result = await KB.run(Invocation(args, Message("", user="op"), "cli", bot.app))
         assert result.data["query"] == "return item" and result.data["passages"]
+
+
+async def test_kb_answers_read_well(tmp_path: Path) -> None:
+    from tmy.command import Invocation
+    from tmy.knowledge.commands import KB
+    from tmy.message import Message
+
+    folder = docs(tmp_path)
+    async with Bot({"r.yaml": RULES}) as bot:
+
+        async def kb(**args: object) -> str:
+            given = {"name": "x", "target": None, "top": None, **args}
+            return (await KB.run(Invocation(given, Message("", user="op"), "cli", bot.app))).text
+
+        await kb(action="add", target=[str(folder / "returns.md")])
+        assert "  returns.md: 1 chunk, 53 B" in await kb(action="list")
+        long = "退" * 20_000  # the question is not echoed whole
+        assert await kb(action="search", target=long) == f"x: nothing found for '{'退' * 80}…'"
+        assert await kb(action="del") == "knowledge base x deleted (1 document)"

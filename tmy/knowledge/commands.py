@@ -133,8 +133,10 @@ def _doc_line(doc: dict[str, Any], tz: Any) -> str:
     when = datetime.fromtimestamp(float(doc.get("ingested") or time.time()), tz)
     pages = f", {doc['pages']} pages" if doc.get("pages") else ""
     vectors = ", vectors" if doc.get("vectors") else ""
+    chunks = int(doc.get("chunks") or 0)
     return (
-        f"  {doc.get('source')}: {doc.get('chunks', 0)} chunks, {_size(int(doc.get('bytes') or 0))}"
+        f"  {doc.get('source')}: {chunks} chunk{'s' if chunks != 1 else ''}, "
+        f"{_size(int(doc.get('bytes') or 0))}"
         f"{pages}{vectors}, ingested {when:%Y-%m-%d %H:%M}"
     )
 
@@ -201,7 +203,8 @@ async def _search(inv: Invocation, kb: KnowledgeBases) -> Result:
         ],
     }
     if not passages:
-        return Result(f"{name}: nothing found for {query!r}", data)
+        shown = query if len(query) <= 80 else query[:80] + "…"
+        return Result(f"{name}: nothing found for {shown!r}", data)
     text = "\n".join(_passage(n, p, inv.compact) for n, p in enumerate(passages, 1))
     return Result(text, data)
 
@@ -216,7 +219,9 @@ async def _delete(inv: Invocation, kb: KnowledgeBases) -> Result:
     source = _words(inv.args.get("target")).strip() or None
     done = await kb.delete(name, source)
     if done["whole"]:
-        return Result(f"knowledge base {name} deleted ({done['removed']} documents)", done)
+        gone = done["removed"]
+        text = f"knowledge base {name} deleted ({gone} document{'s' if gone != 1 else ''})"
+        return Result(text, done)
     if not done["removed"]:
         return Result(f"{name} has no document {source!r}", done, ok=False)
     return Result(f"{name}: removed {', '.join(map(str, done['sources']))}", done)
