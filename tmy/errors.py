@@ -27,6 +27,9 @@ their module::
     ├── OpenAIError        the OpenAI facade refuses a request (tmy.adapters.openai.payload)
     │                      (rendered as its HTTP error response)
     ├── EmbeddingError     the embeddings endpoint failed            (tmy.memory.embeddings)
+    ├── McpError           an MCP server is unknown, down, or a call failed (tmy.mcp.servers)
+    │   └── McpTimeout     a tool did not answer within its timeout
+    ├── UnreadableDocument a knowledge-base file cannot be read      (tmy.knowledge.readers)
     ├── MediaError         a picture or file could not be had: too large,
     │                      refused, not found                     (tmy.media.dataurl)
     ├── BodyTooLarge       a decoded HTTP body passed its cap        (tmy.bodies)
