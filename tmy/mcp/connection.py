@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.logs import get_logger
-from tmy.mcp import bounded
+from tmy.mcp import bounded, hops
 from tmy.mcp.config import ServerConfig
 
 if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start
@@ -86,7 +86,9 @@ class Connection:
 
         if self.client is None:  # closed between the caller's look and now
             raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
-        return await self.client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        return await self.client.call_tool(
+            tool, arguments, read_timeout_seconds=timeout, meta=hops.outgoing()
+        )
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server offers, all pages."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy.engine.core import Engine
 from tmy.engine.inflight import InFlight
+from tmy.mcp import hops
 from tmy.mcpserve import tools
 from tmy.mcpserve.tools import Caller
 
@@ -67,8 +68,11 @@ def build_server(
         )
 
     async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> Any:
+        depth = hops.incoming(params.meta)
         with calls.running():
-            outcome = await tools.call(engine(), caller_of(ctx), params.name, params.arguments)
+            outcome = await tools.call(
+                engine(), caller_of(ctx), params.name, params.arguments, depth
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)],
             is_error=outcome.is_error,

@@ -26,6 +26,7 @@ from tmy.engine.tracing import trace_id as new_trace_id
 from tmy.errors import TmyError
 from tmy.llm.tools import resolve
 from tmy.logs import get_logger
+from tmy.mcp import hops
 from tmy.message import Message
 from tmy.rulebook.model import Rule
 from tmy.rulebook.triggers import Match
@@ -124,8 +125,18 @@ class Outcome:
     is_error: bool = False
 
 
-async def call(engine: Engine, caller: Caller, name: str, arguments: Any) -> Outcome:
-    """Run the rule behind tool ``name`` as ``caller``; never raises for a bad call."""
+async def call(
+    engine: Engine, caller: Caller, name: str, arguments: Any, depth: int = 1
+) -> Outcome:
+    """Run the rule behind tool ``name`` as ``caller``; never raises for a bad call.
+    ``depth``: how many MCP calls deep this one is (:mod:`tmy.mcp.hops`)."""
+    if depth > hops.MAX_HOPS:
+        log.warning("mcpserve.too_deep", tool=name, hops=depth, user=caller.user)
+        return Outcome(
+            f"refused: tool {name!r} was reached through {depth} MCP calls in a row (at most "
+            f"{hops.MAX_HOPS}) — a bot calling itself through MCP?",
+            True,
+        )
     tool = rule_tools(engine).get(name)
     args = arguments if arguments is not None else {}
     message = caller.message(engine, json.dumps(args, ensure_ascii=False, default=str))
@@ -153,7 +164,8 @@ async def call(engine: Engine, caller: Caller, name: str, arguments: Any) -> Out
     try:
         groups = {k: v for k, v in args.items() if k.isidentifier() and k.upper() != k}
         match = Match(tool.rule, None, tool.rule.id, args, groups)  # type: ignore[arg-type]
-        reply = await engine.run_rule(match, message, trace_id, message.text, finish=False)
+        with hops.serving(depth):
+            reply = await engine.run_rule(match, message, trace_id, message.text, finish=False)
     except TmyError as exc:  # the engine reports failures in the reply; this is a last resort
         return Outcome(f"error: {exc}", True)
     finally:
