@@ -200,3 +200,19 @@ async def test_a_pdf_that_breaks_pypdf_is_skipped_and_the_rest_ingested(
     assert report.added == ["b.md"] and [s["source"] for s in report.skipped] == ["a.pdf"]
     assert "RecursionError" in report.skipped[0]["reason"]
     assert not [r for r in caplog.records if r.name.startswith("pypdf")]  # no flood of warnings
+
+
+async def test_a_huge_question_is_embedded_in_part(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("退货政策：收到商品后三十天内可以退货。")
+    asked: list[str] = []
+
+    async def embed(texts: Sequence[str]) -> list[list[float]]:
+        asked.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+    embedder = Embedder("rec", embed)
+    await ingest(store, "faq", [tmp_path], embedder=embedder)
+    asked.clear()
+    found = await search(store, ["faq"], "退货" * 10_000, embedders={"faq": embedder})
+    assert found and found[0].source == "a.md"
+    assert [len(t) for t in asked] == [2_000]

@@ -56,6 +56,9 @@ SEARCH_BUDGET = 1_000
 """Postings the index reads per term (``index_search``'s budget): chunks are longer than
 memory entries, so their common words are commoner."""
 MATCHED_SHOWN = 8
+QUERY_EMBED_CHARS = 2_000
+"""The question's characters that are embedded: a 20,000-character message would cost (and,
+past an embeddings model's input limit of ~8,000 tokens, fail) every hybrid search."""
 MAX_PASSAGE_CHARS = 40_000
 """The passages a search returns hold at most this many characters together (the first is
 always returned; a chunk is at most 20,000): ``top: 50`` of 20,000-character chunks must not
@@ -161,7 +164,7 @@ async def _vectors(
     for base in bases:
         embedder = embedders[base]
         if embedder.identity not in queries:
-            (vector,) = await embedder.embed([query])
+            (vector,) = await embedder.embed([query[:QUERY_EMBED_CHARS]])
             queries[embedder.identity] = normalised(vector)
     keys = []
     for base, doc in pool:
