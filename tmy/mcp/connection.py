@@ -51,6 +51,7 @@ MAX_ERROR_CHARS = 500  # an error's text past this is cut (a validation error li
 PROBE_INTERVAL = 30.0  # seconds between re-lists of a handshake-era HTTP server (see run())
 LISTEN_RETRY = 1.0  # seconds before a change subscription that ended is opened again (doubling)
 LISTEN_RETRY_CAP = 60.0
+RELIST_PAUSE = 0.5  # seconds between two listings: a server announcing changes without end
 
 
 class Connection:
@@ -135,6 +136,7 @@ class Connection:
                 self.end(f"listing tools failed: {describe(exc)}")
                 return
             listed(tools)
+            await anyio.sleep(RELIST_PAUSE)  # changes meanwhile: one listing after the pause
 
     async def _probe(self) -> None:
         import anyio  # deferred: the SDK is ~0.5 s of every CLI start
