@@ -21,7 +21,10 @@ State per server (:meth:`Servers.state`): ``starting`` (first attempt), ``connec
 attempts go on, ``error`` says why). Secrets never appear in it (see tmy.mcp.config).
 Metrics: ``tmy_mcp_server_up``, ``tmy_mcp_calls_total``, ``tmy_mcp_call_seconds``,
 ``tmy_mcp_reconnects_total``. Log events (``tmy.mcp``): ``mcp.connected``,
-``mcp.disconnected``, ``mcp.connect_failed``, ``mcp.tools_changed``, ``mcp.call_failed``.
+``mcp.disconnected``, ``mcp.connect_failed``, ``mcp.tools_changed``, ``mcp.tools_skipped``
+(:mod:`tmy.mcp.listing`), ``mcp.call_failed``; a stdio server's ``mcp.stderr``,
+``mcp.stderr_dropped`` and ``mcp.orphans`` (:mod:`tmy.mcp.stderr`: its stderr is relayed
+into the log, never onto tmy's own, and what it leaves running when stopped is ended).
 """
 
 from __future__ import annotations
