@@ -38,6 +38,7 @@ LINE_CHARS = 2000  # a longer line is cut
 BURST = 50  # lines logged per WINDOW seconds, per server
 WINDOW = 10.0
 TAIL_LINES = 3  # lines kept for the error of a server that died
+TAIL_CHARS = 500  # of them, at most (the end: a traceback's last line says most)
 CLOSE_WAIT = 1.0  # seconds close() waits for the rest of the pipe
 REAP_GRACE = 2.0  # seconds a process the server left gets between SIGTERM and SIGKILL
 _CHUNK = 65536
@@ -69,8 +70,10 @@ class StderrRelay:
         return self._file
 
     def tail(self) -> str:
-        """The last lines the server wrote (masked), joined: why it died, most likely."""
-        return " | ".join(self._tail)
+        """The last lines the server wrote (masked), joined and cut at :data:`TAIL_CHARS`:
+        why it died, most likely."""
+        text = " | ".join(self._tail)
+        return text if len(text) <= TAIL_CHARS else "…" + text[-TAIL_CHARS:]
 
     def clear_tail(self) -> None:
         """Forget the lines kept so far (a new connection's failure is its own)."""
