@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.knowledge.support import pdf_bytes
-from tmy.knowledge import KnowledgeBases, documents, ingest, knowledge_of, readers, search
+from tmy.knowledge import KnowledgeBases, documents, ingest, knowledge_of, readers, scanning, search
 from tmy.knowledge.config import ChunkConfig, parse
 from tmy.knowledge.embedding import Embedder
 from tmy.knowledge.readers import UnreadableDocument, read_sections
@@ -111,7 +111,7 @@ async def test_a_folder_over_the_file_limit_prunes_nothing(
     for n in range(3):
         (tmp_path / f"{n}.md").write_text(f"document number {n}")
     assert len((await ingest(store, "faq", [tmp_path])).added) == 3
-    monkeypatch.setattr(ingest_module, "MAX_FILES", 2)
+    monkeypatch.setattr(scanning, "MAX_FILES", 2)
     report = await ingest(store, "faq", [tmp_path])
     assert report.removed == [] and len(await documents.documents(store, "faq")) == 3
     assert [s["source"] for s in report.skipped] == [str(tmp_path)]
@@ -216,3 +216,19 @@ async def test_a_huge_question_is_embedded_in_part(store: Store, tmp_path: Path)
     found = await search(store, ["faq"], "退货" * 10_000, embedders={"faq": embedder})
     assert found and found[0].source == "a.md"
     assert [len(t) for t in asked] == [2_000]
+
+
+async def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(
+    store: Store, tmp_path: Path
+) -> None:
+    os.mkdir(tmp_path / "docs")
+    with open(os.path.join(os.fsencode(tmp_path / "docs"), b"bad\xff.md"), "w") as fh:
+        fh.write("zebras in a file whose name is Latin-1")
+    (tmp_path / "docs" / "line\nbreak.md").write_text("tigers behind a newline")
+    (tmp_path / "docs" / "ok.md").write_text("lions are fine")
+    report = await ingest(store, "faq", [tmp_path / "docs"])
+    assert sorted(report.added) == ["line\nbreak.md", "ok.md"]
+    bad = {"source": "bad\ufffd.md", "reason": "its name is not UTF-8: rename it"}
+    assert report.skipped == [bad]
+    found = await search(store, ["faq"], "tigers lions")
+    assert sorted(p.source for p in found) == ["line\nbreak.md", "ok.md"]

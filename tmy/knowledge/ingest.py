@@ -22,12 +22,8 @@ file's chunks beyond :data:`MAX_CHUNKS_PER_FILE` are dropped (warned as
 lexically; its fingerprint then lacks the embedding model, so the next
 ingestion embeds it again.
 
-**Links.** A root may be a link (the operator named it). Inside a folder a
-link to a file is taken only when its target lies in that folder, and a link
-to a folder is not entered: a link dropped into a watched folder cannot put
-``/etc``'s or the config's text into a base (name such a file in ``paths``),
-and link loops cost nothing. The walk runs in a worker thread and stops at
-:data:`MAX_FILES` files / :data:`MAX_ENTRIES` entries per folder.
+Which files a folder gives — links, hidden files, limits — is
+:mod:`tmy.knowledge.scanning`.
 
 One ingestion of a base at a time, across processes: it holds the store lease
 ``kb/<name>/lock`` (two daemons starting on one store ingest once; the second
@@ -37,7 +33,6 @@ finds every file unchanged).
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
 import stat as stat_module
 import time
@@ -52,6 +47,7 @@ from tmy.knowledge.chunking import Chunk, chunk_sections
 from tmy.knowledge.config import DEFAULT_INCLUDE, ChunkConfig
 from tmy.knowledge.embedding import Embedder
 from tmy.knowledge.readers import MAX_PDF_PAGES, UnreadableDocument, kind_of, read_sections
+from tmy.knowledge.scanning import File, inside, scan, shown
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
@@ -61,10 +57,6 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 """A larger file is skipped (a knowledge base holds documents, not data dumps)."""
 MAX_CHUNKS_PER_FILE = 2_000
 """A file's chunks past this many are dropped (about 1.6 million characters at 800)."""
-MAX_FILES = 100_000
-"""Files taken from one folder; past it (or past :data:`MAX_ENTRIES` entries seen) the scan
-stops there, says so, and prunes nothing under that folder."""
-MAX_ENTRIES = 1_000_000
 LOCK_WAIT = 600.0
 READER_VERSION = 1  # part of every fingerprint: a change of how files are read re-reads them
 
@@ -106,93 +98,6 @@ class IngestReport:
             "skipped": self.skipped,
             "chunks": self.chunks,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class File:
-    """A file found under a root: its absolute path, the root, its source name."""
-
-    path: Path
-    root: Path
-    source: str
-
-
-def _hidden(relative: Path) -> bool:
-    return any(
-        part.startswith((".", "#")) or part.endswith("~") or part == "__pycache__"
-        for part in relative.parts
-    )
-
-
-def _matches(name: str, include: Sequence[str]) -> bool:
-    folded = name.casefold()
-    return any(fnmatch.fnmatchcase(folded, pattern.casefold()) for pattern in include)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-@dataclass(slots=True)
-class Scan:
-    """What :func:`scan` found: the files, the roots that do not exist, the entries left out
-    (``{source, reason}``: a link out of its folder, a folder too large), and the roots not
-    scanned to their end (their documents are never pruned)."""
-
-    files: list[File] = field(default_factory=list)
-    missing: list[Path] = field(default_factory=list)
-    refused: list[dict[str, str]] = field(default_factory=list)
-    partial: list[Path] = field(default_factory=list)
-
-
-def _walk(root: Path, include: Sequence[str], out: Scan) -> None:
-    """The files of the folder ``root`` (sorted), links not followed out of it: a link to a
-    file is taken when its target lies inside the folder, a link to a folder is not entered
-    (no loops, no other folders' files); at most :data:`MAX_FILES` files and
-    :data:`MAX_ENTRIES` entries (the rest left out, the root marked partial)."""
-    real_root = os.path.realpath(root)
-    found: list[File] = []
-    seen = 0
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        here = Path(folder)
-        dirs[:] = sorted(d for d in dirs if not _hidden(Path(d)))
-        for d in dirs:
-            if (here / d).is_symlink():
-                source = (here / d).relative_to(root).as_posix()
-                out.refused.append({"source": source, "reason": "a link to a folder: not followed"})
-        seen += len(dirs) + len(names)
-        for name in sorted(names):
-            path = here / name
-            if _hidden(Path(name)) or not _matches(name, include):
-                continue
-            source = path.relative_to(root).as_posix()
-            if path.is_symlink() and not _inside(os.path.realpath(path), real_root):
-                reason = f"a link to {os.path.realpath(path)}, outside {root}: name it in paths"
-                out.refused.append({"source": source, "reason": reason})
-            elif path.is_file():
-                found.append(File(path, root, source))
-        if len(found) > MAX_FILES or seen > MAX_ENTRIES:
-            why = f"more than {MAX_FILES} files or {MAX_ENTRIES} entries: the rest not read"
-            out.refused.append({"source": str(root), "reason": why})
-            out.partial.append(root)
-            break
-    out.files.extend(sorted(found[:MAX_FILES], key=lambda f: f.source))
-
-
-def scan(roots: Sequence[Path], include: Sequence[str] = DEFAULT_INCLUDE) -> Scan:
-    """The files under ``roots`` (sorted per root; see :class:`Scan`). A root may itself be a
-    link (the operator named it); links inside a folder stay inside it (:func:`_walk`).
-    Blocking: :func:`ingest` runs it in a worker thread."""
-    out = Scan()
-    for root in roots:
-        root = Path(os.path.abspath(root))
-        if root.is_file():
-            out.files.append(File(root, root, root.name))
-        elif root.is_dir():
-            _walk(root, include, out)
-        else:
-            out.missing.append(root)
-    return out
 
 
 def fingerprint(content: str, chunk: ChunkConfig, embedded_with: str) -> str:
@@ -241,6 +146,7 @@ class _Sync:
         self.report = IngestReport(base)
 
     def skip(self, source: str, reason: str) -> None:
+        source, reason = shown(source), shown(reason)
         self.report.skipped.append({"source": source, "reason": reason})
         log.warning("knowledge.skipped", base=self.base, source=source, reason=reason)
 
@@ -333,7 +239,7 @@ class _Sync:
 
 
 def _under(path: str, roots: Sequence[Path]) -> bool:
-    return any(_inside(path, str(r)) for r in roots)
+    return any(inside(path, str(r)) for r in roots)
 
 
 async def ingest(
