@@ -232,3 +232,18 @@ async def test_a_file_name_that_is_not_utf8_is_skipped_not_fatal(
     assert report.skipped == [bad]
     found = await search(store, ["faq"], "tigers lions")
     assert sorted(p.source for p in found) == ["line\nbreak.md", "ok.md"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root lists any folder whatever its mode")
+async def test_an_unreadable_subfolder_keeps_its_documents(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("kept while its folder cannot be listed")
+    (tmp_path / "b.md").write_text("b")
+    assert len((await ingest(store, "faq", [tmp_path])).added) == 2
+    (tmp_path / "sub").chmod(0)
+    try:
+        report = await ingest(store, "faq", [tmp_path])
+    finally:
+        (tmp_path / "sub").chmod(0o755)
+    assert report.removed == [] and report.skipped[0]["source"] == "sub"
+    assert "cannot list it" in report.skipped[0]["reason"]

@@ -61,8 +61,8 @@ def inside(path: str, root: str) -> bool:
 @dataclass(slots=True)
 class Scan:
     """What :func:`scan` found: the files, the roots that do not exist, the entries left out
-    (``{source, reason}``: a link out of its folder, a folder too large), and the roots not
-    scanned to their end (their documents are never pruned)."""
+    (``{source, reason}``: a link out of its folder, a folder too large or unreadable), and
+    the roots not scanned to their end (their documents are never pruned)."""
 
     files: list[File] = field(default_factory=list)
     missing: list[Path] = field(default_factory=list)
@@ -78,7 +78,8 @@ def _walk(root: Path, include: Sequence[str], out: Scan) -> None:
     real_root = os.path.realpath(root)
     found: list[File] = []
     seen = 0
-    for folder, dirs, names in os.walk(root, followlinks=False):
+    errors: list[OSError] = []  # a subfolder that cannot be listed is not a deleted one
+    for folder, dirs, names in os.walk(root, onerror=errors.append, followlinks=False):
         here = Path(folder)
         dirs[:] = sorted(d for d in dirs if not _hidden(Path(d)))
         for d in dirs:
@@ -101,6 +102,12 @@ def _walk(root: Path, include: Sequence[str], out: Scan) -> None:
             out.refused.append({"source": str(root), "reason": why})
             out.partial.append(root)
             break
+    for error in errors:
+        where = Path(error.filename or root)
+        source = where.relative_to(root).as_posix() if inside(str(where), str(root)) else str(where)
+        out.refused.append({"source": source, "reason": f"cannot list it: {error.strerror}"})
+    if errors and root not in out.partial:  # its documents are kept, not pruned
+        out.partial.append(root)
     out.files.extend(sorted(found[:MAX_FILES], key=lambda f: f.source))
 
 
