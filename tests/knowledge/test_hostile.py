@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.knowledge.support import pdf_bytes
+from tmy.errors import TmyError
 from tmy.knowledge import KnowledgeBases, documents, ingest, knowledge_of, readers, scanning, search
 from tmy.knowledge.config import ChunkConfig, parse
 from tmy.knowledge.embedding import Embedder
@@ -247,3 +248,17 @@ async def test_an_unreadable_subfolder_keeps_its_documents(store: Store, tmp_pat
         (tmp_path / "sub").chmod(0o755)
     assert report.removed == [] and report.skipped[0]["source"] == "sub"
     assert "cannot list it" in report.skipped[0]["reason"]
+
+
+async def test_rebuild_refuses_while_a_folder_with_documents_is_missing(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "a.md").write_text("documents on a share that is not mounted now")
+    async with Bot({"r.yaml": RULES}) as bot:
+        kb = knowledge_of(bot.app.engine.services)
+        await kb.ingest("extra", [share])
+        share.rename(tmp_path / "away")  # unmounted
+        with pytest.raises(TmyError, match="cannot be found, and rebuilding would drop"):
+            await kb.rebuild("extra")
+        kept = await documents.documents(bot.app.engine.services.store, "extra")
+        assert [r["source"] for r in kept.values()] == ["a.md"]

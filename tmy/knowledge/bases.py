@@ -134,15 +134,24 @@ class KnowledgeBases:
 
     async def rebuild(self, name: str) -> IngestReport:
         """Drop the base and ingest it again from its configured paths and the folders and
-        files its documents were added from."""
+        files its documents were added from — refused while one of them holding documents is
+        missing (an unmounted share: an ingestion keeps those documents, a rebuild would not)."""
         self.check(name)
         store = self.services.store
         cfg = self.configs.get(name)
         roots = roots_of(self.services.settings, cfg) if cfg else []
-        for record in (await documents.documents(store, name)).values():
+        records = list((await documents.documents(store, name)).values())
+        for record in records:
             root = Path(str(record.get("root") or record.get("path") or ""))
             if str(root) and not any(_inside(root, r) for r in roots):
                 roots.append(root)
+        paths = [Path(str(r.get("path") or "")) for r in records]
+        gone = [str(r) for r in roots if not r.exists() and any(_inside(p, r) for p in paths)]
+        if gone:  # an unmounted share: rebuilding would empty what ingesting keeps
+            raise TmyError(
+                f"kb rebuild {name}: {', '.join(gone)} cannot be found, and rebuilding would "
+                "drop its documents; bring it back first, or kb del what is no longer wanted"
+            )
         async with self._held(name):
             await documents.drop_base(store, name)
         if not roots:
