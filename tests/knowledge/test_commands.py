@@ -146,6 +146,7 @@ async def test_kb_answers_read_well(tmp_path: Path) -> None:
 
         await kb(action="add", target=[str(folder / "returns.md")])
         assert "  returns.md: 1 chunk, 53 B" in await kb(action="list")
+        assert (await kb(action="rebuild")).endswith("(1 chunk written)")
         long = "退" * 20_000  # the question is not echoed whole
         assert await kb(action="search", target=long) == f"x: nothing found for '{'退' * 80}…'"
         assert await kb(action="del") == "knowledge base x deleted (1 document)"

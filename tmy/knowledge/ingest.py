@@ -85,7 +85,8 @@ class IngestReport:
             f"{len(self.removed)} removed",
             f"{len(self.skipped)} skipped",
         ]
-        text = f"{self.base}: {', '.join(parts)} ({self.chunks} chunks written)"
+        plural = "s" if self.chunks != 1 else ""
+        text = f"{self.base}: {', '.join(parts)} ({self.chunks} chunk{plural} written)"
         return "\n".join([text, *(f"  skipped {s['source']}: {s['reason']}" for s in self.skipped)])
 
     def as_json(self) -> dict[str, Any]:
