@@ -80,8 +80,8 @@ def print_tables(recall: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                      recall["ingest_s"].get(key, "")])  # fmt: skip
     print(common.table(title, head, body))
     print(
-        f"(first of {len(recall['lexical']['runs'])} runs, each in another folder; in brackets "
-        "the range over them: ties in rank go by chunk id, a hash of the file's path)"
+        f"(the median of {len(recall['lexical']['runs'])} runs by lexical recall, each in another "
+        "folder; in brackets the range: ties in rank go by chunk id, a hash of the file's path)"
     )
     if not rows:
         return
