@@ -262,3 +262,41 @@ async def test_rebuild_refuses_while_a_folder_with_documents_is_missing(tmp_path
             await kb.rebuild("extra")
         kept = await documents.documents(bot.app.engine.services.store, "extra")
         assert [r["source"] for r in kept.values()] == ["a.md"]
+
+
+async def test_files_another_process_added_while_waiting_are_not_pruned(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "a.md").write_text("alpha")
+    (tmp_path / "b.md").write_text("bravo")
+    gate = Gate()  # process A: holds the base, stopped in the middle of a.md
+    first = asyncio.create_task(
+        ingest(store, "faq", [tmp_path], embedder=Embedder("gate", gate.embed))
+    )
+    await gate.entered.wait()
+    (tmp_path / "b.md").unlink()  # process B looks now, then waits for A
+    second = asyncio.create_task(ingest(store, "faq", [tmp_path]))
+    await asyncio.sleep(0.2)
+    (tmp_path / "b.md").write_text("bravo again")  # back before A reaches it: A ingests it
+    gate.open.set()
+    await asyncio.gather(first, second)
+    records = await documents.documents(store, "faq")
+    assert sorted(r["source"] for r in records.values()) == ["a.md", "b.md"]
+
+
+async def test_the_daemon_waits_for_another_process_ingesting_as_long_as_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tmy.knowledge.watch import ingest_all
+
+    monkeypatch.setattr(ingest_module, "LOCK_WAIT", 0.1)  # a kb add's wait: short here
+    (tmp_path / "a.md").write_text("alpha")
+    bases = parse({"faq": {"paths": [str(tmp_path)]}})
+    async with Bot({"r.yaml": RULES}, sections={"knowledge": bases}) as bot:
+        services = bot.app.engine.services
+        kb = knowledge_of(services)
+        async with services.store.lock("kb/faq/lock"):  # another daemon ingests faq
+            started = asyncio.create_task(ingest_all(kb, ["faq"]))
+            await asyncio.sleep(0.5)
+        await started
+    assert "error" not in kb.status["faq"] and kb.status["faq"]["documents"] == 1

@@ -98,8 +98,11 @@ class KnowledgeBases:
         async with self._lock(name), self.services.store.lock(lock_key(name), wait=LOCK_WAIT):
             yield
 
-    async def ingest(self, name: str, roots: Sequence[Path] | None = None) -> IngestReport:
-        """Ingest ``roots`` (default: the base's configured paths) into base ``name``."""
+    async def ingest(
+        self, name: str, roots: Sequence[Path] | None = None, *, wait: float = LOCK_WAIT
+    ) -> IngestReport:
+        """Ingest ``roots`` (default: the base's configured paths) into base ``name``;
+        ``wait``: how long another process's ingestion of it is waited for (StoreError)."""
         check_name(name)
         cfg = self.configs.get(name)
         if roots is None:
@@ -113,6 +116,7 @@ class KnowledgeBases:
                     chunk=cfg.chunk if cfg else None,
                     include=cfg.include if cfg else DEFAULT_INCLUDE,
                     embedder=self.embedder(name),
+                    lock_wait=wait,
                 )
             except TmyError as exc:
                 self.status[name] = {"at": time.time(), "error": str(exc)}

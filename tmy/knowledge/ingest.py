@@ -251,15 +251,19 @@ async def ingest(
     chunk: ChunkConfig | None = None,
     include: Sequence[str] = DEFAULT_INCLUDE,
     embedder: Embedder | None = None,
+    lock_wait: float = LOCK_WAIT,
 ) -> IngestReport:
-    """Ingest the files under ``roots`` into ``base`` (see the module docstring)."""
+    """Ingest the files under ``roots`` into ``base`` (see the module docstring);
+    ``lock_wait``: how long another process's ingestion of the base is waited for."""
     sync = _Sync(store, base, chunk or ChunkConfig(), embedder)
-    found = await asyncio.to_thread(scan, roots, include)  # a large folder: not on the loop
-    for root in found.missing:
-        sync.skip(str(root), "no such file or folder (its documents are kept)")
-    for refused in found.refused:
-        sync.skip(refused["source"], refused["reason"])
-    async with store.lock(layout.lock_key(base), wait=LOCK_WAIT):
+    async with store.lock(layout.lock_key(base), wait=lock_wait):
+        # scanned once the base is ours: a list made before waiting for another process's
+        # ingestion would miss the files it added, and their documents would be pruned
+        found = await asyncio.to_thread(scan, roots, include)  # a large folder: off the loop
+        for root in found.missing:
+            sync.skip(str(root), "no such file or folder (its documents are kept)")
+        for refused in found.refused:
+            sync.skip(refused["source"], refused["reason"])
         records = await documents.documents(store, base)
         if found.files:
             await documents.note_base(store, base)
@@ -268,11 +272,8 @@ async def ingest(
             doc = layout.doc_id(str(file.path))
             seen.add(doc)
             await sync.file(file, records.get(doc))
-        scanned = [
-            Path(os.path.abspath(r))
-            for r in roots
-            if Path(r).exists() and Path(os.path.abspath(r)) not in found.partial
-        ]
+        whole = [Path(os.path.abspath(r)) for r in roots]  # the roots walked to their end
+        scanned = [r for r in whole if r not in found.missing and r not in found.partial]
         for doc, record in sorted(records.items()):
             if doc not in seen and _under(str(record.get("path", "")), scanned):
                 await documents.remove_document(store, base, record)

@@ -28,13 +28,16 @@ from tmy.types import Services
 log = get_logger("tmy.knowledge")
 
 DEBOUNCE_MS = 300
+BACKGROUND_LOCK_WAIT = 24 * 3600.0
+"""How long the daemon's ingestion waits for another process's (a second daemon on one
+Redis ingesting a large base at start): waiting is its job, not a failure for /healthz."""
 
 
 async def ingest_all(kb: KnowledgeBases, names: Iterable[str]) -> None:
     """Ingest each base of ``names`` from its configured paths; failures are logged."""
     for name in names:
         try:
-            await kb.ingest(name)
+            await kb.ingest(name, wait=BACKGROUND_LOCK_WAIT)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a base that fails must not stop the others, nor the daemon
