@@ -12,7 +12,7 @@ import pytest
 
 from tmy.knowledge import knowledge_of
 from tmy.knowledge.config import parse
-from tmy.knowledge.watch import _affected
+from tmy.knowledge.watch import _affected, _folders
 from tmy.llm.knowledge import KnowledgeSpec
 from tmy.testing import serving
 
@@ -97,3 +97,12 @@ async def test_a_folder_removed_and_made_again_is_watched_again(
         await asyncio.sleep(0.6)
         (docs / "later.md").write_text("Parking is free behind the shop.")
         await eventually(lambda: found("is parking free", "later.md"))
+
+
+def test_a_missing_path_is_looked_for_not_watched_through_its_parent(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "terms.md").write_text("terms")
+    roots = {"a": [tmp_path / "docs", tmp_path / "gone"], "b": [tmp_path / "terms.md"]}
+    # the parent of a missing folder may be a home folder or /: thousands of watches
+    assert _folders({"a": [tmp_path / "gone"]}) == []
+    assert _folders(roots) == sorted([str(tmp_path / "docs"), str(tmp_path)])

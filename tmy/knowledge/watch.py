@@ -9,7 +9,8 @@ a new file over the old one) and, after each debounced batch of changes,
 ingests the bases whose paths hold a changed file — again by content hash, so
 only the changed files are read and written. A watched folder that is removed
 and made again (a deploy swapping ``docs/``) is watched again: the watcher
-re-arms whenever the set of folders to watch changes.
+re-arms whenever the set of folders to watch changes; a path that does not
+exist is looked for every two seconds, never watched through its parent.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tmy.types import Services
 log = get_logger("tmy.knowledge")
 
 DEBOUNCE_MS = 300
+POLL_MS = 2_000  # how often a missing path is looked for (it is not watched)
 BACKGROUND_LOCK_WAIT = 24 * 3600.0
 """How long the daemon's ingestion waits for another process's (a second daemon on one
 Redis ingesting a large base at start): waiting is its job, not a failure for /healthz."""
@@ -45,14 +47,22 @@ async def ingest_all(kb: KnowledgeBases, names: Iterable[str]) -> None:
 
 
 def _folders(roots: Mapping[str, list[Path]]) -> list[str]:
+    """The folders to watch: each folder of ``roots`` and the folder of each file (editors
+    save by renaming a new file over the old one). A path that does not exist is not
+    watched through its parent — that may be a home folder or ``/``, thousands of inotify
+    watches — but looked for every :data:`POLL_MS` (:func:`_missing`)."""
     found = set()
     for paths in roots.values():
         for path in paths:
             if path.is_dir():
                 found.add(str(path))
-            elif path.parent.is_dir():
+            elif path.exists():
                 found.add(str(path.parent))
     return sorted(found)
+
+
+def _missing(roots: Mapping[str, list[Path]]) -> bool:
+    return any(not path.exists() for paths in roots.values() for path in paths)
 
 
 def _affected(changed: Iterable[str], roots: Mapping[str, list[Path]]) -> list[str]:
@@ -71,21 +81,27 @@ async def _watch(kb: KnowledgeBases, roots: Mapping[str, list[Path]], stop: asyn
     """Watch the folders of ``roots`` until ``stop``, re-arming when they change: a watched
     folder removed and made again (a deploy that swaps ``docs/`` for a new copy, a ``git
     checkout``) is followed again — inotify forgets a folder once it is gone — and a missing
-    one is watched through its parent until it appears. After a re-arm every watched base
+    one is looked for every :data:`POLL_MS` until it appears. After a re-arm every watched base
     is ingested again (a change in between was not seen; unchanged files cost a stat)."""
     from watchfiles import awatch  # deferred: only a serving daemon with watched bases needs it
 
     backoff = 1.0
     armed_before = False
     while not stop.is_set():
-        folders = _folders(roots)
-        if not folders:
-            return
-        log.info("knowledge.watching", folders=folders)
+        folders, polling = _folders(roots), _missing(roots)
+        if not folders:  # nothing there yet: look again now and then
+            armed_before = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), POLL_MS / 1000)
+            continue
+        log.info("knowledge.watching", folders=folders, polling=polling)
         catch_up = asyncio.create_task(ingest_all(kb, roots)) if armed_before else None
         armed_before = True
         try:
-            async for changes in awatch(*folders, debounce=DEBOUNCE_MS, step=50, stop_event=stop):
+            timing = {"debounce": DEBOUNCE_MS, "step": 50, "rust_timeout": POLL_MS}
+            async for changes in awatch(
+                *folders, stop_event=stop, yield_on_timeout=polling, **timing
+            ):
                 changed = {os.path.abspath(path) for _, path in changes}
                 await ingest_all(kb, _affected(changed, roots))
                 if changed & set(folders) or _folders(roots) != folders:
@@ -108,7 +124,7 @@ async def follow(kb: KnowledgeBases, stop: asyncio.Event) -> None:
     ingested again after it (one ingestion of a base at a time: the base's lock)."""
     settings = kb.services.settings
     roots = {n: roots_of(settings, c) for n, c in sorted(kb.configs.items()) if c.watch}
-    watcher = asyncio.create_task(_watch(kb, roots, stop)) if _folders(roots) else None
+    watcher = asyncio.create_task(_watch(kb, roots, stop)) if roots else None
     try:
         await ingest_all(kb, sorted(kb.configs))
         if watcher is not None:
