@@ -149,3 +149,18 @@ def test_vectors_are_packed_normalised() -> None:
     assert similarity(normalised([1, 0]), normalised([1, 1])) == pytest.approx(0.7071, abs=1e-4)
     assert similarity(normalised([1, 0]), normalised([1, 0, 0])) == 0.0
     assert list(normalised([0, 0])) == [0.0, 0.0]
+
+
+async def test_chunks_tied_at_full_relevance_rank_by_their_bm25(
+    store: Store, tmp_path: Path
+) -> None:
+    """Relevance is capped at 1: among chunks that reach it, the higher raw BM25 ranks first,
+    whatever the chunk ids (they hash the file's path, so they differ per folder)."""
+    docs = {
+        "a.md": "Casora router warranty: the Casora router warranty lasts 35 months, see the card.",
+        "b.md": "The Casora router warranty lasts 35 months.",
+    }
+    await make(store, tmp_path, docs=docs)
+    found = await search(store, ["faq"], "Casora router warranty")
+    assert found[0].why["relevance"] == found[1].why["relevance"]
+    assert found[0].why["bm25"] > found[1].why["bm25"] and found[0].source == "a.md"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tmy.llm.knowledge import ctx_lines
 from tmy.logs import preview
 
 if TYPE_CHECKING:  # annotations only: the model's render() calls this module
@@ -151,6 +152,9 @@ def _steps(ex: Explanation, compact: bool, limit: int) -> list[str]:
         stop = "  (stop: ended the run)" if s.get("stopped") else ""
         lines.append(f"{head} {s['ms']:g} ms{stop}")
         lines.append(f"      input:  {_show(s['input'], limit)}")
+        found = (s.get("extra") or {}).get("knowledge")
+        if found:  # which chunks a knowledge: step chose, and why (their scores)
+            lines += ["      " + line.removeprefix("# ") for line in ctx_lines(found)]
         for sent in s.get("would_send", ()):
             lines.append(f"      would send: {_sent_line(sent)}")
             if not compact:

@@ -125,7 +125,7 @@ async def _lexical(
     if terms and docs:
         matches = scoring.relevance(terms, docs, n, total, df, detail=0)
         ranked = sorted((k for k in matches if matches[k].relevance > 0),
-                        key=lambda k: (-matches[k].relevance, k))  # fmt: skip
+                        key=lambda k: (-matches[k].relevance, -matches[k].bm25, k))  # fmt: skip
         for rank, key in enumerate(ranked, 1):
             m = matches[key]
             found[key] = Candidate(key[0], key[1], m.relevance, m.bm25, rank, score=m.relevance)

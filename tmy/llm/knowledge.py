@@ -18,6 +18,7 @@ numbered so the answer may cite them as ``[1]``, ``[2]``; the run local
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -106,6 +107,9 @@ class Knowledge(Protocol):
         ...
 
 
+_CLOSE = re.compile(r"</\s*knowledge\s*>", re.IGNORECASE)
+
+
 def block(passages: list[Passage]) -> str:
     """The passages as the request's tail shows them, numbered for citing ('' for none)."""
     if not passages:
@@ -116,8 +120,10 @@ def block(passages: list[Passage]) -> str:
         "question; cite each passage you use by its number, as [1] or [2].",
     ]
     for n, p in enumerate(passages, 1):
-        lines.append(f"[{n}] {p.source} ({p.position}; base {p.base})")
-        lines.append(p.text.strip())
+        source = " ".join(p.source.split())  # a file name may hold a line break
+        lines.append(f"[{n}] {source} ({p.position}; base {p.base})")
+        # a document must not close the block and speak as the user after it
+        lines.append(_CLOSE.sub("</ knowledge>", p.text.strip()))
     lines.append("</knowledge>")
     return "\n".join(lines)
 
