@@ -115,6 +115,10 @@ class Message:
     # message); None on surfaces without a platform (console, HTTP, rule tests)
     api: PlatformApi | None = None
     stream: StreamSink | None = None  # where a stream: step sends its tokens as they come
+    # whom ``admins:`` judge for is_admin: None, the sender (USER); else the identity a
+    # credential proved — an API key's, ``key:…``, on the listener's /v1 routes, whose
+    # USER a key holder merely names — and "" no one (no credential: nobody is an admin)
+    admin_as: str | None = None
 
     def __init__(
         self,
@@ -136,6 +140,7 @@ class Message:
         chat_admin: bool = False,
         api: PlatformApi | None = None,
         stream: StreamSink | None = None,
+        admin_as: str | None = None,
     ) -> None:
         self.text = text
         self.user = user
@@ -158,6 +163,7 @@ class Message:
         self.chat_admin = chat_admin
         self.api = api
         self.stream = stream
+        self.admin_as = admin_as
 
 
 @dataclass(slots=True)

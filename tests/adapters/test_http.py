@@ -20,6 +20,7 @@ import pytest
 from tests.support.samples import samples
 from tmy import logs
 from tmy.adapters.http import HttpAdapter, parse_listen
+from tmy.adapters.http.api import key_identity
 from tmy.adapters.openai import OpenAIFacade
 from tmy.errors import AdapterError
 from tmy.testing import Bot
@@ -512,8 +513,9 @@ rules:
 
 
 async def test_an_http_caller_cannot_become_the_admin_of_another_platform() -> None:
-    async with Bot({"a.yaml": ADMIN_RULES}, admins=frozenset({"telegram:42"})) as bot:
-        adapter = HttpAdapter("127.0.0.1:0", api_keys=["bridge-key-0123"])
+    admins = frozenset({"telegram:42", f"telegram:{key_identity('admin-key-4567')}"})
+    async with Bot({"a.yaml": ADMIN_RULES}, admins=admins) as bot:
+        adapter = HttpAdapter("127.0.0.1:0", api_keys=["bridge-key-0123", "admin-key-4567"])
         await adapter.start(bot.engine.handle)
         body = {"text": "wipe", "user": "42", "platform": "telegram"}
         try:
@@ -525,11 +527,16 @@ async def test_an_http_caller_cannot_become_the_admin_of_another_platform() -> N
                 bridge = await client.post(
                     "/v1/messages", json=body, headers={"Authorization": "Bearer bridge-key-0123"}
                 )
+                admin = await client.post(
+                    "/v1/messages", json=body, headers={"Authorization": "Bearer admin-key-4567"}
+                )
         finally:
             await adapter.stop()
     assert (spoof.status_code, wrong.status_code) == (401, 401)
     assert spoof.json()["rule"] is None and wrong.json()["rule"] is None
-    assert bridge.json()["answer"] == "wiped"  # the keyed bridge relays Telegram's admin
+    # a key names its user, it does not prove him: admin rights are the key's own
+    assert bridge.json()["rule"] is None
+    assert admin.json()["answer"] == "wiped"
 
 
 # -- from test_review_issue8.py (review of issue 8: defects found running the daemon for real)

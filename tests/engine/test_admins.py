@@ -59,3 +59,20 @@ async def test_a_chat_admin_passes_admin_only_rules_in_their_chat_only() -> None
     assert other.rule is None and other.reason == (
         "rule 'admin' matched but it answers admins only (admin_only)"
     )
+
+
+async def test_admin_as_judges_a_credential_instead_of_the_named_user() -> None:
+    """``Message.admin_as``: admins: judge that identity (an API key's), "" no one; both
+    the planned path (a constant rule) and the general one (a ``.tmy`` command)."""
+    admins = frozenset({"openai:boss", "boss", "openai:key:0123456789ab", ""})
+    cases = [
+        ("boss", None, True),  # no credential in play: the user himself
+        ("boss", "", False),  # named, no credential: no one (not even an "" entry)
+        ("boss", "key:ffffffffffff", False),  # named by a key admins: do not list
+        ("alice", "key:0123456789ab", True),  # the admin key's, whoever it names
+    ]
+    async with Bot({"a.yaml": ADMIN_RULES}, admins=admins) as bot:
+        for text, admitted in (("reload", "reloaded"), (".tmy rules admin", "admin (")):
+            for user, admin_as, admin in cases:
+                reply = await bot.ask(text, user=user, platform="openai", admin_as=admin_as)
+                assert (admitted in reply.text) is admin, (text, user, admin_as, reply)

@@ -7,7 +7,9 @@ Request body ``{"text", "user", "chat", "platform", "user_name", "images"}`` (on
 attachments — ``IMAGES``, an LLM step's ``vision: true``); response ``{"rule",
 "answer", "error", "trace_id"}``. A malformed request is a 400 with an ``error``
 field, a message over the size limit a 413; a failing rule is still a 200 whose
-``error`` says why.
+``error`` says why. The body's ``user`` is named, not proved: ``admins:`` judge the
+request's API key instead (``http:key:…`` and 12 hex digits, on the message's
+platform — :func:`~tmy.adapters.http.api.admin_as`), and without keys no one.
 
 Other adapters that need HTTP (the OneBot reverse WebSocket, the OpenAI
 facade, a Telegram webhook) ``mount`` their routes here, so the daemon listens
@@ -46,7 +48,14 @@ from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
 from tmy.adapters.base import Handler
-from tmy.adapters.http.api import api_key_problem, dumps, json_error, parse_listen, picture
+from tmy.adapters.http.api import (
+    admin_as,
+    api_key_problem,
+    dumps,
+    json_error,
+    parse_listen,
+    picture,
+)
 from tmy.adapters.http.gate import RequestGate
 from tmy.adapters.listener import ConnectionGuard, effective_max_connections
 from tmy.adapters.origin import HostPolicy
@@ -286,5 +295,8 @@ class HttpAdapter:
             return json_error(400, "'images' must be a list of http(s) or data: URLs")
         assert self._handle is not None
         attachments = tuple(p for p in pictures if p is not None)
-        reply = await self._handle(Message(text, attachments=attachments, **fields))
+        # the body names its user: admins: judge the key (key:…, on the message's platform)
+        judged = admin_as(request, self.api_keys)
+        message = Message(text, attachments=attachments, admin_as=judged, **fields)
+        reply = await self._handle(message)
         return web.json_response(reply.as_dict(), dumps=dumps)

@@ -1,14 +1,17 @@
 """What every keyed JSON route on the listener shares (the admin routes reuse it).
 
 :func:`api_key_problem` is the one API-key check (``Authorization: Bearer
-<key>``, every key compared in constant time); :func:`dumps` writes readable
-UTF-8 JSON; :func:`json_error` is tmy's own error body; :func:`is_json_route`
-says which requests must be ``Content-Type: application/json`` (the listener
-refuses anything else with 415 before reading the body).
+<key>``, every key compared in constant time); :func:`key_identity` names a key
+without showing it, and :func:`admin_as` is whom ``admins:`` judge for a request
+on ``/v1/*`` (its key's identity: the user a key holder names is only claimed);
+:func:`dumps` writes readable UTF-8 JSON; :func:`json_error` is tmy's own error
+body; :func:`is_json_route` says which requests must be ``Content-Type:
+application/json`` (the listener refuses anything else with 415 before reading the body).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from collections.abc import Sequence
@@ -60,6 +63,21 @@ def api_key_problem(request: web.Request, keys: Sequence[str]) -> str | None:
     for key in keys:
         ok |= hmac.compare_digest(given_bytes, key.encode())
     return None if ok else "invalid API key"
+
+
+def key_identity(key: str) -> str:
+    """A stable, non-secret user id for an API key: ``key:`` + 12 hex digits of its SHA-256."""
+    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()
+    return f"key:{digest[:12]}"
+
+
+def admin_as(request: web.Request, keys: Sequence[str]) -> str:
+    """Whom ``admins:`` judge for a request whose user is named, not proved (``X-Tmy-User``,
+    a body's ``user``): its API key's identity, or "" (no one) without keys — a key holder
+    may speak for any user, but admin rights are the credential's (:attr:`Message.admin_as`).
+    Call it after :func:`api_key_problem` passed."""
+    token = bearer(request) if keys else ""
+    return key_identity(token) if token else ""
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -28,8 +28,15 @@ Who is speaking (:meth:`OpenAIFacade.identify`), first match wins:
    CLI) never share sessions, history or memory — nothing is recalled.
 
 The response says which applied in ``X-Tmy-Identity`` (``trusted-header``,
-``user``, ``header``, ``api-key``, ``anonymous-ephemeral``). ``X-Tmy-Chat``
-names a shared chat; without it the message is in the user's private chat.
+``user``, ``header``, ``api-key``, ``anonymous-ephemeral``).
+
+Admin rights come from a credential only. ``admins:`` judge the user of 1 (the
+operator's proxy vouches for it) and of 4 (the key is the user); for 2 and 3, users a
+key holder merely names, they judge the key's own identity instead
+(:attr:`Message.admin_as`): only a key ``admins:`` lists (``openai:key:…``) is an
+admin, whoever it speaks for. Without keys no one is (5 included).
+
+``X-Tmy-Chat`` names a shared chat; without it the message is in the user's private chat.
 ``PLATFORM`` is ``openai``, and every message counts as addressed to the bot
 (``mentions_bot``), so ``mention: true`` rules answer here.
 
@@ -63,8 +70,9 @@ from urllib.parse import unquote
 
 from tmy.adapters.base import AdapterHealth, Handler
 from tmy.adapters.http import api_key_problem, bearer, dumps, picture
+from tmy.adapters.http.api import admin_as, key_identity
 from tmy.adapters.openai import payload
-from tmy.adapters.openai.payload import OpenAIError, key_identity
+from tmy.adapters.openai.payload import OpenAIError
 from tmy.adapters.openai.stream import IDENTITY_HEADER, stream
 from tmy.config.adapters import OpenAIConfig
 from tmy.errors import AdapterError
@@ -80,6 +88,7 @@ MODEL_ID = "tmy"  # the one model /v1/models lists; any requested name is accept
 DEFAULT_USER = "anonymous"  # USER_NAME of an anonymous-ephemeral request (its USER is unique)
 DEFAULT_USER_HEADER = OpenAIConfig().user_header  # Open WebUI's forwarded user id
 DEFAULT_UNMATCHED = OpenAIConfig().unmatched_reply
+VOUCHED = frozenset({"trusted-header", "api-key"})  # identities a credential proves (admins:)
 IGNORED_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
 
 
@@ -279,6 +288,8 @@ class OpenAIFacade:
             mentions_bot=True,  # a request to the API is always addressed to the bot
             raw=body,
             ephemeral=how == "anonymous-ephemeral",
+            # a named user is judged by its key (None: by itself — the proxy's or the key's own)
+            admin_as=None if how in VOUCHED else admin_as(request, self.api_keys),
             attachments=tuple(a for a in map(picture, pictures) if a is not None),
             **fields,
         )

@@ -7,12 +7,12 @@ status), so clients raise their usual exceptions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.http import dumps, picture
+from tmy.adapters.http.api import key_identity as key_identity  # its old home: re-exported
 from tmy.errors import TmyError
 from tmy.message import Reply
 
@@ -20,12 +20,6 @@ if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
     from aiohttp import web
 
 USAGE_KEYS = ("llm", "when_llm", "while_llm")  # StepRecord.extra entries that carry LLM tokens
-
-
-def key_identity(key: str) -> str:
-    """A stable, non-secret user id for an API key: ``key:`` + 12 hex digits of its SHA-256."""
-    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()
-    return f"key:{digest[:12]}"
 
 
 class OpenAIError(TmyError):
