@@ -21,6 +21,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+from tmy.adapters.http.api import key_identity
 from tmy.config import load_settings
 from tmy.testing import Daemon, serving
 
@@ -32,6 +33,10 @@ rules:
     triggers: [hello]
     steps: [{{plugin: ADJUST, input: "{answer}"}}]
 """
+
+# admins: judge a /v1 caller's API key, not the user it names: root speaks with the admin key
+ROOT_KEY, KEY = "sk-root-reload", "sk-ann-reload"
+ADMIN = {"http_api_keys": [ROOT_KEY, KEY], "admins": [f"http:{key_identity(ROOT_KEY)}"]}
 
 
 def _free_port() -> int:
@@ -54,7 +59,6 @@ async def served(tmp_path: Path, **overrides: Any) -> AsyncIterator[Daemon]:
             "http_listen": "127.0.0.1:0",
             "console": False,
             "watch": False,
-            "admins": ["http:root"],
             **overrides,
         },
     )
@@ -64,7 +68,10 @@ async def served(tmp_path: Path, **overrides: Any) -> AsyncIterator[Daemon]:
 
 async def say(daemon: Any, text: str, user: str = "ann") -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{daemon.http.port}") as client:
-        r = await client.post("/v1/messages", json={"text": text, "user": user}, timeout=30)
+        key = ROOT_KEY if user == "root" else KEY  # sent to a keyless listener too: unread
+        headers = {"Authorization": f"Bearer {key}"}
+        body = {"text": text, "user": user}
+        r = await client.post("/v1/messages", json=body, headers=headers, timeout=30)
         return r.json()
 
 
@@ -320,7 +327,7 @@ def register(registry):
 @pytest.mark.timeout(60)
 async def test_an_admin_can_switch_a_chat_off_and_on(tmp_path: Path) -> None:
     write_rules(tmp_path, HELLO.format(answer="hi"))
-    async with served(tmp_path) as daemon:
+    async with served(tmp_path, **ADMIN) as daemon:
         assert (await say(daemon, "hello", "root"))["answer"] == "hi"
         off = await say(daemon, ".tmy off", "root")
         assert "off in this chat" in off["answer"]
@@ -335,7 +342,7 @@ async def test_an_admin_reloads_from_chat_and_a_stranger_gets_nothing(
     tmp_path: Path, log_file: Path
 ) -> None:
     path = write_rules(tmp_path, HELLO.format(answer="v1"))
-    async with served(tmp_path, log_file=str(log_file)) as daemon:
+    async with served(tmp_path, log_file=str(log_file), **ADMIN) as daemon:
         path.write_text(HELLO.format(answer="v2"))
         stranger = await say(daemon, ".tmy reload", "mallory")
         assert stranger["answer"] == "" and stranger["rule"] is None
@@ -362,7 +369,7 @@ async def test_admin_vars_cron_and_trace_commands(tmp_path: Path, log_file: Path
         "  - id: daily\n    schedule: {cron: '0 9 * * *', timezone: UTC}\n"
         "    steps: [{plugin: ADJUST, input: digest}]\n",
     )
-    async with served(tmp_path, log_file=str(log_file)) as daemon:
+    async with served(tmp_path, log_file=str(log_file), **ADMIN) as daemon:
         hit = await say(daemon, "hit")
         assert hit["answer"] == "1"
         assert (await say(daemon, ".tmy vars set hits 41", "root"))["answer"] == "41"

@@ -102,7 +102,7 @@ def build_adapters(
                 "http.unprotected",
                 listen=exposed,
                 hint="without adapters.http.api_keys (TMY_HTTP_API_KEYS) anyone reaching this "
-                "address can speak as any user, admins included, and run the admin commands",
+                "address can speak as any user and run the admin commands",
             )
     want_console = settings.console if console is None else console
     if want_console and sys.stdin is not None and sys.stdin.isatty():

@@ -137,6 +137,7 @@ def copy_message(message: Message, text: str) -> Message:
         user_name=message.user_name,
         private=message.private,
         is_admin=message.is_admin,
+        admin_as=message.admin_as,
         mentions_bot=message.mentions_bot,
         reply_to=message.reply_to,
         self_id=message.self_id,

@@ -36,10 +36,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tmy.adapters.http import api_key_problem, bearer
+from tmy.adapters.http import api_key_problem
 from tmy.adapters.http.adapter import MAX_BODY
+from tmy.adapters.http.api import admin_as
 from tmy.adapters.http.gate import long_lived
-from tmy.adapters.openai.payload import key_identity
 from tmy.logs import get_logger
 from tmy.mcpserve.bridge import answer, scope_of
 from tmy.mcpserve.limits import ClientLimits, Refused
@@ -167,8 +167,7 @@ def caller_of_request(request: web.Request, keys: Any) -> Caller:
     headers = request.headers
     chat = headers.get("X-Tmy-Chat", "")
     user = headers.get("X-Tmy-User", "")
-    token = bearer(request)
-    key = key_identity(token) if keys and token else ""  # checked against the keys already
+    key = admin_as(request, keys)  # the key's identity ("" without keys): checked already
     if user:
         return Caller(user=user, chat=chat, admin_as=key)
     if key:
