@@ -81,7 +81,7 @@ def print_tables(recall: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     print(common.table(title, head, body))
     print(
         f"(the median of {len(recall['lexical']['runs'])} runs by lexical recall, each in another "
-        "folder; in brackets the range: ties in rank go by chunk id, a hash of the file's path)"
+        "folder (chunk ids hash the file's path); in brackets the range, when the runs differ)"
     )
     if not rows:
         return
