@@ -23,10 +23,11 @@ BUILTINS: tuple[Extension, ...] = (
     knowledge.EXTENSION,
     MCPSERVE,
 )
-"""Core commands, cron, the LLM answerer, memory and backup, in the order the app installs them.
+"""Core commands, cron, the LLM answerer, memory, MCP servers as tools, backup, the knowledge
+base and tmy's own MCP server (/mcp), in the order the app installs them.
 
-Memory and MCP come after the LLM answerer: their lifespans plug recall and the MCP
-servers' tools into the LLM runtime."""
+Memory, MCP and the knowledge base come after the LLM answerer: their lifespans plug recall,
+the MCP servers' tools and the knowledge base into the LLM runtime."""
 
 
 def extensions() -> tuple[Extension, ...]:
