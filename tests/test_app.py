@@ -95,7 +95,8 @@ async def test_an_extensions_routes_are_mounted_and_its_health_joins_healthz() -
         routes=lambda services: [web.get("/extra", hello)],
         health=lambda services: ({"servers": {"one": "failed"}}, False),
     )
-    rules = {"r.yaml": "rules:\n  - {id: ping, triggers: [ping], steps: [{plugin: ADJUST, input: pong}]}\n"}
+    rule = "{id: ping, triggers: [ping], steps: [{plugin: ADJUST, input: pong}]}"
+    rules = {"r.yaml": f"rules:\n  - {rule}\n"}
     async with (
         serving(rules, extensions=(*default_extensions(), extra)) as daemon,
         httpx.AsyncClient(base_url=daemon.url, timeout=10) as client,

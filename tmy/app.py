@@ -10,19 +10,19 @@
    yields is its state, read-only in ``app.state`` / ``services.state``);
 3. the chat switch, the ``.tmy`` chat commands and the engine;
 4. when serving: the web server and the adapters (the HTTP listener first,
-   with the admin API and, when ``console.enabled``, the web console mounted,
-   then every configured chat platform and those passed as ``adapters=``),
-   each extension's serving lifespan, the cron scheduler and the file watcher.
+   with the admin API, extensions' routes and, when ``console.enabled``, the web
+   console mounted, then every configured chat platform and those passed as
+   ``adapters=``), each extension's serving lifespan, the cron scheduler and the
+   file watcher.
 
 Leaving the block closes them in reverse: no new files or firings, adapters
 closed (no new messages), runs in flight drained (``limits.shutdown_grace``),
-extensions closed, clients and the store closed. The daemon (:func:`serve`),
-the CLI commands and the test harness all go through here, so they behave
-alike. The app is *given* its extensions (the CLI and :mod:`tmy.testing` pass
-:func:`tmy.builtins.extensions`) and imports none of them, with one exception:
-when the cron extension is among them, serving also runs :mod:`tmy.cron`'s
-scheduler, which needs the adapters' ``send`` and the reloader — services an
-extension's serving lifespan is not given (yet).
+extensions closed, clients and the store closed. The daemon (:func:`serve`), the
+CLI commands and the test harness all go through here, so they behave alike. The
+app is *given* its extensions (the CLI and :mod:`tmy.testing` pass
+:func:`tmy.builtins.extensions`) and imports none of them but one: with the cron
+extension, serving also runs :mod:`tmy.cron`'s scheduler, which needs the
+adapters' ``send`` and the reloader (an extension's serving lifespan has neither).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from tmy.errors import AdapterError
 from tmy.executors import default_registry
 from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
-from tmy.extension import Extension, check_unique
+from tmy.extension import Extension, add_health, check_unique, extension_routes
 from tmy.logs import get_logger
 from tmy.message import Outgoing, Target
 from tmy.reload import Reloader, ReloadResult, watch
@@ -117,8 +117,7 @@ class App:
     ) -> None:
         self.extensions: tuple[Extension, ...] = tuple(extensions)
         check_unique(self.extensions)  # so no command name is claimed twice below
-        # each extension finds its config section, also in Settings not made by load_settings
-        self.settings = with_sections(settings, self.extensions)
+        self.settings = with_sections(settings, self.extensions)  # their config sections too
         self.commands: Mapping[str, Command] = MappingProxyType(command_table(self.extensions))
         self.serving = bool(adapters) if serve is None else serve
         self._rule_texts = rule_texts
@@ -155,26 +154,16 @@ class App:
         return await self.reloader.reload(reason)
 
     async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
-        """Post ``text`` (and ``outgoing``: images, buttons …) to ``target`` on its platform
-        (AdapterError unless serving it)."""
+        """Post ``text`` (and ``outgoing``) to ``target`` (AdapterError unless serving it)."""
         if self.adapters is None:
             raise AdapterError(f"no running adapter for platform {target.platform!r}")
         await self.adapters.send(target, text, outgoing)
 
     async def health(self) -> dict[str, Any]:
-        """The ``GET /healthz`` report: store, adapters, cron outbox, and what extensions report
-        (an MCP server down makes it ``degraded``, as an adapter down does)."""
-        assert self.store is not None and self.adapters is not None
+        """The ``GET /healthz`` report: store, adapters, cron outbox, extensions' parts."""
+        assert self.store is not None and self.adapters is not None and self.engine is not None
         report = await health_report(self.store, self.adapters, self.cron)
-        services = self.engine.services if self.engine is not None else None
-        for extension in self.extensions if services is not None else ():
-            part = extension.health(services)
-            if part is None:
-                continue
-            report[extension.name], healthy = part
-            if not healthy and report["status"] == "ok":
-                report["status"] = "degraded"
-        return report
+        return add_health(report, self.extensions, self.engine.services)
 
     def load_rules(self, registry: Registry | None = None) -> Rulebook:
         """Load every rule against ``registry`` (default: the App's own)."""
@@ -262,8 +251,7 @@ class App:
         self.adapters = adapters
         stack.push_async_callback(adapters.stop)
         routes = [*admin_http.routes(self), *console.mounted(self, listener=adapters.http)]
-        for extension in self.extensions:  # /mcp, say: each checks its own credentials
-            routes.extend(extension.routes(engine.services))
+        routes += extension_routes(self.extensions, engine.services)  # /mcp: checks its keys
         await adapters.start(engine.handle, routes=routes, health=self.health)
         for warning in check_warnings(self, self.rulebook):  # what `check` would warn about
             log.warning("rules.warning", detail=warning)

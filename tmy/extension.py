@@ -141,6 +141,26 @@ class Extension:
         object.__setattr__(self, "commands", tuple(self.commands))
 
 
+def extension_routes(extensions: Iterable[Extension], services: Services) -> list[Route]:
+    """The routes every extension mounts on the listener, in the extensions' order."""
+    return [route for extension in extensions for route in extension.routes(services)]
+
+
+def add_health(
+    report: dict[str, Any], extensions: Iterable[Extension], services: Services
+) -> dict[str, Any]:
+    """``report`` with each extension's part of ``/healthz`` under its name; one that says it
+    is unhealthy makes an ``ok`` report ``degraded`` (an MCP server down, as an adapter)."""
+    for extension in extensions:
+        part = extension.health(services)
+        if part is None:
+            continue
+        report[extension.name], healthy = part
+        if not healthy and report["status"] == "ok":
+            report["status"] = "degraded"
+    return report
+
+
 def installed_extensions() -> tuple[Extension, ...]:
     """The extensions installed packages declare under ``tmy.extensions``, by name.
 
