@@ -19,12 +19,11 @@ never stops the daemon or the other adapters.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tmy.backoff import Backoff as Backoff  # where adapters have always found it
 from tmy.types import Adapter, Handler
 
 __all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler"]
@@ -62,27 +61,3 @@ class AdapterHealth:
         }
         out.update(self.detail)
         return out
-
-
-class Backoff:
-    """Capped exponential backoff with full jitter, for reconnects and retried sends.
-
-    ``next()`` gives the pause before the next attempt (0..min(cap, base·2ⁿ),
-    never below ``base / 2``); ``reset()`` after a success.
-    """
-
-    def __init__(self, base: float = 1.0, cap: float = 60.0) -> None:
-        self.base = base
-        self.cap = cap
-        self.attempt = 0
-
-    def next(self) -> float:
-        ceiling = min(self.cap, self.base * (2**self.attempt))
-        self.attempt = min(self.attempt + 1, 30)
-        return max(self.base / 2, random.uniform(0, ceiling))
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-    async def sleep(self) -> None:
-        await asyncio.sleep(self.next())

@@ -37,15 +37,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tmy import metrics
+from tmy.backoff import Backoff
 from tmy.errors import TmyError
 from tmy.hints import did_you_mean
 from tmy.logs import get_logger
-from tmy.mcp.backoff import Backoff
 from tmy.mcp.config import McpConfig, ServerConfig
 from tmy.mcp.connection import Connection, connect, describe, why_failed
 from tmy.mcp.listing import ToolInfo, kept
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, to_result
 from tmy.mcp.stderr import StderrRelay
+
+RETRY_BASE = 0.5  # seconds: the first pause before connecting a lost server again
+RETRY_CAP = 30.0  # the longest pause between attempts
 
 if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start (tmy.mcp.connection)
     import anyio
@@ -275,7 +278,7 @@ class Servers:
         metrics.mcp_server_up(server.config.name, False)
 
     async def _supervising(self, server: _Server, relay: StderrRelay | None) -> None:
-        backoff = Backoff()
+        backoff = Backoff(RETRY_BASE, RETRY_CAP)
         while not self._stopping:
             opened = time.monotonic()
             lost = await self._attempt(server, relay)

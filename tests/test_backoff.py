@@ -1,0 +1,26 @@
+"""tmy.backoff: the pause grows to its cap with full jitter, never under half the base,
+and starts over after reset — for adapters' reconnects and MCP servers' alike."""
+
+from __future__ import annotations
+
+from tmy.adapters.base import Backoff as AdapterBackoff
+from tmy.backoff import Backoff
+
+
+def test_pauses_stay_between_half_the_base_and_the_growing_ceiling() -> None:
+    backoff = Backoff(base=0.5, cap=4.0)
+    for attempt in range(12):
+        ceiling = min(4.0, 0.5 * 2**attempt)
+        assert 0.25 <= backoff.next() <= max(ceiling, 0.25)
+
+
+def test_reset_starts_over_at_the_base() -> None:
+    backoff = Backoff(base=1.0, cap=60.0)
+    for _ in range(10):
+        backoff.next()
+    backoff.reset()
+    assert backoff.attempt == 0 and backoff.next() <= 1.0
+
+
+def test_adapters_find_the_same_class_where_they_always_did() -> None:
+    assert AdapterBackoff is Backoff
