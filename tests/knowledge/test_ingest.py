@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.knowledge.support import encrypted_pdf, pdf_bytes
 from tmy import metrics
+from tmy.errors import StoreError
 from tmy.knowledge import documents, layout
 from tmy.knowledge.config import ChunkConfig
 from tmy.knowledge.embedding import Embedder, unpack
 from tmy.knowledge.ingest import MAX_CHUNKS_PER_FILE, ingest
 from tmy.store.base import MISSING, Store
 from tmy.store.metered import metered
+from tmy.store.sqlite import SQLiteStore
+from tmy.store.textindex import IndexDoc
 
 WRITES = ("set", "delete", "update", "commit", "index_put", "index_remove", "index_drop")
 SMALL = ChunkConfig(200, 40)
@@ -217,3 +220,73 @@ async def test_a_new_document_notes_its_chunks_before_writing_them(
     await ingest(meter, "faq", [docs], chunk=SMALL)
     record = (await documents.documents(meter, "faq"))[layout.doc_id(str(docs / "manual.pdf"))]
     assert record["chunks"] == 2 and "reserved" not in record and record["pages"] == 2
+
+
+class CountingStore(SQLiteStore):
+    """The real SQLite store, counting ``index_put`` calls; ``fail_at``: the call that raises
+    (a crash in the middle of an ingestion)."""
+
+    def __init__(self, path: Path, fail_at: int = 0) -> None:
+        super().__init__(path)
+        self.puts, self.fail_at = 0, fail_at
+
+    async def index_put(self, ns: str, docs: Sequence[IndexDoc]) -> None:
+        self.puts += 1
+        if self.puts == self.fail_at:
+            raise StoreError("the process died here")
+        await super().index_put(ns, docs)
+
+
+def many_files(tmp_path: Path, count: int, words: int) -> Path:
+    docs = tmp_path / "many"
+    docs.mkdir()
+    for i in range(count):
+        (docs / f"f{i}.md").write_text(f"marker{i} lorem ipsum dolor sit amet " * words)
+    return docs
+
+
+async def searchable(store: Store, docs: Path, count: int) -> None:
+    """Each file's chunks are in the index exactly once (by its marker), and nothing else is."""
+    records = await documents.documents(store, "many")
+    assert len(records) == count and all(r["fingerprint"] for r in records.values())
+    for i in range(count):
+        record = records[layout.doc_id(str(docs / f"f{i}.md"))]
+        hits = await store.index_search("kb/many", [f"marker{i}"], budget=10_000)
+        assert len(hits.docs) == record["chunks"] > 0
+    total = sum(r["chunks"] for r in records.values())
+    assert (await store.index_stats("kb/many")).n == total
+    assert len(await store.keys("kb/many/c/")) == total
+
+
+async def test_a_folder_is_indexed_in_fewer_puts_than_documents(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "kb.db")
+    await store.open()
+    try:
+        docs = many_files(tmp_path, 30, 2)
+        report = await ingest(store, "many", [docs], chunk=SMALL)
+        assert len(report.added) == 30 and store.puts == 1
+        await searchable(store, docs, 30)
+    finally:
+        await store.close()
+
+
+async def test_an_ingestion_cut_short_mid_batch_is_repaired(tmp_path: Path) -> None:
+    """The second ``index_put`` fails: the first batch's documents are ingested, the second
+    batch's have chunk keys but stale records, the rest nothing; the next ingestion writes
+    every one not ingested, once."""
+    store = CountingStore(tmp_path / "kb.db", fail_at=2)
+    await store.open()
+    try:
+        docs = many_files(tmp_path, 40, 40)  # ~1,500 characters: 9 chunks of 200 each
+        with pytest.raises(StoreError, match="died"):
+            await ingest(store, "many", [docs], chunk=SMALL)
+        ingested = [r for r in (await documents.documents(store, "many")).values()
+                    if r["fingerprint"]]  # fmt: skip
+        assert 0 < len(ingested) < 40
+        report = await ingest(store, "many", [docs], chunk=SMALL)
+        assert len(report.unchanged) == len(ingested)
+        assert len(report.added) + len(report.replaced) == 40 - len(ingested)
+        await searchable(store, docs, 40)
+        assert not (await ingest(store, "many", [docs], chunk=SMALL)).changed
+    finally:
+        await store.close()

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.knowledge.support import hashed_vector
+from tests.knowledge.support import DIM, hashed_vector
 from tmy.errors import TmyError
 from tmy.knowledge import layout
 from tmy.knowledge.config import ChunkConfig
 from tmy.knowledge.embedding import Embedder
 from tmy.knowledge.ingest import ingest
-from tmy.knowledge.search import search
+from tmy.knowledge.search import DENSE_SCAN_FLOATS, search
 from tmy.store.base import Store
 
 DOCS = {
@@ -164,3 +164,26 @@ async def test_chunks_tied_at_full_relevance_rank_by_their_bm25(
     found = await search(store, ["faq"], "Casora router warranty")
     assert found[0].why["relevance"] == found[1].why["relevance"]
     assert found[0].why["bm25"] > found[1].why["bm25"] and found[0].source == "a.md"
+
+
+async def test_the_dense_scan_is_a_budget_of_floats(store: Store, tmp_path: Path) -> None:
+    """Every chunk is compared by vector while chunks × the query's dimensions stay within
+    DENSE_SCAN_FLOATS: 4 chunks of ~62,000 dimensions are, 5 are not (64 dimensions: both)."""
+    repeat = DENSE_SCAN_FLOATS // (4 * DIM)  # the same cosines, DIM × repeat dimensions
+
+    async def wide_embed(texts: Sequence[str]) -> list[list[float]]:
+        return [hashed_vector(t) * repeat for t in texts]
+
+    wide = Embedder("hash-wide", wide_embed, min_similarity=0.2)
+    four = {k: v for k, v in DOCS.items() if k != "hours.txt"}
+    await make(store, tmp_path, "four", embedder=wide, docs=four)
+    await make(store, tmp_path, "five", embedder=wide)
+    await make(store, tmp_path, "small", embedder=LOCAL)
+    question = "what is the kitty named"  # no word of pets.md: only the dense scan finds it
+    found = await search(store, ["four"], question, embedders={"four": wide})
+    assert found[0].source == "pets.md" and found[0].why["lexical_rank"] is None
+    assert await search(store, ["five"], question, embedders={"five": wide}) == []
+    found = await search(store, ["small"], question, embedders={"small": LOCAL})
+    assert found[0].source == "pets.md"
+    both = {"four": wide, "small": LOCAL}  # 4 × 62,464 + 5 × 64 floats: over the budget
+    assert await search(store, ["four", "small"], question, embedders=both) == []

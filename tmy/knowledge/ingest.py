@@ -9,7 +9,8 @@ file compares it with its document record:
 * else the file is read and hashed: the same content (and chunk settings and
   embedding model: the **fingerprint**) → only the record's size/time are
   updated; different → it is parsed, chunked, embedded (with an embedder) and
-  its chunks replace the old ones (:func:`tmy.knowledge.documents.write_chunks`);
+  its chunks replace the old ones — the index documents of several files in
+  one ``index_put``, the records after them (:class:`tmy.knowledge.documents.Batch`);
 * a document recorded under a scanned root whose file is gone is removed. A
   root that does not exist is reported and its documents are kept (an
   unmounted share must not empty a base).
@@ -145,6 +146,7 @@ class _Sync:
     def __init__(self, store: Store, base: str, chunk: ChunkConfig, embedder: Embedder | None):
         self.store, self.base, self.chunk, self.embedder = store, base, chunk, embedder
         self.report = IngestReport(base)
+        self.batch = documents.Batch(store, base)
 
     def skip(self, source: str, reason: str) -> None:
         source, reason = shown(source), shown(reason)
@@ -218,9 +220,6 @@ class _Sync:
             if old is None:
                 reserving.update(chunks=0, fingerprint="")  # the next ingestion writes it again
             await self.store.set(layout.doc_key(self.base, doc), reserving)
-        await documents.write_chunks(
-            self.store, self.base, doc, file.source, chunks, vectors, old_count
-        )
         embedded = self.embedder.identity if self.embedder and (vectors or not chunks) else ""
         record.pop("reserved", None)
         record.update(
@@ -233,10 +232,15 @@ class _Sync:
             pages=pages,
             vectors=bool(vectors),
             ingested=time.time(),
-        )
-        await self.store.set(layout.doc_key(self.base, doc), record)
-        (self.report.replaced if old else self.report.added).append(file.source)
-        self.report.chunks += len(chunks)
+        )  # written once its chunks are all in place (the batch's last step)
+        self.done(await self.batch.add(record, chunks, vectors, old_count, bool(old)))
+
+    def done(self, written: Sequence[documents.Staged]) -> None:
+        """Count the documents whose records are written (their chunks all in place)."""
+        for staged in written:
+            source = str(staged.record["source"])
+            (self.report.replaced if staged.replaced else self.report.added).append(source)
+            self.report.chunks += int(staged.record["chunks"])
 
 
 def _under(path: str, roots: Sequence[Path]) -> bool:
@@ -272,6 +276,7 @@ async def ingest(
             doc = layout.doc_id(str(file.path))
             seen.add(doc)
             await sync.file(file, records.get(doc))
+        sync.done(await sync.batch.flush())
         whole = [Path(os.path.abspath(r)) for r in roots]  # the roots walked to their end
         scanned = [r for r in whole if r not in found.missing and r not in found.partial]
         for doc, record in sorted(records.items()):

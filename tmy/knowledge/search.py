@@ -9,9 +9,10 @@ collection, by :func:`tmy.memory.scoring.relevance` — BM25 normalised into a
 
 **Hybrid** (a base with ``embeddings:``). The query is embedded once per
 embedding model; the vectors of the :data:`LEXICAL_CANDIDATES` best lexical
-candidates — and, while the searched bases hold at most :data:`DENSE_SCAN_MAX`
-chunks, of every chunk, so a question sharing no word with its answer still
-finds it — are read and compared by cosine similarity. Chunks under the
+candidates — and, while the searched bases' vectors hold at most
+:data:`DENSE_SCAN_FLOATS` numbers in all (chunks × the query vector's
+dimensions), of every chunk, so a question sharing no word with its answer
+still finds it — are read and compared by cosine similarity. Chunks under the
 model's ``min_similarity`` are not ranked by vector. The two rankings are fused
 by reciprocal rank fusion (k = 60).
 
@@ -49,9 +50,13 @@ log = get_logger("tmy.knowledge")
 RRF_K = 60
 LEXICAL_CANDIDATES = 50
 """The best lexical candidates that are ranked by vector too (and fused)."""
-DENSE_SCAN_MAX = 1_000
-"""With embeddings, bases holding at most this many chunks in all have every chunk compared
-by vector; past it, only the lexical candidates are (the cost of a search stays bounded)."""
+DENSE_SCAN_FLOATS = 250_000
+"""With embeddings, bases whose vectors hold at most this many numbers in all (each base's
+chunks × its query vector's dimensions) have every chunk compared by vector; past it, only
+the lexical candidates are. A budget of floats, not chunks, because decoding and multiplying
+them in Python is the cost: ~10 ms per 250,000 on a 2-core VM, plus reading them (955
+chunks of 1,536 dimensions took 79 ms p50 a search). So 1,536-dimension vectors are
+scanned up to ~160 chunks, 64-dimension ones up to ~3,900."""
 SEARCH_BUDGET = 1_000
 """Postings the index reads per term (``index_search``'s budget): chunks are longer than
 memory entries, so their common words are commoner."""
@@ -133,14 +138,18 @@ async def _lexical(
 
 
 async def _dense_pool(
-    store: Store, found: dict[Key, Candidate], sizes: Mapping[str, int], bases: Sequence[str]
+    store: Store,
+    found: dict[Key, Candidate],
+    sizes: Mapping[str, int],
+    dims: Mapping[str, int],
 ) -> list[Key]:
-    """The chunks to compare by vector: the best lexical ones, and every chunk of small bases."""
+    """The chunks to compare by vector: the best lexical ones, and every chunk of the bases
+    ``dims`` (base → its query vector's dimensions) when they hold few enough numbers."""
     best = sorted(found.values(), key=lambda c: c.lexical_rank or 0)[:LEXICAL_CANDIDATES]
     pool = [(c.base, c.doc) for c in best]
-    if sum(sizes[b] for b in bases) <= DENSE_SCAN_MAX:
+    if sum(sizes[b] * dims[b] for b in dims) <= DENSE_SCAN_FLOATS:
         seen = set(pool)
-        for base in bases:
+        for base in dims:
             for doc, _ in await store.index_lowest(layout.namespace(base), sizes[base]):
                 if (base, doc) not in seen:
                     seen.add((base, doc))
@@ -159,13 +168,14 @@ async def _vectors(
     bases = [b for b in sizes if b in embedders and sizes[b]]
     if not bases:
         return
-    pool = await _dense_pool(store, found, sizes, bases)
-    queries: dict[str, array[float]] = {}
+    queries: dict[str, array[float]] = {}  # embedded first: the dense scan's cost is in floats
     for base in bases:
         embedder = embedders[base]
         if embedder.identity not in queries:
             (vector,) = await embedder.embed([query[:QUERY_EMBED_CHARS]])
             queries[embedder.identity] = normalised(vector)
+    dims = {b: len(queries[embedders[b].identity]) for b in bases}
+    pool = await _dense_pool(store, found, sizes, dims)
     keys = []
     for base, doc in pool:
         parsed = layout.parse_index_id(doc)
