@@ -41,7 +41,8 @@ FOLD_ASK = history.FOLD_ASK
 SUMMARY_CHARS = 800  # what the summary is asked to fit in (and the extract is cut to)
 SUMMARY_SECONDS = 30.0  # at most this long for the summary call
 LOCK_KIND = "llmfold"
-_MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>\s*", re.DOTALL)  # recalled, not said
+# recalled memory and knowledge passages: context put in, not what was said
+_CONTEXT_BLOCK = re.compile(r"<(memory|knowledge)>.*?</\1>\s*", re.DOTALL)
 
 SYSTEM = (
     "Summarise the conversation below so that it can be continued from your summary "
@@ -52,11 +53,11 @@ SYSTEM = (
 
 
 def transcript(pairs: list[list[str]]) -> str:
-    """The conversation as ``user: …`` / ``assistant: …`` lines (time, sender and
-    recalled memory left out: they were context, not what was said)."""
+    """The conversation as ``user: …`` / ``assistant: …`` lines (time, sender, recalled
+    memory and knowledge passages left out: they were context, not what was said)."""
     lines = []
     for ask, answer in pairs:
-        said = _MEMORY_BLOCK.sub("", prompt.strip_tail(ask)).strip()
+        said = _CONTEXT_BLOCK.sub("", prompt.strip_tail(ask)).strip()
         lines.append(f"user: {said}")
         lines.append(f"assistant: {answer.strip()}")
     return "\n".join(lines)
