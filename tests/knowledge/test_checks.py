@@ -44,3 +44,14 @@ async def test_check_warns_only_of_bases_neither_configured_nor_added(
     assert len(warnings) == 1, err
     assert "r.yaml:10: rule 'typo'" in warnings[0] and "'fqa'" in warnings[0]
     assert "did you mean 'faq'?" in warnings[0]
+
+
+async def test_check_warns_of_a_configured_path_that_does_not_exist(
+    tmp_path: Path, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = config(tmp_path, store_url)  # knowledge: {faq: {paths: [docs]}}, and no docs/ made
+    capsys.readouterr()
+    code = await asyncio.to_thread(cli.main, ["check", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "warning: knowledge.faq.paths: 'docs' does not exist" in err

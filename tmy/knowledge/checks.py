@@ -18,7 +18,7 @@ from tmy.config import Settings
 from tmy.errors import TmyError
 from tmy.hints import did_you_mean
 from tmy.knowledge import documents
-from tmy.knowledge.config import bases_of
+from tmy.knowledge.config import bases_of, resolve
 from tmy.llm.knowledge import knowledge_spec
 from tmy.rulebook.model import Rulebook
 from tmy.store.url import open_store
@@ -47,9 +47,27 @@ def unknown_bases(rulebook: Rulebook, known: Collection[str]) -> list[str]:
     return out
 
 
+def missing_paths(settings: Settings) -> list[str]:
+    """A configured base's ``paths`` entry that does not exist (a typo ingests nothing)."""
+    out = []
+    for name, base in bases_of(settings).items():
+        for path in base.paths:
+            if not resolve(settings, path).exists():
+                out.append(
+                    f"knowledge.{name}.paths: {path!r} does not exist "
+                    f"({resolve(settings, path)}): nothing is ingested from it"
+                )
+    return out
+
+
 async def check_warnings(settings: Settings, rulebook: Any) -> list[str]:
-    """What ``run.py check`` adds: bases the rules name that do not exist (configured or
-    in the store; a store that cannot be read leaves the configured ones to go by)."""
+    """What ``run.py check`` adds: configured paths that do not exist, and bases the rules
+    name that do not exist (configured or in the store; a store that cannot be read leaves
+    the configured ones to go by)."""
+    return missing_paths(settings) + await _unknown_bases(settings, rulebook)
+
+
+async def _unknown_bases(settings: Settings, rulebook: Any) -> list[str]:
     known = set(bases_of(settings))
     names_used = unknown_bases(rulebook, known)
     if not names_used:

@@ -32,7 +32,7 @@ from tmy.llm.knowledge import MAX_TOP, KnowledgeSpec, Passage
 
 ACTIONS = ("add", "list", "search", "rebuild", "del")
 USAGE = (
-    "usage: kb add NAME PATH | kb list [NAME] | kb search NAME QUERY [--top N] | "
+    "usage: kb add NAME PATH | kb list [NAME] | kb search NAME QUERY [--top N] [--json] | "
     "kb rebuild NAME | kb del NAME [SOURCE]"
 )
 SHOWN_CHARS = 300  # a passage's text in chat; the CLI and JSON show it whole
@@ -254,7 +254,7 @@ KB = Command(
         ),
         Arg("top", "search: how many chunks (default 4)", flag=True, required=False, metavar="N"),
     ),
-    usage="add|list|search|rebuild|del [NAME] [PATH|QUERY|SOURCE] [--top N]",
+    usage="add|list|search|rebuild|del [NAME] [PATH|QUERY|SOURCE] [--top N] [--json]",
     usage_error=USAGE,
     description="manage the knowledge bases (knowledge: in the config) and try their search",
     json_help="print the result as JSON",
