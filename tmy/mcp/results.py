@@ -18,6 +18,11 @@ tool loop cuts what the model sees to its own, smaller, limit).
 
 ``content`` keeps the blocks as JSON-able dicts for the run's record, except that a
 long base64 payload (an image's ``data``, a blob) is replaced by its size.
+
+A secret tmy was configured with (:mod:`tmy.redact`: a ``${VAR}`` in a server's ``env`` or
+``headers``, a credential-named value, an API key) that a tool says back is ``***`` in the
+text, the structured content and the recorded blocks alike: the model, the user and the
+run's record never see it (the log masks it anyway).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tmy import redact
 from tmy.config.settings import Limits
 
 if TYPE_CHECKING:  # deferred: the SDK is ~0.5 s of every CLI start
@@ -58,15 +64,28 @@ def to_result(
         texty = texty or is_text
         if text:
             parts.append(text)
-    structured = result.structured_content
+    structured = masked(result.structured_content)
     if not texty and structured is not None:
         parts.insert(0, compact_json(structured))
     return CallResult(
-        text=cut("\n".join(parts), max_chars),
+        text=cut(redact.redact("\n".join(parts)), max_chars),  # masked before the cut
         structured=structured,
         is_error=bool(result.is_error),
-        content=tuple(_recorded(block) for block in result.content),
+        content=tuple(masked(_recorded(block)) for block in result.content),
     )
+
+
+def masked(value: Any) -> Any:
+    """``value`` with every registered secret in its strings (keys too) replaced by ``***``."""
+    if not redact.active():
+        return value
+    if isinstance(value, str):
+        return redact.redact(value)
+    if isinstance(value, dict):
+        return {masked(k): masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v) for v in value]
+    return value
 
 
 def block_text(block: Any) -> tuple[str, bool]:
