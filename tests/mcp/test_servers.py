@@ -417,6 +417,30 @@ async def test_a_tool_list_change_is_picked_up_over_stdio(
     assert [(e["added"], e["removed"]) for e in changes] == [(TOOLBOX_TOOLS, []), (["extra"], [])]
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_change_right_after_the_first_listing_is_picked_up(
+    toolbox_stdio, tmp_path, transport
+) -> None:
+    """The toolbox grows as soon as it has answered the first tools/list, before tmy's change
+    subscription is open: its announcement reaches no one, the re-list on subscribing sees it."""
+    if transport == "stdio":
+        config = toolbox_stdio.config
+        config["env"]["TOOLBOX_GROW_ON_LIST"] = "1"
+        box = None
+    else:
+        box = HttpToolbox(tmp_path, env={"TOOLBOX_GROW_ON_LIST": "1"})
+        await asyncio.to_thread(box.start)
+        config = box.config
+    try:
+        async with servers(box=config) as s:
+            await s.wait_listed(20)
+            await until(lambda: "extra" in [t.name for t in s.tools("box")])
+            assert (await s.call("box", "extra", {})).text == "extra!"
+    finally:
+        if box is not None:
+            box.kill()
+
+
 async def test_a_tool_list_change_is_picked_up_over_http(toolbox_http, legacy_http) -> None:
     async with servers(web=toolbox_http.config, old=legacy_http.config) as s:
         await s.wait_listed(20)

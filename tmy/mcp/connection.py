@@ -11,8 +11,11 @@ probe, falling back to the ``initialize`` handshake) and yields a :class:`Connec
   closed) — seen by wrapping the read stream the SDK's dispatcher consumes, since
   the SDK offers no "closed" signal of its own;
 - a tool list change: ``notifications/tools/list_changed`` on a handshake-era
-  connection (through the message handler), a ``subscriptions/listen`` event on a
-  2026-07-28 one. Either makes it list the tools again (every page) and report them;
+  connection (through the message handler, from the first moment), a
+  ``subscriptions/listen`` event on a 2026-07-28 one (listed once more when the
+  subscription opens: a change before that was announced to no one). Either makes it
+  list the tools again (every page) and report them — at most one listing per
+  :data:`RELIST_PAUSE`: a change announced meanwhile is listed right after it;
 - a request that found the HTTP session gone: a 404 answer to a request that carried
   ``Mcp-Session-Id`` (seen by an httpx event hook — the SDK turns it into an error
   whose text varies by server). The session is over; the caller reconnects, which
@@ -147,7 +150,10 @@ class Connection:
 
     async def _listen(self) -> None:
         """2026-07-28: a ``subscriptions/listen`` stream for tool list changes, opened again
-        (after a growing pause, with a re-list: events are not replayed) when it ends."""
+        (after a growing pause, with a re-list: events are not replayed) when it ends.
+
+        Each time it opens (the server acknowledged it), the tools are listed once more: a
+        change between the last listing and now was announced to no one."""
         import anyio  # deferred: the SDK is ~0.5 s of every CLI start
         import mcp_types as types
         from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
@@ -159,6 +165,7 @@ class Connection:
             try:
                 async with self.client.listen(tools_list_changed=True) as subscription:
                     opened, pause = True, LISTEN_RETRY
+                    self._changed.set()
                     async for _event in subscription:
                         self._changed.set()
             except ListenNotSupportedError:

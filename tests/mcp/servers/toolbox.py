@@ -14,7 +14,10 @@ connection, an event on the ``subscriptions/listen`` bus on a 2026-07-28 one.
 With ``TOOLBOX_REVEAL`` set there is one more, ``reveal(name)``: an HTTP header or environment
 variable said back, as a server echoing a credential would; with ``TOOLBOX_BIG``,
 ``big(megabytes)``: a text that large. ``TOOLBOX_JSON`` makes the streamable HTTP server answer
-each request with one JSON body instead of an event stream.
+each request with one JSON body instead of an event stream. With ``TOOLBOX_GROW_ON_LIST`` the
+server grows (adds ``extra`` and announces it, as ``grow()`` does) right after answering its
+first ``tools/list`` — the change a client misses unless it lists again once its change
+subscription is open (the announcement reaches no one: nobody is subscribed yet).
 
 Every call appends one JSON line ``{"tool", "arguments", "pid"}`` to the file named by
 ``TOOLBOX_CALL_LOG`` (when set) *before* the tool does anything, so a test can prove a tool
@@ -155,8 +158,31 @@ def build() -> MCPServer:
         """Not MCP: the fixture's readiness probe (this process, not another, has the port)."""
         return PlainTextResponse(str(os.getpid()))
 
+    if os.environ.get("TOOLBOX_GROW_ON_LIST"):
+        grow_on_first_list(server)
     advertise_list_changes(server)
     return server
+
+
+def grow_on_first_list(server: MCPServer) -> None:
+    """After answering the first ``tools/list``, add ``extra`` and announce it on the
+    ``subscriptions/listen`` bus (where no client listens yet: it is still reading the list)."""
+    import mcp_types as types
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    lowlevel = server._lowlevel_server  # the SDK's Server behind MCPServer (no public accessor)
+    answered = 0
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams) -> types.ListToolsResult:
+        nonlocal answered
+        result = types.ListToolsResult(tools=await server.list_tools())
+        answered += 1
+        if answered == 1:
+            server.add_tool(extra)
+            await server._subscriptions.publish(ToolsListChanged())
+        return result
+
+    lowlevel.add_request_handler("tools/list", types.PaginatedRequestParams, list_tools)
 
 
 def advertise_list_changes(server: MCPServer) -> None:
