@@ -7,8 +7,10 @@ the official SDK's server side, over stdio and over streamable HTTP on loopback.
   those calls parsed (``[{"tool", "arguments", "pid"}, …]``).
 - ``toolbox_http`` → a :class:`HttpToolbox` already running on a free 127.0.0.1 port: ``.url``
   (the streamable HTTP endpoint, ``…/mcp``), ``.config`` (``{url, timeout}``), ``.calls()``,
-  ``.pid``, ``.kill()`` (SIGKILL, like a crash), ``.restart()`` (kill if running, start again on
-  the same port and wait until it answers). Killed at teardown: no orphan processes.
+  ``.pid``, ``await .kill()`` (SIGKILL, like a crash), ``await .start()``, ``await .restart()``
+  (kill if running, start again on the same port and wait until it answers) — awaited, so tmy's
+  event loop runs meanwhile and sees the server gone and back, as it would in production
+  (``.start_now()``/``.kill_now()`` block: fixtures only). Killed at teardown: no orphan processes.
 - ``toolbox_sse`` → the same object serving the older SSE transport (``.url`` is ``…/sse``,
   ``.config`` says ``transport: sse``).
 
@@ -146,22 +148,46 @@ class HttpToolbox:
     def calls(self) -> list[dict[str, Any]]:
         return read_calls(self.call_log)
 
-    def start(self, wait: float = 15.0) -> None:
-        """Start on :attr:`port` and return once this process (not another) answers there."""
-        cmd = [sys.executable, str(TOOLBOX), self.transport, "--port", str(self.port)]
+    def command(self) -> list[str]:
+        """The server's command line (a subclass serves another script)."""
+        return [sys.executable, str(TOOLBOX), self.transport, "--port", str(self.port)]
+
+    def _launch(self, wait: float) -> float:
+        """Start the process; the deadline by which it must answer."""
         env = {**os.environ, **self.env, "TOOLBOX_CALL_LOG": str(self.call_log)}
         with self.server_log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + wait
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        return time.monotonic() + wait
+
+    def _check(self, deadline: float) -> None:
+        """Raise (the process killed) when it died or the deadline passed."""
+        assert self.proc is not None
+        if self.proc.poll() is not None or time.monotonic() > deadline:
+            self.kill_now()
+            tail = self.server_log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the toolbox did not come up on port {self.port}:\n{tail}")
+
+    def start_now(self, wait: float = 15.0) -> None:
+        """Start, blocking until it answers: for fixtures, outside any running event loop."""
+        deadline = self._launch(wait)
+        assert self.proc is not None
         while _serving_pid(self.port) != self.proc.pid:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                tail = self.server_log.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"the toolbox did not come up on port {self.port}:\n{tail}")
+            self._check(deadline)
             time.sleep(0.05)
 
-    def kill(self) -> None:
-        """SIGKILL the server (a crash: no goodbye to clients) and reap it."""
+    async def start(self, wait: float = 15.0) -> None:
+        """Start on :attr:`port` and return once this process (not another) answers there;
+        the event loop (tmy, in a test) runs meanwhile."""
+        deadline = self._launch(wait)
+        assert self.proc is not None
+        while await asyncio.to_thread(_serving_pid, self.port) != self.proc.pid:
+            self._check(deadline)
+            await asyncio.sleep(0.05)
+
+    def kill_now(self) -> None:
+        """SIGKILL the server (a crash: no goodbye to clients) and reap it, blocking."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
@@ -169,10 +195,20 @@ class HttpToolbox:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
 
-    def restart(self) -> None:
-        """Kill (if running) and start again on the same port."""
-        self.kill()
-        self.start()
+    async def kill(self) -> None:
+        """SIGKILL the server and reap it; the event loop runs meanwhile."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(proc.wait, 10)
+
+    async def restart(self) -> None:
+        """Kill (if running) and start again on the same port, as an operator would: tmy keeps
+        running throughout, and sees the server gone and back."""
+        await self.kill()
+        await self.start()
 
 
 def _started(directory: Path, transport: str) -> Iterator[HttpToolbox]:
@@ -180,7 +216,7 @@ def _started(directory: Path, transport: str) -> Iterator[HttpToolbox]:
     for attempt in range(3):
         box = HttpToolbox(directory, transport)
         try:
-            box.start()
+            box.start_now()
             break
         except RuntimeError:
             if attempt == 2:
@@ -188,7 +224,7 @@ def _started(directory: Path, transport: str) -> Iterator[HttpToolbox]:
     try:
         yield box
     finally:
-        box.kill()
+        box.kill_now()
 
 
 @pytest.fixture

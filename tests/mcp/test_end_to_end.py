@@ -187,7 +187,7 @@ async def test_a_restarted_http_server_answers_the_next_call(toolbox_http: HttpT
     async with served(rules("web"), {"web": toolbox_http.config}) as daemon:
         assert (await daemon.push("web one")).text == "one"
         first = toolbox_http.pid
-        toolbox_http.restart()  # SIGKILL mid-conversation, then up again on the same port
+        await toolbox_http.restart()  # SIGKILL mid-conversation, then up again on the same port
         reply = await daemon.push("web two")
         assert (reply.error, reply.text) == (None, "two")
     calls = toolbox_http.calls()
@@ -205,7 +205,7 @@ async def test_a_model_calls_a_restarted_http_server_in_the_next_message(
     async with served(rules("assistant"), {"toolbox": toolbox_http.config}, provider) as daemon:
         assert (await daemon.push("ask who?")).text == "one"
         first = toolbox_http.pid
-        toolbox_http.restart()
+        await toolbox_http.restart()
         reply = await daemon.push("ask who now?")
         assert (reply.error, reply.text) == (None, "two")
     requests = provider.seen()
@@ -236,7 +236,7 @@ async def test_a_dead_server_fails_only_its_steps_and_healthz_says_degraded(
         assert server_state(report, "toolbox")["state"] == "connected"
         assert server_state(report, "toolbox")["transport"] == "stdio"
         assert server_state(report, "web")["transport"] == "http"
-        toolbox_http.kill()
+        await toolbox_http.kill()
         down = await daemon.push("web anyone?")
         assert down.error is not None and down.text == f"failed: {down.error}"
         assert "web" in down.error, down.error  # names the server
@@ -246,7 +246,7 @@ async def test_a_dead_server_fails_only_its_steps_and_healthz_says_degraded(
         assert report["status"] == "degraded", report
         assert server_state(report, "web")["state"] != "connected"
         assert await server_up(daemon, "web") == 0
-        toolbox_http.start()
+        await toolbox_http.start()
         await health_until(daemon, "ok", "web", "connected")
         assert await server_up(daemon, "web") == 1
         assert (await daemon.push("web back")).text == "back"
@@ -262,7 +262,7 @@ async def test_secrets_in_env_and_headers_reach_the_server_and_are_masked(
     stdio = toolbox_stdio.config
     stdio["env"].update(API_TOKEN="e2e-env-secret-5512", TOOLBOX_REVEAL="1")
     toolbox_http.env["TOOLBOX_REVEAL"] = "1"
-    toolbox_http.restart()
+    await toolbox_http.restart()
     web = {**toolbox_http.config, "headers": {"Authorization": "Bearer ${E2E_MCP_TOKEN}"}}
     async with served(rules("reveal"), {"toolbox": stdio, "web": web}) as daemon:
         assert (await daemon.push("reveal API_TOKEN")).error is None

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.mcp.conftest import TOOLBOX, TOOLBOX_TOOLS, HttpToolbox, _serving_pid
+from tests.mcp.conftest import TOOLBOX, TOOLBOX_TOOLS, HttpToolbox
 from tmy import logs, metrics
 from tmy.mcp import connection
 from tmy.mcp.config import parse_mcp
@@ -160,19 +160,8 @@ class LegacyHttpToolbox(HttpToolbox):
 
     script: Path = Path()
 
-    def start(self, wait: float = 15.0) -> None:
-        import subprocess  # only this helper starts a process by hand
-
-        cmd = [sys.executable, str(self.script), "http", str(self.port)]
-        env = {**os.environ, "TOOLBOX_CALL_LOG": str(self.call_log)}
-        with self.server_log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + wait
-        while _serving_pid(self.port) != self.proc.pid:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(self.server_log.read_text(errors="replace")[-2000:])
-            time.sleep(0.05)
+    def command(self) -> list[str]:
+        return [sys.executable, str(self.script), "http", str(self.port)]
 
 
 @pytest.fixture
@@ -181,11 +170,11 @@ def legacy_http(tmp_path: Path, legacy_script: Path) -> Iterator[LegacyHttpToolb
     directory.mkdir()
     box = LegacyHttpToolbox(directory)
     box.script = legacy_script
-    box.start()
+    box.start_now()
     try:
         yield box
     finally:
-        box.kill()
+        box.kill_now()
 
 
 # -- connecting and listing -----------------------------------------------------------------
@@ -332,7 +321,7 @@ async def test_a_restarted_http_server_answers_the_next_call(toolbox_http) -> No
     async with servers(web=toolbox_http.config) as s:
         await s.wait_listed(20)
         assert await pid_of(s, "web") == toolbox_http.pid
-        toolbox_http.restart()
+        await toolbox_http.restart()
         assert await pid_of(s, "web") == toolbox_http.pid
 
 
@@ -342,7 +331,7 @@ async def test_an_expired_http_session_is_replaced_and_the_call_sent_again(legac
     async with servers(web=legacy_http.config) as s:
         await s.wait_listed(20)
         assert await pid_of(s, "web") == legacy_http.pid
-        legacy_http.restart()
+        await legacy_http.restart()
         assert await pid_of(s, "web") == legacy_http.pid
         assert [c["tool"] for c in legacy_http.calls()] == ["whoami", "whoami"]  # no lost call
         assert s.state("web")["reconnects"] == 1
@@ -351,7 +340,7 @@ async def test_an_expired_http_session_is_replaced_and_the_call_sent_again(legac
 async def test_calls_to_a_down_http_server_fail_fast_until_it_is_back(toolbox_http) -> None:
     async with servers(web=toolbox_http.config) as s:
         await s.wait_listed(20)
-        toolbox_http.kill()
+        await toolbox_http.kill()
         with pytest.raises(McpError, match=r"MCP server 'web'"):
             await s.call("web", "echo", {"text": "x"})
         await until(lambda: s.state("web")["state"] == "reconnecting")
@@ -360,7 +349,7 @@ async def test_calls_to_a_down_http_server_fail_fast_until_it_is_back(toolbox_ht
         with pytest.raises(McpError, match=r"'web' is not connected \(reconnecting: ConnectError"):
             await s.call("web", "echo", {"text": "x"})
         assert time.monotonic() - started < 1.0
-        toolbox_http.start()
+        await toolbox_http.start()
         await until(lambda: s.state("web")["state"] == "connected")
         assert (await s.call("web", "echo", {"text": "back"})).text == "back"
         assert s.state("web")["reconnects"] == 1
@@ -370,9 +359,9 @@ async def test_a_dead_http_server_is_noticed_without_a_call(toolbox_http) -> Non
     """2026-07-28: the change subscription ends with the server; the re-list that follows fails."""
     async with servers(web=toolbox_http.config) as s:
         await s.wait_listed(20)
-        toolbox_http.kill()
+        await toolbox_http.kill()
         await until(lambda: s.state("web")["state"] == "reconnecting")
-        toolbox_http.start()
+        await toolbox_http.start()
         await until(lambda: s.state("web")["state"] == "connected")
         assert await pid_of(s, "web") == toolbox_http.pid
 
@@ -384,9 +373,9 @@ async def test_a_dead_handshake_era_http_server_is_noticed_without_a_call(
     monkeypatch.setattr(connection, "PROBE_INTERVAL", 0.2)
     async with servers(web=legacy_http.config) as s:
         await s.wait_listed(20)
-        legacy_http.kill()
+        await legacy_http.kill()
         await until(lambda: s.state("web")["state"] == "reconnecting")
-        legacy_http.start()
+        await legacy_http.start()
         await until(lambda: s.state("web")["state"] == "connected")
         assert await pid_of(s, "web") == legacy_http.pid
 
@@ -429,7 +418,7 @@ async def test_a_change_right_after_the_first_listing_is_picked_up(
         box = None
     else:
         box = HttpToolbox(tmp_path, env={"TOOLBOX_GROW_ON_LIST": "1"})
-        await asyncio.to_thread(box.start)
+        await box.start()
         config = box.config
     try:
         async with servers(box=config) as s:
@@ -438,7 +427,7 @@ async def test_a_change_right_after_the_first_listing_is_picked_up(
             assert (await s.call("box", "extra", {})).text == "extra!"
     finally:
         if box is not None:
-            box.kill()
+            await box.kill()
 
 
 async def test_a_tool_list_change_is_picked_up_over_http(toolbox_http, legacy_http) -> None:
@@ -482,7 +471,7 @@ async def test_stop_while_a_server_is_still_starting(tmp_path) -> None:
 async def test_a_json_answer_past_the_bound_fails_its_call_alone(toolbox_http: HttpToolbox) -> None:
     """The SDK reads a JSON answer whole: one of 20 MB is cut off at 16 MB, not held."""
     toolbox_http.env.update(TOOLBOX_BIG="1", TOOLBOX_JSON="1")
-    toolbox_http.restart()
+    await toolbox_http.restart()
     async with servers(web=toolbox_http.config) as s:
         await s.wait_listed(20)
         assert len((await s.call("web", "big", {"megabytes": 1})).text) > 50_000  # cut to 50,000

@@ -66,7 +66,7 @@ async def test_sse_answers_the_sdk_client(toolbox_sse: HttpToolbox) -> None:
 
 async def test_restart_serves_again_on_the_same_url(toolbox_http: HttpToolbox) -> None:
     before = toolbox_http.pid
-    toolbox_http.restart()
+    await toolbox_http.restart()
     assert toolbox_http.pid != before
     async with Client(toolbox_http.url) as client:
         pid = int((await client.call_tool("whoami", {})).content[0].text)  # type: ignore[union-attr]
