@@ -265,8 +265,10 @@ async def test_secrets_in_env_and_headers_reach_the_server_and_are_masked(
     await toolbox_http.restart()
     web = {**toolbox_http.config, "headers": {"Authorization": "Bearer ${E2E_MCP_TOKEN}"}}
     async with served(rules("reveal"), {"toolbox": stdio, "web": web}) as daemon:
-        assert (await daemon.push("reveal API_TOKEN")).error is None
-        assert (await daemon.push("peek Authorization")).error is None
+        revealed = await daemon.push("reveal API_TOKEN")
+        peeked = await daemon.push("peek Authorization")
+        assert (revealed.error, revealed.text) == (None, "***")  # the user never sees it
+        assert (peeked.error, peeked.text) == (None, "***")
         report = json.dumps(await healthz(daemon))
     assert [c["value"] for c in toolbox_stdio.calls()] == ["e2e-env-secret-5512"]
     assert [c["value"] for c in toolbox_http.calls()] == ["Bearer e2e-header-secret-7731"]
@@ -274,6 +276,22 @@ async def test_secrets_in_env_and_headers_reach_the_server_and_are_masked(
     for secret in ("e2e-env-secret-5512", "e2e-header-secret-7731"):
         assert secret not in logged and secret not in report
     assert "***" in logged  # the steps' results, as run.done shows them
+
+
+async def test_a_secret_a_tool_says_back_never_reaches_the_model(
+    toolbox_stdio: StdioToolbox, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("E2E_MODEL_SECRET", "e2e-model-secret-3390")
+    stdio = toolbox_stdio.config
+    stdio["env"].update(SECRET_TOKEN="${E2E_MODEL_SECRET}", TOOLBOX_REVEAL="1")
+    reveal = {"name": "toolbox__reveal", "arguments": {"name": "SECRET_TOKEN"}}
+    provider.script("fake", [Reply(None, tool_calls=[reveal]), Reply("done")])
+    async with served(rules("assistant"), {"toolbox": stdio}, provider) as daemon:
+        reply = await daemon.push("ask what is the token?")
+        assert (reply.error, reply.text) == (None, "done")
+    assert tool_messages(provider.seen()[1]) == ["***"]
+    assert [c["value"] for c in toolbox_stdio.calls()] == ["e2e-model-secret-3390"]
+    assert "e2e-model-secret-3390" not in json.dumps([s.result for s in reply.steps], default=str)
 
 
 # -- the LLM step's MCP tools ---------------------------------------------------------------------

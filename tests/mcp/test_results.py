@@ -6,9 +6,13 @@ import base64
 import json
 
 import mcp_types as types
+import pytest
 
+from tmy import redact
 from tmy.config.settings import Limits
+from tmy.mcp.config import parse_mcp
 from tmy.mcp.results import DEFAULT_MAX_RESULT_CHARS, CallResult, cut, size_of, to_result
+from tmy.mcp.servers import Servers
 
 PNG = base64.b64encode(b"\x89PNG" + b"x" * 1196).decode()  # 1,200 bytes
 
@@ -99,3 +103,43 @@ def test_sizes() -> None:
     assert size_of(base64.b64encode(b"x" * 999).decode()) == "999 B"
     assert size_of(base64.b64encode(b"x" * 2_500_000).decode()) == "2.5 MB"
     assert size_of("not base64!") in ("8 B", "6 B")
+
+
+# -- configured secrets a tool says back --------------------------------------------------------
+
+
+def test_a_registered_secret_is_masked_in_text_structured_content_and_blocks() -> None:
+    redact.add("results-unit-secret-4417")
+    got = to_result(
+        result(
+            text("token=results-unit-secret-4417"),
+            structured={"token": "results-unit-secret-4417", "n": [1, "results-unit-secret-4417"]},
+        )
+    )
+    assert got.text == "token=***"
+    assert got.structured == {"token": "***", "n": [1, "***"]}
+    assert got.content == ({"type": "text", "text": "token=***"},)
+    cut_short = to_result(result(text("x" * 10 + "results-unit-secret-4417")), max_chars=20)
+    assert "results-unit" not in cut_short.text  # masked before the cut, which could split it
+
+
+@pytest.mark.slow
+async def test_a_tool_echoing_a_configured_secret_gives_back_stars(
+    toolbox_stdio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``env: {SECRET_TOKEN: "${MY_SECRET}"}`` — the toolbox's reveal tool says the value back,
+    and a failing tool repeats it in its error: neither reaches the step or the model."""
+    monkeypatch.setenv("MY_SECRET", "results-env-secret-9902")
+    config = toolbox_stdio.config
+    config["env"].update(SECRET_TOKEN="${MY_SECRET}", TOOLBOX_REVEAL="1")
+    async with Servers(parse_mcp({"servers": {"box": config}})) as s:
+        await s.wait_listed(20)
+        revealed = await s.call("box", "reveal", {"name": "SECRET_TOKEN"})
+        failed = await s.call("box", "fail", {"message": "bad token=results-env-secret-9902"})
+    assert revealed.text == "***"
+    assert "results-env-secret-9902" not in repr(revealed)
+    assert failed.is_error and failed.text.endswith("bad token=***")
+    assert "results-env-secret-9902" not in repr(failed)
+    assert [c["value"] for c in toolbox_stdio.calls() if c["tool"] == "reveal"] == [
+        "results-env-secret-9902"
+    ]  # the server was given the real value
