@@ -12,7 +12,8 @@ Vectors are kept normalised, as float32 in base64 (``"f32:…"``: 8 KB for 1,536
 dimensions where a JSON list of rounded numbers takes 12 KB), so a search
 decodes one quickly and its cosine with the (normalised) query is a plain dot
 product: half the work of :func:`tmy.memory.scoring.cosine` per chunk, which a
-hybrid search pays for up to :data:`tmy.knowledge.search.DENSE_SCAN_MAX` chunks.
+hybrid search pays for every chunk of a small base (up to
+:data:`tmy.knowledge.search.DENSE_SCAN_FLOATS` floats).
 """
 
 from __future__ import annotations
