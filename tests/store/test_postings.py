@@ -75,6 +75,25 @@ async def test_put_search_remove_order_and_stats(store: Store) -> None:
     assert (await store.index_search(NS, ["w0"])).docs == {}
 
 
+async def test_a_batch_replacing_its_own_and_older_documents_counts_each_term_once(
+    store: Store,
+) -> None:
+    """One put of many documents — some replacing older ones, one given twice (the last
+    wins) — leaves the same counts as putting them one by one."""
+    first, second = corpus(80, seed=1), corpus(80, seed=2)
+    await store.index_put(NS, first)
+    batch = [*second[:40], IndexDoc("d5", {"w1": 9}), IndexDoc("d5", {"w2": 1, "w3": 1})]
+    await store.index_put(NS, batch)
+    final = {d.doc: d for d in first} | {d.doc: d for d in batch}
+    stats = await store.index_stats(NS, ["w0", "w1", "w2", "w3"])
+    assert stats.n == 80 and stats.total == sum(d.size for d in final.values())
+    for term in ("w0", "w1", "w2", "w3"):
+        assert stats.df[term] == sum(term in d.tf for d in final.values()), term
+    hits = await store.index_search(NS, ["w1", "w2"], budget=100_000)
+    assert hits.docs == brute(list(final.values()), ["w1", "w2"])
+    assert hits.docs["d5"] == (2, {"w2": 1})
+
+
 async def test_several_namespaces_are_searched_at_once(store: Store) -> None:
     await store.index_put(NS, [IndexDoc("a", {"x": 1, "y": 2})])
     await store.index_put("mem/global", [IndexDoc("g", {"y": 1})])

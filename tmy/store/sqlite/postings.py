@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -61,9 +62,9 @@ CREATE TABLE IF NOT EXISTS ix_df (
 ) WITHOUT ROWID;
 """
 _IN = "(SELECT value FROM json_each(?))"
-_DF_UP = (
-    "INSERT INTO ix_df (ns, term, df) VALUES (?, ?, 1) "
-    "ON CONFLICT (ns, term) DO UPDATE SET df = df + 1"
+_DF_ADD = (
+    "INSERT INTO ix_df (ns, term, df) VALUES (?, ?, ?) "
+    "ON CONFLICT (ns, term) DO UPDATE SET df = df + excluded.df"
 )
 _NEWEST = "SELECT doc, tf FROM ix_post WHERE ns = ? AND term = ? ORDER BY seq DESC LIMIT ?"
 _BOTH = (
@@ -96,8 +97,14 @@ def _drop_doc(db: sqlite3.Connection, ns: int, doc: str) -> int | None:
 
 
 def put_docs(db: sqlite3.Connection, ns: int, docs: Sequence[IndexDoc]) -> None:
-    """Add or replace ``docs`` (inside the caller's write transaction)."""
+    """Add or replace ``docs`` (inside the caller's write transaction; a document given twice:
+    the last one). The postings of all of them go in one ``executemany`` sorted by (term,
+    doc) — neighbouring B-tree pages, not one random page per posting — and each term's
+    document count is added once, summed over the batch."""
+    docs = list({doc.doc: doc for doc in docs}.values())
     n, total, seq = db.execute("SELECT n, total, seq FROM ix_ns WHERE id = ?", (ns,)).fetchone()
+    postings: list[tuple[int, str, str, int, int]] = []
+    df: Counter[str] = Counter()
     for doc in docs:
         old = _drop_doc(db, ns, doc.doc)
         if old is not None:
@@ -108,12 +115,12 @@ def put_docs(db: sqlite3.Connection, ns: int, docs: Sequence[IndexDoc]) -> None:
             "INSERT INTO ix_docs (ns, doc, len, ord, seq, tf) VALUES (?, ?, ?, ?, ?, ?)",
             (ns, doc.doc, doc.size, doc.order, seq, json.dumps(tf, ensure_ascii=False)),
         )
-        db.executemany(
-            "INSERT INTO ix_post (ns, term, doc, tf, seq) VALUES (?, ?, ?, ?, ?)",
-            [(ns, t, doc.doc, c, seq) for t, c in tf.items()],
-        )
-        db.executemany(_DF_UP, [(ns, t) for t in tf])
+        postings.extend((ns, t, doc.doc, c, seq) for t, c in tf.items())
+        df.update(tf.keys())
         n, total = n + 1, total + doc.size
+    postings.sort(key=lambda p: (p[1], p[2]))
+    db.executemany("INSERT INTO ix_post (ns, term, doc, tf, seq) VALUES (?, ?, ?, ?, ?)", postings)
+    db.executemany(_DF_ADD, [(ns, t, c) for t, c in sorted(df.items())])
     db.execute("UPDATE ix_ns SET n = ?, total = ?, seq = ? WHERE id = ?", (n, total, seq, ns))
 
 
