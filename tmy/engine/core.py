@@ -249,8 +249,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if commands is not None and text.startswith(commands.prefix):
             return None
         if not message.is_admin and self._admins is not None:
-            judged = user if message.admin_as is None else message.admin_as  # a key's: /v1
-            message.is_admin = judged != "" and self._admins.admits(platform, judged)
+            message.is_admin = self._admins.judge(message)
         rulebook = self.rulebook
         admits = None
         if rulebook.has_filters:
@@ -316,8 +315,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             if refused is not None:
                 return refused, None
         if not message.is_admin and self._admins is not None:
-            judged = message.user if message.admin_as is None else message.admin_as
-            message.is_admin = judged != "" and self._admins.admits(message.platform, judged)
+            message.is_admin = self._admins.judge(message)
         if message.event is not None:  # a platform event: no trigger, the rules' events:
             return await self._event(message, trace_id), None
         commands = self.commands

@@ -80,6 +80,12 @@ class Admins:
             return True
         return ":" not in user and user in self.bare
 
+    def judge(self, message: Message) -> bool:
+        """Whether ``message`` comes from an admin: its sender, or whom its adapter judges it
+        as (``admin_as``: an API key's identity on /v1 and /mcp; ``""``: no one)."""
+        judged = message.user if message.admin_as is None else message.admin_as
+        return judged != "" and self.admits(message.platform, judged)
+
 
 def valid_unicode(text: str) -> str:
     """Lone surrogates (valid in JSON's \\ud800, not in UTF-8) become U+FFFD.

@@ -65,10 +65,10 @@ class Caller:
             is_admin=self.admin,
             mentions_bot=True,  # a tool call is always addressed to the bot
             ephemeral=self.ephemeral,
+            admin_as=self.admin_as,
         )
-        judged = self.user if self.admin_as is None else self.admin_as
-        if not message.is_admin and engine.admins and judged:
-            message.is_admin = engine.admins.admits(self.platform, judged)
+        if not message.is_admin and engine.admins:  # as the engine judges a message
+            message.is_admin = engine.admins.judge(message)
         return message
 
 
