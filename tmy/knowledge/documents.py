@@ -93,26 +93,6 @@ async def write_values(
     await write_all(store, writes)
 
 
-async def write_chunks(
-    store: Store,
-    base: str,
-    doc: str,
-    source: str,
-    chunks: Sequence[Chunk],
-    vectors: Sequence[Sequence[float]] | None,
-    old_count: int,
-) -> None:
-    """Make ``doc``'s chunks ``chunks`` (with ``vectors`` when given), where it had
-    ``old_count``: keys, vectors and index documents written, the ones past the end removed
-    (one document, its record left to the caller; an ingestion uses a :class:`Batch`)."""
-    await write_values(store, base, doc, source, chunks, vectors, old_count)
-    docs = await asyncio.to_thread(_index_docs, doc, chunks)  # seconds for a big CJK file
-    for batch in batched(docs):
-        await store.index_put(layout.namespace(base), batch)
-    if old_count > len(chunks):
-        await _remove_chunks(store, base, doc, range(len(chunks), old_count))
-
-
 @dataclass(slots=True)
 class Staged:
     """A document of a :class:`Batch`: its chunk keys written, the rest to come."""
