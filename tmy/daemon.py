@@ -19,6 +19,7 @@ import inspect
 import ipaddress
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from importlib import import_module
 from typing import Any
 
 from tmy.adapters import http, onebot, openai
@@ -28,7 +29,7 @@ from tmy.config import Settings
 from tmy.cron import Cron
 from tmy.errors import AdapterError, TmyError
 from tmy.logs import get_logger
-from tmy.message import Outgoing, Target
+from tmy.message import Outgoing, Target, adapter_of
 from tmy.rulebook.textform import invisible_table
 from tmy.store.base import Store
 from tmy.types import Adapter, Handler, Route
@@ -36,33 +37,35 @@ from tmy.types import Adapter, Handler, Route
 log = get_logger("tmy")
 
 
-def _discord(settings: Settings, store: Store | None) -> Adapter | None:
-    # deferred: importing discord.py takes a few hundred ms a bot not on Discord need not pay
-    from tmy.adapters import discord_adapter
+def _deferred(package: str) -> Callable[[Settings, Store | None], Adapter | None]:
+    """``tmy.adapters.<package>.from_settings``, imported only when the platform is enabled:
+    its SDK (discord.py, aiogram, slack-bolt, lark-oapi, mautrix …) takes 0.1–2 s to import,
+    which a bot not on that platform need not pay."""
 
-    return discord_adapter.from_settings(settings, store)
+    def build(settings: Settings, store: Store | None) -> Adapter | None:
+        return import_module(f"tmy.adapters.{package}").from_settings(settings, store)
 
-
-def _telegram(settings: Settings, store: Store | None) -> Adapter | None:
-    # deferred: importing aiogram takes a few hundred ms a bot not on Telegram need not pay
-    from tmy.adapters import telegram
-
-    return telegram.from_settings(settings, store)
+    return build
 
 
 # platform -> ``from_settings(settings, store)``, called only when the platform is enabled
 PLATFORMS: dict[str, Callable[[Settings, Store | None], Adapter | None]] = {
     "openai": openai.from_settings,
     "onebot": onebot.from_settings,
-    "discord": _discord,
-    "telegram": _telegram,
+    "discord": _deferred("discord_adapter"),
+    "telegram": _deferred("telegram"),
+    "qq": _deferred("qq"),
+    "feishu": _deferred("feishu"),
+    "slack": _deferred("slack"),
+    "matrix": _deferred("matrix"),
+    "satori": _deferred("satori"),
 }
 
 
 def _enabled(settings: Settings, platform: str) -> bool:
     if platform == "openai":  # the facade rides on the listener
         return settings.http_enabled
-    return bool(getattr(settings.adapters, platform).enabled)  # onebot, discord, telegram
+    return bool(getattr(settings.adapters, platform).enabled)  # onebot, discord, telegram …
 
 
 ENABLED_BY = {
@@ -77,6 +80,7 @@ def disabled_adapter(settings: Settings, platform: str) -> str | None:
     """The config key that would enable the adapter named ``platform`` when ``settings``
     leave it off; None when it is on, or no adapter has that name (a message through
     the HTTP API may carry any platform name). ``check`` warns with it."""
+    platform = adapter_of(platform)
     if platform == "console":
         on = settings.console
     elif platform == "http":
@@ -203,8 +207,9 @@ class Adapters:
         self.started.clear()
 
     def adapter(self, platform: str) -> Adapter | None:
-        """The started adapter named ``platform``, or None."""
-        return next((a for a in self.started if a.name == platform), None)
+        """The started adapter serving ``platform`` (:func:`adapter_name`), or None."""
+        name = adapter_of(platform)
+        return next((a for a in self.started if a.name == name), None)
 
     def console(self) -> ConsoleAdapter | None:
         """The console adapter when one was started (``serve`` stops when it ends)."""
@@ -220,7 +225,7 @@ class Adapters:
         has."""
         adapter = self.adapter(target.platform)
         if adapter is None:
-            why = self.failed.get(target.platform)
+            why = self.failed.get(adapter_of(target.platform))
             raise AdapterError(
                 f"no running adapter for platform {target.platform!r}"
                 + (f" (it failed to start: {why})" if why else "")

@@ -274,6 +274,13 @@ class Target:
     user: str = ""
 
 
+def adapter_of(platform: str) -> str:
+    """The adapter serving ``platform``: itself, or for a platform reached through a
+    bridge (``satori:qq``, ``satori:kook``: PLATFORM names the platform behind it) the
+    bridge's adapter (``satori``), which rules' ``platforms:`` and ``send_to`` also take."""
+    return platform.partition(":")[0]
+
+
 def id_problem(name: str, value: Any, limit: int) -> str | None:
     """Why ``value`` cannot be a user/chat/platform id, or None when it can.
 

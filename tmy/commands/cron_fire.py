@@ -40,7 +40,7 @@ from tmy.engine.core import Engine
 from tmy.explain.dryrun import dry_engine
 from tmy.hints import did_you_mean
 from tmy.logs import preview
-from tmy.message import Target
+from tmy.message import Target, adapter_of
 from tmy.rulebook.model import Rule, Rulebook
 
 FIRE_USAGE = "usage: cron fire RULE [--target PLATFORM:CHAT] [--dry-run]"
@@ -69,16 +69,20 @@ def scheduled_rule(rulebook: Rulebook, rule_id: str) -> Rule:
 
 
 def parse_target(text: str, platforms: Sequence[str] = TARGET_PLATFORMS) -> Target:
-    """``PLATFORM:CHAT`` (``onebot:group:5``, ``telegram:-100123``) as a Target.
+    """``PLATFORM:CHAT`` (``onebot:group:5``, ``telegram:-100123``, through Satori
+    ``satori:qq:CHAT``) as a Target.
 
     ``platforms``: where a post can go from here (the platforms ``send_to`` takes; in a
     serving daemon, its running adapters that can post); CommandError otherwise.
     """
     platform, sep, chat = text.partition(":")
     platform, chat = platform.strip(), chat.strip()
+    if platform == "satori" and ":" in chat:  # satori:qq:CHAT: the platform behind the bridge
+        behind, _, chat = chat.partition(":")
+        platform, chat = f"satori:{behind.strip()}", chat.strip()
     if not sep or not platform or not chat:
         raise CommandError(f"--target takes PLATFORM:CHAT (e.g. onebot:group:5), got {text!r}")
-    if platform not in platforms:
+    if adapter_of(platform) not in platforms:
         if not platforms:
             raise CommandError(
                 f"no adapter can post to {platform!r} here: this daemon runs no adapter that "

@@ -1,11 +1,13 @@
 """``adapters:`` in config/tmy.yaml: one frozen, checked object per adapter.
 
-:class:`Adapters` holds ``console``, ``http``, ``openai``, ``onebot``, ``discord``
-and ``telegram``; each adapter's ``from_settings`` reads its own section and checks
-nothing again. A chat platform's section is checked for use (a reverse-mode path
-starts with '/', a webhook has a URL, …) only when it is enabled: a disabled one is
-never used, so its keys are not held against the rest of the file (as before the
-sections were frozen).
+:class:`Adapters` holds ``console``, ``http``, ``openai``, ``onebot``, ``discord``,
+``telegram`` and the newer platforms (``qq``, ``feishu``, ``slack``, ``matrix``,
+``satori``: one module each, :mod:`tmy.config.section` says how they are made);
+each adapter's ``from_settings`` reads its own section and checks nothing again.
+A chat platform's section is checked for use (a reverse-mode path starts with '/',
+a webhook has a URL, …) only when it is enabled: a disabled one is never used, so
+its keys are not held against the rest of the file (as before the sections were
+frozen).
 
 Every section is also a read-only mapping over its fields, so code written when the
 sections were dicts (``settings.adapters["onebot"]["access_token"]``,
@@ -15,49 +17,36 @@ sections were dicts (``settings.adapters["onebot"]["access_token"]``,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from tmy.config.feishu import FeishuConfig
+from tmy.config.matrix import MatrixConfig
+from tmy.config.qq import QQConfig
+from tmy.config.satori import SatoriConfig
+from tmy.config.section import PER_CHAT_LIMIT as PER_CHAT_LIMIT  # re-exported: where it was
+from tmy.config.section import ROLE_WORDS as ROLE_WORDS
+from tmy.config.section import Section
+from tmy.config.section import admins_from as _admins_from
+from tmy.config.section import is_http_url as _is_http_url
+from tmy.config.section import per_chat_cap as _per_chat_cap
+from tmy.config.slack import SlackConfig
 from tmy.errors import ConfigError, TmyError
 
-PER_CHAT_LIMIT = 1000  # the most any max_pending_per_chat may be (the adapters' queue totals)
-PLATFORM_SECTIONS = ("onebot", "discord", "telegram")
+# the newer platforms' sections, one module each (tmy.config.qq …): name -> config class
+NEWER_PLATFORMS: dict[str, Any] = {
+    "qq": QQConfig,
+    "feishu": FeishuConfig,
+    "slack": SlackConfig,
+    "matrix": MatrixConfig,
+    "satori": SatoriConfig,
+}
+PLATFORM_SECTIONS = ("onebot", "discord", "telegram", *NEWER_PLATFORMS)
 # sections read from ``adapters:`` into their objects (http and console come from the flat
 # Settings fields, which the environment and the CLI flags override)
 ADAPTER_SECTIONS = (*PLATFORM_SECTIONS, "openai")
 _TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as secret_token
-
-_S = TypeVar("_S", bound="Section")
-
-
-class Section(Mapping[str, Any]):
-    """A frozen config section that also reads as a mapping of its fields (see module doc)."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def _names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
-
-    @classmethod
-    def unchecked(cls: type[_S], section: Mapping[str, Any]) -> _S:
-        """The section's known keys over the defaults (a null value keeps the default)."""
-        if isinstance(section, cls):
-            return section
-        known = {f.name for f in fields(cls) if f.init}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in section.items() if k in known and v is not None})
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,35 +99,6 @@ class OpenAIConfig(Section):
     user_header: str = "X-OpenWebUI-User-Id"  # Open WebUI's forwarded user id
     user_header_trusted: bool = False
     unmatched_reply: str = "No rule matched this message."
-
-
-def _per_chat_cap(platform: str, cap: Any) -> None:
-    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= PER_CHAT_LIMIT:
-        raise ConfigError(
-            f"adapters.{platform}.max_pending_per_chat must be a whole number from 1 to "
-            f"{PER_CHAT_LIMIT} (got {cap!r})"
-        )
-
-
-ROLE_WORDS = ("owner", "admin")
-
-
-def _admins_from(platform: str, value: Any, role_ids: bool = False) -> tuple[str, ...]:
-    """``adapters.<platform>.admins_from`` as a tuple of words (Discord: or role ids)."""
-    if isinstance(value, str):
-        value = (value,)
-    items = tuple(str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
-    for item in items:
-        if item in ROLE_WORDS or (role_ids and isinstance(item, str) and item.isdigit()):
-            continue
-        allowed = "owner, admin" + (" or a role id" if role_ids else "")
-        raise ConfigError(f"adapters.{platform}.admins_from: {item!r} is not one of {allowed}")
-    return items
-
-
-def _is_http_url(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +228,7 @@ _PLATFORMS: dict[str, Any] = {
     "onebot": OneBotConfig,
     "discord": DiscordConfig,
     "telegram": TelegramConfig,
+    **NEWER_PLATFORMS,
 }
 
 
@@ -281,6 +242,11 @@ class Adapters(Section):
     onebot: OneBotConfig = OneBotConfig()
     discord: DiscordConfig = DiscordConfig()
     telegram: TelegramConfig = TelegramConfig()
+    qq: QQConfig = field(default_factory=QQConfig)
+    feishu: FeishuConfig = field(default_factory=FeishuConfig)
+    slack: SlackConfig = field(default_factory=SlackConfig)
+    matrix: MatrixConfig = field(default_factory=MatrixConfig)
+    satori: SatoriConfig = field(default_factory=SatoriConfig)
 
     @classmethod
     def parse(cls, sections: Mapping[str, Any]) -> Adapters:

@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from tmy.config import feishu, matrix, qq, satori, slack
 from tmy.hints import did_you_mean
+
+# the newer platforms each keep their part of the schema in their own module
+_NEWER = {"qq": qq, "feishu": feishu, "slack": slack, "matrix": matrix, "satori": satori}
 
 SCHEMA: dict[str, dict[str, Any]] = {
     "": {
@@ -48,6 +52,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "onebot": dict,
         "discord": dict,
         "telegram": dict,
+        **{name: dict for name in _NEWER},
     },
     "adapters.console": {"enabled": bool},
     "adapters.http": {
@@ -96,6 +101,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "admins_from": list,
         "admins_ttl": (int, float),
     },
+    **{f"adapters.{name}": module.KEYS for name, module in _NEWER.items()},
 }
 # keys whose value must be one of a few words (or, for numbers, a range)
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -103,6 +109,11 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "adapters.onebot.anonymous": ("key", "ignore"),
     "adapters.telegram.mode": ("polling", "webhook"),
     "log.format": ("auto", "json", "console"),
+    **{
+        f"adapters.{name}.{key}": words
+        for name, module in _NEWER.items()
+        for key, words in module.CHOICES.items()
+    },
 }
 _POSITIVE = (
     "limits.step_timeout",
@@ -123,6 +134,7 @@ _POSITIVE = (
     "adapters.http.keepalive_timeout",
     "adapters.http.max_connections",
     "adapters.http.max_requests_in_flight",
+    *(f"adapters.{name}.max_pending_per_chat" for name in _NEWER),
 )
 # what a value of the wrong type should look like, for keys whose type is not obvious
 _TYPE_HINTS = {

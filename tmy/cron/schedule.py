@@ -19,10 +19,13 @@ from apscheduler.triggers.cron import CronTrigger
 
 from tmy.config.timezone import concrete, zone_of
 from tmy.errors import RuleError
-from tmy.message import Target
+from tmy.message import Target, adapter_of
 
 SCHEDULE_KEYS = ("cron", "every", "timezone", "send_to", "input", "misfire_grace", "send_retry")
-TARGET_PLATFORMS = ("onebot", "discord", "telegram", "console")  # adapters that can send
+# adapters that can send (``satori:<platform>`` goes through satori: tmy.message.adapter_of)
+TARGET_PLATFORMS = (
+    "onebot", "discord", "telegram", "qq", "feishu", "slack", "matrix", "satori", "console",
+)  # fmt: skip
 DEFAULT_GRACE = 60.0
 MAX_GRACE = 86_400.0
 """The largest ``misfire_grace`` / ``send_retry`` (a day): done marks live this long (+2 min),
@@ -177,7 +180,7 @@ def _targets(raw: Any) -> Iterable[Target]:
         if extra:
             raise RuleError(f"unknown key {extra[0]!r} in a send_to target (platform, chat, user)")
         platform = item["platform"]
-        if platform not in TARGET_PLATFORMS:
+        if adapter_of(platform) not in TARGET_PLATFORMS:
             raise RuleError(
                 f"unknown platform {platform!r} in send_to; one of {', '.join(TARGET_PLATFORMS)}"
             )

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from tmy.executors.registry import ExecutorSpec
-from tmy.message import REQUEST_EVENTS
+from tmy.message import REQUEST_EVENTS, adapter_of
 from tmy.rulebook.triggers import Trigger, trigger_warnings
 from tmy.types import StepHook
 from tmy.values.compiled import PathValue, Value
@@ -73,7 +73,7 @@ class Filters:
     def admits(self, message: Any) -> bool:
         """Whether the rule answers ``message`` (``admin_only``: a global admin, or an
         admin of this chat by the platform's roles, ``message.chat_admin``)."""
-        if self.platforms is not None and message.platform not in self.platforms:
+        if self.platforms is not None and not self.on_platform(message.platform):
             return False
         if self.chats is not None and message.chat not in self.chats:
             return False
@@ -82,6 +82,12 @@ class Filters:
         if self.mention and not (message.private or message.mentions_bot):
             return False  # a private chat is always addressed to the bot
         return not (self.admin_only and not (message.is_admin or message.chat_admin))
+
+    def on_platform(self, platform: str) -> bool:
+        """``platforms:`` names ``platform``, or the bridge it came through
+        (``satori`` admits ``satori:qq``; :func:`tmy.message.adapter_of`)."""
+        assert self.platforms is not None
+        return platform in self.platforms or adapter_of(platform) in self.platforms
 
     def admits_event(self, message: Any) -> bool:
         """:meth:`admits` for a platform event: ``mention`` does not apply (an event
@@ -97,7 +103,7 @@ class Filters:
         :meth:`admits` stays the fast path. ``event``: ``message`` is a platform
         event, which ``mention`` does not concern.
         """
-        if self.platforms is not None and message.platform not in self.platforms:
+        if self.platforms is not None and not self.on_platform(message.platform):
             return f"it answers on {', '.join(sorted(self.platforms))} only"
         if self.chats is not None and message.chat not in self.chats:
             return f"it answers in chats {', '.join(sorted(self.chats))} only"

@@ -5,9 +5,10 @@
 detection), ``batching`` writes the actions ready in one pass of the event
 loop with one transport write, ``accounts`` the open sockets and their bot
 accounts, ``handshake`` the reverse endpoint's checks, ``events`` what an
-event becomes, ``dedup`` the first-delivery check (an in-process front, then
-the store's claim), ``sending`` a reply's ``send_msg`` actions, and
-``adapter`` the platform adapter the daemon builds with :func:`from_settings`.
+event becomes (the first-delivery check, an in-process front then the store's
+claim, is :mod:`tmy.adapters.dedup`, which every chat adapter shares),
+``sending`` a reply's ``send_msg`` actions, and ``adapter`` the platform
+adapter the daemon builds with :func:`from_settings`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ slots go round-robin over the chats that have messages waiting, and at most
 ``max_pending_per_chat`` messages wait per chat (:data:`MAX_WAITING` in all):
 past that the chat's oldest waiting message is dropped
 (``onebot.chat_dropped``, the ``tmy_chat_dropped`` metric). A message
-delivered twice runs once (:mod:`tmy.adapters.onebot.dedup`).
+delivered twice runs once (:mod:`tmy.adapters.dedup`).
 
 **Events**: notices and requests (:mod:`tmy.adapters.onebot.notices`) run
 like messages, in their chat's queue; the reply's text goes to the event's
@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
-from tmy.adapters.onebot.dedup import Deliveries
 from tmy.adapters.onebot.events import ANONYMOUS_PREFIX, ID, frame_failure, is_id, to_message
 from tmy.adapters.onebot.forward import forward_loop
 from tmy.adapters.onebot.handshake import refusal
@@ -108,7 +108,7 @@ class OneBotAdapter:
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
-        self._deliveries = Deliveries(store)
+        self._deliveries = Deliveries(store, "onebot")
         self._recent = Recent()  # messages seen lately, for quotes (REPLY_TO)
         self._apis: dict[str, OneBotApi] = {}  # per account: Message.api
         redact.add(self.config.access_token)  # a secret: masked in every log line and error
@@ -392,7 +392,7 @@ class OneBotAdapter:
             self._outbound.put(key, out)
 
     async def _first_delivery(self, self_id: str, message_id: str) -> bool:
-        """True the first time this account's ``message_id`` is seen (see ``dedup``)."""
+        """True the first time this account's ``message_id`` is seen (tmy.adapters.dedup)."""
         return await self._deliveries.first(self_id, message_id)
 
     def _endpoint(self) -> str:

@@ -1,14 +1,16 @@
-"""A message delivered twice runs once: the first-delivery check of the OneBot adapter.
+"""A message delivered twice runs once: the first-delivery check every chat adapter uses.
 
-A message id seen again within :data:`DEDUP_WINDOW` seconds (a replay after a
-reconnect, or the same account on two transports) runs once, in two layers:
+A platform's message id seen again within :data:`DEDUP_WINDOW` seconds (a replay
+after a reconnect, a webhook the platform delivered again because the answer was
+slow, the same account on two transports) runs once, in two layers:
 
 * **In this process** a bounded map of the ids this daemon has taken
   (:data:`FRONT_SIZE` at most, each for the window) answers a replay within
   the same daemon at once, without touching the store: the common replay
-  (NapCat re-sending after a reconnect to the same daemon) costs a dict lookup.
+  (NapCat re-sending after a reconnect to the same daemon, Slack retrying a webhook)
+  costs a dict lookup.
 * **Across daemons** sharing a store, the first delivery is a
-  :meth:`~tmy.store.base.Store.claim` of ``dedup/onebot/<self>/<id>``: one
+  :meth:`~tmy.store.base.Store.claim` of ``dedup/<platform>/<self>/<id>``: one
   statement (SQLite ``INSERT … ON CONFLICT … WHERE expired``, Redis
   ``SET NX PX``), true for exactly one claimant while the window lasts.
 
@@ -29,17 +31,21 @@ from tmy.errors import StoreError
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
-log = get_logger("tmy.adapter.onebot")
+log = get_logger("tmy.adapter")
 
-DEDUP_WINDOW = 300.0  # seconds a message id is remembered (store key dedup/onebot/<self>/<id>)
+DEDUP_WINDOW = 300.0  # seconds a message id is remembered (store key dedup/<platform>/<self>/<id>)
 FRONT_SIZE = 200_000  # ids this daemon remembers in memory (~30 MB at most; 10 min at 300/s)
 
 
 class Deliveries:
-    """Message ids seen per account within the window: this process's map, then the store."""
+    """Message ids seen per account within the window: this process's map, then the store.
 
-    def __init__(self, store: Store | None, size: int = FRONT_SIZE) -> None:
+    ``platform`` names the key space (``onebot``, ``slack`` …): ids of two platforms
+    never meet."""
+
+    def __init__(self, store: Store | None, platform: str, size: int = FRONT_SIZE) -> None:
         self.store = store
+        self.platform = platform
         self.size = size
         self._seen: dict[str, float] = {}  # key -> monotonic expiry
         self._order: deque[tuple[float, str]] = deque()  # (expiry, key), oldest first
@@ -48,7 +54,7 @@ class Deliveries:
         """True the first time this account's ``message_id`` is seen within the window."""
         if not message_id:
             return True
-        key = f"dedup/onebot/{self_id}/{message_id}"
+        key = f"dedup/{self.platform}/{self_id}/{message_id}"
         if not self._first_here(key):
             return False
         if self.store is None:
@@ -56,7 +62,7 @@ class Deliveries:
         try:
             return await self.store.claim(key, DEDUP_WINDOW)
         except StoreError as exc:
-            log.warning("onebot.dedup_unavailable", key=key, error=str(exc))
+            log.warning(f"{self.platform}.dedup_unavailable", key=key, error=str(exc))
             return True
 
     def _first_here(self, key: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tests.adapters.test_onebot import RULES, reverse, sent_text
 from tests.support.onebot_fake import SELF_ID
-from tmy.adapters.onebot.dedup import Deliveries
+from tmy.adapters.dedup import Deliveries
 from tmy.store.base import Store
 from tmy.testing import Bot
 
@@ -61,7 +61,7 @@ async def test_a_replay_to_the_same_daemon_is_refused_without_the_store(store_ur
 
 
 async def test_an_id_the_front_forgot_still_meets_the_store(store: Store) -> None:
-    here = Deliveries(store, size=2)
+    here = Deliveries(store, "onebot", size=2)
     for ident in ("1", "2", "3", "4"):
         assert await here.first("9", ident) is True
     # "1" fell out of the two-id front: a replay is refused by the store's claim
@@ -72,14 +72,14 @@ async def test_an_id_the_front_forgot_still_meets_the_store(store: Store) -> Non
     # an id out of the front whose key is gone is the store's to answer: a first claim
     await store.delete("dedup/onebot/9/2")
     assert await here.first("9", "2") is True
-    elsewhere = Deliveries(store)  # another daemon on the same store
+    elsewhere = Deliveries(store, "onebot")  # another daemon on the same store
     assert await elsewhere.first("9", "3") is False
     assert await elsewhere.first("9", "5") is True
     assert await here.first("9", "5") is False
 
 
 async def test_without_a_store_the_front_is_the_whole_window() -> None:
-    here = Deliveries(None)
+    here = Deliveries(None, "onebot")
     assert await here.first("1", "5") is True
     assert await here.first("1", "5") is False
     assert await here.first("2", "5") is True

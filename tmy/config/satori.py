@@ -1,0 +1,32 @@
+"""``adapters.satori``: a Satori server (Koishi, Chronocat, LLOneBot …), see tmy.adapters.satori."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tmy.config.section import Section, check_platform, platform_keys
+
+CREDENTIALS = ("token",)
+KEYS = platform_keys(CREDENTIALS)
+CHOICES: dict[str, tuple[str, ...]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class SatoriConfig(Section):
+    """``adapters.satori`` with its defaults (config/tmy.yaml documents each key)."""
+
+    enabled: bool = False
+    api_base: str = "http://127.0.0.1:5140/satori"  # the Satori server's root (no public one)
+    token: str = ""  # sent as Authorization: Bearer; "" when the server asks none
+    token_env: str = "SATORI_TOKEN"
+    max_pending_per_chat: int = 20
+    admins_from: tuple[str, ...] = ()  # owner, admin: guild roles where the platform has them
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> SatoriConfig:
+        """The validated section (None values take the defaults); ConfigError if unusable."""
+        config = cls.unchecked(section)
+        check_platform("satori", config, CREDENTIALS)
+        return config
