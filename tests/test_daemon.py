@@ -94,6 +94,30 @@ async def test_send_goes_through_the_platform_adapter(running) -> None:
         await daemon.send(Target("http", "c"), "x")
 
 
+async def test_a_platform_behind_a_bridge_is_sent_through_the_bridge(tmp_path: Path) -> None:
+    """``satori:qq`` (PLATFORM of a message that came through Satori) posts through the
+    adapter named ``satori``; a rule's ``platforms: [satori]`` answers every satori:*."""
+    bridge = LoopbackAdapter("satori")
+    rules = (
+        RULES
+        + """
+  - id: bridged
+    triggers: [where]
+    platforms: [satori]
+    steps:
+      - {plugin: ADJUST, input: "{PLATFORM}"}
+"""
+    )
+    async with serving({"r.yaml": rules}, adapters=(bridge,)) as daemon:
+        await daemon.send(Target("satori:qq", "123"), "hello")
+        assert bridge.sent == [Sent(Target("satori:qq", "123"), "hello")]
+        with pytest.raises(AdapterError, match="no running adapter for platform 'slack'"):
+            await daemon.send(Target("slack", "C1"), "x")
+    async with Bot({"r.yaml": rules}) as bot:
+        assert (await bot.ask("where", platform="satori:kook")).text == "satori:kook"
+        assert (await bot.ask("where", platform="satorix")).rule is None
+
+
 async def test_healthz_reports_a_dead_store(redis_server, tmp_path: Path) -> None:
     server = redis_server()
     async with (

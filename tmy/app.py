@@ -60,7 +60,7 @@ from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
 from tmy.extension import Extension, add_health, check_unique, extension_routes
 from tmy.logs import get_logger
-from tmy.message import Outgoing, Target
+from tmy.message import Outgoing, Target, adapter_of
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
@@ -88,7 +88,7 @@ def check_warnings(app: App, rulebook: Rulebook) -> list[str]:
     running = {a.name for a in app.adapters.all} if app.adapters is not None else set()
 
     def disabled(platform: str) -> str | None:
-        return None if platform in running else disabled_adapter(app.settings, platform)
+        return None if adapter_of(platform) in running else disabled_adapter(app.settings, platform)
 
     return rule_warnings(rulebook, disabled)
 

@@ -20,6 +20,7 @@ import pytest
 from tmy import cli
 from tmy.command import CommandError
 from tmy.commands.cron_fire import parse_target
+from tmy.message import Target
 from tmy.store import open_store
 from tmy.store.base import MISSING
 from tmy.testing import serving
@@ -292,3 +293,10 @@ def test_a_target_where_nothing_can_post_says_so() -> None:
         parse_target("onebot:group:5", ())
     assert "this daemon runs no adapter that posts" in str(caught.value)
     assert "takes one of" not in str(caught.value)
+
+
+def test_a_target_through_satori_names_the_platform_behind_it() -> None:
+    assert parse_target("satori:qq:4242") == Target("satori:qq", "4242")
+    assert parse_target("slack:C0123") == Target("slack", "C0123")
+    with pytest.raises(CommandError, match="no adapter can post to 'satori:qq' here"):
+        parse_target("satori:qq:4242", ("onebot",))

@@ -108,3 +108,11 @@ def test_a_onebot_target_must_be_a_group_or_a_private_chat() -> None:
         load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: onebot, chat: '123456'}]"))
     assert "did you mean 'group:123456'?" in str(caught.value)
     assert load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: onebot, chat: 'group:5'}]"))
+
+
+def test_send_to_takes_the_newer_platforms_and_a_platform_behind_satori() -> None:
+    for platform in ("qq", "feishu", "slack", "matrix", "satori", "satori:qq"):
+        rule = rule_with(f"cron: '0 8 * * *'\nsend_to: [{{platform: '{platform}', chat: c1}}]")
+        assert load(rule)
+    with pytest.raises(RuleError, match="unknown platform 'sattori:qq'"):
+        load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: 'sattori:qq', chat: c1}]"))

@@ -29,6 +29,7 @@ from tmy.commands.lint import rule_warnings
 from tmy.commands.rules import describe_rules
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page, redirect, run_command
 from tmy.daemon import disabled_adapter
+from tmy.message import adapter_of
 from tmy.rulebook.model import Filters, Rule, Rulebook
 
 PAGE_SIZE = 100  # rules a page shows
@@ -147,7 +148,7 @@ def _disabled(app: Any) -> Any:
     running = {a.name for a in adapters.all} if adapters is not None else set()
 
     def disabled(platform: str) -> str | None:
-        return None if platform in running else disabled_adapter(app.settings, platform)
+        return None if adapter_of(platform) in running else disabled_adapter(app.settings, platform)
 
     return disabled
 
