@@ -10,7 +10,7 @@ from tmy.config.section import Section, check_platform, choice, http_url, platfo
 
 CREDENTIALS = ("app_id", "secret")
 MODES = ("webhook", "websocket")
-KEYS = platform_keys(CREDENTIALS, mode=str, token_url=str)
+KEYS = platform_keys(CREDENTIALS, mode=str, token_url=str, all_messages=bool)
 CHOICES = {"mode": MODES}
 
 
@@ -26,6 +26,9 @@ class QQConfig(Section):
     secret_env: str = "QQ_SECRET"
     api_base: str = "https://api.sgroup.qq.com"  # sandbox: https://sandbox.api.sgroup.qq.com
     token_url: str = "https://bots.qq.com/app/getAppAccessToken"  # not under api_base
+    # a private (私域) guild bot may ask for every channel message (MESSAGE_CREATE), not
+    # only @-mentions; QQ refuses the gateway login of a public bot that asks
+    all_messages: bool = False
     max_pending_per_chat: int = 20
     admins_from: tuple[str, ...] = ()  # owner, admin: guild roles (groups give none)
 

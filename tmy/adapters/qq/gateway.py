@@ -1,0 +1,144 @@
+"""QQ's WebSocket gateway: one connection, identified or resumed, with its heartbeats.
+
+QQ announced the gateway's retirement for new bots (webhooks replace it) but still
+runs it for bots that have it. One :meth:`Gateway.run` is one connection:
+``GET /gateway/bot`` gives the URL; the gateway's op 10 Hello gives the heartbeat
+interval; then op 6 Resume (when a ``session_id`` and sequence number are kept from
+a previous connection: QQ replays what was missed, then sends ``RESUMED``) or op 2
+Identify (``token: "QQBot <access_token>"``, :data:`INTENTS`, one shard) answered
+by ``READY`` with the session id and the bot's user. Heartbeats (op 1 with the
+last ``s``) go out every interval, answered by op 11. Op 0 dispatches are handed
+on with their ``s`` remembered; op 7 asks to reconnect (resume), op 9 says the
+session is invalid (identify again). The adapter's loop reconnects with backoff
+when :meth:`run` returns or raises.
+
+Close codes: 4004 (bad token) fetches a new token; 4006/4007/4008/4009 and
+4900–4913 drop the session (identify next time); 4914 (the bot is offline, in the
+sandbox) and 4915 (banned) are refusals: :class:`~tmy.errors.AdapterError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+
+from tmy.adapters.qq.api import QQApi
+from tmy.errors import AdapterError
+from tmy.logs import get_logger
+
+log = get_logger("tmy.adapter.qq")
+
+GUILDS = 1 << 0
+GUILD_MEMBERS = 1 << 1
+DIRECT_MESSAGE = 1 << 12
+GROUP_AND_C2C_EVENT = 1 << 25
+PUBLIC_GUILD_MESSAGES = 1 << 30
+# guild @-messages, guild DMs, group @-messages and C2C, guild members (joins, leaves)
+INTENTS = GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE | GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
+GUILD_MESSAGES = 1 << 9  # every channel message: private (私域) bots only (``all_messages``)
+SESSION_LOST = frozenset({4006, 4007, 4008, 4009, *range(4900, 4914)})
+REFUSED = {4914: "the bot is offline (sandbox only?)", 4915: "the bot is banned"}
+
+Dispatch = Callable[[str, Any, str], Awaitable[None]]
+
+
+class Gateway:
+    """The gateway session that survives reconnects (id, last ``s``) and one connection."""
+
+    def __init__(self, api: QQApi, intents: int, dispatch: Dispatch) -> None:
+        self.api = api
+        self.intents = intents
+        self.dispatch = dispatch  # (t, d, payload id): one op 0 event
+        self.session_id = ""
+        self.seq: int | None = None
+        self.user: dict[str, Any] = {}
+        self.ready = asyncio.Event()  # set on READY / RESUMED of the current connection
+        self.resumed = 0  # connections resumed (health, tests)
+
+    async def run(self) -> None:
+        """One connection until it ends; raises AdapterError for a refusal."""
+        self.ready.clear()
+        answer = await self.api.call("GET", "/gateway/bot")
+        url = answer.data.get("url") if answer.ok and isinstance(answer.data, dict) else None
+        if not url:
+            if answer.status in (401, 403):
+                raise AdapterError(f"qq: the gateway was refused ({answer.describe()})")
+            raise aiohttp.ClientError(f"no gateway URL ({answer.describe()})")
+        async with self.api.session.ws_connect(url, autoping=True) as ws:
+            hello = await ws.receive_json(timeout=30)
+            if hello.get("op") != 10:
+                raise aiohttp.ClientError(f"expected Hello (op 10), got op {hello.get('op')}")
+            interval = float((hello.get("d") or {}).get("heartbeat_interval", 41250)) / 1000
+            await self._login(ws)
+            beat = asyncio.create_task(self._heartbeat(ws, interval), name="qq-heartbeat")
+            try:
+                await self._read(ws)
+            finally:
+                beat.cancel()
+                await asyncio.gather(beat, return_exceptions=True)
+            self._closed(ws.close_code)
+
+    async def _login(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        token = await self.api.token.get()
+        if self.session_id and self.seq is not None:
+            d: dict[str, Any] = {"token": f"QQBot {token}", "session_id": self.session_id,
+                                 "seq": self.seq}  # fmt: skip
+            await ws.send_json({"op": 6, "d": d})
+            return
+        d = {"token": f"QQBot {token}", "intents": self.intents, "shard": [0, 1],
+             "properties": {"$os": "linux", "$browser": "tmy", "$device": "tmy"}}  # fmt: skip
+        await ws.send_json({"op": 2, "d": d})
+
+    async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+        while not ws.closed:
+            await asyncio.sleep(interval)
+            await ws.send_json({"op": 1, "d": self.seq})
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for frame in ws:
+            if frame.type != aiohttp.WSMsgType.TEXT:
+                continue
+            try:
+                payload = json.loads(frame.data)
+            except ValueError:
+                log.warning("qq.bad_frame", size=len(frame.data))
+                continue
+            op = payload.get("op")
+            if op == 0:
+                if isinstance(payload.get("s"), int):
+                    self.seq = payload["s"]
+                await self._event(payload)
+            elif op == 7:
+                log.info("qq.reconnect_asked")
+                return
+            elif op == 9:
+                log.info("qq.session_invalid", resumable=bool(payload.get("d")))
+                if not payload.get("d"):
+                    self.session_id, self.seq = "", None
+                return
+
+    async def _event(self, payload: dict[str, Any]) -> None:
+        kind, d = str(payload.get("t") or ""), payload.get("d")
+        if kind == "READY" and isinstance(d, dict):
+            self.session_id = str(d.get("session_id") or "")
+            self.user = d.get("user") or {}
+            self.ready.set()
+        elif kind == "RESUMED":
+            self.resumed += 1
+            self.ready.set()
+        else:
+            await self.dispatch(kind, d, str(payload.get("id") or ""))
+
+    def _closed(self, code: int | None) -> None:
+        """What a close code means for the next connection (or a refusal)."""
+        log.info("qq.gateway_closed", close_code=code)
+        if code in REFUSED:
+            raise AdapterError(f"qq: the gateway closed with {code}: {REFUSED[code]}")
+        if code == 4004:
+            self.api.token.invalidate(self.api.token.current)
+        if code in SESSION_LOST or code == 4004:
+            self.session_id, self.seq = "", None
