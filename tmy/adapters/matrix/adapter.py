@@ -1,0 +1,341 @@
+"""The Matrix adapter: rooms and DMs of one bot account talk to tmy's rules.
+
+**Receiving.** After the login (:mod:`~tmy.adapters.matrix.session`: an access
+token checked with ``whoami``, or a password login whose device is kept) the
+adapter long-polls ``/sync`` (:data:`POLL_TIMEOUT` seconds, with a filter that
+leaves out presence and lazy-loads members) on one task. Each answer is read in
+order: the account's ``m.direct`` list and each room's state update
+:class:`~tmy.adapters.matrix.rooms.Rooms`; invites are accepted (a bot that
+must be invited *and* then told to join is no use: anyone who can invite it gets
+it, so keep it out of rooms by not inviting it); each room's timeline becomes
+messages and events (:mod:`~tmy.adapters.matrix.incoming`), deduplicated by event
+id in the store (:class:`~tmy.adapters.dedup.Deliveries`) and queued for their
+room (:class:`~tmy.adapters.fairness.ChatQueues`: each runs as its own task, a
+long LLM run never stops the reader, and one busy room cannot starve the
+others). Then ``next_batch`` is kept in the store, so a restart goes on from
+there; the very first start (no token yet) answers none of the history the first
+sync brings.
+
+**Failures.** A refused token (``M_UNKNOWN_TOKEN``, 401) or password
+(``M_FORBIDDEN``) sets ``failed`` with what to fix, and nothing is retried; the
+daemon and the other adapters go on. A lost connection, a timeout or a 5xx sets
+``reconnecting`` and is retried with capped exponential backoff and jitter; a 429
+``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from mautrix.api import Method
+from mautrix.api import Path as ApiPath
+from mautrix.client import ClientAPI
+from mautrix.errors import MForbidden, MNotFound
+from mautrix.types import EventType, RoomID, SyncToken, UserID
+
+from tmy import metrics, redact
+from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.dedup import Deliveries
+from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.matrix.compose import MediaLoader
+from tmy.adapters.matrix.http import MatrixHttp, describe, is_bad_token, retry_after
+from tmy.adapters.matrix.incoming import Incoming, Me, Recent, read_room_events
+from tmy.adapters.matrix.paths import download_base
+from tmy.adapters.matrix.replies import Answering
+from tmy.adapters.matrix.rooms import Rooms
+from tmy.adapters.matrix.sending import QueuedReply
+from tmy.adapters.matrix.session import Credentials, StoredSyncToken, log_in
+from tmy.config.matrix import MatrixConfig
+from tmy.logs import get_logger
+from tmy.store.base import Store
+
+log = get_logger("tmy.adapter.matrix")
+
+POLL_TIMEOUT = 30.0  # seconds one /sync long poll waits on the homeserver's side
+REQUEST_SLACK = 15.0  # seconds added to it before the request itself times out
+MAX_RUNS = 64  # messages of this adapter in the engine at once
+MAX_RUNS_PER_CHAT = 16  # of those, from one room
+MAX_PENDING = 1000  # messages waiting in all rooms; the sync pauses past it
+MAX_SENDS = 32  # send requests in flight at once (all rooms)
+SYNC_FILTER = json.dumps(
+    {
+        "presence": {"not_types": ["*"]},
+        "room": {"timeline": {"limit": 50}, "state": {"lazy_load_members": True}},
+    },
+    separators=(",", ":"),
+)
+__all__ = ["MatrixAdapter"]
+
+
+class MatrixAdapter(Answering):
+    """Matrix over the client-server API (mautrix); see the module docstring."""
+
+    name = "matrix"
+    backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
+    backoff_cap = 60.0
+    poll_timeout = POLL_TIMEOUT
+
+    def __init__(
+        self,
+        config: MatrixConfig | None = None,
+        *,
+        credentials: Credentials,
+        store: Store | None = None,
+        shutdown_grace: float = 30.0,
+        rules_dir: Path | None = None,
+        loader: MediaLoader | None = None,
+    ) -> None:
+        self.config = config or MatrixConfig()
+        self.credentials = credentials
+        self.store = store
+        self.shutdown_grace = shutdown_grace
+        redact.add(credentials.access_token)
+        redact.add(credentials.password)
+        self._loader = loader or MediaLoader(rules_dir)
+        self._handle: Handler | None = None
+        self._client: ClientAPI | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._me: Me | None = None
+        self._health = AdapterHealth()
+        self._connected_before = False
+        self._runner: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._recent = Recent()
+        self._rooms = Rooms(self._joined_members, self._power_levels)
+        self._deliveries = Deliveries(store, "matrix")
+        self._told_encrypted: set[str] = set()
+        self._sync_token: StoredSyncToken | None = None
+        cap = self.config.max_pending_per_chat
+        self._inbound: ChatQueues[Incoming] = ChatQueues(
+            self.name,
+            "message",
+            self._answer,
+            per_chat=cap,
+            total=MAX_PENDING,
+            in_flight=MAX_RUNS,
+            per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )
+        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
+            self.name,
+            "reply",
+            self._send_step,
+            per_chat=cap,
+            total=MAX_PENDING,
+            in_flight=MAX_SENDS,
+            on_drop=QueuedReply.dropped,
+            on_fail=QueuedReply.failed,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def routes(self) -> list[Any]:
+        """None: the adapter reaches the homeserver itself (``/sync``)."""
+        return []
+
+    async def start(self, handle: Handler) -> None:
+        """Begin connecting in the background; a bad credential shows as ``failed``."""
+        self._handle = handle
+        self._stopping = False
+        self._inbound.accepting = self._outbound.accepting = True
+        self._health.set("starting")
+        missing = self._missing_credential()
+        if missing:
+            self._fail(missing)
+            return
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(
+                total=self.poll_timeout + REQUEST_SLACK + 60, sock_connect=15
+            )
+        )
+        api = MatrixHttp(self.config.api_base, client_session=self._session)
+        self._client = ClientAPI(
+            UserID(self.credentials.user_id) if self.credentials.user_id else "", api=api
+        )
+        self._runner = asyncio.create_task(self._run(), name="matrix")
+        log.info("matrix.started", api_base=self.config.api_base)
+
+    def _missing_credential(self) -> str:
+        c, cfg = self.credentials, self.config
+        if not c.access_token and not c.password:
+            return (
+                f"no access token: set the environment variable {cfg.access_token_env} "
+                f"(or {cfg.password_env} with user_id for a password login)"
+            )
+        if not c.access_token and not c.user_id:
+            return (
+                f"a password login needs the user id: set adapters.matrix.user_id or "
+                f"{cfg.user_id_env} (@bot:example.org)"
+            )
+        if c.user_id and not (c.user_id.startswith("@") and ":" in c.user_id):
+            return f"user_id must look like @bot:example.org (got {c.user_id!r})"
+        return ""
+
+    async def stop(self) -> None:
+        """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
+        self._stopping = True
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+        self._inbound.accepting = False
+        deadline = asyncio.get_running_loop().time() + self.shutdown_grace
+        await self._inbound.join(self.shutdown_grace)
+        await self._outbound.join(deadline - asyncio.get_running_loop().time())
+        await self._inbound.close()
+        await self._outbound.close()
+        await self._loader.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        self._client = None
+        if self._health.state != "failed":
+            self._health.set("stopped")
+
+    def health(self) -> dict[str, Any]:
+        report = self._health.as_dict()
+        report["user_id"] = self._me.user_id if self._me is not None else None
+        report["device_id"] = self._client.device_id if self._client is not None else None
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        return report
+
+    def _fail(self, why: str) -> None:
+        why = redact.redact(why)
+        self._health.set("failed", why)
+        log.error("matrix.failed", error=why)
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """Log in, then sync, reconnecting until stopped (a refused credential ends it)."""
+        assert self._client is not None
+        client, backoff = self._client, Backoff(self.backoff_base, self.backoff_cap)
+        while not self._stopping:
+            try:
+                if self._me is None:
+                    await log_in(client, self.credentials, self.store)
+                    await self._prepare(client)
+                await self._sync(client, backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if is_bad_token(exc) or (self._me is None and isinstance(exc, MForbidden)):
+                    self._fail(self._refused(exc))
+                    return
+                wait = retry_after(exc)
+                if wait is None:
+                    wait = backoff.next()
+                    if not isinstance(exc, aiohttp.ClientError | TimeoutError):
+                        log.info("matrix.sync_error", error=describe(exc))
+                self._health.set("reconnecting", describe(exc))
+                log.warning("matrix.reconnecting", error=describe(exc), retry_in=round(wait, 2))
+                await asyncio.sleep(wait)
+
+    def _refused(self, exc: BaseException) -> str:
+        cfg = self.config
+        if self.credentials.access_token:
+            return (
+                f"the homeserver refused the access token in {cfg.access_token_env} "
+                f"({describe(exc)}); make a new one (Element: Settings > Help & About)"
+            )
+        return (
+            f"the homeserver refused the password login of {self.credentials.user_id} "
+            f"({describe(exc)}); check {cfg.password_env}"
+        )
+
+    async def _prepare(self, client: ClientAPI) -> None:
+        """After the login: the bot's display name, the DM list, the stored sync token."""
+        name = ""
+        try:
+            name = await client.get_displayname(client.mxid) or ""
+        except MNotFound:
+            pass
+        try:
+            self._rooms.set_direct(dict(await client.get_account_data(EventType.DIRECT)))
+        except MNotFound:
+            pass
+        base = download_base(self.config.api_base)
+        self._sync_token = StoredSyncToken(self.store, client.mxid)
+        self._me = Me(client.mxid, name, base)
+        log.info("matrix.logged_in_as", user_id=client.mxid, device_id=client.device_id)
+
+    async def _sync(self, client: ClientAPI, backoff: Backoff) -> None:
+        """Long-poll ``/sync`` until an error (raised to ``_run``) or a stop."""
+        assert self._sync_token is not None
+        token = str(await self._sync_token.get_next_batch()) or None
+        history = token is None  # the first start: the first batch is the past
+        while not self._stopping:
+            await self._inbound.room()  # too many messages waiting: let the homeserver keep them
+            timeout = self.poll_timeout if self._health.state == "connected" else 0.0
+            async with asyncio.timeout(timeout + REQUEST_SLACK):
+                data = await client.sync(
+                    since=SyncToken(token) if token else None,
+                    timeout=int(timeout * 1000),
+                    filter_id=SYNC_FILTER,
+                )
+            self._connected()
+            backoff.reset()
+            await self._absorb(client, data, history)
+            token = str(data.get("next_batch") or token or "")
+            if history:
+                log.info("matrix.history_skipped", next_batch=token)
+            history = False
+            await self._sync_token.put_next_batch(SyncToken(token))
+
+    def _connected(self) -> None:
+        if self._health.state != "connected":
+            self._health.set("connected")
+            metrics.adapter_connected(self.name, reconnect=self._connected_before)
+            self._connected_before = True
+            log.info("matrix.connected", user_id=self._me.user_id if self._me else None)
+
+    async def _absorb(self, client: ClientAPI, data: dict[str, Any], history: bool) -> None:
+        """One sync answer: account data, invites, then each joined room's state and timeline."""
+        assert self._me is not None
+        for event in (data.get("account_data") or {}).get("events") or []:
+            if event.get("type") == "m.direct" and isinstance(event.get("content"), dict):
+                self._rooms.set_direct(event["content"])
+        rooms = data.get("rooms") or {}
+        for room_id, invite in (rooms.get("invite") or {}).items():
+            await self._accept(client, room_id, invite)
+        for room_id, joined in (rooms.get("join") or {}).items():
+            timeline = (joined.get("timeline") or {}).get("events") or []
+            state = (joined.get("state") or {}).get("events") or []
+            self._rooms.learn(room_id, joined.get("summary") or {}, [*state, *timeline])
+            if history:
+                continue
+            names = self._rooms.room(room_id).names
+            for incoming in read_room_events(room_id, timeline, self._me, self._recent, names):
+                if await self._deliveries.first(self._me.user_id, incoming.message.message_id):
+                    self._health.event()
+                    self._inbound.put(room_id, incoming)
+
+    async def _accept(self, client: ClientAPI, room_id: str, invite: dict[str, Any]) -> None:
+        """Join a room the bot was invited to (see the module docstring)."""
+        inviter = next(
+            (
+                e.get("sender")
+                for e in (invite.get("invite_state") or {}).get("events") or []
+                if e.get("type") == "m.room.member" and e.get("state_key") == client.mxid
+            ),
+            "",
+        )
+        try:
+            await client.join_room_by_id(RoomID(room_id))
+        except Exception as exc:
+            log.warning("matrix.join_failed", room=room_id, inviter=inviter, error=describe(exc))
+            return
+        log.info("matrix.joined", room=room_id, inviter=inviter)
+
+    async def _joined_members(self, room_id: str) -> dict[str, str]:
+        assert self._client is not None
+        members = await self._client.get_joined_members(RoomID(room_id))
+        return {str(u): m.displayname or "" for u, m in members.items()}
+
+    async def _power_levels(self, room_id: str) -> dict[str, Any]:
+        assert self._client is not None
+        path = ApiPath.v3.rooms[room_id].state["m.room.power_levels"]
+        return dict(await self._client.api.request(Method.GET, path))

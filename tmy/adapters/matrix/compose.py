@@ -1,0 +1,135 @@
+"""A reply as Matrix ``m.room.message`` contents: text pieces, pills, pictures and files.
+
+* **Text** is split (:func:`tmy.adapters.matrix.text.split_text`) into ``m.text``
+  events. Every event carries ``m.mentions`` (empty when it mentions nobody), as the
+  spec recommends, so that a reply never pings anyone by accident.
+* **Mentions** (``Outgoing.mentions``: Matrix user ids) become pills in front of
+  the first piece: the user's display name linking to ``https://matrix.to/#/<user>``
+  in an HTML ``formatted_body``, the names in ``body`` and the ids in
+  ``m.mentions.user_ids``, which is what notifies them.
+* **Pictures and files** (an http(s) URL, a ``data:`` URL or a file under the
+  rules' ``media/`` folder, :func:`tmy.media.load`) are uploaded to the
+  homeserver's media repository when their turn comes and sent as ``m.image`` /
+  ``m.file`` events after the text.
+* **Buttons** do not exist in Matrix: a link button becomes a line ``text: url``
+  under the text; a data button is left out (logged once per reply).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import posixpath
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from tmy import media
+from tmy.adapters.matrix.text import pills, split_text
+from tmy.errors import AdapterError
+from tmy.http_client import new_http_client
+from tmy.logs import get_logger
+from tmy.message import Outgoing
+
+log = get_logger("tmy.adapter.matrix")
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # matrix.org's m.upload.size; a server may allow less
+
+
+@dataclass(slots=True)
+class Piece:
+    """One event of a reply: its content, or (``source``) a picture/file to upload first."""
+
+    content: dict[str, Any] = field(default_factory=dict)
+    source: str = ""  # image/file source, loaded and uploaded when it is sent
+    kind: str = "text"  # text | image | file
+
+
+def compose(
+    text: str, parts: Outgoing | None, names: Mapping[str, str] | None = None
+) -> list[Piece]:
+    """The events that send ``text`` with ``parts`` (mentions, pictures, files, links)."""
+    parts = parts or Outgoing()
+    names = names or {}
+    links = [f"{b.text}: {b.url}" for row in parts.buttons for b in row if b.url]
+    if any(not b.url for row in parts.buttons for b in row):
+        log.info("matrix.buttons_left_out", reason="Matrix has no buttons")
+    if links:
+        text = "\n".join([text.rstrip(), *links]).strip()
+    users = [str(u).strip() for u in parts.mentions if str(u).strip()]
+    for user in users:
+        if not (user.startswith("@") and ":" in user):
+            raise AdapterError(
+                f"matrix: a mention must be a user id like @ann:example.org (got {user!r})"
+            )
+    pieces = [Piece(_text(p)) for p in split_text(text)]
+    if users:
+        first = pieces[0].content["body"] if pieces else ""
+        body, rich = pills([(u, names.get(u, "")) for u in users], first)
+        content = _text(body)
+        content.update(format="org.matrix.custom.html", formatted_body=rich)
+        content["m.mentions"] = {"user_ids": users}
+        pieces[:1] = [Piece(content)]
+    pieces += [Piece(source=s, kind="image") for s in parts.images]
+    pieces += [Piece(source=s, kind="file") for s in parts.files]
+    return pieces
+
+
+def _text(body: str) -> dict[str, Any]:
+    return {"msgtype": "m.text", "body": body, "m.mentions": {}}
+
+
+def media_content(kind: str, mxc: str, data: bytes, mime: str, source: str) -> dict[str, Any]:
+    """The ``m.image`` / ``m.file`` content for an upload of ``data`` at ``mxc``."""
+    name = file_name(source, mime, kind)
+    return {
+        "msgtype": "m.image" if kind == "image" else "m.file",
+        "body": name,
+        "filename": name,
+        "url": mxc,
+        "info": {"mimetype": mime, "size": len(data)},
+        "m.mentions": {},
+    }
+
+
+def file_name(source: str, mime: str, kind: str) -> str:
+    """A name for the uploaded file: the URL's or path's last part, else by its type."""
+    if not source.startswith("data:"):
+        name = posixpath.basename(unquote(urlsplit(source).path))
+        if name and "." in name:
+            return name[-100:]
+    return f"{kind}{mimetypes.guess_extension(mime or '') or '.bin'}"
+
+
+class MediaLoader:
+    """Loads a reply's picture/file sources (:func:`tmy.media.load`) through an HTTP
+    client of its own, opened at first use: public hosts or ``private_hosts`` only,
+    at most ``limit`` bytes, local files only from the rules' ``media/`` folder."""
+
+    def __init__(
+        self,
+        base_dir: Path | None,
+        limit: int = MAX_UPLOAD_BYTES,
+        *,
+        private_hosts: Collection[str] = (),
+    ) -> None:
+        self.base_dir = base_dir or Path.cwd()
+        self.limit = limit
+        self.private_hosts = tuple(private_hosts)
+        self.http: httpx.AsyncClient | None = None
+
+    async def __call__(self, source: str) -> tuple[bytes, str]:
+        if self.http is None:
+            self.http = new_http_client()
+        found = await media.load(
+            source, self.http, self.limit, self.base_dir, private_hosts=self.private_hosts
+        )
+        return found.data, found.mime
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+            self.http = None

@@ -1,0 +1,94 @@
+"""Matrix text: splitting long replies, reading mentions and reply fallbacks, pills out.
+
+**The limit.** A Matrix event may be at most 65,536 bytes as canonical JSON
+(UTF-8), signatures, hashes and the homeserver's own fields included. A reply
+piece is at most :data:`MAX_TEXT` characters *and* :data:`MAX_TEXT_BYTES` bytes
+of UTF-8: with an HTML ``formatted_body`` beside the ``body`` (a reply with
+mentions) the worst case is 24,000 bytes of body plus 40,000 of HTML (``&`` is
+``&amp;``: five bytes for one) — under the limit with room left for the
+event's envelope. Pieces break at a line break in their second half when there
+is one, else at a space.
+
+**Reading.** Clients that still send the rich-reply fallback start the body with
+the quoted message as ``> <@user:server> text`` lines and an empty line: it is
+cut off (:func:`strip_reply_fallback`), so rules see what the user wrote. A
+mention of the bot in the text (its user id, or its display name as a pill's
+text, optionally followed by ``:`` or ``,``) is removed (:func:`strip_mention`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+MAX_TEXT = 8000  # characters per message piece
+MAX_TEXT_BYTES = 24_000  # UTF-8 bytes per message piece (see the module docstring)
+MATRIX_TO = "https://matrix.to/#/"
+
+_FALLBACK_LINE = re.compile(r"^>( |$)")
+
+
+def split_text(text: str, limit: int = MAX_TEXT, max_bytes: int = MAX_TEXT_BYTES) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters and ``max_bytes`` UTF-8 bytes."""
+    text = text.strip()
+    pieces: list[str] = []
+    while text:
+        cut = _fit(text, limit, max_bytes)
+        if cut < len(text):
+            head = text[:cut]
+            brk = head.rfind("\n")
+            if brk < cut // 2:
+                brk = head.rfind(" ")
+            if brk >= cut // 2:
+                cut = brk
+        piece, text = text[:cut].rstrip(), text[cut:].strip()
+        if piece:
+            pieces.append(piece)
+    return pieces
+
+
+def _fit(text: str, limit: int, max_bytes: int) -> int:
+    """How many leading characters of ``text`` fit both limits."""
+    cut = min(len(text), limit)
+    while len(text[:cut].encode("utf-8")) > max_bytes:
+        over = len(text[:cut].encode("utf-8")) - max_bytes
+        cut -= max(1, over // 4)
+    return cut
+
+
+def strip_reply_fallback(body: str) -> str:
+    """``body`` without the ``> <@user> quoted`` lines a rich reply starts with."""
+    lines = body.split("\n")
+    if not lines or not lines[0].startswith("> <"):
+        return body
+    i = 0
+    while i < len(lines) and _FALLBACK_LINE.match(lines[i]):
+        i += 1
+    if i < len(lines) and lines[i] == "":
+        i += 1
+    return "\n".join(lines[i:])
+
+
+def strip_mention(body: str, names: list[str]) -> tuple[str, bool]:
+    """``body`` with each of ``names`` (the bot's id, display name) removed: (text, found)."""
+    found = False
+    for name in sorted((n for n in names if n), key=len, reverse=True):
+        pattern = re.compile(r"(?<![\w@])@?" + re.escape(name.lstrip("@")) + r"(?![\w])[:,]?")
+        body, count = pattern.subn("", body)
+        found = found or count > 0
+    if found:
+        body = re.sub(r"[ \t]{2,}", " ", body)
+        body = "\n".join(line.strip() for line in body.split("\n")).strip()
+    return body, found
+
+
+def pills(mentions: list[tuple[str, str]], text: str) -> tuple[str, str]:
+    """(body, formatted_body) of ``text`` preceded by pills for ``mentions`` (user, name)."""
+    plain = " ".join(name or user for user, name in mentions)
+    links = " ".join(
+        f'<a href="{MATRIX_TO}{html.escape(user, quote=True)}">{html.escape(name or user)}</a>'
+        for user, name in mentions
+    )
+    body = f"{plain} {text}".strip() if plain else text
+    rich = html.escape(text).replace("\n", "<br/>")
+    return body, f"{links} {rich}".strip() if links else rich
