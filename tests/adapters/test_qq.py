@@ -186,6 +186,25 @@ async def test_the_same_message_delivered_twice_runs_once() -> None:
         await d.fake.next_sent()
         await d.fake.nothing_sent()
     assert len(d.seen) == 1
+    assert d.fake.ops.count(2) == 1 and 6 not in d.fake.ops  # the connection stayed up
+
+
+async def test_heartbeats_carry_the_last_sequence_number() -> None:
+    async with FakeQQ() as fake, Bot({"r.yaml": RULES}) as bot:
+        fake.heartbeat_interval = 20  # ms
+        adapter = make_adapter(fake)
+        d = Driven(fake, adapter, bot)
+        await adapter.start(d.handle)
+        try:
+            await wait_state(adapter, "connected")
+            pushed = await fake.push("C2C_MESSAGE_CREATE", c2c("echo hb", msg_id="c-hb"))
+            await fake.next_sent()
+            async with asyncio.timeout(10):
+                while pushed["s"] not in fake.heartbeats:
+                    await asyncio.sleep(0.01)
+        finally:
+            await adapter.stop()
+    assert fake.ops.count(2) == 1  # answered heartbeats keep the one connection
 
 
 async def test_a_guild_member_joining_reaches_the_member_join_rule() -> None:

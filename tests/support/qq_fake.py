@@ -69,6 +69,7 @@ class FakeQQ:
         self.refused: list[tuple[str, int]] = []  # (path, status) of API calls refused
         self.rate_limited = 0  # the next sends answered 429
         self.ops: list[int] = []  # ops received on the gateway, in order
+        self.heartbeats: list[int | None] = []  # the ``d`` (last s) of each op 1
         self.events: list[dict[str, Any]] = []  # every dispatch pushed (for resumes)
         self.channels = [{"id": "ch-voice", "type": 2}, {"id": "ch-welcome", "type": 0}]
         self._seq = itertools.count(1)
@@ -208,6 +209,7 @@ class FakeQQ:
     async def _on_op(self, ws: web.WebSocketResponse, payload: dict[str, Any]) -> None:
         op, d = payload.get("op"), payload.get("d") or {}
         if op == 1:
+            self.heartbeats.append(payload.get("d"))
             await ws.send_json({"op": 11})
         elif op in (2, 6) and not self._authorised(str(d.get("token", "")), None):
             await ws.close(code=4004, message=b"invalid token")

@@ -278,13 +278,13 @@ class QQAdapter:
         try:
             incoming = read_dispatch(kind, d, event_id, self._me, self.config.admins_from)
         except Exception as exc:
-            log.exception("qq.event_failed", event=kind, error=repr(exc))
+            log.exception("qq.event_failed", kind=kind, error=repr(exc))
             return
         if incoming is None:
             return
         first = incoming.message.message_id or event_id
         if not await self._deliveries.first(self.app_id, first):
-            log.info("qq.duplicate", event=kind, id=first)
+            log.info("qq.duplicate", kind=kind, id=first)
             return
         self._inbound.put(incoming.chat, incoming)
 

@@ -58,6 +58,7 @@ class Gateway:
         self.user: dict[str, Any] = {}
         self.ready = asyncio.Event()  # set on READY / RESUMED of the current connection
         self.resumed = 0  # connections resumed (health, tests)
+        self._acked = True  # the last heartbeat was answered (op 11)
 
     async def run(self) -> None:
         """One connection until it ends; raises AdapterError for a refusal."""
@@ -94,8 +95,16 @@ class Gateway:
         await ws.send_json({"op": 2, "d": d})
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+        """Op 1 every interval; a heartbeat still unanswered at the next one closes the
+        connection (a dead link QQ no longer hears), to be resumed."""
+        self._acked = True
         while not ws.closed:
             await asyncio.sleep(interval)
+            if not self._acked:
+                log.warning("qq.heartbeat_unanswered", interval=interval)
+                await ws.close()
+                return
+            self._acked = False
             await ws.send_json({"op": 1, "d": self.seq})
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
@@ -112,6 +121,8 @@ class Gateway:
                 if isinstance(payload.get("s"), int):
                     self.seq = payload["s"]
                 await self._event(payload)
+            elif op == 11:
+                self._acked = True
             elif op == 7:
                 log.info("qq.reconnect_asked")
                 return
@@ -131,7 +142,10 @@ class Gateway:
             self.resumed += 1
             self.ready.set()
         else:
-            await self.dispatch(kind, d, str(payload.get("id") or ""))
+            try:
+                await self.dispatch(kind, d, str(payload.get("id") or ""))
+            except Exception as exc:  # one bad event must not cost the connection
+                log.exception("qq.dispatch_failed", kind=kind, error=repr(exc))
 
     def _closed(self, code: int | None) -> None:
         """What a close code means for the next connection (or a refusal)."""
