@@ -1,0 +1,308 @@
+"""The Feishu / Lark adapter: group and private (p2p) chats talk to tmy's rules.
+
+**Library.** Written on aiohttp (already the daemon's HTTP stack), not on the
+official ``lark-oapi`` SDK, although its pins do not conflict: its long
+connection client (``lark.ws.Client.start()``) blocks, and runs on an event
+loop the module makes at import (``asyncio.get_event_loop()`` +
+``run_until_complete``), which cannot run inside tmy's running loop; its async
+API calls fetch the tenant token with the *blocking* ``requests`` library
+(stalling every chat while it waits) and open a new HTTP client per request,
+and its token manager reports a refused ``app_secret`` only as a failed call,
+where tmy must show ``failed`` once; and importing it costs ~2 s. What tmy
+needs of it is small and written here: the token (:mod:`.api`), the long
+connection's protobuf frames (:mod:`.frames`, checked in the tests against the
+SDK's generated ``pbbp2_pb2.Frame``), AES decryption and signatures
+(:mod:`.crypto`, on ``cryptography``).
+
+**Receiving.** First ``tenant_access_token`` (a refused ``app_secret``: state
+``failed``, nothing retried) and ``GET /open-apis/bot/v3/info`` (the bot's
+``open_id``, to see its mentions). ``mode: websocket`` (the default): the long
+connection (:mod:`.longconn`), reconnected after a loss with capped exponential
+backoff and jitter (state ``reconnecting``, then ``connected``). ``mode:
+webhook``: Feishu POSTs events to ``/feishu/events`` on the daemon's listener
+(:mod:`.webhook`: verification token, encrypt key, signature; a bad one 401/403
+and nothing runs). Every event is deduplicated by its ``event_id``, and a
+message by its ``message_id`` too (:class:`tmy.adapters.dedup.Deliveries`:
+Feishu redelivers an event not acknowledged in time); what it becomes is
+:mod:`.incoming`; each is queued for its chat (:mod:`tmy.adapters.fairness`)
+and answered by :mod:`.replies`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tmy import metrics
+from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.dedup import Deliveries
+from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.feishu.admins import ChatAdmins
+from tmy.adapters.feishu.api import Rest
+from tmy.adapters.feishu.incoming import Incoming, read_event
+from tmy.adapters.feishu.longconn import LongConnection
+from tmy.adapters.feishu.replies import Answering
+from tmy.adapters.feishu.sending import QueuedReply
+from tmy.adapters.feishu.webhook import open_request
+from tmy.config.feishu import FeishuConfig
+from tmy.errors import AdapterError
+from tmy.logs import get_logger, preview
+from tmy.store.base import Store
+
+log = get_logger("tmy.adapter.feishu")
+
+WEBHOOK_PATH = "/feishu/events"
+MAX_RUNS = 64  # messages of this adapter in the engine at once
+MAX_RUNS_PER_CHAT = 16  # of those, from one chat
+MAX_PENDING = 1000  # messages waiting in all chats; the webhook then answers 503
+MAX_SENDS = 32  # send requests in flight at once (all chats)
+SEND_INTERVAL = 0.25  # seconds between two messages to one chat (Feishu: 5 per second)
+
+
+class FeishuAdapter(Answering):
+    """Feishu / Lark over its server API; see the module docstring."""
+
+    name = "feishu"
+    backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
+    backoff_cap = 60.0
+
+    def __init__(
+        self,
+        config: FeishuConfig | None = None,
+        *,
+        app_id: str = "",
+        app_secret: str = "",
+        verification_token: str = "",
+        encrypt_key: str = "",
+        store: Store | None = None,
+        shutdown_grace: float = 30.0,
+        rules_dir: Any = None,
+        send_interval: float = SEND_INTERVAL,
+    ) -> None:
+        self.config = config or FeishuConfig()
+        self.app_id, self.app_secret = app_id, app_secret
+        self.verification_token, self.encrypt_key = verification_token, encrypt_key
+        self.rules_dir = rules_dir
+        self.shutdown_grace = shutdown_grace
+        self._rest: Rest | None = None
+        self._conn: LongConnection | None = None
+        self._handle: Handler | None = None
+        self._health = AdapterHealth()
+        self._connected_before = False
+        self._runner: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._http: Any = None
+        self.bot_open_id = ""
+        self.bot_name = ""
+        self._deliveries = Deliveries(store, self.name)
+        cap = self.config.max_pending_per_chat
+        self._inbound: ChatQueues[Incoming] = ChatQueues(
+            self.name,
+            "message",
+            self._answer,
+            per_chat=cap,
+            total=MAX_PENDING,
+            in_flight=MAX_RUNS,
+            per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )
+        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
+            self.name,
+            "reply",
+            self._send_step,
+            per_chat=cap,
+            total=MAX_PENDING,
+            in_flight=MAX_SENDS,
+            interval=send_interval,
+            on_drop=QueuedReply.dropped,
+            on_fail=QueuedReply.failed,
+        )
+        self._admins: ChatAdmins | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def routes(self) -> list[web.RouteDef]:
+        """``POST /feishu/events`` in webhook mode; none for the long connection."""
+        return [web.post(WEBHOOK_PATH, self._webhook)] if self.config.mode == "webhook" else []
+
+    async def start(self, handle: Handler) -> None:
+        """Begin connecting in the background; bad credentials show as ``failed``."""
+        self._handle = handle
+        self._stopping = False
+        self._inbound.accepting = self._outbound.accepting = True
+        self._health.set("starting")
+        missing = self._missing()
+        if missing:
+            self._fail(missing)
+            return
+        self._rest = Rest(self.config.api_base, self.app_id, self.app_secret)
+        self._conn = LongConnection(self._rest, self._deliver_payload)
+        if self.config.admins_from:
+            self._admins = ChatAdmins(self._rest, self.config.admins_from)
+        self._runner = asyncio.create_task(self._run(), name="feishu")
+        log.info("feishu.started", mode=self.config.mode, api_base=self.config.api_base)
+
+    def _missing(self) -> str:
+        c = self.config
+        needed = [
+            ("app_id", self.app_id, c.app_id_env),
+            ("app_secret", self.app_secret, c.app_secret_env),
+        ]
+        if c.mode == "webhook":
+            needed.append(("verification_token", self.verification_token, c.verification_token_env))
+        for key, value, env in needed:
+            if not value:
+                return (
+                    f"no {key}: set adapters.feishu.{key} or the environment variable {env} "
+                    "(the app's Credentials / Events page in the developer console)"
+                )
+        return ""
+
+    async def stop(self) -> None:
+        """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
+        self._stopping = True
+        if self._conn is not None:
+            await self._conn.close()
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+        self._inbound.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.shutdown_grace
+        await self._inbound.join(self.shutdown_grace)
+        await self._outbound.join(deadline - loop.time())
+        await self._inbound.close()
+        await self._outbound.close()
+        if self._rest is not None:
+            await self._rest.close()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if self._health.state != "failed":
+            self._health.set("stopped")
+
+    def health(self) -> dict[str, Any]:
+        report = self._health.as_dict()
+        report["mode"] = self.config.mode
+        report["app_id"] = self.app_id or None
+        report["bot_open_id"] = self.bot_open_id or None
+        report["bot_name"] = self.bot_name or None
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        return report
+
+    def _fail(self, why: str) -> None:
+        self._health.set("failed", why)
+        log.error("feishu.failed", error=why)
+
+    # -- connecting --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """Identify the bot, then hold the long connection (or serve the webhook) until stopped."""
+        assert self._rest is not None and self._conn is not None
+        rest, conn = self._rest, self._conn
+        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        while not self._stopping:
+            try:
+                if not self.bot_open_id:
+                    await self._identify(rest)
+                if self.config.mode == "webhook":
+                    self._connected(backoff)
+                    return  # events now arrive on the route
+                url = await conn.endpoint()
+                await conn.serve(url, lambda: self._connected(backoff))
+                if not self._stopping:
+                    await self._pause(backoff, "the long connection was closed")
+            except AdapterError as exc:
+                if rest.refused is not None:
+                    self._fail(
+                        f"{rest.refused}; check app_id/app_secret ({self.config.app_secret_env})"
+                    )
+                    return
+                await self._pause(backoff, str(exc))
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                await self._pause(backoff, f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # never let the reconnect loop die
+                log.exception("feishu.run_crashed", error=repr(exc))
+                await self._pause(backoff, repr(exc))
+
+    async def _identify(self, rest: Rest) -> None:
+        answer = await rest.call("GET", "/open-apis/bot/v3/info")
+        bot = answer.body.get("bot") if answer.ok else None
+        if not isinstance(bot, dict) or not bot.get("open_id"):
+            raise AdapterError(
+                f"feishu: bot/v3/info failed ({answer.describe()}); is the "
+                "app's bot capability enabled?"
+            )
+        self.bot_open_id = str(bot["open_id"])
+        self.bot_name = str(bot.get("app_name") or "")
+
+    def _connected(self, backoff: Backoff) -> None:
+        backoff.reset()
+        if self._health.state != "connected":
+            self._health.set("connected")
+            metrics.adapter_connected(self.name, reconnect=self._connected_before)
+            self._connected_before = True
+            log.info("feishu.connected", mode=self.config.mode, bot=self.bot_name)
+
+    async def _pause(self, backoff: Backoff, why: str) -> None:
+        self._health.set("reconnecting", why)
+        delay = backoff.next()
+        log.warning("feishu.reconnecting", error=why, retry_in=round(delay, 2))
+        await asyncio.sleep(delay)
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        """One webhook POST: checked before anything runs, answered at once."""
+        if self._stopping or self._handle is None or self._rest is None:
+            return web.json_response({"error": "the Feishu adapter is not ready"}, status=503)
+        body = await request.read()
+        opened = open_request(body, request.headers, self.verification_token, self.encrypt_key)
+        if opened.status != 200:
+            log.warning(
+                "feishu.webhook_refused",
+                status=opened.status,
+                peer=request.remote,
+                error=opened.reply.get("error"),
+            )
+            return web.json_response(opened.reply, status=opened.status)
+        if opened.event is not None:
+            if self._inbound.waiting >= MAX_PENDING:
+                return web.json_response({"error": "busy, deliver again later"}, status=503)
+            await self._dispatch(opened.event)
+        return web.json_response(opened.reply)
+
+    async def _deliver_payload(self, payload: bytes) -> None:
+        """One event from the long connection (its JSON bytes)."""
+        try:
+            envelope = json.loads(payload)
+        except ValueError:
+            log.warning("feishu.bad_event", payload=preview(payload.decode(errors="replace")))
+            return
+        if isinstance(envelope, dict):
+            await self._inbound.room()
+            await self._dispatch(envelope)
+
+    async def _dispatch(self, envelope: dict[str, Any]) -> None:
+        """Deduplicate one event and queue what it holds for its chat."""
+        header = envelope.get("header") or {}
+        event_id = str(header.get("event_id") or "") if isinstance(header, dict) else ""
+        if not await self._deliveries.first(self.app_id, f"event:{event_id}" if event_id else ""):
+            log.info("feishu.duplicate", event_id=event_id)
+            return
+        self._health.event()
+        try:
+            found = read_event(envelope, self.bot_open_id, self.app_id, self.config.api_base)
+        except Exception as exc:
+            log.exception("feishu.event_failed", event_id=event_id, error=repr(exc))
+            return
+        for incoming in found:
+            mid = incoming.message.message_id
+            if mid and not await self._deliveries.first(self.app_id, mid):
+                log.info("feishu.duplicate", message_id=mid)
+                continue
+            self._inbound.put(incoming.chat_id or incoming.message.chat, incoming)
