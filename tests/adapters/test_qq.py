@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,10 +29,13 @@ from tests.support.qq_fake import (
     group_at,
     member_add,
 )
-from tmy.adapters.qq import QQAdapter, QQConfig
+from tmy.adapters.qq import QQAdapter, QQConfig, from_settings
 from tmy.adapters.qq.api import AccessToken
+from tmy.adapters.qq.incoming import read_dispatch
+from tmy.config import Settings, load_settings
 from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
+from tmy.types import Adapter
 
 RULES = r"""
 rules:
@@ -277,3 +281,54 @@ async def test_images_go_out_as_rich_media_in_groups_and_send_targets() -> None:
 
 async def _no_handle(message: Message) -> Reply:
     raise AssertionError("no message expected")
+
+
+def test_attachments_placeholders_and_bots() -> None:
+    me = {"id": BOT_ID, "app_id": APP_ID}
+    photo = {"content_type": "image/jpeg", "filename": "a.jpg", "size": 2048,
+             "url": "multimedia.nt.qq.com.cn/download?appid=1407&rkey=x"}  # fmt: skip
+    found = read_dispatch("C2C_MESSAGE_CREATE", c2c("", attachments=[photo]), "e", me, ())
+    assert found is not None and found.message.text == "[image]"
+    (att,) = found.message.attachments
+    assert (att.kind, att.mime, att.size, att.inline) == ("image", "image/jpeg", 2048, True)
+    assert att.url == "https://multimedia.nt.qq.com.cn/download?appid=1407&rkey=x"
+    bot = channel_message("hi", author={"id": "9", "username": "b", "bot": True})
+    assert read_dispatch("AT_MESSAGE_CREATE", bot, "e", me, ()) is None
+    left = read_dispatch("GUILD_MEMBER_REMOVE", member_add("7", op_user_id="1"), "e", me, ())
+    assert left is not None and left.message.event is not None
+    assert left.message.event.kind == "member_leave"
+    assert left.message.event.data == {"user": "7", "chat": f"guild:{GUILD}", "operator": "1",
+                                       "guild": GUILD, "kicked": True}  # fmt: skip
+    assert read_dispatch("GROUP_ADD_ROBOT", {"group_openid": GROUP}, "e", me, ()) is None
+
+
+def test_owner_and_admin_roles() -> None:
+    me = {"id": BOT_ID, "app_id": APP_ID}
+    owner = channel_message("hi", roles=("4",))
+    admin = channel_message("hi", roles=("2",))
+    for payload, wanted, expected in [(owner, ("owner",), True), (admin, ("owner",), False),
+                                      (admin, ("admin",), True), (owner, (), False)]:  # fmt: skip
+        found = read_dispatch("AT_MESSAGE_CREATE", payload, "e", me, wanted)
+        assert found is not None and found.message.chat_admin is expected
+
+
+def test_from_settings_reads_credentials_from_the_environment(tmp_path: Path) -> None:
+    off = Settings(http_enabled=False)
+    assert from_settings(off, None) is None
+    on = load_settings(env={}, rules=str(tmp_path), plugins=str(tmp_path / "none"),
+                       console=False, adapters={"qq": {"enabled": True}})  # fmt: skip
+    adapter = from_settings(on, None, env={"QQ_APP_ID": "42", "QQ_SECRET": "s3cr3t-value"})
+    assert adapter is not None and (adapter.app_id, adapter.secret) == ("42", "s3cr3t-value")
+    assert isinstance(adapter, Adapter) and adapter.routes()  # webhook mode: /qq/webhook
+    assert make_adapter(FakeQQ()).routes() == []  # the gateway needs no route
+
+
+async def test_a_session_qq_no_longer_holds_is_identified_anew() -> None:
+    async with driven() as d:
+        d.fake.forget_sessions()
+        await d.fake.drop()
+        await d.fake.connected()  # resume refused (op 9), then identified again
+        await d.fake.push("GROUP_AT_MESSAGE_CREATE", group_at("ping", msg_id="m-new"))
+        sent = await d.fake.next_sent()
+    assert sent["body"]["msg_id"] == "m-new"
+    assert d.fake.ops.count(2) == 2 and 6 in d.fake.ops

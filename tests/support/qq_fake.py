@@ -249,6 +249,10 @@ class FakeQQ:
         await self._deliver(payload)
         return payload
 
+    def forget_sessions(self) -> None:
+        """Sessions end on QQ's side: a resume is answered op 9 (invalid session)."""
+        self._sessions.clear()
+
     async def drop(self) -> None:
         """Cut the gateway connection as a network failure would (no resume refused)."""
         ws, self._ws = self._ws, None

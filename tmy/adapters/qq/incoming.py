@@ -35,6 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tmy.errors import AdapterError
 from tmy.message import Attachment, Event, Message
 
 PLATFORM = "qq"
@@ -132,6 +133,7 @@ def _message(
         message_id=str(d.get("id") or ""),
         attachments=attachments,
         chat_admin=is_admin(roles, admins_from) if where == "channel" else False,
+        api=MEDIA,
     )
     return Incoming(message, where, target, msg_id=message.message_id)
 
@@ -160,6 +162,23 @@ def _member(kind: str, d: dict[str, Any], event_id: str, me: dict[str, str]) -> 
         event=Event(event_kind, kind, data),
     )
     return Incoming(message, "guild", guild, event_id=event_id)
+
+
+class QQMedia:
+    """``Message.api`` for QQ: attachment URLs are QQ's CDN links, which expire (and which
+    some fetchers are refused), so they are marked ``inline`` and tmy downloads them
+    itself; QQ's events carry no quoted message (REPLY_TO is empty)."""
+
+    async def media_source(self, attachment: Attachment) -> tuple[str, dict[str, str]]:
+        if not attachment.url:
+            raise AdapterError(f"qq: the {attachment.kind} {attachment.name!r} has no URL")
+        return attachment.url, {}
+
+    async def quoted(self, message: Message) -> dict[str, Any] | None:
+        return None
+
+
+MEDIA = QQMedia()
 
 
 def strip_mention(text: str, bot_id: str) -> str:
@@ -191,6 +210,7 @@ def attachments_of(items: Any) -> tuple[Attachment, ...]:
                 size=int(size) if isinstance(size, int) else None,
                 mime=mime if "/" in mime else "",
                 name=str(item.get("filename") or ""),
+                inline=True,
             )
         )
     return tuple(found)
