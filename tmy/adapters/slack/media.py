@@ -1,0 +1,103 @@
+"""What a Slack message carries besides text, and what the platform does for its run.
+
+**Attachments.** Each shared file (``files`` of a message event) becomes an
+:class:`~tmy.message.Attachment`: ``image/*`` an image, ``video/*`` a video,
+``audio/*`` (voice clips) a voice message, anything else a file, with Slack's
+file id, name, MIME type and size. Its ``url_private`` answers only with the
+bot token (``Authorization: Bearer xoxb-…``), so every attachment is
+``inline``: whoever hands it on (an LLM step) downloads it here and sends the
+bytes, and the token never leaves tmy. A file Slack no longer holds
+(``mode: tombstone``) is left out.
+
+**The platform API** (:class:`SlackApi`, ``Message.api``): ``media_source`` is
+the file's ``url_private_download`` (else ``url_private``) with the bot token
+as its header; ``quoted`` is the first message of the thread a message replies
+in (``conversations.replies``, asked only when a run reads ``REPLY_TO``);
+``trusted_media_hosts`` is the configured ``api_base``'s host (a loopback fake
+or a proxy in front of Slack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from tmy.errors import AdapterError
+from tmy.message import Attachment, Message
+
+PLACEHOLDERS = {
+    "image": "[image]",
+    "file": "[file]",
+    "voice": "[voice]",
+    "video": "[video]",
+    "sticker": "[sticker]",
+}
+
+
+def attachments_of(files: Iterable[Any]) -> tuple[Attachment, ...]:
+    """The files of a message event as attachments (see module doc)."""
+    found = []
+    for f in files:
+        if not isinstance(f, dict) or f.get("mode") == "tombstone":
+            continue
+        mime = str(f.get("mimetype") or "")
+        kind = (
+            "image"
+            if mime.startswith("image/")
+            else "video"
+            if mime.startswith("video/")
+            else "voice"
+            if mime.startswith("audio/")
+            else "file"
+        )
+        size = f.get("size")
+        found.append(
+            Attachment(
+                kind,
+                url=str(f.get("url_private_download") or f.get("url_private") or ""),
+                file_id=str(f.get("id") or ""),
+                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                mime=mime,
+                name=str(f.get("name") or f.get("title") or ""),
+                inline=True,
+            )
+        )
+    return tuple(found)
+
+
+def placeholder(attachments: tuple[Attachment, ...]) -> str:
+    """The text a message with only ``attachments`` reads as ("" when none)."""
+    return " ".join(PLACEHOLDERS[a.kind] for a in attachments)
+
+
+class SlackApi:
+    """``Message.api`` for one Slack message (see :class:`tmy.types.PlatformApi`)."""
+
+    __slots__ = ("_api_host", "_quoted", "_token")
+
+    def __init__(
+        self,
+        token: str,
+        api_base: str,
+        quoted: Callable[[Message], Awaitable[dict[str, Any] | None]],
+    ) -> None:
+        self._token = token
+        self._api_host = urlsplit(api_base).hostname or ""
+        self._quoted = quoted
+
+    async def media_source(self, attachment: Any) -> tuple[str, dict[str, str]]:
+        """The file's private URL and the bot token's header (never shown to rules)."""
+        url = getattr(attachment, "url", "")
+        if not url:
+            raise AdapterError("slack: this file has no url_private to download")
+        return url, {"Authorization": f"Bearer {self._token}"}
+
+    @property
+    def trusted_media_hosts(self) -> tuple[str, ...]:
+        return (self._api_host,) if self._api_host else ()
+
+    async def quoted(self, message: Message) -> dict[str, Any] | None:
+        if not message.reply_to:
+            return None
+        return await self._quoted(message)

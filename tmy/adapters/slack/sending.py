@@ -1,0 +1,160 @@
+"""Sending to Slack: a queued reply (or ``send``) and its calls, with Slack's rate limits.
+
+Each piece of a reply (:mod:`~tmy.adapters.slack.compose`) is one call:
+``chat.postMessage`` into the reply's channel and thread, or ``files.uploadV2``
+(the SDK's three-step upload) there. Replies queue per channel
+(:class:`~tmy.adapters.fairness.ChatQueues`) and a channel's calls are paced
+about one a second, Slack's own limit for posting into one channel; a 429
+answer waits Slack's ``Retry-After`` (only that channel waits, holding no send
+slot) and tries again, at most :data:`MAX_SEND_RETRIES` times and never for
+longer than :data:`MAX_RETRY_AFTER` per wait. Network errors and 5xx are
+retried with backoff; any other refusal is logged with Slack's ``error``
+(``channel_not_found``, ``not_in_channel`` …) and raised as
+:class:`~tmy.errors.AdapterError` to whoever waits for the send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tmy.adapters.base import Backoff
+from tmy.adapters.fairness import PendingSend
+from tmy.adapters.slack.compose import POST, Piece
+from tmy.errors import AdapterError
+from tmy.logs import get_logger
+
+log = get_logger("tmy.adapter.slack")
+
+MAX_SEND_RETRIES = 3  # retries of one call after a 429, a network error or a 5xx
+MAX_RETRY_AFTER = 120  # a 429 asking for a longer wait fails the send instead of blocking it
+
+
+class QueuedReply(PendingSend):
+    """One reply (or ``send``) waiting in its channel's queue, with its retry state."""
+
+    __slots__ = ("backoff", "channel", "index", "pieces", "retries", "thread")
+    platform = "slack"
+    place = "channel"
+
+    def __init__(
+        self,
+        channel: str,
+        pieces: list[Piece],
+        thread: str | None,
+        done: asyncio.Future[None] | None,
+    ) -> None:
+        self.channel = channel
+        self.pieces = pieces
+        self.thread = thread  # the thread every piece goes into (None: the channel)
+        super().__init__(done)
+        self.index = 0  # the next piece to send
+        self.retries = 0  # of the current piece
+        self.backoff = Backoff()
+
+
+def error_of(exc: BaseException) -> str:
+    """Slack's ``error`` code of a refused call, else the exception's own words."""
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        data = getattr(response, "data", None)
+        code = data.get("error") if isinstance(data, dict) else None
+        return str(code or f"HTTP {getattr(response, 'status_code', '?')}")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds a 429 asks to wait (None: not a rate limit)."""
+    if not isinstance(exc, SlackApiError) or getattr(exc.response, "status_code", 0) != 429:
+        return None
+    headers = getattr(exc.response, "headers", None) or {}
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), "1")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return 1.0
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, aiohttp.ClientError | TimeoutError | OSError):
+        return True
+    return isinstance(exc, SlackApiError) and getattr(exc.response, "status_code", 0) >= 500
+
+
+async def send_piece(
+    client: AsyncWebClient | None,
+    out: QueuedReply,
+    posted: Callable[[str, str], None],
+) -> float | None:
+    """One call of ``out``'s next piece (the adapter's ChatQueues work).
+
+    Returns the pause before calling again (the next piece, or a retry after a
+    429), None when done. ``posted(channel, ts)`` learns each message the bot
+    posted (replies in a thread it started address the bot).
+    """
+    if client is None:
+        out.finish(AdapterError("slack: the adapter is stopped"))
+        return None
+    piece = out.pieces[out.index]
+    try:
+        ts = await _call(client, out.channel, out.thread, piece)
+    except asyncio.CancelledError:
+        out.finish(AdapterError(f"slack: stopped before the message to {out.channel} went out"))
+        raise
+    except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        return _retry(out, piece, exc)
+    if ts:
+        posted(out.channel, ts)
+    out.index += 1
+    out.retries = 0
+    out.backoff.reset()
+    if out.index < len(out.pieces):
+        return 0.0
+    out.finish(None)
+    return None
+
+
+def _retry(out: QueuedReply, piece: Piece, exc: BaseException) -> float | None:
+    wait = retry_after(exc)
+    if wait is not None:
+        if out.retries >= MAX_SEND_RETRIES or wait > MAX_RETRY_AFTER:
+            return _give_up(out, piece, exc)
+        log.warning("slack.rate_limited", channel=out.channel, method=piece.method,
+                    retry_after=wait)  # fmt: skip
+        out.retries += 1
+        return wait
+    if _transient(exc) and out.retries < MAX_SEND_RETRIES:
+        delay = out.backoff.next()
+        log.warning("slack.send_retry", channel=out.channel, method=piece.method,
+                    error=error_of(exc), retry_in=round(delay, 2))  # fmt: skip
+        out.retries += 1
+        return delay
+    return _give_up(out, piece, exc)
+
+
+async def _call(client: AsyncWebClient, channel: str, thread: str | None, piece: Piece) -> str:
+    """Make the call; the posted message's ``ts`` ("" for an upload)."""
+    if piece.method == POST:
+        extra: dict[str, Any] = {"blocks": piece.blocks} if piece.blocks else {}
+        response = await client.chat_postMessage(
+            channel=channel, text=piece.text, thread_ts=thread, **extra
+        )
+        return str(response.get("ts") or "")
+    await client.files_upload_v2(
+        channel=channel, thread_ts=thread, content=piece.data, filename=piece.filename,
+        title=piece.filename,
+    )  # fmt: skip
+    return ""
+
+
+def _give_up(out: QueuedReply, piece: Piece, exc: BaseException) -> None:
+    why = error_of(exc)
+    log.warning("slack.send_failed", channel=out.channel, method=piece.method, error=why,
+                retries=out.retries)  # fmt: skip
+    out.finish(AdapterError(f"slack: {piece.method} to {out.channel} failed: {why}"))
+    return None
