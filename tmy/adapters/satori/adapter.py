@@ -1,0 +1,258 @@
+"""The Satori adapter: every account a Satori server serves, talking to tmy's rules.
+
+**Receiving.** One WebSocket to ``{api_base}/v1/events``
+(:mod:`~tmy.adapters.satori.connection`): IDENTIFY with the token, READY lists
+the accounts (:mod:`~tmy.adapters.satori.logins`), PING every 10 s, EVENTs
+(:mod:`~tmy.adapters.satori.events`). A lost connection sets ``reconnecting`` and
+is tried again with capped exponential backoff and jitter, identifying with the
+last event's ``sn`` so the server replays what was missed; message and event ids
+are deduplicated in the store (:class:`~tmy.adapters.dedup.Deliveries`), so a
+replay runs nothing twice. A refused token sets ``failed`` and is not tried again
+(fix the token and restart); the daemon and the other adapters serve on.
+
+Each message or event is queued for its chat (account and channel) and runs as its
+own task; chats are served fairly (:mod:`tmy.adapters.fairness`): at most
+:data:`MAX_RUNS` runs at once, :data:`MAX_RUNS_PER_CHAT` from one chat, at most
+``max_pending_per_chat`` waiting per chat. Answering is
+:mod:`~tmy.adapters.satori.replies`; sending (pacing, 429s) is
+:mod:`~tmy.adapters.satori.sending`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tmy import metrics, redact
+from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.dedup import Deliveries
+from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.satori.admins import ChatAdmins
+from tmy.adapters.satori.api import SatoriHttp
+from tmy.adapters.satori.connection import Ended, EventStream
+from tmy.adapters.satori.events import Incoming, read_event
+from tmy.adapters.satori.logins import Logins, read_login
+from tmy.adapters.satori.replies import Answering
+from tmy.adapters.satori.sending import QueuedReply
+from tmy.config.satori import SatoriConfig
+from tmy.logs import get_logger
+from tmy.store.base import Store
+
+log = get_logger("tmy.adapter.satori")
+
+MAX_RUNS = 64  # messages of this adapter in the engine at once
+MAX_RUNS_PER_CHAT = 16  # of those, from one chat
+MAX_PENDING = 1000  # messages waiting in all chats
+MAX_SENDS = 32  # message.create requests in flight at once (all chats)
+LOGIN_EVENTS = ("login-added", "login-updated", "login-removed")
+__all__ = ["SatoriAdapter"]
+
+
+class SatoriAdapter(Answering):
+    """A Satori server's accounts over its WebSocket events and HTTP API; see the module doc."""
+
+    name = "satori"
+    backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
+    backoff_cap = 60.0
+    send_interval = 0.5  # seconds between two messages to one chat (tests shrink it)
+    ping_interval = 10.0  # seconds between PINGs (the protocol's 10 s)
+
+    def __init__(
+        self,
+        config: SatoriConfig | None = None,
+        *,
+        token: str = "",
+        store: Store | None = None,
+        shutdown_grace: float = 30.0,
+        rules_dir: Path | None = None,
+    ) -> None:
+        self.config = config or SatoriConfig()
+        self.token = token
+        redact.add(token)
+        self.rules_dir = rules_dir
+        self.shutdown_grace = shutdown_grace
+        self._deliveries = Deliveries(store, "satori")
+        self._handle: Handler | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._http: SatoriHttp | None = None
+        self._stream: EventStream | None = None
+        self._health = AdapterHealth()
+        self._logins = Logins()
+        self._proxy_urls: tuple[str, ...] = ()
+        self._sent_ids: dict[tuple[str, str], OrderedDict[str, None]] = {}
+        self._connected_before = False
+        self._runner: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        cap = self.config.max_pending_per_chat
+        self._inbound: ChatQueues[Incoming] = ChatQueues(
+            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
+            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        )  # fmt: skip
+        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
+            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
+            in_flight=MAX_SENDS, interval=self.send_interval,
+            on_drop=QueuedReply.dropped, on_fail=QueuedReply.failed,
+        )  # fmt: skip
+        self._admins = ChatAdmins(self._member, self.config.admins_from)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def routes(self) -> list[web.RouteDef]:
+        return []  # events come over the adapter's own WebSocket client
+
+    async def start(self, handle: Handler) -> None:
+        """Begin connecting in the background; never raises for the server's trouble."""
+        self._handle = handle
+        self._stopping = False
+        self._inbound.accepting = self._outbound.accepting = True
+        self._outbound.interval = self.send_interval
+        self._health.set("starting")
+        self._session = aiohttp.ClientSession()
+        self._http = SatoriHttp(self.config.api_base, self.token, self._session)
+        self._stream = EventStream(self._http, on_ready=self._ready, on_event=self._event,
+                                   on_meta=self._meta)  # fmt: skip
+        self._stream.ping_interval = self.ping_interval
+        self._runner = asyncio.create_task(self._run(), name="satori")
+        log.info("satori.started", api_base=self.config.api_base)
+
+    async def stop(self) -> None:
+        """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
+        self._stopping = True
+        for task in [self._runner, *self._tasks]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in [self._runner, *self._tasks] if t is not None),
+                             return_exceptions=True)  # fmt: skip
+        self._runner = None
+        self._inbound.accepting = False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.shutdown_grace
+        await self._inbound.join(self.shutdown_grace)
+        await self._outbound.join(deadline - loop.time())
+        await self._inbound.close()
+        await self._outbound.close()
+        self._http = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._health.state != "failed":
+            self._health.set("stopped")
+
+    def health(self) -> dict[str, Any]:
+        report = self._health.as_dict()
+        report["api_base"] = self.config.api_base
+        report["logins"] = self._logins.as_list()
+        report["sn"] = self._stream.sn if self._stream is not None else None
+        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        return report
+
+    def _fail(self, why: str) -> None:
+        why = redact.redact(why)
+        self._health.set("failed", why)
+        log.error("satori.failed", error=why)
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """Connect and read, reconnecting with backoff until stopped or refused."""
+        assert self._stream is not None
+        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        while not self._stopping:
+            try:
+                ended = await self._stream.connect()
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                ended = Ended(False, f"cannot connect to {self._stream.url}: {exc!r}")
+            except Exception as exc:  # never let the reconnect loop die
+                log.exception("satori.connection_crashed", error=repr(exc))
+                ended = Ended(False, repr(exc))
+            if self._stopping:
+                return
+            if ended.refused:
+                self._fail(
+                    f"the Satori server refused the token ({ended.why}); set "
+                    f"adapters.satori.token or the environment variable "
+                    f"{self.config.token_env} to the server's token, then restart"
+                )
+                return
+            if ended.ready:
+                backoff.reset()
+            delay = backoff.next()
+            self._health.set("reconnecting", redact.redact(ended.why))
+            log.warning("satori.reconnecting", error=redact.redact(ended.why),
+                        retry_in=round(delay, 2), sn=self._stream.sn)  # fmt: skip
+            await asyncio.sleep(delay)
+
+    def _ready(self, body: dict[str, Any]) -> None:
+        self._logins.replace(body.get("logins"))
+        self._meta(body)
+        self._health.set("connected")
+        metrics.adapter_connected(self.name, reconnect=self._connected_before)
+        self._connected_before = True
+        log.info("satori.connected", logins=self._logins.as_list(),
+                 sn=self._stream.sn if self._stream else None)  # fmt: skip
+
+    def _meta(self, body: dict[str, Any]) -> None:
+        urls = body.get("proxy_urls")
+        if isinstance(urls, list):
+            self._proxy_urls = tuple(str(u) for u in urls if u)
+
+    def _event(self, body: dict[str, Any]) -> None:
+        """One EVENT: a login change now, anything else checked and queued for its chat."""
+        self._health.event()
+        kind = str(body.get("type") or "")
+        if kind in LOGIN_EVENTS:
+            change = {"login-added": self._logins.added, "login-updated": self._logins.updated,
+                      "login-removed": self._logins.removed}[kind]  # fmt: skip
+            login = change(body.get("login"))
+            log.info("satori.login_changed", change=kind,
+                     login=login.as_dict() if login is not None else None)  # fmt: skip
+            return
+        task = asyncio.get_running_loop().create_task(self._take(body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _take(self, body: dict[str, Any]) -> None:
+        login = read_login(body.get("login")) if isinstance(body.get("login"), dict) else None
+        platform = (login.platform if login else "") or str(body.get("platform") or "")
+        self_id = (login.user_id if login else "") or str(body.get("self_id") or "")
+        if not platform or not self_id:
+            log.warning("satori.event_without_login", type=body.get("type"))
+            return
+        sent = frozenset(self._sent_ids.get((platform, self_id), ()))
+        try:
+            incoming = read_event(body, platform, self_id, sent)
+        except Exception as exc:
+            log.exception("satori.event_failed", type=body.get("type"), error=repr(exc))
+            return
+        if incoming is None:
+            return
+        if not await self._deliveries.first(self_id, _delivery_id(body, incoming)):
+            log.info("satori.duplicate", type=body.get("type"), sn=body.get("sn"))
+            return
+        self._inbound.put(incoming.key, incoming)
+
+    async def _member(self, platform: str, self_id: str, guild: str, user: str) -> Any:
+        """guild.member.get (for ``admins_from``)."""
+        assert self._http is not None
+        return await self._http.call("guild.member.get", {"guild_id": guild, "user_id": user},
+                                     platform=platform, user_id=self_id)  # fmt: skip
+
+
+def _delivery_id(body: dict[str, Any], incoming: Incoming) -> str:
+    """The id a delivery is known by: a message's id; for an event its kind, its objects
+    and its timestamp (events carry no id of their own, and ``sn`` restarts with the server)."""
+    message = incoming.message
+    if message.event is None:
+        return message.message_id
+    data = message.event.data
+    what = data.get("message_id") or data.get("flag") or data.get("data") or ""
+    when = body.get("timestamp") or body.get("sn") or ""
+    parts = [str(body.get("type")), message.chat, message.user, str(what),
+             str(data.get("emoji") or ""), str(when)]  # fmt: skip
+    return "/".join(parts)

@@ -1,0 +1,135 @@
+"""A reply's text and parts (:class:`tmy.message.Outgoing`) as Satori ``message.create``
+contents.
+
+* **text** is escaped (``& < >``: nothing a user or a model wrote becomes an element)
+  and split into pieces of at most :func:`limit_for` characters (counted before
+  escaping), on a line break in the piece's second half when there is one, else on
+  a space. Satori itself sets no limit; the platforms behind it do (Discord 2,000
+  characters, Telegram 4,096, QQ folds long messages), so tmy cuts at 2,000 — the
+  smallest common limit — except where the platform is known to take more.
+* **reply_to** (or the answered message, in a group) → ``<quote id=…/>`` at the
+  start of the first piece; **mentions** → ``<at id=…/>`` before the text.
+* **images** → ``<img src=…/>``, **files** → ``<file src=… title=…/>`` after the
+  text (with it when the text is one piece): an http(s) URL as it is; a ``data:``
+  URL or a file under ``media/`` in the rules directory as a ``data:`` URL of at most
+  :data:`MAX_INLINE` bytes (the server downloads or uploads it to the platform; a
+  bigger body is refused by servers whose JSON limit is a few MB).
+* **buttons** → ``<button type="action" id=data>text</button>`` (``type="link"
+  href=url`` for a link) on platforms that show them (:data:`BUTTON_PLATFORMS`);
+  elsewhere each becomes a text line (``[text]`` or ``text: url``), since the
+  protocol lets a platform drop buttons silently.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tmy.adapters.satori.elements import escape, tag
+from tmy.errors import AdapterError
+from tmy.media import MediaError, data_url, parse_data_url, reply_file
+from tmy.message import Button, Outgoing
+
+MAX_TEXT = 2000  # characters per message where nothing better is known (Discord's limit)
+PLATFORM_LIMITS = {"telegram": 4096, "kook": 8000, "lark": 8000, "feishu": 8000}
+MAX_INLINE = 5 * 1024 * 1024  # bytes of a picture or file sent inline as a data: URL
+# platforms whose Satori adapters render <button> (Discord components, Telegram inline
+# keyboards, QQ's official bot API, KOOK cards, Slack blocks, Lark cards)
+BUTTON_PLATFORMS = frozenset({"discord", "telegram", "qq", "qqguild", "kook", "slack", "lark",
+                              "feishu"})  # fmt: skip
+
+
+def limit_for(platform: str) -> int:
+    return PLATFORM_LIMITS.get(platform, MAX_TEXT)
+
+
+def compose(
+    text: str,
+    parts: Outgoing | None,
+    *,
+    platform: str,
+    quote: str | None = None,
+    rules_dir: Path | None = None,
+) -> list[str]:
+    """The ``content`` of each message that sends ``text`` with ``parts``.
+
+    ``quote``: the answered message (quoted unless ``parts.reply_to`` names another).
+    AdapterError when a picture or file cannot be sent.
+    """
+    parts = parts or Outgoing()
+    if parts.reply_to:
+        quote = parts.reply_to
+    buttons = parts.buttons
+    if buttons and platform not in BUTTON_PLATFORMS:
+        text = "\n".join([text.rstrip(), *_button_lines(buttons)]).strip()
+        buttons = []
+    pieces = [escape(piece) for piece in split_text(text, limit_for(platform))]
+    mentions = "".join(tag("at", {"id": user}) + " " for user in parts.mentions)
+    media = [_media("img", source, rules_dir) for source in parts.images]
+    media += [_media("file", source, rules_dir) for source in parts.files]
+    tail = "".join(media) + _buttons(buttons)
+    if tail and len(pieces) > 1:
+        pieces.append(tail)
+    elif tail:
+        pieces[-1] += tail
+    if not pieces or not any(p.strip() for p in pieces):
+        pieces = [mentions.rstrip()] if mentions else []
+    elif mentions:
+        pieces[0] = mentions + pieces[0]
+    if pieces and quote:
+        pieces[0] = tag("quote", {"id": quote}) + pieces[0]
+    return [p for p in pieces if p.strip()]
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters (see the module docstring)."""
+    text = text.strip()
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind("\n", limit // 2, limit + 1)
+        if cut <= 0:
+            cut = text.rfind(" ", limit // 2, limit + 1)
+        if cut <= 0:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        pieces.append(text)
+    return pieces
+
+
+def _media(element: str, source: str, rules_dir: Path | None) -> str:
+    source = source.strip()
+    if source.startswith(("http://", "https://")):
+        return tag(element, {"src": source})
+    try:
+        if source.startswith("data:"):
+            media = parse_data_url(source, MAX_INLINE)
+            name = ""
+        elif rules_dir is not None:
+            media = reply_file(source, rules_dir, MAX_INLINE)
+            name = Path(source).name
+        else:
+            raise MediaError(f"{source!r}: no rules directory to read a reply's file from")
+    except MediaError as exc:
+        raise AdapterError(f"satori: cannot send {source[:80]!r}: {exc}") from exc
+    attrs = {"src": data_url(media)}
+    if element == "file" and name:
+        attrs["title"] = name
+    return tag(element, attrs)
+
+
+def _buttons(rows: list[list[Button]]) -> str:
+    out = []
+    for row in rows:
+        for button in row:
+            if button.url:
+                out.append(tag("button", {"type": "link", "href": button.url},
+                               escape(button.text)))  # fmt: skip
+            else:
+                out.append(tag("button", {"type": "action", "id": button.data or button.text},
+                               escape(button.text)))  # fmt: skip
+    return "".join(out)
+
+
+def _button_lines(rows: list[list[Button]]) -> list[str]:
+    return [f"{b.text}: {b.url}" if b.url else f"[{b.text}]" for row in rows for b in row]
