@@ -292,6 +292,9 @@ def test_attachments_placeholders_and_bots() -> None:
     (att,) = found.message.attachments
     assert (att.kind, att.mime, att.size, att.inline) == ("image", "image/jpeg", 2048, True)
     assert att.url == "https://multimedia.nt.qq.com.cn/download?appid=1407&rkey=x"
+    quoting = channel_message("hi", message_reference={"message_id": "08quoted"})
+    found = read_dispatch("AT_MESSAGE_CREATE", quoting, "e", me, ())
+    assert found is not None and found.message.reply_to == "08quoted"
     bot = channel_message("hi", author={"id": "9", "username": "b", "bot": True})
     assert read_dispatch("AT_MESSAGE_CREATE", bot, "e", me, ()) is None
     left = read_dispatch("GUILD_MEMBER_REMOVE", member_add("7", op_user_id="1"), "e", me, ())

@@ -19,6 +19,8 @@ GUILD_MEMBER_ADD/REMOVE    ``guild:<id>``      the member's id               no
 * Attachments (``content_type`` ``image/…``, ``video/…``, ``voice``, ``file``)
   become :class:`~tmy.message.Attachment`; a message with only attachments reads
   as their placeholder (``[image]``).
+* A guild message quoting another (``message_reference``) has ``reply_to`` its id
+  (REPLY_TO itself stays empty: QQ's events do not carry the quoted text).
 * Guild members' ``roles`` are QQ's role ids: ``4`` the guild's creator
   (``admins_from: owner``), ``2`` a super admin and ``5`` a channel admin
   (``admins_from: admin``). Groups and C2C give no roles.
@@ -120,6 +122,7 @@ def _message(
     if not text or not user or not target:
         return None
     roles = {str(r) for r in (d.get("member") or {}).get("roles") or ()}
+    quoted = (d.get("message_reference") or {}).get("message_id")  # guild messages only
     message = Message(
         text,
         user=user,
@@ -129,6 +132,7 @@ def _message(
         private=private,
         raw=d,
         mentions_bot=mentioned if not private else False,
+        reply_to=str(quoted) if quoted else None,
         self_id=me.get("app_id", ""),
         message_id=str(d.get("id") or ""),
         attachments=attachments,
