@@ -65,7 +65,7 @@ def make_adapter(fake: FakeHomeserver, given: Credentials | None = None, store: 
     adapter = MatrixAdapter(MatrixConfig(enabled=True, api_base=fake.base, **config),
                             credentials=given or token(), store=store)  # fmt: skip
     adapter.backoff_base, adapter.backoff_cap = 0.02, 0.1
-    adapter.poll_timeout = 2.0
+    adapter.poll_timeout = 0.5
     return adapter
 
 

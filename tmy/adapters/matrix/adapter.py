@@ -140,6 +140,7 @@ class MatrixAdapter(Answering):
         """Begin connecting in the background; a bad credential shows as ``failed``."""
         self._handle = handle
         self._stopping = False
+        self._me = None  # a new client logs in again (a restart after stop())
         self._inbound.accepting = self._outbound.accepting = True
         self._health.set("starting")
         missing = self._missing_credential()

@@ -11,6 +11,9 @@
   rules' ``media/`` folder, :func:`tmy.media.load`) are uploaded to the
   homeserver's media repository when their turn comes and sent as ``m.image`` /
   ``m.file`` events after the text.
+  A source that is already the homeserver's (an ``mxc://`` URI, or the download
+  URL of an attachment a user sent, from ``IMAGES``) is sent as it is, not
+  downloaded and uploaded again.
 * **Buttons** do not exist in Matrix: a link button becomes a line ``text: url``
   under the text; a data button is left out (logged once per reply).
 """
@@ -82,17 +85,33 @@ def _text(body: str) -> dict[str, Any]:
     return {"msgtype": "m.text", "body": body, "m.mentions": {}}
 
 
-def media_content(kind: str, mxc: str, data: bytes, mime: str, source: str) -> dict[str, Any]:
-    """The ``m.image`` / ``m.file`` content for an upload of ``data`` at ``mxc``."""
-    name = file_name(source, mime, kind)
+def media_content(kind: str, mxc: str, name: str, mime: str = "",
+                  size: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ``m.image`` / ``m.file`` content for the media at ``mxc``."""
+    info: dict[str, Any] = {"mimetype": mime} if mime else {}
+    if size is not None:
+        info["size"] = size
     return {
         "msgtype": "m.image" if kind == "image" else "m.file",
         "body": name,
         "filename": name,
         "url": mxc,
-        "info": {"mimetype": mime, "size": len(data)},
+        "info": info,
         "m.mentions": {},
     }
+
+
+def mxc_of(source: str, base: str) -> str:
+    """The ``mxc://`` URI ``source`` already is (or downloads, being a URL under the
+    homeserver's download ``base``: an attachment a rule sends back): "" otherwise."""
+    if source.startswith("mxc://"):
+        return source
+    prefix = base.rstrip("/") + "/"
+    if base and source.startswith(prefix):
+        rest = source[len(prefix) :].split("?", 1)[0]
+        if rest.count("/") == 1 and all(rest.split("/")):
+            return "mxc://" + rest
+    return ""
 
 
 def file_name(source: str, mime: str, kind: str) -> str:

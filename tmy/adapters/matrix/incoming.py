@@ -38,7 +38,10 @@ from typing import Any
 
 from tmy.adapters.matrix.paths import download_url
 from tmy.adapters.matrix.text import strip_mention, strip_reply_fallback
+from tmy.logs import get_logger
 from tmy.message import Attachment, Event, Message
+
+log = get_logger("tmy.adapter.matrix")
 
 PLATFORM = "matrix"
 MEDIA = {"m.image": "image", "m.file": "file", "m.audio": "voice", "m.video": "video"}
@@ -85,36 +88,50 @@ class Me:
 def read_room_events(
     room: str, events: list[dict[str, Any]], me: Me, recent: Recent, names: dict[str, str]
 ) -> list[Incoming]:
-    """The timeline ``events`` of one joined room that reach the rules, in order."""
+    """The timeline ``events`` of one joined room that reach the rules, in order.
+
+    An event that cannot be read (a malformed one a homeserver let through) is
+    logged and skipped: it must not stop the sync that carried it."""
     found: list[Incoming] = []
     for event in events:
-        kind, sender = event.get("type"), event.get("sender", "")
-        event_id = event.get("event_id", "")
-        if not isinstance(sender, str) or not isinstance(event_id, str) or not event_id:
+        try:
+            incoming = _read(room, event, me, recent, names)
+        except Exception as exc:
+            log.exception("matrix.event_unreadable", room=room, event_id=event.get("event_id"),
+                          error=repr(exc))  # fmt: skip
             continue
-        if kind == "m.room.member":
-            incoming = _membership(room, event, me, names)
-        elif sender == me.user_id:
-            incoming = None
-        elif kind == "m.room.message":
-            incoming = _message(room, event, me, recent, names)
-        elif kind == "m.room.encrypted":
-            incoming = Incoming(_base(room, event, me, names), room, encrypted=True)
-        elif kind == "m.reaction":
-            incoming = _reaction(room, event, me, recent, names)
-        elif kind == "m.room.redaction":
-            incoming = _redaction(room, event, me, recent, names)
-        else:
-            incoming = None
         if incoming is not None:
             found.append(incoming)
     return found
 
 
+def _read(
+    room: str, event: dict[str, Any], me: Me, recent: Recent, names: dict[str, str]
+) -> Incoming | None:
+    kind, sender = event.get("type"), event.get("sender", "")
+    event_id = event.get("event_id", "")
+    if not isinstance(sender, str) or not isinstance(event_id, str) or not event_id:
+        return None
+    if kind == "m.room.member":
+        return _membership(room, event, me, names)
+    if sender == me.user_id:
+        return None
+    if kind == "m.room.message":
+        return _message(room, event, me, recent, names)
+    if kind == "m.room.encrypted":
+        return Incoming(_base(room, event, me, names), room, encrypted=True)
+    if kind == "m.reaction":
+        return _reaction(room, event, me, recent, names)
+    if kind == "m.room.redaction":
+        return _redaction(room, event, me, recent, names)
+    return None
+
+
 def _base(
-    room: str, event: dict[str, Any], me: Me, names: dict[str, str], text: str = "", **fields: Any
+    room: str, raw: dict[str, Any], me: Me, names: dict[str, str], text: str = "", **fields: Any
 ) -> Message:
-    sender = event["sender"]
+    """A Message from ``raw``'s sender in ``room`` (``fields``: the rest of Message's)."""
+    sender = raw["sender"]
     return Message(
         text,
         user=sender,
@@ -122,9 +139,9 @@ def _base(
         platform=PLATFORM,
         user_name=names.get(sender) or sender,
         private=False,
-        raw=event,
+        raw=raw,
         self_id=me.user_id,
-        message_id=event["event_id"],
+        message_id=raw["event_id"],
         **fields,
     )
 

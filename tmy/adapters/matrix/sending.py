@@ -32,8 +32,9 @@ from mautrix.types import EventType, RoomID
 from tmy import media
 from tmy.adapters.base import Backoff
 from tmy.adapters.fairness import PendingSend
-from tmy.adapters.matrix.compose import Piece, file_name, media_content
+from tmy.adapters.matrix.compose import Piece, file_name, media_content, mxc_of
 from tmy.adapters.matrix.http import describe, is_transient, retry_after
+from tmy.adapters.matrix.paths import download_base
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
@@ -134,6 +135,11 @@ async def send_piece(
 async def _content(client: ClientAPI, piece: Piece, load: Loader) -> dict[str, Any] | None:
     if not piece.source:
         return piece.content
+    known = mxc_of(piece.source, download_base(str(client.api.base_url)))
+    if known:
+        name = file_name(piece.source, "", piece.kind)
+        piece.content, piece.source = media_content(piece.kind, known, name), ""
+        return piece.content
     try:
         data, mime = await load(piece.source)
     except media.MediaError as exc:
@@ -141,7 +147,8 @@ async def _content(client: ClientAPI, piece: Piece, load: Loader) -> dict[str, A
         return None
     name = file_name(piece.source, mime, piece.kind)
     mxc = await client.upload_media(data, mime_type=mime, filename=name)
-    piece.content, piece.source = media_content(piece.kind, str(mxc), data, mime, name), ""
+    piece.content = media_content(piece.kind, str(mxc), name, mime, len(data))
+    piece.source = ""
     return piece.content
 
 

@@ -73,7 +73,9 @@ def strip_mention(body: str, names: list[str]) -> tuple[str, bool]:
     """``body`` with each of ``names`` (the bot's id, display name) removed: (text, found)."""
     found = False
     for name in sorted((n for n in names if n), key=len, reverse=True):
-        pattern = re.compile(r"(?<![\w@])@?" + re.escape(name.lstrip("@")) + r"(?![\w])[:,]?")
+        pattern = re.compile(
+            r"(?<![\w@])@?" + re.escape(name.lstrip("@")) + r"(?!\w|[.:\-]\w)[:,]?"
+        )
         body, count = pattern.subn("", body)
         found = found or count > 0
     if found:
