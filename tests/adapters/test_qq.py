@@ -29,11 +29,12 @@ from tests.support.qq_fake import (
     group_at,
     member_add,
 )
-from tmy.adapters.qq import QQAdapter, QQConfig, from_settings
+from tmy.adapters.qq import MAX_TEXT, QQAdapter, QQConfig, from_settings, split_text
 from tmy.adapters.qq.api import AccessToken
 from tmy.adapters.qq.incoming import read_dispatch
+from tmy.adapters.qq.sending import compose
 from tmy.config import Settings, load_settings
-from tmy.message import Message, Reply, Target
+from tmy.message import Message, Outgoing, Reply, Target
 from tmy.testing import Bot
 from tmy.types import Adapter
 
@@ -335,3 +336,16 @@ async def test_a_session_qq_no_longer_holds_is_identified_anew() -> None:
         sent = await d.fake.next_sent()
     assert sent["body"]["msg_id"] == "m-new"
     assert d.fake.ops.count(2) == 2 and 6 in d.fake.ops
+
+
+def test_a_passive_group_reply_keeps_to_qqs_five_replies_per_message() -> None:
+    text = "\n".join(["y" * 1500] * 7)  # seven pieces' worth
+    group = compose("group", text, None, msg_id="m")
+    assert len(group) == 5 and group[-1].body["content"].endswith("…")
+    assert all(len(p.body["content"]) <= MAX_TEXT for p in group)
+    active = compose("group", text, None)  # no msg_id: no per-message cap
+    channel = compose("channel", text, Outgoing(mentions=["42"]), msg_id="m")
+    assert len(active) == 7 and len(channel) == 7
+    assert channel[0].body["content"].startswith("<@42> ")
+    assert split_text("a b " * 10, limit=8) == ["a b a b", "a b a b", "a b a b", "a b a b",
+                                                "a b a b"]  # fmt: skip
