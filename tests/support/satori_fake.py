@@ -66,6 +66,7 @@ class FakeSatori:
         self.messages: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
         self.pings = 0
+        self.upgrade_status: int | None = None  # refuse the WebSocket upgrade with this
         self._taken = 0  # message.create calls next_sent has handed out
         self._sn = itertools.count(1)
         self._ids = itertools.count(1)
@@ -94,7 +95,10 @@ class FakeSatori:
 
     # -- the event service ---------------------------------------------------------------------
 
-    async def _events(self, request: web.Request) -> web.WebSocketResponse:
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        if self.upgrade_status is not None:
+            self.refused += 1
+            return web.Response(status=self.upgrade_status, text="invalid token")
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         try:

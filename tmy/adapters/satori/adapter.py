@@ -87,7 +87,9 @@ class SatoriAdapter(Answering):
         self._sent_ids: dict[tuple[str, str], OrderedDict[str, None]] = {}
         self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._reader: asyncio.Task[None] | None = None
+        # events in arrival order, checked (dedup) and queued for their chat by _read_events
+        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_PENDING)
         self._stopping = False
         cap = self.config.max_pending_per_chat
         self._inbound: ChatQueues[Incoming] = ChatQueues(
@@ -119,17 +121,17 @@ class SatoriAdapter(Answering):
                                    on_meta=self._meta)  # fmt: skip
         self._stream.ping_interval = self.ping_interval
         self._runner = asyncio.create_task(self._run(), name="satori")
+        self._reader = asyncio.create_task(self._read_events(), name="satori-events")
         log.info("satori.started", api_base=self.config.api_base)
 
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        for task in [self._runner, *self._tasks]:
-            if task is not None:
-                task.cancel()
-        await asyncio.gather(*(t for t in [self._runner, *self._tasks] if t is not None),
-                             return_exceptions=True)  # fmt: skip
-        self._runner = None
+        tasks = [t for t in (self._runner, self._reader) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._runner = self._reader = None
         self._inbound.accepting = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.shutdown_grace
@@ -213,9 +215,19 @@ class SatoriAdapter(Answering):
             log.info("satori.login_changed", change=kind,
                      login=login.as_dict() if login is not None else None)  # fmt: skip
             return
-        task = asyncio.get_running_loop().create_task(self._take(body))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        try:
+            self._events.put_nowait(body)
+        except asyncio.QueueFull:  # the store is stuck: drop rather than hold the socket
+            log.warning("satori.overloaded", type=kind, sn=body.get("sn"))
+
+    async def _read_events(self) -> None:
+        """Take the events in the order they came, one at a time (so a chat's order holds)."""
+        while True:
+            body = await self._events.get()
+            try:
+                await self._take(body)
+            except Exception as exc:
+                log.exception("satori.event_failed", type=body.get("type"), error=repr(exc))
 
     async def _take(self, body: dict[str, Any]) -> None:
         login = read_login(body.get("login")) if isinstance(body.get("login"), dict) else None
@@ -225,14 +237,10 @@ class SatoriAdapter(Answering):
             log.warning("satori.event_without_login", type=body.get("type"))
             return
         sent = frozenset(self._sent_ids.get((platform, self_id), ()))
-        try:
-            incoming = read_event(body, platform, self_id, sent)
-        except Exception as exc:
-            log.exception("satori.event_failed", type=body.get("type"), error=repr(exc))
-            return
+        incoming = read_event(body, platform, self_id, sent)
         if incoming is None:
             return
-        if not await self._deliveries.first(self_id, _delivery_id(body, incoming)):
+        if not await self._deliveries.first(f"{platform}/{self_id}", _delivery_id(body, incoming)):
             log.info("satori.duplicate", type=body.get("type"), sn=body.get("sn"))
             return
         self._inbound.put(incoming.key, incoming)
