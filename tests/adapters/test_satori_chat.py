@@ -58,6 +58,11 @@ rules:
     steps:
       - {plugin: ADJUST, input: "?= 'tea' in EVENT_DATA['comment']", save: APPROVE}
       - {plugin: ADJUST, input: "?= ''"}
+  - id: friend
+    events: [friend_request]
+    steps:
+      - {plugin: ADJUST, input: "?= True", save: APPROVE}
+      - {plugin: ADJUST, input: "hi {USER}, {EVENT_DATA[comment]}"}
   - id: pressed
     events: [button]
     steps:
@@ -252,3 +257,14 @@ async def test_send_posts_through_the_first_account_of_the_platform() -> None:
                                                             "content": "from cron"})  # fmt: skip
     assert direct["body"] == {"channel_id": "private:501", "content": "to a user"}
     assert d.fake.calls_of("user.channel.create")[0]["body"] == {"user_id": "501"}
+
+
+async def test_a_friend_request_is_approved_and_greeted_in_a_private_channel() -> None:
+    async with driven(RULES) as d:
+        await d.fake.emit("friend-request", user=BOB, message={"id": "f1", "content": "add me"})
+        (approved,) = await d.fake.wait_calls("friend.approve")
+        greeting = await d.fake.next_sent()
+    assert approved["body"] == {"message_id": "f1", "approve": True}
+    assert d.fake.calls_of("user.channel.create")[0]["body"] == {"user_id": "502"}
+    assert greeting["body"] == {"channel_id": "private:502", "content": "hi 502, add me"}
+    assert d.seen[-1].chat == "private:502" and d.seen[-1].private
