@@ -19,10 +19,11 @@ import pytest
 
 from tests.support.matrix_fake import ANN, BOB, BOT, PASSWORD, TOKEN, FakeHomeserver
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig, from_settings
-from tmy.config import load_settings
+from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError
 from tmy.message import Message, Reply, Target
 from tmy.testing import Bot, serving
+from tmy.types import Adapter
 
 RULES = """
 rules:
@@ -338,6 +339,44 @@ async def test_the_daemon_shows_a_bad_token_as_failed_and_keeps_serving(
             assert answer["answer"].endswith("|still")
             with pytest.raises(AdapterError, match="not connected"):
                 await daemon.send(Target("matrix", "!room:example.org"), "hi")
+
+
+async def test_a_password_session_logged_out_while_running_logs_in_again() -> None:
+    given = Credentials(user_id=BOT, access_token="", password=PASSWORD)
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        async with Bot({"r.yaml": RULES}) as bot:
+            adapter = make_adapter(fake, given, store=bot.app.store)
+            await adapter.start(bot.engine.handle)
+            await wait_state(adapter, "connected")
+            device = adapter.health()["device_id"]
+            fake.tokens.clear()  # an admin logged the session out
+            await fake.message(room, ANN, "echo again")
+            sent = await fake.next_sent()
+            assert adapter.health()["state"] == "connected"
+            await adapter.stop()
+    assert sent["content"]["body"].endswith("|again")
+    assert [login.get("device_id") for login in fake.logins] == [None, device]
+
+
+async def test_send_to_a_user_goes_to_their_dm_room() -> None:
+    async with FakeHomeserver() as fake:
+        dm = fake.room("dm", ANN)
+        fake.direct = {ANN: [dm]}
+        async with served(fake) as s:
+            await s.adapter.send(Target("matrix", "", ANN), "just for you")
+            sent = await fake.next_sent()
+            with pytest.raises(AdapterError, match="no DM room with"):
+                await s.adapter.send(Target("matrix", "", BOB), "hi")
+    assert (sent["room"], sent["content"]["body"]) == (dm, "just for you")
+
+
+def test_the_adapter_satisfies_the_contract() -> None:
+    adapter = MatrixAdapter()
+    assert isinstance(adapter, Adapter)
+    assert adapter.routes() == [] and adapter.health()["state"] == "starting"
+    assert from_settings(Settings(http_enabled=False), None) is None
+    assert "hunter2" not in repr(Credentials("@a:x", "tok-secret", "hunter2"))
 
 
 def test_from_settings_reads_keys_and_env(tmp_path: Path) -> None:

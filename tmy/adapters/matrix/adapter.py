@@ -34,7 +34,7 @@ import aiohttp
 from mautrix.api import Method
 from mautrix.api import Path as ApiPath
 from mautrix.client import ClientAPI
-from mautrix.errors import MForbidden, MNotFound
+from mautrix.errors import MatrixInvalidToken, MForbidden, MNotFound
 from mautrix.types import EventType, RoomID, SyncToken, UserID
 
 from tmy import metrics, redact
@@ -83,14 +83,14 @@ class MatrixAdapter(Answering):
         self,
         config: MatrixConfig | None = None,
         *,
-        credentials: Credentials,
+        credentials: Credentials | None = None,
         store: Store | None = None,
         shutdown_grace: float = 30.0,
         rules_dir: Path | None = None,
         loader: MediaLoader | None = None,
     ) -> None:
         self.config = config or MatrixConfig()
-        self.credentials = credentials
+        self.credentials = credentials = credentials or Credentials("", "", "")
         self.store = store
         self.shutdown_grace = shutdown_grace
         redact.add(credentials.access_token)
@@ -109,6 +109,7 @@ class MatrixAdapter(Answering):
         self._deliveries = Deliveries(store, "matrix")
         self._told_encrypted: set[str] = set()
         self._sync_token: StoredSyncToken | None = None
+        self._login_lock = asyncio.Lock()
         cap = self.config.max_pending_per_chat
         self._inbound: ChatQueues[Incoming] = ChatQueues(
             self.name,
@@ -214,26 +215,59 @@ class MatrixAdapter(Answering):
         """Log in, then sync, reconnecting until stopped (a refused credential ends it)."""
         assert self._client is not None
         client, backoff = self._client, Backoff(self.backoff_base, self.backoff_cap)
+        relogged = False  # a password login redone since the last good sync
         while not self._stopping:
             try:
                 if self._me is None:
-                    await log_in(client, self.credentials, self.store)
+                    async with self._login_lock:
+                        await log_in(client, self.credentials, self.store)
                     await self._prepare(client)
                 await self._sync(client, backoff)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                relogged = relogged and self._health.state != "connected"
+                revoked = is_bad_token(exc) and self._me is not None
+                if revoked and self.credentials.password and not relogged:
+                    # the kept session was logged out: log in again (same device)
+                    log.warning("matrix.session_revoked", error=describe(exc))
+                    self._me, relogged = None, True
+                    continue
                 if is_bad_token(exc) or (self._me is None and isinstance(exc, MForbidden)):
                     self._fail(self._refused(exc))
                     return
-                wait = retry_after(exc)
-                if wait is None:
-                    wait = backoff.next()
-                    if not isinstance(exc, aiohttp.ClientError | TimeoutError):
-                        log.info("matrix.sync_error", error=describe(exc))
-                self._health.set("reconnecting", describe(exc))
-                log.warning("matrix.reconnecting", error=describe(exc), retry_in=round(wait, 2))
-                await asyncio.sleep(wait)
+                await self._pause(backoff, exc)
+
+    async def _pause(self, backoff: Backoff, exc: BaseException) -> None:
+        """``reconnecting``: wait the homeserver's retry_after, else the backoff's next pause."""
+        wait = retry_after(exc)
+        if wait is None:
+            wait = backoff.next()
+        self._health.set("reconnecting", describe(exc))
+        log.warning("matrix.reconnecting", error=describe(exc), retry_in=round(wait, 2))
+        await asyncio.sleep(wait)
+
+    async def _reauth(self) -> bool:
+        """After a refused token on a send: log in again with the password (same device),
+        once for all the sends that meet it. False without a password (or when it fails)."""
+        client = self._client
+        if not self.credentials.password or client is None:
+            return False
+        async with self._login_lock:
+            try:
+                await client.whoami()
+                return True  # another send (or the sync) has logged in again meanwhile
+            except MatrixInvalidToken:
+                pass
+            except Exception:
+                return False
+            try:
+                await log_in(client, self.credentials, self.store)
+            except Exception as exc:
+                log.warning("matrix.relogin_failed", error=describe(exc))
+                return False
+        log.warning("matrix.session_revoked", hint="logged in again with the password")
+        return True
 
     def _refused(self, exc: BaseException) -> str:
         cfg = self.config
@@ -258,6 +292,14 @@ class MatrixAdapter(Answering):
             self._rooms.set_direct(dict(await client.get_account_data(EventType.DIRECT)))
         except MNotFound:
             pass
+        wanted = self.credentials.user_id
+        if wanted and wanted != client.mxid:
+            log.warning(
+                "matrix.other_user",
+                user_id=wanted,
+                token_user=client.mxid,
+                hint="the access token is another account's; it is used",
+            )
         base = download_base(self.config.api_base)
         self._sync_token = StoredSyncToken(self.store, client.mxid)
         self._me = Me(client.mxid, name, base)

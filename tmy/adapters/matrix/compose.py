@@ -85,8 +85,9 @@ def _text(body: str) -> dict[str, Any]:
     return {"msgtype": "m.text", "body": body, "m.mentions": {}}
 
 
-def media_content(kind: str, mxc: str, name: str, mime: str = "",
-                  size: int | None = None) -> dict[str, Any]:  # fmt: skip
+def media_content(
+    kind: str, mxc: str, name: str, mime: str = "", size: int | None = None
+) -> dict[str, Any]:
     """The ``m.image`` / ``m.file`` content for the media at ``mxc``."""
     info: dict[str, Any] = {"mimetype": mime} if mime else {}
     if size is not None:

@@ -97,8 +97,12 @@ def read_room_events(
         try:
             incoming = _read(room, event, me, recent, names)
         except Exception as exc:
-            log.exception("matrix.event_unreadable", room=room, event_id=event.get("event_id"),
-                          error=repr(exc))  # fmt: skip
+            log.exception(
+                "matrix.event_unreadable",
+                room=room,
+                event_id=event.get("event_id"),
+                error=repr(exc),
+            )
             continue
         if incoming is not None:
             found.append(incoming)

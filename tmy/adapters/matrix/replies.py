@@ -36,7 +36,7 @@ from tmy.adapters.matrix.compose import MediaLoader, Piece, compose
 from tmy.adapters.matrix.incoming import Incoming, Me, Recent
 from tmy.adapters.matrix.media import MatrixApi, fetch_event
 from tmy.adapters.matrix.rooms import Rooms
-from tmy.adapters.matrix.sending import QueuedReply, relations, send_piece
+from tmy.adapters.matrix.sending import QueuedReply, Reauth, relations, send_piece
 from tmy.adapters.matrix.text import MAX_TEXT, split_text
 from tmy.adapters.streaming import GrowingMessage, typing_while
 from tmy.config.matrix import MatrixConfig
@@ -71,6 +71,7 @@ class Answering:
     _loader: MediaLoader
     _outbound: ChatQueues[QueuedReply]
     _told_encrypted: set[str]
+    _reauth: Reauth  # the adapter's: log in again after a refused token (password logins)
 
     async def _answer(self, chat: Hashable, incoming: Incoming) -> None:
         """Run the rules on one message or event and answer it (a ChatQueues work); never raises."""
@@ -215,12 +216,21 @@ class Answering:
 
     async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
         """Post ``text`` (and ``outgoing``'s pictures, files and mentions) to the room id
-        ``target.chat`` (``!room:server``)."""
+        ``target.chat`` (``!room:server``), or without one to ``target.user``'s DM room
+        (the first the account's ``m.direct`` lists for them)."""
         room = target.chat.strip()
+        if not room and target.user:
+            rooms = self._rooms.direct_with.get(target.user.strip()) or []
+            if not rooms:
+                raise AdapterError(
+                    f"matrix: no DM room with {target.user} in m.direct: "
+                    "give the room id as the chat"
+                )
+            room = rooms[0]
         if not (room.startswith("!") and ":" in room):
             raise AdapterError(
-                f"matrix: the target chat must be a room id like "
-                f"!abc:example.org (got {target.chat!r})"
+                f"matrix: the target chat must be a room id like !abc:example.org "
+                f"(got {target.chat!r})"
             )
         if not text.strip() and not outgoing:
             raise AdapterError("matrix: refusing to send an empty message")
@@ -251,7 +261,7 @@ class Answering:
 
     async def _send_step(self, key: Hashable, out: QueuedReply) -> float | None:
         """One event of ``out`` (a ChatQueues work; see ``sending``)."""
-        return await send_piece(self._client, out, self._loader, self._sent)
+        return await send_piece(self._client, out, self._loader, self._sent, self._reauth)
 
     def _sent(self, room: str, event_id: str, content: dict[str, Any]) -> None:
         """Remember the bot's own event: a reply to it is a reply to the bot."""

@@ -52,6 +52,7 @@ class Rooms:
         self._fetch_power = fetch_power  # room -> power_levels content
         self._rooms: dict[str, Room] = {}
         self.direct: set[str] = set()  # rooms in m.direct
+        self.direct_with: dict[str, list[str]] = {}  # user -> their DM rooms (m.direct)
 
     def room(self, room_id: str) -> Room:
         room = self._rooms.get(room_id)
@@ -63,7 +64,12 @@ class Rooms:
 
     def set_direct(self, content: dict[str, Any]) -> None:
         """``m.direct`` account data: ``{user: [room ids]}``."""
-        self.direct = {r for rooms in content.values() if isinstance(rooms, list) for r in rooms}
+        self.direct_with = {
+            user: [r for r in rooms if isinstance(r, str)]
+            for user, rooms in content.items()
+            if isinstance(rooms, list)
+        }
+        self.direct = {r for rooms in self.direct_with.values() for r in rooms}
 
     def learn(
         self, room_id: str, summary: dict[str, Any], events: Iterable[dict[str, Any]]

@@ -13,7 +13,8 @@ a message that came from a thread stays in the thread: every event carries
 thread fallback (``is_falling_back``, ``m.in_reply_to`` the latest event in the
 thread) that clients without threads show as a reply.
 
-A 429 ``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms`` (that room
+A refused token (a password session logged out while tmy runs) logs in again
+and retries; a 429 ``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms`` (that room
 alone waits; at most :data:`MAX_SEND_RETRIES` times, never longer than
 :data:`MAX_RATE_WAIT`); network errors and 5xx are retried with backoff; anything
 else is logged with Matrix's ``errcode`` and raised as
@@ -33,7 +34,7 @@ from tmy import media
 from tmy.adapters.base import Backoff
 from tmy.adapters.fairness import PendingSend
 from tmy.adapters.matrix.compose import Piece, file_name, media_content, mxc_of
-from tmy.adapters.matrix.http import describe, is_transient, retry_after
+from tmy.adapters.matrix.http import describe, is_bad_token, is_transient, retry_after
 from tmy.adapters.matrix.paths import download_base
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -45,6 +46,7 @@ MAX_RATE_WAIT = 120.0  # a 429 asking for a longer wait fails the send instead o
 
 Loader = Callable[[str], Awaitable[tuple[bytes, str]]]
 Sent = Callable[[str, str, dict[str, Any]], None]  # (room, event id, content)
+Reauth = Callable[[], Awaitable[bool]]  # log in again after a refused token: True when done
 
 
 class QueuedReply(PendingSend):
@@ -102,7 +104,7 @@ def relations(out: QueuedReply) -> dict[str, Any] | None:
 
 
 async def send_piece(
-    client: ClientAPI | None, out: QueuedReply, load: Loader, on_sent: Sent
+    client: ClientAPI | None, out: QueuedReply, load: Loader, on_sent: Sent, reauth: Reauth
 ) -> float | None:
     """Send ``out``'s next event (the outbound ChatQueues work): None when all are sent,
     else the seconds before the next step (the next event, or a retry)."""
@@ -126,6 +128,9 @@ async def send_piece(
         out.finish(AdapterError(f"matrix: stopped before the message to {out.room} went out"))
         raise
     except Exception as exc:
+        if is_bad_token(exc) and out.retries < MAX_SEND_RETRIES and await reauth():
+            out.retries += 1  # a password session logged out meanwhile: logged in again
+            return 0.0
         return _retry_or_fail(out, exc)
     on_sent(out.room, str(event_id), content)
     out.last = str(event_id)

@@ -22,7 +22,7 @@ history it carries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mautrix.client import ClientAPI
@@ -70,8 +70,8 @@ class Credentials:
     """What ``adapters.matrix`` gave (already read from the key or its ``_env``)."""
 
     user_id: str
-    access_token: str
-    password: str
+    access_token: str = field(repr=False)
+    password: str = field(repr=False)
 
 
 async def log_in(client: ClientAPI, given: Credentials, store: Store | None) -> None:
