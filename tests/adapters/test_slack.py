@@ -130,8 +130,10 @@ async def test_a_mention_in_a_channel_is_answered_in_the_channel_and_its_thread(
         assert (post["channel"], post["thread_ts"], post["text"]) == (CHANNEL, parent, "pong")
         assert s.seen[-1].reply_to == parent
 
-        # an app_mention of the same message (same channel and ts) runs once
+        # an app_mention of the same message (same channel and ts), and Slack delivering
+        # an envelope again (retry_attempt 1), run once
         await s.fake.event({**event, "type": "app_mention"})
+        await s.fake.event(event, retry=1)
         await s.fake.nothing_posted()
         assert len(s.seen) == 2
 
@@ -278,6 +280,15 @@ async def test_a_bad_bot_token_fails_without_retrying() -> None:
             await adapter.send(Target("slack", CHANNEL), "x")
         await adapter.stop()
         assert adapter.health()["state"] == "failed"
+
+
+async def test_a_token_revoked_while_connected_fails_and_stops_reconnecting() -> None:
+    async with served() as s:
+        await s.fake.event({"type": "tokens_revoked", "tokens": {"oauth": [], "bot": [BOT_USER]}})
+        await wait_state(s.adapter, "failed")
+        assert "tokens_revoked" in s.adapter.health()["error"]
+        await asyncio.sleep(0.3)
+        assert len(s.fake.calls_of("apps.connections.open")) == 1 and s.fake.sockets == []
 
 
 async def test_a_bad_or_missing_app_token_fails_naming_it() -> None:

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from tmy.adapters.slack import MAX_TEXT, readable, split_text, strip_bot_mention
+from tmy.adapters.slack import (
+    MAX_TEXT,
+    SlackAdapter,
+    from_settings,
+    readable,
+    split_text,
+    strip_bot_mention,
+)
 from tmy.adapters.slack.text import escape
+from tmy.config import Settings
+from tmy.types import Adapter
 
 BOT = "U0BOT0001"
 
@@ -33,3 +42,10 @@ def test_split_prefers_line_breaks_and_keeps_every_piece_within_the_limit() -> N
     pieces = split_text("c" * (MAX_TEXT * 2 + 5))
     assert [len(p) for p in pieces] == [MAX_TEXT, MAX_TEXT, 5]
     assert split_text("   ") == []
+
+
+def test_the_adapter_satisfies_the_contract_and_is_off_by_default() -> None:
+    adapter = SlackAdapter()
+    assert isinstance(adapter, Adapter) and adapter.name == "slack"
+    assert adapter.routes() == [] and adapter.health()["state"] == "starting"
+    assert from_settings(Settings(http_enabled=False), None) is None

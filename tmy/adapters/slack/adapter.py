@@ -61,6 +61,7 @@ from tmy.adapters.slack.socket import open_url, serve_connection
 from tmy.adapters.slack.users import Users
 from tmy.adapters.slack.webhook import PATH, EventsRoute
 from tmy.config.slack import SlackConfig
+from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
@@ -70,6 +71,7 @@ MAX_RUNS = 64  # messages of this adapter in the engine at once
 MAX_RUNS_PER_CHAT = 16  # of those, from one channel
 MAX_PENDING = 1000  # messages waiting in all channels (the webhook then answers 503)
 MAX_SENDS = 32  # Web API sends in flight at once (all channels)
+API_TIMEOUT = 30  # seconds one Web API call may take
 MAX_THREADS = 4096  # messages the bot posted, remembered (a reply in their thread is to it)
 # Slack's answers that no retry mends: the token is wrong, revoked or of the wrong kind
 FATAL = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired",
@@ -105,7 +107,10 @@ class SlackAdapter(Answering):
         self.shutdown_grace = shutdown_grace
         self._handle: Handler | None = None
         self._client: AsyncWebClient | None = None
+        # Web API calls (each at most API_TIMEOUT s: the SDK applies its own timeout only to
+        # sessions it makes) and the Socket Mode WebSocket (long-lived: no total timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._ws_session: aiohttp.ClientSession | None = None
         self._me: Me | None = None
         self._health = AdapterHealth()
         self._connected_before = False
@@ -146,7 +151,8 @@ class SlackAdapter(Answering):
         if missing:
             self._fail(missing)
             return
-        self._session = aiohttp.ClientSession()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=API_TIMEOUT))
+        self._ws_session = aiohttp.ClientSession()
         self._client = AsyncWebClient(
             token=self.bot_token, base_url=self.config.api_base, session=self._session
         )
@@ -182,9 +188,10 @@ class SlackAdapter(Answering):
         await self._inbound.close()
         await self._outbound.close()
         self._client = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._ws_session):
+            if session is not None:
+                await session.close()
+        self._session = self._ws_session = None
         if self._health.state != "failed":
             self._health.set("stopped")
 
@@ -203,7 +210,12 @@ class SlackAdapter(Answering):
         log.error("slack.failed", error=why)
 
     def _not_ready(self) -> str | None:
-        if self._stopping or self._handle is None or self._me is None:
+        if (
+            self._stopping
+            or self._handle is None
+            or self._me is None
+            or self._health.state == "failed"
+        ):
             return f"the Slack adapter is not ready ({self._health.error or self._health.state})"
         return None
 
@@ -219,13 +231,15 @@ class SlackAdapter(Answering):
                     if self.config.mode == "webhook":
                         self._connected()
                         return  # events now arrive on the route
-                assert self._client is not None and self._session is not None
+                assert self._client is not None and self._ws_session is not None
                 url = await open_url(self._client, self.app_token)
                 why = await serve_connection(
-                    self._session, url, heartbeat=self.heartbeat,
+                    self._ws_session, url, heartbeat=self.heartbeat,
                     on_hello=lambda: self._connected(backoff), on_envelope=self._envelope,
                 )  # fmt: skip
                 await self._pause(backoff, why)
+            except AdapterError:
+                return  # the token was revoked while connected: failed already
             except SlackApiError as exc:
                 code = error_of(exc)
                 if code in FATAL:
@@ -233,7 +247,7 @@ class SlackAdapter(Answering):
                     return
                 await self._pause(backoff, f"Slack answered {code}")
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                await self._pause(backoff, f"{type(exc).__name__}: {exc}")
+                await self._pause(backoff, _network_error(exc))
             except Exception as exc:  # never let the reconnect loop die
                 log.exception("slack.run_crashed", error=repr(exc))
                 await self._pause(backoff, repr(exc))
@@ -292,6 +306,14 @@ class SlackAdapter(Answering):
             return
         self._health.event()
         kind = event.get("type")
+        if _revoked(event, me):
+            self._fail(
+                f"Slack says {kind}: the app was removed or its bot token revoked; "
+                f"reinstall it and put the new token in {self.config.bot_token_env}"
+            )
+            if self.config.mode == "socket":
+                raise AdapterError("slack: stop serving, the token is gone")  # ends the link
+            return
         try:
             if kind in MESSAGE_EVENTS:
                 if event.get("subtype") == "message_deleted":
@@ -330,3 +352,19 @@ class SlackAdapter(Answering):
         answer = await self._client.users_info(user=user)
         found = answer.get("user")
         return found if isinstance(found, dict) else {}
+
+
+def _network_error(exc: BaseException) -> str:
+    """A network error in words, without the URL: a Socket Mode URL holds its ticket."""
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"{type(exc).__name__}: HTTP {exc.status} {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _revoked(event: dict[str, Any], me: Me) -> bool:
+    """Slack telling that the app is gone (``app_uninstalled``) or the bot's token revoked."""
+    if event.get("type") == "app_uninstalled":
+        return True
+    if event.get("type") != "tokens_revoked":
+        return False
+    return me.user_id in ((event.get("tokens") or {}).get("bot") or ())
