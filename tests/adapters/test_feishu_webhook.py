@@ -17,6 +17,7 @@ from lark_oapi.core.utils.decryptor import AESCipher
 
 from tests.adapters.test_feishu import RULES, Driven, make, wait_state
 from tests.support.feishu_fake import (
+    APP_SECRET,
     ENCRYPT_KEY,
     GROUP,
     USER,
@@ -33,9 +34,11 @@ from tmy.testing import Bot, serving
 
 
 @asynccontextmanager
-async def hooked(key: str = "") -> AsyncIterator[tuple[Driven, httpx.AsyncClient]]:
+async def hooked(
+    key: str = "", secret: str = APP_SECRET, state: str = "connected"
+) -> AsyncIterator[tuple[Driven, httpx.AsyncClient]]:
     async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
-        adapter = make(fake, mode="webhook")
+        adapter = make(fake, mode="webhook", secret=secret)
         adapter.verification_token, adapter.encrypt_key = VERIFICATION_TOKEN, key
         d = Driven(fake, adapter, bot)
         http = HttpAdapter("127.0.0.1:0")
@@ -43,7 +46,7 @@ async def hooked(key: str = "") -> AsyncIterator[tuple[Driven, httpx.AsyncClient
         await http.start(d.handle)
         await adapter.start(d.handle)
         try:
-            await wait_state(adapter, "connected")
+            await wait_state(adapter, state)
             base = f"http://127.0.0.1:{http.port}"
             async with httpx.AsyncClient(base_url=base) as client:
                 yield d, client
@@ -70,6 +73,15 @@ async def test_url_verification_answers_the_challenge() -> None:
     assert ok.status_code == 200 and ok.json() == {"challenge": "ajls384kdjx98XX"}
     assert wrong.status_code == 403
     assert encrypted.status_code == 200 and encrypted.json()["challenge"] == "ajls384kdjx98XX"
+
+
+async def test_with_a_refused_secret_the_url_is_verified_and_events_wait() -> None:
+    challenge = {"challenge": "c-1", "token": VERIFICATION_TOKEN, "type": "url_verification"}
+    async with hooked(secret="wrong", state="failed") as (d, client):
+        verified = await post(client, *d.fake.webhook_request(challenge))
+        event = await post(client, *d.fake.webhook_request(d.fake.message("echo x")))
+    assert verified.status_code == 200 and verified.json() == {"challenge": "c-1"}
+    assert event.status_code == 503 and d.seen == []  # Feishu delivers it again later
 
 
 async def test_a_plain_event_is_answered_and_a_retry_runs_once() -> None:

@@ -1,28 +1,17 @@
 """A fake Feishu / Lark open platform on loopback, written from open.feishu.cn's documents.
 
-What it serves, the way open.feishu.cn answers (``{"code": 0, "msg": "ok", …}``;
-a non-zero ``code`` with the HTTP status Feishu uses):
-
-* ``POST /open-apis/auth/v3/tenant_access_token/internal``: a token for the right
-  ``app_id``/``app_secret`` (``expire`` = :attr:`FakeFeishu.token_ttl`), else code
-  10014 "app secret invalid". Every other API call needs ``Authorization: Bearer``
-  with a token issued and not expired (else 99991663 "Invalid access token").
-* ``GET /open-apis/bot/v3/info``: the bot (:data:`BOT_OPEN_ID`).
-* ``POST /open-apis/im/v1/messages?receive_id_type=…`` and
-  ``POST /open-apis/im/v1/messages/{id}/reply``: recorded (:meth:`next_sent`);
-  :attr:`flood` makes the next ones fail with HTTP 429, code 99991400 and
-  ``x-ogw-ratelimit-reset``; ``POST /open-apis/im/v1/images`` (multipart);
-  ``GET /open-apis/im/v1/messages/{id}``; ``GET /open-apis/im/v1/chats/{id}``
-  (owner and managers from :attr:`chats`).
-* The long connection: ``POST /callback/ws/endpoint`` (``AppID``/``AppSecret``
-  checked) gives ``ws://…/ws?device_id=…&service_id=…`` and a ClientConfig; on the
-  socket frames are encoded and decoded with the **official SDK's** generated
-  ``pbbp2_pb2.Frame`` (the reference codec tmy's own is checked against): pings
-  are answered with pongs, events are pushed as data frames (:meth:`push`) and
-  their acknowledgements recorded (:meth:`acked`); :meth:`drop` cuts the connection.
-* Webhook requests for the adapter's route are built by :meth:`webhook_request`:
-  AES-256-CBC encrypted with sha256(encrypt_key) and a random IV, signed with
-  ``X-Lark-Signature`` = sha256(timestamp + nonce + encrypt_key + body).
+It answers as open.feishu.cn does (``{"code": 0, "msg": …}``, a non-zero ``code`` with
+Feishu's HTTP status): the tenant access token (for the right app_id/app_secret only, else
+code 10014; every other ``/open-apis/`` call needs a live token, else 99991663), the bot's
+info, sending and replying (recorded, :meth:`FakeFeishu.next_sent`; :attr:`flood` answers the
+next ones HTTP 429 / code 99991400 with ``x-ogw-ratelimit-reset``), image upload, message and
+chat lookups. The long connection: ``/callback/ws/endpoint`` (AppID/AppSecret checked) and a
+WebSocket whose frames are encoded and decoded with the **official SDK's** generated
+``pbbp2_pb2.Frame`` (the reference tmy's codec is checked against): pings answered with
+pongs, events pushed as data frames (:meth:`push`), acknowledgements recorded
+(:meth:`acked`), :meth:`drop` cuts it. Webhook requests are built by
+:meth:`webhook_request`: AES-256-CBC with sha256(encrypt_key) and a random IV, signed
+``X-Lark-Signature`` = sha256(timestamp + nonce + encrypt_key + body).
 """
 
 from __future__ import annotations
@@ -94,7 +83,7 @@ class FakeFeishu:
     # -- server -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> FakeFeishu:
-        app = web.Application()
+        app = web.Application(middlewares=[self._authorised])
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._send)
@@ -122,12 +111,17 @@ class FakeFeishu:
     def _error(status: int, code: int, msg: str, **headers: str) -> web.Response:
         return web.json_response({"code": code, "msg": msg}, status=status, headers=headers)
 
-    def _authorised(self, request: web.Request) -> bool:
-        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
-        if self.tokens.get(token, 0) > time.time():
+    @web.middleware
+    async def _authorised(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every ``/open-apis/`` call but the token's needs a live tenant access token."""
+        if request.path.startswith("/open-apis/") and not request.path.startswith(
+            "/open-apis/auth/"
+        ):
+            token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if self.tokens.get(token, 0) <= time.time():
+                return self._error(400, 99991663, "Invalid access token for authorization")
             self.used_tokens.append(token)
-            return True
-        return False
+        return await handler(request)
 
     async def _token(self, request: web.Request) -> web.Response:
         self.token_requests += 1
@@ -141,16 +135,12 @@ class FakeFeishu:
         )
 
     async def _bot_info(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return self._error(400, 99991663, "Invalid access token for authorization")
         bot = {"open_id": BOT_OPEN_ID, "app_name": "tmy test bot", "activate_status": 2}
         return web.json_response({"code": 0, "msg": "ok", "bot": bot})
 
     # -- messages -----------------------------------------------------------------------------
 
     async def _record(self, request: web.Request, record: dict[str, Any]) -> web.Response:
-        if not self._authorised(request):
-            return self._error(400, 99991663, "Invalid access token for authorization")
         if self.flood > 0:
             self.flood -= 1
             self.refused_sends.append(time.monotonic())
@@ -206,16 +196,12 @@ class FakeFeishu:
         )
 
     async def _get_message(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return self._error(400, 99991663, "Invalid access token for authorization")
         item = self.messages.get(request.match_info["id"])
         if item is None:
             return self._error(400, 230001, "message not found")
         return web.json_response({"code": 0, "msg": "success", "data": {"items": [item]}})
 
     async def _image(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return self._error(400, 99991663, "Invalid access token for authorization")
         form = await request.post()
         image = form["image"]
         key = f"img_v3_{next(self._ids)}"
@@ -223,8 +209,6 @@ class FakeFeishu:
         return web.json_response({"code": 0, "msg": "success", "data": {"image_key": key}})
 
     async def _chat(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return self._error(400, 99991663, "Invalid access token for authorization")
         chat = self.chats.get(request.match_info["id"])
         if chat is None:
             return self._error(400, 232011, "chat not found")
@@ -346,7 +330,6 @@ class FakeFeishu:
         thread_id: str = "",
         message_type: str = "text",
         content: dict[str, Any] | None = None,
-        event_id: str = "",
     ) -> dict[str, Any]:
         """An ``im.message.receive_v1`` envelope (the message is known to GET messages too)."""
         message_id = f"om_user_{next(self._ids)}"
@@ -370,23 +353,12 @@ class FakeFeishu:
             "body": {"content": body},
             "sender": {"id": sender, "id_type": "open_id", "sender_type": "user"},
         }
-        sender_info = {
-            "sender_id": {"open_id": sender, "union_id": "on_x", "user_id": "u1"},
-            "sender_type": "user",
-            "tenant_key": "tenant-1",
-        }
-        return self.envelope(
-            "im.message.receive_v1", {"sender": sender_info, "message": message}, event_id
-        )
+        sender_info = {"sender_id": {"open_id": sender}, "sender_type": "user", "tenant_key": "t1"}
+        return self.envelope("im.message.receive_v1", {"sender": sender_info, "message": message})
 
     @staticmethod
     def mention(key: str, open_id: str, name: str) -> dict[str, Any]:
-        return {
-            "key": key,
-            "id": {"open_id": open_id, "union_id": "on_y", "user_id": ""},
-            "name": name,
-            "tenant_key": "tenant-1",
-        }
+        return {"key": key, "id": {"open_id": open_id}, "name": name}
 
     def member_added(
         self, user: str, name: str, chat: str = GROUP, operator: str = BOB

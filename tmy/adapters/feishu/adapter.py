@@ -257,9 +257,13 @@ class FeishuAdapter(Answering):
     # -- receiving ---------------------------------------------------------------------------
 
     async def _webhook(self, request: web.Request) -> web.Response:
-        """One webhook POST: checked before anything runs, answered at once."""
-        if self._stopping or self._handle is None or self._rest is None:
-            return web.json_response({"error": "the Feishu adapter is not ready"}, status=503)
+        """One webhook POST: checked before anything runs, answered at once.
+
+        The URL verification is answered whatever the state (it needs only the
+        verification token and encrypt key: the console's check works while the
+        app's secret is still being set up); an event before the bot is identified
+        (or after it failed, or while stopping) gets 503, and Feishu delivers it again.
+        """
         body = await request.read()
         opened = open_request(body, request.headers, self.verification_token, self.encrypt_key)
         if opened.status != 200:
@@ -270,10 +274,14 @@ class FeishuAdapter(Answering):
                 error=opened.reply.get("error"),
             )
             return web.json_response(opened.reply, status=opened.status)
-        if opened.event is not None:
-            if self._inbound.waiting >= MAX_PENDING:
-                return web.json_response({"error": "busy, deliver again later"}, status=503)
-            await self._dispatch(opened.event)
+        if opened.event is None:
+            return web.json_response(opened.reply)
+        ready = self._handle is not None and self._rest is not None and bool(self.bot_open_id)
+        if self._stopping or not ready or self._health.state == "failed":
+            return web.json_response({"error": "the Feishu adapter is not ready"}, status=503)
+        if self._inbound.waiting >= MAX_PENDING:
+            return web.json_response({"error": "busy, deliver again later"}, status=503)
+        await self._dispatch(opened.event)
         return web.json_response(opened.reply)
 
     async def _deliver_payload(self, payload: bytes) -> None:
