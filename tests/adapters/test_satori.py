@@ -16,6 +16,7 @@ from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError
 from tmy.message import Target
 from tmy.testing import serving
+from tmy.types import Adapter
 
 RULES = """
 rules:
@@ -154,6 +155,7 @@ def test_from_settings_reads_the_token_from_the_key_or_the_environment() -> None
     adapter = from_settings(given, None, env={"SATORI_TOKEN": "from-env"})
     assert adapter is not None and adapter.token == "given"
     assert adapter.routes() == [] and adapter.health()["state"] == "starting"
+    assert isinstance(adapter, Adapter)  # the contract every platform's adapter keeps
 
 
 def _settings(tmp_path: Path, base: str, **satori: object) -> Settings:

@@ -149,6 +149,13 @@ def test_events_map_onto_the_vocabulary() -> None:
         "private:5", True, "friend.approve",
     )  # fmt: skip
     assert friend.message.event.data["flag"] == "r1"
+    quote = {"id": "m1", "content": "old", "user": {"id": BOT}}
+    quoting = {**base, "type": "message-created",
+               "message": {"id": "m2", "content": "right", "quote": quote}}  # fmt: skip
+    replied = read_event(quoting, "qq", BOT)
+    assert replied is not None and replied.message.reply_to == "m1"
+    assert replied.message.mentions_bot
+    assert replied.quoted == {"text": "old", "user": BOT, "id": "m1"}
     own = {**base, "type": "message-created", "user": {"id": BOT}, "message": {"id": "x"}}
     assert read_event(own, "qq", BOT) is None  # the bot's own message
     assert read_event({**base, "type": "guild-updated"}, "qq", BOT) is None

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tmy.adapters.satori.incoming import read_content
+from tmy.adapters.satori.incoming import Content, read_content
 from tmy.message import Attachment, Event, Message
 
 DIRECT = 1  # Channel.type of a private channel
@@ -100,6 +100,7 @@ def _message(
     if not user or user == self_id:
         return None  # the bot's own message (some servers echo them)
     content = read_content(str(message.get("content") or ""), self_id)
+    _quote_field(message, content)
     private = channel.get("type") == DIRECT
     if content.reply_to is not None and not private:
         quoted_user = (content.quoted or {}).get("user", "")
@@ -123,6 +124,18 @@ def _message(
         msg, platform, self_id, msg.chat, guild=_id(body, "guild"),
         quote_id=msg.message_id or None, quoted=content.quoted, member_roles=_roles(body),
     )  # fmt: skip
+
+
+def _quote_field(message: dict[str, Any], content: Content) -> None:
+    """``message.quote`` (a Message: Koishi's adapters fill it beside or instead of a
+    ``<quote>`` element) as ``reply_to`` and REPLY_TO."""
+    quote = message.get("quote")
+    if content.reply_to is not None or not isinstance(quote, dict) or not quote.get("id"):
+        return
+    user = quote.get("user") if isinstance(quote.get("user"), dict) else {}
+    text = read_content(str(quote.get("content") or ""), "").text
+    content.reply_to = str(quote["id"])
+    content.quoted = {"text": text, "user": str(user.get("id") or ""), "id": content.reply_to}
 
 
 def _member(body: dict[str, Any], platform: str, self_id: str, kind: str) -> Incoming:

@@ -66,7 +66,7 @@ class Answering:
         try:
             if http is None:
                 return None
-            if not message.private:
+            if not message.private and not incoming.approve_with:  # a requester is no member
                 key = (incoming.platform, incoming.self_id, incoming.guild, message.user)
                 message.chat_admin = await self._admins.is_admin(key, incoming.member_roles)
             message.api = SatoriPlatformApi(
