@@ -50,6 +50,10 @@ rules:
     triggers: [long]
     steps:
       - {plugin: ADJUST, input: "?= ('word ' * 3000).strip()"}
+  - id: wide
+    triggers: [wide]
+    steps:
+      - {plugin: ADJUST, input: {text: "?= '&' * 20000", mention: "{USER}"}}
   - id: welcome
     events: [member_join]
     steps:
@@ -174,6 +178,19 @@ async def test_a_long_reply_is_split_into_events_under_the_limit() -> None:
     bodies = [p["content"]["body"] for p in pieces]
     assert all(len(b) <= 8000 for b in bodies)
     assert " ".join(bodies) == ("word " * 3000).strip()
+
+
+async def test_a_long_reply_with_a_pill_stays_under_the_event_size_limit() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        async with served(fake):
+            await fake.message(room, ANN, "wide")
+            pieces = [await fake.next_sent() for _ in range(3)]  # 8000 + 8000 + 4000
+            await fake.nothing_sent()
+    first = pieces[0]["content"]
+    assert first["m.mentions"] == {"user_ids": [ANN]} and first["body"].startswith("Ann &")
+    assert first["formatted_body"].count("&amp;") == 8000  # 40 KB of HTML: accepted
+    assert "".join(p["content"]["body"] for p in pieces) == "Ann " + "&" * 20000
 
 
 async def test_a_rate_limited_send_waits_retry_after_and_goes_out_once() -> None:

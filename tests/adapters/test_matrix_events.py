@@ -24,6 +24,10 @@ rules:
     steps:
       - plugin: ADJUST
         input: "bye {USER} (kicked: {EVENT_DATA[kicked]}, by '{EVENT_DATA[operator]}')"
+  - id: hi
+    events: [member_join]
+    steps:
+      - {plugin: ADJUST, input: "hi {USER}, invited by '{EVENT_DATA[operator]}'"}
   - id: reacted
     events: [reaction]
     steps:
@@ -101,6 +105,21 @@ async def test_a_kick_is_a_member_leave_with_its_operator() -> None:
             left = await fake.next_sent()
     assert kicked["content"]["body"] == f"bye {BOB} (kicked: true, by '{ANN}')"
     assert left["content"]["body"] == f"bye {ANN} (kicked: false, by '')"
+
+
+async def test_a_join_after_an_invite_names_the_inviter() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("group", ANN)
+        async with driven(fake):
+            await fake.member(room, BOB, "invite", sender=ANN)
+            await fake.join(room, BOB)
+            invited = await fake.next_sent()
+            await fake.leave(room, BOB)
+            await fake.next_sent()
+            await fake.join(room, BOB)
+            rejoined = await fake.next_sent()
+    assert invited["content"]["body"] == f"hi {BOB}, invited by '{ANN}'"
+    assert rejoined["content"]["body"] == f"hi {BOB}, invited by ''"
 
 
 async def test_reactions_given_and_taken_back_and_a_recall() -> None:

@@ -412,7 +412,9 @@ class FakeHomeserver:
                 429, "M_LIMIT_EXCEEDED", "Too many requests", retry_after_ms=self.retry_after_ms
             )
         content = await request.json()
-        if len(canonical({"content": content, "room_id": room_id, "type": kind})) > 64_000:
+        # the homeserver adds ~1-2 KB (ids, hashes, signatures) before the 65,536-byte check
+        envelope = {"content": content, "room_id": room_id, "type": kind, "sender": who[0]}
+        if len(canonical(envelope)) > MAX_EVENT_BYTES - 2048:
             return self._error(413, "M_TOO_LARGE", "event too large")
         event = await self.post(room_id, who[0], kind, content)
         self.txns[(who[1], txn)] = event["event_id"]

@@ -6,7 +6,8 @@ Matrix event               tmy             USER / EVENT_DATA
 ``m.room.message``         a message       ``m.text`` / ``m.emote`` text;
                                            ``m.image`` ``m.file`` ``m.audio``
                                            ``m.video`` attachments
-``m.room.member`` join     member_join     the member; ``operator`` ""
+``m.room.member`` join     member_join     the member; ``operator`` who invited
+                                           them, when tmy saw the invite (else "")
 ``m.room.member`` leave    member_leave    the member; ``operator`` who removed
 (or ban)                                   them, ``kicked`` true then
 ``m.reaction``             reaction        who reacted; ``message_id``,
@@ -117,7 +118,7 @@ def _read(
     if not isinstance(sender, str) or not isinstance(event_id, str) or not event_id:
         return None
     if kind == "m.room.member":
-        return _membership(room, event, me, names)
+        return _membership(room, event, me, recent, names)
     if sender == me.user_id:
         return None
     if kind == "m.room.message":
@@ -221,7 +222,9 @@ def _attachment(content: dict[str, Any], kind: str, base: str) -> tuple[Attachme
     )
 
 
-def _membership(room: str, event: dict[str, Any], me: Me, names: dict[str, str]) -> Incoming | None:
+def _membership(
+    room: str, event: dict[str, Any], me: Me, recent: Recent, names: dict[str, str]
+) -> Incoming | None:
     user, sender = event.get("state_key"), event["sender"]
     content = event.get("content") or {}
     unsigned = event.get("unsigned") or {}
@@ -231,8 +234,14 @@ def _membership(room: str, event: dict[str, Any], me: Me, names: dict[str, str])
         return None
     if isinstance(content.get("displayname"), str):
         names[user] = content["displayname"]
+    invite_key = f"invite|{room}|{user}"
+    if now == "invite":  # who invited them: the operator of the join that follows
+        recent.keep(invite_key, sender, "")
+        return None
     if now == "join" and before != "join":
-        data: dict[str, Any] = {"user": user, "chat": room, "operator": ""}
+        invited = recent.get(invite_key) if before == "invite" else None
+        inviter = invited["user"] if invited is not None else ""
+        data: dict[str, Any] = {"user": user, "chat": room, "operator": inviter}
         kind = "member_join"
     elif now in ("leave", "ban") and before == "join":
         kicked = sender != user
