@@ -34,7 +34,7 @@ import aiohttp
 from mautrix.api import Method
 from mautrix.api import Path as ApiPath
 from mautrix.client import ClientAPI
-from mautrix.errors import MatrixInvalidToken, MForbidden, MNotFound
+from mautrix.errors import MatrixInvalidToken, MatrixRequestError, MForbidden, MNotFound
 from mautrix.types import EventType, RoomID, SyncToken, UserID
 
 from tmy import metrics, redact
@@ -284,14 +284,15 @@ class MatrixAdapter(Answering):
     async def _prepare(self, client: ClientAPI) -> None:
         """After the login: the bot's display name, the DM list, the stored sync token."""
         name = ""
-        try:
+        try:  # none set, or profiles hidden by the homeserver: mentions by id still work
             name = await client.get_displayname(client.mxid) or ""
-        except MNotFound:
-            pass
-        try:
+        except MatrixRequestError as exc:
+            log.info("matrix.no_display_name", error=describe(exc))
+        try:  # no DM list yet: rooms of two are DMs still
             self._rooms.set_direct(dict(await client.get_account_data(EventType.DIRECT)))
-        except MNotFound:
-            pass
+        except MatrixRequestError as exc:
+            if not isinstance(exc, MNotFound):
+                log.info("matrix.no_direct_list", error=describe(exc))
         wanted = self.credentials.user_id
         if wanted and wanted != client.mxid:
             log.warning(
