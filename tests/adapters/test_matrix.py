@@ -256,6 +256,29 @@ async def test_an_invite_is_accepted_and_a_member_join_reaches_the_event_rule() 
     assert sent["content"]["body"] == "Welcome Bob (m.room.member)"
 
 
+async def test_typing_shows_while_a_run_works() -> None:
+    release = asyncio.Event()
+
+    async def slow(message: Message) -> Reply:
+        await release.wait()
+        return Reply("finally", rule="slow", trace_id="t")
+
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        adapter = make_adapter(fake)
+        adapter.typing_after = 0.01
+        await adapter.start(slow)
+        await wait_state(adapter, "connected")
+        await fake.message(room, ANN, "think hard")
+        async with asyncio.timeout(10):
+            while not fake.count("PUT", f"/rooms/{room}/typing/{BOT}"):
+                await asyncio.sleep(0.01)
+        release.set()
+        sent = await fake.next_sent()
+        await adapter.stop()
+    assert sent["content"]["body"] == "finally"
+
+
 async def test_a_bad_access_token_fails_without_retrying() -> None:
     async with FakeHomeserver() as fake:
         adapter = make_adapter(fake, token("syt_revoked_token_value"))
