@@ -189,6 +189,23 @@ async def test_a_lost_connection_is_reconnected() -> None:
     assert sent["content"]["text"].endswith("|again")
 
 
+async def test_a_connection_that_answers_no_ping_is_replaced() -> None:
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        fake.ping_interval, fake.answer_pings = 0.05, False
+        adapter = make(fake)
+        await adapter.start(bot.engine.handle)
+        try:
+            await wait_state(adapter, "connected")
+            await wait_state(adapter, "reconnecting")  # three intervals without a pong
+            fake.answer_pings = True
+            await wait_state(adapter, "connected")
+            await fake.push(fake.message("echo alive"))
+            sent = await fake.next_sent()
+        finally:
+            await adapter.stop()
+    assert fake.connections >= 2 and sent["content"]["text"].endswith("|alive")
+
+
 async def test_a_refused_app_secret_is_failed_and_not_retried() -> None:
     async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
         adapter = make(fake, secret="wrong")

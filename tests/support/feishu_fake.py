@@ -73,7 +73,8 @@ class FakeFeishu:
         self.sockets: list[web.WebSocketResponse] = []
         self.connections = 0
         self.pings = 0
-        self.ping_interval = 120
+        self.answer_pings = True  # False: a connection gone silent (no pong comes back)
+        self.ping_interval: float = 120
         self.acks: dict[str, dict[str, Any]] = {}  # frame message_id -> ack payload
         self._acked = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -256,9 +257,10 @@ class FakeFeishu:
         headers = {h.key: h.value for h in frame.headers}
         if frame.method == 0 and headers.get("type") == "ping":
             self.pings += 1
+            if not self.answer_pings:
+                return
             pong = Frame(SeqID=0, LogID=0, service=frame.service, method=0)
-            h = pong.headers.add()
-            h.key, h.value = "type", "pong"
+            pong.headers.add(key="type", value="pong")
             pong.payload = json.dumps({"PingInterval": self.ping_interval}).encode()
             await ws.send_bytes(pong.SerializeToString())
         elif frame.method == 1:
@@ -287,8 +289,7 @@ class FakeFeishu:
                 ("seq", str(seq)),
                 ("trace_id", "trace"),
             ):
-                h = frame.headers.add()
-                h.key, h.value = key, value
+                frame.headers.add(key=key, value=value)
             frame.payload = payload[seq * size : (seq + 1) * size]
             await ws.send_bytes(frame.SerializeToString())
         return frame_id

@@ -79,7 +79,6 @@ class Rest:
         self._token = ""
         self._token_until = 0.0  # monotonic time the token is replaced at
         self._token_lock = asyncio.Lock()
-        self.tokens_fetched = 0
         self._own: OrderedDict[str, None] = OrderedDict()
 
     async def open(self) -> None:
@@ -114,7 +113,6 @@ class Rest:
             redact.add(token)
             self._token = token
             self._token_until = time.monotonic() + max(expire - self.refresh_margin, expire / 2)
-            self.tokens_fetched += 1
             log.info("feishu.token_refreshed", expire=expire)
             return token
 

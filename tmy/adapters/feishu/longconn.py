@@ -14,8 +14,10 @@ binary ``pbbp2.Frame`` (:mod:`~tmy.adapters.feishu.frames`):
   each is answered with the same frame whose payload is ``{"code": 200}`` —
   without that acknowledgement Feishu delivers the event again.
 
-A non-zero ``code`` from the endpoint other than "busy" means the credentials
-were refused (:attr:`Rest.refused`: the adapter shows ``failed``).
+A connection that has answered no ping for :data:`MISSED_PONGS` intervals is
+taken for dead (a network that drops packets closes nothing) and closed, so the
+adapter reconnects. A non-zero ``code`` from the endpoint other than "busy" means
+the credentials were refused (:attr:`Rest.refused`: the adapter shows ``failed``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ log = get_logger("tmy.adapter.feishu")
 ENDPOINT_PATH = "/callback/ws/endpoint"
 BUSY_CODES = frozenset({1, 1000040343})  # "system busy", "internal error": try again later
 PARTS_KEPT = 5.0  # seconds the parts of a split event wait for the rest
+MISSED_PONGS = 3  # ping intervals without a pong before the connection is given up
 
 
 class LongConnection:
@@ -50,6 +53,7 @@ class LongConnection:
         self.ping_interval = 120.0  # seconds; Feishu's ClientConfig replaces it
         self._parts: dict[str, tuple[float, list[bytes | None]]] = {}
         self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._last_pong = 0.0  # monotonic time of the last pong (or of the connection)
 
     async def endpoint(self) -> str:
         """The WebSocket URL for this app (AdapterError: refused, busy, or not understood)."""
@@ -74,6 +78,7 @@ class LongConnection:
         service = _service_id(url)
         async with self.rest.session.ws_connect(url, max_msg_size=0, autoping=True) as ws:
             self._ws = ws
+            self._last_pong = time.monotonic()
             opened()
             pinger = asyncio.create_task(self._ping(ws, service), name="feishu-ping")
             try:
@@ -93,6 +98,11 @@ class LongConnection:
 
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse, service: int) -> None:
         while not ws.closed:
+            silent = time.monotonic() - self._last_pong
+            if silent > MISSED_PONGS * self.ping_interval:
+                log.warning("feishu.no_pong", silent=round(silent, 1))
+                await ws.close()
+                return
             frame = Frame(service=service, method=CONTROL, headers=[("type", "ping")])
             try:
                 await ws.send_bytes(frame.encode())
@@ -109,6 +119,8 @@ class LongConnection:
             return
         kind = frame.header("type")
         if frame.method == CONTROL:
+            if kind == "pong":
+                self._last_pong = time.monotonic()
             if kind == "pong" and frame.payload:
                 try:
                     self._configure(json.loads(frame.payload))
