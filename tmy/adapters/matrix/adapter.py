@@ -78,6 +78,10 @@ class MatrixAdapter(Answering):
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
     poll_timeout = POLL_TIMEOUT
+    # seconds between two events sent to one room (a long reply's pieces arrive in order,
+    # not as one burst); the homeserver's own limit is per account (Synapse's default
+    # rc_message: a burst of 10, then 0.2/s) and answered by its 429 retry_after_ms
+    send_interval = 0.2
 
     def __init__(
         self,
@@ -127,6 +131,7 @@ class MatrixAdapter(Answering):
             per_chat=cap,
             total=MAX_PENDING,
             in_flight=MAX_SENDS,
+            interval=self.send_interval,
             on_drop=QueuedReply.dropped,
             on_fail=QueuedReply.failed,
         )
