@@ -154,6 +154,18 @@ async def test_a_reply_to_the_bots_message_addresses_it_and_stays_in_its_thread(
     assert sent["content"] == {"text": "pong"} and sent["reply_in_thread"] is True
 
 
+async def test_a_long_reply_in_a_thread_stays_in_it() -> None:
+    async with driven() as d:
+        event = d.fake.message("long", thread_id="omt_2")
+        await d.fake.push(event)
+        pieces = [await d.fake.next_sent() for _ in range(2)]
+    answered = event["event"]["message"]["message_id"]
+    assert [(p["kind"], p["message_id"], p["reply_in_thread"]) for p in pieces] == [
+        ("reply", answered, True),
+        ("reply", answered, True),
+    ]
+
+
 async def test_a_long_reply_is_split_at_the_limit() -> None:
     async with driven() as d:
         await d.fake.push(d.fake.message("long"))

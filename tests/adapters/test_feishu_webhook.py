@@ -169,6 +169,7 @@ async def health_of(client: httpx.AsyncClient, state: str) -> dict[str, Any]:
             await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow  # a whole daemon: ~1-3 s
 async def test_a_refused_secret_is_failed_in_healthz_while_the_daemon_serves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -188,6 +189,7 @@ async def test_a_refused_secret_is_failed_in_healthz_while_the_daemon_serves(
     assert answer["answer"].endswith("|still")
 
 
+@pytest.mark.slow  # a whole daemon: ~1-3 s
 async def test_the_daemon_serves_feishu_webhooks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

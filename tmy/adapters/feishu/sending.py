@@ -2,8 +2,8 @@
 
 Each piece (:mod:`~tmy.adapters.feishu.compose`) is one request: the first piece
 of a reply answers the triggering message (``POST
-/open-apis/im/v1/messages/{id}/reply``, ``reply_in_thread`` when it came from a
-thread), the others are sent to the chat (``POST
+/open-apis/im/v1/messages/{id}/reply``; when it came from a thread every piece
+does, with ``reply_in_thread``, so none leaves the thread), the others are sent to the chat (``POST
 /open-apis/im/v1/messages?receive_id_type=chat_id``, or ``open_id`` for a
 user's private chat). Pictures and files are uploaded first (``/im/v1/images``,
 ``/im/v1/files``). A rate limit (HTTP 429, code 99991400/11232/230020) waits
@@ -113,7 +113,7 @@ async def send_piece(rest: Rest | None, out: QueuedReply, load: Loader) -> float
 async def _post(rest: Rest, out: QueuedReply, piece: Piece) -> Answer:
     content = json.dumps(piece.content, ensure_ascii=False)
     body = {"msg_type": piece.msg_type, "content": content, "uuid": str(uuid.uuid4())}
-    if out.reply_to is not None and out.index == 0:
+    if out.reply_to is not None and (out.index == 0 or out.in_thread):
         body["reply_in_thread"] = out.in_thread
         return await rest.call(
             "POST", f"/open-apis/im/v1/messages/{out.reply_to}/reply", json_body=body
