@@ -13,7 +13,7 @@ import pytest
 from tests.support.satori_fake import GROUP, QQ_BOT, TOKEN, FakeSatori, driven, make_adapter
 from tmy.adapters.satori import SatoriAdapter, from_settings
 from tmy.config import Settings, load_settings
-from tmy.errors import AdapterError
+from tmy.errors import AdapterError, ConfigError
 from tmy.message import Target
 from tmy.testing import serving
 from tmy.types import Adapter
@@ -156,6 +156,16 @@ def test_from_settings_reads_the_token_from_the_key_or_the_environment() -> None
     assert adapter is not None and adapter.token == "given"
     assert adapter.routes() == [] and adapter.health()["state"] == "starting"
     assert isinstance(adapter, Adapter)  # the contract every platform's adapter keeps
+
+
+def test_send_interval_is_checked_and_paces_each_channel() -> None:
+    on = {"enabled": True, "send_interval": 2}
+    adapter = from_settings(load_settings(env={}, adapters={"satori": on}), None, env={})
+    assert adapter is not None and adapter.send_interval == 2.0
+    assert adapter._outbound.interval == 2.0  # the reply queue paces each channel
+    for bad in (-1, 61, "fast", True):
+        with pytest.raises(ConfigError, match="send_interval"):
+            load_settings(env={}, adapters={"satori": {"enabled": True, "send_interval": bad}})
 
 
 def _settings(tmp_path: Path, base: str, **satori: object) -> Settings:

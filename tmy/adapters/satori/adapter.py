@@ -59,7 +59,6 @@ class SatoriAdapter(Answering):
     name = "satori"
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
-    send_interval = 0.5  # seconds between two messages to one chat (tests shrink it)
     ping_interval = 10.0  # seconds between PINGs (the protocol's 10 s)
 
     def __init__(
@@ -76,6 +75,7 @@ class SatoriAdapter(Answering):
         redact.add(token)
         self.rules_dir = rules_dir
         self.shutdown_grace = shutdown_grace
+        self.send_interval = float(self.config.send_interval)  # per-chat pacing (tests: 0)
         self._deliveries = Deliveries(store, "satori")
         self._handle: Handler | None = None
         self._session: aiohttp.ClientSession | None = None
