@@ -33,7 +33,10 @@ from tmy.store.base import Store
 
 log = get_logger("tmy.adapter")
 
-DEDUP_WINDOW = 300.0  # seconds a message id is remembered (store key dedup/<platform>/<self>/<id>)
+# seconds a message id is remembered (store key dedup/<platform>/<self>/<id>): past the last
+# redelivery any platform makes (Slack retries a webhook after 1 and then 5 minutes; Feishu's
+# and QQ's retries end sooner), so a retry whose first answer was lost still runs once
+DEDUP_WINDOW = 600.0
 FRONT_SIZE = 200_000  # ids this daemon remembers in memory (~30 MB at most; 10 min at 300/s)
 
 

@@ -26,7 +26,7 @@ class MatrixConfig(Section):
     password: str = ""
     password_env: str = "MATRIX_PASSWORD"
     max_pending_per_chat: int = 20
-    admins_from: tuple[str, ...] = ()  # owner (power level 100), admin (50 and up)
+    admins_from: tuple[str, ...] = ()  # owner (power level 100), admin (50 to 99)
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> MatrixConfig:
