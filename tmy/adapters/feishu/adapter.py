@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tmy import metrics
+from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatQueues
@@ -86,6 +86,8 @@ class FeishuAdapter(Answering):
         self.config = config or FeishuConfig()
         self.app_id, self.app_secret = app_id, app_secret
         self.verification_token, self.encrypt_key = verification_token, encrypt_key
+        for secret in (app_secret, verification_token, encrypt_key):
+            redact.add(secret)
         self.rules_dir = rules_dir
         self.shutdown_grace = shutdown_grace
         self._rest: Rest | None = None
