@@ -30,12 +30,13 @@ from tmy.media import MediaError, data_url, parse_data_url, reply_file
 from tmy.message import Button, Outgoing
 
 MAX_TEXT = 2000  # characters per message where nothing better is known (Discord's limit)
-PLATFORM_LIMITS = {"telegram": 4096, "kook": 8000, "lark": 8000, "feishu": 8000}
+PLATFORM_LIMITS = {"telegram": 4096}  # where the platform's own limit is known to be larger
 MAX_INLINE = 5 * 1024 * 1024  # bytes of a picture or file sent inline as a data: URL
-# platforms whose Satori adapters render <button> (Discord components, Telegram inline
-# keyboards, QQ's official bot API, KOOK cards, Slack blocks, Lark cards)
-BUTTON_PLATFORMS = frozenset({"discord", "telegram", "qq", "qqguild", "kook", "slack", "lark",
-                              "feishu"})  # fmt: skip
+# platforms whose Satori adapters render <button> as they are (Discord components, Telegram
+# inline keyboards, KOOK cards, Lark/Feishu cards, LINE templates). Not QQ's official API
+# (qq, qqguild): Koishi's adapter turns a message with buttons into markdown, which QQ
+# refuses from a bot without markdown permission — so there they are text lines.
+BUTTON_PLATFORMS = frozenset({"discord", "telegram", "kook", "lark", "feishu", "line"})
 
 
 def limit_for(platform: str) -> int:
