@@ -176,6 +176,7 @@ def _event(
     chat = str(channel.get("id") or _id(body, "guild"))
     if private and channel.get("type") != DIRECT:
         chat = ""  # no private channel given: CHAT is private:<user>
+    fields = {**data, "user": user, "chat": chat or f"private:{user}"}
     message = Message(
         "",
         user=user,
@@ -185,9 +186,8 @@ def _event(
         private=private,
         raw=body,
         self_id=self_id,
-        event=Event(kind, str(body.get("type") or ""), {**data, "user": user}),
+        event=Event(kind, str(body.get("type") or ""), fields),
     )
-    message.event.data["chat"] = message.chat  # type: ignore[union-attr]
     return Incoming(message, platform, self_id, chat, guild=_id(body, "guild"))
 
 
