@@ -237,27 +237,26 @@ class QQAdapter:
     # -- receiving ---------------------------------------------------------------------------
 
     async def _webhook(self, request: web.Request) -> web.Response:
-        """One POST from QQ: check the signature, answer validation, ACK and queue a dispatch."""
+        """One POST from QQ: check the signature, answer validation, ACK and queue a dispatch.
+
+        Nothing of an unsigned body is parsed but QQ's validation request, and every
+        parse failure (bad JSON, nesting too deep for the parser) is a 4xx, never a 500."""
         body = await request.read()
         signature = request.headers.get("X-Signature-Ed25519", "")
         timestamp = request.headers.get("X-Signature-Timestamp", "")
         if self._key is None:
             return web.json_response({"error": "the QQ adapter has no secret"}, status=503)
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            payload = None
         if not signature or not timestamp:
-            if _is_validation(payload):  # QQ sends this one unsigned; see the module docstring
-                d = payload["d"]
-                return web.json_response(validation_answer(self._key, d["event_ts"],
-                                                           d["plain_token"]))  # fmt: skip
+            d = _validation(_json_object(body))  # QQ sends this one unsigned (module docstring)
+            if d is not None:
+                return web.json_response(validation_answer(self._key, *d))
             log.warning("qq.webhook_refused", status=401, peer=request.remote)
             return web.json_response({"error": "missing signature"}, status=401)
         if not verify(self._key, timestamp, body, signature):
             log.warning("qq.webhook_refused", status=403, peer=request.remote)
             return web.json_response({"error": "bad signature"}, status=403)
-        if not isinstance(payload, dict):
+        payload = _json_object(body)
+        if payload is None:
             return web.json_response({"error": "not a QQ payload"}, status=400)
         if payload.get("op") == 13 and isinstance(payload.get("d"), dict):
             d = payload["d"]
@@ -346,11 +345,21 @@ class QQAdapter:
         return seq
 
 
-def _is_validation(payload: Any) -> bool:
-    """An op 13 whose token and timestamp are plain letters and digits."""
-    if not isinstance(payload, dict) or payload.get("op") != 13:
-        return False
-    d = payload.get("d")
-    if not isinstance(d, dict):
-        return False
-    return all(_PLAIN.fullmatch(str(d.get(k, ""))) for k in ("plain_token", "event_ts"))
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object, or None (not JSON, not an object, nested too deep)."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _validation(payload: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``(event_ts, plain_token)`` of an op 13 whose two fields are strings of plain
+    letters and digits, else None."""
+    if payload is None or payload.get("op") != 13 or not isinstance(payload.get("d"), dict):
+        return None
+    ts, token = payload["d"].get("event_ts"), payload["d"].get("plain_token")
+    if all(isinstance(v, str) and _PLAIN.fullmatch(v) for v in (ts, token)):
+        return ts, token
+    return None

@@ -41,8 +41,12 @@ def verify(key: Ed25519PrivateKey, timestamp: str, body: bytes, signature: str) 
     # QQ's reference check: 64 bytes, and the top three bits of the last byte clear
     if len(raw) != SIGNATURE_SIZE or raw[63] & 224:
         return False
+    try:  # a header aiohttp decoded from bytes that are not UTF-8 cannot be what QQ signed
+        message = timestamp.encode() + body
+    except UnicodeEncodeError:
+        return False
     try:
-        key.public_key().verify(raw, timestamp.encode() + body)
+        key.public_key().verify(raw, message)
     except InvalidSignature:
         return False
     return True
