@@ -158,3 +158,18 @@ async def test_a_webhook_before_the_bot_is_known_is_503() -> None:
 
 async def _no_handle(message: Message) -> Reply:
     raise AssertionError("no message expected")
+
+
+async def test_signed_payloads_of_another_shape_are_not_a_500_and_run_nothing() -> None:
+    async with hooked() as h:
+        odd = {"type": "block_actions", "user": "U0BOB0002", "actions": ["x"]}
+        form = urlencode({"payload": json.dumps(odd)}).encode()
+        status, _ = await h.post(form, signed(form), "application/x-www-form-urlencoded")
+        assert status in (200, 400)
+        revoked = body_of(h.fake.callback({"type": "tokens_revoked", "tokens": ["U1"]}))
+        assert (await h.post(revoked, signed(revoked)))[0] in (200, 400)
+        for body in (b"[1, 2]", b'"text"', b"{"):
+            assert (await h.post(body, signed(body)))[0] == 400
+        assert (await h.post(b"\xff\xfe", signed(b"\xff\xfe")))[0] in (400, 403)  # no UTF-8
+        await h.fake.nothing_posted()
+        assert h.seen == [] and h.adapter.health()["state"] == "connected"

@@ -234,6 +234,11 @@ class FakeSlack:
             await self._changed.wait_for(lambda: envelope_id in self.acks)
         return envelope_id
 
+    async def frame(self, data: Any) -> None:
+        """Send ``data`` as it is on the newest socket (a frame Slack would not send)."""
+        await self.connected()
+        await self.sockets[-1].send_json(data)
+
     async def event(self, event: dict[str, Any], **kw: Any) -> dict[str, Any]:
         """An Events API event over Socket Mode (wrapped as Slack wraps it); the payload."""
         payload = self.callback(event)

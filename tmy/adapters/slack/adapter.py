@@ -333,7 +333,12 @@ class SlackAdapter(Answering):
         if self._me is None:
             return
         self._health.event()
-        for incoming in buttons_of(payload, self._me):
+        try:
+            found = buttons_of(payload, self._me)
+        except Exception as exc:  # a payload of another shape: dropped, the connection serves on
+            log.exception("slack.interactive_failed", kind=payload.get("type"), error=repr(exc))
+            return
+        for incoming in found:
             await self._queue_incoming(incoming)
 
     async def _queue_incoming(self, incoming: Incoming) -> None:
@@ -367,4 +372,6 @@ def _revoked(event: dict[str, Any], me: Me) -> bool:
         return True
     if event.get("type") != "tokens_revoked":
         return False
-    return me.user_id in ((event.get("tokens") or {}).get("bot") or ())
+    tokens = event.get("tokens")
+    bots = tokens.get("bot") if isinstance(tokens, dict) else None
+    return isinstance(bots, list) and me.user_id in bots

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from slack_sdk.socket_mode.request import SocketModeRequest
@@ -64,10 +65,26 @@ async def serve_connection(
                 continue
             if kind == "disconnect":
                 return f"Slack asked to reconnect ({data.get('reason') or 'disconnect'})"
-            request = SocketModeRequest.from_dict(data)
-            if request is None:
-                continue
-            await ws.send_str(json.dumps(SocketModeResponse(request.envelope_id).to_dict()))
-            await on_envelope(request)
+            request = _request_of(data)
+            envelope_id = data.get("envelope_id")
+            if isinstance(envelope_id, str) and envelope_id:
+                await ws.send_str(json.dumps(SocketModeResponse(envelope_id).to_dict()))
+            if request is not None:
+                await on_envelope(request)
         code = ws.close_code
         return f"the Socket Mode connection closed (code {code})" if code else "connection lost"
+
+
+def _request_of(data: dict[str, Any]) -> SocketModeRequest | None:
+    """The envelope in ``data``, or None for a frame that is none (logged): the SDK raises
+    on a payload that is neither an object nor a string, and one odd frame must not end
+    the connection. Its ``envelope_id`` is acknowledged all the same, so Slack does not
+    send it again."""
+    try:
+        request = SocketModeRequest.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        log.warning("slack.bad_envelope", kind=data.get("type"), error=preview(str(exc)))
+        return None
+    if request is not None and not isinstance(request.type, str):
+        return None
+    return request

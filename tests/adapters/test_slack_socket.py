@@ -1,0 +1,29 @@
+"""Slack's Socket Mode connection under strain: envelopes Slack would not send, start() twice,
+the bot token revoked while connected — against the fake Slack on loopback."""
+
+from __future__ import annotations
+
+from tests.adapters.test_slack import served
+from tests.support.slack_fake import BOB, CHANNEL
+
+
+async def test_malformed_envelopes_leave_the_connection_serving() -> None:
+    async with served() as s:
+        fake = s.fake
+        # an interactive payload whose user is a string and whose actions are no objects
+        odd = {"type": "block_actions", "user": BOB, "actions": ["x"], "channel": {"id": CHANNEL}}
+        await fake.envelope("interactive", odd)
+        odd = {"type": "block_actions", "user": {"id": BOB}, "channel": "C1", "actions": [1]}
+        await fake.envelope("interactive", odd)
+        # a tokens_revoked event whose tokens are a list, another whose bot list is a number
+        await fake.event({"type": "tokens_revoked", "tokens": ["U1"]})
+        await fake.event({"type": "tokens_revoked", "tokens": {"bot": 5}})
+        await fake.envelope("events_api", {"type": "event_callback", "event": ["x"]})
+        # an envelope whose payload is neither an object nor a string (the SDK raises on it)
+        await fake.frame({"envelope_id": "env-odd", "type": "events_api", "payload": [1, 2]})
+        await fake.frame([1, 2])
+        _, post = await s.say("echo still here")
+        assert post["text"].endswith("|still here")
+        assert len(fake.calls_of("apps.connections.open")) == 1  # the same connection
+        assert s.adapter.health()["state"] == "connected"
+        assert "env-odd" in fake.acks  # acknowledged: Slack does not send it again
