@@ -3,6 +3,8 @@ the bot token revoked while connected — against the fake Slack on loopback."""
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.adapters.test_slack import served
 from tests.support.slack_fake import BOB, CHANNEL
 
@@ -27,3 +29,20 @@ async def test_malformed_envelopes_leave_the_connection_serving() -> None:
         assert len(fake.calls_of("apps.connections.open")) == 1  # the same connection
         assert s.adapter.health()["state"] == "connected"
         assert "env-odd" in fake.acks  # acknowledged: Slack does not send it again
+
+
+async def test_start_twice_keeps_one_connection_and_stop_ends_it() -> None:
+    async with served() as s:
+        await s.adapter.start(s.handle)
+        await asyncio.sleep(0.3)
+        assert len(s.fake.calls_of("apps.connections.open")) == 1
+        assert len(s.fake.sockets) == 1
+        _, post = await s.say("echo once")
+        assert post["text"].endswith("|once")
+        await s.adapter.stop()
+        async with asyncio.timeout(5):
+            while s.fake.sockets:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert s.fake.sockets == []  # nothing left running after stop()
+        assert len(s.fake.calls_of("apps.connections.open")) == 1

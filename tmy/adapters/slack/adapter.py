@@ -142,8 +142,11 @@ class SlackAdapter(Answering):
 
     async def start(self, handle: Handler) -> None:
         """Begin connecting in the background; a missing or bad credential shows as
-        ``failed``, never raises."""
+        ``failed``, never raises. Started already (not stopped since): only ``handle`` is
+        taken, so no second connection and session run unseen by :meth:`stop`."""
         self._handle = handle
+        if self._runner is not None and not self._runner.done():
+            return
         self._stopping = False
         self._inbound.accepting = self._outbound.accepting = True
         self._health.set("starting")
