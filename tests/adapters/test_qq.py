@@ -349,3 +349,18 @@ def test_a_passive_group_reply_keeps_to_qqs_five_replies_per_message() -> None:
     assert channel[0].body["content"].startswith("<@42> ")
     assert split_text("a b " * 10, limit=8) == ["a b a b", "a b a b", "a b a b", "a b a b",
                                                 "a b a b"]  # fmt: skip
+
+
+async def test_a_rate_limited_token_endpoint_is_retried_not_failed() -> None:
+    async with FakeQQ() as fake, Bot({"r.yaml": RULES}) as bot:
+        fake.token_busy = 2  # HTTP 429 twice: "not now", not a wrong secret
+        adapter = make_adapter(fake)
+        d = Driven(fake, adapter, bot)
+        await adapter.start(d.handle)
+        try:
+            await wait_state(adapter, "connected")
+            await fake.push("C2C_MESSAGE_CREATE", c2c("echo up", msg_id="c-up"))
+            sent = await fake.next_sent()
+        finally:
+            await adapter.stop()
+    assert fake.token_requests == 3 and sent["body"]["msg_id"] == "c-up"

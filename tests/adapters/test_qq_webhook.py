@@ -7,6 +7,7 @@ runs. The callback-URL validation is answered as QQ's own example shows."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -155,3 +156,25 @@ async def test_a_missing_secret_names_the_variable_to_set(tmp_path: Path) -> Non
     async with served(tmp_path, secret="") as (_fake, _daemon, base):
         health = await wait_connected(base)
     assert health["state"] == "failed" and "QQ_SECRET" in health["error"]
+
+
+async def test_a_token_refused_after_connecting_shows_failed_in_healthz(tmp_path: Path) -> None:
+    async with served(tmp_path) as (fake, _daemon, base):
+        await wait_connected(base)
+        url = f"{base}/qq/webhook"
+        first = dispatch("GROUP_AT_MESSAGE_CREATE", group_at("ping", "w-rot"), "e-1")
+        later = dispatch("GROUP_AT_MESSAGE_CREATE", group_at("ping", "w-late"), "e-2")
+        signed = [fake.signed(json.dumps(p, ensure_ascii=False).encode()) for p in (first, later)]
+        fake.secret = "reset-at-q.qq.com"  # the AppSecret was reset: tokens are refused
+        fake.revoke()
+        acked = await fake.post_webhook(url, first, headers=signed[0])
+        for _ in range(500):
+            health = await qq_health(base)
+            if health["state"] != "connected":
+                break
+            await asyncio.sleep(0.01)
+        refused = await fake.post_webhook(url, later, headers=signed[1])
+    assert acked[0] == 200
+    assert health["state"] == "failed" and "refused app_id" in health["error"]
+    assert SECRET not in str(health) and fake.sent == []
+    assert refused[0] == 503  # QQ delivers it again later; nothing could answer it now

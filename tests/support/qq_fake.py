@@ -6,6 +6,7 @@ It serves what tmy uses, the way QQ documents it:
   "expires_in"}`` (seconds, a string); a wrong app id or secret gets QQ's
   ``{"code", "message"}`` and no token. A token expires after :attr:`FakeQQ.lifetime`
   seconds (then the API answers 401), and :meth:`FakeQQ.revoke` ends every token now.
+  :attr:`FakeQQ.token_busy` answers that many token requests HTTP 429.
 * The OpenAPI checks ``Authorization: QQBot <token>`` and ``X-Union-Appid`` on every
   call (401 otherwise): ``GET /users/@me``, ``GET /gateway/bot``, the four send
   endpoints (recorded in :attr:`FakeQQ.sent`; a group/C2C reply repeating a
@@ -63,6 +64,7 @@ class FakeQQ:
         self.heartbeat_interval = 30_000  # ms, in Hello
         self.tokens: dict[str, float] = {}  # token -> monotonic expiry
         self.token_requests = 0
+        self.token_busy = 0  # the next token requests answered HTTP 429
         self.sent: list[dict[str, Any]] = []  # {"kind", "target", "body"} of accepted sends
         self.attempts: list[dict[str, Any]] = []  # every send request, accepted or not
         self.uploads: list[dict[str, Any]] = []
@@ -119,6 +121,9 @@ class FakeQQ:
     async def _token(self, request: web.Request) -> web.Response:
         self.token_requests += 1
         body = await request.json()
+        if self.token_busy > 0:
+            self.token_busy -= 1
+            return web.json_response({"code": 100001, "message": "too many requests"}, status=429)
         if body.get("appId") != self.app_id or body.get("clientSecret") != self.secret:
             return web.json_response({"code": 100016, "message": "invalid appid or secret"})
         token = f"tok-{next(self._ids)}"

@@ -19,8 +19,10 @@ never be a signature over a forged event body. Dispatches (op 0) are answered
 when QQ still holds the session.
 
 At start the access token is fetched: a refused app id / secret is ``failed``
-(not retried in a loop; the rest of the daemon serves on); a network error is
-``reconnecting`` and retried. Message ids are deduplicated in the store
+(not retried in a loop; the rest of the daemon serves on); a network error or a
+rate-limited token endpoint is ``reconnecting`` and retried. A token refused later
+(a reply meets it: the secret was reset) is ``failed`` too, and webhook events are
+then answered 503. Message ids are deduplicated in the store
 (:class:`~tmy.adapters.dedup.Deliveries`): QQ documents that it may deliver the
 same message twice. Each message runs in its chat's turn
 (:class:`~tmy.adapters.fairness.ChatQueues`); replies are paced per chat
@@ -135,6 +137,7 @@ class QQAdapter:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         self._session = aiohttp.ClientSession(timeout=timeout)
         token = AccessToken(self._session, self.config.token_url, self.app_id, self.secret)
+        token.on_refused = self._token_refused
         self._api = QQApi(self._session, self.config.api_base, self.app_id, token)
         intents = INTENTS | (GUILD_MESSAGES if self.config.all_messages else 0)
         self._gateway = Gateway(self._api, intents, self._dispatch)
@@ -172,6 +175,12 @@ class QQAdapter:
         if self._gateway is not None and self.config.mode == "websocket":
             report["resumed"] = self._gateway.resumed
         return report
+
+    def _token_refused(self, why: str) -> None:
+        """A token refused after the adapter connected (the secret was reset at q.qq.com):
+        ``failed``, as at start; the start's own refusal is :meth:`_run`'s to report."""
+        if self._health.state == "connected":
+            self._fail(why)
 
     def _fail(self, why: str) -> None:
         why = redact.redact(why)

@@ -8,7 +8,8 @@ seconds before expiry, and at once after the API answered 401 (a token revoked
 early). One request at a time: concurrent callers share it. An answer without a
 token (QQ's ``{"code", "message"}`` for a wrong app id or secret) or a 4xx is a
 **refusal**: :class:`~tmy.errors.AdapterError`, which the adapter shows as
-``failed`` and does not retry in a loop. A 5xx or a network error propagates as
+``failed`` and does not retry in a loop (:attr:`AccessToken.on_refused` tells it of
+one met while running). A 5xx, a 408 or 429 or a network error propagates as
 aiohttp's own error: the adapter retries those with backoff.
 
 **Calls.** Every call carries ``Authorization: QQBot <token>`` and
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,8 @@ log = get_logger("tmy.adapter.qq")
 RATE_LIMIT_CODES = frozenset({20028, 22009})  # channel write limit; "msg limit exceed"
 # sent, but held for QQ's manual review (a push / a reply): not a failure of the send
 ACCEPTED_CODES = frozenset({304023, 304024})
+# token endpoint answers that say "not now", not "wrong secret": rate limited, timed out
+TRANSIENT_STATUSES = frozenset({408, 429})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,9 @@ class AccessToken:
         self._expires = 0.0  # monotonic
         self._lock = asyncio.Lock()
         self.fetched = 0  # tokens obtained (health, tests)
+        # told of every refusal: one while running (the secret reset at q.qq.com) must
+        # show in the adapter's health, not only fail the reply that met it
+        self.on_refused: Callable[[str], None] | None = None
 
     @property
     def current(self) -> str:
@@ -109,8 +116,8 @@ class AccessToken:
     async def _fetch(self) -> None:
         body = {"appId": self._app_id, "clientSecret": self._secret}
         async with self._session.post(self._url, json=body) as resp:
-            if resp.status >= 500:
-                resp.raise_for_status()
+            if resp.status >= 500 or resp.status in TRANSIENT_STATUSES:
+                resp.raise_for_status()  # retried with backoff: not a verdict on the secret
             try:
                 data = await resp.json(content_type=None)
             except ValueError:
@@ -118,11 +125,14 @@ class AccessToken:
         token = data.get("access_token") if isinstance(data, dict) else None
         if resp.status >= 400 or not isinstance(token, str) or not token:
             answer = Answer(resp.status, data if isinstance(data, dict) else {})
-            raise AdapterError(
+            refusal = AdapterError(
                 f"qq: the token endpoint refused app_id {self._app_id} and its secret "
                 f"({answer.describe()}); check app_id and secret (AppID / AppSecret at "
                 "q.qq.com, 开发设置)"
             )
+            if self.on_refused is not None:
+                self.on_refused(str(refusal))
+            raise refusal
         redact.add(token)
         try:
             lifetime = float(data.get("expires_in") or 0)
