@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.adapters.test_slack import served
+import pytest
+
+from tests.adapters.test_slack import served, wait_state
 from tests.support.slack_fake import BOB, CHANNEL
+from tmy.errors import AdapterError
+from tmy.message import Target
 
 
 async def test_malformed_envelopes_leave_the_connection_serving() -> None:
@@ -46,3 +50,20 @@ async def test_start_twice_keeps_one_connection_and_stop_ends_it() -> None:
         await asyncio.sleep(0.3)
         assert s.fake.sockets == []  # nothing left running after stop()
         assert len(s.fake.calls_of("apps.connections.open")) == 1
+
+
+async def test_a_bot_token_revoked_while_connected_fails_on_the_first_refused_send() -> None:
+    async with served() as s:
+        s.fake.bot_token = "xoxb-the-new-token-after-revocation"  # the old one is refused
+        with pytest.raises(AdapterError, match="invalid_auth"):
+            await s.adapter.send(Target("slack", CHANNEL), "hello")
+        await wait_state(s.adapter, "failed")
+        error = s.adapter.health()["error"]
+        assert "invalid_auth" in error and "SLACK_BOT_TOKEN" in error
+        async with asyncio.timeout(5):
+            while s.fake.sockets:  # the Socket Mode connection is closed, not kept
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert len(s.fake.calls_of("apps.connections.open")) == 1  # and not reopened
+        with pytest.raises(AdapterError, match="not connected"):
+            await s.adapter.send(Target("slack", CHANNEL), "again")

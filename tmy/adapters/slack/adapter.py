@@ -18,6 +18,9 @@ workspace; Slack refusing the token (``invalid_auth``, ``not_authed``,
 ``token_revoked`` …) sets ``failed`` naming the variable to fix, and nothing is
 retried; the daemon and the other adapters serve on. A network error or a 5xx
 sets ``reconnecting`` and is retried with capped exponential backoff and jitter.
+A bot token revoked while running (Slack's ``tokens_revoked``/``app_uninstalled``
+event, or a send refused with ``invalid_auth`` and the like) sets ``failed`` too,
+and the Socket Mode connection is closed, not reopened.
 
 **Receiving.** ``mode: socket`` (the default): Socket Mode with the app-level
 token (``xapp-…``; none set: ``failed`` naming ``SLACK_APP_TOKEN``);
@@ -56,7 +59,7 @@ from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.slack.events import buttons_of, event_of, recall_of
 from tmy.adapters.slack.incoming import Incoming, Me, to_message
 from tmy.adapters.slack.replies import Answering
-from tmy.adapters.slack.sending import QueuedReply, error_of
+from tmy.adapters.slack.sending import FATAL, QueuedReply, error_of
 from tmy.adapters.slack.socket import open_url, serve_connection
 from tmy.adapters.slack.users import Users
 from tmy.adapters.slack.webhook import PATH, EventsRoute
@@ -73,9 +76,6 @@ MAX_PENDING = 1000  # messages waiting in all channels (the webhook then answers
 MAX_SENDS = 32  # Web API sends in flight at once (all channels)
 API_TIMEOUT = 30  # seconds one Web API call may take
 MAX_THREADS = 4096  # messages the bot posted, remembered (a reply in their thread is to it)
-# Slack's answers that no retry mends: the token is wrong, revoked or of the wrong kind
-FATAL = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired",
-                   "account_inactive", "not_allowed_token_type", "invalid_token"})  # fmt: skip
 MESSAGE_EVENTS = frozenset({"message", "app_mention"})
 
 
@@ -263,6 +263,19 @@ class SlackAdapter(Answering):
         return (f"Slack refused the app-level token in {c.app_token_env} "
                 f"(apps.connections.open: {code}); create one with scope connections:write "
                 "(xapp-…) and turn Socket Mode on")  # fmt: skip
+
+    def _token_refused(self, method: str, code: str) -> None:
+        """Slack refused the bot token on a call (``invalid_auth`` …) after ``auth.test``
+        took it: it was revoked while running. ``failed`` naming the variable, and the
+        Socket Mode connection is closed (a revoked bot token answers no event)."""
+        if self._health.state == "failed" or self._stopping:
+            return
+        self._fail(
+            f"Slack refused the bot token in {self.config.bot_token_env} ({method}: {code}); "
+            "reinstall the app and copy its Bot User OAuth Token (xoxb-…)"
+        )
+        if self._runner is not None:
+            self._runner.cancel()
 
     async def _identify(self) -> None:
         assert self._client is not None

@@ -199,10 +199,13 @@ class Answering:
 
     async def _send_step(self, key: Hashable, out: QueuedReply) -> float | None:
         """One call of ``out``'s next piece (a ChatQueues work; see ``sending``)."""
-        return await send_piece(self._client, out, self._posted)
+        return await send_piece(self._client, out, self._posted, self._token_refused)
 
     def _posted(self, channel: str, ts: str) -> None:
         """A message the bot posted (overridden by the adapter: threads it started)."""
+
+    def _token_refused(self, method: str, code: str) -> None:
+        """Slack refused the bot token on ``method`` (overridden by the adapter: failed)."""
 
 
 def _thread_of(parts: Outgoing | None, incoming: Incoming) -> str | None:

@@ -33,6 +33,9 @@ log = get_logger("tmy.adapter.slack")
 
 MAX_SEND_RETRIES = 3  # retries of one call after a 429, a network error or a 5xx
 MAX_RETRY_AFTER = 120  # a 429 asking for a longer wait fails the send instead of blocking it
+# Slack's answers that no retry mends: the token is wrong, revoked or of the wrong kind
+FATAL = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired",
+                   "account_inactive", "not_allowed_token_type", "invalid_token"})  # fmt: skip
 
 
 class QueuedReply(PendingSend):
@@ -90,12 +93,15 @@ async def send_piece(
     client: AsyncWebClient | None,
     out: QueuedReply,
     posted: Callable[[str, str], None],
+    refused: Callable[[str, str], None],
 ) -> float | None:
     """One call of ``out``'s next piece (the adapter's ChatQueues work).
 
     Returns the pause before calling again (the next piece, or a retry after a
     429), None when done. ``posted(channel, ts)`` learns each message the bot
-    posted (replies in a thread it started address the bot).
+    posted (replies in a thread it started address the bot); ``refused(method,
+    code)`` learns that Slack refused the bot token itself (:data:`FATAL`: it was
+    revoked while running), which no retry and no other message mends.
     """
     if client is None:
         out.finish(AdapterError("slack: the adapter is stopped"))
@@ -107,6 +113,9 @@ async def send_piece(
         out.finish(AdapterError(f"slack: stopped before the message to {out.channel} went out"))
         raise
     except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        if isinstance(exc, SlackApiError) and error_of(exc) in FATAL:
+            refused(piece.method, error_of(exc))
+            return _give_up(out, piece, exc)
         return _retry(out, piece, exc)
     if ts:
         posted(out.channel, ts)
