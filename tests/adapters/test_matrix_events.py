@@ -12,7 +12,8 @@ from typing import Any
 from tests.support.llm_fake_provider import PNG, FakeProvider
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
-from tests.support.matrix_fake import ANN, BOB, BOT, TOKEN, FakeHomeserver
+from tests.support.matrix_fake import FakeHomeserver
+from tests.support.matrix_fake_rooms import ANN, BOB, BOT, TOKEN
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig
 from tmy.adapters.matrix.replies import ENCRYPTED_NOTICE
 from tmy.testing import Bot

@@ -11,10 +11,7 @@ errors are ``{"errcode", "error"}`` with the spec's statuses; a 429 is
   device is made), ``GET /account/whoami``;
 * ``GET /sync``: a real long poll over one event stream (``next_batch`` is a
   stream position; ``since`` returns what came after it, waiting up to
-  ``timeout`` ms). Without ``since``: each joined room's full state and last
-  events. Rooms the bot is invited to come under ``rooms.invite`` with their
-  stripped state; a room the bot joined after ``since`` comes with its state;
-  ``summary.m.joined_member_count`` is given; ``m.direct`` is in ``account_data``;
+  ``timeout`` ms); the answer is built in :mod:`tests.support.matrix_fake_rooms`;
 * ``POST /rooms/{room}/join``, ``PUT /rooms/{room}/send/{type}/{txn}`` (the same
   transaction id of the same device gives the same event; an event over 65,536
   bytes of canonical JSON is 413 ``M_TOO_LARGE``; only a joined member may send),
@@ -27,49 +24,35 @@ errors are ``{"errcode", "error"}`` with the spec's statuses; a 429 is
 Tests build rooms with :meth:`FakeHomeserver.room`, post as users with
 :meth:`FakeHomeserver.message` (and :meth:`~FakeHomeserver.join`,
 :meth:`~FakeHomeserver.leave`, :meth:`~FakeHomeserver.invite`), read what the bot
-sent with :meth:`FakeHomeserver.next_sent`; ``sync_faults`` (``"500"``,
-``"drop"``, ``"429"``) and ``send_limits`` (429s for the next sends) inject trouble.
+sent with :meth:`FakeHomeserver.next_sent`; ``sync_faults`` (``"500"``, ``"drop"``,
+``"429"``, ``"401"``), ``send_limits`` and ``join_limits`` (429s for the next sends or
+joins) inject trouble.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-SERVER = "example.org"
-BOT = "@tmy:example.org"
-BOT_NAME = "Tmy"
-PASSWORD = "correct horse battery staple"
-TOKEN = "syt_dG15_valid_access_token_for_tests"
-DEVICE = "TESTDEVICE"
-ANN = "@ann:example.org"
-BOB = "@bob:example.org"
-MAX_EVENT_BYTES = 65_536
-
-
-def canonical(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
-
-
-@dataclass
-class FakeRoom:
-    room_id: str
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # user -> member content
-    power: dict[str, Any] = field(default_factory=dict)
-    encrypted: bool = False
-    events: list[dict[str, Any]] = field(default_factory=list)
-    invited_at: int | None = None  # stream position of the bot's invite
-    inviter: str = ""
-    joined_at: int | None = None  # stream position of the bot's join
-
-    def joined(self) -> list[str]:
-        return [u for u, c in self.members.items() if c.get("membership") == "join"]
+from tests.support.matrix_fake_rooms import (
+    ANN,
+    BOB,
+    BOT,
+    BOT_NAME,
+    DEVICE,
+    INVITE_MARK,
+    MAX_EVENT_BYTES,
+    PASSWORD,
+    SERVER,
+    TOKEN,
+    FakeRoom,
+    canonical,
+    sync_body,
+)
 
 
 class FakeHomeserver:
@@ -87,8 +70,9 @@ class FakeHomeserver:
         self.calls: list[tuple[str, str]] = []  # (method, path)
         self.logins: list[dict[str, Any]] = []
         self.media: dict[str, tuple[bytes, str]] = {}
-        self.sync_faults: list[str] = []  # "500" | "drop" | "429", one per sync
+        self.sync_faults: list[str] = []  # "500" | "drop" | "429" | "401", one per sync
         self.send_limits = 0  # the next sends answered 429
+        self.join_limits = 0  # the next joins answered 429
         self.retry_after_ms = 50
         self.txns: dict[tuple[str, str], str] = {}
         self._ids = itertools.count(1)
@@ -148,23 +132,14 @@ class FakeHomeserver:
 
     # -- what tests do -----------------------------------------------------------------------
 
-    def room(
-        self,
-        name: str,
-        *members: str,
-        bot: bool = True,
-        encrypted: bool = False,
-        power: dict[str, int] | None = None,
-    ) -> str:
-        """Make ``!name:example.org`` with ``members`` joined (and the bot, unless not)."""
-        room_id = f"!{name}:{SERVER}"
-        room = self.rooms[room_id] = FakeRoom(room_id, encrypted=encrypted)
-        room.power = {"users": dict(power or {}), "users_default": 0}
-        for user in (*members, *([BOT] if bot else [])):
-            room.members[user] = {"membership": "join", "displayname": self.names.get(user, "")}
-        if bot:
-            room.joined_at = 0
-        return room_id
+    def room(self, name: str, *members: str, bot: bool = True, **facts: Any) -> str:
+        """Make ``!name:example.org`` with ``members`` joined (and the bot, unless not);
+        ``facts``: ``encrypted``, ``power`` (user -> level)."""
+        room = FakeRoom.made(f"!{name}:{SERVER}", [*members, *([BOT] if bot else [])], self.names)
+        room.encrypted, room.joined_at = facts.get("encrypted", False), 0 if bot else None
+        room.power["users"] = dict(facts.get("power") or {})
+        self.rooms[room.room_id] = room
+        return room.room_id
 
     async def message(self, room: str, sender: str, body: str, **content: Any) -> dict[str, Any]:
         """``sender`` posts an ``m.text`` (``content`` adds or replaces fields)."""
@@ -217,7 +192,7 @@ class FakeHomeserver:
         r.inviter = inviter
         async with self._changed:
             r.invited_at = len(self.stream) + 1
-            self.stream.append((room, {"type": "tmy.fake.invite"}))
+            self.stream.append((room, {"type": INVITE_MARK}))
             self._changed.notify_all()
 
     async def next_sent(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -244,6 +219,9 @@ class FakeHomeserver:
 
     def _error(self, status: int, errcode: str, error: str, **extra: Any) -> web.Response:
         return web.json_response({"errcode": errcode, "error": error, **extra}, status=status)
+
+    def _limited(self) -> web.Response:
+        return self._error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
 
     def _auth(self, request: web.Request) -> tuple[str, str] | web.Response:
         header = request.headers.get("Authorization", "")
@@ -288,10 +266,10 @@ class FakeHomeserver:
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response(status=500)
+            if fault == "401":  # the token was revoked between two requests
+                return self._error(401, "M_UNKNOWN_TOKEN", "Unknown access token")
             if fault == "429":
-                return self._error(
-                    429, "M_LIMIT_EXCEEDED", "Too many requests", retry_after_ms=self.retry_after_ms
-                )
+                return self._limited()
             return self._error(500, "M_UNKNOWN", "Internal server error")
         since = request.query.get("since")
         pos = int(since[1:]) if since else None
@@ -305,84 +283,7 @@ class FakeHomeserver:
                         )
                 except TimeoutError:
                     pass
-        return web.json_response(self._sync_body(pos))
-
-    def _sync_body(self, pos: int | None) -> dict[str, Any]:
-        end = len(self.stream)
-        joined: dict[str, Any] = {}
-        invited: dict[str, Any] = {}
-        for room in self.rooms.values():
-            bot = room.members.get(BOT, {}).get("membership")
-            if bot == "invite" and (pos is None or (room.invited_at or 0) > pos):
-                invited[room.room_id] = {"invite_state": {"events": self._stripped(room)}}
-            if bot != "join":
-                continue
-            fresh = pos is None or (room.joined_at or 0) > pos
-            timeline = [
-                e
-                for i, (r, e) in enumerate(self.stream, 1)
-                if r == room.room_id and e["type"] != "tmy.fake.invite" and (pos is None or i > pos)
-            ]
-            if pos is None:
-                timeline = [*room.events][-50:]
-            if not timeline and not fresh:
-                continue
-            joined[room.room_id] = {
-                "timeline": {"events": timeline, "limited": False, "prev_batch": f"s{pos or 0}"},
-                "state": {"events": self._state_events(room) if fresh else []},
-                "summary": {"m.joined_member_count": len(room.joined())},
-                "ephemeral": {"events": []},
-                "account_data": {"events": []},
-            }
-        body: dict[str, Any] = {
-            "next_batch": f"s{end}",
-            "rooms": {"join": joined, "invite": invited, "leave": {}},
-        }
-        if pos is None and self.direct:
-            body["account_data"] = {"events": [{"type": "m.direct", "content": self.direct}]}
-        return body
-
-    def _state_events(self, room: FakeRoom) -> list[dict[str, Any]]:
-        events = [
-            {
-                "type": "m.room.power_levels",
-                "state_key": "",
-                "sender": BOT,
-                "content": room.power,
-                "event_id": f"$pl-{room.room_id}",
-            }
-        ]
-        if room.encrypted:
-            events.append(
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "sender": BOT,
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                    "event_id": f"$enc-{room.room_id}",
-                }
-            )
-        for user, content in room.members.items():
-            events.append(
-                {
-                    "type": "m.room.member",
-                    "state_key": user,
-                    "sender": user,
-                    "content": content,
-                    "event_id": f"$m-{user}-{room.room_id}",
-                }
-            )
-        return events
-
-    def _stripped(self, room: FakeRoom) -> list[dict[str, Any]]:
-        return [
-            {
-                "type": "m.room.member",
-                "state_key": BOT,
-                "sender": room.inviter,
-                "content": {"membership": "invite"},
-            }
-        ]
+        return web.json_response(sync_body(self.rooms, self.stream, self.direct, pos))
 
     async def _join(self, request: web.Request) -> web.Response:
         who = self._auth(request)
@@ -392,6 +293,9 @@ class FakeHomeserver:
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "invite":
             return self._error(403, "M_FORBIDDEN", "You are not invited to this room.")
+        if self.join_limits > 0:  # Synapse's rc_joins: a burst of 10, then one per 10 s
+            self.join_limits -= 1
+            return self._limited()
         await self.member(room_id, who[0], "join")
         room.joined_at = len(self.stream)
         return web.json_response({"room_id": room_id})
@@ -408,9 +312,7 @@ class FakeHomeserver:
             return web.json_response({"event_id": self.txns[(who[1], txn)]})
         if self.send_limits > 0:
             self.send_limits -= 1
-            return self._error(
-                429, "M_LIMIT_EXCEEDED", "Too many requests", retry_after_ms=self.retry_after_ms
-            )
+            return self._limited()
         content = await request.json()
         # the homeserver adds ~1-2 KB (ids, hashes, signatures) before the 65,536-byte check
         envelope = {"content": content, "room_id": room_id, "type": kind, "sender": who[0]}
