@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from aiohttp import web
+
 from tests.support.llm_fake_provider import PNG, FakeProvider
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
@@ -169,3 +171,33 @@ async def test_a_thread_reply_quotes_its_first_message_and_reactions_are_events(
         await d.fake.event(reaction)
         post = await d.fake.next_post()
     assert post["text"] == f"Ann thumbsup {parent}"
+
+
+async def test_a_remote_files_url_gets_no_bot_token(provider: FakeProvider) -> None:
+    """A remote file's ``url_private`` is its ``external_url`` on any host (files.remote.add):
+    downloading it must not hand that host the bot token."""
+    seen: list[str | None] = []
+
+    async def picture(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.Response(body=PNG, content_type="image/png")
+
+    app = web.Application()
+    app.router.add_get("/shared.png", picture)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    provider.script("fake", [Completion("a small square")])
+    try:
+        async with driven(provider) as d:
+            remote = {"id": "F0REMOTE1", "name": "shared.png", "mimetype": "image/png",
+                      "mode": "external", "is_external": True, "external_type": "app",
+                      "url_private": f"http://127.0.0.1:{port}/shared.png"}  # fmt: skip
+            await d.fake.event(d.fake.message("describe it", subtype="file_share", files=[remote]))
+            post = await d.fake.next_post()
+    finally:
+        await runner.cleanup()
+    assert seen and all(BOT_TOKEN not in (h or "") for h in seen), seen
+    assert post["text"] == "a small square"

@@ -6,15 +6,18 @@
 file id, name, MIME type and size. Its ``url_private`` answers only with the
 bot token (``Authorization: Bearer xoxb-…``), so every attachment is
 ``inline``: whoever hands it on (an LLM step) downloads it here and sends the
-bytes, and the token never leaves tmy. A file Slack no longer holds
+bytes, and the token goes nowhere but Slack's file hosts. A file Slack no longer holds
 (``mode: tombstone``) is left out.
 
 **The platform API** (:class:`SlackApi`, ``Message.api``): ``media_source`` is
 the file's ``url_private_download`` (else ``url_private``) with the bot token
-as its header; ``quoted`` is the first message of the thread a message replies
-in (``conversations.replies``, asked only when a run reads ``REPLY_TO``);
-``trusted_media_hosts`` is the configured ``api_base``'s host (a loopback fake
-or a proxy in front of Slack).
+as its header — only when that URL is Slack's own (https on ``slack.com``,
+``slack-gov.com`` or a subdomain, or the configured ``api_base``'s scheme, host
+and port): a remote file's ``url_private`` is its ``external_url`` on any host
+(``files.remote.add``), which gets no token; ``quoted`` is the first message
+of the thread a message replies in (``conversations.replies``, asked only when
+a run reads ``REPLY_TO``); ``trusted_media_hosts`` is the configured
+``api_base``'s host (a loopback fake or a proxy in front of Slack).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 from tmy.errors import AdapterError
 from tmy.message import Attachment, Message
 
+SLACK_DOMAINS = ("slack.com", "slack-gov.com")  # the bot token goes to these over https only
 PLACEHOLDERS = {
     "image": "[image]",
     "file": "[file]",
@@ -74,7 +78,7 @@ def placeholder(attachments: tuple[Attachment, ...]) -> str:
 class SlackApi:
     """``Message.api`` for one Slack message (see :class:`tmy.types.PlatformApi`)."""
 
-    __slots__ = ("_api_host", "_quoted", "_token")
+    __slots__ = ("_api_host", "_api_origin", "_quoted", "_token")
 
     def __init__(
         self,
@@ -83,7 +87,9 @@ class SlackApi:
         quoted: Callable[[Message], Awaitable[dict[str, Any] | None]],
     ) -> None:
         self._token = token
-        self._api_host = urlsplit(api_base).hostname or ""
+        base = urlsplit(api_base)
+        self._api_host = base.hostname or ""
+        self._api_origin = (base.scheme, self._api_host.lower(), base.port)
         self._quoted = quoted
 
     async def media_source(self, attachment: Any) -> tuple[str, dict[str, str]]:
@@ -91,7 +97,24 @@ class SlackApi:
         url = getattr(attachment, "url", "")
         if not url:
             raise AdapterError("slack: this file has no url_private to download")
+        if not self._slack_hosted(url):  # a remote file: its own host, no token for it
+            return url, {}
         return url, {"Authorization": f"Bearer {self._token}"}
+
+    def _slack_hosted(self, url: str) -> bool:
+        """Is ``url`` on Slack's own file hosts (see module doc), so the token may go?"""
+        try:
+            target = urlsplit(url)
+            host, port = (target.hostname or "").lower(), target.port
+        except ValueError:
+            return False
+        if not host:
+            return False
+        if (target.scheme, host, port) == self._api_origin:
+            return True
+        return target.scheme == "https" and any(
+            host == d or host.endswith("." + d) for d in SLACK_DOMAINS
+        )
 
     @property
     def trusted_media_hosts(self) -> tuple[str, ...]:
