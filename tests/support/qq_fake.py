@@ -12,9 +12,11 @@ It serves what tmy uses, the way QQ documents it:
   endpoints (recorded in :attr:`FakeQQ.sent`; a group/C2C reply repeating a
   ``msg_id`` + ``msg_seq`` pair is refused as QQ does), the rich-media upload
   ``POST /v2/{groups|users}/{id}/files`` and ``GET /guilds/{id}/channels``.
-  :attr:`FakeQQ.rate_limited` answers that many sends with HTTP 429 / code 22009.
+  :attr:`FakeQQ.rate_limited` answers that many sends with HTTP 429 / code 22009;
+  :attr:`FakeQQ.lose_answers` takes that many sends but answers them 502.
 * The WebSocket gateway at ``/websocket``: op 10 Hello, op 2 Identify (the token
-  checked: close 4004 when bad) answered by ``READY``, op 6 Resume replaying the
+  checked: close 4004 when bad; close 4014 when a public bot, ``private_bot = False``,
+  asks for GUILD_MESSAGES) answered by ``READY``, op 6 Resume replaying the
   events after the given ``seq`` then ``RESUMED``, op 1 heartbeats answered by op 11.
   :meth:`FakeQQ.push` delivers a dispatch with the next ``s``; :meth:`FakeQQ.drop`
   cuts the connection (events pushed meanwhile wait for a resume).
@@ -44,6 +46,7 @@ MEMBER = "E4F4AEA33253A2797FB897C50B81D7ED"
 USER = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 GUILD = "18700000000001"
 CHANNEL = "100010"
+GUILD_MESSAGES = 1 << 9  # every channel message: private (私域) bots only
 AUTHOR = {"id": "1234", "username": "ann", "avatar": "", "bot": False}
 
 
@@ -70,6 +73,8 @@ class FakeQQ:
         self.uploads: list[dict[str, Any]] = []
         self.refused: list[tuple[str, int]] = []  # (path, status) of API calls refused
         self.rate_limited = 0  # the next sends answered 429
+        self.lose_answers = 0  # the next sends accepted, but answered 502 (the answer lost)
+        self.private_bot = True  # a public (公域) bot is refused GUILD_MESSAGES: close 4014
         self.ops: list[int] = []  # ops received on the gateway, in order
         self.heartbeats: list[int | None] = []  # the ``d`` (last s) of each op 1
         self.events: list[dict[str, Any]] = []  # every dispatch pushed (for resumes)
@@ -179,6 +184,9 @@ class FakeQQ:
                 self._seen_seqs.add(pair)
         self.sent.append(record)
         self._sent_event.set()
+        if self.lose_answers > 0:
+            self.lose_answers -= 1
+            return web.json_response({"message": "bad gateway"}, status=502)
         return web.json_response({"id": f"sent-{len(self.sent)}", "timestamp": int(time.time())})
 
     async def next_sent(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -218,6 +226,8 @@ class FakeQQ:
             await ws.send_json({"op": 11})
         elif op in (2, 6) and not self._authorised(str(d.get("token", "")), None):
             await ws.close(code=4004, message=b"invalid token")
+        elif op == 2 and not self.private_bot and int(d.get("intents") or 0) & GUILD_MESSAGES:
+            await ws.close(code=4014, message=b"disallowed intents")
         elif op == 2:
             session = f"session-{next(self._ids)}"
             self._sessions.add(session)
@@ -253,6 +263,23 @@ class FakeQQ:
         self.events.append(payload)
         await self._deliver(payload)
         return payload
+
+    async def send_raw(self, text: str) -> None:
+        """A text frame exactly as given to the connected client (a malformed one, say)."""
+        assert self._ws is not None
+        await self._ws.send_str(text)
+
+    async def post_api(self, path: str, body: dict[str, Any]) -> int:
+        """POST to the fake's own OpenAPI with a fresh token, as another process of the bot
+        would (the status it got)."""
+        async with aiohttp.ClientSession() as client:
+            async with client.post(
+                self.token_url, json={"appId": self.app_id, "clientSecret": self.secret}
+            ) as resp:
+                token = (await resp.json())["access_token"]
+            headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.app_id}
+            async with client.post(self.base + path, json=body, headers=headers) as resp:
+                return resp.status
 
     def forget_sessions(self) -> None:
         """Sessions end on QQ's side: a resume is answered op 9 (invalid session)."""

@@ -123,8 +123,12 @@ class QQAdapter:
         return [web.post(WEBHOOK_PATH, self._webhook)] if self.config.mode == "webhook" else []
 
     async def start(self, handle: Handler) -> None:
-        """Begin connecting in the background; bad credentials show as ``failed``, never raise."""
+        """Begin connecting in the background; bad credentials show as ``failed``, never raise.
+
+        Started already (and not stopped): only ``handle`` is taken, no second connection."""
         self._handle = handle
+        if self._runner is not None and not self._stopping:
+            return
         self._stopping = False
         self._inbound.accepting = self._outbound.accepting = True
         self._health.set("starting")

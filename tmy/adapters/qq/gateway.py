@@ -13,8 +13,11 @@ session is invalid (identify again). The adapter's loop reconnects with backoff
 when :meth:`run` returns or raises.
 
 Close codes: 4004 (bad token) fetches a new token; 4006/4007/4008/4009 and
-4900–4913 drop the session (identify next time); 4914 (the bot is offline, in the
-sandbox) and 4915 (banned) are refusals: :class:`~tmy.errors.AdapterError`.
+4900–4913 drop the session (identify next time); 4010–4014 (shards, version,
+intents: ``all_messages`` on a public bot is 4014), 4914 (the bot is offline, in
+the sandbox) and 4915 (banned) are refusals QQ says not to retry:
+:class:`~tmy.errors.AdapterError`. A frame that is not a JSON object is logged and
+skipped, never the end of the connection.
 """
 
 from __future__ import annotations
@@ -41,7 +44,16 @@ PUBLIC_GUILD_MESSAGES = 1 << 30
 INTENTS = GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE | GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
 GUILD_MESSAGES = 1 << 9  # every channel message: private (私域) bots only (``all_messages``)
 SESSION_LOST = frozenset({4006, 4007, 4008, 4009, *range(4900, 4914)})
-REFUSED = {4914: "the bot is offline (sandbox only?)", 4915: "the bot is banned"}
+# QQ's table (websocket error codes): neither resume nor identify may be retried
+REFUSED = {
+    4010: "invalid shard",
+    4011: "the bot is in too many guilds for one shard",
+    4012: "invalid API version",
+    4013: "invalid intents",
+    4014: "intents this bot may not ask for (all_messages: true needs a private (私域) bot)",
+    4914: "the bot is offline (sandbox only?)",
+    4915: "the bot is banned",
+}
 
 Dispatch = Callable[[str, Any, str], Awaitable[None]]
 
@@ -113,7 +125,9 @@ class Gateway:
                 continue
             try:
                 payload = json.loads(frame.data)
-            except ValueError:
+            except (ValueError, RecursionError):
+                payload = None
+            if not isinstance(payload, dict):
                 log.warning("qq.bad_frame", size=len(frame.data))
                 continue
             op = payload.get("op")

@@ -23,8 +23,12 @@ C2C have none); ``reply_to`` quotes with ``message_reference`` in guilds.
 **Limits.** HTTP 429 and QQ's rate-limit codes (20028 channel write limit, 22009
 "msg limit exceed") wait :attr:`QueuedReply.rate_limit_wait` seconds and try
 again — only that chat waits (ChatQueues' retry-after); network errors and 5xx
-retry with backoff; at most :data:`MAX_SEND_RETRIES` times per piece. Anything
-else fails the reply with QQ's code and message.
+retry with backoff; at most :data:`MAX_SEND_RETRIES` times per piece. A retry
+keeps the piece's ``msg_seq``, so when QQ had taken the first attempt (its
+answer lost) it answers :data:`DUPLICATE_SEQ`, which counts as sent; the same
+code on a first attempt means another send took that ``msg_seq`` (counters live
+in one process), and the next is tried. Anything else fails the reply with
+QQ's code and message.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ PATHS = {
     "channel": "/channels/{}/messages",
     "dm": "/dms/{}/messages",
 }
+# "消息被去重，请检查请求msgseq": this msg_id + msg_seq pair was sent already
+DUPLICATE_SEQ = 40054005
 UPLOADS = {"group": "/v2/groups/{}/files", "c2c": "/v2/users/{}/files"}
 TEXT_CHANNEL = 0  # a guild channel's ``type`` for text
 
@@ -64,6 +70,8 @@ class Piece:
     body: dict[str, Any]
     upload: str = ""
     seq: int = 0  # the msg_seq it was first sent with (kept for its retries)
+    posting: bool = False  # its message POST is under way (not its image's upload)
+    unsure: bool = False  # a POST's answer was lost (QQ may hold it already)
 
 
 class QueuedReply(PendingSend):
@@ -143,21 +151,31 @@ async def send_piece(
         out.finish(AdapterError("qq: the adapter is stopped"))
         return None
     piece = out.pieces[out.index]
+    piece.posting = False
     try:
         answer = await _post(api, out, piece, next_seq)
     except AdapterError as exc:  # the token was refused meanwhile
         out.finish(exc)
         return None
     except (aiohttp.ClientError, TimeoutError) as exc:
+        piece.unsure |= piece.posting  # QQ may have taken it
         return _retry(out, f"{type(exc).__name__}: {exc}", out.backoff.next())
     except asyncio.CancelledError:
         out.finish(AdapterError(f"qq: stopped before the message to {out.target} went out"))
         raise
+    if answer.code == DUPLICATE_SEQ and out.kind in ("group", "c2c"):
+        if not piece.unsure:  # a msg_seq another send took: the next one, at once
+            piece.seq = 0
+            return _retry(out, answer.describe(), 0.0)
+        # a retry after an answer that was lost: QQ kept the first attempt
+        log.info("qq.send_already_delivered", chat=out.target, msg_seq=piece.seq)
+        answer = Answer(200, {})
     if answer.rate_limited:
         log.warning("qq.rate_limited", chat=out.target, code=answer.code, status=answer.status,
                     retry_after=out.rate_limit_wait)  # fmt: skip
         return _retry(out, answer.describe(), out.rate_limit_wait)
     if answer.status >= 500:
+        piece.unsure |= piece.posting
         return _retry(out, answer.describe(), out.backoff.next())
     if not answer.ok:
         return _give_up(out, answer.describe())
@@ -189,6 +207,7 @@ async def _post(
         if not piece.seq:
             piece.seq = next_seq(out.msg_id)
         body["msg_seq"] = piece.seq
+    piece.posting = True
     return await api.call("POST", PATHS[out.kind].format(out.target), body)
 
 
