@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -165,6 +166,24 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     root = Path(__file__).resolve().parents[1]
     for folder in ("tmy", "plugins"):
         compileall.compile_dir(root / folder, quiet=2)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Let pytest keep the test modules it rewrote (for its assert messages) in ``__pycache__``.
+
+    pytest caches each rewritten test module as a pyc only where bytecode may be written;
+    under ``PYTHONDONTWRITEBYTECODE`` every worker of every run rewrote all ~770 test and
+    support modules again: about half the CPU of a collection, paid by each of the
+    :data:`SUITE_WORKERS` workers. The cache is pytest's own (checked against each source's
+    mtime and size, written atomically for concurrent workers); the setting is restored
+    once collected, so the processes tests start still write no bytecode.
+    """
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
