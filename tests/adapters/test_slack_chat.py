@@ -16,7 +16,7 @@ from tests.support.llm_fake_provider import PNG, FakeProvider
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
 from tests.support.slack_fake import ANN, APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, FakeSlack
-from tmy.adapters.slack import SlackAdapter, SlackConfig
+from tmy.adapters.slack import MAX_TEXT, SlackAdapter, SlackConfig
 from tmy.message import Message, Reply
 from tmy.testing import Bot
 
@@ -201,3 +201,21 @@ async def test_a_remote_files_url_gets_no_bot_token(provider: FakeProvider) -> N
         await runner.cleanup()
     assert seen and all(BOT_TOKEN not in (h or "") for h in seen), seen
     assert post["text"] == "a small square"
+
+
+async def test_a_streamed_answer_full_of_markup_stays_within_the_limit(
+    provider: FakeProvider,
+) -> None:
+    text = "<" * 3000  # 12,000 characters once escaped
+    provider.script("fake", [Completion(text)])
+    async with driven(provider) as d:
+        d.adapter.stream_interval = 0.0
+        await d.fake.event(d.fake.message("tell me"))
+        first = await d.fake.next_post()
+        rest = [await d.fake.next_post(), await d.fake.next_post()]
+        await d.fake.nothing_posted()
+        edits = d.fake.calls_of("chat.update")
+    sent = [first["text"], *(e["text"] for e in edits), *(p["text"] for p in rest)]
+    assert all(len(t) <= MAX_TEXT for t in sent), [len(t) for t in sent]
+    final = edits[-1]["text"] if edits else first["text"]
+    assert (final + "".join(p["text"] for p in rest)) == "&lt;" * 3000

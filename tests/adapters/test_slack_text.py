@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tmy.adapters.slack import (
     MAX_TEXT,
     SlackAdapter,
@@ -10,8 +12,10 @@ from tmy.adapters.slack import (
     split_text,
     strip_bot_mention,
 )
-from tmy.adapters.slack.text import escape
+from tmy.adapters.slack.compose import compose
+from tmy.adapters.slack.text import MAX_SECTION, escape, unescape
 from tmy.config import Settings
+from tmy.message import Button, Outgoing
 from tmy.types import Adapter
 
 BOT = "U0BOT0001"
@@ -49,3 +53,32 @@ def test_the_adapter_satisfies_the_contract_and_is_off_by_default() -> None:
     assert isinstance(adapter, Adapter) and adapter.name == "slack"
     assert adapter.routes() == [] and adapter.health()["state"] == "starting"
     assert from_settings(Settings(http_enabled=False), None) is None
+
+
+def _words(text: str) -> str:
+    return "".join(text.split())
+
+
+def test_every_message_is_within_the_limit_as_slack_receives_it_escaped() -> None:
+    text = "a < b && c > d " * 600  # 9,000 characters, far more once escaped
+    pieces = compose(text, None)
+    assert all(len(p.text) <= MAX_TEXT for p in pieces), [len(p.text) for p in pieces]
+    assert _words("".join(unescape(p.text) for p in pieces)) == _words(text)  # nothing lost
+    # cut exactly at the limit (no space to cut at): never inside an entity
+    pieces = compose("&" * 5000, None)
+    assert all(len(p.text) <= MAX_TEXT and re.fullmatch("(&amp;)+", p.text) for p in pieces)
+    assert sum(p.text.count("&amp;") for p in pieces) == 5000
+
+
+def test_mentions_links_and_sections_keep_within_their_limits() -> None:
+    pieces = compose("x" * MAX_TEXT, Outgoing(mentions=["U0BOB0002"]))
+    assert pieces[0].text.startswith("<@U0BOB0002> ")
+    assert all(len(p.text) <= MAX_TEXT for p in pieces)
+    assert _words("".join(p.text for p in pieces)) == "<@U0BOB0002>" + "x" * MAX_TEXT
+    link = "https://example.com/report.pdf"
+    pieces = compose("y " * 1995, Outgoing(files=[link]))
+    assert all(len(p.text) <= MAX_TEXT for p in pieces) and f"<{link}>" in pieces[-1].text
+    (piece,) = compose("<" * 800, Outgoing(buttons=[[Button("ok")]]))
+    sections = [b["text"]["text"] for b in piece.blocks or () if b["type"] == "section"]
+    assert all(len(s) <= MAX_SECTION and re.fullmatch("(&lt;)+", s) for s in sections)
+    assert "".join(sections) == "&lt;" * 800

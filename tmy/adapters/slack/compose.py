@@ -1,7 +1,8 @@
 """A reply's text and structured parts (:class:`tmy.message.Outgoing`) as Slack messages.
 
 * **text**: escaped (:func:`~tmy.adapters.slack.text.escape`) and split into
-  messages of at most 4,000 characters (``chat.postMessage``);
+  messages of at most 4,000 characters as sent, mentions and links included
+  (``chat.postMessage``);
 * **mentions** → ``<@U…>`` before the text (Slack shows the name and notifies);
 * **images**: an http(s) URL → an ``image`` block (Slack fetches it); a
   ``data:`` URL or a file under ``media/`` in the rules directory
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tmy.adapters.slack.text import MAX_SECTION, USER_ID, escape, split_text
+from tmy.adapters.slack.text import MAX_SECTION, MAX_TEXT, USER_ID, escape, split_text
 from tmy.errors import AdapterError
 from tmy.media import MediaError, parse_data_url, reply_file
 from tmy.message import Button
@@ -68,16 +69,21 @@ def compose(text: str, parts: Parts | None, *, rules_dir: Path | None = None) ->
         else:
             uploads.append(_upload("file", source, rules_dir))
     blocks += [_actions(row, i) for i, row in enumerate(parts.buttons) if row]
-    chunks = [escape(c) for c in split_text(text)]
+    room = MAX_TEXT - (len(prefix) + 1 if prefix else 0)  # what is sent counts, escaped
+    chunks = split_text(escape(text), room, escaped=True)
     if links:
-        chunks = [*chunks[:-1], "\n".join([*chunks[-1:], *links])]
+        tail = "\n".join(links)
+        if chunks and len(chunks[-1]) + 1 + len(tail) <= room:
+            chunks[-1] += "\n" + tail
+        else:
+            chunks += split_text(tail, room)
     if prefix:
         chunks = [f"{prefix} {chunks[0]}" if chunks else prefix, *chunks[1:]]
     pieces = [Piece(POST, c) for c in chunks]
     if blocks:
         if pieces:
             last = pieces[-1]
-            sections = [_section(s) for s in split_text(last.text, MAX_SECTION)]
+            sections = [_section(s) for s in split_text(last.text, MAX_SECTION, escaped=True)]
             last.blocks = sections + blocks
         else:
             pieces.append(Piece(POST, _fallback(parts), blocks))

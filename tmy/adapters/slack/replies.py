@@ -39,7 +39,7 @@ from tmy.adapters.slack.compose import Piece, compose
 from tmy.adapters.slack.incoming import Incoming
 from tmy.adapters.slack.media import SlackApi
 from tmy.adapters.slack.sending import QueuedReply, error_of, retry_after, send_piece
-from tmy.adapters.slack.text import MAX_TEXT, escape, readable, split_text
+from tmy.adapters.slack.text import MAX_TEXT, escape, readable, split_text, unescape
 from tmy.adapters.slack.users import Users
 from tmy.adapters.streaming import GrowingMessage
 from tmy.config.slack import SlackConfig
@@ -120,7 +120,7 @@ class Answering:
         async def post(text: str) -> str:
             try:
                 sent = await self._api().chat_postMessage(
-                    channel=channel, text=escape(text), thread_ts=thread
+                    channel=channel, text=_shown(text), thread_ts=thread
                 )
             except SlackApiError as exc:
                 raise _paced(exc) from exc
@@ -130,7 +130,7 @@ class Answering:
 
         async def edit(ts: str, text: str) -> None:
             try:
-                await self._api().chat_update(channel=channel, ts=ts, text=escape(text))
+                await self._api().chat_update(channel=channel, ts=ts, text=_shown(text))
             except SlackApiError as exc:
                 raise _paced(exc) from exc
 
@@ -147,7 +147,7 @@ class Answering:
         """The reply's text and parts to the channel (after a growing answer, what it lacks)."""
         text, parts = reply.text, reply.outgoing
         if stream is not None:
-            head = (split_text(text) or [""])[0]
+            head = unescape((split_text(escape(text), escaped=True) or [""])[0])  # as sent
             if await stream.finish(head):  # the head is on screen: send only what it lacks
                 text = text[len(head) :].lstrip() if text.startswith(head) else ""
                 if parts:  # mentions cannot be added to a message already shown
@@ -218,6 +218,12 @@ def _thread_of(parts: Outgoing | None, incoming: Incoming) -> str | None:
     if parts.reply_to == "":
         return incoming.message.message_id or None
     return str(parts.reply_to)
+
+
+def _shown(text: str) -> str:
+    """A growing answer as sent: escaped, at most :data:`MAX_TEXT` characters of that (the
+    growing text is cut at MAX_TEXT characters before escaping, which may be 5× longer)."""
+    return (split_text(escape(text), escaped=True) or [""])[0]
 
 
 def _paced(exc: SlackApiError) -> Exception:

@@ -15,7 +15,9 @@ real ``<@U…>`` markup. :func:`split_text` cuts a reply into messages of at
 most :data:`MAX_TEXT` characters. Slack truncates a message's ``text`` at
 40,000 characters but recommends at most 4,000 and may itself break a longer
 one into several messages at arbitrary places; cutting at 4,000 here, on a line
-break or a space, keeps every piece whole and readable.
+break or a space, keeps every piece whole and readable. The 4,000 count the text
+as sent, escaped and with its mentions (an answer full of ``<`` and ``&`` grows
+up to five times when escaped).
 """
 
 from __future__ import annotations
@@ -92,10 +94,12 @@ def readable(text: str, names: Mapping[str, str]) -> str:
     return unescape(_MARKUP.sub(show, text))
 
 
-def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
+def split_text(text: str, limit: int = MAX_TEXT, *, escaped: bool = False) -> list[str]:
     """``text`` in pieces of at most ``limit`` characters, cut on a line break in the
     second half of a piece, else a space there, else exactly at the limit; blank
-    pieces are dropped (Slack refuses an empty message)."""
+    pieces are dropped (Slack refuses an empty message). ``escaped``: ``text`` is
+    already escaped by :func:`escape` (the limit counts what Slack receives) and a cut at
+    the limit never falls inside an ``&amp;``/``&lt;``/``&gt;``."""
     pieces: list[str] = []
     while text:
         if len(text) <= limit:
@@ -106,9 +110,16 @@ def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
             if cut < limit // 2:
                 cut = window.rfind(" ")
             if cut < limit // 2:
-                piece, text = window, text[limit:]
+                cut = _before_entity(window) if escaped else limit
+                piece, text = window[:cut], text[cut:]
             else:
                 piece, text = window[:cut], text[cut + 1 :]
         if piece.strip():
             pieces.append(piece)
     return pieces
+
+
+def _before_entity(window: str) -> int:
+    """Where to cut escaped ``window`` at its end: before an entity it would halve."""
+    start = window.rfind("&", max(1, len(window) - 4))  # an entity is at most 5 long
+    return start if start != -1 and ";" not in window[start:] else len(window)
