@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.log_helpers import read_log
 from tests.support.satori_fake import ALICE, BOB, DISCORD_BOT, GROUP, QQ_BOT, driven
-from tmy.message import Target
+from tmy.message import Outgoing, Target
 
 RULES = r"""
 rules:
@@ -55,6 +55,10 @@ rules:
       - plugin: ADJUST
         input: {text: "a cat", image: "https://img.example/cat.png", mention: "502",
                 reply: "in42"}
+  - id: photo
+    triggers: [photo]
+    steps:
+      - {plugin: ADJUST, input: {text: "", image: "https://img.example/cat.png"}}
   - id: gate
     events: [join_request]
     steps:
@@ -269,3 +273,16 @@ async def test_a_friend_request_is_approved_and_greeted_in_a_private_channel() -
     assert d.fake.calls_of("user.channel.create")[0]["body"] == {"user_id": "502"}
     assert greeting["body"] == {"channel_id": "private:502", "content": "hi 502, add me"}
     assert d.seen[-1].chat == "private:502" and d.seen[-1].private
+
+
+async def test_a_picture_without_text_goes_out_from_a_rule_and_from_send() -> None:
+    """An image-only reply (and ``send``) raised IndexError in compose: nothing went out."""
+    async with driven(RULES) as d:
+        await d.fake.message("photo", message_id="in5")
+        answered = await d.fake.next_sent()
+        await d.adapter.send(Target("satori:qq", GROUP), "", Outgoing(images=["https://i.x/a.png"]))
+        posted = await d.fake.next_sent()
+    assert answered["body"]["content"] == (
+        '<quote id="in5"/><img src="https://img.example/cat.png"/>'
+    )
+    assert posted["body"] == {"channel_id": GROUP, "content": '<img src="https://i.x/a.png"/>'}

@@ -165,3 +165,15 @@ def test_retry_after_takes_seconds_or_a_date() -> None:
     assert _retry_after("2.5") == 2.5
     assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert _retry_after("soon") is None and _retry_after(None) is None
+
+
+def test_media_alone_without_text_is_one_message() -> None:
+    """A reply of just a picture (no text) was an IndexError: nothing went out."""
+    img = '<img src="https://x.example/a.png"/>'
+    assert compose("", Outgoing(images=["https://x.example/a.png"]), platform="qq") == [img]
+    assert compose("  ", Outgoing(images=["https://x.example/a.png"], mentions=["7"], reply_to="5"),
+                   platform="qq") == [f'<quote id="5"/><at id="7"/> {img}']  # fmt: skip
+    rows = [[Button("Go", "go")]]
+    assert compose("", Outgoing(buttons=rows), platform="discord") == [
+        '<button type="action" id="go">Go</button>'
+    ]

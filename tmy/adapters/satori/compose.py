@@ -70,8 +70,10 @@ def compose(
     tail = "".join(media) + _buttons(buttons)
     if tail and len(pieces) > 1:
         pieces.append(tail)
-    elif tail:
+    elif tail and pieces:
         pieces[-1] += tail
+    elif tail:  # media or buttons alone, no text
+        pieces = [tail]
     if not pieces or not any(p.strip() for p in pieces):
         pieces = [mentions.rstrip()] if mentions else []
     elif mentions:
