@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ async def hooked() -> AsyncIterator[Hooked]:
 
     async def handle(message: Message) -> Reply:
         seen.append(message)
-        return Reply("ran")
+        return Reply("ran", "hostile", "t-1")
 
     async with FakeQQ() as fake:
         config = QQConfig(mode="webhook", api_base=fake.base, token_url=fake.token_url)
@@ -108,3 +109,24 @@ async def test_a_timestamp_header_that_is_not_utf8_is_refused_not_a_500() -> Non
 def _header_lines(headers: dict[str, str]) -> bytes:
     lines = [f"{k}: {v}" for k, v in headers.items() if k != "Content-Type"]
     return "".join(line + "\r\n" for line in lines).encode()
+
+
+async def test_a_signed_request_replayed_after_the_dedup_window_is_refused() -> None:
+    async with hooked() as h:
+        old = dispatch_body("m-old")
+        stale = await raw_post(h.port, _header_lines(h.fake.signed(old, _ago(400))), old)
+        fresh = dispatch_body("m-fresh")
+        recent = await raw_post(h.port, _header_lines(h.fake.signed(fresh, _ago(60))), fresh)
+        await h.fake.next_sent()
+        await h.fake.nothing_sent()
+    assert (stale, recent) == (401, 200)
+    assert [m.message_id for m in h.seen] == ["m-fresh"]
+
+
+def dispatch_body(msg_id: str) -> bytes:
+    d = group_at("hello", msg_id)
+    return json.dumps({"id": msg_id, "op": 0, "d": d, "t": "GROUP_AT_MESSAGE_CREATE"}).encode()
+
+
+def _ago(seconds: int) -> str:
+    return str(int(time.time()) - seconds)

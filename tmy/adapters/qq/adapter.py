@@ -9,7 +9,8 @@ signatures (:mod:`~tmy.adapters.qq.signing`, on ``cryptography``), the gateway
 **Receiving.** ``mode: webhook`` (the default; QQ's current delivery): QQ POSTs
 each event to ``/qq/webhook`` on the daemon's listener. Every request must carry
 ``X-Signature-Ed25519`` and ``X-Signature-Timestamp`` signing timestamp + body with
-the key derived from the secret: missing → 401, wrong → 403, nothing runs. The one
+the key derived from the secret: missing → 401, wrong → 403, older than
+:data:`MAX_AGE` → 401 (a replay), nothing runs. The one
 exception is QQ's callback-URL validation (op 13), which QQ documents without
 those headers: it is answered (``{plain_token, signature}``) only when its
 ``plain_token`` and ``event_ts`` are plain letters and digits, so the answer can
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -44,7 +46,7 @@ from aiohttp import web
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.dedup import Deliveries
+from tmy.adapters.dedup import DEDUP_WINDOW, Deliveries
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.qq.api import AccessToken, QQApi
 from tmy.adapters.qq.gateway import GUILD_MESSAGES, INTENTS, Gateway
@@ -66,6 +68,9 @@ MAX_PENDING = 1000
 MAX_SENDS = 32
 MAX_SEQS = 4096  # msg_ids whose msg_seq counters are kept (replies come within minutes)
 REQUEST_TIMEOUT = 20.0
+# seconds a signed webhook stays good: well inside the dedup window, so a replay is
+# either a duplicate or stale, and 5 minutes of clock difference with QQ still pass
+MAX_AGE = DEDUP_WINDOW / 2
 _PLAIN = re.compile(r"[A-Za-z0-9]{1,128}")
 TARGET_KINDS = {"group": "group", "private": "c2c", "channel": "channel", "dm": "dm",
                 "guild": "guild"}  # fmt: skip
@@ -268,6 +273,11 @@ class QQAdapter:
         if not verify(self._key, timestamp, body, signature):
             log.warning("qq.webhook_refused", status=403, peer=request.remote)
             return web.json_response({"error": "bad signature"}, status=403)
+        age = _age(timestamp)
+        if age > MAX_AGE:  # a replay the message-id dedup may have forgotten
+            log.warning("qq.webhook_stale", status=401, age=round(age), peer=request.remote,
+                        hint="a replayed request, or this host's clock is wrong")  # fmt: skip
+            return web.json_response({"error": "stale signature timestamp"}, status=401)
         payload = _json_object(body)
         if payload is None:
             return web.json_response({"error": "not a QQ payload"}, status=400)
@@ -356,6 +366,14 @@ class QQAdapter:
         if len(self._seqs) > MAX_SEQS:
             self._seqs.popitem(last=False)
         return seq
+
+
+def _age(timestamp: str) -> float:
+    """Seconds since ``timestamp`` (QQ's Unix seconds); 0 for another form (it was signed)."""
+    try:
+        return time.time() - float(timestamp)
+    except ValueError:
+        return 0.0
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
