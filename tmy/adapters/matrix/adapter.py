@@ -20,7 +20,10 @@ sync brings.
 (``M_FORBIDDEN``) sets ``failed`` with what to fix, and nothing is retried; the
 daemon and the other adapters go on. A lost connection, a timeout or a 5xx sets
 ``reconnecting`` and is retried with capped exponential backoff and jitter; a 429
-``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms``.
+``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms`` (at most
+:attr:`MatrixAdapter.retry_after_cap`). A password session logged out while tmy
+runs logs in again (same device) once; when the new session is refused too before
+one sync has gone through, that is ``failed``, not a loop of logins.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class MatrixAdapter(Answering):
     name = "matrix"
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
+    # the longest wait a 429 on /sync or /login is obeyed for; a longer retry_after_ms (a
+    # misconfigured or hostile homeserver) is cut to it, so the adapter asks again
+    retry_after_cap = 300.0
     poll_timeout = POLL_TIMEOUT
     # seconds between two events sent to one room (a long reply's pieces arrive in order,
     # not as one burst); the homeserver's own limit is per account (Synapse's default
@@ -106,6 +112,7 @@ class MatrixAdapter(Answering):
         self._me: Me | None = None
         self._health = AdapterHealth()
         self._connected_before = False
+        self._good_syncs = 0  # /sync answers received (a relogin is allowed once per count)
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
         self._recent = Recent()
@@ -220,7 +227,7 @@ class MatrixAdapter(Answering):
         """Log in, then sync, reconnecting until stopped (a refused credential ends it)."""
         assert self._client is not None
         client, backoff = self._client, Backoff(self.backoff_base, self.backoff_cap)
-        relogged = False  # a password login redone since the last good sync
+        relogged_at = -1  # self._good_syncs when a password login was last redone
         while not self._stopping:
             try:
                 if self._me is None:
@@ -231,12 +238,12 @@ class MatrixAdapter(Answering):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                relogged = relogged and self._health.state != "connected"
                 revoked = is_bad_token(exc) and self._me is not None
-                if revoked and self.credentials.password and not relogged:
-                    # the kept session was logged out: log in again (same device)
+                if revoked and self.credentials.password and relogged_at != self._good_syncs:
+                    # the kept session was logged out: log in again (same device), once
+                    # until a sync goes through (the state may still say "connected")
                     log.warning("matrix.session_revoked", error=describe(exc))
-                    self._me, relogged = None, True
+                    self._me, relogged_at = None, self._good_syncs
                     continue
                 if is_bad_token(exc) or (self._me is None and isinstance(exc, MForbidden)):
                     self._fail(self._refused(exc))
@@ -246,8 +253,7 @@ class MatrixAdapter(Answering):
     async def _pause(self, backoff: Backoff, exc: BaseException) -> None:
         """``reconnecting``: wait the homeserver's retry_after, else the backoff's next pause."""
         wait = retry_after(exc)
-        if wait is None:
-            wait = backoff.next()
+        wait = backoff.next() if wait is None else min(wait, self.retry_after_cap)
         self._health.set("reconnecting", describe(exc))
         log.warning("matrix.reconnecting", error=describe(exc), retry_in=round(wait, 2))
         await asyncio.sleep(wait)
@@ -326,6 +332,7 @@ class MatrixAdapter(Answering):
                     filter_id=SYNC_FILTER,
                 )
             self._connected()
+            self._good_syncs += 1
             backoff.reset()
             await self._absorb(client, data, history)
             token = str(data.get("next_batch") or token or "")

@@ -12,6 +12,7 @@ so :class:`tmy.adapters.streaming.GrowingMessage` and the send queue honour it.
 
 from __future__ import annotations
 
+import math
 from json import JSONDecodeError
 from typing import Any
 
@@ -69,13 +70,13 @@ class MatrixHttp(HTTPAPI):
 
 def _retry_after(body: dict[str, Any], response: ClientResponse) -> float:
     ms = body.get("retry_after_ms")
-    if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms < math.inf:
         return ms / 1000.0
-    header = response.headers.get("Retry-After", "")
     try:
-        return max(float(header), 0.0)
+        seconds = float(response.headers.get("Retry-After", ""))
     except ValueError:
         return DEFAULT_RETRY_AFTER
+    return max(seconds, 0.0) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER
 
 
 def retry_after(exc: BaseException) -> float | None:

