@@ -67,3 +67,18 @@ async def test_a_bot_token_revoked_while_connected_fails_on_the_first_refused_se
         assert len(s.fake.calls_of("apps.connections.open")) == 1  # and not reopened
         with pytest.raises(AdapterError, match="not connected"):
             await s.adapter.send(Target("slack", CHANNEL), "again")
+
+
+async def test_a_silent_connection_is_dropped_by_the_heartbeat_and_replaced() -> None:
+    async with served() as s:
+        s.fake.silent = True
+        s.adapter.heartbeat = 0.1  # for the connections opened from now on
+        await s.fake.drop()
+        await wait_state(s.adapter, "reconnecting")
+        await s.fake.connected()
+        await wait_state(s.adapter, "connected")
+        s.fake.silent = False  # it answers nothing: the heartbeat gives up on it
+        await wait_state(s.adapter, "reconnecting")
+        await wait_state(s.adapter, "connected")
+        _, post = await s.say("echo heard")
+        assert post["text"].endswith("|heard")

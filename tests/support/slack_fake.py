@@ -66,6 +66,7 @@ class FakeSlack:
         self.files: dict[str, bytes] = {}  # file id -> content, at /files/<id>
         self.uploads: dict[str, bytes] = {}  # uploaded file id -> bytes
         self.acks: list[str] = []
+        self.silent = False  # Socket Mode connections: greet, then read and answer nothing
         self.sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
@@ -203,6 +204,11 @@ class FakeSlack:
         async with self._changed:
             self.sockets.append(ws)
             self._changed.notify_all()
+        if self.silent:  # reads nothing, so answers no ping and no close
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.sockets.remove(ws)
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
