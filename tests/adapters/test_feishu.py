@@ -191,7 +191,10 @@ async def test_a_rate_limit_is_waited_out_and_the_reply_sent() -> None:
 
 async def test_a_lost_connection_is_reconnected() -> None:
     async with driven() as d:
-        assert d.fake.connections == 1 and d.fake.pings >= 1
+        async with asyncio.timeout(5):
+            while d.fake.pings < 1:  # the first ping goes out as the connection opens
+                await asyncio.sleep(0.01)
+        assert d.fake.connections == 1
         await d.fake.drop()
         await wait_state(d.adapter, "reconnecting")
         await wait_state(d.adapter, "connected")
@@ -280,8 +283,8 @@ async def test_the_token_is_refreshed_before_it_expires() -> None:
         finally:
             await adapter.stop()
     assert sent["content"]["text"].endswith("|two")
-    assert fake.token_requests == 2
-    assert len(set(fake.used_tokens)) == 2  # each call went out with a valid token
+    assert fake.token_requests >= 2  # 2, or more on a machine slow enough to pass 0.5 s twice
+    assert fake.used_tokens[0] != fake.used_tokens[-1]  # the later calls: a new token
 
 
 async def test_group_owner_and_managers_are_chat_admins() -> None:
