@@ -173,3 +173,31 @@ async def test_signed_payloads_of_another_shape_are_not_a_500_and_run_nothing() 
         assert (await h.post(b"\xff\xfe", signed(b"\xff\xfe")))[0] in (400, 403)  # no UTF-8
         await h.fake.nothing_posted()
         assert h.seen == [] and h.adapter.health()["state"] == "connected"
+
+
+async def test_the_request_url_can_be_verified_before_the_bot_token_is_set() -> None:
+    """Slack checks the Request URL when it is saved, often before the app is installed
+    (no bot token yet): the challenge is answered while events still get 503."""
+    adapter = SlackAdapter(SlackConfig(mode="webhook"), signing_secret=SIGNING_SECRET)
+    http = HttpAdapter("127.0.0.1:0")
+    http.mount(adapter.routes())
+    await http.start(_no_handle)
+    await adapter.start(_no_handle)
+    url = f"http://127.0.0.1:{http.port}/slack/events"
+    try:
+        assert adapter.health()["state"] == "failed"
+        body = body_of({"token": "t", "challenge": "c4allenge", "type": "url_verification"})
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url, data=body, headers=signed(body)) as resp:
+                assert (resp.status, await resp.text()) == (200, "c4allenge")
+            async with session.post(url, data=body, headers={}) as resp:
+                assert resp.status == 401
+            bad = signed(body, secret="not-the-secret")
+            async with session.post(url, data=body, headers=bad) as resp:
+                assert resp.status == 403
+            event = body_of({"type": "event_callback", "event": {"type": "message"}})
+            async with session.post(url, data=event, headers=signed(event)) as resp:
+                assert resp.status == 503
+    finally:
+        await adapter.stop()
+        await http.stop()

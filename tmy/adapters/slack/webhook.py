@@ -19,8 +19,11 @@ A signed request is one of:
 * a form-encoded ``payload=`` (the app's *Interactivity* Request URL, set to this
   same path): a ``block_actions`` button press, likewise.
 
-While the adapter is not ready (a bad bot token, stopping) the answer is 503;
-with too many messages waiting, 503 too (Slack delivers again later).
+While the adapter is not ready (no or a bad bot token, stopping) a signed event
+is answered 503, but the ``url_verification`` is answered all the same: Slack
+checks the Request URL when it is saved, often before the app is installed and
+has a bot token. With too many messages waiting, 503 too (Slack delivers again
+later).
 """
 
 from __future__ import annotations
@@ -63,9 +66,8 @@ class EventsRoute:
         self._busy = busy
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
-        why = self._not_ready()
-        if why is not None or self._verifier is None:
-            return web.json_response({"error": why or "no signing secret"}, status=503)
+        if self._verifier is None:
+            return web.json_response({"error": "no signing secret"}, status=503)
         body = await request.read()
         refused = self._refusal(request, body)
         if refused is not None:
@@ -84,8 +86,11 @@ class EventsRoute:
             return web.json_response({"error": "not a Slack event"}, status=400)
         if not isinstance(payload, dict):
             return web.json_response({"error": "not a Slack event"}, status=400)
-        if kind == "url_verification":
+        if kind == "url_verification":  # needs no bot: answered whatever the adapter's state
             return web.Response(text=str(payload.get("challenge") or ""), content_type="text/plain")
+        why = self._not_ready()
+        if why is not None:
+            return web.json_response({"error": why}, status=503)
         if self._busy():
             log.warning("slack.overloaded", retry=retry)
             return web.json_response({"error": "busy, deliver again later"}, status=503)
