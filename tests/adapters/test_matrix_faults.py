@@ -8,6 +8,8 @@ word, and a second ``start()``.
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.adapters.test_matrix import make_adapter, served, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
@@ -42,3 +44,15 @@ async def test_a_relogin_refused_again_at_once_fails_instead_of_looping() -> Non
             await adapter.stop()
     assert len(fake.logins) == 2  # the first login, and one more: no loop of logins
     assert "M_UNKNOWN_TOKEN" in adapter.health()["error"]
+
+
+async def test_an_invite_whose_join_is_rate_limited_is_joined_later() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("new", ANN, bot=False)
+        fake.join_limits, fake.retry_after_ms = 2, 20
+        async with served(fake):
+            await fake.invite(room, ANN)
+            async with asyncio.timeout(5):
+                while fake.rooms[room].members[BOT]["membership"] != "join":
+                    await asyncio.sleep(0.01)
+    assert fake.count("POST", "/join") == 3

@@ -31,9 +31,10 @@ Security & Privacy, before enabling it; encryption cannot be turned off later).
 
 **Modules.** ``session`` the login and the stored sync token; ``http`` mautrix's
 HTTP client keeping ``retry_after``; ``incoming`` what a sync's events become;
-``rooms`` DMs, power levels, encryption per room; ``text`` splitting and
-mentions; ``compose`` a reply as events; ``sending`` the send step; ``replies``
-running and answering; ``media`` ``Message.api``; ``adapter`` the adapter.
+``rooms`` DMs, power levels, encryption per room; ``invites`` joining invited
+rooms; ``text`` splitting and mentions; ``compose`` a reply as events; ``sending``
+the send step; ``replies`` running and answering; ``media`` ``Message.api``;
+``adapter`` the adapter.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ leaves out presence and lazy-loads members) on one task. Each answer is read in
 order: the account's ``m.direct`` list and each room's state update
 :class:`~tmy.adapters.matrix.rooms.Rooms`; invites are accepted (a bot that
 must be invited *and* then told to join is no use: anyone who can invite it gets
-it, so keep it out of rooms by not inviting it); each room's timeline becomes
+it, so keep it out of rooms by not inviting it; a join the homeserver refuses for
+now is tried again, :mod:`~tmy.adapters.matrix.invites`); each room's timeline becomes
 messages and events (:mod:`~tmy.adapters.matrix.incoming`), deduplicated by event
 id in the store (:class:`~tmy.adapters.dedup.Deliveries`) and queued for their
 room (:class:`~tmy.adapters.fairness.ChatQueues`: each runs as its own task, a
@@ -47,6 +48,7 @@ from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.matrix.compose import MediaLoader
 from tmy.adapters.matrix.http import MatrixHttp, describe, is_bad_token, retry_after
 from tmy.adapters.matrix.incoming import Incoming, Me, Recent, read_room_events
+from tmy.adapters.matrix.invites import Invites, inviter_of
 from tmy.adapters.matrix.paths import download_base
 from tmy.adapters.matrix.replies import Answering
 from tmy.adapters.matrix.rooms import Rooms
@@ -119,6 +121,7 @@ class MatrixAdapter(Answering):
         self._rooms = Rooms(self._joined_members, self._power_levels)
         self._deliveries = Deliveries(store, "matrix")
         self._told_encrypted: set[str] = set()
+        self._invites = Invites()
         self._sync_token: StoredSyncToken | None = None
         self._login_lock = asyncio.Lock()
         cap = self.config.max_pending_per_chat
@@ -325,6 +328,9 @@ class MatrixAdapter(Answering):
         while not self._stopping:
             await self._inbound.room()  # too many messages waiting: let the homeserver keep them
             timeout = self.poll_timeout if self._health.state == "connected" else 0.0
+            retry_join = self._invites.next_in()  # an invited room's join to try again
+            if retry_join is not None:
+                timeout = min(timeout, retry_join)
             async with asyncio.timeout(timeout + REQUEST_SLACK):
                 data = await client.sync(
                     since=SyncToken(token) if token else None,
@@ -356,7 +362,8 @@ class MatrixAdapter(Answering):
                 self._rooms.set_direct(event["content"])
         rooms = data.get("rooms") or {}
         for room_id, invite in (rooms.get("invite") or {}).items():
-            await self._accept(client, room_id, invite)
+            self._invites.add(room_id, inviter_of(invite, client.mxid))
+        await self._invites.join_due(client)
         for room_id, joined in (rooms.get("join") or {}).items():
             timeline = (joined.get("timeline") or {}).get("events") or []
             state = (joined.get("state") or {}).get("events") or []
@@ -368,23 +375,6 @@ class MatrixAdapter(Answering):
                 if await self._deliveries.first(self._me.user_id, incoming.message.message_id):
                     self._health.event()
                     self._inbound.put(room_id, incoming)
-
-    async def _accept(self, client: ClientAPI, room_id: str, invite: dict[str, Any]) -> None:
-        """Join a room the bot was invited to (see the module docstring)."""
-        inviter = next(
-            (
-                e.get("sender")
-                for e in (invite.get("invite_state") or {}).get("events") or []
-                if e.get("type") == "m.room.member" and e.get("state_key") == client.mxid
-            ),
-            "",
-        )
-        try:
-            await client.join_room_by_id(RoomID(room_id))
-        except Exception as exc:
-            log.warning("matrix.join_failed", room=room_id, inviter=inviter, error=describe(exc))
-            return
-        log.info("matrix.joined", room=room_id, inviter=inviter)
 
     async def _joined_members(self, room_id: str) -> dict[str, str]:
         assert self._client is not None

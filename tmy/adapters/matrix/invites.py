@@ -1,0 +1,105 @@
+"""Invites: every room the bot is invited to is joined, and a join refused *for now* is
+tried again.
+
+An invite shows up in one ``/sync`` answer only (``rooms.invite``); the sync token
+moves past it. A join the homeserver cannot do at that moment — a 429
+``M_LIMIT_EXCEEDED`` (Synapse's ``rc_joins`` allows a burst of 10 joins, then one
+every 10 s: a bot invited to a dozen rooms at once meets it), a 5xx, a timeout
+while joining a room over federation — would lose the invite for good, so such a
+join is kept and tried again after the homeserver's ``retry_after_ms`` or a
+backoff (:data:`MAX_TRIES` times). A join refused for good (403: the invite was
+taken back, the bot is banned; 404) is logged and forgotten.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mautrix.client import ClientAPI
+from mautrix.types import RoomID
+
+from tmy.adapters.base import Backoff
+from tmy.adapters.matrix.http import describe, is_transient, retry_after
+from tmy.logs import get_logger
+
+log = get_logger("tmy.adapter.matrix")
+
+MAX_TRIES = 6  # joins of one invited room before it is given up
+MAX_INVITES = 1000  # invites waiting for a join (the oldest forgotten past it)
+
+
+@dataclass(slots=True)
+class Invite:
+    inviter: str
+    backoff: Backoff
+    tries: int = 0
+    due: float = 0.0  # monotonic time of the next try
+
+
+def inviter_of(invite: dict[str, Any], me: str) -> str:
+    """Who invited ``me``, from the invited room's stripped state ("" when not said)."""
+    events = (invite.get("invite_state") or {}).get("events") or []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "m.room.member" and event.get("state_key") == me:
+            sender = event.get("sender")
+            return sender if isinstance(sender, str) else ""
+    return ""
+
+
+class Invites:
+    """The invited rooms not joined yet; :meth:`join_due` joins those whose turn it is."""
+
+    backoff_base = 2.0  # seconds before the second try of a join that failed without a 429
+    backoff_cap = 120.0
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Invite] = {}
+
+    def add(self, room_id: str, inviter: str) -> None:
+        if room_id not in self._pending:
+            backoff = Backoff(self.backoff_base, self.backoff_cap)
+            self._pending[room_id] = Invite(inviter, backoff)
+            if len(self._pending) > MAX_INVITES:
+                del self._pending[next(iter(self._pending))]
+
+    def next_in(self) -> float | None:
+        """Seconds until the next join is due (0 when one is), None when none waits."""
+        if not self._pending:
+            return None
+        return max(0.0, min(i.due for i in self._pending.values()) - time.monotonic())
+
+    async def join_due(self, client: ClientAPI) -> None:
+        """Join each invited room whose turn it is (errors are logged, never raised)."""
+        now = time.monotonic()
+        for room_id, invite in list(self._pending.items()):
+            if invite.due <= now:
+                await self._join(client, room_id, invite)
+
+    async def _join(self, client: ClientAPI, room_id: str, invite: Invite) -> None:
+        invite.tries += 1
+        try:
+            await client.join_room_by_id(RoomID(room_id))
+        except Exception as exc:
+            if is_transient(exc) and invite.tries < MAX_TRIES:
+                wait = retry_after(exc)
+                pause = invite.backoff.next() if wait is None else min(wait, self.backoff_cap)
+                invite.due = time.monotonic() + pause
+                log.warning(
+                    "matrix.join_retry",
+                    room=room_id,
+                    inviter=invite.inviter,
+                    error=describe(exc),
+                    retry_in=round(pause, 2),
+                )
+                return
+            self._pending.pop(room_id, None)
+            log.warning(
+                "matrix.join_failed", room=room_id, inviter=invite.inviter, error=describe(exc)
+            )
+            return
+        self._pending.pop(room_id, None)
+        log.info("matrix.joined", room=room_id, inviter=invite.inviter)
