@@ -34,6 +34,10 @@ rules:
     steps:
       - plugin: ADJUST
         input: {{text: "a cat", image: "data:image/png;base64,{base64.b64encode(PNG).decode()}"}}
+  - id: broken
+    triggers: [broken]
+    steps:
+      - {{plugin: ADJUST, input: {{text: "see", image: "media/missing.png", file: "media/x.txt"}}}}
   - id: quote
     triggers: ["what about this"]
     steps:
@@ -121,6 +125,17 @@ async def test_a_picture_reply_is_uploaded_then_sent() -> None:
     assert text["kind"] == "reply" and text["content"] == {"text": "a cat"}
     assert image["msg_type"] == "image" and image["kind"] == "send"
     assert d.fake.images[image["content"]["image_key"]] == PNG
+
+
+async def test_a_picture_that_will_not_load_is_named_in_the_text() -> None:
+    async with driven() as d:
+        await d.fake.push(d.fake.message("broken"))
+        sent = [await d.fake.next_sent() for _ in range(3)]
+    assert [s["content"] for s in sent] == [
+        {"text": "see"},
+        {"text": "[image] missing.png"},
+        {"text": "[file] x.txt"},
+    ]
 
 
 async def test_reply_to_is_the_quoted_message() -> None:

@@ -12,8 +12,9 @@ chat in a :class:`~tmy.adapters.fairness.ChatQueues`, whose ``interval`` paces
 one chat's messages — at most :data:`MAX_SEND_RETRIES` times and never longer
 than :data:`MAX_WAIT` per wait; network errors and 5xx are retried with
 backoff; a refused reply (the message was recalled) is sent to the chat
-instead; anything else is logged with Feishu's ``code`` and ``msg`` and raised as
-:class:`~tmy.errors.AdapterError`.
+instead; a picture or file that will not load or upload is named in a text
+message instead (``feishu.media_failed``); anything else is logged with
+Feishu's ``code`` and ``msg`` and raised as :class:`~tmy.errors.AdapterError`.
 """
 
 from __future__ import annotations
@@ -85,9 +86,14 @@ async def send_piece(rest: Rest | None, out: QueuedReply, load: Loader) -> float
     piece = out.pieces[out.index]
     try:
         if piece.upload and not piece.content:
-            answer = await _upload(rest, piece, load)
-            if answer is None or not answer.ok:
-                return _after_refusal(out, answer, "upload")
+            try:
+                uploaded = await _upload(rest, piece, load)
+            except AdapterError as exc:  # the source would not load: name it in the text
+                return _unsent(out, piece, str(exc))
+            if uploaded.retry_after is not None or uploaded.status >= 500:
+                return _after_refusal(out, uploaded, "upload")
+            if not uploaded.ok:
+                return _unsent(out, piece, uploaded.describe())
         answer = await _post(rest, out, piece)
     except (aiohttp.ClientError, TimeoutError) as exc:
         return _retry(out, f"{type(exc).__name__}: {exc}")
@@ -124,7 +130,7 @@ async def _post(rest: Rest, out: QueuedReply, piece: Piece) -> Answer:
     )
 
 
-async def _upload(rest: Rest, piece: Piece, load: Loader) -> Answer | None:
+async def _upload(rest: Rest, piece: Piece, load: Loader) -> Answer:
     """Upload ``piece.upload``; on success its ``content`` names the key."""
     media = await load(piece.upload, piece.msg_type)
     form = aiohttp.FormData()
@@ -147,16 +153,26 @@ async def _upload(rest: Rest, piece: Piece, load: Loader) -> Answer | None:
     return answer
 
 
+def _unsent(out: QueuedReply, piece: Piece, why: str) -> float:
+    """A picture or file that cannot be sent is named in a text message instead."""
+    log.warning("feishu.media_failed", chat=out.receive_id, source=piece.upload[:80], error=why)
+    if piece.upload.startswith(("http://", "https://")):
+        name = piece.upload
+    elif piece.upload.startswith("data:"):
+        name = ""  # a data: URL is no name
+    else:
+        name = piece.upload.rsplit("/", 1)[-1]
+    out.pieces[out.index] = Piece("text", {"text": f"[{piece.msg_type}] {name or 'not sent'}"})
+    return 0.0
+
+
 def _reply_refused(answer: Answer) -> bool:
     """A reply the platform refused for the answered message's sake (recalled, deleted,
     not found): not a rate limit, not a server error, not an auth problem."""
     return answer.retry_after is None and answer.status < 500 and answer.code >= 230000
 
 
-def _after_refusal(out: QueuedReply, answer: Answer | None, what: str) -> float | None:
-    if answer is None:
-        out.finish(AdapterError(f"feishu: {what} failed"))
-        return None
+def _after_refusal(out: QueuedReply, answer: Answer, what: str) -> float | None:
     if answer.retry_after is not None:
         if out.retries >= MAX_SEND_RETRIES or answer.retry_after > MAX_WAIT:
             return _give_up(out, answer, what)
