@@ -34,7 +34,7 @@ from tmy.adapters.qq.api import AccessToken
 from tmy.adapters.qq.incoming import read_dispatch
 from tmy.adapters.qq.sending import compose
 from tmy.config import Settings, load_settings
-from tmy.message import Message, Outgoing, Reply, Target
+from tmy.message import Button, Message, Outgoing, Reply, Target
 from tmy.testing import Bot
 from tmy.types import Adapter
 
@@ -427,3 +427,20 @@ async def test_a_gateway_frame_that_is_not_an_object_keeps_the_connection() -> N
         sent = await d.fake.next_sent()
     assert sent["body"]["msg_id"] == "c-junk"
     assert d.fake.ops.count(2) == 1 and 6 not in d.fake.ops  # never reconnected
+
+
+def test_a_passive_reply_with_many_images_keeps_its_text_first() -> None:
+    urls = [f"https://img.example/{i}.png" for i in range(6)]
+    pieces = compose("group", "five pictures", Outgoing(images=urls), msg_id="m")
+    assert len(pieces) == 5 and pieces[0].body["content"] == "five pictures"
+    assert [p.upload for p in pieces[1:]] == urls[:4]
+
+
+def test_buttons_and_file_links_become_text_qq_can_show() -> None:
+    parts = Outgoing(buttons=[[Button("Yes", "y"), Button("Docs", url="https://d.example")]],
+                     files=["https://f.example/a.pdf"])  # fmt: skip
+    for kind in ("group", "channel"):
+        (piece,) = compose(kind, "Pick one", parts, msg_id="m")
+        assert piece.body["content"] == (
+            "Pick one\n1. Yes\n2. Docs: https://d.example\n[file] https://f.example/a.pdf"
+        )

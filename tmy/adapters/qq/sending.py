@@ -18,7 +18,9 @@ http(s) URLs: in a guild channel or DM the first rides on the first piece's
 ``image`` field, the rest follow alone; in a group or C2C each is uploaded first
 (``POST …/files {file_type: 1, url, srv_send_msg: false}``) and sent as
 ``msg_type 7`` with the ``file_info``. Mentions are ``<@id>`` in guilds (groups and
-C2C have none); ``reply_to`` quotes with ``message_reference`` in guilds.
+C2C have none); ``reply_to`` quotes with ``message_reference`` in guilds. Buttons
+and files QQ cannot take from a bot become text (:func:`with_fallbacks`). A passive
+group/C2C reply keeps its text first within QQ's 5 messages, then its images.
 
 **Limits.** HTTP 429 and QQ's rate-limit codes (20028 channel write limit, 22009
 "msg limit exceed") wait :attr:`QueuedReply.rate_limit_wait` seconds and try
@@ -113,6 +115,7 @@ def compose(
     if parts and len(images) < len(parts.images):
         log.warning("qq.image_skipped", hint="QQ takes images as http(s) URLs only",
                     skipped=len(parts.images) - len(images))  # fmt: skip
+    text = with_fallbacks(text, parts)
     common: dict[str, Any] = {}
     if msg_id:
         common["msg_id"] = msg_id
@@ -120,9 +123,10 @@ def compose(
         common["event_id"] = event_id
     if kind in ("group", "c2c"):
         texts = split_text(text)
-        if msg_id:  # QQ takes at most 5 replies to one message
-            texts = at_most(texts, MAX_PASSIVE_REPLIES - min(len(images), MAX_PASSIVE_REPLIES))
-            images = images[:MAX_PASSIVE_REPLIES]
+        if msg_id:  # QQ takes at most 5 replies to one message: the text first
+            room = MAX_PASSIVE_REPLIES - min(len(images), MAX_PASSIVE_REPLIES - 1)
+            texts = at_most(texts, room)
+            images = images[: MAX_PASSIVE_REPLIES - len(texts)]
         pieces = [Piece({"msg_type": 0, "content": t, **common}) for t in texts]
         pieces += [Piece({"msg_type": 7, "content": " ", **common}, upload=u) for u in images]
         return pieces
@@ -138,6 +142,24 @@ def compose(
             pieces[0].body["message_reference"] = {
                 "message_id": quoted, "ignore_get_message_error": True}  # fmt: skip
     return pieces
+
+
+def with_fallbacks(text: str, parts: Outgoing | None) -> str:
+    """``text`` with what QQ cannot send as such: buttons as a numbered list (a keyboard
+    needs QQ's markdown rights), http(s) files as their links (QQ's file upload is not
+    open to bots); other files are logged and left out."""
+    if parts is None:
+        return text
+    lines = [f"{i}. {b.text}: {b.url}" if b.url else f"{i}. {b.text}"
+             for i, b in enumerate((b for row in parts.buttons for b in row), 1)]  # fmt: skip
+    links = [f for f in parts.files if f.startswith(("http://", "https://"))]
+    lines += [f"[file] {url}" for url in links]
+    if len(links) < len(parts.files):
+        log.warning("qq.file_skipped", hint="QQ takes files as http(s) links in the text only",
+                    skipped=len(parts.files) - len(links))  # fmt: skip
+    if not lines:
+        return text
+    return (text.rstrip() + "\n" if text.strip() else "") + "\n".join(lines)
 
 
 async def send_piece(
