@@ -1,12 +1,22 @@
 """Feishu / Lark: group and private (p2p) chats talk to tmy's rules.
 
+**Library: aiohttp, not lark-oapi** (whose pins do not conflict with tmy's). The
+SDK's long-connection client blocks in ``start()`` on an event loop its module
+creates at import, so it cannot run inside the daemon's loop; its async API calls
+fetch the tenant token with blocking ``requests`` and open an HTTP client per
+call; its token manager cannot tell tmy that Feishu refused the ``app_secret``
+(tmy must show ``failed`` once, not fail every call); and importing it costs
+~2 s. What tmy needs is small and written here on aiohttp and ``cryptography``:
+the token and calls (``api``), the protobuf frames of the long connection
+(``frames``: checked in the tests against the SDK's own generated ``pbbp2_pb2``),
+AES decryption and signatures (``crypto``). lark-oapi is left to the tests.
+
 Its settings are ``settings.adapters.feishu`` (:class:`tmy.config.feishu.FeishuConfig`);
-``api`` the token and the server API, ``longconn`` the event WebSocket with its
-``frames``, ``webhook`` and ``crypto`` the webhook's checks, ``incoming`` what an
-event becomes for the rules, ``compose``/``sending`` how replies go out,
-``admins`` group owners and managers, ``replies`` the answering half, and
-``adapter`` the platform adapter the daemon builds with :func:`from_settings`
-(the module docstring there says why it is written on aiohttp, not lark-oapi).
+``longconn`` is the event WebSocket, ``webhook`` the ``/feishu/events`` route's
+checks, ``incoming`` what an event becomes for the rules, ``compose``/``sending``
+how replies go out, ``admins`` group owners and managers, ``replies`` the
+answering half, and ``adapter`` the platform adapter the daemon builds with
+:func:`from_settings`.
 """
 
 from __future__ import annotations
