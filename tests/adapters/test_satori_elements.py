@@ -177,3 +177,30 @@ def test_media_alone_without_text_is_one_message() -> None:
     assert compose("", Outgoing(buttons=rows), platform="discord") == [
         '<button type="action" id="go">Go</button>'
     ]
+
+
+def test_deep_nesting_is_read_without_running_out_of_stack() -> None:
+    """Thousands of nested elements raised RecursionError (the event was lost) and their
+    end tags were matched by scanning the whole stack (quadratic)."""
+    deep = "<b>" * 5000 + "echo &lt;deep&gt;" + "</b>" * 5000 + " tail"
+    assert read_content(deep, BOT).text == "echo <deep> tail"
+    assert read_content("<i>" * 5000 + "open", BOT).text == "open"
+    quoted = read_content('<quote id="q">' + "<b>" * 3000 + "old</quote>new", BOT)
+    assert (quoted.text, quoted.reply_to) == ("new", "q")
+    depth, node = 0, parse(deep)[0]
+    while node.children and node.children[0].type == "b":
+        depth, node = depth + 1, node.children[0]
+    assert depth < 100  # nesting is capped: tree walkers stay far from the recursion limit
+
+
+@pytest.mark.timeout(10)
+def test_unclosed_tags_and_comments_are_read_in_linear_time() -> None:
+    """Each of these took from 10 s to minutes (the event loop blocked, the daemon
+    with it): every "<" or "<!--" rescanned the rest of the content."""
+    tags = "<a " * 30000
+    assert read_content(tags, BOT).text == tags.strip()
+    comments = "<!--" * 50000
+    assert parse(comments) == [Element("text", text=comments)]
+    closers = "<b>" * 20000 + "x" + "</i>" * 20000
+    assert read_content(closers, BOT).text == "x" + "</i>" * 20000
+    assert read_content("<b>" * 20000 + "y" + "</b>" * 20000, BOT).text == "y"

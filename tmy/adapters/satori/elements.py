@@ -16,11 +16,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_TOKEN = re.compile(
-    r"<!--[\s\S]*?-->"  # a comment
-    r"|<(/?)([A-Za-z][\w:-]*)((?:\s+[^\s=/>]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'))?)*)\s*(/?)>"
+# a tag at a "<": an attribute name holds no "<" or quote, so an unclosed tag ends its try at
+# the next "<" (the parse stays linear in the content's length)
+_TAG = re.compile(
+    r"<(/?)([A-Za-z][\w:-]*)((?:\s+[^\s=/<>\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'))?)*)\s*(/?)>"
 )
-_ATTR = re.compile(r"([^\s=/>]+)(?:\s*=\s*(?:\"([^\"]*)\"|'([^']*)'))?")
+_ATTR = re.compile(r"([^\s=/<>\"']+)(?:\s*=\s*(?:\"([^\"]*)\"|'([^']*)'))?")
+MAX_DEPTH = 32  # open elements kept nested; a deeper start tag is read as if self-closing
 _ENTITY = re.compile(r"&(#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|quot|amp|lt|gt|apos);")
 _NAMED = {"quot": '"', "amp": "&", "lt": "<", "gt": ">", "apos": "'"}
 _LEAD = re.compile(r"^\s*\n\s*")
@@ -65,29 +67,62 @@ def unescape(text: str) -> str:
 
 
 def parse(content: str) -> list[Element]:
-    """``content`` as a list of top-level elements (see the module docstring)."""
+    """``content`` as a list of top-level elements (see the module docstring).
+
+    One pass, linear in the content's length whatever it holds (an unclosed comment or
+    tag, thousands of nested elements), and never deeper than :data:`MAX_DEPTH`: a
+    start tag past it is kept without children, its text going to its parent, so a
+    reader that walks the tree cannot run out of stack.
+    """
     root = Element("template")
     stack: list[Element] = [root]
+    deeper: dict[str, int] = {}  # start tags past MAX_DEPTH still open, by name
     pos = 0
-    for match in _TOKEN.finditer(content):
-        _text(stack[-1], content[pos : match.start()])
+    comments = True  # False once a "<!--" has no "-->" after it (nor can a later one)
+    at = content.find("<")
+    while at >= 0:
+        if comments and content.startswith("<!--", at):
+            end = content.find("-->", at + 4)
+            if end >= 0:
+                _text(stack[-1], content[pos:at])
+                pos = end + 3
+                at = content.find("<", pos)
+                continue
+            comments = False
+        match = _TAG.match(content, at)
+        if match is None:  # a "<" that starts no tag is text
+            at = content.find("<", at + 1)
+            continue
+        _text(stack[-1], content[pos:at])
         pos = match.end()
-        closing, name, attrs, empty = match.group(1), match.group(2), match.group(3), match.group(4)
-        if name is None:  # a comment
-            continue
-        if closing:
-            opened = [i for i, e in enumerate(stack) if i and e.type == name]
-            if opened:
-                del stack[opened[-1] :]
-            else:
-                _text(stack[-1], match[0], raw=True)
-            continue
-        element = Element(name, _attributes(attrs or ""))
-        stack[-1].children.append(element)
-        if not empty:
-            stack.append(element)
+        at = content.find("<", pos)
+        _tag(stack, deeper, match)
     _text(stack[-1], content[pos:])
     return root.children
+
+
+def _tag(stack: list[Element], deeper: dict[str, int], match: re.Match[str]) -> None:
+    """One start, end or self-closing tag onto the open elements ``stack`` (``deeper``:
+    those open past :data:`MAX_DEPTH`, whose end tags close nothing on the stack)."""
+    closing, name, attrs, empty = match.group(1), match.group(2), match.group(3), match.group(4)
+    if closing and deeper.get(name):
+        deeper[name] -= 1
+        return
+    if closing:
+        for depth in range(len(stack) - 1, 0, -1):
+            if stack[depth].type == name:
+                del stack[depth:]
+                return
+        _text(stack[-1], match[0], raw=True)  # no such open element: the tag is text
+        return
+    element = Element(name, _attributes(attrs or ""))
+    stack[-1].children.append(element)
+    if empty:
+        return
+    if len(stack) <= MAX_DEPTH:
+        stack.append(element)
+    else:
+        deeper[name] = deeper.get(name, 0) + 1
 
 
 def _attributes(source: str) -> dict[str, str | bool]:
