@@ -14,6 +14,7 @@ from tests.adapters.test_matrix import make_adapter, served, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials
+from tmy.message import Message, Reply
 from tmy.testing import Bot
 
 
@@ -56,3 +57,17 @@ async def test_an_invite_whose_join_is_rate_limited_is_joined_later() -> None:
                 while fake.rooms[room].members[BOT]["membership"] != "join":
                     await asyncio.sleep(0.01)
     assert fake.count("POST", "/join") == 3
+
+
+async def test_a_second_start_does_not_run_a_second_sync_loop() -> None:
+    async def quiet(message: Message) -> Reply:
+        return Reply("", rule="none", trace_id="t")
+
+    async with FakeHomeserver() as fake:
+        adapter = make_adapter(fake)
+        await adapter.start(quiet)
+        await adapter.start(quiet)
+        await wait_state(adapter, "connected")
+        await asyncio.sleep(0.3)
+        await adapter.stop()
+    assert fake.most_syncing == 1

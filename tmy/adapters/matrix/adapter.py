@@ -153,7 +153,10 @@ class MatrixAdapter(Answering):
         return []
 
     async def start(self, handle: Handler) -> None:
-        """Begin connecting in the background; a bad credential shows as ``failed``."""
+        """Begin connecting in the background; a bad credential shows as ``failed``.
+        Already started (and not stopped): nothing more, one sync loop per account."""
+        if self._runner is not None and not self._runner.done():
+            return
         self._handle = handle
         self._stopping = False
         self._me = None  # a new client logs in again (a restart after stop())
@@ -163,6 +166,8 @@ class MatrixAdapter(Answering):
         if missing:
             self._fail(missing)
             return
+        if self._session is not None:  # a start after a failed one, without stop()
+            await self._session.close()
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(
                 total=self.poll_timeout + REQUEST_SLACK + 60, sock_connect=15
