@@ -4,10 +4,12 @@ the bot token revoked while connected — against the fake Slack on loopback."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from tests.adapters.test_slack import served, wait_state
+from tests.support.log_helpers import read_log
 from tests.support.slack_fake import BOB, CHANNEL
 from tmy.errors import AdapterError
 from tmy.message import Target
@@ -82,3 +84,21 @@ async def test_a_silent_connection_is_dropped_by_the_heartbeat_and_replaced() ->
         await wait_state(s.adapter, "connected")
         _, post = await s.say("echo heard")
         assert post["text"].endswith("|heard")
+
+
+async def test_connections_closed_right_after_hello_are_retried_ever_more_slowly(
+    log_file: Path,
+) -> None:
+    """``hello`` is no proof the connection works: a Slack that greets and hangs up at once
+    (the app's Socket Mode switched off, too many connections) must see the pauses grow,
+    not one every second forever."""
+    async with served() as s:
+        s.fake.hangup = True
+        await s.fake.drop()
+        async with asyncio.timeout(10):
+            while len(s.fake.calls_of("apps.connections.open")) < 11:
+                await asyncio.sleep(0.01)
+        s.fake.hangup = False
+    pauses = [e["retry_in"] for e in read_log(log_file) if e["event"] == "slack.reconnecting"]
+    assert len(pauses) >= 10
+    assert max(pauses) > s.adapter.backoff_base  # capped at 0.2 s here, 0.05 s the first

@@ -67,6 +67,7 @@ class FakeSlack:
         self.uploads: dict[str, bytes] = {}  # uploaded file id -> bytes
         self.acks: list[str] = []
         self.silent = False  # Socket Mode connections: greet, then read and answer nothing
+        self.hangup = False  # Socket Mode connections: greet, then close at once
         self.sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
@@ -201,6 +202,9 @@ class FakeSlack:
                  "debug_info": {"host": "fake-applink"},
                  "connection_info": {"app_id": "A0APP"}}  # fmt: skip
         await ws.send_json(hello)
+        if self.hangup:
+            await ws.close()
+            return ws
         async with self._changed:
             self.sockets.append(ws)
             self._changed.notify_all()

@@ -25,7 +25,9 @@ and the Socket Mode connection is closed, not reopened.
 **Receiving.** ``mode: socket`` (the default): Socket Mode with the app-level
 token (``xapp-…``; none set: ``failed`` naming ``SLACK_APP_TOKEN``);
 ``connected`` after Slack's ``hello``; a lost connection or a ``disconnect``
-message sets ``reconnecting`` and opens a new one after a backoff pause.
+message sets ``reconnecting`` and opens a new one after a backoff pause (the
+pauses grow until a connection has served :attr:`SlackAdapter.stable_after`
+seconds, so a Slack that greets and hangs up at once is not called every second).
 ``mode: webhook``: Slack posts events (and button presses) to
 ``/slack/events`` on the daemon's listener (:mod:`~tmy.adapters.slack.webhook`).
 
@@ -86,6 +88,9 @@ class SlackAdapter(Answering):
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
     heartbeat = 10.0  # seconds between WebSocket pings (a silent connection is dropped)
+    # a connection that lasted this long resets the reconnect pauses; a shorter one (Slack
+    # greeting with hello, then closing at once) lets them grow: hello proves nothing yet
+    stable_after = 30.0
 
     def __init__(
         self,
@@ -236,10 +241,13 @@ class SlackAdapter(Answering):
                         return  # events now arrive on the route
                 assert self._client is not None and self._ws_session is not None
                 url = await open_url(self._client, self.app_token)
+                opened = asyncio.get_running_loop().time()
                 why = await serve_connection(
                     self._ws_session, url, heartbeat=self.heartbeat,
-                    on_hello=lambda: self._connected(backoff), on_envelope=self._envelope,
+                    on_hello=self._connected, on_envelope=self._envelope,
                 )  # fmt: skip
+                if asyncio.get_running_loop().time() - opened >= self.stable_after:
+                    backoff.reset()  # it served a while: the next pause starts short again
                 await self._pause(backoff, why)
             except AdapterError:
                 return  # the token was revoked while connected: failed already
@@ -287,9 +295,7 @@ class SlackAdapter(Answering):
             team=str(answer.get("team") or ""),
         )
 
-    def _connected(self, backoff: Backoff | None = None) -> None:
-        if backoff is not None:
-            backoff.reset()
+    def _connected(self) -> None:
         if self._health.state != "connected":
             self._health.set("connected")
             metrics.adapter_connected(self.name, reconnect=self._connected_before)
