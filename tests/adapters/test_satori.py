@@ -218,3 +218,22 @@ async def test_a_wrong_token_shows_failed_in_healthz_while_the_daemon_serves(
     assert report["status"] == "degraded"
     assert "not-the-token" not in str(report)
     assert answer["answer"].endswith("|still")
+
+
+async def test_start_twice_keeps_one_connection_and_stop_twice_is_harmless() -> None:
+    """A second start() opened a second session and connection (the first one leaked)."""
+    async with driven(RULES) as d:
+        session = d.adapter._session
+        await d.adapter.start(d.handle)
+        await d.fake.message("echo once")
+        await d.fake.next_sent()
+        await d.fake.nothing_sent()
+        assert d.adapter._session is session
+        assert len(d.fake.identifies) == 1 and len(d.seen) == 1
+        await d.adapter.stop()
+        assert session is not None and session.closed
+    await d.adapter.stop()  # driven stops it once more
+    assert d.adapter.health()["state"] == "stopped"
+    never = make_adapter("http://127.0.0.1:9/satori")
+    await never.stop()  # stop before start
+    assert never.health()["state"] == "stopped"

@@ -109,7 +109,12 @@ class SatoriAdapter(Answering):
         return []  # events come over the adapter's own WebSocket client
 
     async def start(self, handle: Handler) -> None:
-        """Begin connecting in the background; never raises for the server's trouble."""
+        """Begin connecting in the background; never raises for the server's trouble.
+        Started already (and not stopped): nothing more (a second connection would take
+        every event twice, and the first session would leak)."""
+        if self._runner is not None and not self._runner.done():
+            log.warning("satori.already_started")
+            return
         self._handle = handle
         self._stopping = False
         self._inbound.accepting = self._outbound.accepting = True
