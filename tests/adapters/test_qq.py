@@ -444,3 +444,18 @@ def test_buttons_and_file_links_become_text_qq_can_show() -> None:
         assert piece.body["content"] == (
             "Pick one\n1. Yes\n2. Docs: https://d.example\n[file] https://f.example/a.pdf"
         )
+
+
+async def test_a_channel_message_quoting_the_bot_addresses_it() -> None:
+    async with driven(all_messages=True) as d:
+        await d.fake.push("AT_MESSAGE_CREATE", channel_message(f"<@!{BOT_ID}> ping", "g-at"))
+        bots = await d.fake.next_sent()
+        own_id = f"sent-{len(d.fake.sent)}"  # the id QQ answered the bot's message with
+        quoting = channel_message("ping", "g-q", message_reference={"message_id": own_id})
+        await d.fake.push("MESSAGE_CREATE", quoting)
+        answer = await d.fake.next_sent()
+        other = channel_message("ping", "g-o", message_reference={"message_id": "08someone"})
+        await d.fake.push("MESSAGE_CREATE", other)
+        await d.fake.nothing_sent()
+    assert bots["body"]["msg_id"] == "g-at" and answer["body"]["msg_id"] == "g-q"
+    assert [m.mentions_bot for m in d.seen] == [True, True, False]

@@ -67,6 +67,7 @@ MAX_RUNS_PER_CHAT = 16
 MAX_PENDING = 1000
 MAX_SENDS = 32
 MAX_SEQS = 4096  # msg_ids whose msg_seq counters are kept (replies come within minutes)
+MAX_OWN = 4096  # ids of the bot's own guild messages kept (a reply quoting one addresses it)
 REQUEST_TIMEOUT = 20.0
 # seconds a signed webhook stays good: well inside the dedup window, so a replay is
 # either a duplicate or stale, and 5 minutes of clock difference with QQ still pass
@@ -110,6 +111,7 @@ class QQAdapter:
         self._connected_before = False
         self._stopping = False
         self._seqs: OrderedDict[str, int] = OrderedDict()  # msg_id -> last msg_seq used
+        self._own: OrderedDict[str, None] = OrderedDict()  # the bot's guild message ids
         cap = self.config.max_pending_per_chat
         self._inbound: ChatQueues[Incoming] = ChatQueues(
             self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
@@ -298,7 +300,8 @@ class QQAdapter:
         """Queue one event for its chat (duplicates and what is not for the rules dropped)."""
         self._health.event()
         try:
-            incoming = read_dispatch(kind, d, event_id, self._me, self.config.admins_from)
+            incoming = read_dispatch(kind, d, event_id, self._me, self.config.admins_from,
+                                     self._own)  # fmt: skip
         except Exception as exc:
             log.exception("qq.event_failed", kind=kind, error=repr(exc))
             return
@@ -357,7 +360,14 @@ class QQAdapter:
         self._outbound.put(f"{kind}:{target}", out)
 
     async def _send_step(self, key: Hashable, out: QueuedReply) -> float | None:
-        return await send_piece(self._api, out, self._next_seq)
+        try:
+            return await send_piece(self._api, out, self._next_seq)
+        finally:
+            for sent in out.sent_ids:  # guild messages: a reply quoting one mentions the bot
+                self._own[sent] = None
+                if len(self._own) > MAX_OWN:
+                    self._own.popitem(last=False)
+            out.sent_ids.clear()
 
     def _next_seq(self, msg_id: str) -> int:
         """The next ``msg_seq`` for a reply to ``msg_id`` (1, 2, …)."""

@@ -14,7 +14,8 @@ GUILD_MEMBER_ADD/REMOVE    ``guild:<id>``      the member's id               no
 
 * QQ delivers a group message only when it @-mentions the bot, so every group
   message has ``mentions_bot``; in a guild channel ``AT_MESSAGE_CREATE`` always
-  mentions the bot and ``MESSAGE_CREATE`` does when ``mentions`` lists it. The
+  mentions the bot and ``MESSAGE_CREATE`` does when ``mentions`` lists it or it
+  quotes one of the bot's own messages (their ids are kept as they are sent). The
   bot's ``<@!id>`` / ``<@id>`` is removed from the text.
 * Attachments (``content_type`` ``image/…``, ``video/…``, ``voice``, ``file``)
   become :class:`~tmy.message.Attachment`; a message with only attachments reads
@@ -34,6 +35,7 @@ GUILD_MEMBER_ADD/REMOVE    ``guild:<id>``      the member's id               no
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,20 +79,31 @@ class Incoming:
 
 
 def read_dispatch(
-    kind: str, d: Any, event_id: str, me: dict[str, str], admins_from: tuple[str, ...]
+    kind: str,
+    d: Any,
+    event_id: str,
+    me: dict[str, str],
+    admins_from: tuple[str, ...],
+    own: Container[str] = (),
 ) -> Incoming | None:
-    """The Incoming for one dispatch ``t=kind`` with data ``d``, or None: not for the rules."""
+    """The Incoming for one dispatch ``t=kind`` with data ``d``, or None: not for the rules.
+
+    ``own`` holds ids of the bot's own guild messages: quoting one addresses the bot."""
     if not isinstance(d, dict):
         return None
     if kind in MESSAGE_EVENTS:
-        return _message(kind, d, me, admins_from)
+        return _message(kind, d, me, admins_from, own)
     if kind in ("GUILD_MEMBER_ADD", "GUILD_MEMBER_REMOVE"):
         return _member(kind, d, event_id, me)
     return None
 
 
 def _message(
-    kind: str, d: dict[str, Any], me: dict[str, str], admins_from: tuple[str, ...]
+    kind: str,
+    d: dict[str, Any],
+    me: dict[str, str],
+    admins_from: tuple[str, ...],
+    own: Container[str],
 ) -> Incoming | None:
     author = d.get("author") or {}
     if author.get("bot"):
@@ -115,7 +128,10 @@ def _message(
         where, chat, private = "channel", f"channel:{target}", False
         if kind == "MESSAGE_CREATE":
             bot_id = me.get("id", "")
-            mentioned = any(str(m.get("id")) == bot_id for m in d.get("mentions") or ())
+            quoted_id = str((d.get("message_reference") or {}).get("message_id") or "")
+            mentioned = quoted_id in own or any(
+                str(m.get("id")) == bot_id for m in d.get("mentions") or ()
+            )
     text = strip_mention(text, me.get("id", "")).strip()
     if not text:
         text = " ".join(PLACEHOLDERS[a.kind] for a in attachments)

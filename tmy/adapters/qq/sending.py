@@ -80,7 +80,7 @@ class QueuedReply(PendingSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
     __slots__ = ("backoff", "index", "kind", "msg_id", "pieces", "rate_limit_wait", "retries",
-                 "target")  # fmt: skip
+                 "sent_ids", "target")  # fmt: skip
     platform = "qq"
 
     def __init__(
@@ -100,6 +100,7 @@ class QueuedReply(PendingSend):
         self.retries = 0
         self.backoff = Backoff()
         self.rate_limit_wait = 1.0
+        self.sent_ids: list[str] = []  # ids QQ gave the guild messages sent (adapter drains)
 
 
 def compose(
@@ -201,6 +202,8 @@ async def send_piece(
         return _retry(out, answer.describe(), out.backoff.next())
     if not answer.ok:
         return _give_up(out, answer.describe())
+    if out.kind in ("channel", "dm") and isinstance(answer.data, dict) and answer.data.get("id"):
+        out.sent_ids.append(str(answer.data["id"]))
     out.index += 1
     out.retries = 0
     out.backoff.reset()
