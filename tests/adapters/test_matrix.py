@@ -52,6 +52,10 @@ rules:
     triggers: [wide]
     steps:
       - {plugin: ADJUST, input: {text: "?= '&' * 20000", mention: "{USER}"}}
+  - id: quotes
+    triggers: [quotes]
+    steps:
+      - {plugin: ADJUST, input: {text: "?= '\\"' * 20000", mention: "{USER}"}}
   - id: welcome
     events: [member_join]
     steps:

@@ -59,6 +59,20 @@ async def test_an_invite_whose_join_is_rate_limited_is_joined_later() -> None:
     assert fake.count("POST", "/join") == 3
 
 
+async def test_a_pill_over_a_reply_of_quotes_stays_under_the_event_size_limit() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        async with served(fake):
+            await fake.message(room, ANN, "quotes")  # '"' is &quot; in HTML, \" in JSON
+            pieces = []
+            while sum(p["content"]["body"].count('"') for p in pieces) < 20000:
+                pieces.append(await fake.next_sent(timeout=5))
+            await fake.nothing_sent()
+    first = pieces[0]["content"]
+    assert first["m.mentions"] == {"user_ids": [ANN]} and first["body"].startswith("Ann ")
+    assert "".join(p["content"]["body"] for p in pieces) == "Ann " + '"' * 20000
+
+
 async def test_a_second_start_does_not_run_a_second_sync_loop() -> None:
     async def quiet(message: Message) -> Reply:
         return Reply("", rule="none", trace_id="t")

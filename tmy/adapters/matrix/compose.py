@@ -6,7 +6,9 @@
 * **Mentions** (``Outgoing.mentions``: Matrix user ids) become pills in front of
   the first piece: the user's display name linking to ``https://matrix.to/#/<user>``
   in an HTML ``formatted_body``, the names in ``body`` and the ids in
-  ``m.mentions.user_ids``, which is what notifies them.
+  ``m.mentions.user_ids``, which is what notifies them. That first event carries
+  its text twice (``body`` and escaped HTML): when its content passes
+  :data:`MAX_CONTENT_BYTES` as JSON, its text is cut smaller and the rest follows.
 * **Pictures and files** (an http(s) URL, a ``data:`` URL or a file under the
   rules' ``media/`` folder, :func:`tmy.media.load`) are uploaded to the
   homeserver's media repository when their turn comes and sent as ``m.image`` /
@@ -20,6 +22,7 @@
 
 from __future__ import annotations
 
+import json
 import mimetypes
 import posixpath
 from collections.abc import Collection, Mapping
@@ -40,6 +43,8 @@ from tmy.message import Outgoing
 log = get_logger("tmy.adapter.matrix")
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024  # matrix.org's m.upload.size; a server may allow less
+# an event's content as JSON; the event (content, ids, hashes, signatures) may be 65,536
+MAX_CONTENT_BYTES = 56_000
 
 
 @dataclass(slots=True)
@@ -70,15 +75,32 @@ def compose(
             )
     pieces = [Piece(_text(p)) for p in split_text(text)]
     if users:
-        first = pieces[0].content["body"] if pieces else ""
-        body, rich = pills([(u, names.get(u, "")) for u in users], first)
-        content = _text(body)
-        content.update(format="org.matrix.custom.html", formatted_body=rich)
-        content["m.mentions"] = {"user_ids": users}
-        pieces[:1] = [Piece(content)]
+        pieces[:1] = _pilled([(u, names.get(u, "")) for u in users], pieces[:1])
     pieces += [Piece(source=s, kind="image") for s in parts.images]
     pieces += [Piece(source=s, kind="file") for s in parts.files]
     return pieces
+
+
+def _pilled(mentions: list[tuple[str, str]], first: list[Piece]) -> list[Piece]:
+    """The first text piece with pills for ``mentions`` in front, as one event or, when
+    its HTML makes the content too big (``"`` is ``&quot;`` there and ``\\"`` in the
+    JSON: 8 bytes for one character), as its text cut smaller, the pills on the first."""
+    text = first[0].content["body"] if first else ""
+    rest: list[Piece] = []
+    while True:
+        body, rich = pills(mentions, text)
+        content = _text(body)
+        content.update(format="org.matrix.custom.html", formatted_body=rich)
+        content["m.mentions"] = {"user_ids": [user for user, _ in mentions]}
+        if content_size(content) <= MAX_CONTENT_BYTES or len(text) < 2:
+            return [Piece(content), *rest]
+        halves = split_text(text, limit=(len(text) + 1) // 2)
+        text, rest = halves[0], [*(Piece(_text(p)) for p in halves[1:]), *rest]
+
+
+def content_size(content: dict[str, Any]) -> int:
+    """Bytes of ``content`` as canonical JSON (what the homeserver's size limit counts)."""
+    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def _text(body: str) -> dict[str, Any]:

@@ -3,10 +3,11 @@
 **The limit.** A Matrix event may be at most 65,536 bytes as canonical JSON
 (UTF-8), signatures, hashes and the homeserver's own fields included. A reply
 piece is at most :data:`MAX_TEXT` characters *and* :data:`MAX_TEXT_BYTES` bytes
-of UTF-8: with an HTML ``formatted_body`` beside the ``body`` (a reply with
-mentions) the worst case is 24,000 bytes of body plus 40,000 of HTML (``&`` is
-``&amp;``: five bytes for one) — under the limit with room left for the
-event's envelope. Pieces break at a line break in their second half when there
+of UTF-8, so a plain piece stays far under it even when JSON escapes it. A
+piece with pills (an HTML ``formatted_body`` beside the ``body``) carries its text
+twice and HTML-escaped (``&`` is ``&amp;``, ``"`` is ``&quot;``):
+:mod:`~tmy.adapters.matrix.compose` measures that event and cuts its text smaller
+when needed. Pieces break at a line break in their second half when there
 is one, else at a space.
 
 **Reading.** Clients that still send the rich-reply fallback start the body with
