@@ -79,7 +79,8 @@ async def wait_state(adapter: SlackAdapter, state: str, timeout: float = 10.0) -
 def make_adapter(fake: FakeSlack, **config: Any) -> SlackAdapter:
     tokens = {"bot_token": config.pop("bot_token", BOT_TOKEN),
               "app_token": config.pop("app_token", APP_TOKEN)}  # fmt: skip
-    adapter = SlackAdapter(SlackConfig(api_base=fake.base, **config), pacing=0.0, **tokens)
+    base = fake.base if config.pop("api_base_slash", True) else fake.base.rstrip("/")
+    adapter = SlackAdapter(SlackConfig(api_base=base, **config), pacing=0.0, **tokens)
     adapter.backoff_base, adapter.backoff_cap = 0.05, 0.2
     return adapter
 

@@ -102,3 +102,12 @@ async def test_connections_closed_right_after_hello_are_retried_ever_more_slowly
     pauses = [e["retry_in"] for e in read_log(log_file) if e["event"] == "slack.reconnecting"]
     assert len(pauses) >= 10
     assert max(pauses) > s.adapter.backoff_base  # capped at 0.2 s here, 0.05 s the first
+
+
+async def test_an_api_base_without_its_trailing_slash_still_reaches_the_api() -> None:
+    """``api_base: https://slack.com/api`` is how people write it (the SDK adds the slash
+    its urljoin needs: without it, ``auth.test`` would go to ``https://slack.com/``)."""
+    async with served(api_base_slash=False) as s:
+        assert not s.adapter.config.api_base.endswith("/")
+        _, post = await s.say("echo joined")
+        assert post["text"].endswith("|joined")
