@@ -2,10 +2,10 @@
 
 Its settings are ``settings.adapters.qq`` (:class:`tmy.config.qq.QQConfig`);
 ``api`` the access token and authorised calls, ``signing`` the webhook's ed25519
-signatures, ``gateway`` the WebSocket gateway, ``incoming`` what a dispatch becomes
-for the rules, ``text`` reply splitting, ``sending`` the send endpoints with their
-retries, and ``adapter`` the platform adapter the daemon builds with
-:func:`from_settings`.
+signatures, ``webhook`` what a webhook POST holds, ``gateway`` the WebSocket
+gateway, ``incoming`` what a dispatch becomes for the rules, ``text`` reply
+splitting, ``sending`` the send endpoints with their retries, and ``adapter`` the
+platform adapter the daemon builds with :func:`from_settings`.
 """
 
 from __future__ import annotations

@@ -34,9 +34,6 @@ What a dispatch becomes is :mod:`~tmy.adapters.qq.incoming`.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -46,13 +43,14 @@ from aiohttp import web
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.dedup import DEDUP_WINDOW, Deliveries
+from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.qq.api import AccessToken, QQApi
 from tmy.adapters.qq.gateway import GUILD_MESSAGES, INTENTS, Gateway
 from tmy.adapters.qq.incoming import Incoming, read_dispatch
 from tmy.adapters.qq.sending import QueuedReply, compose, send_piece
 from tmy.adapters.qq.signing import signing_key, validation_answer, verify
+from tmy.adapters.qq.webhook import MAX_AGE, age_of, json_object, validation
 from tmy.config.qq import QQConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -69,10 +67,6 @@ MAX_SENDS = 32
 MAX_SEQS = 4096  # msg_ids whose msg_seq counters are kept (replies come within minutes)
 MAX_OWN = 4096  # ids of the bot's own guild messages kept (a reply quoting one addresses it)
 REQUEST_TIMEOUT = 20.0
-# seconds a signed webhook stays good: well inside the dedup window, so a replay is
-# either a duplicate or stale, and 5 minutes of clock difference with QQ still pass
-MAX_AGE = DEDUP_WINDOW / 2
-_PLAIN = re.compile(r"[A-Za-z0-9]{1,128}")
 TARGET_KINDS = {"group": "group", "private": "c2c", "channel": "channel", "dm": "dm",
                 "guild": "guild"}  # fmt: skip
 
@@ -267,7 +261,7 @@ class QQAdapter:
         if self._key is None:
             return web.json_response({"error": "the QQ adapter has no secret"}, status=503)
         if not signature or not timestamp:
-            d = _validation(_json_object(body))  # QQ sends this one unsigned (module docstring)
+            d = validation(json_object(body))  # QQ sends this one unsigned (module docstring)
             if d is not None:
                 return web.json_response(validation_answer(self._key, *d))
             log.warning("qq.webhook_refused", status=401, peer=request.remote)
@@ -275,12 +269,12 @@ class QQAdapter:
         if not verify(self._key, timestamp, body, signature):
             log.warning("qq.webhook_refused", status=403, peer=request.remote)
             return web.json_response({"error": "bad signature"}, status=403)
-        age = _age(timestamp)
+        age = age_of(timestamp)
         if age > MAX_AGE:  # a replay the message-id dedup may have forgotten
             log.warning("qq.webhook_stale", status=401, age=round(age), peer=request.remote,
                         hint="a replayed request, or this host's clock is wrong")  # fmt: skip
             return web.json_response({"error": "stale signature timestamp"}, status=401)
-        payload = _json_object(body)
+        payload = json_object(body)
         if payload is None:
             return web.json_response({"error": "not a QQ payload"}, status=400)
         if payload.get("op") == 13 and isinstance(payload.get("d"), dict):
@@ -376,31 +370,3 @@ class QQAdapter:
         if len(self._seqs) > MAX_SEQS:
             self._seqs.popitem(last=False)
         return seq
-
-
-def _age(timestamp: str) -> float:
-    """Seconds since ``timestamp`` (QQ's Unix seconds); 0 for another form (it was signed)."""
-    try:
-        return time.time() - float(timestamp)
-    except ValueError:
-        return 0.0
-
-
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    """``body`` as a JSON object, or None (not JSON, not an object, nested too deep)."""
-    try:
-        payload = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return payload if isinstance(payload, dict) else None
-
-
-def _validation(payload: dict[str, Any] | None) -> tuple[str, str] | None:
-    """``(event_ts, plain_token)`` of an op 13 whose two fields are strings of plain
-    letters and digits, else None."""
-    if payload is None or payload.get("op") != 13 or not isinstance(payload.get("d"), dict):
-        return None
-    ts, token = payload["d"].get("event_ts"), payload["d"].get("plain_token")
-    if all(isinstance(v, str) and _PLAIN.fullmatch(v) for v in (ts, token)):
-        return ts, token
-    return None
