@@ -6,7 +6,12 @@ the bot token). Those, and URLs under one of the ``proxy_urls`` the server lists
 in READY/META (hosts that refuse hotlinking), are fetched through the server's
 proxy route ``{api_base}/v1/proxy/{url}``; any other URL directly. The proxy is
 on ``api_base``'s host, usually a private address, so that host is trusted for
-downloads (``trusted_media_hosts``) without ``limits.media_private_hosts``.
+downloads (``trusted_media_hosts``) without ``limits.media_private_hosts``. That
+trust is for the server's own origin only: a direct URL on the same host but
+another port or scheme (``http://127.0.0.1:6379/…`` beside a server on
+``127.0.0.1:5140``) is refused — a message's ``src`` comes from the platform (an
+e-mail's HTML through Koishi's mail adapter, a Matrix message), and must not reach
+the local services the download guard keeps tmy from.
 
 REPLY_TO is the ``<quote>``'s own text and author when the server put them in,
 else ``message.get`` asked of the server.
@@ -20,6 +25,7 @@ from urllib.parse import urlsplit
 from tmy.adapters.satori.api import SatoriHttp
 from tmy.adapters.satori.incoming import read_content
 from tmy.errors import AdapterError
+from tmy.media import is_allowed
 from tmy.message import Message
 
 
@@ -54,6 +60,14 @@ class SatoriPlatformApi:
             if self._http.token:
                 headers["Authorization"] = f"Bearer {self._http.token}"
             return f"{self._http.api_base}/v1/proxy/{url}", headers
+        host = urlsplit(url).hostname or ""
+        if is_allowed(host, self.trusted_media_hosts) and _origin(url) != _origin(
+            self._http.api_base
+        ):
+            raise AdapterError(
+                f"satori: not downloading {url.split('?', 1)[0][:120]!r}: it is on the Satori "
+                "server's host but not its origin (only api_base's own URLs are trusted there)"
+            )
         return url, {}
 
     @property
@@ -75,3 +89,14 @@ class SatoriPlatformApi:
         user = found.get("user") if isinstance(found.get("user"), dict) else {}
         content = read_content(str(found.get("content") or ""), self._self_id)
         return {"text": content.text, "user": str(user.get("id") or ""), "id": message.reply_to}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the scheme's default when none is written)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
