@@ -11,6 +11,7 @@ import pytest
 from tests.adapters.test_slack import served, wait_state
 from tests.support.log_helpers import read_log
 from tests.support.slack_fake import BOB, CHANNEL
+from tmy.adapters.slack import SlackAdapter
 from tmy.errors import AdapterError
 from tmy.message import Target
 
@@ -111,3 +112,18 @@ async def test_an_api_base_without_its_trailing_slash_still_reaches_the_api() ->
         assert not s.adapter.config.api_base.endswith("/")
         _, post = await s.say("echo joined")
         assert post["text"].endswith("|joined")
+
+
+async def test_stop_before_start_twice_and_a_restart() -> None:
+    async with served() as s:
+        fresh = SlackAdapter()
+        await fresh.stop()
+        await fresh.stop()
+        assert fresh.health()["state"] == "stopped"
+        await s.adapter.stop()
+        await s.adapter.stop()
+        assert s.adapter.health()["state"] == "stopped"
+        await s.adapter.start(s.handle)
+        await wait_state(s.adapter, "connected")
+        _, post = await s.say("echo again")
+        assert post["text"].endswith("|again")
