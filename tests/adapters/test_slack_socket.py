@@ -10,7 +10,7 @@ import pytest
 
 from tests.adapters.test_slack import served, wait_state
 from tests.support.log_helpers import read_log
-from tests.support.slack_fake import BOB, CHANNEL
+from tests.support.slack_fake import BOB, CHANNEL, DM
 from tmy.adapters.slack import SlackAdapter
 from tmy.errors import AdapterError
 from tmy.message import Target
@@ -127,3 +127,16 @@ async def test_stop_before_start_twice_and_a_restart() -> None:
         await wait_state(s.adapter, "connected")
         _, post = await s.say("echo again")
         assert post["text"].endswith("|again")
+
+
+async def test_a_channel_waiting_out_a_429_does_not_hold_up_another() -> None:
+    async with served() as s:
+        s.fake.flood = [1]
+        first = asyncio.create_task(s.adapter.send(Target("slack", CHANNEL), "waits"))
+        async with asyncio.timeout(5):
+            while s.fake.flood:  # the first send got its 429
+                await asyncio.sleep(0.01)
+        await s.adapter.send(Target("slack", DM), "goes at once")
+        assert [p["text"] for p in s.fake.posted] == ["goes at once"]
+        await first
+        assert [p["channel"] for p in s.fake.posted] == [DM, CHANNEL]
