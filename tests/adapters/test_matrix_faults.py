@@ -73,6 +73,26 @@ async def test_a_pill_over_a_reply_of_quotes_stays_under_the_event_size_limit() 
     assert "".join(p["content"]["body"] for p in pieces) == "Ann " + '"' * 20000
 
 
+async def test_a_display_name_in_the_middle_of_a_message_is_not_a_mention() -> None:
+    async with FakeHomeserver() as fake:
+        fake.names[BOT] = "Help"  # a bot whose display name is a common word
+        room = fake.room("group", ANN)
+        async with served(fake) as s:
+            await fake.message(room, ANN, "echo Help me", **{"m.mentions": {}})
+            echoed = await fake.next_sent()
+            await fake.message(room, ANN, "Help: ping")  # addressed by name: a mention
+            addressed = await fake.next_sent()
+            pill = f'echo <a href="https://matrix.to/#/{BOT}">Help</a> hi'  # Element's pill
+            mentions = {"m.mentions": {"user_ids": [BOT]}}
+            html = {"format": "org.matrix.custom.html", "formatted_body": pill}
+            await fake.message(room, ANN, "echo Help hi", **html, **mentions)
+            pilled = await fake.next_sent()
+    assert echoed["content"]["body"].endswith("|Help me")
+    assert [m.mentions_bot for m in s.seen] == [False, True, True]
+    assert addressed["content"]["body"] == "pong" and s.seen[1].text == "ping"
+    assert s.seen[2].text == "echo hi" and pilled["content"]["body"].endswith("|hi")
+
+
 async def test_a_second_start_does_not_run_a_second_sync_loop() -> None:
     async def quiet(message: Message) -> Reply:
         return Reply("", rule="none", trace_id="t")

@@ -9,6 +9,7 @@ from tmy.adapters.matrix.rooms import role_of
 from tmy.adapters.matrix.text import (
     MAX_TEXT,
     MAX_TEXT_BYTES,
+    count_pills,
     pills,
     split_text,
     strip_mention,
@@ -40,12 +41,31 @@ def test_reply_fallback_lines_are_cut() -> None:
 
 
 def test_mentions_of_the_bot_are_stripped() -> None:
-    names = [BOT, "Tmy"]
-    assert strip_mention(f"{BOT}: ping", names) == ("ping", True)
-    assert strip_mention("Tmy, ping", names) == ("ping", True)
-    assert strip_mention("hey Tmy ping me", names) == ("hey ping me", True)
-    assert strip_mention("Tmyx ping", names) == ("Tmyx ping", False)
-    assert strip_mention("@tmy:example.org.uk ping", [BOT]) == ("@tmy:example.org.uk ping", False)
+    assert strip_mention(f"{BOT}: ping", BOT, "Tmy") == ("ping", True)
+    assert strip_mention("Tmy, ping", BOT, "Tmy") == ("ping", True)
+    assert strip_mention("tmy: ping", BOT, "Tmy") == ("ping", True)
+    assert strip_mention(f"hey {BOT} ping me", BOT, "Tmy") == ("hey ping me", True)
+    assert strip_mention("Tmyx ping", BOT, "Tmy") == ("Tmyx ping", False)
+    assert strip_mention("@tmy:example.org.uk ping", BOT) == ("@tmy:example.org.uk ping", False)
+
+
+def test_a_display_name_is_a_mention_only_where_it_addresses_the_bot() -> None:
+    assert strip_mention("Help me with this", BOT, "Help") == ("Help me with this", False)
+    assert strip_mention("hey Help ping me", BOT, "Help") == ("hey Help ping me", False)
+    assert strip_mention("Help ping", BOT, "Help", addressed=True) == ("ping", True)
+    assert strip_mention("hey Help ping me", BOT, "Help", pills=1) == ("hey ping me", True)
+    assert strip_mention("Help: ask Help", BOT, "Help", pills=1) == ("ask Help", True)
+
+
+def test_pills_to_the_bot_are_counted() -> None:
+    html = (
+        f'<a href="https://matrix.to/#/{BOT}">Tmy</a> and '
+        '<a href="https://matrix.to/#/%40tmy%3Aexample.org?via=x">Tmy</a> '
+        '<a href="matrix:u/tmy:example.org">Tmy</a> <a href="https://matrix.to/#/@ann:x">A</a>'
+    )
+    content = {"format": "org.matrix.custom.html", "formatted_body": html}
+    assert count_pills(content, BOT) == 3
+    assert count_pills({"formatted_body": html}, BOT) == 0  # no format: not HTML
 
 
 def test_pills_escape_html() -> None:

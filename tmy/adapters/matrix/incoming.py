@@ -25,8 +25,10 @@ change (a ``join`` after a ``join``). An ``m.room.encrypted`` event is reported
 as such (:attr:`Incoming.encrypted`): tmy cannot read it.
 
 A message **mentions the bot** when its ``m.mentions.user_ids`` (intentional
-mentions, Matrix 1.7) holds the bot, or its text holds the bot's user id or
-display name (older clients' pills); the mention is removed from the text. A
+mentions, Matrix 1.7) holds the bot, its HTML has a pill to the bot, its text
+holds the bot's user id, or starts with its display name as an address
+(``Tmy: hi``); the mention is removed from the text
+(:func:`~tmy.adapters.matrix.text.strip_mention`). A
 reply (``m.relates_to.m.in_reply_to``) to one of the bot's messages counts as a
 mention too: the adapter checks the quoted event's sender before running it.
 """
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmy.adapters.matrix.paths import download_url
-from tmy.adapters.matrix.text import strip_mention, strip_reply_fallback
+from tmy.adapters.matrix.text import count_pills, strip_mention, strip_reply_fallback
 from tmy.logs import get_logger
 from tmy.message import Attachment, Event, Message
 
@@ -178,7 +180,9 @@ def _message(
     if reply is not None:
         text = strip_reply_fallback(text)
     mentioned = me.user_id in _user_ids(content)
-    text, named = strip_mention(text, [me.user_id, me.display_name])
+    name = names.get(me.user_id) or me.display_name  # the room's name for it, else the profile's
+    pilled = count_pills(content, me.user_id)
+    text, named = strip_mention(text, me.user_id, name, pills=pilled, addressed=mentioned)
     thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
     if thread is not None and relates.get("is_falling_back"):
         reply = None  # a thread's fallback points at the thread's last event, not a quote
