@@ -140,3 +140,13 @@ async def test_a_channel_waiting_out_a_429_does_not_hold_up_another() -> None:
         assert [p["text"] for p in s.fake.posted] == ["goes at once"]
         await first
         assert [p["channel"] for p in s.fake.posted] == [DM, CHANNEL]
+
+
+async def test_a_retry_after_past_the_cap_fails_the_send_instead_of_blocking_it() -> None:
+    async with served() as s:
+        s.fake.flood = [3600]
+        with pytest.raises(AdapterError, match="ratelimited"):
+            async with asyncio.timeout(5):
+                await s.adapter.send(Target("slack", CHANNEL), "an hour?")
+        await s.adapter.send(Target("slack", CHANNEL), "next")  # the channel is not blocked
+        assert [p["text"] for p in s.fake.posted] == ["next"]
