@@ -8,19 +8,29 @@ them to that.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import pytest
 
 from tmy.adapters.console import ConsoleAdapter
 from tmy.adapters.discord_adapter import DiscordAdapter
+from tmy.adapters.feishu import FeishuAdapter
 from tmy.adapters.http import HttpAdapter
+from tmy.adapters.matrix import MatrixAdapter
 from tmy.adapters.onebot import OneBotAdapter
 from tmy.adapters.openai import OpenAIFacade
+from tmy.adapters.qq import QQAdapter
+from tmy.adapters.satori import SatoriAdapter
+from tmy.adapters.slack import SlackAdapter
 from tmy.adapters.telegram import TelegramAdapter
 from tmy.config import Settings
+from tmy.config.adapters import Adapters
 from tmy.types import Adapter
 
-PLATFORMS = ["http", "openai", "onebot", "discord_adapter", "telegram"]
+PLATFORMS = [
+    "http", "openai", "onebot", "discord_adapter", "telegram",
+    "qq", "feishu", "slack", "matrix", "satori",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -32,6 +42,11 @@ PLATFORMS = ["http", "openai", "onebot", "discord_adapter", "telegram"]
         OneBotAdapter(),
         OpenAIFacade(),
         TelegramAdapter(),
+        QQAdapter(),
+        FeishuAdapter(),
+        SlackAdapter(),
+        MatrixAdapter(),
+        SatoriAdapter(),
     ],
     ids=lambda a: type(a).__name__,
 )
@@ -55,3 +70,39 @@ def test_the_listener_and_the_facade_follow_adapters_http() -> None:
     assert isinstance(listener, HttpAdapter) and listener.api_keys == ("k",)
     assert isinstance(facade, OpenAIFacade) and facade.api_keys == ("k",)
     assert listener.routes() == []  # it mounts the others' routes; it has none to give
+
+
+NEEDS = {  # platform -> (a mode with a webhook and its route, the variable a missing secret names)
+    "qq": ("webhook", "/qq/webhook", "QQ_APP_ID"),
+    "feishu": ("webhook", "/feishu/events", "FEISHU_APP_ID"),
+    "slack": ("webhook", "/slack/events", "SLACK_BOT_TOKEN"),
+    "matrix": (None, None, "MATRIX_ACCESS_TOKEN"),
+}
+
+
+@pytest.mark.parametrize("platform", sorted(NEEDS))
+async def test_a_newer_platform_without_credentials_is_failed_and_says_what_to_set(
+    platform: str,
+) -> None:
+    """Enabled with nothing to log in with, it starts (never raises), shows ``failed`` naming
+    the variable to set, and in webhook mode offers its route on the listener."""
+    mode, route, variable = NEEDS[platform]
+    section = {"enabled": True, **({"mode": mode} if mode else {})}
+    settings = Settings(http_enabled=False, adapters=Adapters.parse({platform: section}))
+    adapter = importlib.import_module(f"tmy.adapters.{platform}").from_settings(
+        settings, None, env={}
+    )
+    assert adapter is not None and adapter.name == platform
+    if route is not None:
+        assert [(r.method, r.path) for r in adapter.routes()] == [("POST", route)]
+    await adapter.start(_never_called)
+    try:
+        health = adapter.health()
+        assert health["state"] == "failed", health
+        assert variable in health["error"]
+    finally:
+        await adapter.stop()
+
+
+async def _never_called(message: Any) -> Any:
+    raise AssertionError(f"nothing should run: {message!r}")
