@@ -201,3 +201,23 @@ async def test_the_request_url_can_be_verified_before_the_bot_token_is_set() -> 
     finally:
         await adapter.stop()
         await http.stop()
+
+
+async def test_a_signature_header_with_non_ascii_bytes_is_403_not_500() -> None:
+    async with hooked() as h:
+        body = body_of(h.fake.callback(h.fake.message("echo evil")))
+        stamp = signed(body)["X-Slack-Request-Timestamp"]
+        host, port = "127.0.0.1", int(h.url.split(":")[2].split("/")[0])
+        reader, writer = await asyncio.open_connection(host, port)
+        head = (
+            f"POST /slack/events HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
+            "X-Slack-Signature: v0=\u00e9\u00e9\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(head.encode("latin-1") + body)
+        await writer.drain()
+        status = (await reader.readline()).decode()
+        writer.close()
+        assert status.split()[1] == "403", status
+        await h.fake.nothing_posted()
+        assert h.seen == []

@@ -111,9 +111,12 @@ class EventsRoute:
             return web.json_response({"error": "missing Slack signature"}, status=401)
         try:
             age = abs(time.time() - int(stamp))
-            valid = self._verifier.is_valid(body, stamp, signature)
-        except (ValueError, UnicodeDecodeError):
-            age, valid = float("inf"), False
+        except ValueError:
+            age = float("inf")
+        try:
+            valid = age <= MAX_AGE and self._verifier.is_valid(body, stamp, signature)
+        except (ValueError, TypeError, UnicodeDecodeError):  # hmac.compare_digest raises
+            valid = False  # TypeError on a non-ASCII signature header
         if valid:
             return None
         why = "stale timestamp" if age > MAX_AGE else "wrong signature"
