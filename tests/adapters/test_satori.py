@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.satori_fake import GROUP, QQ_BOT, TOKEN, FakeSatori, driven, make_adapter
 from tmy.adapters.satori import SatoriAdapter, from_settings
+from tmy.adapters.satori.connection import EventStream
 from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError, ConfigError
 from tmy.message import Target
@@ -237,3 +238,21 @@ async def test_start_twice_keeps_one_connection_and_stop_twice_is_harmless() -> 
     never = make_adapter("http://127.0.0.1:9/satori")
     await never.stop()  # stop before start
     assert never.health()["state"] == "stopped"
+
+
+async def test_an_event_too_large_to_read_is_skipped_not_replayed_forever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A frame over the size limit closed the connection; resuming from the last sn
+    replayed it and closed again, forever, and no later event was ever delivered."""
+    monkeypatch.setattr(EventStream, "max_frame", 64 * 1024)
+    async with driven(RULES) as d:
+        await d.fake.message("echo first")
+        await d.fake.next_sent()
+        await d.fake.message("echo big " + "x" * 100_000)  # over 64 KB: unreadable
+        await d.fake.message("echo after")
+        after = await d.fake.next_sent()
+        await d.fake.nothing_sent()
+    assert after["body"]["content"].endswith("|after")
+    assert [i["sn"] for i in d.fake.identifies] == [None, 2]  # resumed past the big one (sn 2)
+    assert [m.text for m in d.seen] == ["echo first", "echo after"]

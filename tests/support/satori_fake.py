@@ -118,10 +118,12 @@ class FakeSatori:
             await ws.close(code=4004, message=b"invalid token")
             return ws
         await ws.send_json({"op": 4, "body": {"logins": self.logins, "proxy_urls": []}})
-        if isinstance(body.get("sn"), int):
-            for event in self.buffer:
+        try:
+            for event in self.buffer if isinstance(body.get("sn"), int) else ():
                 if event["sn"] > body["sn"]:
                     await ws.send_json({"op": 0, "body": event})
+        except ConnectionError:  # the client refused a replayed frame (too large)
+            return ws
         self._sockets.append(ws)
         await self._notify()
         async for msg in ws:
@@ -146,7 +148,10 @@ class FakeSatori:
     async def push(self, event: dict[str, Any]) -> None:
         """Send ``event`` as it is (a duplicate, a login event) to every identified client."""
         for ws in list(self._sockets):
-            await ws.send_json({"op": 0, "body": event})
+            try:
+                await ws.send_json({"op": 0, "body": event})
+            except ConnectionError:  # the client went away meanwhile (a frame it refused)
+                self._sockets.remove(ws)
 
     async def message(
         self,

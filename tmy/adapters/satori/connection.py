@@ -13,6 +13,13 @@ A server refuses a wrong token by closing before READY (Koishi: code 4004
 :attr:`Ended.refused` then says why, and the adapter shows ``failed`` instead of
 trying again. Anything else that ends a connection (the server going away, no
 frame for three ping intervals) is a lost connection to reconnect.
+
+An event frame larger than :attr:`EventStream.max_frame` closes the connection
+(code 1009). Resuming from the last ``sn`` would replay that same event and close
+again, forever, with nothing after it ever delivered; so after such a close the
+next IDENTIFY resumes one ``sn`` further, past the event that could not be read
+(``sn`` only grows, and every earlier event was read: the skip loses that one
+event and no other).
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ class EventStream:
     """The event service of one server: :meth:`connect` runs one connection to its end."""
 
     identify_timeout = 10.0  # seconds READY may take after IDENTIFY
+    max_frame = 32 * 1024 * 1024  # bytes of one frame (aiohttp's default 4 MB is an inline picture)
     ping_interval = 10.0  # seconds between PINGs (the protocol's)
 
     def __init__(
@@ -78,7 +86,7 @@ class EventStream:
         try:
             ws = await self.http.session.ws_connect(
                 self.url, headers=headers, autoping=True, heartbeat=None,
-                timeout=aiohttp.ClientWSTimeout(ws_close=5.0),
+                timeout=aiohttp.ClientWSTimeout(ws_close=5.0), max_msg_size=self.max_frame,
             )  # fmt: skip
         except aiohttp.WSServerHandshakeError as exc:
             refused = exc.status in (401, 403)
@@ -116,7 +124,15 @@ class EventStream:
                 )
                 return Ended(ready, why, refused)
             if msg.type == aiohttp.WSMsgType.ERROR:
-                return Ended(ready, f"the connection failed: {ws.exception()!r}")
+                if ws.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+                    self._skip_unreadable()
+                return Ended(ready, f"the connection failed: {msg.data or ws.exception()!r}")
+
+    def _skip_unreadable(self) -> None:
+        """The frame after ``sn`` was too large to read: resume past it next time."""
+        log.warning("satori.event_too_large", after_sn=self.sn, limit=self.max_frame)
+        if self.sn is not None:  # None: nothing to resume from, so nothing replays it
+            self.sn += 1
 
     def _frame(self, data: str) -> bool:
         """Handle one signal; True when it was READY."""
