@@ -105,3 +105,18 @@ async def test_a_second_start_does_not_run_a_second_sync_loop() -> None:
         await asyncio.sleep(0.3)
         await adapter.stop()
     assert fake.most_syncing == 1
+
+
+async def test_a_room_just_joined_does_not_answer_its_history() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("busy", ANN, bot=False)
+        await fake.message(room, ANN, "echo said before the bot came")
+        async with served(fake):
+            await fake.invite(room, ANN)
+            async with asyncio.timeout(5):
+                while fake.rooms[room].members[BOT]["membership"] != "join":
+                    await asyncio.sleep(0.01)
+            await fake.message(room, ANN, "echo after")
+            first = await fake.next_sent()
+            await fake.nothing_sent()
+    assert first["content"]["body"].endswith("|after")

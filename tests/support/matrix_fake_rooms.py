@@ -8,7 +8,8 @@ spec's ``/sync`` response for one ``since`` position of the fake's event stream:
 * without ``since`` (an initial sync): each joined room's full state and its last
   50 events, and ``m.direct`` in ``account_data``;
 * with ``since``: each joined room's events after it (a room the bot joined after
-  ``since`` comes with its state), the rooms the bot was invited to after it under
+  ``since`` comes with its state and, as Synapse sends it, its last 50 events:
+  those from before the join too), the rooms the bot was invited to after it under
   ``rooms.invite`` with their stripped state; ``summary.m.joined_member_count``
   for every room listed; ``next_batch`` is the stream's end.
 """
@@ -82,12 +83,12 @@ def sync_body(
             for i, (r, e) in enumerate(stream, 1)
             if r == room.room_id and e["type"] != INVITE_MARK and (pos is None or i > pos)
         ]
-        if pos is None:
+        if fresh:  # as Synapse: a newly joined room's last events, from before the join too
             timeline = [*room.events][-TIMELINE_LIMIT:]
         if not timeline and not fresh:
             continue
         joined[room.room_id] = {
-            "timeline": {"events": timeline, "limited": False, "prev_batch": f"s{pos or 0}"},
+            "timeline": {"events": timeline, "limited": fresh, "prev_batch": f"s{pos or 0}"},
             "state": {"events": state_events(room) if fresh else []},
             "summary": {"m.joined_member_count": len(room.joined())},
             "ephemeral": {"events": []},

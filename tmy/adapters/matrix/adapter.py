@@ -15,7 +15,8 @@ room (:class:`~tmy.adapters.fairness.ChatQueues`: each runs as its own task, a
 long LLM run never stops the reader, and one busy room cannot starve the
 others). Then ``next_batch`` is kept in the store, so a restart goes on from
 there; the very first start (no token yet) answers none of the history the first
-sync brings.
+sync brings, and a room the bot has just joined none of the events from before its
+join that come with it.
 
 **Failures.** A refused token (``M_UNKNOWN_TOKEN``, 401) or password
 (``M_FORBIDDEN``) sets ``failed`` with what to fix, and nothing is retried; the
@@ -47,7 +48,7 @@ from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.matrix.compose import MediaLoader
 from tmy.adapters.matrix.http import MatrixHttp, describe, is_bad_token, retry_after
-from tmy.adapters.matrix.incoming import Incoming, Me, Recent, read_room_events
+from tmy.adapters.matrix.incoming import Incoming, Me, Recent, after_own_join, read_room_events
 from tmy.adapters.matrix.invites import Invites, inviter_of
 from tmy.adapters.matrix.paths import download_base
 from tmy.adapters.matrix.replies import Answering
@@ -376,6 +377,7 @@ class MatrixAdapter(Answering):
             if history:
                 continue
             names = self._rooms.room(room_id).names
+            timeline = timeline[after_own_join(timeline, self._me.user_id) :]
             for incoming in read_room_events(room_id, timeline, self._me, self._recent, names):
                 if await self._deliveries.first(self._me.user_id, incoming.message.message_id):
                     self._health.event()

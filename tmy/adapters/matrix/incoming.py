@@ -88,6 +88,24 @@ class Me:
     download_base: str = ""  # <api_base>/_matrix/client/v1/media/download
 
 
+def after_own_join(events: list[dict[str, Any]], me: str) -> int:
+    """Where the events after the bot's own (latest) join start in a room's ``events``:
+    0 when the bot did not join in this batch. A room the bot has just joined comes
+    with its recent history (Synapse's sync gives a newly joined room its last events,
+    from before the join too, when the room's history is visible to members), and
+    messages said before the bot was there are not for it to answer."""
+    for i in range(len(events) - 1, -1, -1):
+        event = events[i]
+        if not isinstance(event, dict) or event.get("type") != "m.room.member":
+            continue
+        content, unsigned = event.get("content") or {}, event.get("unsigned") or {}
+        before = (unsigned.get("prev_content") or {}).get("membership")
+        joined = event.get("state_key") == me and content.get("membership") == "join"
+        if joined and before != "join":  # not a change of its display name or avatar
+            return i + 1
+    return 0
+
+
 def read_room_events(
     room: str, events: list[dict[str, Any]], me: Me, recent: Recent, names: dict[str, str]
 ) -> list[Incoming]:
