@@ -10,7 +10,7 @@ import pytest
 
 from tests.adapters.test_slack import served, wait_state
 from tests.support.log_helpers import read_log
-from tests.support.slack_fake import BOB, CHANNEL, DM
+from tests.support.slack_fake import APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, DM
 from tmy.adapters.slack import SlackAdapter
 from tmy.errors import AdapterError
 from tmy.message import Target
@@ -150,3 +150,19 @@ async def test_a_retry_after_past_the_cap_fails_the_send_instead_of_blocking_it(
                 await s.adapter.send(Target("slack", CHANNEL), "an hour?")
         await s.adapter.send(Target("slack", CHANNEL), "next")  # the channel is not blocked
         assert [p["text"] for p in s.fake.posted] == ["next"]
+
+
+async def test_no_token_or_socket_ticket_reaches_the_log_or_healthz(log_file: Path) -> None:
+    async with served() as s:
+        await s.fake.drop()  # a reconnect: apps.connections.open gives a ticket URL
+        await s.fake.connected()
+        await wait_state(s.adapter, "connected")
+        s.fake.bot_token = "xoxb-another-token"  # refused from now on
+        with pytest.raises(AdapterError) as refused:
+            await s.adapter.send(Target("slack", CHANNEL), "x")
+        await wait_state(s.adapter, "failed")
+        health = str(s.adapter.health())
+    text = str(read_log(log_file)) + health + str(refused.value) + repr(refused.value)
+    for secret in (BOT_TOKEN, APP_TOKEN, "ticket="):
+        assert secret not in text
+    assert "slack.reconnecting" in text and "slack.failed" in text
