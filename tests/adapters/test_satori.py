@@ -256,3 +256,16 @@ async def test_an_event_too_large_to_read_is_skipped_not_replayed_forever(
     assert after["body"]["content"].endswith("|after")
     assert [i["sn"] for i in d.fake.identifies] == [None, 2]  # resumed past the big one (sn 2)
     assert [m.text for m in d.seen] == ["echo first", "echo after"]
+
+
+async def test_frames_that_are_no_signal_are_skipped_on_the_same_connection() -> None:
+    """JSON nested too deep raised RecursionError out of the reader: the connection was
+    dropped, and the resume from the last sn could meet the same frame again."""
+    async with driven(RULES) as d:
+        for frame in ("[" * 100_000 + "]" * 100_000, "not json", "[1]", '{"op": 0, "body": 5}',
+                      '{"op": 0, "body": {"type": "message-created"}}', '{"op": 99}'):  # fmt: skip
+            await d.fake.push_raw(frame)
+        await d.fake.message("echo still here")
+        sent = await d.fake.next_sent()
+    assert sent["body"]["content"].endswith("|still here")
+    assert len(d.fake.identifies) == 1  # never reconnected

@@ -153,6 +153,11 @@ class FakeSatori:
             except ConnectionError:  # the client went away meanwhile (a frame it refused)
                 self._sockets.remove(ws)
 
+    async def push_raw(self, frame: str) -> None:
+        """Send ``frame`` as it is (not JSON, not a signal …) to every identified client."""
+        for ws in list(self._sockets):
+            await ws.send_str(frame)
+
     async def message(
         self,
         content: str,

@@ -139,7 +139,7 @@ class EventStream:
         try:
             frame = json.loads(data)
             op, body = frame.get("op"), frame.get("body")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, too deep
             log.warning("satori.bad_frame", frame=preview(data))
             return False
         body = body if isinstance(body, dict) else {}
