@@ -204,3 +204,16 @@ def test_unclosed_tags_and_comments_are_read_in_linear_time() -> None:
     closers = "<b>" * 20000 + "x" + "</i>" * 20000
     assert read_content(closers, BOT).text == "x" + "</i>" * 20000
     assert read_content("<b>" * 20000 + "y" + "</b>" * 20000, BOT).text == "y"
+
+
+def test_a_long_reply_with_mentions_stays_under_the_limit_as_the_platform_writes_it() -> None:
+    """The first piece took the whole 2,000 characters and the mention came on top:
+    Discord writes <at id=X/> as <@X>, so the piece was 2,022 and refused (the reply lost)."""
+    user = "123456789012345678"
+    text = "word " * 600
+    pieces = compose(text, Outgoing(mentions=[user, "42"]), platform="discord")
+    shown = [p.replace(f'<at id="{user}"/>', f"<@{user}>").replace('<at id="42"/>', "<@42>")
+             for p in pieces]  # fmt: skip
+    assert all(len(p) <= MAX_TEXT for p in shown)
+    assert shown[0].startswith(f"<@{user}> <@42> word")
+    assert " ".join(shown).split()[2:] == text.split()

@@ -6,7 +6,8 @@ contents.
   escaping), on a line break in the piece's second half when there is one, else on
   a space. Satori itself sets no limit; the platforms behind it do (Discord 2,000
   characters, Telegram 4,096, QQ folds long messages), so tmy cuts at 2,000 — the
-  smallest common limit — except where the platform is known to take more.
+  smallest common limit — except where the platform is known to take more, less the
+  room the platform's rendering of the reply's mentions takes.
 * **reply_to** (or the answered message, in a group) → ``<quote id=…/>`` at the
   start of the first piece; **mentions** → ``<at id=…/>`` before the text.
 * **images** → ``<img src=…/>``, **files** → ``<file src=… title=…/>`` after the
@@ -31,6 +32,7 @@ from tmy.message import Button, Outgoing
 
 MAX_TEXT = 2000  # characters per message where nothing better is known (Discord's limit)
 PLATFORM_LIMITS = {"telegram": 4096}  # where the platform's own limit is known to be larger
+MENTION_ROOM = 12  # characters a platform may write around a mentioned id (beside the id)
 MAX_INLINE = 5 * 1024 * 1024  # bytes of a picture or file sent inline as a data: URL
 # platforms whose Satori adapters render <button> as they are (Discord components, Telegram
 # inline keyboards, KOOK cards, Lark/Feishu cards, LINE templates). Not QQ's official API
@@ -63,7 +65,11 @@ def compose(
     if buttons and platform not in BUTTON_PLATFORMS:
         text = "\n".join([text.rstrip(), *_button_lines(buttons)]).strip()
         buttons = []
-    pieces = [escape(piece) for piece in split_text(text, limit_for(platform))]
+    # a mention is text on the platform too (Discord's <@id>, KOOK's (met)id(met)): room
+    # for it is kept in every piece, or the first piece would pass the limit and be refused
+    limit = limit_for(platform)
+    room = min(limit // 2, sum(len(user) + MENTION_ROOM for user in parts.mentions))
+    pieces = [escape(piece) for piece in split_text(text, limit - room)]
     mentions = "".join(tag("at", {"id": user}) + " " for user in parts.mentions)
     media = [_media("img", source, rules_dir) for source in parts.images]
     media += [_media("file", source, rules_dir) for source in parts.files]
