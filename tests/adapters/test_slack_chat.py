@@ -219,3 +219,15 @@ async def test_a_streamed_answer_full_of_markup_stays_within_the_limit(
     assert all(len(t) <= MAX_TEXT for t in sent), [len(t) for t in sent]
     final = edits[-1]["text"] if edits else first["text"]
     assert (final + "".join(p["text"] for p in rest)) == "&lt;" * 3000
+
+
+async def test_an_image_slack_cannot_fetch_costs_the_picture_not_the_answer() -> None:
+    """Slack refuses a whole message (invalid_blocks, "downloading image failed") when it
+    cannot fetch one image block's URL: the answer goes out with the picture as a link."""
+    async with driven() as d:
+        d.fake.broken_images = {"https://img.example/cat.png"}
+        await d.fake.event(d.fake.message("cat"))
+        post = await d.fake.next_post()
+    assert post["text"] == "a cat"
+    assert [b["type"] for b in post["blocks"]] == ["section", "section"]
+    assert post["blocks"][1]["text"]["text"] == "<https://img.example/cat.png>"

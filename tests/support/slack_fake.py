@@ -8,7 +8,9 @@ Written from api.slack.com's documentation:
   is ``{"ok": false, "error": "invalid_auth"}``, none ``not_authed``, as Slack
   answers (HTTP 200). Methods: ``auth.test``, ``apps.connections.open`` (app-level
   token only), ``chat.postMessage`` (recorded; :attr:`FakeSlack.flood` answers the
-  next ones 429 with ``Retry-After`` and ``error: ratelimited``), ``chat.update``,
+  next ones 429 with ``Retry-After`` and ``error: ratelimited``; an image block whose
+  ``image_url`` is in :attr:`FakeSlack.broken_images` is ``invalid_blocks``, "downloading
+  image failed", and nothing is posted), ``chat.update``,
   ``users.info`` (from :attr:`FakeSlack.users`), ``conversations.replies`` (from
   :attr:`FakeSlack.history`), ``files.getUploadURLExternal`` with the upload URL it
   gives and ``files.completeUploadExternal``; a file's ``url_private`` at
@@ -58,6 +60,7 @@ class FakeSlack:
         self.calls: list[tuple[str, dict[str, Any]]] = []  # every accepted call
         self.posted: list[dict[str, Any]] = []  # chat.postMessage params, in order
         self.flood: list[int] = []  # Retry-After of the next chat.postMessage calls: 429
+        self.broken_images: set[str] = set()  # image_url Slack cannot fetch: invalid_blocks
         self.users: dict[str, dict[str, Any]] = {
             ANN: {"id": ANN, "name": "ann", "profile": {"display_name": "Ann"}},
             BOB: {"id": BOB, "name": "bob", "profile": {"real_name": "Bob Stone"}},
@@ -153,6 +156,11 @@ class FakeSlack:
             return web.json_response(body, status=429, headers={"Retry-After": str(wait)})
         if not params.get("channel"):
             return web.json_response({"ok": False, "error": "channel_not_found"})
+        for i, block in enumerate(params.get("blocks") or ()):
+            if block.get("type") == "image" and block.get("image_url") in self.broken_images:
+                why = f"downloading image failed [json-pointer:/blocks/{i}/image_url]"
+                return web.json_response({"ok": False, "error": "invalid_blocks",
+                                          "errors": [why]})  # fmt: skip
         ts = self.next_ts()
         self.posted.append({**params, "ts": ts, "at": time.monotonic()})
         message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "ts": ts,

@@ -18,7 +18,9 @@
 
 When a message has blocks Slack shows the blocks, not ``text`` (that becomes the
 notification), so the last text piece is repeated as ``section`` blocks above
-the images and buttons.
+the images and buttons. Slack refuses the whole message when it cannot fetch an
+image block's URL (``invalid_blocks``, "downloading image failed"); it is then
+sent again with that picture as a link (:func:`without_images`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,21 @@ def compose(text: str, parts: Parts | None, *, rules_dir: Path | None = None) ->
         else:
             pieces.append(Piece(POST, _fallback(parts), blocks))
     return pieces + uploads
+
+
+def without_images(piece: Piece) -> bool:
+    """``piece`` with its image blocks turned into links (a section above its buttons), after
+    Slack refused it for an image it could not fetch (``invalid_blocks``: it refuses the
+    whole message then, text included); False when it had no image block to drop."""
+    blocks = piece.blocks or []
+    images = [b for b in blocks if b.get("type") == "image"]
+    if not images:
+        return False
+    links = _section("\n".join(f"<{b.get('image_url')}>" for b in images))
+    kept = [b for b in blocks if b.get("type") != "image"]
+    at = next((i for i, b in enumerate(kept) if b.get("type") == "actions"), len(kept))
+    piece.blocks = [*kept[:at], links, *kept[at:]]
+    return True
 
 
 def _user(user: str) -> str:

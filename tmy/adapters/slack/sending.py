@@ -8,8 +8,9 @@ about one a second, Slack's own limit for posting into one channel; a 429
 answer waits Slack's ``Retry-After`` (only that channel waits, holding no send
 slot) and tries again, at most :data:`MAX_SEND_RETRIES` times and never for
 longer than :data:`MAX_RETRY_AFTER` per wait. Network errors and 5xx are
-retried with backoff; any other refusal is logged with Slack's ``error``
-(``channel_not_found``, ``not_in_channel`` …) and raised as
+retried with backoff; a message refused for an image block Slack could not
+fetch goes again with the picture as a link; any other refusal is logged with
+Slack's ``error`` (``channel_not_found``, ``not_in_channel`` …) and raised as
 :class:`~tmy.errors.AdapterError` to whoever waits for the send.
 """
 
@@ -25,7 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tmy.adapters.base import Backoff
 from tmy.adapters.fairness import PendingSend
-from tmy.adapters.slack.compose import POST, Piece
+from tmy.adapters.slack.compose import POST, Piece, without_images
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
@@ -69,6 +70,13 @@ def error_of(exc: BaseException) -> str:
         code = data.get("error") if isinstance(data, dict) else None
         return str(code or f"HTTP {getattr(response, 'status_code', '?')}")
     return f"{type(exc).__name__}: {exc}"
+
+
+def _detail(exc: SlackApiError) -> str:
+    """Slack's ``errors`` list of a refused call (which block, why), else its ``error``."""
+    data = getattr(exc.response, "data", None)
+    errors = data.get("errors") if isinstance(data, dict) else None
+    return "; ".join(map(str, errors)) if isinstance(errors, list) and errors else error_of(exc)
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -116,6 +124,10 @@ async def send_piece(
         if isinstance(exc, SlackApiError) and error_of(exc) in FATAL:
             refused(piece.method, error_of(exc))
             return _give_up(out, piece, exc)
+        refused_blocks = isinstance(exc, SlackApiError) and error_of(exc) == "invalid_blocks"
+        if refused_blocks and without_images(piece):  # an image Slack could not fetch: a link
+            log.warning("slack.image_refused", channel=out.channel, error=_detail(exc))
+            return 0.0
         return _retry(out, piece, exc)
     if ts:
         posted(out.channel, ts)
