@@ -121,3 +121,18 @@ async def test_a_channel_message_quoting_the_bot_addresses_it() -> None:
         await d.fake.nothing_sent()
     assert bots["body"]["msg_id"] == "g-at" and answer["body"]["msg_id"] == "g-q"
     assert [m.mentions_bot for m in d.seen] == [True, True, False]
+
+
+async def test_a_gateway_that_keeps_refusing_the_token_is_failed_not_retried_forever() -> None:
+    async with FakeQQ() as fake:
+        fake.gateway_refuses = True  # close 4004 on every Identify, new token or not
+        adapter = make_adapter(fake)
+        await adapter.start(_no_handle)
+        try:
+            await wait_state(adapter, "failed")
+            await asyncio.sleep(0.5)
+            health = adapter.health()
+        finally:
+            await adapter.stop()
+    assert fake.ops.count(2) == 3 and health["state"] == "failed"
+    assert "4004" in health["error"] and "mode: webhook" in health["error"]

@@ -74,6 +74,7 @@ class FakeQQ:
         self.refused: list[tuple[str, int]] = []  # (path, status) of API calls refused
         self.rate_limited = 0  # the next sends answered 429
         self.lose_answers = 0  # the next sends accepted, but answered 502 (the answer lost)
+        self.gateway_refuses = False  # every Identify closed 4004, as for a bot without it
         self.private_bot = True  # a public (公域) bot is refused GUILD_MESSAGES: close 4014
         self.ops: list[int] = []  # ops received on the gateway, in order
         self.heartbeats: list[int | None] = []  # the ``d`` (last s) of each op 1
@@ -224,7 +225,9 @@ class FakeQQ:
         if op == 1:
             self.heartbeats.append(payload.get("d"))
             await ws.send_json({"op": 11})
-        elif op in (2, 6) and not self._authorised(str(d.get("token", "")), None):
+        elif op in (2, 6) and (
+            self.gateway_refuses or not self._authorised(str(d.get("token", "")), None)
+        ):
             await ws.close(code=4004, message=b"invalid token")
         elif op == 2 and not self.private_bot and int(d.get("intents") or 0) & GUILD_MESSAGES:
             await ws.close(code=4014, message=b"disallowed intents")

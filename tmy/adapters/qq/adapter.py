@@ -210,7 +210,8 @@ class QQAdapter:
                     await self._gateway.run()
                 finally:
                     watch.cancel()
-                raise ConnectionError("the gateway closed the connection")
+                code = self._gateway.close_code
+                raise ConnectionError(f"the gateway closed the connection (close code {code})")
             except AdapterError as exc:
                 self._fail(str(exc))
                 return

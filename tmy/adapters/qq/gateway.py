@@ -12,7 +12,8 @@ on with their ``s`` remembered; op 7 asks to reconnect (resume), op 9 says the
 session is invalid (identify again). The adapter's loop reconnects with backoff
 when :meth:`run` returns or raises.
 
-Close codes: 4004 (bad token) fetches a new token; 4006/4007/4008/4009 and
+Close codes: 4004 (bad token) fetches a new token, and the third in a row
+without a READY between is a refusal; 4006/4007/4008/4009 and
 4900–4913 drop the session (identify next time); 4010–4014 (shards, version,
 intents: ``all_messages`` on a public bot is 4014), 4914 (the bot is offline, in
 the sandbox) and 4915 (banned) are refusals QQ says not to retry:
@@ -43,6 +44,7 @@ PUBLIC_GUILD_MESSAGES = 1 << 30
 # guild @-messages, guild DMs, group @-messages and C2C, guild members (joins, leaves)
 INTENTS = GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE | GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
 GUILD_MESSAGES = 1 << 9  # every channel message: private (私域) bots only (``all_messages``)
+MAX_TOKEN_REFUSALS = 3  # 4004s, each with a new token, before the gateway counts as refused
 SESSION_LOST = frozenset({4006, 4007, 4008, 4009, *range(4900, 4914)})
 # QQ's table (websocket error codes): neither resume nor identify may be retried
 REFUSED = {
@@ -70,6 +72,8 @@ class Gateway:
         self.user: dict[str, Any] = {}
         self.ready = asyncio.Event()  # set on READY / RESUMED of the current connection
         self.resumed = 0  # connections resumed (health, tests)
+        self.token_refusals = 0  # 4004 closes since the last READY / RESUMED
+        self.close_code: int | None = None  # of the last connection (health's error)
         self._acked = True  # the last heartbeat was answered (op 11)
 
     async def run(self) -> None:
@@ -149,10 +153,12 @@ class Gateway:
     async def _event(self, payload: dict[str, Any]) -> None:
         kind, d = str(payload.get("t") or ""), payload.get("d")
         if kind == "READY" and isinstance(d, dict):
+            self.token_refusals = 0
             self.session_id = str(d.get("session_id") or "")
             self.user = d.get("user") or {}
             self.ready.set()
         elif kind == "RESUMED":
+            self.token_refusals = 0
             self.resumed += 1
             self.ready.set()
         else:
@@ -164,9 +170,17 @@ class Gateway:
     def _closed(self, code: int | None) -> None:
         """What a close code means for the next connection (or a refusal)."""
         log.info("qq.gateway_closed", close_code=code)
+        self.close_code = code
         if code in REFUSED:
             raise AdapterError(f"qq: the gateway closed with {code}: {REFUSED[code]}")
         if code == 4004:
+            self.token_refusals += 1
+            if self.token_refusals >= MAX_TOKEN_REFUSALS:
+                raise AdapterError(
+                    f"qq: the gateway refused the access token {self.token_refusals} times in "
+                    "a row (close 4004), a new one asked for each time: the bot may not use "
+                    "the WebSocket gateway (QQ keeps it for older bots); use mode: webhook"
+                )
             self.api.token.invalidate(self.api.token.current)
         if code in SESSION_LOST or code == 4004:
             self.session_id, self.seq = "", None
