@@ -3,7 +3,7 @@ chunks, and "typing…" while a run works.
 
 Three shapes, one per kind of platform:
 
-* :class:`GrowingMessage` (Telegram, Discord): the first piece is posted, later
+* :class:`GrowingMessage` (Telegram, Discord, Slack, Matrix): the first piece is posted, later
   pieces edit that one message at most once per ``interval`` (their rate limits
   allow about one edit a second per chat), and :meth:`GrowingMessage.finish`
   edits it to the run's final reply.
