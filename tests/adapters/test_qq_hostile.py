@@ -12,9 +12,11 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
+from tests.support.log_helpers import read_log
 from tests.support.qq_fake import APP_ID, SECRET, FakeQQ, group_at
 from tmy.adapters.qq import WEBHOOK_PATH, QQAdapter, QQConfig
 from tmy.message import Message, Reply
@@ -130,3 +132,29 @@ def dispatch_body(msg_id: str) -> bytes:
 
 def _ago(seconds: int) -> str:
     return str(int(time.time()) - seconds)
+
+
+async def test_no_secret_or_access_token_reaches_the_log(log_file: Path) -> None:
+    async with hooked() as h:
+        h.fake.revoke()  # the reply meets a 401 and fetches a new token
+        body = dispatch_body("m-log")
+        await raw_post(h.port, _header_lines(h.fake.signed(body)), body)
+        await h.fake.next_sent()
+        await h.fake.post_webhook(h.url, {"op": 0}, headers=FakeQQ(secret="x" * 32).signed(b""))
+        tokens = list(h.fake.tokens)
+    async with FakeQQ() as fake:
+        config = QQConfig(mode="websocket", api_base=fake.base, token_url=fake.token_url)
+        wrong = QQAdapter(config, app_id=APP_ID, secret="wrong-secret-value")
+        await wrong.start(_unused)
+        async with asyncio.timeout(10):
+            while wrong.health()["state"] != "failed":
+                await asyncio.sleep(0.01)
+        await wrong.stop()
+    text = json.dumps(read_log(log_file))
+    assert "qq.token_fetched" in text and "qq.failed" in text  # the paths ran
+    assert SECRET not in text and "wrong-secret-value" not in text
+    assert tokens and not any(token in text for token in tokens)
+
+
+async def _unused(message: Message) -> Reply:
+    raise AssertionError("no message expected")
