@@ -166,3 +166,14 @@ async def test_no_token_or_socket_ticket_reaches_the_log_or_healthz(log_file: Pa
     for secret in (BOT_TOKEN, APP_TOKEN, "ticket="):
         assert secret not in text
     assert "slack.reconnecting" in text and "slack.failed" in text
+
+
+async def test_a_message_mentioning_hundreds_of_users_asks_slack_about_a_few() -> None:
+    """Each mention's name is a users.info call: one message must not become hundreds
+    (Slack rate-limits the method per workspace, for every channel at once)."""
+    async with served() as s:
+        crowd = [f"U0CROWD{i:03d}" for i in range(300)]
+        s.fake.users.update({u: {"id": u, "name": u.lower()} for u in crowd})
+        _, post = await s.say("echo " + " ".join(f"<@{u}>" for u in crowd))
+        assert post["text"].startswith(f"slack|{CHANNEL}|")
+        assert len(s.fake.calls_of("users.info")) <= 60

@@ -34,6 +34,9 @@ from tmy.message import Message
 
 PLATFORM = "slack"
 USER_SUBTYPES = frozenset({"", "file_share", "thread_broadcast", "me_message"})
+# mentions of one message shown by name (each a users.info call, rate-limited per
+# workspace); the rest read as their <@U…|label> label or their id
+MAX_NAMED = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,4 +96,5 @@ def to_message(event: dict[str, Any], me: Me, threads: Container[str]) -> Incomi
         message_id=ts,
         attachments=attachments,
     )
-    return Incoming(message, f"{channel}:{ts}", channel, thread, text, mentioned_users(text))
+    named = mentioned_users(text)[:MAX_NAMED]
+    return Incoming(message, f"{channel}:{ts}", channel, thread, text, named)

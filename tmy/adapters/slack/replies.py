@@ -2,7 +2,8 @@
 
 For each :class:`~tmy.adapters.slack.incoming.Incoming`, in its channel's turn:
 
-* the text's ``<@U…>`` mentions are shown as names and ``USER_NAME`` is the
+* the text's ``<@U…>`` mentions are shown as names (the first
+  :data:`~tmy.adapters.slack.incoming.MAX_NAMED`) and ``USER_NAME`` is the
   sender's display name (``users.info``, cached: :mod:`~tmy.adapters.slack.users`);
   with ``admins_from`` set, ``Message.chat_admin`` says whether the sender is a
   workspace owner/admin;
@@ -36,10 +37,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatQueues
 from tmy.adapters.slack.compose import Piece, compose
-from tmy.adapters.slack.incoming import Incoming
+from tmy.adapters.slack.incoming import MAX_NAMED, Incoming
 from tmy.adapters.slack.media import SlackApi
 from tmy.adapters.slack.sending import QueuedReply, error_of, retry_after, send_piece
-from tmy.adapters.slack.text import MAX_TEXT, escape, readable, split_text, unescape
+from tmy.adapters.slack.text import (
+    MAX_TEXT,
+    escape,
+    mentioned_users,
+    readable,
+    split_text,
+    unescape,
+)
 from tmy.adapters.slack.users import Users
 from tmy.adapters.streaming import GrowingMessage
 from tmy.config.slack import SlackConfig
@@ -110,7 +118,7 @@ class Answering:
             return None
         first = found[0]
         text = str(first.get("text") or "")
-        names = await self._users.names(re.findall(r"<@([UW][A-Z0-9]+)", text))
+        names = await self._users.names(mentioned_users(text)[:MAX_NAMED])
         user = str(first.get("user") or first.get("bot_id") or "")
         return {"text": readable(text, names), "user": user, "id": str(first.get("ts"))}
 
