@@ -14,7 +14,7 @@ from tests.adapters.test_matrix import make_adapter, served, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials
-from tmy.message import Message, Reply
+from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
 
 
@@ -120,3 +120,17 @@ async def test_a_room_just_joined_does_not_answer_its_history() -> None:
             first = await fake.next_sent()
             await fake.nothing_sent()
     assert first["content"]["body"].endswith("|after")
+
+
+async def test_a_dm_a_user_opened_is_where_send_to_that_user_goes() -> None:
+    async with FakeHomeserver() as fake:
+        dm = fake.room("opened-by-ann", ANN, bot=False)
+        async with served(fake) as s:
+            await fake.invite(dm, ANN, direct=True)  # Element's "Start chat" with the bot
+            async with asyncio.timeout(5):
+                while not fake.direct:
+                    await asyncio.sleep(0.01)
+            await s.adapter.send(Target("matrix", "", ANN), "a reminder")
+            sent = await fake.next_sent()
+    assert (sent["room"], sent["content"]["body"]) == (dm, "a reminder")
+    assert fake.direct == {ANN: [dm]}  # kept in the account's m.direct, for the next start

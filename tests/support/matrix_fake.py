@@ -6,9 +6,8 @@ missing token 401 ``M_MISSING_TOKEN``, an unknown one 401 ``M_UNKNOWN_TOKEN``;
 errors are ``{"errcode", "error"}`` with the spec's statuses; a 429 is
 ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``. Implemented:
 
-* ``POST /login`` (``m.login.password`` with an ``m.id.user`` identifier; a wrong
-  password is 403 ``M_FORBIDDEN``; a known ``device_id`` is reused, else a new
-  device is made), ``GET /account/whoami``;
+* ``POST /login`` (``m.login.password``, ``m.id.user``; a wrong password is 403
+  ``M_FORBIDDEN``; a known ``device_id`` is reused), ``GET /account/whoami``;
 * ``GET /sync``: a real long poll over one event stream (``next_batch`` is a
   stream position; ``since`` returns what came after it, waiting up to
   ``timeout`` ms); the answer is built in :mod:`tests.support.matrix_fake_rooms`;
@@ -17,7 +16,7 @@ errors are ``{"errcode", "error"}`` with the spec's statuses; a 429 is
   bytes of canonical JSON is 413 ``M_TOO_LARGE``; only a joined member may send),
   ``PUT /rooms/{room}/typing/{user}``, ``GET /rooms/{room}/joined_members``,
   ``GET /rooms/{room}/state/{type}/{key}``, ``GET /rooms/{room}/event/{id}``,
-  ``GET /profile/{user}/displayname``, ``GET /user/{user}/account_data/{type}``;
+  ``GET /profile/{user}/displayname``, ``GET|PUT /user/{user}/account_data/{type}``;
 * ``POST /_matrix/media/v3/upload`` and the authenticated download
   ``GET /_matrix/client/v1/media/download/{server}/{id}``.
 
@@ -39,6 +38,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.support.matrix_fake_rooms import (
+    ACCOUNT_MARK,
     ANN,
     BOB,
     BOT,
@@ -51,6 +51,7 @@ from tests.support.matrix_fake_rooms import (
     TOKEN,
     FakeRoom,
     canonical,
+    error,
     sync_body,
 )
 
@@ -65,6 +66,7 @@ class FakeHomeserver:
         self.names = {BOT: BOT_NAME, ANN: "Ann", BOB: "Bob"}
         self.rooms: dict[str, FakeRoom] = {}
         self.direct: dict[str, list[str]] = {}
+        self.direct_at = 0  # the stream position m.direct was last set at
         self.stream: list[tuple[str, dict[str, Any]]] = []  # (room, event); position = index + 1
         self.sent: list[dict[str, Any]] = []  # events the bot sent: {room, type, content, id}
         self.calls: list[tuple[str, str]] = []  # (method, path)
@@ -73,6 +75,7 @@ class FakeHomeserver:
         self.sync_faults: list[str] = []  # "500" | "drop" | "429" | "401", one per sync
         self.send_limits = 0  # the next sends answered 429
         self.join_limits = 0  # the next joins answered 429
+        self.syncing = self.most_syncing = 0  # /sync requests in flight (now, at most)
         self.retry_after_ms = 50
         self.txns: dict[tuple[str, str], str] = {}
         self._ids = itertools.count(1)
@@ -103,7 +106,7 @@ class FakeHomeserver:
                 web.get(f"{c}/rooms/{{room}}/state/{{type}}/{{key:.*}}", self._state),
                 web.get(f"{c}/rooms/{{room}}/event/{{event}}", self._event),
                 web.get(f"{c}/profile/{{user}}/displayname", self._displayname),
-                web.get(f"{c}/user/{{user}}/account_data/{{type}}", self._account_data),
+                web.route("*", f"{c}/user/{{user}}/account_data/{{type}}", self._account_data),
                 web.post(f"{m}/upload", self._upload),
                 web.get("/_matrix/client/v1/media/download/{server}/{media}", self._download),
             ]
@@ -170,13 +173,9 @@ class FakeHomeserver:
         before = r.members.get(user, {}).get("membership", "leave")
         content = {"membership": membership, "displayname": self.names.get(user, "")}
         r.members[user] = content
+        prev = {"prev_content": {"membership": before}}
         await self.post(
-            room,
-            sender or user,
-            "m.room.member",
-            content,
-            state_key=user,
-            unsigned={"prev_content": {"membership": before}},
+            room, sender or user, "m.room.member", content, state_key=user, unsigned=prev
         )
 
     async def join(self, room: str, user: str) -> None:
@@ -185,10 +184,10 @@ class FakeHomeserver:
     async def leave(self, room: str, user: str, by: str = "") -> None:
         await self.member(room, user, "leave", sender=by)
 
-    async def invite(self, room: str, inviter: str) -> None:
-        """``inviter`` invites the bot into ``room`` (made without the bot)."""
+    async def invite(self, room: str, inviter: str, direct: bool = False) -> None:
+        """``inviter`` invites the bot into ``room``; ``direct``: as Element's DMs do."""
         r = self.rooms[room]
-        r.members[BOT] = {"membership": "invite"}
+        r.members[BOT] = {"membership": "invite", **({"is_direct": True} if direct else {})}
         r.inviter = inviter
         async with self._changed:
             r.invited_at = len(self.stream) + 1
@@ -204,7 +203,7 @@ class FakeHomeserver:
         return self.sent[taken]
 
     async def nothing_sent(self, wait: float = 0.3) -> None:
-        await asyncio.sleep(wait)
+        await asyncio.sleep(wait)  # then nothing more than was taken has been sent
         assert len(self.sent) == self._taken, f"unexpected send: {self.sent[self._taken]}"
 
     def count(self, method: str, path_part: str) -> int:
@@ -217,19 +216,13 @@ class FakeHomeserver:
         self.calls.append((request.method, request.path))
         return await handler(request)
 
-    def _error(self, status: int, errcode: str, error: str, **extra: Any) -> web.Response:
-        return web.json_response({"errcode": errcode, "error": error, **extra}, status=status)
-
-    def _limited(self) -> web.Response:
-        return self._error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
-
     def _auth(self, request: web.Request) -> tuple[str, str] | web.Response:
         header = request.headers.get("Authorization", "")
         token = header[7:] if header.startswith("Bearer ") else request.query.get("access_token")
         if not token:
-            return self._error(401, "M_MISSING_TOKEN", "Missing access token")
+            return error(401, "M_MISSING_TOKEN", "Missing access token")
         if token not in self.tokens:
-            return self._error(401, "M_UNKNOWN_TOKEN", "Unknown access token", soft_logout=False)
+            return error(401, "M_UNKNOWN_TOKEN", "Unknown access token", soft_logout=False)
         return self.tokens[token]
 
     async def _login(self, request: web.Request) -> web.Response:
@@ -240,9 +233,9 @@ class FakeHomeserver:
         if user and not user.startswith("@"):
             user = f"@{user}:{SERVER}"
         if body.get("type") != "m.login.password" or ident.get("type", "m.id.user") != "m.id.user":
-            return self._error(400, "M_UNKNOWN", "Unknown login type")
+            return error(400, "M_UNKNOWN", "Unknown login type")
         if self.passwords.get(user) != body.get("password"):
-            return self._error(403, "M_FORBIDDEN", "Invalid username or password")
+            return error(403, "M_FORBIDDEN", "Invalid username or password")
         device = body.get("device_id") or f"DEV{next(self._ids)}"
         self.devices.add(device)
         token = f"syt_fake_{next(self._ids)}_token_value"
@@ -261,29 +254,35 @@ class FakeHomeserver:
         if isinstance(who, web.Response):
             return who
         if self.sync_faults:
-            fault = self.sync_faults.pop(0)
-            if fault == "drop":
-                assert request.transport is not None
-                request.transport.close()
-                return web.Response(status=500)
-            if fault == "401":  # the token was revoked between two requests
-                return self._error(401, "M_UNKNOWN_TOKEN", "Unknown access token")
-            if fault == "429":
-                return self._limited()
-            return self._error(500, "M_UNKNOWN", "Internal server error")
+            return self._sync_fault(request, self.sync_faults.pop(0), who)
         since = request.query.get("since")
         pos = int(since[1:]) if since else None
         timeout = int(request.query.get("timeout", "0")) / 1000
-        if pos is not None and len(self.stream) <= pos and timeout > 0:
-            async with self._changed:
-                try:
-                    async with asyncio.timeout(timeout):
-                        await self._changed.wait_for(
-                            lambda: len(self.stream) > pos or self._closing
-                        )
-                except TimeoutError:
-                    pass
-        return web.json_response(sync_body(self.rooms, self.stream, self.direct, pos))
+        self.syncing += 1
+        self.most_syncing = max(self.most_syncing, self.syncing)
+        try:
+            if pos is not None and len(self.stream) <= pos and timeout > 0:
+                async with self._changed, asyncio.timeout(timeout):
+                    await self._changed.wait_for(lambda: len(self.stream) > pos or self._closing)
+        except TimeoutError:
+            pass
+        finally:
+            self.syncing -= 1
+        return web.json_response(
+            sync_body(self.rooms, self.stream, self.direct, pos, self.direct_at)
+        )
+
+    def _sync_fault(self, request: web.Request, fault: str, who: tuple[str, str]) -> web.Response:
+        if fault == "drop":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=500)
+        if fault == "401":  # the device was logged out: its tokens are revoked
+            self.tokens = {t: v for t, v in self.tokens.items() if v != who}
+            return error(401, "M_UNKNOWN_TOKEN", "Unknown access token")
+        if fault == "429":
+            return error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
+        return error(500, "M_UNKNOWN", "Internal server error")
 
     async def _join(self, request: web.Request) -> web.Response:
         who = self._auth(request)
@@ -292,10 +291,10 @@ class FakeHomeserver:
         room_id = request.match_info["room"]
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "invite":
-            return self._error(403, "M_FORBIDDEN", "You are not invited to this room.")
+            return error(403, "M_FORBIDDEN", "You are not invited to this room.")
         if self.join_limits > 0:  # Synapse's rc_joins: a burst of 10, then one per 10 s
             self.join_limits -= 1
-            return self._limited()
+            return error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
         await self.member(room_id, who[0], "join")
         room.joined_at = len(self.stream)
         return web.json_response({"room_id": room_id})
@@ -307,17 +306,17 @@ class FakeHomeserver:
         room_id, kind, txn = (request.match_info[k] for k in ("room", "type", "txn"))
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "join":
-            return self._error(403, "M_FORBIDDEN", "User not in room")
+            return error(403, "M_FORBIDDEN", "User not in room")
         if (who[1], txn) in self.txns:
             return web.json_response({"event_id": self.txns[(who[1], txn)]})
         if self.send_limits > 0:
             self.send_limits -= 1
-            return self._limited()
+            return error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
         content = await request.json()
         # the homeserver adds ~1-2 KB (ids, hashes, signatures) before the 65,536-byte check
         envelope = {"content": content, "room_id": room_id, "type": kind, "sender": who[0]}
         if len(canonical(envelope)) > MAX_EVENT_BYTES - 2048:
-            return self._error(413, "M_TOO_LARGE", "event too large")
+            return error(413, "M_TOO_LARGE", "event too large")
         event = await self.post(room_id, who[0], kind, content)
         self.txns[(who[1], txn)] = event["event_id"]
         async with self._changed:
@@ -346,7 +345,7 @@ class FakeHomeserver:
         room = self.rooms[request.match_info["room"]]
         if request.match_info["type"] == "m.room.power_levels":
             return web.json_response(room.power)
-        return self._error(404, "M_NOT_FOUND", "Event not found.")
+        return error(404, "M_NOT_FOUND", "Event not found.")
 
     async def _event(self, request: web.Request) -> web.Response:
         who = self._auth(request)
@@ -356,7 +355,7 @@ class FakeHomeserver:
         for event in room.events:
             if event["event_id"] == request.match_info["event"]:
                 return web.json_response(event)
-        return self._error(404, "M_NOT_FOUND", "Event not found.")
+        return error(404, "M_NOT_FOUND", "Event not found.")
 
     async def _displayname(self, request: web.Request) -> web.Response:
         who = self._auth(request)
@@ -364,16 +363,23 @@ class FakeHomeserver:
             return who
         name = self.names.get(request.match_info["user"])
         if name is None:
-            return self._error(404, "M_NOT_FOUND", "Profile not found")
+            return error(404, "M_NOT_FOUND", "Profile not found")
         return web.json_response({"displayname": name})
 
     async def _account_data(self, request: web.Request) -> web.Response:
         who = self._auth(request)
         if isinstance(who, web.Response):
             return who
+        if request.method == "PUT" and request.match_info["type"] == "m.direct":
+            self.direct = await request.json()
+            async with self._changed:  # the next sync carries it
+                self.stream.append(("", {"type": ACCOUNT_MARK}))
+                self.direct_at = len(self.stream)
+                self._changed.notify_all()
+            return web.json_response({})
         if request.match_info["type"] == "m.direct" and self.direct:
             return web.json_response(self.direct)
-        return self._error(404, "M_NOT_FOUND", "Account data not found")
+        return error(404, "M_NOT_FOUND", "Account data not found")
 
     async def _upload(self, request: web.Request) -> web.Response:
         who = self._auth(request)
@@ -389,5 +395,5 @@ class FakeHomeserver:
             return who
         found = self.media.get(request.match_info["media"])
         if found is None:
-            return self._error(404, "M_NOT_FOUND", "Not found")
+            return error(404, "M_NOT_FOUND", "Not found")
         return web.Response(body=found[0], content_type=found[1])

@@ -1,4 +1,5 @@
-"""The fake homeserver's accounts and rooms, and the ``/sync`` answer built from them.
+"""The fake homeserver's accounts and rooms, and the answers built from them (``/sync``,
+errors).
 
 Split from :mod:`tests.support.matrix_fake` (the server, its endpoints and what
 tests do): here are the test accounts (tests import them from here), a room as
@@ -10,8 +11,9 @@ spec's ``/sync`` response for one ``since`` position of the fake's event stream:
 * with ``since``: each joined room's events after it (a room the bot joined after
   ``since`` comes with its state and, as Synapse sends it, its last 50 events:
   those from before the join too), the rooms the bot was invited to after it under
-  ``rooms.invite`` with their stripped state; ``summary.m.joined_member_count``
-  for every room listed; ``next_batch`` is the stream's end.
+  ``rooms.invite`` with their stripped state, ``m.direct`` when it was set after
+  it; ``summary.m.joined_member_count`` for every room listed; ``next_batch`` is
+  the stream's end.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from aiohttp import web
 
 SERVER = "example.org"
 BOT = "@tmy:example.org"
@@ -31,7 +35,13 @@ ANN = "@ann:example.org"
 BOB = "@bob:example.org"
 MAX_EVENT_BYTES = 65_536
 INVITE_MARK = "tmy.fake.invite"  # a stream entry standing for the bot's invite
+ACCOUNT_MARK = "tmy.fake.account_data"  # one standing for a change of m.direct
 TIMELINE_LIMIT = 50
+
+
+def error(status: int, errcode: str, message: str, **extra: Any) -> web.Response:
+    """An error answer as the spec shapes it: ``{"errcode", "error", …}``."""
+    return web.json_response({"errcode": errcode, "error": message, **extra}, status=status)
 
 
 def canonical(value: Any) -> bytes:
@@ -67,8 +77,10 @@ def sync_body(
     stream: Sequence[tuple[str, dict[str, Any]]],
     direct: Mapping[str, list[str]],
     pos: int | None,
+    direct_at: int = 0,
 ) -> dict[str, Any]:
-    """The ``/sync`` answer for ``since`` = stream position ``pos`` (None: initial)."""
+    """The ``/sync`` answer for ``since`` = stream position ``pos`` (None: initial);
+    ``direct_at``: the stream position ``m.direct`` was last set at."""
     joined: dict[str, Any] = {}
     invited: dict[str, Any] = {}
     for room in rooms.values():
@@ -98,7 +110,7 @@ def sync_body(
         "next_batch": f"s{len(stream)}",
         "rooms": {"join": joined, "invite": invited, "leave": {}},
     }
-    if pos is None and direct:
+    if (pos is None or direct_at > pos) and direct:
         body["account_data"] = {"events": [{"type": "m.direct", "content": dict(direct)}]}
     return body
 
@@ -144,6 +156,6 @@ def stripped(room: FakeRoom) -> list[dict[str, Any]]:
             "type": "m.room.member",
             "state_key": BOT,
             "sender": room.inviter,
-            "content": {"membership": "invite"},
+            "content": room.members.get(BOT) or {"membership": "invite"},
         }
     ]

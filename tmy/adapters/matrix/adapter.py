@@ -122,7 +122,7 @@ class MatrixAdapter(Answering):
         self._rooms = Rooms(self._joined_members, self._power_levels)
         self._deliveries = Deliveries(store, "matrix")
         self._told_encrypted: set[str] = set()
-        self._invites = Invites()
+        self._invites = Invites(self._rooms.add_direct)
         self._sync_token: StoredSyncToken | None = None
         self._login_lock = asyncio.Lock()
         cap = self.config.max_pending_per_chat
@@ -368,7 +368,7 @@ class MatrixAdapter(Answering):
                 self._rooms.set_direct(event["content"])
         rooms = data.get("rooms") or {}
         for room_id, invite in (rooms.get("invite") or {}).items():
-            self._invites.add(room_id, inviter_of(invite, client.mxid))
+            self._invites.add(room_id, *inviter_of(invite, client.mxid))
         await self._invites.join_due(client)
         for room_id, joined in (rooms.get("join") or {}).items():
             timeline = (joined.get("timeline") or {}).get("events") or []

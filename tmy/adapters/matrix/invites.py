@@ -9,16 +9,25 @@ while joining a room over federation — would lose the invite for good, so such
 join is kept and tried again after the homeserver's ``retry_after_ms`` or a
 backoff (:data:`MAX_TRIES` times). A join refused for good (403: the invite was
 taken back, the bot is banned; 404) is logged and forgotten.
+
+**DMs.** An invite marked ``is_direct`` (Element's "Start chat", and other
+clients' DMs) is a DM with its inviter: once joined, the room is added to the
+bot's own ``m.direct`` account data under the inviter, as a client does for the
+DMs its user accepts — so the room stays a DM when a third member joins, and
+``send(Target(user=…))`` (cron, admin posts) finds it, after a restart too. Only
+the inviter's own client records the DM otherwise, in *its* account.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from mautrix.client import ClientAPI
-from mautrix.types import RoomID
+from mautrix.errors import MNotFound
+from mautrix.types import EventType, RoomID
 
 from tmy.adapters.base import Backoff
 from tmy.adapters.matrix.http import describe, is_transient, retry_after
@@ -34,20 +43,23 @@ MAX_INVITES = 1000  # invites waiting for a join (the oldest forgotten past it)
 class Invite:
     inviter: str
     backoff: Backoff
+    direct: bool = False  # a DM: is_direct in the bot's invite
     tries: int = 0
     due: float = 0.0  # monotonic time of the next try
 
 
-def inviter_of(invite: dict[str, Any], me: str) -> str:
-    """Who invited ``me``, from the invited room's stripped state ("" when not said)."""
+def inviter_of(invite: dict[str, Any], me: str) -> tuple[str, bool]:
+    """Who invited ``me`` ("" when not said) and whether as a DM (``is_direct``), from
+    the invited room's stripped state."""
     events = (invite.get("invite_state") or {}).get("events") or []
     for event in events:
         if not isinstance(event, dict):
             continue
         if event.get("type") == "m.room.member" and event.get("state_key") == me:
-            sender = event.get("sender")
-            return sender if isinstance(sender, str) else ""
-    return ""
+            sender, content = event.get("sender"), event.get("content") or {}
+            direct = isinstance(content, dict) and content.get("is_direct") is True
+            return (sender, direct) if isinstance(sender, str) else ("", False)
+    return "", False
 
 
 class Invites:
@@ -56,13 +68,14 @@ class Invites:
     backoff_base = 2.0  # seconds before the second try of a join that failed without a 429
     backoff_cap = 120.0
 
-    def __init__(self) -> None:
+    def __init__(self, on_direct: Callable[[str, str], None]) -> None:
         self._pending: dict[str, Invite] = {}
+        self._on_direct = on_direct  # (user, room): a DM with user was joined
 
-    def add(self, room_id: str, inviter: str) -> None:
+    def add(self, room_id: str, inviter: str, direct: bool = False) -> None:
         if room_id not in self._pending:
             backoff = Backoff(self.backoff_base, self.backoff_cap)
-            self._pending[room_id] = Invite(inviter, backoff)
+            self._pending[room_id] = Invite(inviter, backoff, direct and bool(inviter))
             if len(self._pending) > MAX_INVITES:
                 del self._pending[next(iter(self._pending))]
 
@@ -102,4 +115,24 @@ class Invites:
             )
             return
         self._pending.pop(room_id, None)
-        log.info("matrix.joined", room=room_id, inviter=invite.inviter)
+        log.info("matrix.joined", room=room_id, inviter=invite.inviter, direct=invite.direct)
+        if invite.direct:
+            self._on_direct(invite.inviter, room_id)
+            await _record_direct(client, invite.inviter, room_id)
+
+
+async def _record_direct(client: ClientAPI, user: str, room_id: str) -> None:
+    """Add ``room_id`` to the account's ``m.direct`` under ``user`` (read fresh first, so
+    what another client of the account wrote there is kept); failures are logged."""
+    try:
+        try:
+            content = dict(await client.get_account_data(EventType.DIRECT))
+        except MNotFound:
+            content = {}
+        rooms = content.get(user) if isinstance(content.get(user), list) else []
+        if room_id in rooms:
+            return
+        content[user] = [*rooms, room_id]
+        await client.set_account_data(EventType.DIRECT, content)
+    except Exception as exc:
+        log.warning("matrix.direct_unsaved", room=room_id, user=user, error=describe(exc))

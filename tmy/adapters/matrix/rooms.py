@@ -71,6 +71,13 @@ class Rooms:
         }
         self.direct = {r for rooms in self.direct_with.values() for r in rooms}
 
+    def add_direct(self, user: str, room_id: str) -> None:
+        """``room_id`` is a DM with ``user`` (an ``is_direct`` invite the bot accepted)."""
+        rooms = self.direct_with.setdefault(user, [])
+        if room_id not in rooms:
+            rooms.append(room_id)
+        self.direct.add(room_id)
+
     def learn(
         self, room_id: str, summary: dict[str, Any], events: Iterable[dict[str, Any]]
     ) -> None:
