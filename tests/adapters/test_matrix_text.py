@@ -38,6 +38,7 @@ def test_reply_fallback_lines_are_cut() -> None:
     assert strip_reply_fallback("> <@a:x> hi\n> there\n\nmy answer") == "my answer"
     assert strip_reply_fallback("> a quote I typed\nmine") == "> a quote I typed\nmine"
     assert strip_reply_fallback("plain") == "plain"
+    assert strip_reply_fallback("> * <@a:x> waves\n\nhi back") == "hi back"  # a reply to an emote
 
 
 def test_mentions_of_the_bot_are_stripped() -> None:

@@ -11,7 +11,8 @@ when needed. Pieces break at a line break in their second half when there
 is one, else at a space.
 
 **Reading.** Clients that still send the rich-reply fallback start the body with
-the quoted message as ``> <@user:server> text`` lines and an empty line: it is
+the quoted message as ``> <@user:server> text`` lines (``> * <@user:server> waves``
+for an emote) and an empty line: it is
 cut off (:func:`strip_reply_fallback`), so rules see what the user wrote. A
 mention of the bot in the text is removed (:func:`strip_mention`): its user id
 anywhere; its display name where the message addresses the bot — at the start
@@ -67,7 +68,7 @@ def _fit(text: str, limit: int, max_bytes: int) -> int:
 def strip_reply_fallback(body: str) -> str:
     """``body`` without the ``> <@user> quoted`` lines a rich reply starts with."""
     lines = body.split("\n")
-    if not lines or not lines[0].startswith("> <"):
+    if not lines or not lines[0].startswith(("> <", "> * <")):  # "> * <@a:x>": an emote's
         return body
     i = 0
     while i < len(lines) and _FALLBACK_LINE.match(lines[i]):
