@@ -217,3 +217,12 @@ def test_a_long_reply_with_mentions_stays_under_the_limit_as_the_platform_writes
     assert all(len(p) <= MAX_TEXT for p in shown)
     assert shown[0].startswith(f"<@{user}> <@42> word")
     assert " ".join(shown).split()[2:] == text.split()
+
+
+def test_pieces_are_measured_in_utf16_as_telegram_counts() -> None:
+    """4,096 characters of emoji were one Telegram message of 8,192 UTF-16 units: refused."""
+    text = "😀" * 3000 + " tail " + "中" * 3000
+    pieces = compose(text, None, platform="telegram")
+    assert all(len(p.encode("utf-16-le")) // 2 <= 4096 for p in pieces)
+    assert "".join(pieces).replace(" ", "") == text.replace(" ", "")
+    assert [len(p) for p in split_text("😀" * 5, 4)] == [2, 2, 1]

@@ -2,8 +2,8 @@
 contents.
 
 * **text** is escaped (``& < >``: nothing a user or a model wrote becomes an element)
-  and split into pieces of at most :func:`limit_for` characters (counted before
-  escaping), on a line break in the piece's second half when there is one, else on
+  and split into pieces of at most :func:`limit_for` UTF-16 code units (counted
+  before escaping), on a line break in the piece's second half when there is one, else on
   a space. Satori itself sets no limit; the platforms behind it do (Discord 2,000
   characters, Telegram 4,096, QQ folds long messages), so tmy cuts at 2,000 — the
   smallest common limit — except where the platform is known to take more, less the
@@ -90,20 +90,43 @@ def compose(
 
 
 def split_text(text: str, limit: int) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters (see the module docstring)."""
+    """``text`` in pieces of at most ``limit`` UTF-16 code units (see the module docstring).
+
+    UTF-16, as Telegram and the JavaScript servers count: an emoji outside the BMP is
+    two, so 4,096 characters of them would be 8,192 and refused. Counting so is never
+    more than another platform's count in characters."""
     text = text.strip()
     pieces: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind("\n", limit // 2, limit + 1)
+    while len(text) > limit or _units(text) > limit:  # (UTF-16 counted on short texts only)
+        room = _fitting(text, limit)
+        cut = text.rfind("\n", room // 2, room + 1)
         if cut <= 0:
-            cut = text.rfind(" ", limit // 2, limit + 1)
+            cut = text.rfind(" ", room // 2, room + 1)
         if cut <= 0:
-            cut = limit
+            cut = room
         pieces.append(text[:cut].rstrip())
         text = text[cut:].lstrip()
     if text:
         pieces.append(text)
     return pieces
+
+
+def _units(text: str) -> int:
+    """The UTF-16 length of ``text``."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _fitting(text: str, limit: int) -> int:
+    """How many of ``text``'s first characters fit in ``limit`` UTF-16 units (at least one)."""
+    head = text[:limit]
+    if _units(head) <= limit:  # no character outside the BMP: one unit each
+        return max(len(head), 1)
+    units = 0
+    for index, char in enumerate(head):
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > limit:
+            return max(index, 1)
+    return max(min(len(text), limit), 1)
 
 
 def _media(element: str, source: str, rules_dir: Path | None) -> str:
