@@ -45,6 +45,7 @@ async def test_a_relogin_refused_again_at_once_fails_instead_of_looping() -> Non
             await adapter.stop()
     assert len(fake.logins) == 2  # the first login, and one more: no loop of logins
     assert "M_UNKNOWN_TOKEN" in adapter.health()["error"]
+    assert "again right after a new password login" in adapter.health()["error"]
 
 
 async def test_an_invite_whose_join_is_rate_limited_is_joined_later() -> None:

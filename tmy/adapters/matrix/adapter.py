@@ -54,7 +54,7 @@ from tmy.adapters.matrix.paths import download_base
 from tmy.adapters.matrix.replies import Answering
 from tmy.adapters.matrix.rooms import Rooms
 from tmy.adapters.matrix.sending import QueuedReply
-from tmy.adapters.matrix.session import Credentials, StoredSyncToken, log_in
+from tmy.adapters.matrix.session import Credentials, StoredSyncToken, log_in, refusal
 from tmy.config.matrix import MatrixConfig
 from tmy.logs import get_logger
 from tmy.store.base import Store
@@ -255,7 +255,11 @@ class MatrixAdapter(Answering):
                     self._me, relogged_at = None, self._good_syncs
                     continue
                 if is_bad_token(exc) or (self._me is None and isinstance(exc, MForbidden)):
-                    self._fail(self._refused(exc))
+                    self._fail(
+                        refusal(
+                            self.credentials, self.config, exc, again=revoked and relogged_at >= 0
+                        )
+                    )
                     return
                 await self._pause(backoff, exc)
 
@@ -288,18 +292,6 @@ class MatrixAdapter(Answering):
                 return False
         log.warning("matrix.session_revoked", hint="logged in again with the password")
         return True
-
-    def _refused(self, exc: BaseException) -> str:
-        cfg = self.config
-        if self.credentials.access_token:
-            return (
-                f"the homeserver refused the access token in {cfg.access_token_env} "
-                f"({describe(exc)}); make a new one (Element: Settings > Help & About)"
-            )
-        return (
-            f"the homeserver refused the password login of {self.credentials.user_id} "
-            f"({describe(exc)}); check {cfg.password_env}"
-        )
 
     async def _prepare(self, client: ClientAPI) -> None:
         """After the login: the bot's display name, the DM list, the stored sync token."""

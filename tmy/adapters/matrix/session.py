@@ -31,6 +31,8 @@ from mautrix.errors import MatrixInvalidToken
 from mautrix.types import SyncToken
 
 from tmy import redact
+from tmy.adapters.matrix.http import describe
+from tmy.config.matrix import MatrixConfig
 from tmy.errors import StoreError
 from tmy.logs import get_logger
 from tmy.store.base import MISSING, Store
@@ -128,3 +130,23 @@ async def _kept_session(store: Store | None, key: str) -> dict[str, Any]:
         log.warning("matrix.session_unreadable", error=str(exc))
         return {}
     return value if value is not MISSING and isinstance(value, dict) else {}
+
+
+def refusal(given: Credentials, config: MatrixConfig, exc: BaseException, again: bool) -> str:
+    """What ``failed`` says when the homeserver refused the credentials: what to fix.
+    ``again``: the password worked, and the new session was refused at once."""
+    if again:
+        return (
+            f"the homeserver refused the session of {given.user_id} again right after a "
+            f"new password login ({describe(exc)}): is the account locked or deactivated, "
+            "or are its devices being logged out?"
+        )
+    if given.access_token:
+        return (
+            f"the homeserver refused the access token in {config.access_token_env} "
+            f"({describe(exc)}); make a new one (Element: Settings > Help & About)"
+        )
+    return (
+        f"the homeserver refused the password login of {given.user_id} "
+        f"({describe(exc)}); check {config.password_env}"
+    )
