@@ -71,3 +71,26 @@ async def test_a_src_on_another_port_of_the_servers_host_is_not_downloaded() -> 
                 got = await download(http, url, headers, 1000, private_hosts=trusted)
                 assert got.data == PNG
     assert asked == []
+
+
+async def test_a_proxied_src_cannot_climb_out_of_the_proxy_route() -> None:
+    """``internal:../../x`` became ``{api_base}/v1/proxy/internal:../../x``, which the HTTP
+    client resolves to ``{api_base}/x``: a GET of another route, with the token."""
+    async with driven(RULES) as d:
+        d.fake.proxy_urls = ["https://cdn.example/"]
+        await d.fake.drop()  # READY again, now with the proxy URL
+        await d.state("reconnecting")
+        await d.state("connected")
+        await d.fake.message(
+            'look <img src="internal:../../../../admin"/>'
+            '<img src="https://cdn.example/../../../../../admin"/><img src="internal:qq/1/a.png"/>'
+        )
+        await d.fake.next_sent()
+        api = d.seen[-1].api
+        assert api is not None
+        climbing, via_cdn, fine = d.seen[-1].attachments
+        for attachment in (climbing, via_cdn):
+            with pytest.raises(AdapterError, match="dot segments"):
+                await api.media_source(attachment)
+        url, headers = await api.media_source(fine)
+    assert url == f"{d.fake.base}/v1/proxy/internal:qq/1/a.png" and headers

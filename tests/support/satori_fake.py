@@ -66,6 +66,7 @@ class FakeSatori:
         self.messages: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
         self.pings = 0
+        self.proxy_urls: list[str] = []  # READY's: URLs the proxy route fetches
         self.upgrade_status: int | None = None  # refuse the WebSocket upgrade with this
         self._taken = 0  # message.create calls next_sent has handed out
         self._sn = itertools.count(1)
@@ -117,7 +118,8 @@ class FakeSatori:
             await self._notify()
             await ws.close(code=4004, message=b"invalid token")
             return ws
-        await ws.send_json({"op": 4, "body": {"logins": self.logins, "proxy_urls": []}})
+        await ws.send_json({"op": 4, "body": {"logins": self.logins,
+                                              "proxy_urls": self.proxy_urls}})  # fmt: skip
         try:
             for event in self.buffer if isinstance(body.get("sn"), int) else ():
                 if event["sn"] > body["sn"]:

@@ -7,7 +7,9 @@ in READY/META (hosts that refuse hotlinking), are fetched through the server's
 proxy route ``{api_base}/v1/proxy/{url}``; any other URL directly. The proxy is
 on ``api_base``'s host, usually a private address, so that host is trusted for
 downloads (``trusted_media_hosts``) without ``limits.media_private_hosts``. That
-trust is for the server's own origin only: a direct URL on the same host but
+trust is for the server's own origin only (and a proxied URL with ``..`` segments,
+which the HTTP client would resolve to another route of the server with the token
+attached, is refused): a direct URL on the same host but
 another port or scheme (``http://127.0.0.1:6379/…`` beside a server on
 ``127.0.0.1:5140``) is refused — a message's ``src`` comes from the platform (an
 e-mail's HTML through Koishi's mail adapter, a Matrix message), and must not reach
@@ -56,6 +58,10 @@ class SatoriPlatformApi:
         if not url:
             raise AdapterError("satori: this attachment has no src to download")
         if url.startswith("internal:") or any(url.startswith(p) for p in self._proxied if p):
+            if any(part in (".", "..") for part in url.split("?", 1)[0].split("/")):
+                raise AdapterError(  # the client would resolve it out of /v1/proxy/, token and all
+                    f"satori: not fetching {url[:120]!r} through the proxy: it has dot segments"
+                )
             headers = {}
             if self._http.token:
                 headers["Authorization"] = f"Bearer {self._http.token}"
