@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_slack import served, wait_state
+from tests.adapters.test_slack import make_adapter, served, wait_state
 from tests.support.log_helpers import read_log
-from tests.support.slack_fake import APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, DM
+from tests.support.slack_fake import APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, DM, FakeSlack
 from tmy.adapters.slack import SlackAdapter
 from tmy.errors import AdapterError
-from tmy.message import Target
+from tmy.message import Message, Reply, Target
 
 
 async def test_malformed_envelopes_leave_the_connection_serving() -> None:
@@ -177,3 +177,20 @@ async def test_a_message_mentioning_hundreds_of_users_asks_slack_about_a_few() -
         _, post = await s.say("echo " + " ".join(f"<@{u}>" for u in crowd))
         assert post["text"].startswith(f"slack|{CHANNEL}|")
         assert len(s.fake.calls_of("users.info")) <= 60
+
+
+async def test_starting_again_after_a_failure_leaves_no_session_open() -> None:
+    async with FakeSlack() as fake:
+        adapter = make_adapter(fake, bot_token="xoxb-not-this-one")
+        await adapter.start(_no_handle)
+        await wait_state(adapter, "failed")
+        first = adapter._session
+        fake.bot_token = "xoxb-not-this-one"  # the token put right, the adapter started again
+        await adapter.start(_no_handle)
+        await wait_state(adapter, "connected")
+        await adapter.stop()
+    assert first is not None and first.closed
+
+
+async def _no_handle(message: Message) -> Reply:
+    raise AssertionError("no message expected")

@@ -58,7 +58,7 @@ from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatQueues
-from tmy.adapters.slack.events import buttons_of, event_of, recall_of
+from tmy.adapters.slack.events import buttons_of, event_of, recall_of, revoked
 from tmy.adapters.slack.incoming import Incoming, Me, to_message
 from tmy.adapters.slack.replies import Answering
 from tmy.adapters.slack.sending import FATAL, QueuedReply, error_of
@@ -159,6 +159,7 @@ class SlackAdapter(Answering):
         if missing:
             self._fail(missing)
             return
+        await self._close_sessions()  # of a start that failed, not stopped since
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=API_TIMEOUT))
         self._ws_session = aiohttp.ClientSession()
         self._client = AsyncWebClient(
@@ -196,12 +197,15 @@ class SlackAdapter(Answering):
         await self._inbound.close()
         await self._outbound.close()
         self._client = None
+        await self._close_sessions()
+        if self._health.state != "failed":
+            self._health.set("stopped")
+
+    async def _close_sessions(self) -> None:
         for session in (self._session, self._ws_session):
             if session is not None:
                 await session.close()
         self._session = self._ws_session = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()
@@ -328,7 +332,7 @@ class SlackAdapter(Answering):
             return
         self._health.event()
         kind = event.get("type")
-        if _revoked(event, me):
+        if revoked(event, me):
             self._fail(
                 f"Slack says {kind}: the app was removed or its bot token revoked; "
                 f"reinstall it and put the new token in {self.config.bot_token_env}"
@@ -386,14 +390,3 @@ def _network_error(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientResponseError):
         return f"{type(exc).__name__}: HTTP {exc.status} {exc.message}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _revoked(event: dict[str, Any], me: Me) -> bool:
-    """Slack telling that the app is gone (``app_uninstalled``) or the bot's token revoked."""
-    if event.get("type") == "app_uninstalled":
-        return True
-    if event.get("type") != "tokens_revoked":
-        return False
-    tokens = event.get("tokens")
-    bots = tokens.get("bot") if isinstance(tokens, dict) else None
-    return isinstance(bots, list) and me.user_id in bots

@@ -21,7 +21,9 @@ Slack                      EVENT           USER / CHAT / EVENT_DATA
 
 CHAT is the channel the event happened in; a button's answer goes into the
 thread its message is in. ``EVENT_RAW`` is Slack's event type. The bot's own
-joins, leaves and reactions are not events for the rules.
+joins, leaves and reactions are not events for the rules; neither are
+``tokens_revoked`` (naming the bot) and ``app_uninstalled``: :func:`revoked`
+tells the adapter its token is gone.
 """
 
 from __future__ import annotations
@@ -122,3 +124,14 @@ def _incoming(
         event=Event(kind, raw_kind or str(raw.get("type") or ""), data),
     )
     return Incoming(message, key or f"event:{channel}:{user}:{kind}", channel)
+
+
+def revoked(event: dict[str, Any], me: Me) -> bool:
+    """Slack telling that the app is gone (``app_uninstalled``) or the bot's token revoked."""
+    if event.get("type") == "app_uninstalled":
+        return True
+    if event.get("type") != "tokens_revoked":
+        return False
+    tokens = event.get("tokens")
+    bots = tokens.get("bot") if isinstance(tokens, dict) else None
+    return isinstance(bots, list) and me.user_id in bots
