@@ -146,3 +146,22 @@ def test_from_settings_reads_keys_and_env(tmp_path: Path) -> None:
     adapter = from_settings(on, env={"MATRIX_PASSWORD": PASSWORD})
     assert adapter is not None
     assert adapter.credentials == Credentials(BOT, "", PASSWORD)
+
+
+async def test_an_encrypted_room_is_told_once_across_restarts(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'tmy.db'}"
+    sealed = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEn…"}
+    async with FakeHomeserver() as fake:
+        room = fake.room("secret", ANN, encrypted=True)
+        for restarted in (False, True):  # the same store, a new adapter each time
+            async with Bot({"r.yaml": RULES}, store=store) as bot:
+                adapter = make_adapter(fake, store=bot.app.store)
+                await adapter.start(bot.engine.handle)
+                await wait_state(adapter, "connected")
+                await fake.post(room, ANN, "m.room.encrypted", sealed)
+                if restarted:
+                    await fake.nothing_sent()
+                else:
+                    await fake.next_sent()
+                await adapter.stop()
+    assert [e["content"]["msgtype"] for e in fake.sent] == ["m.notice"]
