@@ -10,6 +10,7 @@ import aiohttp
 import httpx
 import pytest
 
+from tests.support.log_helpers import read_log
 from tests.support.satori_fake import GROUP, QQ_BOT, TOKEN, FakeSatori, driven, make_adapter
 from tmy.adapters.satori import SatoriAdapter, from_settings
 from tmy.adapters.satori.connection import EventStream
@@ -269,3 +270,25 @@ async def test_frames_that_are_no_signal_are_skipped_on_the_same_connection() ->
         sent = await d.fake.next_sent()
     assert sent["body"]["content"].endswith("|still here")
     assert len(d.fake.identifies) == 1  # never reconnected
+
+
+async def test_a_server_that_closes_after_ready_is_retried_with_growing_pauses(
+    log_file: Path,
+) -> None:
+    """Every READY reset the backoff, so a server that answered READY and closed at once
+    was reconnected to every second, forever."""
+    async with FakeSatori() as fake:
+        fake.close_after_ready = True
+        adapter = make_adapter(fake.base)
+        adapter.backoff_base, adapter.backoff_cap = 0.001, 0.002
+
+        async def nothing(message: object) -> None:
+            raise AssertionError("no message expected")
+
+        await adapter.start(nothing)  # type: ignore[arg-type]
+        try:
+            await fake.wait_identified(6)
+        finally:
+            await adapter.stop()
+    attempts = [e["attempt"] for e in read_log(log_file) if e["event"] == "satori.reconnecting"]
+    assert attempts[:5] == [1, 2, 3, 4, 5]  # the pauses keep growing (to backoff_cap)

@@ -67,6 +67,7 @@ class FakeSatori:
         self.files: dict[str, bytes] = {}
         self.pings = 0
         self.proxy_urls: list[str] = []  # READY's: URLs the proxy route fetches
+        self.close_after_ready = False  # close each connection right after READY
         self.upgrade_status: int | None = None  # refuse the WebSocket upgrade with this
         self._taken = 0  # message.create calls next_sent has handed out
         self._sn = itertools.count(1)
@@ -125,6 +126,10 @@ class FakeSatori:
                 if event["sn"] > body["sn"]:
                     await ws.send_json({"op": 0, "body": event})
         except ConnectionError:  # the client refused a replayed frame (too large)
+            return ws
+        if self.close_after_ready:
+            await self._notify()
+            await ws.close(code=1001, message=b"going away")
             return ws
         self._sockets.append(ws)
         await self._notify()

@@ -4,7 +4,9 @@
 (:mod:`~tmy.adapters.satori.connection`): IDENTIFY with the token, READY lists
 the accounts (:mod:`~tmy.adapters.satori.logins`), PING every 10 s, EVENTs
 (:mod:`~tmy.adapters.satori.events`). A lost connection sets ``reconnecting`` and
-is tried again with capped exponential backoff and jitter, identifying with the
+is tried again with capped exponential backoff and jitter (the pauses start short
+again only after a connection served :attr:`SatoriAdapter.stable_after` seconds: a
+server that answers READY and closes is not hammered), identifying with the
 last event's ``sn`` so the server replays what was missed; message and event ids
 are deduplicated in the store (:class:`~tmy.adapters.dedup.Deliveries`), so a
 replay runs nothing twice. A refused token sets ``failed`` and is not tried again
@@ -59,6 +61,7 @@ class SatoriAdapter(Answering):
     name = "satori"
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
+    stable_after = 30.0  # seconds a connection must serve before the pauses start short again
     ping_interval = 10.0  # seconds between PINGs (the protocol's 10 s)
 
     def __init__(
@@ -170,7 +173,9 @@ class SatoriAdapter(Answering):
         """Connect and read, reconnecting with backoff until stopped or refused."""
         assert self._stream is not None
         backoff = Backoff(self.backoff_base, self.backoff_cap)
+        loop = asyncio.get_running_loop()
         while not self._stopping:
+            opened = loop.time()
             try:
                 ended = await self._stream.connect()
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -187,12 +192,13 @@ class SatoriAdapter(Answering):
                     f"{self.config.token_env} to the server's token, then restart"
                 )
                 return
-            if ended.ready:
-                backoff.reset()
+            if ended.ready and loop.time() - opened >= self.stable_after:
+                backoff.reset()  # it served a while (not READY and straight away closed)
             delay = backoff.next()
             self._health.set("reconnecting", redact.redact(ended.why))
             log.warning("satori.reconnecting", error=redact.redact(ended.why),
-                        retry_in=round(delay, 2), sn=self._stream.sn)  # fmt: skip
+                        attempt=backoff.attempt, retry_in=round(delay, 2),
+                        sn=self._stream.sn)  # fmt: skip
             await asyncio.sleep(delay)
 
     def _ready(self, body: dict[str, Any]) -> None:
