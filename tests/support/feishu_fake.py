@@ -74,6 +74,7 @@ class FakeFeishu:
         self.connections = 0
         self.pings = 0
         self.answer_pings = True  # False: a connection gone silent (no pong comes back)
+        self.hangup = False  # True: each long connection is closed as soon as it opens
         self.ping_interval: float = 120
         self.acks: dict[str, dict[str, Any]] = {}  # frame message_id -> ack payload
         self._acked = asyncio.Condition()
@@ -227,12 +228,8 @@ class FakeFeishu:
             return web.json_response({"code": 403, "msg": "app id or secret invalid"})
         ws = self.base.replace("http://", "ws://")
         url = f"{ws}/ws?device_id=dev-{next(self._ids)}&service_id=42"
-        config = {
-            "ReconnectCount": -1,
-            "ReconnectInterval": 120,
-            "ReconnectNonce": 30,
-            "PingInterval": self.ping_interval,
-        }
+        config = {"ReconnectCount": -1, "ReconnectInterval": 120, "ReconnectNonce": 30}
+        config["PingInterval"] = self.ping_interval
         return web.json_response(
             {"code": 0, "msg": "ok", "data": {"URL": url, "ClientConfig": config}}
         )
@@ -240,8 +237,11 @@ class FakeFeishu:
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self.sockets.append(ws)
         self.connections += 1
+        if self.hangup:
+            await ws.close()
+            return ws
+        self.sockets.append(ws)
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.BINARY:
@@ -276,23 +276,21 @@ class FakeFeishu:
 
     async def push(self, envelope: dict[str, Any], parts: int = 1) -> str:
         """Send one event over the long connection (in ``parts`` frames); its frame id."""
-        ws = await self.connected()
         frame_id = f"frame-{next(self._ids)}"
         payload = json.dumps(envelope).encode()
         size = -(-len(payload) // parts)
         for seq in range(parts):
-            frame = Frame(SeqID=seq, LogID=0, service=42, method=1)
-            for key, value in (
-                ("type", "event"),
-                ("message_id", frame_id),
-                ("sum", str(parts)),
-                ("seq", str(seq)),
-                ("trace_id", "trace"),
-            ):
-                frame.headers.add(key=key, value=value)
-            frame.payload = payload[seq * size : (seq + 1) * size]
-            await ws.send_bytes(frame.SerializeToString())
+            headers = [("type", "event"), ("message_id", frame_id), ("sum", str(parts))]
+            headers += [("seq", str(seq)), ("trace_id", "trace")]
+            await self.push_frame(headers, payload[seq * size : (seq + 1) * size])
         return frame_id
+
+    async def push_frame(self, headers: list[tuple[str, str]], payload: bytes) -> None:
+        """One data frame with exactly these headers (``sum``/``seq`` as given)."""
+        frame = Frame(SeqID=0, LogID=0, service=42, method=1, payload=payload)
+        for key, value in headers:
+            frame.headers.add(key=key, value=value)
+        await (await self.connected()).send_bytes(frame.SerializeToString())
 
     async def acked(self, frame_id: str, timeout: float = 5.0) -> dict[str, Any]:
         async with asyncio.timeout(timeout), self._acked:

@@ -69,6 +69,9 @@ class FeishuAdapter(Answering):
     name = "feishu"
     backoff_base = 1.0  # reconnect pauses: first ~backoff_base, doubling up to backoff_cap
     backoff_cap = 60.0
+    # a long connection that lasted this long resets the reconnect pauses; a shorter one (a
+    # socket closed as soon as it opens) lets them grow: opening proves nothing yet
+    stable_after = 30.0
 
     def __init__(
         self,
@@ -131,7 +134,13 @@ class FeishuAdapter(Answering):
         return [web.post(WEBHOOK_PATH, self._webhook)] if self.config.mode == "webhook" else []
 
     async def start(self, handle: Handler) -> None:
-        """Begin connecting in the background; bad credentials show as ``failed``."""
+        """Begin connecting in the background; bad credentials show as ``failed``.
+
+        A second call before :meth:`stop` does nothing: it would open a second long
+        connection (each event taken twice) and leave the first one to stop() unseen."""
+        if self._rest is not None and not self._stopping:
+            log.info("feishu.already_started")
+            return
         self._handle = handle
         self._stopping = False
         self._inbound.accepting = self._outbound.accepting = True
@@ -141,6 +150,7 @@ class FeishuAdapter(Answering):
             self._fail(missing)
             return
         self._rest = Rest(self.config.api_base, self.app_id, self.app_secret)
+        self._rest.on_refused = self._refused
         self._conn = LongConnection(self._rest, self._deliver_payload)
         if self.config.admins_from:
             self._admins = ChatAdmins(self._rest, self.config.admins_from)
@@ -200,6 +210,11 @@ class FeishuAdapter(Answering):
         self._health.set("failed", why)
         log.error("feishu.failed", error=why)
 
+    def _refused(self, why: str) -> None:
+        """The credentials were refused — at start, or later by a token refresh (a secret
+        reset in the console; in webhook mode nothing reconnects to notice it)."""
+        self._fail(f"{why}; check app_id/app_secret ({self.config.app_secret_env})")
+
     # -- connecting --------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -212,18 +227,22 @@ class FeishuAdapter(Answering):
                 if not self.bot_open_id:
                     await self._identify(rest)
                 if self.config.mode == "webhook":
-                    self._connected(backoff)
+                    self._connected()
                     return  # events now arrive on the route
                 url = await conn.endpoint()
-                await conn.serve(url, lambda: self._connected(backoff))
+                opened = asyncio.get_running_loop().time()
+                await conn.serve(url, self._connected)
+                if asyncio.get_running_loop().time() - opened >= self.stable_after:
+                    backoff.reset()  # it served a while: the next pause starts short again
+                if rest.refused is not None:
+                    return  # refused while connected: failed already (Rest.on_refused)
                 if not self._stopping:
                     await self._pause(backoff, "the long connection was closed")
             except AdapterError as exc:
                 if rest.refused is not None:
-                    self._fail(
-                        f"{rest.refused}; check app_id/app_secret ({self.config.app_secret_env})"
-                    )
-                    return
+                    if self._health.state != "failed":  # a pause came between
+                        self._refused(rest.refused)
+                    return  # failed (Rest.on_refused), not retried
                 await self._pause(backoff, str(exc))
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 await self._pause(backoff, f"{type(exc).__name__}: {exc}")
@@ -242,8 +261,7 @@ class FeishuAdapter(Answering):
         self.bot_open_id = str(bot["open_id"])
         self.bot_name = str(bot.get("app_name") or "")
 
-    def _connected(self, backoff: Backoff) -> None:
-        backoff.reset()
+    def _connected(self) -> None:
         if self._health.state != "connected":
             self._health.set("connected")
             metrics.adapter_connected(self.name, reconnect=self._connected_before)

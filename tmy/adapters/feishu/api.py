@@ -22,8 +22,9 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 
@@ -75,6 +76,8 @@ class Rest:
         self.app_secret = app_secret
         redact.add(app_secret)
         self.refused: str | None = None  # why Feishu refused the credentials
+        # told once when they are refused, at start or later (a secret reset in the console)
+        self.on_refused: Callable[[str], None] | None = None
         self.session: aiohttp.ClientSession | None = None
         self._token = ""
         self._token_until = 0.0  # monotonic time the token is replaced at
@@ -106,8 +109,7 @@ class Rest:
                 raise AdapterError(f"feishu: tenant_access_token failed ({answer.describe()})")
             token = answer.body.get("tenant_access_token")
             if answer.code != 0 or not isinstance(token, str) or not token:
-                self.refused = f"Feishu refused app_id/app_secret ({answer.describe()})"
-                raise AdapterError(f"feishu: {self.refused}")
+                self.refuse(f"Feishu refused app_id/app_secret ({answer.describe()})")
             expire = answer.body.get("expire")
             expire = float(expire) if isinstance(expire, int | float) and expire > 0 else 7200.0
             redact.add(token)
@@ -115,6 +117,14 @@ class Rest:
             self._token_until = time.monotonic() + max(expire - self.refresh_margin, expire / 2)
             log.info("feishu.token_refreshed", expire=expire)
             return token
+
+    def refuse(self, why: str) -> NoReturn:
+        """Feishu refused the app's credentials: remember why, tell the adapter, raise."""
+        first = self.refused is None
+        self.refused = why
+        if first and self.on_refused is not None:
+            self.on_refused(why)
+        raise AdapterError(f"feishu: {why}")
 
     # -- calls ----------------------------------------------------------------------------------
 

@@ -72,12 +72,10 @@ def compose(
         else:
             pieces.append(post)
     if parts.buttons:
-        last = chunks[-1] if chunks else ""
-        interactive = Piece("interactive", card(last, parts.buttons))
-        if pieces and pieces[-1].msg_type == "text":
-            pieces[-1] = interactive
-        else:
-            pieces.append(interactive)
+        if pieces and pieces[-1].msg_type == "text":  # the card carries the last text
+            pieces[-1] = Piece("interactive", card(chunks[-1], parts.buttons))
+        else:  # no text, or it went out as the mention's rich text: the buttons alone
+            pieces.append(Piece("interactive", card("", parts.buttons)))
     pieces += [Piece("image", upload=source) for source in parts.images]
     pieces += [Piece("file", upload=source) for source in parts.files]
     return pieces

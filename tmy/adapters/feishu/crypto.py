@@ -42,7 +42,9 @@ def decrypt(encrypted: str, encrypt_key: str) -> bytes:
 def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
     """``X-Lark-Signature`` for a request: hex sha256 of timestamp, nonce, key and body."""
     digest = hashlib.sha256()
-    digest.update((timestamp + nonce + encrypt_key).encode())
+    # "surrogatepass": a header byte that is not UTF-8 reaches here as a lone surrogate
+    # (aiohttp's surrogateescape); it must make a wrong signature, not an exception
+    digest.update((timestamp + nonce + encrypt_key).encode("utf-8", "surrogatepass"))
     digest.update(body)
     return digest.hexdigest()
 
@@ -50,4 +52,4 @@ def signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
 def signed(given: str, timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> bool:
     """Whether ``given`` is the request's signature (compared in constant time)."""
     want = signature(timestamp, nonce, encrypt_key, body)
-    return hmac.compare_digest(given.encode(errors="surrogateescape"), want.encode())
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), want.encode())

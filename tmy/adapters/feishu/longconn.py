@@ -10,7 +10,8 @@ binary ``pbbp2.Frame`` (:mod:`~tmy.adapters.feishu.frames`):
 * ``method`` 0 (control): ``type: ping`` is sent every ``PingInterval``
   seconds; ``type: pong`` may carry a new ``ClientConfig``;
 * ``method`` 1 (data): ``type: event`` (or ``card``) carries the event JSON,
-  split over several frames when ``sum`` > 1 (joined by ``message_id``/``seq``);
+  split over several frames when ``sum`` > 1 (joined by ``message_id``/``seq``;
+  more than :data:`MAX_PARTS` parts are not waited for);
   each is answered with the same frame whose payload is ``{"code": 200}`` —
   without that acknowledgement Feishu delivers the event again.
 
@@ -41,6 +42,7 @@ log = get_logger("tmy.adapter.feishu")
 ENDPOINT_PATH = "/callback/ws/endpoint"
 BUSY_CODES = frozenset({1, 1000040343})  # "system busy", "internal error": try again later
 PARTS_KEPT = 5.0  # seconds the parts of a split event wait for the rest
+MAX_PARTS = 1024  # a split event claiming more (``sum`` is read off the wire) is dropped
 MISSED_PONGS = 3  # ping intervals without a pong before the connection is given up
 
 
@@ -62,8 +64,7 @@ class LongConnection:
         if answer.code in BUSY_CODES or answer.status >= 500 or answer.retry_after is not None:
             raise AdapterError(f"feishu: the event endpoint is busy ({answer.describe()})")
         if answer.code != 0 or answer.status >= 400:
-            self.rest.refused = f"Feishu refused the long connection ({answer.describe()})"
-            raise AdapterError(f"feishu: {self.rest.refused}")
+            self.rest.refuse(f"Feishu refused the long connection ({answer.describe()})")
         data = answer.data
         self._configure(data.get("ClientConfig"))
         url = data.get("URL")
@@ -152,6 +153,9 @@ class LongConnection:
             total, seq = 1, 0
         if total <= 1:
             return frame.payload
+        if total > MAX_PARTS:  # [None] * total would take the whole memory, or raise
+            log.warning("feishu.bad_frame", error=f"an event split into {total} parts")
+            return None
         now = time.monotonic()
         for key in [k for k, (t, _) in self._parts.items() if t < now]:
             del self._parts[key]

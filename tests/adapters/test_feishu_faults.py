@@ -1,0 +1,125 @@
+"""Feishu faults found in review, each shown against the loopback fake: a second start(),
+a split event claiming a huge number of parts, a connection closed as soon as it opens,
+a secret revoked while serving webhooks, webhook headers and tokens that are not text,
+and a reply with both mentions and buttons."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tests.adapters.test_feishu import RULES, driven, make, wait_state
+from tests.adapters.test_feishu_webhook import hooked, post
+from tests.support.feishu_fake import (
+    BOB,
+    ENCRYPT_KEY,
+    GROUP,
+    VERIFICATION_TOKEN,
+    FakeFeishu,
+)
+from tests.support.log_helpers import read_log
+from tmy.message import Button, Outgoing, Target
+from tmy.testing import Bot
+
+
+async def test_a_second_start_opens_no_second_long_connection() -> None:
+    """start() while running must not open another long connection (every event would
+    come twice, and stop() would close only the second: the first leaks on)."""
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        adapter = make(fake)
+        await adapter.start(bot.engine.handle)
+        await wait_state(adapter, "connected")
+        await adapter.start(bot.engine.handle)
+        await asyncio.sleep(0.3)
+        connections = fake.connections
+        await adapter.stop()
+        await asyncio.sleep(0.1)
+        left_open = len(fake.sockets)
+    assert connections == 1
+    assert left_open == 0
+
+
+async def test_a_split_event_claiming_huge_parts_neither_drops_nor_exhausts() -> None:
+    """``sum`` comes from the wire: a frame claiming 2**62 parts allocated a list that
+    size (MemoryError), which ended the connection."""
+    async with driven() as d:
+        big = [("type", "event"), ("message_id", "f-big"), ("sum", str(2**62)), ("seq", "0")]
+        await d.fake.push_frame(big, b'{"schema": "2.0"')
+        await d.fake.push(d.fake.message("echo still here"))
+        sent = await d.fake.next_sent()
+    assert sent["content"]["text"].endswith("|still here")
+    assert d.fake.connections == 1
+
+
+async def test_connections_closed_at_once_are_retried_ever_more_slowly(log_file: Path) -> None:
+    """Opening the WebSocket proves nothing yet: a connection closed as soon as it opens
+    (the app's long connection switched off, too many clients) must see the pauses grow,
+    not a new endpoint call and connection every ``backoff_base`` forever."""
+    async with driven() as d:
+        d.fake.hangup = True
+        await d.fake.drop()
+        async with asyncio.timeout(10):
+            while d.fake.connections < 11:
+                await asyncio.sleep(0.01)
+        d.fake.hangup = False
+    pauses = [e["retry_in"] for e in read_log(log_file) if e["event"] == "feishu.reconnecting"]
+    assert len(pauses) >= 10
+    assert max(pauses) > d.adapter.backoff_base  # 0.05 s the first, capped at 0.2 s here
+
+
+async def test_a_secret_revoked_while_serving_webhooks_shows_failed() -> None:
+    """In webhook mode nothing reconnects, so a secret reset in the console after start
+    showed only as failed sends while /healthz said ``connected``."""
+    async with hooked() as (d, client):
+        d.fake.app_secret = "reset-in-the-console"  # the old secret and its tokens die
+        d.fake.tokens.clear()
+        answered = await post(client, *d.fake.webhook_request(d.fake.message("echo lost")))
+        await wait_state(d.adapter, "failed")
+        report = d.adapter.health()
+    assert answered.status_code == 200
+    assert "10014" in report["error"] and "app_secret" in report["error"]
+    assert d.fake.app_secret not in json.dumps(report)
+
+
+async def test_a_signature_header_that_is_not_text_is_refused_not_a_500() -> None:
+    """aiohttp gives a non-UTF-8 header byte as a lone surrogate; hashing it raised
+    UnicodeEncodeError: an unauthenticated request got a 500 and a traceback."""
+    async with hooked(ENCRYPT_KEY) as (d, client):
+        body, headers = d.fake.webhook_request(d.fake.message("echo x"), key=ENCRYPT_KEY)
+        raw: dict[str, str | bytes] = dict(headers)
+        raw["X-Lark-Request-Timestamp"] = b"\xff\xfe"
+        answered = await client.post("/feishu/events", content=body, headers=raw)
+    assert answered.status_code in (401, 403)
+    assert d.seen == []
+
+
+async def test_a_token_with_a_lone_surrogate_is_refused_not_a_500() -> None:
+    """JSON may carry ``\\ud800``; comparing it raised UnicodeEncodeError (a 500) on the
+    URL verification, which anyone can post."""
+    body = b'{"type": "url_verification", "challenge": "c", "token": "\\ud800"}'
+    async with hooked() as (d, client):
+        answered = await post(client, body, {"Content-Type": "application/json"})
+        fine = await post(
+            client,
+            *d.fake.webhook_request(
+                {"type": "url_verification", "challenge": "c", "token": VERIFICATION_TOKEN}
+            ),
+        )
+    assert answered.status_code == 403
+    assert fine.status_code == 200 and fine.json() == {"challenge": "c"}
+
+
+async def test_mentions_with_buttons_send_the_text_once() -> None:
+    """The first piece became rich text for the mention, so the card for the buttons did
+    not replace it: the card was added with the same text and the text went out twice."""
+    async with driven() as d:
+        buttons = [[Button(text="Yes", data="y")]]
+        await d.adapter.send(
+            Target("feishu", GROUP), "Lunch?", Outgoing(mentions=[BOB], buttons=buttons)
+        )
+        sent = [d.fake.sent.get_nowait() for _ in range(d.fake.sent.qsize())]
+    texts = json.dumps([s["content"] for s in sent]).count("Lunch?")
+    assert texts == 1
+    assert [s["msg_type"] for s in sent] == ["post", "interactive"]
+    assert sent[1]["content"]["elements"][-1]["actions"][0]["value"] == {"data": "y"}
