@@ -292,3 +292,15 @@ async def test_a_server_that_closes_after_ready_is_retried_with_growing_pauses(
             await adapter.stop()
     attempts = [e["attempt"] for e in read_log(log_file) if e["event"] == "satori.reconnecting"]
     assert attempts[:5] == [1, 2, 3, 4, 5]  # the pauses keep growing (to backoff_cap)
+
+
+async def test_a_refusal_that_is_not_about_the_token_does_not_blame_the_token() -> None:
+    """LLOneBot closes 1008 "invalid address" on a wrong path: ``failed`` said "refused
+    the token" and sent the operator after the wrong setting."""
+    async with driven(RULES, connected=False) as d:
+        d.fake.close_on_identify = (1008, b"invalid address")
+        report = await d.state("failed")
+    assert "refused the connection" in report["error"] and "api_base" in report["error"]
+    assert "code 1008: invalid address" in report["error"]
+    assert "refused the token" not in report["error"]
+    assert d.fake.refused == 1

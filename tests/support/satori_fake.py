@@ -68,6 +68,7 @@ class FakeSatori:
         self.pings = 0
         self.proxy_urls: list[str] = []  # READY's: URLs the proxy route fetches
         self.close_after_ready = False  # close each connection right after READY
+        self.close_on_identify: tuple[int, bytes] | None = None  # close so instead of READY
         self.upgrade_status: int | None = None  # refuse the WebSocket upgrade with this
         self._taken = 0  # message.create calls next_sent has handed out
         self._sn = itertools.count(1)
@@ -114,6 +115,11 @@ class FakeSatori:
             return ws
         body = frame.get("body") or {}
         self.identifies.append(body)
+        if self.close_on_identify is not None:  # LLOneBot on a wrong path: 1008 invalid address
+            self.refused += 1
+            await self._notify()
+            await ws.close(code=self.close_on_identify[0], message=self.close_on_identify[1])
+            return ws
         if self.token and body.get("token") != self.token:
             self.refused += 1
             await self._notify()

@@ -186,11 +186,7 @@ class SatoriAdapter(Answering):
             if self._stopping:
                 return
             if ended.refused:
-                self._fail(
-                    f"the Satori server refused the token ({ended.why}); set "
-                    f"adapters.satori.token or the environment variable "
-                    f"{self.config.token_env} to the server's token, then restart"
-                )
+                self._fail(self._refusal(ended.why))
                 return
             if ended.ready and loop.time() - opened >= self.stable_after:
                 backoff.reset()  # it served a while (not READY and straight away closed)
@@ -200,6 +196,22 @@ class SatoriAdapter(Answering):
                         attempt=backoff.attempt, retry_in=round(delay, 2),
                         sn=self._stream.sn)  # fmt: skip
             await asyncio.sleep(delay)
+
+    def _refusal(self, why: str) -> str:
+        """What ``failed`` says of a refused connection: the token, unless the server said
+        something else (LLOneBot closes 1008 "invalid address" on a wrong path)."""
+        fix = (f"set adapters.satori.token or the environment variable "
+               f"{self.config.token_env} to the server's token, then restart")  # fmt: skip
+        if any(word in why.lower() for word in ("token", "auth", "4004", "401", "403")):
+            return f"the Satori server refused the token ({why}); {fix}"
+        return (
+            f"the Satori server refused the connection to {self._stream_url()} ({why}): "
+            f"check that adapters.satori.api_base is the server's root (Koishi: "
+            f"http://host:5140/satori; LLOneBot and Chronocat: http://host:port), or {fix}"
+        )
+
+    def _stream_url(self) -> str:
+        return self._stream.url if self._stream is not None else self.config.api_base
 
     def _ready(self, body: dict[str, Any]) -> None:
         self._logins.replace(body.get("logins"))
