@@ -135,3 +135,25 @@ async def test_a_dm_a_user_opened_is_where_send_to_that_user_goes() -> None:
             sent = await fake.next_sent()
     assert (sent["room"], sent["content"]["body"]) == (dm, "a reminder")
     assert fake.direct == {ANN: [dm]}  # kept in the account's m.direct, for the next start
+
+
+async def test_a_streamed_long_reply_starting_with_a_newline_loses_nothing() -> None:
+    answer = "\n" + ("word " * 3000).strip()  # a model's answer may begin with a line break
+
+    async def streaming(message: Message) -> Reply:
+        assert message.stream is not None
+        await message.stream.delta(answer[:100])
+        return Reply(answer, rule="stream", trace_id="t")
+
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        adapter = make_adapter(fake)
+        adapter.stream_interval = 0.0
+        await adapter.start(streaming)
+        await wait_state(adapter, "connected")
+        await fake.message(room, ANN, "tell me a lot")
+        posted, edited, rest = [await fake.next_sent(timeout=5) for _ in range(3)]
+        await adapter.stop()
+    assert edited["content"]["m.relates_to"]["event_id"] == posted["id"]
+    shown = edited["content"]["m.new_content"]["body"]
+    assert f"{shown} {rest['content']['body']}" == answer.strip()

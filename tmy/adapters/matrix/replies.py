@@ -179,6 +179,7 @@ class Answering:
         text, parts = reply.text, reply.outgoing
         quote = self._quote(incoming, parts)
         if stream is not None:
+            text = text.strip()  # as split_text cuts it: the head is then a prefix of it
             head = (split_text(text) or [""])[0]
             if await stream.finish(head):  # the head is on screen: send only what it lacks
                 text = text[len(head) :].lstrip() if text.startswith(head) else ""
