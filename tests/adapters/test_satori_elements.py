@@ -226,3 +226,15 @@ def test_pieces_are_measured_in_utf16_as_telegram_counts() -> None:
     assert all(len(p.encode("utf-16-le")) // 2 <= 4096 for p in pieces)
     assert "".join(pieces).replace(" ", "") == text.replace(" ", "")
     assert [len(p) for p in split_text("😀" * 5, 4)] == [2, 2, 1]
+
+
+def test_an_odd_size_attribute_is_ignored_not_fatal_to_the_message() -> None:
+    """``"²".isdigit()`` is true and int() refuses it (so does a 5,000-digit number):
+    the ValueError lost the whole message."""
+    for size in ("²", "9" * 5000, "١٢"):
+        read = read_content(f'<img src="https://x.example/a.png" size="{size}"/>hi', BOT)
+        assert read.text == "[image]hi" and read.attachments[0].size is None
+    assert (
+        read_content('<img src="https://x.example/a.png" size="42"/>', BOT).attachments[0].size
+        == 42
+    )

@@ -131,7 +131,7 @@ def _attachment(kind: str, element: Element) -> Attachment:
         kind,
         url=src if src.startswith(("http://", "https://", "internal:")) else "",
         file_id=element.attr("id") or element.attr("file-id") or element.attr("fileId"),
-        size=int(size) if size.isdigit() else None,
+        size=int(size) if size.isascii() and size.isdigit() and len(size) < 20 else None,
         mime=mime,
         name=name,
         inline=bool(src),
