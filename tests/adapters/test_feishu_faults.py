@@ -6,7 +6,9 @@ and a reply with both mentions and buttons."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 from pathlib import Path
 
 from tests.adapters.test_feishu import RULES, driven, make, wait_state
@@ -17,6 +19,7 @@ from tests.support.feishu_fake import (
     GROUP,
     VERIFICATION_TOKEN,
     FakeFeishu,
+    encrypt,
 )
 from tests.support.log_helpers import read_log
 from tmy.message import Button, Outgoing, Target
@@ -123,3 +126,27 @@ async def test_mentions_with_buttons_send_the_text_once() -> None:
     assert texts == 1
     assert [s["msg_type"] for s in sent] == ["post", "interactive"]
     assert sent[1]["content"]["elements"][-1]["actions"][0]["value"] == {"data": "y"}
+
+
+async def test_encrypted_bodies_tell_a_forger_nothing_of_what_they_decrypt_to() -> None:
+    """Unsigned, an event, bytes that are no JSON, JSON that is no object and bad padding
+    were told apart (401 "no X-Lark-Signature", 401 "does not decrypt", 400): an oracle on
+    a tampered ciphertext's plaintext. And a signed body is checked before decrypting."""
+    plain = {"Content-Type": "application/json"}
+    async with hooked(ENCRYPT_KEY) as (d, client):
+        event, signed = d.fake.webhook_request(d.fake.message("echo x"), key=ENCRYPT_KEY)
+        sealed = [
+            event,
+            json.dumps({"encrypt": encrypt(b"no json at all", ENCRYPT_KEY)}).encode(),
+            json.dumps({"encrypt": encrypt(b"[1, 2]", ENCRYPT_KEY)}).encode(),
+            json.dumps({"encrypt": base64.b64encode(os.urandom(48)).decode()}).encode(),
+        ]
+        unsigned = [await post(client, body, plain) for body in sealed]
+        sealed_text = json.loads(event)["encrypt"]
+        raw = bytearray(base64.b64decode(sealed_text))
+        raw[-1] ^= 1  # the padding spoiled, the signature of the original body kept
+        tampered = json.dumps({"encrypt": base64.b64encode(bytes(raw)).decode()}).encode()
+        altered = await post(client, tampered, signed)
+    assert {(r.status_code, r.text) for r in unsigned} == {(401, unsigned[0].text)}
+    assert altered.status_code == 403
+    assert d.seen == []

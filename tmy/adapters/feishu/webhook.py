@@ -2,11 +2,13 @@
 
 What is checked before anything runs (:func:`open_request`):
 
-* with ``encrypt_key`` set the body must be ``{"encrypt": …}`` (a plain body is
-  refused 401) and decrypt with it (else 401); an event (not the one-off URL
-  verification) must carry ``X-Lark-Request-Timestamp``/``-Nonce`` and
-  ``X-Lark-Signature`` (missing: 401) equal to sha256(timestamp + nonce +
-  encrypt_key + body) (wrong: 403);
+* with ``encrypt_key`` set, a request carrying ``X-Lark-Signature`` (with
+  ``X-Lark-Request-Timestamp``/``-Nonce``; one missing: 401) must have it equal
+  sha256(timestamp + nonce + encrypt_key + body) (wrong: 403) — checked before
+  the body is decrypted; the body must be ``{"encrypt": …}`` and decrypt with the
+  key to a JSON object, and an unsigned one may only be the one-off URL
+  verification: anything else is one and the same 401, whatever it decrypted to
+  (a tampered body learns nothing of its plaintext);
 * the verification token: ``header.token`` (2.0 schema) or ``token`` (1.0 and the
   URL verification) must equal ``verification_token`` (missing: 401, wrong: 403);
 * ``{"type": "url_verification", "challenge": …}`` is answered with the challenge.
@@ -30,6 +32,7 @@ from tmy.errors import AdapterError
 SIGNATURE = "X-Lark-Signature"
 TIMESTAMP = "X-Lark-Request-Timestamp"
 NONCE = "X-Lark-Request-Nonce"
+UNREADABLE = "a body encrypted with encrypt_key (and signed, but for the URL verification)"
 
 
 @dataclass(slots=True)
@@ -52,22 +55,17 @@ def open_request(
         return Opened(400, {"error": "not JSON"})
     if not isinstance(outer, dict):
         return Opened(400, {"error": "not a JSON object"})
-    payload = outer
+    payload: dict[str, Any] | None = outer
     if encrypt_key:
-        encrypted = outer.get("encrypt")
-        if not isinstance(encrypted, str):
-            return Opened(401, {"error": "an encrypted body is expected (encrypt_key is set)"})
-        try:
-            payload = json.loads(decrypt(encrypted, encrypt_key))
-        except (AdapterError, ValueError):
-            return Opened(401, {"error": "the body does not decrypt with encrypt_key"})
-        if not isinstance(payload, dict):
-            return Opened(400, {"error": "not a JSON object"})
+        signed_request = any(headers.get(h) is not None for h in (SIGNATURE, TIMESTAMP, NONCE))
+        if signed_request:  # the signature first: nothing altered is ever decrypted
+            problem = _signature_problem(body, headers, encrypt_key)
+            if problem is not None:
+                return problem
+        payload = _decrypted(outer, encrypt_key)
+        if payload is None or (not signed_request and payload.get("type") != "url_verification"):
+            return Opened(401, {"error": UNREADABLE})
     verifying = payload.get("type") == "url_verification"
-    if encrypt_key and not verifying:
-        problem = _signature_problem(body, headers, encrypt_key)
-        if problem is not None:
-            return problem
     header = payload.get("header")
     token = header.get("token") if isinstance(header, dict) else payload.get("token")
     if not isinstance(token, str) or not token:
@@ -78,6 +76,20 @@ def open_request(
     if verifying:
         return Opened(200, {"challenge": payload.get("challenge", "")})
     return Opened(200, {}, payload)
+
+
+def _decrypted(outer: dict[str, Any], encrypt_key: str) -> dict[str, Any] | None:
+    """The JSON object sealed in ``{"encrypt": …}``; None for anything else — a bad
+    base64, length, padding, UTF-8 or JSON, or JSON that is no object all look the same
+    to the sender, so a tampered body learns nothing of what it decrypted to."""
+    encrypted = outer.get("encrypt")
+    if not isinstance(encrypted, str):
+        return None
+    try:
+        payload = json.loads(decrypt(encrypted, encrypt_key))
+    except (AdapterError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def _signature_problem(body: bytes, headers: Mapping[str, str], key: str) -> Opened | None:
