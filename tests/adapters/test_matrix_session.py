@@ -14,7 +14,7 @@ import pytest
 from tests.adapters.test_matrix import RULES, _no_handle, make_adapter, token, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
-from tmy.adapters.matrix import Credentials, MatrixAdapter, from_settings
+from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig, from_settings
 from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError
 from tmy.message import Target
@@ -136,6 +136,8 @@ def test_the_adapter_satisfies_the_contract() -> None:
     assert adapter.routes() == [] and adapter.health()["state"] == "starting"
     assert from_settings(Settings(http_enabled=False), None) is None
     assert "hunter2" not in repr(Credentials("@a:x", "tok-secret", "hunter2"))
+    given = repr(MatrixConfig(access_token="syt_in_the_file", password="hunter2"))
+    assert "syt_in_the_file" not in given and "hunter2" not in given
 
 
 def test_from_settings_reads_keys_and_env(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.config.section import Section, check_platform, platform_keys
@@ -21,9 +21,9 @@ class MatrixConfig(Section):
     api_base: str = "https://matrix-client.matrix.org"  # the homeserver's client API root
     user_id: str = ""  # @bot:example.org
     user_id_env: str = "MATRIX_USER_ID"
-    access_token: str = ""  # used when set; else a password login
+    access_token: str = field(default="", repr=False)  # used when set; else a password login
     access_token_env: str = "MATRIX_ACCESS_TOKEN"
-    password: str = ""
+    password: str = field(default="", repr=False)  # not in a repr (tracebacks, debug output)
     password_env: str = "MATRIX_PASSWORD"
     max_pending_per_chat: int = 20
     admins_from: tuple[str, ...] = ()  # owner (power level 100), admin (50 to 99)
