@@ -304,3 +304,37 @@ async def test_a_refusal_that_is_not_about_the_token_does_not_blame_the_token() 
     assert "code 1008: invalid address" in report["error"]
     assert "refused the token" not in report["error"]
     assert d.fake.refused == 1
+
+
+async def test_a_server_that_never_answers_the_upgrade_is_given_up_and_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upgrade had only aiohttp's 5-minute session timeout: a server that took the
+    TCP connection and said nothing kept the adapter in ``starting`` for 5 minutes."""
+    monkeypatch.setattr(EventStream, "identify_timeout", 0.2)
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # read nothing, answer nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    adapter = make_adapter(f"http://127.0.0.1:{port}/satori")
+
+    async def nothing(message: object) -> None:
+        raise AssertionError("no message expected")
+
+    await adapter.start(nothing)  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(5):
+            while len(accepted) < 2:  # given up, and tried again
+                await asyncio.sleep(0.01)
+        report = adapter.health()
+    finally:
+        await adapter.stop()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+    assert report["state"] == "reconnecting"
+    assert "no answer to the upgrade" in report["error"]

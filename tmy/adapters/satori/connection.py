@@ -55,7 +55,7 @@ class Ended:
 class EventStream:
     """The event service of one server: :meth:`connect` runs one connection to its end."""
 
-    identify_timeout = 10.0  # seconds READY may take after IDENTIFY
+    identify_timeout = 10.0  # seconds the upgrade may take, and READY after IDENTIFY
     max_frame = 32 * 1024 * 1024  # bytes of one frame (aiohttp's default 4 MB is an inline picture)
     ping_interval = 10.0  # seconds between PINGs (the protocol's)
 
@@ -84,13 +84,16 @@ class EventStream:
         (aiohttp.ClientError, OSError); a refused upgrade is ``Ended(refused=True)``."""
         headers = {"Authorization": f"Bearer {self.http.token}"} if self.http.token else {}
         try:
-            ws = await self.http.session.ws_connect(
-                self.url, headers=headers, autoping=True, heartbeat=None,
-                timeout=aiohttp.ClientWSTimeout(ws_close=5.0), max_msg_size=self.max_frame,
-            )  # fmt: skip
+            async with asyncio.timeout(self.identify_timeout):  # a server that never answers
+                ws = await self.http.session.ws_connect(
+                    self.url, headers=headers, autoping=True, heartbeat=None,
+                    timeout=aiohttp.ClientWSTimeout(ws_close=5.0), max_msg_size=self.max_frame,
+                )  # fmt: skip
         except aiohttp.WSServerHandshakeError as exc:
             refused = exc.status in (401, 403)
             return Ended(False, f"the upgrade was refused (HTTP {exc.status})", refused)
+        except TimeoutError:
+            return Ended(False, f"no answer to the upgrade within {self.identify_timeout:g} s")
         async with ws:
             body = {"token": self.http.token, "sn": self.sn, "sequence": self.sn}
             await ws.send_json({"op": IDENTIFY, "body": body})
