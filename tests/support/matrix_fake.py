@@ -213,7 +213,13 @@ class FakeHomeserver:
 
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every call is recorded; every endpoint but /login needs a known token."""
         self.calls.append((request.method, request.path))
+        if not request.path.endswith("/login"):
+            who = self._auth(request)
+            if isinstance(who, web.Response):
+                return who
+            request["who"] = who
         return await handler(request)
 
     def _auth(self, request: web.Request) -> tuple[str, str] | web.Response:
@@ -244,15 +250,11 @@ class FakeHomeserver:
         return web.json_response({"user_id": user, "access_token": token, "device_id": device})
 
     async def _whoami(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
+        who = request["who"]
         return web.json_response({"user_id": who[0], "device_id": who[1]})
 
     async def _sync(self, request: web.Request) -> web.StreamResponse:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
+        who = request["who"]
         if self.sync_faults:
             return self._sync_fault(request, self.sync_faults.pop(0), who)
         since = request.query.get("since")
@@ -285,9 +287,7 @@ class FakeHomeserver:
         return error(500, "M_UNKNOWN", "Internal server error")
 
     async def _join(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
+        who = request["who"]
         room_id = request.match_info["room"]
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "invite":
@@ -300,9 +300,7 @@ class FakeHomeserver:
         return web.json_response({"room_id": room_id})
 
     async def _send(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
+        who = request["who"]
         room_id, kind, txn = (request.match_info[k] for k in ("room", "type", "txn"))
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "join":
@@ -327,30 +325,20 @@ class FakeHomeserver:
         return web.json_response({"event_id": event["event_id"]})
 
     async def _typing(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        return who if isinstance(who, web.Response) else web.json_response({})
+        return web.json_response({})
 
     async def _joined_members(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         room = self.rooms[request.match_info["room"]]
         joined = {u: {"display_name": room.members[u].get("displayname")} for u in room.joined()}
         return web.json_response({"joined": joined})
 
     async def _state(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         room = self.rooms[request.match_info["room"]]
         if request.match_info["type"] == "m.room.power_levels":
             return web.json_response(room.power)
         return error(404, "M_NOT_FOUND", "Event not found.")
 
     async def _event(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         room = self.rooms[request.match_info["room"]]
         for event in room.events:
             if event["event_id"] == request.match_info["event"]:
@@ -358,18 +346,12 @@ class FakeHomeserver:
         return error(404, "M_NOT_FOUND", "Event not found.")
 
     async def _displayname(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         name = self.names.get(request.match_info["user"])
         if name is None:
             return error(404, "M_NOT_FOUND", "Profile not found")
         return web.json_response({"displayname": name})
 
     async def _account_data(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         if request.method == "PUT" and request.match_info["type"] == "m.direct":
             self.direct = await request.json()
             async with self._changed:  # the next sync carries it
@@ -382,17 +364,11 @@ class FakeHomeserver:
         return error(404, "M_NOT_FOUND", "Account data not found")
 
     async def _upload(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         media_id = f"m{next(self._ids)}"
         self.media[media_id] = (await request.read(), request.content_type)
         return web.json_response({"content_uri": f"mxc://{SERVER}/{media_id}"})
 
     async def _download(self, request: web.Request) -> web.Response:
-        who = self._auth(request)
-        if isinstance(who, web.Response):
-            return who
         found = self.media.get(request.match_info["media"])
         if found is None:
             return error(404, "M_NOT_FOUND", "Not found")
