@@ -238,3 +238,11 @@ def test_an_odd_size_attribute_is_ignored_not_fatal_to_the_message() -> None:
         read_content('<img src="https://x.example/a.png" size="42"/>', BOT).attachments[0].size
         == 42
     )
+
+
+def test_a_mention_cannot_ping_everyone() -> None:
+    """``mention: all`` became <at id="all"/>: Koishi's OneBot adapter writes it as
+    [CQ:at,qq=all] and KOOK's as (met)all(met), pinging every member."""
+    parts = Outgoing(mentions=["all", " Here ", "everyone", "@all", "7"])
+    assert compose("hi", parts, platform="qq") == ['<at id="7"/> hi']
+    assert compose("", Outgoing(mentions=["all"]), platform="kook") == []

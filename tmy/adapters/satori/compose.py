@@ -9,7 +9,8 @@ contents.
   smallest common limit — except where the platform is known to take more, less the
   room the platform's rendering of the reply's mentions takes.
 * **reply_to** (or the answered message, in a group) → ``<quote id=…/>`` at the
-  start of the first piece; **mentions** → ``<at id=…/>`` before the text.
+  start of the first piece; **mentions** → ``<at id=…/>`` before the text (never
+  ``all``/``here``/``everyone``: a mention names one user).
 * **images** → ``<img src=…/>``, **files** → ``<file src=… title=…/>`` after the
   text (with it when the text is one piece): an http(s) URL as it is; a ``data:``
   URL or a file under ``media/`` in the rules directory as a ``data:`` URL of at most
@@ -32,6 +33,7 @@ from tmy.message import Button, Outgoing
 
 MAX_TEXT = 2000  # characters per message where nothing better is known (Discord's limit)
 PLATFORM_LIMITS = {"telegram": 4096}  # where the platform's own limit is known to be larger
+MASS_IDS = frozenset({"all", "here", "everyone", "@all", "@here", "@everyone"})
 MENTION_ROOM = 12  # characters a platform may write around a mentioned id (beside the id)
 MAX_INLINE = 5 * 1024 * 1024  # bytes of a picture or file sent inline as a data: URL
 # platforms whose Satori adapters render <button> as they are (Discord components, Telegram
@@ -68,9 +70,9 @@ def compose(
     # a mention is text on the platform too (Discord's <@id>, KOOK's (met)id(met)): room
     # for it is kept in every piece, or the first piece would pass the limit and be refused
     limit = limit_for(platform)
-    room = min(limit // 2, sum(len(user) + MENTION_ROOM for user in parts.mentions))
+    room = min(limit // 2, sum(len(user) + MENTION_ROOM for user in _users(parts.mentions)))
     pieces = [escape(piece) for piece in split_text(text, limit - room)]
-    mentions = "".join(tag("at", {"id": user}) + " " for user in parts.mentions)
+    mentions = "".join(tag("at", {"id": user}) + " " for user in _users(parts.mentions))
     media = [_media("img", source, rules_dir) for source in parts.images]
     media += [_media("file", source, rules_dir) for source in parts.files]
     tail = "".join(media) + _buttons(buttons)
@@ -127,6 +129,13 @@ def _fitting(text: str, limit: int) -> int:
         if units > limit:
             return max(index, 1)
     return max(min(len(text), limit), 1)
+
+
+def _users(mentions: list[str]) -> list[str]:
+    """The mentions that name one user: ``all``, ``here`` or ``everyone`` as an id would
+    ping every member where the platform's adapter writes the id as it is (KOOK's
+    ``(met)all(met)``, OneBot's ``[CQ:at,qq=all]``), so they are dropped."""
+    return [u.strip() for u in mentions if u.strip() and u.strip().lower() not in MASS_IDS]
 
 
 def _media(element: str, source: str, rules_dir: Path | None) -> str:
