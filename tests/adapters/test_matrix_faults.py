@@ -12,7 +12,7 @@ import asyncio
 
 from tests.adapters.test_matrix import make_adapter, served, wait_state
 from tests.support.matrix_fake import FakeHomeserver
-from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
+from tests.support.matrix_fake_rooms import ANN, BOB, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials
 from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
@@ -157,3 +157,22 @@ async def test_a_streamed_long_reply_starting_with_a_newline_loses_nothing() -> 
     assert edited["content"]["m.relates_to"]["event_id"] == posted["id"]
     shown = edited["content"]["m.new_content"]["body"]
     assert f"{shown} {rest['content']['body']}" == answer.strip()
+
+
+async def test_a_slow_join_does_not_stop_the_bot_answering_elsewhere() -> None:
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        far = fake.room("far-away", BOB, bot=False)
+        fake.join_gate = asyncio.Event()  # joining that room takes (here: until released)
+        async with served(fake):
+            await fake.invite(far, BOB)
+            async with asyncio.timeout(5):
+                while not fake.count("POST", "/join"):
+                    await asyncio.sleep(0.01)
+            await fake.message(room, ANN, "echo meanwhile")
+            sent = await fake.next_sent(timeout=3)
+            fake.join_gate.set()
+            async with asyncio.timeout(5):
+                while fake.rooms[far].members[BOT]["membership"] != "join":
+                    await asyncio.sleep(0.01)
+    assert sent["content"]["body"].endswith("|meanwhile")

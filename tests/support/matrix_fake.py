@@ -75,6 +75,7 @@ class FakeHomeserver:
         self.sync_faults: list[str] = []  # "500" | "drop" | "429" | "401", one per sync
         self.send_limits = 0  # the next sends answered 429
         self.join_limits = 0  # the next joins answered 429
+        self.join_gate: asyncio.Event | None = None  # when set: joins wait for it
         self.syncing = self.most_syncing = 0  # /sync requests in flight (now, at most)
         self.retry_after_ms = 50
         self.txns: dict[tuple[str, str], str] = {}
@@ -295,6 +296,8 @@ class FakeHomeserver:
         if self.join_limits > 0:  # Synapse's rc_joins: a burst of 10, then one per 10 s
             self.join_limits -= 1
             return error(429, "M_LIMIT_EXCEEDED", "Too many", retry_after_ms=self.retry_after_ms)
+        if self.join_gate is not None:  # a join over federation that takes its time
+            await self.join_gate.wait()
         await self.member(room_id, who[0], "join")
         room.joined_at = len(self.stream)
         return web.json_response({"room_id": room_id})

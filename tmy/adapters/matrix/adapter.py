@@ -204,6 +204,7 @@ class MatrixAdapter(Answering):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
+        await self._invites.close()
         self._inbound.accepting = False
         deadline = asyncio.get_running_loop().time() + self.shutdown_grace
         await self._inbound.join(self.shutdown_grace)
@@ -361,7 +362,7 @@ class MatrixAdapter(Answering):
         rooms = data.get("rooms") or {}
         for room_id, invite in (rooms.get("invite") or {}).items():
             self._invites.add(room_id, *inviter_of(invite, client.mxid))
-        await self._invites.join_due(client)
+        self._invites.join_due(client)
         for room_id, joined in (rooms.get("join") or {}).items():
             timeline = (joined.get("timeline") or {}).get("events") or []
             state = (joined.get("state") or {}).get("events") or []

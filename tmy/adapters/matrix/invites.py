@@ -8,7 +8,9 @@ every 10 s: a bot invited to a dozen rooms at once meets it), a 5xx, a timeout
 while joining a room over federation — would lose the invite for good, so such a
 join is kept and tried again after the homeserver's ``retry_after_ms`` or a
 backoff (:data:`MAX_TRIES` times). A join refused for good (403: the invite was
-taken back, the bot is banned; 404) is logged and forgotten.
+taken back, the bot is banned; 404) is logged and forgotten. Each join runs on a
+task of its own (:data:`MAX_JOINING` at once): joining a big room over federation
+can take a minute, and the sync — every other room's messages — does not wait.
 
 **DMs.** An invite marked ``is_direct`` (Element's "Start chat", and other
 clients' DMs) is a DM with its inviter: once joined, the room is added to the
@@ -20,6 +22,7 @@ the inviter's own client records the DM otherwise, in *its* account.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ log = get_logger("tmy.adapter.matrix")
 
 MAX_TRIES = 6  # joins of one invited room before it is given up
 MAX_INVITES = 1000  # invites waiting for a join (the oldest forgotten past it)
+MAX_JOINING = 8  # joins under way at once
 
 
 @dataclass(slots=True)
@@ -70,6 +74,7 @@ class Invites:
 
     def __init__(self, on_direct: Callable[[str, str], None]) -> None:
         self._pending: dict[str, Invite] = {}
+        self._joining: dict[str, asyncio.Task[None]] = {}  # room -> its join under way
         self._on_direct = on_direct  # (user, room): a DM with user was joined
 
     def add(self, room_id: str, inviter: str, direct: bool = False) -> None:
@@ -80,17 +85,30 @@ class Invites:
                 del self._pending[next(iter(self._pending))]
 
     def next_in(self) -> float | None:
-        """Seconds until the next join is due (0 when one is), None when none waits."""
-        if not self._pending:
-            return None
-        return max(0.0, min(i.due for i in self._pending.values()) - time.monotonic())
+        """Seconds until the next join is due (0 when one is), None when none waits
+        (a join under way waits for nothing: its outcome sets its next turn)."""
+        waiting = [i.due for r, i in self._pending.items() if r not in self._joining]
+        return max(0.0, min(waiting) - time.monotonic()) if waiting else None
 
-    async def join_due(self, client: ClientAPI) -> None:
-        """Join each invited room whose turn it is (errors are logged, never raised)."""
+    def join_due(self, client: ClientAPI) -> None:
+        """Start joining each invited room whose turn it is, each on a task of its own: a
+        join over federation can take a minute, and the sync must not wait for it
+        (errors are logged, never raised)."""
         now = time.monotonic()
         for room_id, invite in list(self._pending.items()):
-            if invite.due <= now:
-                await self._join(client, room_id, invite)
+            if invite.due <= now and room_id not in self._joining:
+                if len(self._joining) >= MAX_JOINING:
+                    return
+                task = asyncio.create_task(self._join(client, room_id, invite), name="matrix-join")
+                self._joining[room_id] = task
+                task.add_done_callback(lambda _, room=room_id: self._joining.pop(room, None))
+
+    async def close(self) -> None:
+        """Cancel the joins under way (the adapter stops)."""
+        tasks = list(self._joining.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _join(self, client: ClientAPI, room_id: str, invite: Invite) -> None:
         invite.tries += 1
