@@ -11,6 +11,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.adapters.test_feishu import RULES, driven, make, wait_state
 from tests.adapters.test_feishu_webhook import hooked, post
 from tests.support.feishu_fake import (
@@ -22,6 +24,7 @@ from tests.support.feishu_fake import (
     encrypt,
 )
 from tests.support.log_helpers import read_log
+from tmy.adapters.feishu.longconn import LongConnection
 from tmy.message import Button, Outgoing, Target
 from tmy.testing import Bot
 
@@ -150,3 +153,19 @@ async def test_encrypted_bodies_tell_a_forger_nothing_of_what_they_decrypt_to() 
     assert {(r.status_code, r.text) for r in unsigned} == {(401, unsigned[0].text)}
     assert altered.status_code == 403
     assert d.seen == []
+
+
+async def test_stop_does_not_wait_on_a_socket_that_never_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A peer that reads nothing more never answers the close frame: stop() waited
+    aiohttp's default 10 s for it (per socket), the daemon's shutdown with it."""
+    monkeypatch.setattr(LongConnection, "close_timeout", 0.2)
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        fake.frozen = True
+        adapter = make(fake)
+        await adapter.start(bot.engine.handle)
+        await wait_state(adapter, "connected")
+        async with asyncio.timeout(5):
+            await adapter.stop()
+    assert adapter.health()["state"] == "stopped"

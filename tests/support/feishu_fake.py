@@ -9,7 +9,8 @@ chat lookups. The long connection: ``/callback/ws/endpoint`` (AppID/AppSecret ch
 WebSocket whose frames are encoded and decoded with the **official SDK's** generated
 ``pbbp2_pb2.Frame`` (the reference tmy's codec is checked against): pings answered with
 pongs, events pushed as data frames (:meth:`push`), acknowledgements recorded
-(:meth:`acked`), :meth:`drop` cuts it. Webhook requests are built by
+(:meth:`acked`), :meth:`drop` cuts it (:attr:`hangup`, :attr:`frozen`: a server closing each
+connection at once, or never reading one again). Webhook requests are built by
 :meth:`webhook_request`: AES-256-CBC with sha256(encrypt_key) and a random IV, signed
 ``X-Lark-Signature`` = sha256(timestamp + nonce + encrypt_key + body).
 """
@@ -71,10 +72,10 @@ class FakeFeishu:
         self.chats: dict[str, dict[str, Any]] = {}  # chat id -> chat info
         self.images: dict[str, bytes] = {}
         self.sockets: list[web.WebSocketResponse] = []
-        self.connections = 0
-        self.pings = 0
+        self.connections = self.pings = 0
         self.answer_pings = True  # False: a connection gone silent (no pong comes back)
         self.hangup = False  # True: each long connection is closed as soon as it opens
+        self.frozen = False  # True: a new long connection is never read (nor closed) again
         self.ping_interval: float = 120
         self.acks: dict[str, dict[str, Any]] = {}  # frame message_id -> ack payload
         self._acked = asyncio.Condition()
@@ -104,6 +105,7 @@ class FakeFeishu:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self.frozen = False
         for ws in list(self.sockets):
             await ws.close()
         assert self._runner is not None
@@ -230,9 +232,8 @@ class FakeFeishu:
         url = f"{ws}/ws?device_id=dev-{next(self._ids)}&service_id=42"
         config = {"ReconnectCount": -1, "ReconnectInterval": 120, "ReconnectNonce": 30}
         config["PingInterval"] = self.ping_interval
-        return web.json_response(
-            {"code": 0, "msg": "ok", "data": {"URL": url, "ClientConfig": config}}
-        )
+        data = {"URL": url, "ClientConfig": config}
+        return web.json_response({"code": 0, "msg": "ok", "data": data})
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -242,6 +243,8 @@ class FakeFeishu:
             await ws.close()
             return ws
         self.sockets.append(ws)
+        while self.frozen:  # until __aexit__ thaws it
+            await asyncio.sleep(0.05)
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.BINARY:

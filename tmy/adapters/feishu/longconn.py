@@ -49,6 +49,8 @@ MISSED_PONGS = 3  # ping intervals without a pong before the connection is given
 class LongConnection:
     """One app's event WebSocket; ``deliver(payload)`` gets each event's JSON bytes."""
 
+    close_timeout = 2.0  # seconds a closing socket waits for the peer's close (aiohttp: 10)
+
     def __init__(self, rest: Rest, deliver: Callable[[bytes], Awaitable[None]]) -> None:
         self.rest = rest
         self.deliver = deliver
@@ -77,7 +79,10 @@ class LongConnection:
         await self.rest.open()
         assert self.rest.session is not None
         service = _service_id(url)
-        async with self.rest.session.ws_connect(url, max_msg_size=0, autoping=True) as ws:
+        timeout = aiohttp.ClientWSTimeout(ws_close=self.close_timeout)  # a stuck peer: no hang
+        async with self.rest.session.ws_connect(
+            url, max_msg_size=0, autoping=True, timeout=timeout
+        ) as ws:
             self._ws = ws
             self._last_pong = time.monotonic()
             opened()
