@@ -279,6 +279,7 @@ async def test_typing_shows_while_a_run_works() -> None:
         sent = await fake.next_sent()
         await adapter.stop()
     assert sent["content"]["body"] == "finally"
+    assert fake.typing[0] and not fake.typing[-1]  # typing, then no longer once answered
 
 
 async def test_send_to_a_room_and_its_errors() -> None:

@@ -70,6 +70,7 @@ class FakeHomeserver:
         self.stream: list[tuple[str, dict[str, Any]]] = []  # (room, event); position = index + 1
         self.sent: list[dict[str, Any]] = []  # events the bot sent: {room, type, content, id}
         self.calls: list[tuple[str, str]] = []  # (method, path)
+        self.typing: list[bool] = []  # the bot's typing notices: typing or not
         self.logins: list[dict[str, Any]] = []
         self.media: dict[str, tuple[bytes, str]] = {}
         self.sync_faults: list[str] = []  # "500" | "drop" | "429" | "401", one per sync
@@ -328,6 +329,7 @@ class FakeHomeserver:
         return web.json_response({"event_id": event["event_id"]})
 
     async def _typing(self, request: web.Request) -> web.Response:
+        self.typing.append(bool((await request.json()).get("typing")))
         return web.json_response({})
 
     async def _joined_members(self, request: web.Request) -> web.Response:

@@ -14,7 +14,8 @@ For each :class:`~tmy.adapters.matrix.incoming.Incoming`, in its room's turn:
   most once per :attr:`Answering.stream_interval` seconds, the reply's final text
   being the last edit;
 * while the run works longer than :attr:`Answering.typing_after` seconds the
-  room shows "typing…" (``PUT /rooms/{room}/typing/{user}``);
+  room shows "typing…" (``PUT /rooms/{room}/typing/{user}``), taken back when the
+  run ends;
 * the reply goes to the room — into the thread the message came from —, quoting
   the answered message in a group room (not in a DM, where nothing else is said
   in between, unless the rule asks with ``reply:``).
@@ -23,8 +24,8 @@ For each :class:`~tmy.adapters.matrix.incoming.Incoming`, in its room's turn:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncIterator, Hashable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from typing import Any
 
 from mautrix.client import ClientAPI
@@ -134,11 +135,7 @@ class Answering:
     def _typing(self, client: ClientAPI, incoming: Incoming) -> AbstractAsyncContextManager[Any]:
         if incoming.message.event is not None:
             return nullcontext()
-
-        async def action() -> None:
-            await client.set_typing(RoomID(incoming.room), timeout=6000)
-
-        return typing_while(action, after=self.typing_after, every=5.0)
+        return _typing_in(client, RoomID(incoming.room), self.typing_after)
 
     def _growing(self, client: ClientAPI, incoming: Incoming) -> GrowingMessage:
         room = incoming.room
@@ -273,3 +270,25 @@ class Answering:
 
 def _text(body: str) -> dict[str, Any]:
     return {"msgtype": "m.text", "body": body, "m.mentions": {}}
+
+
+@asynccontextmanager
+async def _typing_in(client: ClientAPI, room: RoomID, after: float) -> AsyncIterator[None]:
+    """ "typing…" in ``room`` while the body runs longer than ``after`` seconds (6 s
+    notices renewed every 5 s), taken back when it ends: the homeserver would show it
+    up to 6 s past the answer otherwise."""
+    shown = False
+
+    async def action() -> None:
+        nonlocal shown
+        await client.set_typing(room, timeout=6000)
+        shown = True
+
+    try:
+        async with typing_while(action, after=after, every=5.0):
+            yield
+    finally:
+        if shown:  # briefly: a stop() may be waiting for this run
+            with suppress(Exception):
+                async with asyncio.timeout(2.0):
+                    await client.set_typing(room, timeout=0)  # {"typing": false}
