@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import os
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.support.feishu_fake import (
     encrypt,
 )
 from tests.support.log_helpers import read_log
+from tmy.adapters.feishu import api
 from tmy.adapters.feishu.longconn import LongConnection
 from tmy.message import Button, Outgoing, Target
 from tmy.testing import Bot
@@ -169,3 +171,18 @@ async def test_stop_does_not_wait_on_a_socket_that_never_closes(
         async with asyncio.timeout(5):
             await adapter.stop()
     assert adapter.health()["state"] == "stopped"
+
+
+async def test_a_rate_limit_reset_of_nan_waits_the_default(
+    log_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``x-ogw-ratelimit-reset: nan`` parsed as a float that compares false with every
+    number: no pause at all, the refused send was made again at once."""
+    monkeypatch.setattr(api, "DEFAULT_RETRY_AFTER", 0.05)
+    async with driven() as d:
+        d.fake.flood, d.fake.flood_reset = 1, math.nan
+        await d.adapter.send(Target("feishu", GROUP), "after the limit")
+        sent = await d.fake.next_sent()
+    waits = [e["retry_after"] for e in read_log(log_file) if e["event"] == "feishu.rate_limited"]
+    assert sent["content"] == {"text": "after the limit"}
+    assert waits == [0.05]

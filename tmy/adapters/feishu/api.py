@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -193,9 +194,11 @@ def _answer(status: int, headers: Any, raw: bytes) -> Answer:
     msg = str(body.get("msg") or "")
     answer = Answer(status, code, msg, body)
     if status == 429 or code in RATE_LIMIT_CODES:
-        reset = headers.get("x-ogw-ratelimit-reset", "")
         try:
-            answer.retry_after = max(float(reset), 0.0)
+            reset = float(headers.get("x-ogw-ratelimit-reset", ""))
         except ValueError:
-            answer.retry_after = DEFAULT_RETRY_AFTER
+            reset = math.nan
+        # "nan" parses, compares false with everything and was taken as no wait at all: the
+        # send was retried at once; a huge reset ("inf" too) fails the send (sending.MAX_WAIT)
+        answer.retry_after = max(reset, 0.0) if not math.isnan(reset) else DEFAULT_RETRY_AFTER
     return answer
