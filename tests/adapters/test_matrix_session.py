@@ -6,15 +6,18 @@ in again when logged out, the daemon keeps serving beside a failed adapter, and
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 import httpx
 import pytest
+from mautrix.api import HTTPAPI
 
 from tests.adapters.test_matrix import RULES, _no_handle, make_adapter, token, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig, from_settings
+from tmy.adapters.matrix.http import MatrixHttp
 from tmy.config import Settings, load_settings
 from tmy.errors import AdapterError
 from tmy.message import Target
@@ -167,3 +170,11 @@ async def test_an_encrypted_room_is_told_once_across_restarts(tmp_path: Path) ->
                     await fake.next_sent()
                 await adapter.stop()
     assert [e["content"]["msgtype"] for e in fake.sent] == ["m.notice"]
+
+
+def test_the_http_override_takes_what_mautrix_passes_its_send() -> None:
+    # MatrixHttp replaces HTTPAPI._send (to keep retry_after_ms): a mautrix upgrade that
+    # changes what request() passes it must fail here, not on every request at runtime
+    ours = inspect.signature(MatrixHttp._send).parameters
+    theirs = inspect.signature(HTTPAPI._send).parameters
+    assert list(ours) == list(theirs)
