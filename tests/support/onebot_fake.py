@@ -266,6 +266,7 @@ class FakeServer:
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._silent_sockets: list[web.WebSocketResponse] = []
+        self._closing = asyncio.Event()  # ends the silent sockets' handlers at exit
 
     @property
     def url(self) -> str:
@@ -282,6 +283,7 @@ class FakeServer:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()  # or cleanup waits its whole shutdown_timeout on their handlers
         for ws in self._silent_sockets:
             await ws.close()
         assert self._runner is not None
@@ -296,7 +298,8 @@ class FakeServer:
         await ws.send_str(json.dumps(meta(self.self_id, "lifecycle", sub_type="connect")))
         if self.silent:
             self._silent_sockets.append(ws)
-            await asyncio.sleep(3600)  # never read: pings go unanswered
+            await self._closing.wait()  # never read until the server closes: pings go unanswered
+            return ws
         impl = FakeImpl(ws, self.self_id)
         await self.connections.put(impl)
         await impl.closed.wait()
