@@ -176,3 +176,15 @@ async def test_a_slow_join_does_not_stop_the_bot_answering_elsewhere() -> None:
                 while fake.rooms[far].members[BOT]["membership"] != "join":
                     await asyncio.sleep(0.01)
     assert sent["content"]["body"].endswith("|meanwhile")
+
+
+async def test_two_dms_opened_at_once_are_both_kept_in_m_direct() -> None:
+    async with FakeHomeserver() as fake:
+        one, two = fake.room("from-ann", ANN, bot=False), fake.room("from-bob", BOB, bot=False)
+        async with served(fake):
+            await fake.invite(one, ANN, direct=True)
+            await fake.invite(two, BOB, direct=True)  # the same sync: joined side by side
+            async with asyncio.timeout(5):
+                while len(fake.direct) < 2:
+                    await asyncio.sleep(0.01)
+    assert fake.direct == {ANN: [one], BOB: [two]}

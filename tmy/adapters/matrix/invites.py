@@ -76,6 +76,7 @@ class Invites:
         self._pending: dict[str, Invite] = {}
         self._joining: dict[str, asyncio.Task[None]] = {}  # room -> its join under way
         self._on_direct = on_direct  # (user, room): a DM with user was joined
+        self._direct_lock = asyncio.Lock()  # m.direct is read, changed and written whole
 
     def add(self, room_id: str, inviter: str, direct: bool = False) -> None:
         if room_id not in self._pending:
@@ -136,7 +137,8 @@ class Invites:
         log.info("matrix.joined", room=room_id, inviter=invite.inviter, direct=invite.direct)
         if invite.direct:
             self._on_direct(invite.inviter, room_id)
-            await _record_direct(client, invite.inviter, room_id)
+            async with self._direct_lock:  # two DMs joined at once: neither write is lost
+                await _record_direct(client, invite.inviter, room_id)
 
 
 async def _record_direct(client: ClientAPI, user: str, room_id: str) -> None:
