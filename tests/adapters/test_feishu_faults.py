@@ -186,3 +186,40 @@ async def test_a_rate_limit_reset_of_nan_waits_the_default(
     waits = [e["retry_after"] for e in read_log(log_file) if e["event"] == "feishu.rate_limited"]
     assert sent["content"] == {"text": "after the limit"}
     assert waits == [0.05]
+
+
+async def test_stop_before_start_twice_and_a_restart_after_stop() -> None:
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        adapter = make(fake)
+        await adapter.stop()  # never started: nothing to close
+        await adapter.start(bot.engine.handle)
+        await wait_state(adapter, "connected")
+        await adapter.stop()
+        await adapter.stop()
+        stopped = adapter.health()["state"]
+        await adapter.start(bot.engine.handle)
+        try:
+            await wait_state(adapter, "connected")
+            await fake.push(fake.message("echo again"))
+            sent = await fake.next_sent()
+        finally:
+            await adapter.stop()
+    assert stopped == "stopped"
+    assert sent["content"]["text"].endswith("|again")
+    assert fake.connections == 2
+
+
+async def test_a_token_answer_without_feishus_code_is_retried_not_failed() -> None:
+    """A gateway's page (HTTP 200, no JSON) instead of the token was taken for a refused
+    app_secret: ``failed`` for good, although Feishu never said no."""
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        fake.token_glitches = 1
+        adapter = make(fake)
+        await adapter.start(bot.engine.handle)
+        try:
+            await wait_state(adapter, "connected")
+        finally:
+            report = adapter.health()
+            await adapter.stop()
+    assert report["state"] == "connected"
+    assert fake.token_requests == 2

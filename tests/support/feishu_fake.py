@@ -63,6 +63,7 @@ class FakeFeishu:
         self.token_ttl = 7200
         self.tokens: dict[str, float] = {}  # token -> expiry (time.time())
         self.token_requests = 0
+        self.token_glitches = 0  # the next token requests get a gateway's page (HTTP 200)
         self.used_tokens: list[str] = []  # the token of each authorised call
         self.sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.flood = 0  # the next sends refused with 429 / 99991400
@@ -129,6 +130,9 @@ class FakeFeishu:
 
     async def _token(self, request: web.Request) -> web.Response:
         self.token_requests += 1
+        if self.token_glitches > 0:
+            self.token_glitches -= 1
+            return web.Response(text="<html>upstream busy</html>", content_type="text/html")
         body = await request.json()
         if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
             return self._error(400, 10014, "app secret invalid")
@@ -148,13 +152,8 @@ class FakeFeishu:
         if self.flood > 0:
             self.flood -= 1
             self.refused_sends.append(time.monotonic())
-            reset = str(self.flood_reset)
-            return self._error(
-                429,
-                99991400,
-                "request trigger frequency limit",
-                **{"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": reset},
-            )
+            limit = {"x-ogw-ratelimit-limit": "5", "x-ogw-ratelimit-reset": str(self.flood_reset)}
+            return self._error(429, 99991400, "request trigger frequency limit", **limit)
         body = await request.json()
         record.update(msg_type=body["msg_type"], content=json.loads(body["content"]))
         record["uuid"] = body.get("uuid")

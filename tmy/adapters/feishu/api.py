@@ -13,7 +13,8 @@ it is fetched again :attr:`Rest.refresh_margin` seconds before that (Feishu
 hands out a new one in the last 30 minutes), one fetch at a time, and once
 more when a call says the token is invalid (99991661/99991663/99991668). A
 non-zero ``code`` there means Feishu refused the app's credentials:
-:attr:`Rest.refused` says why, and the adapter shows ``failed``.
+:attr:`Rest.refused` says why, and the adapter shows ``failed`` (an answer without
+Feishu's ``code`` — a gateway's error page — is a passing failure, tried again).
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ class Answer:
         data = self.body.get("data")
         return data if isinstance(data, dict) else {}
 
+    @property
+    def refusal(self) -> bool:
+        """Feishu itself said no: a ``code`` of its own, not 0, not a rate limit, below
+        HTTP 500. A body without one (a gateway's page) says nothing of the credentials."""
+        code = self.body.get("code")
+        return (
+            isinstance(code, int) and code != 0 and self.status < 500 and self.retry_after is None
+        )
+
     def describe(self) -> str:
         return f"HTTP {self.status}, code {self.code}: {self.msg or 'no message'}"
 
@@ -106,11 +116,11 @@ class Rest:
                 return self._token
             body = {"app_id": self.app_id, "app_secret": self.app_secret}
             answer = await self.request("POST", TOKEN_PATH, json_body=body, auth=False)
-            if answer.status >= 500 or answer.retry_after is not None:
-                raise AdapterError(f"feishu: tenant_access_token failed ({answer.describe()})")
-            token = answer.body.get("tenant_access_token")
-            if answer.code != 0 or not isinstance(token, str) or not token:
+            if answer.refusal:
                 self.refuse(f"Feishu refused app_id/app_secret ({answer.describe()})")
+            token = answer.body.get("tenant_access_token")
+            if not answer.ok or not isinstance(token, str) or not token:  # busy, a gateway
+                raise AdapterError(f"feishu: tenant_access_token failed ({answer.describe()})")
             expire = answer.body.get("expire")
             expire = float(expire) if isinstance(expire, int | float) and expire > 0 else 7200.0
             redact.add(token)

@@ -63,10 +63,10 @@ class LongConnection:
         """The WebSocket URL for this app (AdapterError: refused, busy, or not understood)."""
         body = {"AppID": self.rest.app_id, "AppSecret": self.rest.app_secret}
         answer = await self.rest.request("POST", ENDPOINT_PATH, json_body=body, auth=False)
-        if answer.code in BUSY_CODES or answer.status >= 500 or answer.retry_after is not None:
-            raise AdapterError(f"feishu: the event endpoint is busy ({answer.describe()})")
-        if answer.code != 0 or answer.status >= 400:
+        if answer.refusal and answer.code not in BUSY_CODES:
             self.rest.refuse(f"Feishu refused the long connection ({answer.describe()})")
+        if not answer.ok:  # busy, a rate limit, a gateway's page
+            raise AdapterError(f"feishu: the event endpoint failed ({answer.describe()})")
         data = answer.data
         self._configure(data.get("ClientConfig"))
         url = data.get("URL")
