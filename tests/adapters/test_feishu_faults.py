@@ -24,6 +24,7 @@ from tests.support.feishu_fake import (
     FakeFeishu,
     encrypt,
 )
+from tests.support.llm_fake_provider import PNG
 from tests.support.log_helpers import read_log
 from tmy.adapters.feishu import api
 from tmy.adapters.feishu.longconn import LongConnection
@@ -223,3 +224,16 @@ async def test_a_token_answer_without_feishus_code_is_retried_not_failed() -> No
             await adapter.stop()
     assert report["state"] == "connected"
     assert fake.token_requests == 2
+
+
+async def test_a_picture_is_uploaded_again_after_its_token_was_called_invalid() -> None:
+    """Every other call made with a token Feishu calls invalid is made again with a fresh
+    one; an upload was not (its multipart body is spent), so the picture went out as the
+    words "[image] not sent"."""
+    picture = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    async with driven() as d:
+        d.fake.tokens.clear()  # the tenant token is invalidated on Feishu's side
+        await d.adapter.send(Target("feishu", GROUP), "", Outgoing(images=[picture]))
+        sent = await d.fake.next_sent()
+    assert sent["msg_type"] == "image"
+    assert d.fake.images[sent["content"]["image_key"]] == PNG

@@ -28,7 +28,7 @@ import aiohttp
 
 from tmy.adapters.base import Backoff
 from tmy.adapters.fairness import PendingSend
-from tmy.adapters.feishu.api import Answer, Rest
+from tmy.adapters.feishu.api import TOKEN_INVALID_CODES, Answer, Rest
 from tmy.adapters.feishu.compose import Piece
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -131,8 +131,17 @@ async def _post(rest: Rest, out: QueuedReply, piece: Piece) -> Answer:
 
 
 async def _upload(rest: Rest, piece: Piece, load: Loader) -> Answer:
-    """Upload ``piece.upload``; on success its ``content`` names the key."""
+    """Upload ``piece.upload``; on success its ``content`` names the key. A token Feishu
+    calls invalid is replaced and the upload made once more with a new multipart body
+    (Rest.call cannot resend a spent one)."""
     media = await load(piece.upload, piece.msg_type)
+    answer = await _upload_once(rest, piece, media)
+    if answer.code in TOKEN_INVALID_CODES:
+        answer = await _upload_once(rest, piece, media)
+    return answer
+
+
+async def _upload_once(rest: Rest, piece: Piece, media: Media) -> Answer:
     form = aiohttp.FormData()
     if piece.msg_type == "image":
         form.add_field("image_type", "message")
