@@ -143,7 +143,14 @@ SUITE_WORKERS = 4
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Spread the whole suite over :data:`SUITE_WORKERS` workers unless told otherwise."""
+    """Spread the whole suite over :data:`SUITE_WORKERS` workers unless told otherwise.
+
+    ``-n N`` without ``--dist`` is ``loadgroup`` too, not xdist's ``load``: ``load`` hands
+    each worker its first quarter-share as one consecutive chunk, and with the slow tests
+    sorted first (below) one worker got nearly all of them (``-n 2``: ~430 slow tests, over
+    500 s on one worker while the other finished the rest in ~210 s). ``loadgroup`` hands
+    out one test at a time (a marked group whole), and keeps the groups' promise.
+    """
     if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
         return
     chosen = config.option.numprocesses is not None or config.option.dist != "no"
@@ -151,6 +158,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if config.args_source == pytest.Config.ArgsSource.TESTPATHS and not chosen and not debugging:
         config.option.numprocesses = SUITE_WORKERS
         config.option.dist = "loadgroup"  # tests marked xdist_group share a worker
+    elif config.option.numprocesses and config.option.dist == "no" and not config.option.distload:
+        config.option.dist = "loadgroup"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
