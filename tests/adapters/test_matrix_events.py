@@ -16,6 +16,7 @@ from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOB, BOT, TOKEN
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig
 from tmy.adapters.matrix.replies import ENCRYPTED_NOTICE
+from tmy.message import Target
 from tmy.testing import Bot
 
 RULES = r"""
@@ -261,3 +262,18 @@ async def test_own_events_and_notices_are_not_answered() -> None:
             await fake.message(room, BOT, "hello")
             await fake.message(room, ANN, "hello", msgtype="m.notice")
             await fake.nothing_sent()
+
+
+async def test_a_version_12_room_its_creator_is_owner_and_send_reaches_it() -> None:
+    async with FakeHomeserver() as fake:
+        # room version 12: the id has no server name, creators stand above power levels
+        room = fake.room("Ab3hAsh", ANN, BOB, creator=ANN, power={BOB: 50})
+        async with driven(fake, admins_from=("owner",)) as d:
+            await fake.message(room, BOB, "mute all")  # 50: admin, not owner
+            await fake.nothing_sent()
+            await fake.message(room, ANN, "mute all")  # the creator: owner
+            muted = await fake.next_sent()
+            await d.adapter.send(Target("matrix", room), "from cron")
+            cron = await fake.next_sent()
+    assert muted["content"]["body"] == f"muted {room}"
+    assert (cron["room"], cron["content"]["body"]) == (room, "from cron")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tmy.adapters.matrix.compose import compose, mxc_of
 from tmy.adapters.matrix.incoming import Me, Recent, read_room_events
-from tmy.adapters.matrix.rooms import role_of
+from tmy.adapters.matrix.rooms import Rooms, creators_of, role_of
 from tmy.adapters.matrix.text import (
     MAX_TEXT,
     MAX_TEXT_BYTES,
@@ -133,3 +133,29 @@ def test_reading_skips_edits_notices_own_events_and_bad_events() -> None:
     assert found[1].message.text == "see this"  # a caption: the file's name is separate
     assert attachment.url == "http://hs/_matrix/client/v1/media/download/x/f"
     assert (attachment.kind, attachment.file_id, attachment.inline) == ("file", "mxc://x/f", True)
+
+
+async def test_version_12_creators_are_owners_their_create_event_fetched_once() -> None:
+    create = {
+        "type": "m.room.create",
+        "sender": "@c:x",
+        "content": {"room_version": "12", "additional_creators": ["@d:x"]},
+    }
+    asked: list[str] = []
+
+    async def fetch_create(room_id: str) -> dict[str, object]:
+        asked.append(room_id)
+        return create
+
+    async def power(room_id: str) -> dict[str, object]:
+        return {"users": {"@a:x": 100}}
+
+    async def members(room_id: str) -> dict[str, str]:
+        return {}
+
+    rooms = Rooms(members, power, fetch_create)
+    roles = [await rooms.role("!hash", u) for u in ("@c:x", "@d:x", "@a:x", "@n:x")]
+    assert roles == ["owner", "owner", "owner", ""]
+    assert await rooms.role("!older:x", "@c:x") == ""  # a room id naming its server: no creators
+    assert asked == ["!hash"]
+    assert creators_of({"sender": "@c:x", "content": {"room_version": "11"}}) == frozenset()

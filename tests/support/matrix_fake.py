@@ -139,8 +139,15 @@ class FakeHomeserver:
 
     def room(self, name: str, *members: str, bot: bool = True, **facts: Any) -> str:
         """Make ``!name:example.org`` with ``members`` joined (and the bot, unless not);
-        ``facts``: ``encrypted``, ``power`` (user -> level)."""
-        room = FakeRoom.made(f"!{name}:{SERVER}", [*members, *([BOT] if bot else [])], self.names)
+        ``facts``: ``encrypted``, ``power`` (user -> level), ``creator``: a version 12
+        room (its id ``!name``, no server name; its creator above every power level)."""
+        creator = facts.get("creator")
+        room_id = f"!{name}" if creator else f"!{name}:{SERVER}"
+        room = FakeRoom.made(room_id, [*members, *([BOT] if bot else [])], self.names)
+        if creator:  # its create event's id is the room id's hash: "$" + name
+            create = {"room_version": "12", "additional_creators": facts.get("also", [])}
+            event = {"type": "m.room.create", "state_key": "", "content": create}
+            room.create = {**event, "sender": creator, "event_id": f"${name}", "room_id": room_id}
         room.encrypted, room.joined_at = facts.get("encrypted", False), 0 if bot else None
         room.power["users"] = dict(facts.get("power") or {})
         self.rooms[room.room_id] = room
@@ -345,7 +352,7 @@ class FakeHomeserver:
 
     async def _event(self, request: web.Request) -> web.Response:
         room = self.rooms[request.match_info["room"]]
-        for event in room.events:
+        for event in [*([room.create] if room.create else []), *room.events]:
             if event["event_id"] == request.match_info["event"]:
                 return web.json_response(event)
         return error(404, "M_NOT_FOUND", "Event not found.")

@@ -59,6 +59,7 @@ class FakeRoom:
     invited_at: int | None = None  # stream position of the bot's invite
     inviter: str = ""
     joined_at: int | None = None  # stream position of the bot's join
+    create: dict[str, Any] | None = None  # the m.room.create event of a version 12 room
 
     @classmethod
     def made(cls, room_id: str, members: list[str], names: Mapping[str, str]) -> FakeRoom:
@@ -116,15 +117,17 @@ def sync_body(
 
 
 def state_events(room: FakeRoom) -> list[dict[str, Any]]:
-    """``room``'s current state: power levels, encryption, every member."""
+    """``room``'s current state: create (a version 12 room's), power levels,
+    encryption, every member."""
     events = [
+        *([room.create] if room.create else []),
         {
             "type": "m.room.power_levels",
             "state_key": "",
             "sender": BOT,
             "content": room.power,
             "event_id": f"$pl-{room.room_id}",
-        }
+        },
     ]
     if room.encrypted:
         events.append(

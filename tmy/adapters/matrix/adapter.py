@@ -50,6 +50,7 @@ from tmy.adapters.matrix.compose import MediaLoader
 from tmy.adapters.matrix.http import MatrixHttp, describe, is_bad_token, retry_after
 from tmy.adapters.matrix.incoming import Incoming, Me, Recent, after_own_join, read_room_events
 from tmy.adapters.matrix.invites import Invites, inviter_of
+from tmy.adapters.matrix.media import fetch_event
 from tmy.adapters.matrix.paths import download_base
 from tmy.adapters.matrix.replies import Answering
 from tmy.adapters.matrix.rooms import Rooms
@@ -119,7 +120,7 @@ class MatrixAdapter(Answering):
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
         self._recent = Recent()
-        self._rooms = Rooms(self._joined_members, self._power_levels)
+        self._rooms = Rooms(self._joined_members, self._power_levels, self._create_event)
         self._deliveries = Deliveries(store, "matrix")
         self._told_encrypted: set[str] = set()
         self._invites = Invites(self._rooms.add_direct)
@@ -385,3 +386,8 @@ class MatrixAdapter(Answering):
         assert self._client is not None
         path = ApiPath.v3.rooms[room_id].state["m.room.power_levels"]
         return dict(await self._client.api.request(Method.GET, path))
+
+    async def _create_event(self, room_id: str) -> dict[str, Any]:
+        """A version 12 room's create event: its id is the room id's hash ("!x" -> "$x")."""
+        assert self._client is not None
+        return await fetch_event(self._client, room_id, "$" + room_id[1:])

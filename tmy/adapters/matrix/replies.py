@@ -214,8 +214,8 @@ class Answering:
 
     async def send(self, target: Target, text: str, outgoing: Outgoing | None = None) -> None:
         """Post ``text`` (and ``outgoing``'s pictures, files and mentions) to the room id
-        ``target.chat`` (``!room:server``), or without one to ``target.user``'s DM room
-        (the first the account's ``m.direct`` lists for them)."""
+        ``target.chat`` (``!room:server``; ``!<hash>`` in a version 12 room), or without
+        one to ``target.user``'s DM room (the first the account's ``m.direct`` lists)."""
         room = target.chat.strip()
         if not room and target.user:
             rooms = self._rooms.direct_with.get(target.user.strip()) or []
@@ -225,10 +225,10 @@ class Answering:
                     "give the room id as the chat"
                 )
             room = rooms[0]
-        if not (room.startswith("!") and ":" in room):
+        if not (room.startswith("!") and len(room) > 1 and not any(c.isspace() for c in room)):
             raise AdapterError(
                 f"matrix: the target chat must be a room id like !abc:example.org "
-                f"(got {target.chat!r})"
+                f"(in a version 12 room: !<hash>, no server name; got {target.chat!r})"
             )
         if not text.strip() and not outgoing:
             raise AdapterError("matrix: refusing to send an empty message")
