@@ -237,3 +237,19 @@ async def test_a_picture_is_uploaded_again_after_its_token_was_called_invalid() 
         sent = await d.fake.next_sent()
     assert sent["msg_type"] == "image"
     assert d.fake.images[sent["content"]["image_key"]] == PNG
+
+
+async def test_a_secret_revoked_while_connected_fails_and_closes_the_long_connection() -> None:
+    """Failed means failed: an adapter whose token Feishu refuses no longer takes events
+    it cannot answer (left unacknowledged, Feishu delivers them again after the fix)."""
+    async with driven() as d:
+        d.fake.app_secret = "reset-in-the-console"
+        d.fake.tokens.clear()
+        await d.fake.push(d.fake.message("echo lost"))
+        await wait_state(d.adapter, "failed")
+        async with asyncio.timeout(5):
+            while d.fake.sockets:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # several backoff pauses: no reconnect follows
+    assert d.fake.connections == 1
+    assert "10014" in d.adapter.health()["error"]

@@ -99,6 +99,7 @@ class FeishuAdapter(Answering):
         self._health = AdapterHealth()
         self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None  # the long connection, once refused
         self._stopping = False
         self._http: Any = None
         self.bot_open_id = ""
@@ -212,8 +213,12 @@ class FeishuAdapter(Answering):
 
     def _refused(self, why: str) -> None:
         """The credentials were refused — at start, or later by a token refresh (a secret
-        reset in the console; in webhook mode nothing reconnects to notice it)."""
+        reset in the console; in webhook mode nothing reconnects to notice it). A long
+        connection is closed: events that cannot be answered stay unacknowledged, and
+        Feishu delivers them again once the secret is fixed and tmy restarted."""
         self._fail(f"{why}; check app_id/app_secret ({self.config.app_secret_env})")
+        if self._conn is not None:
+            self._closing = asyncio.get_running_loop().create_task(self._conn.close())
 
     # -- connecting --------------------------------------------------------------------------
 
