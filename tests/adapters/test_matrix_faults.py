@@ -1,9 +1,7 @@
-"""Matrix: faults found in review, each shown against the fake homeserver on loopback.
-
-A 429 on ``/sync`` asking for an absurd wait, a password session whose fresh token
-is refused again at once, an invite whose join is rate-limited, a reply with a pill
-whose HTML escaping outgrows the event size limit, a display name that is a common
-word, and a second ``start()``.
+"""Matrix: faults found in review, each shown against the fake homeserver on loopback
+(each test failed before its fix): rate limits and refused sessions, invites (a join
+refused for now, a slow join, DMs opened by users), a just-joined room's history,
+event sizes with pills, mentions by display name, streaming, a second start().
 """
 
 from __future__ import annotations
