@@ -55,7 +55,13 @@ from tmy.adapters.matrix.paths import download_base
 from tmy.adapters.matrix.replies import Answering
 from tmy.adapters.matrix.rooms import Rooms
 from tmy.adapters.matrix.sending import QueuedReply
-from tmy.adapters.matrix.session import Credentials, StoredSyncToken, log_in, refusal
+from tmy.adapters.matrix.session import (
+    Credentials,
+    StoredSyncToken,
+    log_in,
+    missing_credential,
+    refusal,
+)
 from tmy.config.matrix import MatrixConfig
 from tmy.logs import get_logger
 from tmy.store.base import Store
@@ -164,7 +170,7 @@ class MatrixAdapter(Answering):
         self._me = None  # a new client logs in again (a restart after stop())
         self._inbound.accepting = self._outbound.accepting = True
         self._health.set("starting")
-        missing = self._missing_credential()
+        missing = missing_credential(self.credentials, self.config)
         if missing:
             self._fail(missing)
             return
@@ -181,22 +187,6 @@ class MatrixAdapter(Answering):
         )
         self._runner = asyncio.create_task(self._run(), name="matrix")
         log.info("matrix.started", api_base=self.config.api_base)
-
-    def _missing_credential(self) -> str:
-        c, cfg = self.credentials, self.config
-        if not c.access_token and not c.password:
-            return (
-                f"no access token: set the environment variable {cfg.access_token_env} "
-                f"(or {cfg.password_env} with user_id for a password login)"
-            )
-        if not c.access_token and not c.user_id:
-            return (
-                f"a password login needs the user id: set adapters.matrix.user_id or "
-                f"{cfg.user_id_env} (@bot:example.org)"
-            )
-        if c.user_id and not (c.user_id.startswith("@") and ":" in c.user_id):
-            return f"user_id must look like @bot:example.org (got {c.user_id!r})"
-        return ""
 
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""

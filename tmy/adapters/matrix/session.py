@@ -150,3 +150,20 @@ def refusal(given: Credentials, config: MatrixConfig, exc: BaseException, again:
         f"the homeserver refused the password login of {given.user_id} "
         f"({describe(exc)}); check {config.password_env}"
     )
+
+
+def missing_credential(given: Credentials, config: MatrixConfig) -> str:
+    """What ``failed`` says when the credentials cannot work as given ("" when they can)."""
+    if not given.access_token and not given.password:
+        return (
+            f"no access token: set the environment variable {config.access_token_env} "
+            f"(or {config.password_env} with user_id for a password login)"
+        )
+    if not given.access_token and not given.user_id:
+        return (
+            f"a password login needs the user id: set adapters.matrix.user_id or "
+            f"{config.user_id_env} (@bot:example.org)"
+        )
+    if given.user_id and not (given.user_id.startswith("@") and ":" in given.user_id):
+        return f"user_id must look like @bot:example.org (got {given.user_id!r})"
+    return ""
