@@ -20,6 +20,7 @@ from tests.support.feishu_fake import (
     BOB,
     ENCRYPT_KEY,
     GROUP,
+    TICKET,
     VERIFICATION_TOKEN,
     FakeFeishu,
     encrypt,
@@ -253,3 +254,20 @@ async def test_a_secret_revoked_while_connected_fails_and_closes_the_long_connec
         await asyncio.sleep(0.2)  # several backoff pauses: no reconnect follows
     assert d.fake.connections == 1
     assert "10014" in d.adapter.health()["error"]
+
+
+async def test_the_long_connections_ticket_stays_out_of_healthz_and_the_log(log_file: Path) -> None:
+    """The endpoint's wss:// URL carries the connection's access_key and ticket; a refused
+    handshake's error (aiohttp names the URL) went into /healthz and the log whole."""
+    async with driven() as d:
+        d.fake.refuse_upgrade = True
+        await d.fake.drop()
+        async with asyncio.timeout(5):
+            while "403" not in (d.adapter.health()["error"] or ""):
+                await asyncio.sleep(0.01)
+        report = json.dumps(d.adapter.health())
+        d.fake.refuse_upgrade = False
+        await wait_state(d.adapter, "connected")
+    logged = log_file.read_text()
+    assert TICKET not in report and "ticket=***" in report
+    assert TICKET not in logged

@@ -40,6 +40,7 @@ USER = "ou_ann000000000000000000000000"
 BOB = "ou_bob000000000000000000000000"
 GROUP = "oc_group0000000000000000000000"
 P2P = "oc_p2p00000000000000000000000"
+TICKET = "-tkt-5f0e2a9c-"  # in each long connection's access_key and ticket
 
 
 def encrypt(plain: bytes, key: str) -> str:
@@ -77,6 +78,7 @@ class FakeFeishu:
         self.answer_pings = True  # False: a connection gone silent (no pong comes back)
         self.hangup = False  # True: each long connection is closed as soon as it opens
         self.frozen = False  # True: a new long connection is never read (nor closed) again
+        self.refuse_upgrade = False  # True: the WebSocket handshake is answered 403
         self.ping_interval: float = 120
         self.acks: dict[str, dict[str, Any]] = {}  # frame message_id -> ack payload
         self._acked = asyncio.Condition()
@@ -176,14 +178,9 @@ class FakeFeishu:
 
     async def _send(self, request: web.Request) -> web.Response:
         body = await request.json()
-        return await self._record(
-            request,
-            {
-                "kind": "send",
-                "receive_id": body.get("receive_id"),
-                "receive_id_type": request.query.get("receive_id_type"),
-            },
-        )
+        kind = request.query.get("receive_id_type")
+        record = {"kind": "send", "receive_id": body.get("receive_id"), "receive_id_type": kind}
+        return await self._record(request, record)
 
     async def _reply(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -228,13 +225,16 @@ class FakeFeishu:
         if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
             return web.json_response({"code": 403, "msg": "app id or secret invalid"})
         ws = self.base.replace("http://", "ws://")
-        url = f"{ws}/ws?device_id=dev-{next(self._ids)}&service_id=42"
+        n = next(self._ids)  # Feishu's URL carries the connection's credentials too
+        url = f"{ws}/ws?device_id=dev-{n}&access_key=ak{n}{TICKET}&service_id=42&ticket={TICKET}{n}"
         config = {"ReconnectCount": -1, "ReconnectInterval": 120, "ReconnectNonce": 30}
         config["PingInterval"] = self.ping_interval
         data = {"URL": url, "ClientConfig": config}
         return web.json_response({"code": 0, "msg": "ok", "data": data})
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_upgrade:
+            return web.json_response({"code": 403, "msg": "ticket expired"}, status=403)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self.connections += 1

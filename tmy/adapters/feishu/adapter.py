@@ -252,7 +252,7 @@ class FeishuAdapter(Answering):
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 await self._pause(backoff, f"{type(exc).__name__}: {exc}")
             except Exception as exc:  # never let the reconnect loop die
-                log.exception("feishu.run_crashed", error=repr(exc))
+                log.exception("feishu.run_crashed", error=conn.scrub(repr(exc)))
                 await self._pause(backoff, repr(exc))
 
     async def _identify(self, rest: Rest) -> None:
@@ -274,6 +274,8 @@ class FeishuAdapter(Answering):
             log.info("feishu.connected", mode=self.config.mode, bot=self.bot_name)
 
     async def _pause(self, backoff: Backoff, why: str) -> None:
+        if self._conn is not None:
+            why = self._conn.scrub(why)  # /healthz shows it: no connection ticket in it
         self._health.set("reconnecting", why)
         delay = backoff.next()
         log.warning("feishu.reconnecting", error=why, retry_in=round(delay, 2))

@@ -28,10 +28,11 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, parse_qsl, urlparse
 
 import aiohttp
 
+from tmy import redact
 from tmy.adapters.feishu.api import Rest
 from tmy.adapters.feishu.frames import CONTROL, DATA, Frame
 from tmy.errors import AdapterError
@@ -58,6 +59,7 @@ class LongConnection:
         self._parts: dict[str, tuple[float, list[bytes | None]]] = {}
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._last_pong = 0.0  # monotonic time of the last pong (or of the connection)
+        self._url_secrets: tuple[str, ...] = ()  # the current URL's access_key and ticket
 
     async def endpoint(self) -> str:
         """The WebSocket URL for this app (AdapterError: refused, busy, or not understood)."""
@@ -71,8 +73,16 @@ class LongConnection:
         self._configure(data.get("ClientConfig"))
         url = data.get("URL")
         if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
-            raise AdapterError(f"feishu: the event endpoint gave no WebSocket URL ({url!r})")
+            raise AdapterError("feishu: the event endpoint gave no WebSocket URL")
+        self._url_secrets = _url_secrets(url)
         return url
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the connection's credentials: the URL's ``access_key`` and
+        ``ticket`` (aiohttp names the URL in a refused handshake's error)."""
+        for secret in self._url_secrets:
+            text = text.replace(secret, redact.MASK)
+        return text
 
     async def serve(self, url: str, opened: Callable[[], None]) -> None:
         """Receive until the connection ends (returns) or fails (raises aiohttp errors)."""
@@ -178,6 +188,13 @@ class LongConnection:
             ping = config.get("PingInterval")
             if isinstance(ping, int | float) and ping > 0:
                 self.ping_interval = float(ping)
+
+
+def _url_secrets(url: str) -> tuple[str, ...]:
+    """The credential values in the WebSocket URL's query (``access_key``, ``ticket``)."""
+    pairs = parse_qsl(urlparse(url).query)
+    named = [v for k, v in pairs if k in ("access_key", "ticket") or redact.is_secret_name(k)]
+    return tuple(sorted((v for v in named if len(v) >= redact.MIN_SECRET_CHARS), key=len)[::-1])
 
 
 def _service_id(url: str) -> int:
