@@ -18,7 +18,10 @@ SDK's generated ``pbbp2_pb2.Frame``), AES decryption and signatures
 ``failed``, nothing retried) and ``GET /open-apis/bot/v3/info`` (the bot's
 ``open_id``, to see its mentions). ``mode: websocket`` (the default): the long
 connection (:mod:`.longconn`), reconnected after a loss with capped exponential
-backoff and jitter (state ``reconnecting``, then ``connected``). ``mode:
+backoff and jitter (state ``reconnecting``, then ``connected``; the pauses start
+short again only after a connection served :attr:`FeishuAdapter.stable_after`
+seconds). Credentials refused later (a token refresh after the secret was reset)
+also make the state ``failed``, and close the long connection. ``mode:
 webhook``: Feishu POSTs events to ``/feishu/events`` on the daemon's listener
 (:mod:`.webhook`: verification token, encrypt key, signature; a bad one 401/403
 and nothing runs). Every event is deduplicated by its ``event_id``, and a
@@ -183,6 +186,9 @@ class FeishuAdapter(Answering):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
+        if self._closing is not None:
+            await asyncio.gather(self._closing, return_exceptions=True)
+            self._closing = None
         self._inbound.accepting = False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.shutdown_grace
