@@ -178,3 +178,21 @@ def test_the_http_override_takes_what_mautrix_passes_its_send() -> None:
     ours = inspect.signature(MatrixHttp._send).parameters
     theirs = inspect.signature(HTTPAPI._send).parameters
     assert list(ours) == list(theirs)
+
+
+async def test_a_sync_token_the_homeserver_refuses_is_dropped(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'tmy.db'}"
+    async with FakeHomeserver() as fake:
+        room = fake.room("dm", ANN)
+        async with Bot({"r.yaml": RULES}, store=store) as bot:
+            # kept from another homeserver (the server was moved, its database reset)
+            await bot.app.store.set(f"matrix/{BOT}/next_batch", "t42-99_0_0_0_0_0_0_0_0")
+            adapter = make_adapter(fake, store=bot.app.store)
+            await adapter.start(bot.engine.handle)
+            await wait_state(adapter, "connected", timeout=5)
+            await fake.message(room, ANN, "echo after the move")
+            sent = await fake.next_sent()
+            await adapter.stop()
+            kept = await bot.app.store.get(f"matrix/{BOT}/next_batch")
+    assert sent["content"]["body"].endswith("|after the move")
+    assert isinstance(kept, str) and kept[:1] == "s" and kept[1:].isdigit()  # the new one

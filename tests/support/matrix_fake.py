@@ -267,6 +267,8 @@ class FakeHomeserver:
         if self.sync_faults:
             return self._sync_fault(request, self.sync_faults.pop(0), who)
         since = request.query.get("since")
+        if since and not (since[:1] == "s" and since[1:].isdigit()):  # as Synapse answers it
+            return error(400, "M_UNKNOWN", f"Invalid stream token {since!r}")
         pos = int(since[1:]) if since else None
         timeout = int(request.query.get("timeout", "0")) / 1000
         self.syncing += 1

@@ -15,8 +15,9 @@ room (:class:`~tmy.adapters.fairness.ChatQueues`: each runs as its own task, a
 long LLM run never stops the reader, and one busy room cannot starve the
 others). Then ``next_batch`` is kept in the store, so a restart goes on from
 there; the very first start (no token yet) answers none of the history the first
-sync brings, and a room the bot has just joined none of the events from before its
-join that come with it.
+sync brings (nor does a start whose kept token the homeserver refuses with a 400),
+and a room the bot has just joined none of the events from before its join that
+come with it.
 
 **Failures.** A refused token (``M_UNKNOWN_TOKEN``, 401) or password
 (``M_FORBIDDEN``) sets ``failed`` with what to fix, and nothing is retried; the
@@ -321,12 +322,21 @@ class MatrixAdapter(Answering):
             retry_join = self._invites.next_in()  # an invited room's join to try again
             if retry_join is not None:
                 timeout = min(timeout, retry_join)
-            async with asyncio.timeout(timeout + REQUEST_SLACK):
-                data = await client.sync(
-                    since=SyncToken(token) if token else None,
-                    timeout=int(timeout * 1000),
-                    filter_id=SYNC_FILTER,
-                )
+            try:
+                async with asyncio.timeout(timeout + REQUEST_SLACK):
+                    data = await client.sync(
+                        since=SyncToken(token) if token else None,
+                        timeout=int(timeout * 1000),
+                        filter_id=SYNC_FILTER,
+                    )
+            except MatrixRequestError as exc:
+                if not (token and getattr(exc, "http_status", 0) == 400):
+                    raise
+                # a position this homeserver does not know (it was moved, or its database
+                # reset): start from now, as a first start does, instead of failing forever
+                log.warning("matrix.sync_token_refused", error=describe(exc), next_batch=token)
+                token, history = None, True
+                continue
             self._connected()
             self._good_syncs += 1
             backoff.reset()
