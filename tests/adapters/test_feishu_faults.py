@@ -271,3 +271,14 @@ async def test_the_long_connections_ticket_stays_out_of_healthz_and_the_log(log_
     logged = log_file.read_text()
     assert TICKET not in report and "ticket=***" in report
     assert TICKET not in logged
+
+
+async def test_deeply_nested_json_is_a_400_not_a_500() -> None:
+    """json.loads raises RecursionError, not ValueError, past ~1,000 levels: 50 KB of '['
+    from anyone was a 500 with a traceback."""
+    async with hooked() as (d, client):
+        nested = await post(client, b"[" * 50_000, {"Content-Type": "application/json"})
+        deep = b'{"a":' * 50_000
+        object_ = await post(client, deep, {"Content-Type": "application/json"})
+    assert (nested.status_code, object_.status_code) == (400, 400)
+    assert d.seen == []

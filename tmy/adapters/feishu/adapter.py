@@ -321,7 +321,7 @@ class FeishuAdapter(Answering):
         """One event from the long connection (its JSON bytes)."""
         try:
             envelope = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past ~1,000 levels
             log.warning("feishu.bad_event", payload=preview(payload.decode(errors="replace")))
             return
         if isinstance(envelope, dict):

@@ -51,7 +51,7 @@ def open_request(
     """Check, decrypt and read one webhook request (see the module docstring)."""
     try:
         outer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past ~1,000 levels
         return Opened(400, {"error": "not JSON"})
     if not isinstance(outer, dict):
         return Opened(400, {"error": "not a JSON object"})
@@ -87,7 +87,7 @@ def _decrypted(outer: dict[str, Any], encrypt_key: str) -> dict[str, Any] | None
         return None
     try:
         payload = json.loads(decrypt(encrypted, encrypt_key))
-    except (AdapterError, ValueError):
+    except (AdapterError, ValueError, RecursionError):
         return None
     return payload if isinstance(payload, dict) else None
 
