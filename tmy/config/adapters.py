@@ -109,7 +109,7 @@ class OneBotConfig(Section):
     mode: str = "reverse"
     path: str = "/onebot/v11/ws"
     url: str = "ws://127.0.0.1:3001"
-    access_token: str = ""
+    access_token: str = field(default="", repr=False)  # not in a repr (tracebacks)
     heartbeat_timeout: float = 60.0
     send_interval: float = 0.5
     action_timeout: float = 10.0
@@ -180,7 +180,7 @@ class TelegramConfig(Section):
     mode: str = "polling"
     webhook_url: str = ""
     webhook_path: str = "/telegram/webhook"
-    webhook_secret: str = ""
+    webhook_secret: str = field(default="", repr=False)
     max_pending_per_chat: int = 20
     admins_from: tuple[str, ...] = ()  # owner (creator), admin (administrator)
     admins_ttl: float = 300.0  # seconds a chat's administrator list is cached

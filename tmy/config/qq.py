@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.config.section import Section, check_platform, choice, http_url, platform_keys
@@ -22,7 +22,8 @@ class QQConfig(Section):
     mode: str = "webhook"  # webhook (POSTs to /qq/webhook) | websocket (the gateway)
     app_id: str = ""
     app_id_env: str = "QQ_APP_ID"
-    secret: str = ""  # the AppSecret: access tokens, and the webhook's ed25519 key
+    # the AppSecret: access tokens, and the webhook's ed25519 key (never in a repr)
+    secret: str = field(default="", repr=False)
     secret_env: str = "QQ_SECRET"
     api_base: str = "https://api.sgroup.qq.com"  # sandbox: https://sandbox.api.sgroup.qq.com
     token_url: str = "https://bots.qq.com/app/getAppAccessToken"  # not under api_base

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.config.section import Section, check_platform, platform_keys
@@ -21,7 +21,8 @@ class SatoriConfig(Section):
 
     enabled: bool = False
     api_base: str = "http://127.0.0.1:5140/satori"  # the Satori server's root (no public one)
-    token: str = ""  # sent as Authorization: Bearer; "" when the server asks none
+    # sent as Authorization: Bearer; "" when the server asks none (never in a repr)
+    token: str = field(default="", repr=False)
     token_env: str = "SATORI_TOKEN"
     # seconds between two messages to one channel (a long reply's pieces too): QQ behind
     # Chronocat/LLOneBot and KOOK throttle bursts; 0 leaves pacing to the server's 429s

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.config.section import Section, check_platform, choice, platform_keys
@@ -20,11 +20,12 @@ class SlackConfig(Section):
 
     enabled: bool = False
     mode: str = "socket"  # socket (Socket Mode) | webhook (the Events API, POSTs to /slack/events)
-    bot_token: str = ""  # xoxb-…: every Web API call
+    bot_token: str = field(default="", repr=False)  # xoxb-…: every Web API call
     bot_token_env: str = "SLACK_BOT_TOKEN"
-    app_token: str = ""  # xapp-…: Socket Mode only
+    app_token: str = field(default="", repr=False)  # xapp-…: Socket Mode only
     app_token_env: str = "SLACK_APP_TOKEN"
-    signing_secret: str = ""  # webhook mode: verifies each request's X-Slack-Signature
+    # webhook mode: verifies each request's X-Slack-Signature (never in a repr)
+    signing_secret: str = field(default="", repr=False)
     signing_secret_env: str = "SLACK_SIGNING_SECRET"
     api_base: str = "https://slack.com/api/"
     max_pending_per_chat: int = 20
