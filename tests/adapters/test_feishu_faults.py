@@ -268,9 +268,9 @@ async def test_the_long_connections_ticket_stays_out_of_healthz_and_the_log(log_
         report = json.dumps(d.adapter.health())
         d.fake.refuse_upgrade = False
         await wait_state(d.adapter, "connected")
-    logged = log_file.read_text()
+    logged = json.dumps(read_log(log_file))
     assert TICKET not in report and "ticket=***" in report
-    assert TICKET not in logged
+    assert TICKET not in logged and "ticket=***" in logged  # the reconnecting line
 
 
 async def test_deeply_nested_json_is_a_400_not_a_500() -> None:
@@ -282,3 +282,19 @@ async def test_deeply_nested_json_is_a_400_not_a_500() -> None:
         object_ = await post(client, deep, {"Content-Type": "application/json"})
     assert (nested.status_code, object_.status_code) == (400, 400)
     assert d.seen == []
+
+
+async def test_no_credential_reaches_the_log(log_file: Path) -> None:
+    """The app secret, the tenant tokens, the verification token and the encrypt key are
+    written nowhere in the log, through a reply, a rate limit and refused webhooks."""
+    async with hooked(ENCRYPT_KEY) as (d, client):
+        d.fake.flood, d.fake.flood_reset = 1, 0.01
+        await post(client, *d.fake.webhook_request(d.fake.message("echo x"), key=ENCRYPT_KEY))
+        await d.fake.next_sent()
+        wrong = d.fake.webhook_request(d.fake.message("echo y"), key=ENCRYPT_KEY, token="bad")
+        await post(client, *wrong)
+        await post(client, *d.fake.webhook_request(d.fake.message("echo z")))
+    logged = json.dumps(read_log(log_file))
+    assert "feishu.rate_limited" in logged and "feishu.webhook_refused" in logged
+    for secret in (d.fake.app_secret, ENCRYPT_KEY, VERIFICATION_TOKEN, *d.fake.tokens):
+        assert secret not in logged
