@@ -44,13 +44,27 @@ _raw: tuple[bytes, ...] = ()  # the same, as they appear inside a JSON log line
 
 def add(secret: str | None, min_chars: int = MIN_SECRET_CHARS) -> None:
     """Register one secret value (values shorter than ``min_chars`` are ignored)."""
-    global _text, _raw
     if not isinstance(secret, str):
         return
     secret = secret.strip()
     if len(secret) < min_chars or secret in _secrets:
         return
     _secrets.add(secret)
+    _rebuild()
+
+
+def forget(secret: str | None) -> None:
+    """Stop hiding ``secret``: a credential that was replaced and can no longer be used
+    (a platform's access token renewed every two hours). Without this every renewal
+    would be added for good, and each log line checked against a set that only grows."""
+    if isinstance(secret, str) and secret.strip() in _secrets:
+        _secrets.discard(secret.strip())
+        _rebuild()
+
+
+def _rebuild() -> None:
+    """The registered secrets as :func:`redact` and :func:`redact_line` search for them."""
+    global _text, _raw
     _text = tuple(sorted(_secrets, key=len, reverse=True))
     forms: set[bytes] = set()
     for s in _text:
@@ -61,6 +75,27 @@ def add(secret: str | None, min_chars: int = MIN_SECRET_CHARS) -> None:
             pass
         forms.add(json.dumps(s)[1:-1].encode())
     _raw = tuple(sorted(forms, key=len, reverse=True))
+
+
+class RenewedSecret:
+    """A credential a platform renews every few hours (an access token): the current one
+    and the one before it (still valid for a while, maybe in a request in flight) are
+    hidden; older ones are forgotten (:func:`forget`)."""
+
+    __slots__ = ("_current", "_previous")
+
+    def __init__(self) -> None:
+        self._current = ""
+        self._previous = ""
+
+    def renew(self, value: str) -> None:
+        """``value`` is the credential now; hide it, and forget the one two renewals ago."""
+        if value == self._current:
+            return
+        add(value)
+        if self._previous and self._previous != value:
+            forget(self._previous)
+        self._previous, self._current = self._current, value
 
 
 def add_url(url: str | None) -> None:

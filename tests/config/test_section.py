@@ -44,3 +44,19 @@ def test_an_enabled_section_is_checked_for_use(section: dict, message: str) -> N
 
 def test_a_disabled_section_is_not_held_against_the_file() -> None:
     assert Adapters.parse({"slack": {"mode": "rtm"}}).slack.mode == "rtm"
+
+
+def test_no_secret_given_in_the_file_shows_in_a_repr() -> None:
+    """A section's repr (a traceback, debug output) never carries a credential."""
+    given = {
+        "qq": {"secret": "s-qq-1"},
+        "feishu": {"app_secret": "s-fs-2", "encrypt_key": "s-fs-3", "verification_token": "s-fs-4"},
+        "slack": {"bot_token": "s-sl-5", "app_token": "s-sl-6", "signing_secret": "s-sl-7"},
+        "matrix": {"access_token": "s-mx-8", "password": "s-mx-9"},
+        "satori": {"token": "s-st-10"},
+        "onebot": {"access_token": "s-ob-11"},
+        "telegram": {"webhook_secret": "s-tg-12"},
+    }
+    shown = repr(Adapters.parse(given))
+    leaked = [v for section in given.values() for v in section.values() if v in shown]
+    assert leaked == []

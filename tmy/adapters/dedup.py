@@ -33,9 +33,10 @@ from tmy.store.base import Store
 
 log = get_logger("tmy.adapter")
 
-# seconds a message id is remembered (store key dedup/<platform>/<self>/<id>): past the last
-# redelivery any platform makes (Slack retries a webhook after 1 and then 5 minutes; Feishu's
-# and QQ's retries end sooner), so a retry whose first answer was lost still runs once
+# seconds a message id is remembered (store key dedup/<platform>/<self>/<id>): past Slack's
+# last webhook retry (after 1 and then 5 minutes), so a retry whose first answer was lost still
+# runs once. Feishu retries an unanswered event for up to 6 h, but each adapter answers 200 at
+# once (before running), so only a lost answer is retried, and at 15 s first
 DEDUP_WINDOW = 600.0
 FRONT_SIZE = 200_000  # ids this daemon remembers in memory (~30 MB at most; 10 min at 300/s)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmy.config.section import Section, check_platform, choice, platform_keys
@@ -22,11 +22,12 @@ class FeishuConfig(Section):
     mode: str = "websocket"  # websocket (the long connection) | webhook (POSTs to /feishu/events)
     app_id: str = ""
     app_id_env: str = "FEISHU_APP_ID"
-    app_secret: str = ""
+    app_secret: str = field(default="", repr=False)  # never in a repr, as every credential
     app_secret_env: str = "FEISHU_APP_SECRET"
-    verification_token: str = ""  # webhook mode: the token events carry
+    verification_token: str = field(default="", repr=False)  # webhook mode: events carry it
     verification_token_env: str = "FEISHU_VERIFICATION_TOKEN"
-    encrypt_key: str = ""  # webhook mode: signs and encrypts events when set in the console
+    # webhook mode: signs and encrypts events when set in the console
+    encrypt_key: str = field(default="", repr=False)
     encrypt_key_env: str = "FEISHU_ENCRYPT_KEY"
     api_base: str = "https://open.feishu.cn"  # Lark: https://open.larksuite.com
     max_pending_per_chat: int = 20

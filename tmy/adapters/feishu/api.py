@@ -91,6 +91,7 @@ class Rest:
         self.on_refused: Callable[[str], None] | None = None
         self.session: aiohttp.ClientSession | None = None
         self._token = ""
+        self._hidden = redact.RenewedSecret()  # the token now and the one before
         self._token_until = 0.0  # monotonic time the token is replaced at
         self._token_lock = asyncio.Lock()
         self._own: OrderedDict[str, None] = OrderedDict()
@@ -123,7 +124,7 @@ class Rest:
                 raise AdapterError(f"feishu: tenant_access_token failed ({answer.describe()})")
             expire = answer.body.get("expire")
             expire = float(expire) if isinstance(expire, int | float) and expire > 0 else 7200.0
-            redact.add(token)
+            self._hidden.renew(token)
             self._token = token
             self._token_until = time.monotonic() + max(expire - self.refresh_margin, expire / 2)
             log.info("feishu.token_refreshed", expire=expire)

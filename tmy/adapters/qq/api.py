@@ -86,6 +86,7 @@ class AccessToken:
         self._app_id = app_id
         self._secret = secret
         self._token = ""
+        self._hidden = redact.RenewedSecret()  # the token now and the one before
         self._expires = 0.0  # monotonic
         self._lock = asyncio.Lock()
         self.fetched = 0  # tokens obtained (health, tests)
@@ -133,7 +134,7 @@ class AccessToken:
             if self.on_refused is not None:
                 self.on_refused(str(refusal))
             raise refusal
-        redact.add(token)
+        self._hidden.renew(token)
         try:
             lifetime = float(data.get("expires_in") or 0)
         except (TypeError, ValueError):
