@@ -81,7 +81,7 @@ class EventsRoute:
             else:
                 payload = json.loads(body)
                 kind = payload.get("type") if isinstance(payload, dict) else None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested
             log.warning("slack.bad_request", error=preview(str(exc)))
             return web.json_response({"error": "not a Slack event"}, status=400)
         if not isinstance(payload, dict):
