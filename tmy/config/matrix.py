@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tmy.config.section import Section, check_platform, platform_keys
 
 CREDENTIALS = ("user_id", "access_token", "password")
 KEYS = platform_keys(CREDENTIALS)
-CHOICES: dict[str, tuple[str, ...]] = {}
+CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tmy.config.section import Section, check_platform, choice, http_url, platform_keys
@@ -11,7 +12,7 @@ from tmy.config.section import Section, check_platform, choice, http_url, platfo
 CREDENTIALS = ("app_id", "secret")
 MODES = ("webhook", "websocket")
 KEYS = platform_keys(CREDENTIALS, mode=str, token_url=str, all_messages=bool)
-CHOICES = {"mode": MODES}
+CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({"mode": MODES})
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tmy.config.section import Section, check_platform, platform_keys
@@ -12,7 +13,7 @@ from tmy.errors import ConfigError
 CREDENTIALS = ("token",)
 KEYS = platform_keys(CREDENTIALS, send_interval=(int, float))
 MAX_SEND_INTERVAL = 60.0  # seconds; more would leave a chat's replies minutes behind
-CHOICES: dict[str, tuple[str, ...]] = {}
+CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)

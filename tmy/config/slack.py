@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tmy.config.section import Section, check_platform, choice, platform_keys
@@ -11,7 +12,7 @@ from tmy.config.section import Section, check_platform, choice, platform_keys
 CREDENTIALS = ("bot_token", "app_token", "signing_secret")
 MODES = ("socket", "webhook")
 KEYS = platform_keys(CREDENTIALS, mode=str)
-CHOICES = {"mode": MODES}
+CHOICES: Mapping[str, tuple[str, ...]] = MappingProxyType({"mode": MODES})
 
 
 @dataclass(frozen=True, slots=True)

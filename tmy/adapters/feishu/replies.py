@@ -34,6 +34,7 @@ from tmy.adapters.feishu.compose import Piece, compose
 from tmy.adapters.feishu.incoming import Incoming, with_chat
 from tmy.adapters.feishu.sending import QueuedReply, send_piece
 from tmy.errors import AdapterError
+from tmy.http_client import new_http_client
 from tmy.logs import get_logger
 from tmy.media import Media, MediaError, load
 from tmy.message import Message, Outgoing, Reply, Target
@@ -196,8 +197,6 @@ class Answering:
     async def _load(self, source: str, kind: str) -> Media:
         """The bytes of a reply's picture or file (an URL, a data: URL, a media/ file)."""
         if self._http is None:
-            from tmy.http_client import new_http_client
-
             self._http = new_http_client()
         limit = MAX_IMAGE if kind == "image" else MAX_FILE
         try:
