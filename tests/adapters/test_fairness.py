@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.log_helpers import read_log
 from tmy import metrics
-from tmy.adapters.fairness import ChatQueues, FairSlots, PendingSend
+from tmy.adapters.fairness import ChatLanes, ChatQueues, FairSlots, PendingSend
 from tmy.errors import AdapterError
 
 
@@ -237,3 +237,65 @@ async def test_a_send_step_that_raises_fails_its_sender_with_the_cause() -> None
         async with asyncio.timeout(5):
             await item.done  # type: ignore[misc]
     await queues.close()
+
+
+class _Reply(PendingSend):
+    __slots__ = ("text",)
+    platform = "fake"
+
+    def __init__(self, text: str) -> None:
+        super().__init__(asyncio.get_running_loop().create_future())
+        self.text = text
+
+
+def _lanes(release: asyncio.Event, sent: list[str]) -> ChatLanes[str, _Reply]:
+    """Lanes whose run waits for ``release`` then queues its text as the reply; a reply
+    "stuck" meets a retry-after longer than any grace."""
+
+    async def answer(chat: Hashable, text: str) -> float | None:
+        await release.wait()
+        lanes.outbound.put(chat, _Reply(text))
+        return None
+
+    async def send_step(chat: Hashable, reply: _Reply) -> float | None:
+        if reply.text == "stuck":
+            return 30.0
+        sent.append(reply.text)
+        reply.finish(None)
+        return None
+
+    lanes: ChatLanes[str, _Reply] = ChatLanes(
+        "fake", answer, send_step, per_chat=5, total=50, runs=4, runs_per_chat=1, sends=4
+    )
+    return lanes
+
+
+async def test_lanes_drain_lets_a_run_and_the_reply_it_queues_go_out() -> None:
+    """The graceful stop every adapter shares: a run in flight at stop() queues its reply,
+    which goes out within the same grace; nothing new is taken meanwhile."""
+    release, sent = asyncio.Event(), []
+    lanes = _lanes(release, sent)
+    lanes.open()
+    lanes.inbound.put("a", "hello")
+    assert lanes.waiting() == {"messages": 0, "replies": 0}  # "hello" is in flight
+    drained = asyncio.create_task(lanes.drain(5.0))
+    await asyncio.sleep(0)
+    assert lanes.inbound.put("a", "late") is False
+    release.set()
+    async with asyncio.timeout(5):
+        await drained
+    assert sent == ["hello"]
+
+
+async def test_lanes_drain_drops_a_reply_that_outlasts_the_grace_and_tells_its_sender() -> None:
+    release, sent = asyncio.Event(), []
+    release.set()
+    lanes = _lanes(release, sent)
+    stuck = _Reply("stuck")
+    lanes.outbound.put("a", stuck)
+    assert not await lanes.settle(0.05)
+    async with asyncio.timeout(5):
+        await lanes.drain(0.05)
+    with pytest.raises(AdapterError, match="fake: not sent"):
+        await stuck.done  # type: ignore[misc]
+    assert lanes.outbound.put("a", _Reply("after")) is False and sent == []

@@ -47,7 +47,7 @@ from tmy.adapters.discord_adapter.parts import Loader, MediaLoader, Parts, prepa
 from tmy.adapters.discord_adapter.receiving import Receiving
 from tmy.adapters.discord_adapter.sending import NO_MENTIONS, Queued, send_failed, send_piece
 from tmy.adapters.discord_adapter.text import split_message
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.config.adapters import DiscordConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -94,16 +94,11 @@ class DiscordAdapter(Receiving):
         self._handle: Handler | None = None
         self._health = AdapterHealth()
         self._runner: asyncio.Task[None] | None = None
-        cap = self.config.max_pending_per_chat
-        # keyed by channel id: messages waiting to run, replies waiting for their channel's turn
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name, "message", self._answer, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[Incoming, Queued] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_WAITING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
         )  # fmt: skip
-        self._outbound: ChatQueues[Queued] = ChatQueues(
-            self.name, "reply", self._send_step, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, on_drop=Queued.dropped, on_fail=Queued.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._stopping = False
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._ready_before = False  # metrics: a later on_ready is a reconnect
@@ -157,7 +152,7 @@ class DiscordAdapter(Receiving):
         self._stopping = False
         self._health.set("starting")
         self.bind(handle)
-        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
+        self._lanes.open()  # again after a stop()
         if not self.token:
             self._fail(
                 f"no bot token: set the environment variable {self.config.token_env} to the "
@@ -177,10 +172,7 @@ class DiscordAdapter(Receiving):
             self._runner.cancel()  # it may be waiting out a backoff pause
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        self._inbound.accepting = False
-        await self.settle(self.shutdown_grace)
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         if client is not None and not client.is_closed():
             await client.close()
         if isinstance(self.load, MediaLoader):
@@ -191,10 +183,7 @@ class DiscordAdapter(Receiving):
     async def settle(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the runs and replies queued so far to finish (True when
         all did). Used by ``stop`` and by tests."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        done = await self._inbound.join(timeout)  # runs end; their replies are queued
-        left = deadline - asyncio.get_running_loop().time()
-        return await self._outbound.join(left) and done
+        return await self._lanes.settle(timeout)
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()
@@ -207,7 +196,7 @@ class DiscordAdapter(Receiving):
         report["latency_ms"] = None if not math.isfinite(latency) else round(latency * 1000)
         report["bot_id"] = str(user.id) if user is not None else None
         report["username"] = str(user) if user is not None else None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:

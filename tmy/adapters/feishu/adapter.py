@@ -43,7 +43,7 @@ from aiohttp import web
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.feishu.admins import ChatAdmins
 from tmy.adapters.feishu.api import Rest
 from tmy.adapters.feishu.incoming import Incoming, read_event
@@ -108,27 +108,12 @@ class FeishuAdapter(Answering):
         self.bot_open_id = ""
         self.bot_name = ""
         self._deliveries = Deliveries(store, self.name)
-        cap = self.config.max_pending_per_chat
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name,
-            "message",
-            self._answer,
-            per_chat=cap,
-            total=MAX_PENDING,
-            in_flight=MAX_RUNS,
-            per_chat_in_flight=MAX_RUNS_PER_CHAT,
-        )
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name,
-            "reply",
-            self._send_step,
-            per_chat=cap,
-            total=MAX_PENDING,
-            in_flight=MAX_SENDS,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
             interval=send_interval,
-            on_drop=QueuedReply.dropped,
-            on_fail=QueuedReply.failed,
-        )
+        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._admins: ChatAdmins | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -147,7 +132,7 @@ class FeishuAdapter(Answering):
             return
         self._handle = handle
         self._stopping = False
-        self._inbound.accepting = self._outbound.accepting = True
+        self._lanes.open()
         self._health.set("starting")
         missing = self._missing()
         if missing:
@@ -189,13 +174,7 @@ class FeishuAdapter(Answering):
         if self._closing is not None:
             await asyncio.gather(self._closing, return_exceptions=True)
             self._closing = None
-        self._inbound.accepting = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)
-        await self._outbound.join(deadline - loop.time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         if self._rest is not None:
             await self._rest.close()
         if self._http is not None:
@@ -210,7 +189,7 @@ class FeishuAdapter(Answering):
         report["app_id"] = self.app_id or None
         report["bot_open_id"] = self.bot_open_id or None
         report["bot_name"] = self.bot_name or None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:

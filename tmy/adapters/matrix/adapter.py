@@ -46,7 +46,7 @@ from mautrix.types import EventType, RoomID, SyncToken, UserID
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.matrix.compose import MediaLoader
 from tmy.adapters.matrix.http import MatrixHttp, describe, is_bad_token, retry_after
 from tmy.adapters.matrix.incoming import Incoming, Me, Recent, after_own_join, read_room_events
@@ -133,27 +133,12 @@ class MatrixAdapter(Answering):
         self._invites = Invites(self._rooms.add_direct)
         self._sync_token: StoredSyncToken | None = None
         self._login_lock = asyncio.Lock()
-        cap = self.config.max_pending_per_chat
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name,
-            "message",
-            self._answer,
-            per_chat=cap,
-            total=MAX_PENDING,
-            in_flight=MAX_RUNS,
-            per_chat_in_flight=MAX_RUNS_PER_CHAT,
-        )
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name,
-            "reply",
-            self._send_step,
-            per_chat=cap,
-            total=MAX_PENDING,
-            in_flight=MAX_SENDS,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
             interval=self.send_interval,
-            on_drop=QueuedReply.dropped,
-            on_fail=QueuedReply.failed,
-        )
+        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -169,7 +154,7 @@ class MatrixAdapter(Answering):
         self._handle = handle
         self._stopping = False
         self._me = None  # a new client logs in again (a restart after stop())
-        self._inbound.accepting = self._outbound.accepting = True
+        self._lanes.open()
         self._health.set("starting")
         missing = missing_credential(self.credentials, self.config)
         if missing:
@@ -197,12 +182,7 @@ class MatrixAdapter(Answering):
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
         await self._invites.close()
-        self._inbound.accepting = False
-        deadline = asyncio.get_running_loop().time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)
-        await self._outbound.join(deadline - asyncio.get_running_loop().time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         await self._loader.aclose()
         if self._session is not None:
             await self._session.close()
@@ -215,7 +195,7 @@ class MatrixAdapter(Answering):
         report = self._health.as_dict()
         report["user_id"] = self._me.user_id if self._me is not None else None
         report["device_id"] = self._client.device_id if self._client is not None else None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:

@@ -42,7 +42,6 @@ initiative uses the most recently connected account.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Collection, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
@@ -112,17 +111,12 @@ class OneBotAdapter:
         self._recent = Recent()  # messages seen lately, for quotes (REPLY_TO)
         self._apis: dict[str, OneBotApi] = {}  # per account: Message.api
         redact.add(self.config.access_token)  # a secret: masked in every log line and error
-        cap = self.config.max_pending_per_chat
-        # keyed (account, chat): messages waiting to run, replies waiting for their chat's turn
-        self._inbound: ChatQueues[tuple[Message, dict[str, Any]]] = ChatQueues(
-            self.name, "message", self._run, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[tuple[Message, dict[str, Any]], Outgoing] = ChatLanes(
+            self.name, self._run, self._send_piece, per_chat=self.config.max_pending_per_chat,
+            total=MAX_WAITING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
+            interval=self.config.send_interval,
         )  # fmt: skip
-        self._outbound: ChatQueues[Outgoing] = ChatQueues(
-            self.name, "reply", self._send_piece, per_chat=cap, total=MAX_WAITING,
-            in_flight=MAX_SENDS, interval=self.config.send_interval,
-            on_drop=Outgoing.dropped, on_fail=Outgoing.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._forward: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -145,7 +139,7 @@ class OneBotAdapter:
 
         self._handle = handle
         self._stopping = self._accounts.stopping = False
-        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
+        self._lanes.open()  # again after a stop()
         if self.config.mode == "forward":
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
@@ -159,12 +153,7 @@ class OneBotAdapter:
     async def stop(self) -> None:
         """Take no new messages, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = self._accounts.stopping = True
-        self._inbound.accepting = False
-        deadline = time.monotonic() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)  # runs end; their replies are queued
-        await self._outbound.join(deadline - time.monotonic())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         if self._forward is not None:
             self._forward.cancel()
             await asyncio.gather(self._forward, return_exceptions=True)
@@ -180,7 +169,7 @@ class OneBotAdapter:
         report["mode"] = self.config.mode
         report["endpoint"] = self._endpoint()
         report["self_ids"] = list(self._accounts.bots)
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     # -- sending -------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from aiohttp import web
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.qq.api import AccessToken, QQApi
 from tmy.adapters.qq.gateway import GUILD_MESSAGES, INTENTS, Gateway
 from tmy.adapters.qq.incoming import Incoming, read_dispatch
@@ -106,16 +106,12 @@ class QQAdapter:
         self._stopping = False
         self._seqs: OrderedDict[str, int] = OrderedDict()  # msg_id -> last msg_seq used
         self._own: OrderedDict[str, None] = OrderedDict()  # the bot's guild message ids
-        cap = self.config.max_pending_per_chat
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
+            interval=send_interval,
         )  # fmt: skip
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, interval=send_interval, on_drop=QueuedReply.dropped,
-            on_fail=QueuedReply.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -131,7 +127,7 @@ class QQAdapter:
         if self._runner is not None and not self._stopping:
             return
         self._stopping = False
-        self._inbound.accepting = self._outbound.accepting = True
+        self._lanes.open()
         self._health.set("starting")
         for key, value in (("app_id", self.app_id), ("secret", self.secret)):
             if not value:
@@ -156,13 +152,7 @@ class QQAdapter:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        self._inbound.accepting = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)
-        await self._outbound.join(deadline - loop.time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -176,7 +166,7 @@ class QQAdapter:
         report["app_id"] = self.app_id or None
         report["bot_id"] = self._me.get("id")
         report["username"] = self._me.get("username")
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         if self._gateway is not None and self.config.mode == "websocket":
             report["resumed"] = self._gateway.resumed
         return report

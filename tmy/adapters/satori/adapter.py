@@ -33,7 +33,7 @@ from aiohttp import web
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.satori.admins import ChatAdmins
 from tmy.adapters.satori.api import SatoriHttp
 from tmy.adapters.satori.connection import Ended, EventStream
@@ -94,16 +94,12 @@ class SatoriAdapter(Answering):
         # events in arrival order, checked (dedup) and queued for their chat by _read_events
         self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue(MAX_PENDING)
         self._stopping = False
-        cap = self.config.max_pending_per_chat
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
+            interval=self.send_interval,
         )  # fmt: skip
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, interval=self.send_interval,
-            on_drop=QueuedReply.dropped, on_fail=QueuedReply.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._admins = ChatAdmins(self._member, self.config.admins_from)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -120,7 +116,7 @@ class SatoriAdapter(Answering):
             return
         self._handle = handle
         self._stopping = False
-        self._inbound.accepting = self._outbound.accepting = True
+        self._lanes.open()
         self._outbound.interval = self.send_interval
         self._health.set("starting")
         self._session = aiohttp.ClientSession()
@@ -140,13 +136,7 @@ class SatoriAdapter(Answering):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._runner = self._reader = None
-        self._inbound.accepting = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)
-        await self._outbound.join(deadline - loop.time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         self._http = None
         if self._session is not None:
             await self._session.close()
@@ -159,7 +149,7 @@ class SatoriAdapter(Answering):
         report["api_base"] = self.config.api_base
         report["logins"] = self._logins.as_list()
         report["sn"] = self._stream.sn if self._stream is not None else None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:

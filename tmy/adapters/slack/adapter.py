@@ -57,7 +57,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.slack.events import buttons_of, event_of, recall_of, revoked
 from tmy.adapters.slack.incoming import Incoming, Me, to_message
 from tmy.adapters.slack.replies import Answering
@@ -121,16 +121,12 @@ class SlackAdapter(Answering):
         self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
-        cap = self.config.max_pending_per_chat
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
+            interval=pacing,
         )  # fmt: skip
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, interval=pacing, on_drop=QueuedReply.dropped,
-            on_fail=QueuedReply.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._users = Users(self._user_info)
         self._deliveries = Deliveries(store, self.name)
         self._threads: OrderedDict[str, None] = OrderedDict()  # ts of messages the bot posted
@@ -153,7 +149,7 @@ class SlackAdapter(Answering):
         if self._runner is not None and not self._runner.done():
             return
         self._stopping = False
-        self._inbound.accepting = self._outbound.accepting = True
+        self._lanes.open()
         self._health.set("starting")
         missing = self._missing()
         if missing:
@@ -189,13 +185,7 @@ class SlackAdapter(Answering):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        self._inbound.accepting = False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)
-        await self._outbound.join(deadline - loop.time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         self._client = None
         await self._close_sessions()
         if self._health.state != "failed":
@@ -213,7 +203,7 @@ class SlackAdapter(Answering):
         report["mode"] = self.config.mode
         report["bot_user_id"] = me.user_id if me is not None else None
         report["team"] = me.team if me is not None else None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:

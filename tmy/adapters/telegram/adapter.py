@@ -66,7 +66,7 @@ from pydantic import ValidationError
 
 from tmy import metrics, redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
-from tmy.adapters.fairness import ChatQueues
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.telegram.admins import ChatAdmins
 from tmy.adapters.telegram.errors import describe, error_code, method_name
 from tmy.adapters.telegram.replies import Answering
@@ -118,16 +118,11 @@ class TelegramAdapter(Answering):
         self._health = AdapterHealth()
         self._connected_before = False  # metrics: a later "connected" is a reconnect
         self._runner: asyncio.Task[None] | None = None
-        cap = self.config.max_pending_per_chat
-        # keyed by chat id: messages waiting to run, replies waiting for their chat's turn
-        self._inbound: ChatQueues[Incoming] = ChatQueues(
-            self.name, "message", self._answer, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_RUNS, per_chat_in_flight=MAX_RUNS_PER_CHAT,
+        self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
+            self.name, self._answer, self._send_step, per_chat=self.config.max_pending_per_chat,
+            total=MAX_PENDING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
         )  # fmt: skip
-        self._outbound: ChatQueues[QueuedReply] = ChatQueues(
-            self.name, "reply", self._send_step, per_chat=cap, total=MAX_PENDING,
-            in_flight=MAX_SENDS, on_drop=QueuedReply.dropped, on_fail=QueuedReply.failed,
-        )  # fmt: skip
+        self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
         self._admins = ChatAdmins(self._chat_admins, self.config.admins_from,
                                   self.config.admins_ttl)  # fmt: skip
         self._seen: OrderedDict[int, None] = OrderedDict()
@@ -146,7 +141,7 @@ class TelegramAdapter(Answering):
         """Begin connecting in the background; a bad token shows as ``failed``, never raises."""
         self._handle = handle
         self._stopping = False
-        self._inbound.accepting = self._outbound.accepting = True  # again after a stop()
+        self._lanes.open()  # again after a stop()
         self._health.set("starting")
         if not self.token:
             self._fail(
@@ -177,12 +172,7 @@ class TelegramAdapter(Answering):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
-        self._inbound.accepting = False
-        deadline = asyncio.get_running_loop().time() + self.shutdown_grace
-        await self._inbound.join(self.shutdown_grace)  # runs end; their replies are queued
-        await self._outbound.join(deadline - asyncio.get_running_loop().time())
-        await self._inbound.close()
-        await self._outbound.close()
+        await self._lanes.drain(self.shutdown_grace)
         if self._bot is not None:
             await self._confirm_offset()
             await self._bot.session.close()
@@ -195,7 +185,7 @@ class TelegramAdapter(Answering):
         report["mode"] = self.config.mode
         report["username"] = self._me.username if self._me is not None else None
         report["bot_id"] = str(self._me.id) if self._me is not None else None
-        report["waiting"] = {"messages": self._inbound.waiting, "replies": self._outbound.waiting}
+        report["waiting"] = self._lanes.waiting()
         return report
 
     def _fail(self, why: str) -> None:
