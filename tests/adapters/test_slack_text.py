@@ -82,3 +82,10 @@ def test_mentions_links_and_sections_keep_within_their_limits() -> None:
     sections = [b["text"]["text"] for b in piece.blocks or () if b["type"] == "section"]
     assert all(len(s) <= MAX_SECTION and re.fullmatch("(&lt;)+", s) for s in sections)
     assert "".join(sections) == "&lt;" * 800
+
+
+def test_a_short_user_id_is_mentioned_as_incoming_messages_name_it() -> None:
+    """Ids are read from `<@U…>` with any length; a reply mentioning the sender (USER)
+    must take the same ids, or the mention (and the reply's buttons) were dropped."""
+    pieces = compose("hi", Outgoing(mentions=["U1"]))
+    assert "<@U1>" in str(pieces)

@@ -57,7 +57,7 @@ from tmy.message import Message, Outgoing, Reply, Target
 
 log = get_logger("tmy.adapter.slack")
 
-_CHANNEL_RE = re.compile(r"[CGDUW][A-Z0-9]{2,}")  # a channel/DM id, or a user id (their DM)
+_CHANNEL_RE = re.compile(r"[CGDUW][A-Z0-9]+")  # a channel/DM id, or a user id (their DM)
 
 
 class Answering:

@@ -30,7 +30,7 @@ MAX_SECTION = 3000  # characters in one section block's text (Block Kit's limit)
 
 _USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|([^>]*))?>")
 _MARKUP = re.compile(r"<([^<>]+)>")
-USER_ID = re.compile(r"[UW][A-Z0-9]{2,}")
+USER_ID = re.compile(r"[UW][A-Z0-9]+")  # as incoming mentions read them (<@U…>)
 
 
 def escape(text: str) -> str:
