@@ -24,3 +24,34 @@ def test_reset_starts_over_at_the_base() -> None:
 
 def test_adapters_find_the_same_class_where_they_always_did() -> None:
     assert AdapterBackoff is Backoff
+
+
+def test_a_connection_that_served_stable_after_starts_the_pauses_over() -> None:
+    backoff = Backoff(base=1.0, cap=60.0, stable_after=0.0)
+    for _ in range(5):
+        backoff.next()
+    backoff.connected()
+    backoff.ended()
+    assert backoff.attempt == 0
+
+
+def test_a_connection_closed_at_once_lets_the_pauses_grow() -> None:
+    """Accepted, then closed before ``stable_after``: opening proved nothing."""
+    backoff = Backoff(base=1.0, cap=60.0, stable_after=3600.0)
+    for attempt in range(1, 6):
+        backoff.connected()
+        backoff.ended()
+        backoff.next()
+        assert backoff.attempt == attempt
+
+
+def test_an_end_without_a_connection_or_without_service_resets_nothing() -> None:
+    backoff = Backoff(base=1.0, cap=60.0, stable_after=0.0)
+    backoff.next()
+    backoff.ended()  # it never came up
+    assert backoff.attempt == 1
+    backoff.connected()
+    backoff.ended(served=False)  # up, but it reported a failure (or never got ready)
+    assert backoff.attempt == 1
+    backoff.ended()  # the clock went with the previous end
+    assert backoff.attempt == 1

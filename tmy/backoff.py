@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 
 class Backoff:
@@ -15,12 +16,20 @@ class Backoff:
 
     ``next()`` gives the pause before the next attempt (0..min(cap, base·2ⁿ),
     never below ``base / 2``); ``reset()`` after a success.
+
+    For a long-lived connection, opening it is no success yet: a server that
+    accepts (or greets) and closes at once would otherwise be called again every
+    ``base`` seconds forever. :meth:`connected` when it is up and :meth:`ended`
+    when it is gone start the pauses short again only when it served at least
+    ``stable_after`` seconds.
     """
 
-    def __init__(self, base: float = 1.0, cap: float = 60.0) -> None:
+    def __init__(self, base: float = 1.0, cap: float = 60.0, stable_after: float = 0.0) -> None:
         self.base = base
         self.cap = cap
+        self.stable_after = stable_after
         self.attempt = 0
+        self._up_since: float | None = None  # monotonic time of connected(), until ended()
 
     def next(self) -> float:
         ceiling = min(self.cap, self.base * (2**self.attempt))
@@ -29,6 +38,18 @@ class Backoff:
 
     def reset(self) -> None:
         self.attempt = 0
+
+    def connected(self) -> None:
+        """A connection is up: how long it serves is counted from now."""
+        self._up_since = time.monotonic()
+
+    def ended(self, served: bool = True) -> None:
+        """The connection is gone: the pauses start short again when it was up at least
+        ``stable_after`` seconds and ``served`` (False: it reported a failure, or never
+        became ready); otherwise they go on growing."""
+        up_since, self._up_since = self._up_since, None
+        if up_since is not None and served and time.monotonic() - up_since >= self.stable_after:
+            self.reset()
 
     async def sleep(self) -> None:
         await asyncio.sleep(self.next())

@@ -5,8 +5,10 @@ reply-to-bot detection (the fake QQ on loopback, the real engine)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from tests.adapters.test_qq import RULES, Driven, _no_handle, driven, make_adapter, wait_state
+from tests.support.log_helpers import read_log
 from tests.support.qq_fake import BOT_ID, GROUP, FakeQQ, c2c, channel_message, group_at
 from tmy.adapters.qq.sending import compose
 from tmy.message import Button, Outgoing
@@ -136,3 +138,18 @@ async def test_a_gateway_that_keeps_refusing_the_token_is_failed_not_retried_for
             await adapter.stop()
     assert fake.ops.count(2) == 3 and health["state"] == "failed"
     assert "4004" in health["error"] and "mode: webhook" in health["error"]
+
+
+async def test_a_gateway_that_closes_right_after_ready_is_retried_ever_more_slowly(
+    log_file: Path,
+) -> None:
+    """READY proves nothing yet: it reset the pauses, so a gateway that sent READY (or
+    RESUMED) and closed at once was connected to again every ``backoff_base``, forever."""
+    async with driven() as d:
+        for _ in range(10):
+            await d.fake.connected()
+            await d.fake.drop()  # the moment the session is ready
+        await d.fake.connected()  # the tenth pause was taken
+    pauses = [e["retry_in"] for e in read_log(log_file) if e["event"] == "qq.reconnecting"]
+    assert len(pauses) >= 10
+    assert max(pauses) > d.adapter.backoff_base  # 0.05 s the first, capped at 0.2 s here

@@ -211,7 +211,7 @@ class FeishuAdapter(Answering):
         """Identify the bot, then hold the long connection (or serve the webhook) until stopped."""
         assert self._rest is not None and self._conn is not None
         rest, conn = self._rest, self._conn
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        backoff = Backoff(self.backoff_base, self.backoff_cap, self.stable_after)
         while not self._stopping:
             try:
                 if not self.bot_open_id:
@@ -220,10 +220,9 @@ class FeishuAdapter(Answering):
                     self._connected()
                     return  # events now arrive on the route
                 url = await conn.endpoint()
-                opened = asyncio.get_running_loop().time()
+                backoff.connected()
                 await conn.serve(url, self._connected)
-                if asyncio.get_running_loop().time() - opened >= self.stable_after:
-                    backoff.reset()  # it served a while: the next pause starts short again
+                backoff.ended()  # the pauses start short again only after it served a while
                 if rest.refused is not None:
                     return  # refused while connected: failed already (Rest.on_refused)
                 if not self._stopping:

@@ -10,7 +10,6 @@ backoff over.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from tmy.adapters.base import Backoff
@@ -28,7 +27,9 @@ async def forward_loop(adapter: OneBotAdapter) -> None:
     import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
 
     assert adapter._session is not None
-    backoff = adapter._backoff = Backoff(adapter.backoff_base, adapter.backoff_cap)
+    backoff = adapter._backoff = Backoff(
+        adapter.backoff_base, adapter.backoff_cap, adapter.healthy_after
+    )
     token = adapter.config.access_token
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     url = adapter.config.url
@@ -59,16 +60,15 @@ async def forward_loop(adapter: OneBotAdapter) -> None:
             adapter._accounts.count_connect("")
             log.info("onebot.connected", url=url)
             why = "closed"
-            started = time.monotonic()
+            backoff.connected()
             try:
                 why = await conn.run(adapter._on_event)
             finally:
                 await conn.close(why)
                 adapter._accounts.drop(conn, why)
+            backoff.ended(conn.failure is None)  # a healthy session: short pauses again
             if conn.failure is not None:
                 why = f"{why}; the implementation said: {conn.failure}"
-            elif time.monotonic() - started >= adapter.healthy_after:
-                backoff.reset()  # a healthy session: start over from a short pause
         if adapter._stopping:
             break
         adapter._health.set("reconnecting", why)

@@ -17,7 +17,9 @@ those headers: it is answered (``{plain_token, signature}``) only when its
 never be a signature over a forged event body. Dispatches (op 0) are answered
 ``{"op": 12}`` (HTTP Callback ACK) at once and run in the background.
 ``mode: websocket``: the gateway, reconnected with backoff and jitter, resumed
-when QQ still holds the session.
+when QQ still holds the session (the pauses start short again only after a session
+served :attr:`QQAdapter.stable_after` seconds: a gateway that sends READY and closes
+at once is not called every second).
 
 At start the access token is fetched: a refused app id / secret is ``failed``
 (not retried in a loop; the rest of the daemon serves on); a network error or a
@@ -77,6 +79,9 @@ class QQAdapter:
     name = "qq"
     backoff_base = 1.0  # reconnect pauses (tests shrink them)
     backoff_cap = 60.0
+    # a gateway session that lasted this long resets the reconnect pauses; a shorter one (QQ
+    # sending READY, then closing at once) lets them grow: READY proves nothing yet
+    stable_after = 30.0
     rate_limit_wait = 1.0  # seconds a rate-limited send waits before it is tried again
 
     def __init__(
@@ -186,7 +191,7 @@ class QQAdapter:
 
     async def _run(self) -> None:
         """Fetch the token and the bot's user, then (gateway) stay connected until stopped."""
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        backoff = Backoff(self.backoff_base, self.backoff_cap, self.stable_after)
         assert self._api is not None and self._gateway is not None
         while not self._stopping:
             try:
@@ -200,6 +205,7 @@ class QQAdapter:
                     await self._gateway.run()
                 finally:
                     watch.cancel()
+                    backoff.ended()  # short pauses again only after a session served a while
                 code = self._gateway.close_code
                 raise ConnectionError(f"the gateway closed the connection (close code {code})")
             except AdapterError as exc:
@@ -219,7 +225,7 @@ class QQAdapter:
         await self._gateway.ready.wait()
         user = self._gateway.user
         self._me.update(id=str(user.get("id") or ""), username=str(user.get("username") or ""))
-        backoff.reset()
+        backoff.connected()
         self._connected()
 
     async def _whoami(self) -> None:

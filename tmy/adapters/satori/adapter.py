@@ -162,10 +162,9 @@ class SatoriAdapter(Answering):
     async def _run(self) -> None:
         """Connect and read, reconnecting with backoff until stopped or refused."""
         assert self._stream is not None
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
-        loop = asyncio.get_running_loop()
+        backoff = Backoff(self.backoff_base, self.backoff_cap, self.stable_after)
         while not self._stopping:
-            opened = loop.time()
+            backoff.connected()
             try:
                 ended = await self._stream.connect()
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -178,8 +177,7 @@ class SatoriAdapter(Answering):
             if ended.refused:
                 self._fail(self._refusal(ended.why))
                 return
-            if ended.ready and loop.time() - opened >= self.stable_after:
-                backoff.reset()  # it served a while (not READY and straight away closed)
+            backoff.ended(ended.ready)  # it served a while (not READY and straight away closed)
             delay = backoff.next()
             self._health.set("reconnecting", redact.redact(ended.why))
             log.warning("satori.reconnecting", error=redact.redact(ended.why),

@@ -225,7 +225,7 @@ class SlackAdapter(Answering):
 
     async def _run(self) -> None:
         """Identify the bot, then keep a Socket Mode connection (or serve the webhook)."""
-        backoff = Backoff(self.backoff_base, self.backoff_cap)
+        backoff = Backoff(self.backoff_base, self.backoff_cap, self.stable_after)
         while not self._stopping:
             try:
                 if self._me is None:
@@ -235,13 +235,12 @@ class SlackAdapter(Answering):
                         return  # events now arrive on the route
                 assert self._client is not None and self._ws_session is not None
                 url = await open_url(self._client, self.app_token)
-                opened = asyncio.get_running_loop().time()
+                backoff.connected()
                 why = await serve_connection(
                     self._ws_session, url, heartbeat=self.heartbeat,
                     on_hello=self._connected, on_envelope=self._envelope,
                 )  # fmt: skip
-                if asyncio.get_running_loop().time() - opened >= self.stable_after:
-                    backoff.reset()  # it served a while: the next pause starts short again
+                backoff.ended()  # the pauses start short again only after it served a while
                 await self._pause(backoff, why)
             except AdapterError:
                 return  # the token was revoked while connected: failed already
