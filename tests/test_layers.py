@@ -7,12 +7,14 @@ tools/codecount.py, the script the README's Development section quotes.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
 import sys
 from pathlib import Path
 
+import pytest
 from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,13 +48,22 @@ def test_the_layer_contract_holds(capsys, monkeypatch):
     assert "1 kept, 0 broken" in out
 
 
+@functools.cache
+def _scan_of_tmy():
+    """tmy/ scanned once per process (a second of parsing every module): the two tests
+    below read different findings of the same scan; one xdist group keeps them together."""
+    return _codecount().scan(ROOT / "tmy")
+
+
+@pytest.mark.xdist_group("layers-scan")
 def test_no_module_level_registry_is_left():
-    found = _codecount().scan(ROOT / "tmy")
+    found = _scan_of_tmy()
     assert found["mutable_registries"] == []
 
 
+@pytest.mark.xdist_group("layers-scan")
 def test_every_function_level_import_of_tmy_says_why():
-    found = _codecount().scan(ROOT / "tmy")
+    found = _scan_of_tmy()
     unexplained = [f"{f.where} {f.name}" for f in found["function_level_imports"] if not f.note]
     assert unexplained == []
 
