@@ -22,7 +22,7 @@ rules:
     triggers: ["menu"]
     steps: [{plugin: ADJUST, input: menu}]
   - id: here_only
-    platforms: [qq]
+    platforms: [kook]
     triggers: [help]
     steps: [{plugin: ADJUST, input: here}]
 """
@@ -166,3 +166,23 @@ def test_warnings_keep_exit_0_and_errors_still_exit_1(
     code, out, err = _check(capsys, folder)
     assert code == 1 and out == ""
     assert "rules/bad.yaml:4" in err and "NOPE" in err
+
+
+def test_platforms_behind_one_bridge_name_its_adapter_once(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = """\
+rules:
+  - id: bridged
+    triggers: [hi]
+    platforms: [satori:qq, satori:kook]
+    steps: [{plugin: ADJUST, input: hi}]
+"""
+    (folder / "rules" / "r.yaml").write_text(rules, encoding="utf-8")
+    code, _, err = _check(capsys, folder)
+    assert code == 0
+    assert _warnings(err) == [
+        "rules/r.yaml:4: rule 'bridged' answers on satori:kook, satori:qq (platforms:), but the "
+        "config does not enable the satori adapter (set adapters.satori.enabled: true); "
+        "it answers nowhere",
+    ]

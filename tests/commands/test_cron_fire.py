@@ -300,3 +300,11 @@ def test_a_target_through_satori_names_the_platform_behind_it() -> None:
     assert parse_target("slack:C0123") == Target("slack", "C0123")
     with pytest.raises(CommandError, match="no adapter can post to 'satori:qq' here"):
         parse_target("satori:qq:4242", ("onebot",))
+
+
+def test_a_satori_target_without_its_platform_or_chat_is_refused() -> None:
+    for text in ("satori:qq", "satori:1234"):
+        with pytest.raises(CommandError, match="names the platform behind the server"):
+            parse_target(text)
+    with pytest.raises(CommandError, match="a qq chat is group:"):
+        parse_target("qq:12345")

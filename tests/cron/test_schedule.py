@@ -111,8 +111,29 @@ def test_a_onebot_target_must_be_a_group_or_a_private_chat() -> None:
 
 
 def test_send_to_takes_the_newer_platforms_and_a_platform_behind_satori() -> None:
-    for platform in ("qq", "feishu", "slack", "matrix", "satori", "satori:qq"):
-        rule = rule_with(f"cron: '0 8 * * *'\nsend_to: [{{platform: '{platform}', chat: c1}}]")
+    for platform, chat in (
+        ("qq", "group:c1"), ("feishu", "oc_1"), ("slack", "C1"), ("matrix", "!r:m.org"),
+        ("satori:qq", "c1"),
+    ):  # fmt: skip
+        rule = rule_with(
+            f"cron: '0 8 * * *'\nsend_to: [{{platform: '{platform}', chat: '{chat}'}}]"
+        )
         assert load(rule)
     with pytest.raises(RuleError, match="unknown platform 'sattori:qq'"):
         load(rule_with("cron: '0 8 * * *'\nsend_to: [{platform: 'sattori:qq', chat: c1}]"))
+
+
+def test_a_target_the_adapter_would_refuse_on_every_send_is_refused_at_load() -> None:
+    """A satori target must name the platform behind the server; a qq chat its kind."""
+    for platform, chat, message in (
+        ("satori", "1", "names the platform behind the server"),
+        ("satori:", "1", "names the platform behind the server"),
+        ("qq", "12345", "a qq chat is group:<group_openid>"),
+    ):
+        rule = rule_with(
+            f"cron: '0 8 * * *'\nsend_to: [{{platform: '{platform}', chat: '{chat}'}}]"
+        )
+        with pytest.raises(RuleError, match=message):
+            load(rule)
+    for chat in ("group:ABC", "private:u1", "channel:9", "dm:7", "guild:5"):
+        assert load(rule_with(f"cron: '0 8 * * *'\nsend_to: [{{platform: qq, chat: '{chat}'}}]"))

@@ -35,7 +35,7 @@ from typing import Any
 from tmy.command import CommandError, Invocation, Result, jsonable
 from tmy.cron import Cron, Fired, cron_message, fire_time_text, scheduled_rules
 from tmy.cron.occurrence import SKIPPED_OFF
-from tmy.cron.schedule import TARGET_PLATFORMS, Schedule, Timing
+from tmy.cron.schedule import TARGET_PLATFORMS, Schedule, Timing, target_problem
 from tmy.engine.core import Engine
 from tmy.explain.dryrun import dry_engine
 from tmy.hints import did_you_mean
@@ -82,6 +82,9 @@ def parse_target(text: str, platforms: Sequence[str] = TARGET_PLATFORMS) -> Targ
         platform, chat = f"satori:{behind.strip()}", chat.strip()
     if not sep or not platform or not chat:
         raise CommandError(f"--target takes PLATFORM:CHAT (e.g. onebot:group:5), got {text!r}")
+    problem = target_problem(platform, chat)
+    if problem is not None:
+        raise CommandError(f"--target: {problem}")
     if adapter_of(platform) not in platforms:
         if not platforms:
             raise CommandError(

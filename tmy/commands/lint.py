@@ -89,9 +89,12 @@ def adapter_warnings(rulebook: Rulebook, disabled: Disabled) -> list[str]:
 
 
 def _not_enabled(off: dict[str, str]) -> str:
-    noun = "adapter" if len(off) == 1 else "adapters"
-    keys = ", ".join(f"{key}: true" for key in off.values())
-    return f"the config does not enable the {', '.join(off)} {noun} (set {keys})"
+    """``the config does not enable the satori adapter (set adapters.satori.enabled: true)``:
+    each adapter once, however many of its platforms (``satori:qq``, ``satori:kook``) ask."""
+    adapters = {key: key.split(".")[1] for key in off.values()}  # adapters.<name>.enabled
+    noun = "adapter" if len(adapters) == 1 else "adapters"
+    keys = ", ".join(f"{key}: true" for key in adapters)
+    return f"the config does not enable the {', '.join(adapters.values())} {noun} (set {keys})"
 
 
 def _key_line(rule: Rule, path: tuple[Any, ...], files: dict[str, Any]) -> int:

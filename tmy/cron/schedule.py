@@ -191,6 +191,9 @@ def _targets(raw: Any) -> Iterable[Target]:
             user = str(user)
         if not isinstance(chat, str) or not isinstance(user, str) or not (chat or user):
             raise RuleError(f"a send_to target needs a text 'chat:' (or 'user:'), got {item!r}")
+        problem = target_problem(platform, chat)
+        if problem is not None:
+            raise RuleError(problem)
         if platform == "onebot" and chat and not _ONEBOT_CHAT.fullmatch(chat):
             guess = f"; did you mean 'group:{chat}'?" if chat.isdigit() else ""
             raise RuleError(
@@ -202,6 +205,24 @@ def _targets(raw: Any) -> Iterable[Target]:
 
 # what the OneBot adapter can post to (tmy/adapters/onebot: group or private, then an id)
 _ONEBOT_CHAT = re.compile(r"(group|private):[A-Za-z0-9_.:@-]{1,64}")
+_BRIDGED = re.compile(r"satori:[A-Za-z0-9_.-]{1,64}")  # satori:<the platform behind the server>
+_QQ_CHAT = re.compile(r"(group|private|channel|dm|guild):[A-Za-z0-9_.-]{1,128}")
+
+
+def target_problem(platform: str, chat: str) -> str | None:
+    """What is wrong with posting to ``chat`` on ``platform`` (the adapters that can refuse
+    a target's shape on every send: caught at ``check`` instead), or None."""
+    if adapter_of(platform) == "satori" and not _BRIDGED.fullmatch(platform):
+        return (
+            f"a satori target names the platform behind the server, satori:<platform> "
+            f"(satori:qq, satori:discord …, as PLATFORM shows it), got {platform!r}"
+        )
+    if platform == "qq" and chat and not _QQ_CHAT.fullmatch(chat):
+        return (
+            "a qq chat is group:<group_openid>, private:<user_openid>, channel:<channel id>, "
+            f"dm:<guild id> or guild:<guild id> (the CHAT a QQ message carries), got {chat!r}"
+        )
+    return None
 
 
 def resolve_timezone(name: str | None) -> tzinfo:
