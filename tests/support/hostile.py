@@ -5,6 +5,7 @@ test (imported by tests/conftest.py)."""
 from __future__ import annotations
 
 import functools
+import os
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,8 +35,20 @@ def _bomb() -> bytes:
 
 
 @pytest.fixture
-def bomb() -> bytes:
-    return _bomb()
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bomb, built once per run: xdist's workers share one file in the run's temporary
+    root (whoever comes first writes it whole, by rename), one process its cache."""
+    worker_id = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker_id is None:  # no xdist: the temporary root's parent outlives the run
+        return _bomb()
+    shared = tmp_path_factory.getbasetemp().parent / "gzip-bomb.gz"
+    if shared.is_file():
+        return shared.read_bytes()
+    body = _bomb()
+    partial = shared.with_name(f"{shared.name}.{worker_id}")
+    partial.write_bytes(body)
+    partial.replace(shared)
+    return body
 
 
 @pytest.fixture
