@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.log_helpers import read_log
 from tmy import metrics
-from tmy.adapters.fairness import ChatLanes, ChatQueues, FairSlots, PendingSend
+from tmy.adapters.fairness import ChatLanes, ChatQueues, FairSlots, PendingSend, PiecewiseSend
 from tmy.errors import AdapterError
 
 
@@ -299,3 +299,16 @@ async def test_lanes_drain_drops_a_reply_that_outlasts_the_grace_and_tells_its_s
     with pytest.raises(AdapterError, match="fake: not sent"):
         await stuck.done  # type: ignore[misc]
     assert lanes.outbound.put("a", _Reply("after")) is False and sent == []
+
+
+async def test_a_piecewise_send_moves_on_piece_by_piece_and_tells_its_sender_at_the_end() -> None:
+    """Each sent piece starts the next with no retries and a short backoff; the last one
+    tells whoever waits (the same step in every adapter's send)."""
+    out = PiecewiseSend(asyncio.get_running_loop().create_future())
+    out.retries = 2
+    out.backoff.next(), out.backoff.next()
+    assert out.piece_sent(2) == 0.0
+    assert (out.index, out.retries, out.backoff.attempt) == (1, 0, 0)
+    assert not out.done.done()  # type: ignore[union-attr]
+    assert out.piece_sent(2) is None
+    assert out.done.done() and out.done.result() is None  # type: ignore[union-attr]

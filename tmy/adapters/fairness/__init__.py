@@ -2,14 +2,23 @@
 
 ``queues`` is :class:`ChatQueues` (why and how: its module docstring),
 ``slots`` the first-come-first-served limit it hands slots out with,
-``pending`` the base of each adapter's queued send (who waits for its outcome),
+``pending`` the base of each adapter's queued send (who waits for its outcome;
+which piece is next and its retries),
 and ``lanes`` an adapter's pair of them (messages in, replies out) with its
 graceful stop.
 """
 
 from tmy.adapters.fairness.lanes import ChatLanes
-from tmy.adapters.fairness.pending import PendingSend
+from tmy.adapters.fairness.pending import PendingSend, PiecewiseSend
 from tmy.adapters.fairness.queues import LOG_EVERY, ChatQueues, Work
 from tmy.adapters.fairness.slots import FairSlots
 
-__all__ = ["LOG_EVERY", "ChatLanes", "ChatQueues", "FairSlots", "PendingSend", "Work"]
+__all__ = [
+    "LOG_EVERY",
+    "ChatLanes",
+    "ChatQueues",
+    "FairSlots",
+    "PendingSend",
+    "PiecewiseSend",
+    "Work",
+]

@@ -1,9 +1,11 @@
-"""What waits for a queued send's outcome: the base of every adapter's outgoing item."""
+"""What waits for a queued send's outcome: the base of every adapter's outgoing item,
+and of one sent piece by piece with each piece retried."""
 
 from __future__ import annotations
 
 import asyncio
 
+from tmy.backoff import Backoff
 from tmy.errors import AdapterError
 
 
@@ -46,3 +48,31 @@ class PendingSend:
                 "(the oldest are dropped), or tmy stopped"
             )
         )
+
+
+class PiecewiseSend(PendingSend):
+    """A queued send of several pieces (a long text split, its images), each retried on its
+    own: which piece is next, how often the current one was tried again, and its backoff.
+
+    The adapter's send step sends piece ``index``; on success :meth:`piece_sent` moves on.
+    """
+
+    __slots__ = ("backoff", "index", "retries")
+
+    def __init__(self, done: asyncio.Future[None] | None) -> None:
+        super().__init__(done)
+        self.index = 0  # the next piece to send
+        self.retries = 0  # of the current piece
+        self.backoff = Backoff()
+
+    def piece_sent(self, pieces: int) -> float | None:
+        """The current piece went out: the next of ``pieces`` starts with no retries and a
+        short backoff (``0.0``: call again once the chat's pacing allows), or, the last one
+        sent, whoever waits is told (``None``: done) — a ChatQueues work's answer."""
+        self.index += 1
+        self.retries = 0
+        self.backoff.reset()
+        if self.index < pieces:
+            return 0.0
+        self.finish(None)
+        return None

@@ -26,8 +26,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.feishu.api import TOKEN_INVALID_CODES, Answer, Rest
 from tmy.adapters.feishu.compose import Piece
 from tmy.errors import AdapterError
@@ -42,19 +41,10 @@ MAX_WAIT = 120.0  # a rate limit asking for a longer wait fails the send instead
 Loader = Callable[[str, str], Awaitable[Media]]  # (source, "image"|"file") -> bytes
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
-    __slots__ = (
-        "backoff",
-        "id_type",
-        "in_thread",
-        "index",
-        "pieces",
-        "receive_id",
-        "reply_to",
-        "retries",
-    )
+    __slots__ = ("id_type", "in_thread", "pieces", "receive_id", "reply_to")
     platform = "feishu"
 
     def __init__(
@@ -69,12 +59,9 @@ class QueuedReply(PendingSend):
         self.receive_id = receive_id  # a chat_id (oc_…), or an open_id for a private send
         self.id_type = id_type  # "chat_id" | "open_id"
         self.pieces = pieces
-        self.index = 0
         self.reply_to = reply_to  # answered by the first piece
         self.in_thread = in_thread
         super().__init__(done)
-        self.retries = 0
-        self.backoff = Backoff()
 
 
 async def send_piece(rest: Rest | None, out: QueuedReply, load: Loader) -> float | None:
@@ -107,13 +94,7 @@ async def send_piece(rest: Rest | None, out: QueuedReply, load: Loader) -> float
             return 0.0
         return _after_refusal(out, answer, "send")
     rest.remember(str(answer.data.get("message_id") or ""))
-    out.index += 1
-    out.retries = 0
-    out.backoff.reset()
-    if out.index < len(out.pieces):
-        return 0.0
-    out.finish(None)
-    return None
+    return out.piece_sent(len(out.pieces))
 
 
 async def _post(rest: Rest, out: QueuedReply, piece: Piece) -> Answer:

@@ -31,8 +31,7 @@ from mautrix.client import ClientAPI
 from mautrix.types import EventType, RoomID
 
 from tmy import media
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.matrix.compose import Piece, file_name, media_content, mxc_of
 from tmy.adapters.matrix.http import describe, is_bad_token, is_transient, retry_after
 from tmy.adapters.matrix.paths import download_base
@@ -49,20 +48,10 @@ Sent = Callable[[str, str, dict[str, Any]], None]  # (room, event id, content)
 Reauth = Callable[[], Awaitable[bool]]  # log in again after a refused token: True when done
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its room's queue, with its retry state."""
 
-    __slots__ = (
-        "backoff",
-        "index",
-        "last",
-        "pieces",
-        "reply_to",
-        "retries",
-        "room",
-        "thread",
-        "txn",
-    )
+    __slots__ = ("last", "pieces", "reply_to", "room", "thread", "txn")
     platform = "matrix"
     place = "room"
 
@@ -82,10 +71,7 @@ class QueuedReply(PendingSend):
         self.reply_to = reply_to  # quoted by the first event
         self.thread = thread  # the thread root: every event goes into that thread
         self.last = last  # the latest event in the thread (its fallback reply)
-        self.index = 0
-        self.retries = 0
         self.txn = ""  # the current event's transaction id (kept across its retries)
-        self.backoff = Backoff()
 
 
 def relations(out: QueuedReply) -> dict[str, Any] | None:
@@ -158,13 +144,8 @@ async def _content(client: ClientAPI, piece: Piece, load: Loader) -> dict[str, A
 
 
 def _next(out: QueuedReply) -> float | None:
-    out.index += 1
-    out.retries, out.txn = 0, ""
-    out.backoff.reset()
-    if out.index < len(out.pieces):
-        return 0.0
-    out.finish(None)
-    return None
+    out.txn = ""  # the next event gets its own transaction id
+    return out.piece_sent(len(out.pieces))
 
 
 def _retry_or_fail(out: QueuedReply, exc: Exception) -> float | None:

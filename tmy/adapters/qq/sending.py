@@ -42,8 +42,7 @@ from typing import Any
 
 import aiohttp
 
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.qq.api import Answer, QQApi
 from tmy.adapters.qq.text import MAX_PASSIVE_REPLIES, at_most, split_text
 from tmy.errors import AdapterError
@@ -76,11 +75,10 @@ class Piece:
     unsure: bool = False  # a POST's answer was lost (QQ may hold it already)
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
-    __slots__ = ("backoff", "index", "kind", "msg_id", "pieces", "rate_limit_wait", "retries",
-                 "sent_ids", "target")  # fmt: skip
+    __slots__ = ("kind", "msg_id", "pieces", "rate_limit_wait", "sent_ids", "target")
     platform = "qq"
 
     def __init__(
@@ -96,9 +94,6 @@ class QueuedReply(PendingSend):
         self.target = target
         self.pieces = pieces
         self.msg_id = msg_id
-        self.index = 0
-        self.retries = 0
-        self.backoff = Backoff()
         self.rate_limit_wait = 1.0
         self.sent_ids: list[str] = []  # ids QQ gave the guild messages sent (adapter drains)
 
@@ -204,13 +199,7 @@ async def send_piece(
         return _give_up(out, answer.describe())
     if out.kind in ("channel", "dm") and isinstance(answer.data, dict) and answer.data.get("id"):
         out.sent_ids.append(str(answer.data["id"]))
-    out.index += 1
-    out.retries = 0
-    out.backoff.reset()
-    if out.index < len(out.pieces):
-        return 0.0
-    out.finish(None)
-    return None
+    return out.piece_sent(len(out.pieces))
 
 
 async def _post(

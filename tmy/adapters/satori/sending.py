@@ -18,8 +18,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.satori.api import Answer, SatoriHttp
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -30,11 +29,10 @@ MAX_SEND_RETRIES = 3
 MAX_RETRY_AFTER = 120.0  # a longer Retry-After fails the send instead of blocking the chat
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
-    __slots__ = ("backoff", "channel", "contents", "index", "platform_name", "retries",
-                 "self_id", "sent")  # fmt: skip
+    __slots__ = ("channel", "contents", "platform_name", "self_id", "sent")
     platform = "satori"
     place = "channel"
 
@@ -51,9 +49,6 @@ class QueuedReply(PendingSend):
         self.self_id = self_id
         self.channel = channel
         self.contents = contents
-        self.index = 0
-        self.retries = 0
-        self.backoff = Backoff()
         self.sent = sent  # told the ids of what went out (reply-to-bot detection)
         super().__init__(done)
 
@@ -79,13 +74,7 @@ async def send_piece(http: SatoriHttp | None, out: QueuedReply) -> float | None:
         return _give_up(out, answer.describe())
     if out.sent is not None:
         out.sent(out.platform_name, out.self_id, _ids(answer))
-    out.index += 1
-    out.retries = 0
-    out.backoff.reset()
-    if out.index < len(out.contents):
-        return 0.0
-    out.finish(None)
-    return None
+    return out.piece_sent(len(out.contents))
 
 
 def _retry(out: QueuedReply, why: str, answer: Answer | None) -> float | None:

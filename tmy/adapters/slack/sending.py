@@ -24,8 +24,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.slack.compose import POST, Piece, without_images
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -39,10 +38,10 @@ FATAL = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired
                    "account_inactive", "not_allowed_token_type", "invalid_token"})  # fmt: skip
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its channel's queue, with its retry state."""
 
-    __slots__ = ("backoff", "channel", "index", "pieces", "retries", "thread")
+    __slots__ = ("channel", "pieces", "thread")
     platform = "slack"
     place = "channel"
 
@@ -57,9 +56,6 @@ class QueuedReply(PendingSend):
         self.pieces = pieces
         self.thread = thread  # the thread every piece goes into (None: the channel)
         super().__init__(done)
-        self.index = 0  # the next piece to send
-        self.retries = 0  # of the current piece
-        self.backoff = Backoff()
 
 
 def error_of(exc: BaseException) -> str:
@@ -131,13 +127,7 @@ async def send_piece(
         return _retry(out, piece, exc)
     if ts:
         posted(out.channel, ts)
-    out.index += 1
-    out.retries = 0
-    out.backoff.reset()
-    if out.index < len(out.pieces):
-        return 0.0
-    out.finish(None)
-    return None
+    return out.piece_sent(len(out.pieces))
 
 
 def _retry(out: QueuedReply, piece: Piece, exc: BaseException) -> float | None:

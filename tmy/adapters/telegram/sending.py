@@ -33,8 +33,7 @@ from aiogram.exceptions import (
 )
 from aiogram.types import ReplyParameters
 
-from tmy.adapters.base import Backoff
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.telegram.compose import Piece
 from tmy.adapters.telegram.errors import describe, error_code
 from tmy.errors import AdapterError
@@ -46,10 +45,10 @@ MAX_SEND_RETRIES = 3  # retries of one sendMessage after 429 / migration / netwo
 MAX_FLOOD_WAIT = 120  # a 429 asking for a longer wait fails the send instead of blocking it
 
 
-class QueuedReply(PendingSend):
+class QueuedReply(PiecewiseSend):
     """One reply (or ``send``) waiting in its chat's queue, with its retry state."""
 
-    __slots__ = ("backoff", "chat", "index", "pieces", "reply_to", "retries", "thread")
+    __slots__ = ("chat", "pieces", "reply_to", "thread")
     platform = "telegram"
 
     def __init__(
@@ -62,12 +61,9 @@ class QueuedReply(PendingSend):
     ) -> None:
         self.chat = chat  # followed to the supergroup's id after a migration
         self.pieces = pieces
-        self.index = 0  # the next piece to send
         self.reply_to = reply_to  # quoted by the first piece
         self.thread = thread
         super().__init__(done)  # send() waits on it; None for replies
-        self.retries = 0  # of the current piece
-        self.backoff = Backoff()
 
 
 async def send_piece(bot: Bot | None, out: QueuedReply) -> float | None:
@@ -112,13 +108,7 @@ async def send_piece(bot: Bot | None, out: QueuedReply) -> float | None:
     except asyncio.CancelledError:
         out.finish(AdapterError(f"telegram: stopped before the message to {chat} went out"))
         raise
-    out.index += 1
-    out.retries = 0
-    out.backoff.reset()
-    if out.index < len(out.pieces):
-        return 0.0
-    out.finish(None)
-    return None
+    return out.piece_sent(len(out.pieces))
 
 
 async def _send(
