@@ -23,6 +23,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from tmy import metrics, redact
 from tmy.backoff import Backoff as Backoff  # where adapters have always found it
 from tmy.types import Adapter, Handler
 
@@ -33,16 +34,19 @@ class AdapterHealth:
     """The state an adapter reports: connected, reconnecting, failed or stopped.
 
     ``last_event`` is the wall-clock time of the last event received, so an
-    operator can tell a quiet chat from a dead connection.
+    operator can tell a quiet chat from a dead connection. ``connections`` counts
+    the times :meth:`connected` found it not connected (the metric tells the first
+    connection from a reconnect).
     """
 
-    __slots__ = ("detail", "error", "last_event", "state")
+    __slots__ = ("connections", "detail", "error", "last_event", "state")
 
     def __init__(self, state: str = "starting") -> None:
         self.state = state
         self.error: str | None = None
         self.last_event: float | None = None
         self.detail: dict[str, Any] = {}
+        self.connections = 0
 
     def event(self) -> None:
         self.last_event = time.time()
@@ -50,6 +54,24 @@ class AdapterHealth:
     def set(self, state: str, error: str | None = None) -> None:
         self.state = state
         self.error = error
+
+    def connected(self, adapter: str) -> bool:
+        """``connected``, counted in ``metrics.adapter_connected`` (a reconnect after the
+        first); True when it was not connected so far (the adapter then logs it), False when
+        it already was (a long poll answered again, a second greeting): nothing counted."""
+        if self.state == "connected":
+            return False
+        self.set("connected")
+        metrics.adapter_connected(adapter, reconnect=self.connections > 0)
+        self.connections += 1
+        return True
+
+    def failed(self, why: str) -> str:
+        """``failed`` for ``why`` with every credential masked (it is shown by ``/healthz``);
+        the masked text, for the adapter's log line."""
+        why = redact.redact(why)
+        self.set("failed", why)
+        return why
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -200,9 +200,7 @@ class DiscordAdapter(Receiving):
         return report
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("discord.failed", error=why)
+        log.error("discord.failed", error=self._health.failed(why))
 
     async def _run(self) -> None:
         """Log in and hold the gateway connection; a fresh client after each failure."""

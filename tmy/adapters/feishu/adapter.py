@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
@@ -100,7 +100,6 @@ class FeishuAdapter(Answering):
         self._conn: LongConnection | None = None
         self._handle: Handler | None = None
         self._health = AdapterHealth()
-        self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None  # the long connection, once refused
         self._stopping = False
@@ -193,8 +192,7 @@ class FeishuAdapter(Answering):
         return report
 
     def _fail(self, why: str) -> None:
-        self._health.set("failed", why)
-        log.error("feishu.failed", error=why)
+        log.error("feishu.failed", error=self._health.failed(why))
 
     def _refused(self, why: str) -> None:
         """The credentials were refused — at start, or later by a token refresh (a secret
@@ -251,10 +249,7 @@ class FeishuAdapter(Answering):
         self.bot_name = str(bot.get("app_name") or "")
 
     def _connected(self) -> None:
-        if self._health.state != "connected":
-            self._health.set("connected")
-            metrics.adapter_connected(self.name, reconnect=self._connected_before)
-            self._connected_before = True
+        if self._health.connected(self.name):
             log.info("feishu.connected", mode=self.config.mode, bot=self.bot_name)
 
     async def _pause(self, backoff: Backoff, why: str) -> None:

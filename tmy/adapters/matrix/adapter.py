@@ -43,7 +43,7 @@ from mautrix.client import ClientAPI
 from mautrix.errors import MatrixInvalidToken, MatrixRequestError, MForbidden, MNotFound
 from mautrix.types import EventType, RoomID, SyncToken, UserID
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
@@ -122,7 +122,6 @@ class MatrixAdapter(Answering):
         self._session: aiohttp.ClientSession | None = None
         self._me: Me | None = None
         self._health = AdapterHealth()
-        self._connected_before = False
         self._good_syncs = 0  # /sync answers received (a relogin is allowed once per count)
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
@@ -199,9 +198,7 @@ class MatrixAdapter(Answering):
         return report
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("matrix.failed", error=why)
+        log.error("matrix.failed", error=self._health.failed(why))
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -328,10 +325,7 @@ class MatrixAdapter(Answering):
             await self._sync_token.put_next_batch(SyncToken(token))
 
     def _connected(self) -> None:
-        if self._health.state != "connected":
-            self._health.set("connected")
-            metrics.adapter_connected(self.name, reconnect=self._connected_before)
-            self._connected_before = True
+        if self._health.connected(self.name):
             log.info("matrix.connected", user_id=self._me.user_id if self._me else None)
 
     async def _absorb(self, client: ClientAPI, data: dict[str, Any], history: bool) -> None:

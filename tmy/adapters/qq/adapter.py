@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
@@ -107,7 +107,6 @@ class QQAdapter:
         self._gateway: Gateway | None = None
         self._me: dict[str, str] = {"app_id": app_id}
         self._runner: asyncio.Task[None] | None = None
-        self._connected_before = False
         self._stopping = False
         self._seqs: OrderedDict[str, int] = OrderedDict()  # msg_id -> last msg_seq used
         self._own: OrderedDict[str, None] = OrderedDict()  # the bot's guild message ids
@@ -183,9 +182,7 @@ class QQAdapter:
             self._fail(why)
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("qq.failed", error=why)
+        log.error("qq.failed", error=self._health.failed(why))
 
     # -- connecting --------------------------------------------------------------------------
 
@@ -239,10 +236,7 @@ class QQAdapter:
             log.info("qq.whoami_failed", error=answer.describe())
 
     def _connected(self) -> None:
-        if self._health.state != "connected":
-            self._health.set("connected")
-            metrics.adapter_connected(self.name, reconnect=self._connected_before)
-            self._connected_before = True
+        if self._health.connected(self.name):
             log.info("qq.connected", mode=self.config.mode, bot_id=self._me.get("id"))
 
     # -- receiving ---------------------------------------------------------------------------

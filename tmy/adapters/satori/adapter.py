@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
@@ -88,7 +88,6 @@ class SatoriAdapter(Answering):
         self._logins = Logins()
         self._proxy_urls: tuple[str, ...] = ()
         self._sent_ids: dict[tuple[str, str], OrderedDict[str, None]] = {}
-        self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         # events in arrival order, checked (dedup) and queued for their chat by _read_events
@@ -153,9 +152,7 @@ class SatoriAdapter(Answering):
         return report
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("satori.failed", error=why)
+        log.error("satori.failed", error=self._health.failed(why))
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -204,9 +201,7 @@ class SatoriAdapter(Answering):
     def _ready(self, body: dict[str, Any]) -> None:
         self._logins.replace(body.get("logins"))
         self._meta(body)
-        self._health.set("connected")
-        metrics.adapter_connected(self.name, reconnect=self._connected_before)
-        self._connected_before = True
+        self._health.connected(self.name)
         log.info("satori.connected", logins=self._logins.as_list(),
                  sn=self._stream.sn if self._stream else None)  # fmt: skip
 

@@ -54,7 +54,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
@@ -118,7 +118,6 @@ class SlackAdapter(Answering):
         self._ws_session: aiohttp.ClientSession | None = None
         self._me: Me | None = None
         self._health = AdapterHealth()
-        self._connected_before = False
         self._runner: asyncio.Task[None] | None = None
         self._stopping = False
         self._lanes: ChatLanes[Incoming, QueuedReply] = ChatLanes(
@@ -207,9 +206,7 @@ class SlackAdapter(Answering):
         return report
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("slack.failed", error=why)
+        log.error("slack.failed", error=self._health.failed(why))
 
     def _not_ready(self) -> str | None:
         if (
@@ -289,10 +286,7 @@ class SlackAdapter(Answering):
         )
 
     def _connected(self) -> None:
-        if self._health.state != "connected":
-            self._health.set("connected")
-            metrics.adapter_connected(self.name, reconnect=self._connected_before)
-            self._connected_before = True
+        if self._health.connected(self.name):
             log.info("slack.connected", mode=self.config.mode,
                      bot_user_id=self._me.user_id if self._me else None)  # fmt: skip
 

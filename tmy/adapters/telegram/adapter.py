@@ -64,7 +64,7 @@ from aiogram.utils.token import TokenValidationError
 from aiohttp import web
 from pydantic import ValidationError
 
-from tmy import metrics, redact
+from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.telegram.admins import ChatAdmins
@@ -189,9 +189,7 @@ class TelegramAdapter(Answering):
         return report
 
     def _fail(self, why: str) -> None:
-        why = redact.redact(why)
-        self._health.set("failed", why)
-        log.error("telegram.failed", error=why)
+        log.error("telegram.failed", error=self._health.failed(why))
 
     async def _confirm_offset(self) -> None:
         """Tell Telegram the updates already taken are done, so a restart does not replay them.
@@ -253,10 +251,7 @@ class TelegramAdapter(Answering):
                 await self._pause(backoff, exc)
 
     def _connected(self) -> None:
-        if self._health.state != "connected":
-            self._health.set("connected")
-            metrics.adapter_connected(self.name, reconnect=self._connected_before)
-            self._connected_before = True
+        if self._health.connected(self.name):
             log.info(
                 "telegram.connected",
                 username=self._me.username if self._me else None,
