@@ -21,23 +21,19 @@ the text instead, so the reply still says something.
 from __future__ import annotations
 
 import io
-import mimetypes
-import posixpath
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 import discord
 
-from tmy import media
-from tmy.http_client import new_http_client
+from tmy.adapters.replymedia import MediaLoader as ReplyMediaLoader
+from tmy.adapters.replymedia import file_name
 from tmy.logs import get_logger
 from tmy.message import Button, Outgoing
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 log = get_logger("tmy.adapter.discord")
 
@@ -154,43 +150,8 @@ def _note(source: str, what: str) -> str:
     return f"[{what} not sent]"
 
 
-def file_name(source: str, mime: str, what: str) -> str:
-    """The upload's file name: the source's own when it has one, else ``image.png`` …"""
-    if not source.startswith("data:"):
-        name = posixpath.basename(unquote(urlsplit(source).path))
-        if name and "." in name:
-            return name[-100:]
-    extension = mimetypes.guess_extension(mime or "") or ".bin"
-    return f"{what}{extension}"
+class MediaLoader(ReplyMediaLoader):
+    """A reply's image and file sources loaded for upload (see the base), at most
+    Discord's upload limit."""
 
-
-class MediaLoader:
-    """Loads a reply's image and file sources with :func:`tmy.media.load` (an http(s) URL
-    from a public host or one of ``private_hosts`` — ``limits.media_private_hosts`` —, a
-    ``data:`` URL, or a file under ``media/`` in ``base_dir``, the rules directory), at
-    most ``limit`` bytes each, through an HTTP client of its own opened at first use."""
-
-    def __init__(
-        self,
-        base_dir: Path,
-        limit: int = MAX_UPLOAD_BYTES,
-        *,
-        private_hosts: Collection[str] = (),
-    ) -> None:
-        self.base_dir = base_dir
-        self.limit = limit
-        self.private_hosts = tuple(private_hosts)
-        self.http: httpx.AsyncClient | None = None
-
-    async def __call__(self, source: str) -> tuple[bytes, str]:
-        if self.http is None:
-            self.http = new_http_client()
-        found = await media.load(
-            source, self.http, self.limit, self.base_dir, private_hosts=self.private_hosts
-        )
-        return found.data, found.mime
-
-    async def aclose(self) -> None:
-        if self.http is not None:
-            await self.http.aclose()
-            self.http = None
+    max_bytes = MAX_UPLOAD_BYTES

@@ -23,20 +23,13 @@
 from __future__ import annotations
 
 import json
-import mimetypes
-import posixpath
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-import httpx
-
-from tmy import media
 from tmy.adapters.matrix.text import pills, split_text
+from tmy.adapters.replymedia import MediaLoader as ReplyMediaLoader
 from tmy.errors import AdapterError
-from tmy.http_client import new_http_client
 from tmy.logs import get_logger
 from tmy.message import Outgoing
 
@@ -137,41 +130,8 @@ def mxc_of(source: str, base: str) -> str:
     return ""
 
 
-def file_name(source: str, mime: str, kind: str) -> str:
-    """A name for the uploaded file: the URL's or path's last part, else by its type."""
-    if not source.startswith("data:"):
-        name = posixpath.basename(unquote(urlsplit(source).path))
-        if name and "." in name:
-            return name[-100:]
-    return f"{kind}{mimetypes.guess_extension(mime or '') or '.bin'}"
+class MediaLoader(ReplyMediaLoader):
+    """A reply's picture/file sources loaded for upload (see the base), at most
+    matrix.org's upload size."""
 
-
-class MediaLoader:
-    """Loads a reply's picture/file sources (:func:`tmy.media.load`) through an HTTP
-    client of its own, opened at first use: public hosts or ``private_hosts`` only,
-    at most ``limit`` bytes, local files only from the rules' ``media/`` folder."""
-
-    def __init__(
-        self,
-        base_dir: Path | None,
-        limit: int = MAX_UPLOAD_BYTES,
-        *,
-        private_hosts: Collection[str] = (),
-    ) -> None:
-        self.base_dir = base_dir or Path.cwd()
-        self.limit = limit
-        self.private_hosts = tuple(private_hosts)
-        self.http: httpx.AsyncClient | None = None
-
-    async def __call__(self, source: str) -> tuple[bytes, str]:
-        if self.http is None:
-            self.http = new_http_client()
-        found = await media.load(
-            source, self.http, self.limit, self.base_dir, private_hosts=self.private_hosts
-        )
-        return found.data, found.mime
-
-    async def aclose(self) -> None:
-        if self.http is not None:
-            await self.http.aclose()
-            self.http = None
+    max_bytes = MAX_UPLOAD_BYTES

@@ -32,9 +32,10 @@ from mautrix.types import EventType, RoomID
 
 from tmy import media
 from tmy.adapters.fairness import PiecewiseSend
-from tmy.adapters.matrix.compose import Piece, file_name, media_content, mxc_of
+from tmy.adapters.matrix.compose import Piece, media_content, mxc_of
 from tmy.adapters.matrix.http import describe, is_bad_token, is_transient, retry_after
 from tmy.adapters.matrix.paths import download_base
+from tmy.adapters.replymedia import file_name
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
