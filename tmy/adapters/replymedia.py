@@ -5,7 +5,8 @@ under ``media/`` in the rules directory; :func:`tmy.media.load` reads each with
 its guards (public hosts only unless listed in ``limits.media_private_hosts``,
 at most ``limit`` bytes, no path out of ``media/``). :class:`MediaLoader` holds
 the HTTP client that needs, opened at first use and closed with the adapter;
-:func:`file_name` names the upload.
+:func:`file_name` names the upload. :func:`read_local` reads only what tmy holds
+itself (a data: URL, a media/ file), for platforms that fetch an http(s) URL themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from tmy import media
 from tmy.http_client import new_http_client
+from tmy.media import Media, MediaError, parse_data_url, reply_file
 
 if TYPE_CHECKING:
     import httpx
@@ -68,3 +70,19 @@ def file_name(source: str, mime: str, kind: str) -> str:
         if name and "." in name:
             return name[-100:]
     return f"{kind}{mimetypes.guess_extension(mime or '') or '.bin'}"
+
+
+def read_local(source: str, rules_dir: Path | None, limit: int, name: str) -> tuple[Media, str]:
+    """A reply's ``data:`` URL or file under ``media/`` as bytes, with the file name to
+    upload it as (``<name>.<subtype>`` for a data: URL, the file's own name for a path), for
+    platforms that take an http(s) URL as it is and upload only what tmy holds itself;
+    :class:`~tmy.media.MediaError` for any other source, or one too large."""
+    if source[:5].lower() == "data:":
+        found = parse_data_url(source, limit)
+        ext = found.mime.rsplit("/", 1)[-1] if "/" in found.mime else "bin"
+        return found, f"{name}.{ext}"
+    if "://" in source or not source:
+        raise MediaError(f"{source[:60]!r}: only http(s) and data: URLs, or a file path")
+    if rules_dir is None:
+        raise MediaError(f"{source!r}: a file path needs the rules directory")
+    return reply_file(source, rules_dir, limit), Path(source).name

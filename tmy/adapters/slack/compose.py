@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tmy.adapters.replymedia import read_local
 from tmy.adapters.slack.text import MAX_SECTION, MAX_TEXT, USER_ID, escape, split_text
 from tmy.errors import AdapterError
-from tmy.media import MediaError, parse_data_url, reply_file
+from tmy.media import MediaError
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
 
@@ -171,17 +172,7 @@ def _upload(name: str, source: str, rules_dir: Path | None) -> Piece:
     """An upload piece: a data: URL or a file under media/ as bytes."""
     source = str(source).strip()
     try:
-        if source[:5].lower() == "data:":
-            media = parse_data_url(source, MAX_UPLOAD)
-            ext = media.mime.rsplit("/", 1)[-1] if "/" in media.mime else "bin"
-            filename = f"{name}.{ext}"
-        elif "://" in source or not source:
-            raise MediaError(f"{source[:60]!r}: only http(s) and data: URLs, or a file path")
-        elif rules_dir is None:
-            raise MediaError(f"{source!r}: a file path needs the rules directory")
-        else:
-            media = reply_file(source, rules_dir, MAX_UPLOAD)
-            filename = Path(source).name
+        media, filename = read_local(source, rules_dir, MAX_UPLOAD, name)
     except MediaError as exc:
         raise AdapterError(f"slack: cannot send {name} {source[:60]!r}: {exc}") from exc
     return Piece(UPLOAD, data=media.data, filename=filename)

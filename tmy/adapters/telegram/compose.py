@@ -32,9 +32,10 @@ from aiogram.types import (
     User,
 )
 
+from tmy.adapters.replymedia import read_local
 from tmy.adapters.telegram.text import split_text
 from tmy.errors import AdapterError
-from tmy.media import MediaError, parse_data_url, reply_file
+from tmy.media import MediaError
 from tmy.message import Button
 from tmy.message import Outgoing as Parts
 
@@ -131,17 +132,7 @@ def _media(method: str, source: str, rules_dir: Path | None) -> Piece:
     limit = MAX_UPLOAD[method]
     name = "image" if method == "photo" else "file"
     try:
-        if source[:5].lower() == "data:":
-            media = parse_data_url(source, limit)
-            ext = media.mime.rsplit("/", 1)[-1] if "/" in media.mime else "bin"
-            filename = f"{name}.{ext}"
-        elif "://" in source or not source:
-            raise MediaError(f"{source[:60]!r}: only http(s) and data: URLs, or a file path")
-        elif rules_dir is None:
-            raise MediaError(f"{source!r}: a file path needs the rules directory")
-        else:
-            media = reply_file(source, rules_dir, limit)
-            filename = Path(source).name
+        media, filename = read_local(source, rules_dir, limit, name)
     except MediaError as exc:
         raise AdapterError(f"telegram: cannot send {name} {source[:60]!r}: {exc}") from exc
     return Piece(method, media=BufferedInputFile(media.data, filename=filename))
