@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmy.adapters.splitting import split_trimmed
 from tmy.errors import AdapterError
 from tmy.message import Button, Outgoing
 
@@ -41,19 +42,7 @@ class Piece:
 def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
     """``text`` in pieces of at most ``limit`` characters, cut at a line break or a space
     in the second half of a piece when there is one."""
-    text = text.strip()
-    pieces: list[str] = []
-    while len(text) > limit:
-        cut = text.rfind("\n", limit // 2, limit)
-        if cut < 0:
-            cut = text.rfind(" ", limit // 2, limit)
-        if cut < 0:
-            cut = limit
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text:
-        pieces.append(text)
-    return pieces
+    return split_trimmed(text, limit)
 
 
 def compose(

@@ -29,6 +29,8 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
+from tmy.adapters.splitting import split_trimmed
+
 MAX_TEXT = 8000  # characters per message piece
 MAX_TEXT_BYTES = 24_000  # UTF-8 bytes per message piece (see the module docstring)
 MATRIX_TO = "https://matrix.to/#/"
@@ -39,21 +41,7 @@ _PILL = re.compile(r"""href\s*=\s*["'](?:https://matrix\.to/#/|matrix:u/)([^"'?]
 
 def split_text(text: str, limit: int = MAX_TEXT, max_bytes: int = MAX_TEXT_BYTES) -> list[str]:
     """``text`` in pieces of at most ``limit`` characters and ``max_bytes`` UTF-8 bytes."""
-    text = text.strip()
-    pieces: list[str] = []
-    while text:
-        cut = _fit(text, limit, max_bytes)
-        if cut < len(text):
-            head = text[:cut]
-            brk = head.rfind("\n")
-            if brk < cut // 2:
-                brk = head.rfind(" ")
-            if brk >= cut // 2:
-                cut = brk
-        piece, text = text[:cut].rstrip(), text[cut:].strip()
-        if piece:
-            pieces.append(piece)
-    return pieces
+    return split_trimmed(text, limit, lambda rest: _fit(rest, limit, max_bytes))
 
 
 def _fit(text: str, limit: int, max_bytes: int) -> int:

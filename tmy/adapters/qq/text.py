@@ -9,6 +9,8 @@ ends with "…" (QQ would refuse a sixth reply to the same message).
 
 from __future__ import annotations
 
+from tmy.adapters.splitting import split_trimmed
+
 MAX_TEXT = 2000  # characters per message (see the module docstring)
 MAX_PASSIVE_REPLIES = 5  # replies QQ accepts to one group / C2C message (msg_id)
 ELLIPSIS = "…"
@@ -17,20 +19,7 @@ ELLIPSIS = "…"
 def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
     """``text`` in pieces of at most ``limit`` characters, cut at a line break in the
     second half of a piece when there is one, else at a space, else anywhere."""
-    pieces: list[str] = []
-    rest = text.strip()
-    while rest:
-        if len(rest) <= limit:
-            pieces.append(rest)
-            break
-        cut = rest.rfind("\n", limit // 2, limit)
-        if cut < 0:
-            cut = rest.rfind(" ", limit // 2, limit)
-        if cut < 0:
-            cut = limit
-        pieces.append(rest[:cut].rstrip())
-        rest = rest[cut:].strip()
-    return pieces
+    return split_trimmed(text, limit)
 
 
 def at_most(pieces: list[str], count: int, limit: int = MAX_TEXT) -> list[str]:

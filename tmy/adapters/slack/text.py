@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from tmy.adapters.splitting import split_verbatim
+
 MAX_TEXT = 4000  # characters per message (Slack's recommendation; it truncates at 40,000)
 MAX_SECTION = 3000  # characters in one section block's text (Block Kit's limit)
 
@@ -100,23 +102,7 @@ def split_text(text: str, limit: int = MAX_TEXT, *, escaped: bool = False) -> li
     pieces are dropped (Slack refuses an empty message). ``escaped``: ``text`` is
     already escaped by :func:`escape` (the limit counts what Slack receives) and a cut at
     the limit never falls inside an ``&amp;``/``&lt;``/``&gt;``."""
-    pieces: list[str] = []
-    while text:
-        if len(text) <= limit:
-            piece, text = text, ""
-        else:
-            window = text[:limit]
-            cut = window.rfind("\n")
-            if cut < limit // 2:
-                cut = window.rfind(" ")
-            if cut < limit // 2:
-                cut = _before_entity(window) if escaped else limit
-                piece, text = window[:cut], text[cut:]
-            else:
-                piece, text = window[:cut], text[cut + 1 :]
-        if piece.strip():
-            pieces.append(piece)
-    return pieces
+    return split_verbatim(text, limit, hard_cut=_before_entity if escaped else None)
 
 
 def _before_entity(window: str) -> int:

@@ -9,6 +9,8 @@ else on a space.
 
 from __future__ import annotations
 
+from tmy.adapters.splitting import split_verbatim
+
 MAX_TEXT = 4096  # Telegram's limit for one message, in UTF-16 code units
 
 
@@ -35,23 +37,7 @@ def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
     space there, else exactly at the limit. Blank pieces are dropped
     (Telegram refuses empty messages).
     """
-    pieces: list[str] = []
-    while text:
-        fit = _fit(text, limit)
-        if fit == len(text):
-            piece, text = text, ""
-        else:
-            window = text[:fit]
-            cut = window.rfind("\n")
-            if cut < fit // 2:
-                cut = window.rfind(" ")
-            if cut < fit // 2:
-                piece, text = window, text[fit:]
-            else:
-                piece, text = window[:cut], text[cut + 1 :]
-        if piece.strip():
-            pieces.append(piece)
-    return pieces
+    return split_verbatim(text, limit, lambda rest: _fit(rest, limit))
 
 
 def fit_utf16(text: str, limit: int = MAX_TEXT) -> str:
