@@ -3,8 +3,10 @@ the same way in each (``connected`` once per connection, ``failed`` without cred
 
 from __future__ import annotations
 
+import asyncio
+
 from tmy import metrics, redact
-from tmy.adapters.base import AdapterHealth
+from tmy.adapters.base import AdapterHealth, cancel_tasks
 
 
 def counted(name: str, adapter: str) -> float:
@@ -28,3 +30,26 @@ def test_failed_keeps_credentials_out_of_the_state_and_the_returned_text() -> No
     said = health.failed("refused s3cret-token-for-health")
     assert health.state == "failed"
     assert "s3cret-token-for-health" not in said and health.error == said
+
+
+def test_stopped_keeps_a_failure_shown() -> None:
+    health = AdapterHealth()
+    health.set("connected")
+    health.stopped()
+    assert health.state == "stopped"
+    health.failed("the token was refused")
+    health.stopped()
+    assert (health.state, health.error) == ("failed", "the token was refused")
+
+
+async def test_cancel_tasks_ends_what_runs_skips_what_never_started() -> None:
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    async def broken() -> None:
+        raise RuntimeError("crashed before the stop")
+
+    running, crashed = asyncio.create_task(forever()), asyncio.create_task(broken())
+    await asyncio.sleep(0)
+    await cancel_tasks(running, None, crashed)
+    assert running.cancelled() and crashed.done()

@@ -19,6 +19,7 @@ never stops the daemon or the other adapters.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +28,7 @@ from tmy import metrics, redact
 from tmy.backoff import Backoff as Backoff  # where adapters have always found it
 from tmy.types import Adapter, Handler
 
-__all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler"]
+__all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler", "cancel_tasks"]
 
 
 class AdapterHealth:
@@ -73,6 +74,11 @@ class AdapterHealth:
         self.set("failed", why)
         return why
 
+    def stopped(self) -> None:
+        """``stopped`` at the end of ``stop()`` — unless ``failed``: its reason stays shown."""
+        if self.state != "failed":
+            self.set("stopped")
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "state": self.state,
@@ -83,3 +89,12 @@ class AdapterHealth:
         }
         out.update(self.detail)
         return out
+
+
+async def cancel_tasks(*tasks: asyncio.Task[None] | None) -> None:
+    """Cancel an adapter's background tasks (its connection loop, a reader) and wait until
+    they have ended, whatever they raised; ``None`` (never started) is skipped."""
+    started = [task for task in tasks if task is not None]
+    for task in started:
+        task.cancel()
+    await asyncio.gather(*started, return_exceptions=True)

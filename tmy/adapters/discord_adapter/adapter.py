@@ -177,8 +177,7 @@ class DiscordAdapter(Receiving):
             await client.close()
         if isinstance(self.load, MediaLoader):
             await self.load.aclose()
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     async def settle(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the runs and replies queued so far to finish (True when

@@ -41,7 +41,7 @@ import aiohttp
 from aiohttp import web
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.feishu.admins import ChatAdmins
@@ -166,10 +166,8 @@ class FeishuAdapter(Answering):
         self._stopping = True
         if self._conn is not None:
             await self._conn.close()
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        await cancel_tasks(self._runner)
+        self._runner = None
         if self._closing is not None:
             await asyncio.gather(self._closing, return_exceptions=True)
             self._closing = None
@@ -179,8 +177,7 @@ class FeishuAdapter(Answering):
         if self._http is not None:
             await self._http.aclose()
             self._http = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()

@@ -44,7 +44,7 @@ from mautrix.errors import MatrixInvalidToken, MatrixRequestError, MForbidden, M
 from mautrix.types import EventType, RoomID, SyncToken, UserID
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.matrix.compose import MediaLoader
@@ -176,10 +176,8 @@ class MatrixAdapter(Answering):
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        await cancel_tasks(self._runner)
+        self._runner = None
         await self._invites.close()
         await self._lanes.drain(self.shutdown_grace)
         await self._loader.aclose()
@@ -187,8 +185,7 @@ class MatrixAdapter(Answering):
             await self._session.close()
             self._session = None
         self._client = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()

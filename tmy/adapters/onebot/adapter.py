@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
@@ -154,10 +154,8 @@ class OneBotAdapter:
         """Take no new messages, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = self._accounts.stopping = True
         await self._lanes.drain(self.shutdown_grace)
-        if self._forward is not None:
-            self._forward.cancel()
-            await asyncio.gather(self._forward, return_exceptions=True)
-            self._forward = None
+        await cancel_tasks(self._forward)
+        self._forward = None
         await self._accounts.close_all()
         if self._session is not None:
             await self._session.close()

@@ -44,7 +44,7 @@ import aiohttp
 from aiohttp import web
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.qq.api import AccessToken, QQApi
@@ -152,17 +152,14 @@ class QQAdapter:
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        await cancel_tasks(self._runner)
+        self._runner = None
         await self._lanes.drain(self.shutdown_grace)
         if self._session is not None:
             await self._session.close()
             self._session = None
         self._api = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()

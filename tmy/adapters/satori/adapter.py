@@ -31,7 +31,7 @@ import aiohttp
 from aiohttp import web
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.satori.admins import ChatAdmins
@@ -130,18 +130,14 @@ class SatoriAdapter(Answering):
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        tasks = [t for t in (self._runner, self._reader) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_tasks(self._runner, self._reader)
         self._runner = self._reader = None
         await self._lanes.drain(self.shutdown_grace)
         self._http = None
         if self._session is not None:
             await self._session.close()
             self._session = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()

@@ -55,7 +55,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.slack.events import buttons_of, event_of, recall_of, revoked
@@ -180,15 +180,12 @@ class SlackAdapter(Answering):
     async def stop(self) -> None:
         """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        await cancel_tasks(self._runner)
+        self._runner = None
         await self._lanes.drain(self.shutdown_grace)
         self._client = None
         await self._close_sessions()
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     async def _close_sessions(self) -> None:
         for session in (self._session, self._ws_session):

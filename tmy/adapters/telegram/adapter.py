@@ -65,7 +65,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from tmy import redact
-from tmy.adapters.base import AdapterHealth, Backoff, Handler
+from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.telegram.admins import ChatAdmins
 from tmy.adapters.telegram.errors import describe, error_code, method_name
@@ -168,17 +168,14 @@ class TelegramAdapter(Answering):
     async def stop(self) -> None:
         """Take no new updates, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = True
-        if self._runner is not None:
-            self._runner.cancel()
-            await asyncio.gather(self._runner, return_exceptions=True)
-            self._runner = None
+        await cancel_tasks(self._runner)
+        self._runner = None
         await self._lanes.drain(self.shutdown_grace)
         if self._bot is not None:
             await self._confirm_offset()
             await self._bot.session.close()
             self._bot = None
-        if self._health.state != "failed":
-            self._health.set("stopped")
+        self._health.stopped()
 
     def health(self) -> dict[str, Any]:
         report = self._health.as_dict()
