@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from tmy import metrics, redact
-from tmy.adapters.base import AdapterHealth, cancel_tasks
+from tmy.adapters.base import AdapterHealth, cancel_tasks, placeholder
+from tmy.message import Attachment
 
 
 def counted(name: str, adapter: str) -> float:
@@ -53,3 +54,9 @@ async def test_cancel_tasks_ends_what_runs_skips_what_never_started() -> None:
     await asyncio.sleep(0)
     await cancel_tasks(running, None, crashed)
     assert running.cancelled() and crashed.done()
+
+
+def test_a_media_only_message_reads_as_the_same_placeholder_on_every_platform() -> None:
+    image, voice = Attachment("image", url="u1"), Attachment("voice", file_id="f1")
+    assert placeholder([image, voice]) == "[image] [voice]"
+    assert placeholder(()) == ""

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from tmy import metrics, redact
 from tmy.backoff import Backoff as Backoff  # where adapters have always found it
+from tmy.message import Attachment
 from tmy.types import Adapter, Handler
 
-__all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler", "cancel_tasks"]
+__all__ = ["Adapter", "AdapterHealth", "Backoff", "Handler", "cancel_tasks", "placeholder"]
 
 
 class AdapterHealth:
@@ -98,3 +100,10 @@ async def cancel_tasks(*tasks: asyncio.Task[None] | None) -> None:
     for task in started:
         task.cancel()
     await asyncio.gather(*started, return_exceptions=True)
+
+
+def placeholder(attachments: Iterable[Attachment]) -> str:
+    """The text a message of only ``attachments`` reads as, the same on every platform so
+    one trigger serves them all (docs/media.md): ``[image]``, ``[image] [file]`` …; ""
+    for none."""
+    return " ".join(f"[{item.kind}]" for item in attachments)

@@ -24,6 +24,7 @@ from typing import Any
 
 import discord
 
+from tmy.adapters.base import placeholder
 from tmy.message import Attachment
 
 _STICKER_MIME = {
@@ -71,11 +72,6 @@ def _attachment(item: discord.Attachment) -> Attachment:
         name=item.filename,
         inline=True,  # signed CDN URLs expire
     )
-
-
-def placeholder(attachments: tuple[Attachment, ...]) -> str:
-    """The text a media-only message is matched as: ``[image]``, ``[image] [file]`` …"""
-    return " ".join(f"[{item.kind}]" for item in attachments)
 
 
 def chat_admin(member: Any, admins_from: tuple[str, ...]) -> bool:

@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from tmy.adapters.base import placeholder
 from tmy.adapters.discord_adapter import events
 from tmy.adapters.discord_adapter.events import Incoming
-from tmy.adapters.discord_adapter.inbound import attachments_of, chat_admin, placeholder
+from tmy.adapters.discord_adapter.inbound import attachments_of, chat_admin
 from tmy.adapters.discord_adapter.parts import Parts, prepare
 from tmy.adapters.discord_adapter.sending import NO_MENTIONS
 from tmy.adapters.discord_adapter.text import MAX_TEXT, split_message, strip_mention

@@ -39,6 +39,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from tmy.adapters.base import placeholder
 from tmy.adapters.matrix.paths import download_url
 from tmy.adapters.matrix.text import count_pills, strip_mention, strip_reply_fallback
 from tmy.logs import get_logger
@@ -48,7 +49,6 @@ log = get_logger("tmy.adapter.matrix")
 
 PLATFORM = "matrix"
 MEDIA = {"m.image": "image", "m.file": "file", "m.audio": "voice", "m.video": "video"}
-PLACEHOLDERS = {"image": "[image]", "file": "[file]", "voice": "[voice]", "video": "[video]"}
 MAX_REMEMBERED = 4096  # events whose sender and text are kept (REPLY_TO, recalls, reactions)
 
 
@@ -188,7 +188,7 @@ def _message(
             return None
         filename = content.get("filename")  # set and unlike the body: the body is a caption
         captioned = isinstance(filename, str) and filename != "" and filename != body
-        text = body if captioned else PLACEHOLDERS[MEDIA[msgtype]]
+        text = body if captioned else placeholder(attachments)
     elif msgtype in ("m.text", "m.emote"):
         text = body
     else:

@@ -39,6 +39,7 @@ from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
+from tmy.adapters.base import placeholder
 from tmy.errors import AdapterError
 from tmy.message import Attachment, Event, Message
 
@@ -54,7 +55,6 @@ MESSAGE_EVENTS = frozenset(
         "DIRECT_MESSAGE_CREATE",
     }
 )
-PLACEHOLDERS = {"image": "[image]", "voice": "[voice]", "video": "[video]", "file": "[file]"}
 
 
 @dataclass(slots=True)
@@ -134,7 +134,7 @@ def _message(
             )
     text = strip_mention(text, me.get("id", "")).strip()
     if not text:
-        text = " ".join(PLACEHOLDERS[a.kind] for a in attachments)
+        text = placeholder(attachments)
     if not text or not user or not target:
         return None
     roles = {str(r) for r in (d.get("member") or {}).get("roles") or ()}

@@ -29,11 +29,11 @@ import mimetypes
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmy.adapters.base import placeholder
 from tmy.adapters.satori.elements import Element, parse
 from tmy.message import Attachment
 
 MEDIA = {"img": "image", "image": "image", "audio": "voice", "video": "video", "file": "file"}
-PLACEHOLDER = {"image": "[image]", "voice": "[voice]", "video": "[video]", "file": "[file]"}
 BLOCKS = frozenset({"p", "message"})  # rendered on lines of their own
 
 
@@ -85,7 +85,7 @@ def _one(element: Element, self_id: str, out: Content) -> str:
     if kind in MEDIA:
         attachment = _attachment(MEDIA[kind], element)
         out.attachments.append(attachment)
-        return PLACEHOLDER[attachment.kind]
+        return placeholder([attachment])
     if kind == "quote":
         if out.reply_to is None and element.attr("id"):
             out.reply_to = element.attr("id")

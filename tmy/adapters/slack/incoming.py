@@ -28,7 +28,8 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmy.adapters.slack.media import attachments_of, placeholder
+from tmy.adapters.base import placeholder
+from tmy.adapters.slack.media import attachments_of
 from tmy.adapters.slack.text import mentioned_users, strip_bot_mention
 from tmy.message import Message
 

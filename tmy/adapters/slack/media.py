@@ -30,13 +30,6 @@ from tmy.errors import AdapterError
 from tmy.message import Attachment, Message
 
 SLACK_DOMAINS = ("slack.com", "slack-gov.com")  # the bot token goes to these over https only
-PLACEHOLDERS = {
-    "image": "[image]",
-    "file": "[file]",
-    "voice": "[voice]",
-    "video": "[video]",
-    "sticker": "[sticker]",
-}
 
 
 def attachments_of(files: Iterable[Any]) -> tuple[Attachment, ...]:
@@ -68,11 +61,6 @@ def attachments_of(files: Iterable[Any]) -> tuple[Attachment, ...]:
             )
         )
     return tuple(found)
-
-
-def placeholder(attachments: tuple[Attachment, ...]) -> str:
-    """The text a message with only ``attachments`` reads as ("" when none)."""
-    return " ".join(PLACEHOLDERS[a.kind] for a in attachments)
 
 
 class SlackApi:

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 from aiogram.types import MessageEntity, Update, User
 
-from tmy.adapters.telegram.media import attachments_of, placeholder
+from tmy.adapters.base import placeholder
+from tmy.adapters.telegram.media import attachments_of
 from tmy.adapters.telegram.text import utf16_index
 from tmy.message import Message
 
@@ -46,7 +47,7 @@ def to_message(update: Update, me: User | None) -> Message | None:
     elif m.caption is not None:
         text, entities = m.caption, m.caption_entities
     elif attachments:
-        text, entities = placeholder(attachments) or "", None
+        text, entities = placeholder(attachments), None
     else:
         return None  # a service message (events.py), a poll, a location …
     text, mentioned = read_addressing(text, entities or [], me.id, me.username or "")

@@ -28,17 +28,10 @@ from aiogram.client.telegram import TelegramAPIServer
 from aiogram.exceptions import ClientDecodeError, TelegramAPIError
 from aiogram.types import Message as TgMessage
 
+from tmy.adapters.base import placeholder
 from tmy.adapters.telegram.errors import describe
 from tmy.errors import AdapterError
 from tmy.message import Attachment, Message
-
-PLACEHOLDERS = {
-    "image": "[image]",
-    "file": "[file]",
-    "voice": "[voice]",
-    "video": "[video]",
-    "sticker": "[sticker]",
-}
 
 
 def attachments_of(m: TgMessage) -> tuple[Attachment, ...]:
@@ -74,20 +67,13 @@ def _file(kind: str, media: Any, mime: str, *, name: str = "") -> Attachment:
     )
 
 
-def placeholder(attachments: tuple[Attachment, ...]) -> str | None:
-    """The text a message with only ``attachments`` reads as (None: nothing attached)."""
-    if not attachments:
-        return None
-    return " ".join(PLACEHOLDERS[a.kind] for a in attachments)
-
-
 def quoted_of(m: TgMessage | None) -> dict[str, Any] | None:
     """A quoted message as REPLY_TO sees it: ``{text, user, id}``."""
     if m is None:
         return None
     text = m.text if m.text is not None else m.caption
     if text is None:
-        text = placeholder(attachments_of(m)) or ""
+        text = placeholder(attachments_of(m))
     user = str(m.from_user.id) if m.from_user is not None else ""
     return {"text": text, "user": user, "id": str(m.message_id)}
 
