@@ -3,8 +3,11 @@ and starts over after reset — for adapters' reconnects and MCP servers' alike.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
 from tmy.adapters.base import Backoff as AdapterBackoff
-from tmy.backoff import Backoff
+from tmy.backoff import Backoff, retry_after
 
 
 def test_pauses_stay_between_half_the_base_and_the_growing_ceiling() -> None:
@@ -55,3 +58,17 @@ def test_an_end_without_a_connection_or_without_service_resets_nothing() -> None
     assert backoff.attempt == 1
     backoff.ended()  # the clock went with the previous end
     assert backoff.attempt == 1
+
+
+def test_retry_after_reads_seconds_or_an_http_date() -> None:
+    assert retry_after("120") == 120.0 and retry_after(" 1.5 ") == 1.5
+    assert retry_after("-3") == 0.0
+    soon = datetime.now(UTC) + timedelta(seconds=90)
+    for header in (format_datetime(soon, usegmt=True), format_datetime(soon)):
+        wait = retry_after(header)
+        assert wait is not None and 80 <= wait <= 90
+    naive = soon.strftime("%a, %d %b %Y %H:%M:%S -0000")  # a date that names no zone: UTC
+    assert 80 <= (retry_after(naive) or 0.0) <= 90
+    assert retry_after(format_datetime(soon - timedelta(hours=1), usegmt=True)) == 0.0
+    for unreadable in (None, "", "  ", "soon", "Tuesday"):
+        assert retry_after(unreadable) is None

@@ -1,7 +1,8 @@
 """The pause before trying again: capped exponential backoff with full jitter.
 
 One definition for every reconnect and retried send — chat platforms' adapters
-(tmy.adapters) and MCP servers (tmy.mcp) alike — so it sits in the bottom layer.
+(tmy.adapters) and MCP servers (tmy.mcp) alike — so it sits in the bottom layer;
+with it :func:`retry_after`, the pause a server asks for in HTTP's ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 
 class Backoff:
@@ -53,3 +56,23 @@ class Backoff:
 
     async def sleep(self) -> None:
         await asyncio.sleep(self.next())
+
+
+def retry_after(value: str | None) -> float | None:
+    """The seconds an HTTP ``Retry-After`` header asks to wait: a number of seconds or an
+    HTTP date (RFC 9110 allows both), never below 0; None when it is absent or neither.
+    What is too long to wait is the caller's to cap."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, as HTTP dates are
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -7,11 +7,21 @@ event sizes with pills, mentions by display name, streaming, a second start().
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import aiohttp
+import pytest
+from aiohttp import web
+from mautrix.api import Method
+from mautrix.api import Path as ApiPath
+from mautrix.errors import MatrixRequestError
 
 from tests.adapters.test_matrix import make_adapter, served, wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOB, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials
+from tmy.adapters.matrix.http import MatrixHttp, retry_after
 from tmy.message import Message, Reply, Target
 from tmy.testing import Bot
 
@@ -186,3 +196,30 @@ async def test_two_dms_opened_at_once_are_both_kept_in_m_direct() -> None:
                 while len(fake.direct) < 2:
                     await asyncio.sleep(0.01)
     assert fake.direct == {ANN: [one], BOB: [two]}
+
+
+async def test_a_retry_after_header_given_as_an_http_date_is_waited_until_that_date() -> None:
+    """A 429 without ``retry_after_ms`` (a proxy in front of the homeserver, say) may say
+    ``Retry-After`` as an HTTP date; that was read as unreadable and 5 s waited instead."""
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+
+    async def limited(request: web.Request) -> web.Response:
+        return web.json_response({"errcode": "M_UNKNOWN", "error": "slow down"}, status=429,
+                                 headers={"Retry-After": soon})  # fmt: skip
+
+    app = web.Application()
+    app.router.add_route("*", "/{path:.*}", limited)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = MatrixHttp(f"http://127.0.0.1:{port}", client_session=session)
+            with pytest.raises(MatrixRequestError) as refused:
+                await api.request(Method.GET, ApiPath.v3.account.whoami, retry_count=0)
+    finally:
+        await runner.cleanup()
+    wait = retry_after(refused.value)
+    assert wait is not None and 80 <= wait <= 90

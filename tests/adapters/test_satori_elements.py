@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tmy.adapters.satori.api import _retry_after
 from tmy.adapters.satori.compose import MAX_TEXT, compose, split_text
 from tmy.adapters.satori.elements import Element, escape, parse, unescape
 from tmy.adapters.satori.events import read_event
@@ -159,12 +158,6 @@ def test_events_map_onto_the_vocabulary() -> None:
     own = {**base, "type": "message-created", "user": {"id": BOT}, "message": {"id": "x"}}
     assert read_event(own, "qq", BOT) is None  # the bot's own message
     assert read_event({**base, "type": "guild-updated"}, "qq", BOT) is None
-
-
-def test_retry_after_takes_seconds_or_a_date() -> None:
-    assert _retry_after("2.5") == 2.5
-    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
-    assert _retry_after("soon") is None and _retry_after(None) is None
 
 
 def test_media_alone_without_text_is_one_message() -> None:

@@ -4,14 +4,19 @@ the bot token revoked while connected — against the fake Slack on loopback."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
 
 from tests.adapters.test_slack import make_adapter, served, wait_state
 from tests.support.log_helpers import read_log
 from tests.support.slack_fake import APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, DM, FakeSlack
 from tmy.adapters.slack import SlackAdapter
+from tmy.adapters.slack.sending import retry_after
 from tmy.errors import AdapterError
 from tmy.message import Message, Reply, Target
 
@@ -194,3 +199,16 @@ async def test_starting_again_after_a_failure_leaves_no_session_open() -> None:
 
 async def _no_handle(message: Message) -> Reply:
     raise AssertionError("no message expected")
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_until_that_date() -> None:
+    """HTTP lets ``Retry-After`` be a date; it was read as unreadable, and one second
+    waited instead (a send tried again long before the time it was given)."""
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+    response = SlackResponse(
+        client=None, http_verb="POST", api_url="https://slack.com/api/chat.postMessage",
+        req_args={}, data={"ok": False, "error": "ratelimited"},
+        headers={"Retry-After": soon}, status_code=429,
+    )  # fmt: skip
+    wait = retry_after(SlackApiError("ratelimited", response))
+    assert wait is not None and 80 <= wait <= 90

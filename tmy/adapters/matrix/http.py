@@ -28,6 +28,7 @@ from mautrix.errors import (
 from yarl import URL
 
 from tmy import redact
+from tmy.backoff import retry_after as parse_retry_after
 
 DEFAULT_RETRY_AFTER = 5.0  # seconds waited on a 429 that names no wait
 
@@ -72,11 +73,8 @@ def _retry_after(body: dict[str, Any], response: ClientResponse) -> float:
     ms = body.get("retry_after_ms")
     if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms < math.inf:
         return ms / 1000.0
-    try:
-        seconds = float(response.headers.get("Retry-After", ""))
-    except ValueError:
-        return DEFAULT_RETRY_AFTER
-    return max(seconds, 0.0) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER
+    seconds = parse_retry_after(response.headers.get("Retry-After"))
+    return seconds if seconds is not None and math.isfinite(seconds) else DEFAULT_RETRY_AFTER
 
 
 def retry_after(exc: BaseException) -> float | None:

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
 
+from tmy.backoff import retry_after as parse_retry_after
 from tmy.errors import AdapterError
 from tmy.logs import preview
 
@@ -79,7 +78,7 @@ class SatoriHttp:
             timeout=aiohttp.ClientTimeout(total=TIMEOUT),
         ) as response:
             text = await response.text(errors="replace")
-            retry_after = _retry_after(response.headers.get("Retry-After"))
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
             return Answer(response.status, _json(text), text, retry_after)
 
     async def call(self, method: str, body: dict[str, Any], *, platform: str, user_id: str) -> Any:
@@ -100,19 +99,3 @@ def _json(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds (it may be a number or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from tmy.adapters.fairness import PiecewiseSend
 from tmy.adapters.slack.compose import POST, Piece, without_images
+from tmy.backoff import retry_after as parse_retry_after
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
@@ -80,11 +81,9 @@ def retry_after(exc: BaseException) -> float | None:
     if not isinstance(exc, SlackApiError) or getattr(exc.response, "status_code", 0) != 429:
         return None
     headers = getattr(exc.response, "headers", None) or {}
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), "1")
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return 1.0
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    wait = parse_retry_after(value)
+    return 1.0 if wait is None else wait  # none said (or unreadable): a second
 
 
 def _transient(exc: BaseException) -> bool:
