@@ -153,16 +153,23 @@ def _read(
 
 
 def _base(
-    room: str, raw: dict[str, Any], me: Me, names: dict[str, str], text: str = "", **fields: Any
+    room: str,
+    raw: dict[str, Any],
+    me: Me,
+    names: dict[str, str],
+    text: str = "",
+    user: str = "",
+    **fields: Any,
 ) -> Message:
-    """A Message from ``raw``'s sender in ``room`` (``fields``: the rest of Message's)."""
-    sender = raw["sender"]
+    """A Message from ``user`` (default: ``raw``'s sender) in ``room`` (``fields``: the
+    rest of Message's)."""
+    user = user or raw["sender"]
     return Message(
         text,
-        user=sender,
+        user=user,
         chat=room,
         platform=PLATFORM,
-        user_name=names.get(sender) or sender,
+        user_name=names.get(user) or user,
         private=False,
         raw=raw,
         self_id=me.user_id,
@@ -271,18 +278,7 @@ def _membership(
         kind = "member_leave"
     else:
         return None
-    message = Message(
-        "",
-        user=user,
-        chat=room,
-        platform=PLATFORM,
-        user_name=names.get(user) or user,
-        private=False,
-        raw=event,
-        self_id=me.user_id,
-        message_id=event["event_id"],
-        event=Event(kind, "m.room.member", data),
-    )
+    message = _base(room, event, me, names, user=user, event=Event(kind, "m.room.member", data))
     return Incoming(message, room)
 
 
