@@ -133,12 +133,13 @@ async def test_past_the_total_the_longest_queue_gives_way_to_a_new_chat() -> Non
     for i in range(11):  # 1 in flight, 10 waiting: the total
         queues.put("flood", i)
     await asyncio.sleep(0.01)
-    assert queues.waiting == 10
+    assert queues.waiting == 10 and queues.full  # a webhook now answers 503
     queues.put("newcomer", 0)
     assert queues.pending("newcomer") == 1 and queues.pending("flood") == 9
     work.gate.set()
     assert await queues.join(5)
     assert ("newcomer", 0) in work.order and ("flood", 1) not in work.order
+    assert not queues.full
 
 
 async def test_a_chat_waiting_to_retry_holds_no_slot() -> None:

@@ -135,6 +135,12 @@ class ChatQueues(Generic[T]):
         return self._waiting
 
     @property
+    def full(self) -> bool:
+        """``total`` items wait: a source that can be asked to deliver again later (a
+        webhook's 503) should be; one that cannot waits for :meth:`room`."""
+        return self._waiting >= self.total
+
+    @property
     def in_flight(self) -> int:
         return self.slots.busy
 

@@ -282,7 +282,7 @@ class FeishuAdapter(Answering):
         ready = self._handle is not None and self._rest is not None and bool(self.bot_open_id)
         if self._stopping or not ready or self._health.state == "failed":
             return web.json_response({"error": "the Feishu adapter is not ready"}, status=503)
-        if self._inbound.waiting >= MAX_PENDING:
+        if self._inbound.full:
             return web.json_response({"error": "busy, deliver again later"}, status=503)
         await self._dispatch(opened.event)
         return web.json_response(opened.reply)

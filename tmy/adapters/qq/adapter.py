@@ -272,7 +272,7 @@ class QQAdapter:
         if payload.get("op") == 0:
             if self._stopping or self._handle is None or self._health.state != "connected":
                 return web.json_response({"error": "the QQ adapter is not ready"}, status=503)
-            if self._inbound.waiting >= MAX_PENDING:
+            if self._inbound.full:
                 return web.json_response({"error": "busy, deliver again later"}, status=503)
             await self._dispatch(str(payload.get("t") or ""), payload.get("d"),
                                  str(payload.get("id") or ""))  # fmt: skip

@@ -131,7 +131,7 @@ class SlackAdapter(Answering):
         self._threads: OrderedDict[str, None] = OrderedDict()  # ts of messages the bot posted
         self._route = EventsRoute(
             signing_secret, take_event=self._take_event, take_interactive=self._take_interactive,
-            not_ready=self._not_ready, busy=lambda: self._inbound.waiting >= MAX_PENDING,
+            not_ready=self._not_ready, busy=lambda: self._inbound.full,
         )  # fmt: skip
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -303,7 +303,7 @@ class TelegramAdapter(Answering):
         if not hmac.compare_digest(given.encode(errors="surrogateescape"), self.secret.encode()):
             log.warning("telegram.webhook_refused", status=403, peer=request.remote)
             return web.json_response({"error": "wrong secret token"}, status=403)
-        if self._inbound.waiting >= MAX_PENDING:
+        if self._inbound.full:
             log.warning("telegram.overloaded", waiting=self._inbound.waiting)
             return web.json_response({"error": "busy, deliver again later"}, status=503)
         try:
