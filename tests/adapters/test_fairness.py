@@ -313,3 +313,11 @@ async def test_a_piecewise_send_moves_on_piece_by_piece_and_tells_its_sender_at_
     assert not out.done.done()  # type: ignore[union-attr]
     assert out.piece_sent(2) is None
     assert out.done.done() and out.done.result() is None  # type: ignore[union-attr]
+
+
+def test_a_piece_is_retried_a_few_times_and_never_after_a_wait_that_would_block_its_chat() -> None:
+    out = PiecewiseSend(None)
+    assert out.may_retry() and out.may_retry(120.0)
+    assert not out.may_retry(121.0)  # a rate limit asking more: the send fails instead
+    out.retries = out.max_retries
+    assert not out.may_retry()

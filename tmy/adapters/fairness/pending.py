@@ -55,15 +55,25 @@ class PiecewiseSend(PendingSend):
     own: which piece is next, how often the current one was tried again, and its backoff.
 
     The adapter's send step sends piece ``index``; on success :meth:`piece_sent` moves on.
+    A piece is tried again at most ``max_retries`` times, and never after a wait longer
+    than ``longest_wait`` (a platform's rate limit asking more): that would block its chat,
+    so the send fails instead and its sender is told.
     """
 
     __slots__ = ("backoff", "index", "retries")
+    max_retries = 3
+    longest_wait = 120.0  # seconds
 
     def __init__(self, done: asyncio.Future[None] | None) -> None:
         super().__init__(done)
         self.index = 0  # the next piece to send
         self.retries = 0  # of the current piece
         self.backoff = Backoff()
+
+    def may_retry(self, wait: float = 0.0) -> bool:
+        """Whether the current piece may be tried again after ``wait`` seconds (the caller
+        counts the retry in ``retries`` when it does)."""
+        return self.retries < self.max_retries and wait <= self.longest_wait
 
     def piece_sent(self, pieces: int) -> float | None:
         """The current piece went out: the next of ``pieces`` starts with no retries and a

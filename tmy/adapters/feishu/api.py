@@ -210,6 +210,6 @@ def _answer(status: int, headers: Any, raw: bytes) -> Answer:
         except ValueError:
             reset = math.nan
         # "nan" parses, compares false with everything and was taken as no wait at all: the
-        # send was retried at once; a huge reset ("inf" too) fails the send (sending.MAX_WAIT)
+        # send was retried at once; a huge reset ("inf" too) fails the send (longest_wait)
         answer.retry_after = max(reset, 0.0) if not math.isnan(reset) else DEFAULT_RETRY_AFTER
     return answer

@@ -9,8 +9,8 @@ user's private chat). Pictures and files are uploaded first (``/im/v1/images``,
 ``/im/v1/files``). A rate limit (HTTP 429, code 99991400/11232/230020) waits
 ``x-ogw-ratelimit-reset`` seconds — only that chat waits: replies queue per
 chat in a :class:`~tmy.adapters.fairness.ChatQueues`, whose ``interval`` paces
-one chat's messages — at most :data:`MAX_SEND_RETRIES` times and never longer
-than :data:`MAX_WAIT` per wait; network errors and 5xx are retried with
+one chat's messages — at most ``max_retries`` (3) times and never longer
+than ``longest_wait`` (120 s) per wait; network errors and 5xx are retried with
 backoff; a refused reply (the message was recalled) is sent to the chat
 instead; a picture or file that will not load or upload is named in a text
 message instead (``feishu.media_failed``); anything else is logged with
@@ -35,8 +35,6 @@ from tmy.media import Media
 
 log = get_logger("tmy.adapter.feishu")
 
-MAX_SEND_RETRIES = 3  # retries of one piece after a rate limit / network error / 5xx
-MAX_WAIT = 120.0  # a rate limit asking for a longer wait fails the send instead
 
 Loader = Callable[[str, str], Awaitable[Media]]  # (source, "image"|"file") -> bytes
 
@@ -164,7 +162,7 @@ def _reply_refused(answer: Answer) -> bool:
 
 def _after_refusal(out: QueuedReply, answer: Answer, what: str) -> float | None:
     if answer.retry_after is not None:
-        if out.retries >= MAX_SEND_RETRIES or answer.retry_after > MAX_WAIT:
+        if not out.may_retry(answer.retry_after):
             return _give_up(out, answer, what)
         log.warning(
             "feishu.rate_limited",
@@ -180,7 +178,7 @@ def _after_refusal(out: QueuedReply, answer: Answer, what: str) -> float | None:
 
 
 def _retry(out: QueuedReply, why: str) -> float | None:
-    if out.retries >= MAX_SEND_RETRIES:
+    if not out.may_retry():
         out.finish(AdapterError(f"feishu: sending to {out.receive_id} failed: {why}"))
         return None
     delay = out.backoff.next()

@@ -15,8 +15,8 @@ thread) that clients without threads show as a reply.
 
 A refused token (a password session logged out while tmy runs) logs in again
 and retries; a 429 ``M_LIMIT_EXCEEDED`` waits the homeserver's ``retry_after_ms`` (that room
-alone waits; at most :data:`MAX_SEND_RETRIES` times, never longer than
-:data:`MAX_RATE_WAIT`); network errors and 5xx are retried with backoff; anything
+alone waits; at most ``max_retries`` (3) times, never longer than
+``longest_wait``, 120 s); network errors and 5xx are retried with backoff; anything
 else is logged with Matrix's ``errcode`` and raised as
 :class:`~tmy.errors.AdapterError` to whoever waits for the send.
 """
@@ -41,8 +41,6 @@ from tmy.logs import get_logger
 
 log = get_logger("tmy.adapter.matrix")
 
-MAX_SEND_RETRIES = 3  # retries of one event after a 429, a network error or a 5xx
-MAX_RATE_WAIT = 120.0  # a 429 asking for a longer wait fails the send instead of blocking
 
 Loader = Callable[[str], Awaitable[tuple[bytes, str]]]
 Sent = Callable[[str, str, dict[str, Any]], None]  # (room, event id, content)
@@ -115,7 +113,7 @@ async def send_piece(
         out.finish(AdapterError(f"matrix: stopped before the message to {out.room} went out"))
         raise
     except Exception as exc:
-        if is_bad_token(exc) and out.retries < MAX_SEND_RETRIES and await reauth():
+        if is_bad_token(exc) and out.may_retry() and await reauth():
             out.retries += 1  # a password session logged out meanwhile: logged in again
             return 0.0
         return _retry_or_fail(out, exc)
@@ -151,11 +149,11 @@ def _next(out: QueuedReply) -> float | None:
 
 def _retry_or_fail(out: QueuedReply, exc: Exception) -> float | None:
     wait = retry_after(exc)
-    if out.retries < MAX_SEND_RETRIES and wait is not None and wait <= MAX_RATE_WAIT:
+    if wait is not None and out.may_retry(wait):
         log.warning("matrix.rate_limited", room=out.room, retry_after=wait)
         out.retries += 1
         return wait
-    if out.retries < MAX_SEND_RETRIES and wait is None and is_transient(exc):
+    if wait is None and out.may_retry() and is_transient(exc):
         delay = out.backoff.next()
         log.warning(
             "matrix.send_retry", room=out.room, error=describe(exc), retry_in=round(delay, 2)

@@ -25,7 +25,7 @@ group/C2C reply keeps its text first within QQ's 5 messages, then its images.
 **Limits.** HTTP 429 and QQ's rate-limit codes (20028 channel write limit, 22009
 "msg limit exceed") wait :attr:`QueuedReply.rate_limit_wait` seconds and try
 again — only that chat waits (ChatQueues' retry-after); network errors and 5xx
-retry with backoff; at most :data:`MAX_SEND_RETRIES` times per piece. A retry
+retry with backoff; at most ``max_retries`` (3) times per piece. A retry
 keeps the piece's ``msg_seq``, so when QQ had taken the first attempt (its
 answer lost) it answers :data:`DUPLICATE_SEQ`, which counts as sent; the same
 code on a first attempt means another send took that ``msg_seq`` (counters live
@@ -51,7 +51,6 @@ from tmy.message import Outgoing
 
 log = get_logger("tmy.adapter.qq")
 
-MAX_SEND_RETRIES = 3
 PATHS = {
     "group": "/v2/groups/{}/messages",
     "c2c": "/v2/users/{}/messages",
@@ -235,7 +234,7 @@ async def _first_text_channel(api: QQApi, guild: str) -> str:
 
 
 def _retry(out: QueuedReply, why: str, pause: float) -> float | None:
-    if out.retries >= MAX_SEND_RETRIES:
+    if not out.may_retry():
         return _give_up(out, why)
     out.retries += 1
     log.warning("qq.send_retry", chat=out.target, error=why, retry_in=round(pause, 2))

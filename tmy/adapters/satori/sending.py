@@ -5,8 +5,8 @@ account that received the message. A 429 waits the server's ``Retry-After`` (or
 a backoff when it gives none) and tries again — only that chat waits: replies
 queue per chat (:class:`~tmy.adapters.fairness.ChatQueues`, paced
 ``send_interval`` apart), and a chat waiting holds no send slot. Network errors and
-5xx are retried with backoff; at most :data:`MAX_SEND_RETRIES` retries and no wait
-longer than :data:`MAX_RETRY_AFTER`. Anything else (401/403 a refused token or an
+5xx are retried with backoff; at most ``max_retries`` (3) retries and no wait
+longer than ``longest_wait`` (120 s). Anything else (401/403 a refused token or an
 account the server does not serve, 404 an API the platform lacks, 400) fails the
 send with the status and the server's words.
 """
@@ -24,9 +24,6 @@ from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
 log = get_logger("tmy.adapter.satori")
-
-MAX_SEND_RETRIES = 3
-MAX_RETRY_AFTER = 120.0  # a longer Retry-After fails the send instead of blocking the chat
 
 
 class QueuedReply(PiecewiseSend):
@@ -81,7 +78,7 @@ def _retry(out: QueuedReply, why: str, answer: Answer | None) -> float | None:
     wait = answer.retry_after if answer is not None else None
     if wait is None:
         wait = out.backoff.next()
-    if out.retries >= MAX_SEND_RETRIES or wait > MAX_RETRY_AFTER:
+    if not out.may_retry(wait):
         return _give_up(out, why)
     out.retries += 1
     limited = answer is not None and answer.status == 429

@@ -6,8 +6,8 @@ Each piece of a reply (:mod:`~tmy.adapters.slack.compose`) is one call:
 (:class:`~tmy.adapters.fairness.ChatQueues`) and a channel's calls are paced
 about one a second, Slack's own limit for posting into one channel; a 429
 answer waits Slack's ``Retry-After`` (only that channel waits, holding no send
-slot) and tries again, at most :data:`MAX_SEND_RETRIES` times and never for
-longer than :data:`MAX_RETRY_AFTER` per wait. Network errors and 5xx are
+slot) and tries again, at most ``max_retries`` (3) times and never for
+longer than ``longest_wait`` (120 s) per wait. Network errors and 5xx are
 retried with backoff; a message refused for an image block Slack could not
 fetch goes again with the picture as a link; any other refusal is logged with
 Slack's ``error`` (``channel_not_found``, ``not_in_channel`` …) and raised as
@@ -32,8 +32,6 @@ from tmy.logs import get_logger
 
 log = get_logger("tmy.adapter.slack")
 
-MAX_SEND_RETRIES = 3  # retries of one call after a 429, a network error or a 5xx
-MAX_RETRY_AFTER = 120  # a 429 asking for a longer wait fails the send instead of blocking it
 # Slack's answers that no retry mends: the token is wrong, revoked or of the wrong kind
 FATAL = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired",
                    "account_inactive", "not_allowed_token_type", "invalid_token"})  # fmt: skip
@@ -132,13 +130,13 @@ async def send_piece(
 def _retry(out: QueuedReply, piece: Piece, exc: BaseException) -> float | None:
     wait = retry_after(exc)
     if wait is not None:
-        if out.retries >= MAX_SEND_RETRIES or wait > MAX_RETRY_AFTER:
+        if not out.may_retry(wait):
             return _give_up(out, piece, exc)
         log.warning("slack.rate_limited", channel=out.channel, method=piece.method,
                     retry_after=wait)  # fmt: skip
         out.retries += 1
         return wait
-    if _transient(exc) and out.retries < MAX_SEND_RETRIES:
+    if _transient(exc) and out.may_retry():
         delay = out.backoff.next()
         log.warning("slack.send_retry", channel=out.channel, method=piece.method,
                     error=error_of(exc), retry_in=round(delay, 2))  # fmt: skip

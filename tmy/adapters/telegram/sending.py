@@ -7,8 +7,8 @@ second half of the piece, else on a space. Sent as plain text (no parse mode),
 so nothing a user typed can turn into markup. Pictures, files, mentions and
 buttons are :mod:`~tmy.adapters.telegram.compose`'s; each message of a reply
 (``sendMessage``, ``sendPhoto``, ``sendDocument``) is one step here. A 429 waits Telegram's
-``retry_after`` and tries again (at most :data:`MAX_SEND_RETRIES` times and
-never for longer than :data:`MAX_FLOOD_WAIT` per wait) — only that chat waits:
+``retry_after`` and tries again (at most ``max_retries`` (3) times and
+never for longer than ``longest_wait`` (120 s) per wait) — only that chat waits:
 replies queue per chat (at most ``max_pending_per_chat``, the oldest dropped
 past it), a chat waiting out its flood wait holds no send slot, and the
 :data:`MAX_SENDS` sends in flight go round-robin over the chats; a group upgraded to a
@@ -40,9 +40,6 @@ from tmy.errors import AdapterError
 from tmy.logs import get_logger
 
 log = get_logger("tmy.adapter.telegram")
-
-MAX_SEND_RETRIES = 3  # retries of one sendMessage after 429 / migration / network / 5xx
-MAX_FLOOD_WAIT = 120  # a 429 asking for a longer wait fails the send instead of blocking it
 
 
 class QueuedReply(PiecewiseSend):
@@ -83,20 +80,20 @@ async def send_piece(bot: Bot | None, out: QueuedReply) -> float | None:
     try:
         await _send(bot, chat, piece, out.thread, reply)
     except TelegramRetryAfter as exc:
-        if out.retries >= MAX_SEND_RETRIES or exc.retry_after > MAX_FLOOD_WAIT:
+        if not out.may_retry(exc.retry_after):
             return _give_up(out, exc)
         log.warning("telegram.flood_wait", chat=str(chat), retry_after=exc.retry_after)
         out.retries += 1
         return float(exc.retry_after)
     except TelegramMigrateToChat as exc:
-        if out.retries >= MAX_SEND_RETRIES:
+        if not out.may_retry():
             return _give_up(out, exc)
         log.info("telegram.chat_migrated", chat=str(chat), to=exc.migrate_to_chat_id)
         out.chat, out.reply_to, out.thread = exc.migrate_to_chat_id, None, None
         out.retries += 1
         return 0.0
     except (TelegramNetworkError, TelegramServerError) as exc:
-        if out.retries >= MAX_SEND_RETRIES or isinstance(exc, TelegramEntityTooLarge):
+        if not out.may_retry() or isinstance(exc, TelegramEntityTooLarge):
             return _give_up(out, exc)
         delay = out.backoff.next()
         log.warning("telegram.send_retry", chat=str(chat), error=describe(exc),
