@@ -55,6 +55,10 @@ from tests.support.matrix_fake_rooms import (
     sync_body,
 )
 
+# the caller's (user, device), set by the token check (a RequestKey: a str key warns, and the
+# first request of a process whose warnings are errors would be answered 500)
+WHO = web.RequestKey("who", tuple)
+
 
 class FakeHomeserver:
     """One fake homeserver; ``base`` is what ``api_base`` should be set to."""
@@ -228,7 +232,7 @@ class FakeHomeserver:
             who = self._auth(request)
             if isinstance(who, web.Response):
                 return who
-            request["who"] = who
+            request[WHO] = who
         return await handler(request)
 
     def _auth(self, request: web.Request) -> tuple[str, str] | web.Response:
@@ -259,11 +263,11 @@ class FakeHomeserver:
         return web.json_response({"user_id": user, "access_token": token, "device_id": device})
 
     async def _whoami(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         return web.json_response({"user_id": who[0], "device_id": who[1]})
 
     async def _sync(self, request: web.Request) -> web.StreamResponse:
-        who = request["who"]
+        who = request[WHO]
         if self.sync_faults:
             return self._sync_fault(request, self.sync_faults.pop(0), who)
         since = request.query.get("since")
@@ -298,7 +302,7 @@ class FakeHomeserver:
         return error(500, "M_UNKNOWN", "Internal server error")
 
     async def _join(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         room_id = request.match_info["room"]
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "invite":
@@ -313,7 +317,7 @@ class FakeHomeserver:
         return web.json_response({"room_id": room_id})
 
     async def _send(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         room_id, kind, txn = (request.match_info[k] for k in ("room", "type", "txn"))
         room = self.rooms.get(room_id)
         if room is None or room.members.get(who[0], {}).get("membership") != "join":

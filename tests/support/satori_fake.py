@@ -14,7 +14,8 @@ Written from the protocol's documentation (protocol/events, protocol/api, resour
   Message; ``message.get``, ``guild.member.get`` (from :attr:`members`),
   ``user.channel.create``, ``friend.approve``, ``guild.approve``,
   ``guild.member.approve``, ``login.get``; anything else 404. :attr:`fail` queues
-  answers (status, headers, text) for a method: a 429 with ``Retry-After``.
+  answers (status, headers, text) for a method: a 429 with ``Retry-After``; a method in
+  :attr:`stalled` is recorded and then never answered (a hung server) until the fake stops.
 * **Proxy** at ``GET {path}/v1/proxy/{url}``: ``internal:`` URLs served from :attr:`files`.
 
 It serves two logins by default: QQ (``10001``) and Discord (``20002``).
@@ -62,6 +63,8 @@ class FakeSatori:
         self.refused = 0  # connections closed for a wrong token
         self.calls: list[dict[str, Any]] = []  # {method, platform, user, body, auth}
         self.fail: dict[str, list[tuple[int, dict[str, str], str]]] = {}
+        self.stalled: set[str] = set()  # methods recorded, then left unanswered until exit
+        self._unstall = asyncio.Event()
         self.members: dict[tuple[str, str], dict[str, Any]] = {}
         self.messages: dict[str, dict[str, Any]] = {}
         self.files: dict[str, bytes] = {}
@@ -92,6 +95,7 @@ class FakeSatori:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._unstall.set()
         await self.drop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -224,6 +228,8 @@ class FakeSatori:
         body = await request.json()
         self.calls.append({"method": method, "platform": platform, "user": user, "body": body})
         await self._notify()
+        if method in self.stalled:
+            await self._unstall.wait()
         queued = self.fail.get(method)
         if queued:
             status, headers, text = queued.pop(0)

@@ -13,7 +13,8 @@ Written from api.slack.com's documentation:
   image failed", and nothing is posted), ``chat.update``,
   ``users.info`` (from :attr:`FakeSlack.users`), ``conversations.replies`` (from
   :attr:`FakeSlack.history`), ``files.getUploadURLExternal`` with the upload URL it
-  gives and ``files.completeUploadExternal``; a file's ``url_private`` at
+  gives and ``files.completeUploadExternal``; a method in :attr:`FakeSlack.stalled` is never
+  answered (a hung Slack) until the fake stops; a file's ``url_private`` at
   ``/files/<id>`` answers only with the bot token.
 * **Socket Mode**: ``apps.connections.open`` gives ``ws://…/link?ticket=…``; the
   socket greets with ``hello``; :meth:`FakeSlack.envelope` sends an envelope and
@@ -69,6 +70,9 @@ class FakeSlack:
         self.files: dict[str, bytes] = {}  # file id -> content, at /files/<id>
         self.uploads: dict[str, bytes] = {}  # uploaded file id -> bytes
         self.acks: list[str] = []
+        self.stalled: set[str] = set()  # Web API methods left unanswered until the fake stops
+        self.hung: list[tuple[str, dict[str, Any]]] = []  # the stalled calls received
+        self._unstall = asyncio.Event()
         self.silent = False  # Socket Mode connections: greet, then read and answer nothing
         self.hangup = False  # Socket Mode connections: greet, then close at once
         self.sockets: list[web.WebSocketResponse] = []
@@ -100,6 +104,7 @@ class FakeSlack:
         return self
 
     async def stop(self) -> None:
+        self._unstall.set()
         await self.drop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -131,6 +136,11 @@ class FakeSlack:
         if not hmac.compare_digest(token.encode(), wanted.encode()):
             error = "not_allowed_token_type" if token in (self.bot_token, self.app_token) else ""
             return web.json_response({"ok": False, "error": error or "invalid_auth"})
+        if method in self.stalled:  # a hung Slack: the call is never answered
+            async with self._changed:
+                self.hung.append((method, params))
+                self._changed.notify_all()
+            await self._unstall.wait()
         answer = getattr(self, "_" + method.replace(".", "_"), None)
         if answer is None:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
@@ -310,6 +320,11 @@ class FakeSlack:
                              "text": {"type": "plain_text", "text": value}}]}  # fmt: skip
 
     # -- what tests read ---------------------------------------------------------------------------
+
+    async def wait_hung(self, n: int = 1, timeout: float = 10.0) -> None:
+        """Wait until ``n`` stalled calls have come in."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.hung) >= n)
 
     def calls_of(self, method: str) -> list[dict[str, Any]]:
         return [p for m, p in self.calls if m == method]
