@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from lark_oapi.core.utils.decryptor import AESCipher
 
 from tests.adapters.test_feishu import RULES, Driven, make, wait_state
 from tests.support.feishu_fake import (
@@ -137,6 +136,8 @@ async def test_an_encrypted_signed_event_is_decrypted_and_answered() -> None:
 def test_the_fakes_encryption_is_feishus_and_ours_reads_it() -> None:
     plain = json.dumps({"challenge": "c", "type": "url_verification"}).encode()
     sealed = encrypt(plain, ENCRYPT_KEY)
+    from lark_oapi.core.utils.decryptor import AESCipher  # ~2 s: only where it is used
+
     assert AESCipher(ENCRYPT_KEY).decrypt_str(sealed) == plain.decode()  # the SDK's decryptor
     assert decrypt(sealed, ENCRYPT_KEY) == plain
     with pytest.raises(AdapterError):

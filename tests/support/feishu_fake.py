@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import itertools
 import json
@@ -29,7 +30,6 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 APP_ID = "cli_a1b2c3d4e5f6"
 APP_SECRET = "fake-app-secret-0123456789"
@@ -54,6 +54,14 @@ def encrypt(plain: bytes, key: str) -> str:
 
 def lark_signature(timestamp: str, nonce: str, key: str, body: bytes) -> str:
     return hashlib.sha256((timestamp + nonce + key).encode() + body).hexdigest()
+
+
+@functools.cache
+def _sdk_frame() -> Any:
+    """lark-oapi's Frame, imported on first use (lark_oapi takes ~2 s to import)."""
+    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+    return Frame
 
 
 class FakeFeishu:
@@ -254,14 +262,14 @@ class FakeFeishu:
         return ws
 
     async def _client_frame(self, ws: web.WebSocketResponse, data: bytes) -> None:
-        frame = Frame()
+        frame = _sdk_frame()()
         frame.ParseFromString(data)
         headers = {h.key: h.value for h in frame.headers}
         if frame.method == 0 and headers.get("type") == "ping":
             self.pings += 1
             if not self.answer_pings:
                 return
-            pong = Frame(SeqID=0, LogID=0, service=frame.service, method=0)
+            pong = _sdk_frame()(SeqID=0, LogID=0, service=frame.service, method=0)
             pong.headers.add(key="type", value="pong")
             pong.payload = json.dumps({"PingInterval": self.ping_interval}).encode()
             await ws.send_bytes(pong.SerializeToString())
@@ -289,7 +297,7 @@ class FakeFeishu:
 
     async def push_frame(self, headers: list[tuple[str, str]], payload: bytes) -> None:
         """One data frame with exactly these headers (``sum``/``seq`` as given)."""
-        frame = Frame(SeqID=0, LogID=0, service=42, method=1, payload=payload)
+        frame = _sdk_frame()(SeqID=0, LogID=0, service=42, method=1, payload=payload)
         for key, value in headers:
             frame.headers.add(key=key, value=value)
         await (await self.connected()).send_bytes(frame.SerializeToString())
