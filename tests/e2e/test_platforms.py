@@ -1,16 +1,10 @@
-"""The five platforms of issue 26 together in one real daemon (``run.py serve``).
-
-Each adapter has been tested alone against its fake; here QQ (webhook), Feishu (long
-connection), Slack (Socket Mode), Matrix and Satori run in ONE process, with the
-credentials given through ``<key>_env`` variables, a SQLite store and a config file, as
-an operator runs them. The fakes (tests/support/*_fake.py) serve on loopback in the test
-process. What must hold when they share a process: each answer lands on its own platform
-in the right chat with the right PLATFORM/CHAT/USER; a hung platform does not hold up the
-others' answers, and SIGTERM with its reply pending exits 0 once ``limits.shutdown_grace``
-is over (with two hung platforms too: one grace, not one each); restarted with Feishu and
-Slack on webhooks (QQ's, Feishu's and Slack's routes on the one listener) and two
-adapters refused at start, the daemon serves the other three, ``failed`` and ``degraded``
-in /healthz, Matrix's history not replayed; no traceback and no credential in the log.
+"""QQ (webhook), Feishu, Slack, Matrix and Satori together in ONE ``run.py serve`` process
+(a config file, credentials through ``<key>_env``, a SQLite store), the fakes of
+tests/support on loopback: each answers in its own chat with its PLATFORM/CHAT/USER; a hung
+platform holds up neither the others' answers nor the stop past ``limits.shutdown_grace``
+(two hung: one grace, not one each); restarted with Feishu and Slack on webhooks and two
+adapters refused, the other three serve, ``failed``/``degraded`` in /healthz; no
+traceback and no credential in the log.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,18 +57,14 @@ rules:
 
 # every credential the daemon is given, by the environment variable that names it
 CREDENTIALS = {
-    "E2E_QQ_APP_ID": qq_fake.APP_ID,
-    "E2E_QQ_SECRET": qq_fake.SECRET,
-    "E2E_FEISHU_APP_ID": feishu_fake.APP_ID,
-    "E2E_FEISHU_APP_SECRET": feishu_fake.APP_SECRET,
-    "E2E_SLACK_BOT_TOKEN": slack_fake.BOT_TOKEN,
-    "E2E_SLACK_APP_TOKEN": slack_fake.APP_TOKEN,
-    "E2E_MATRIX_TOKEN": TOKEN,
-    "E2E_SATORI_TOKEN": satori_fake.TOKEN,
+    "E2E_QQ_APP_ID": qq_fake.APP_ID, "E2E_QQ_SECRET": qq_fake.SECRET,
+    "E2E_FEISHU_APP_ID": feishu_fake.APP_ID, "E2E_FEISHU_APP_SECRET": feishu_fake.APP_SECRET,
     "E2E_FEISHU_VERIFICATION_TOKEN": feishu_fake.VERIFICATION_TOKEN,
     "E2E_FEISHU_ENCRYPT_KEY": feishu_fake.ENCRYPT_KEY,
+    "E2E_SLACK_BOT_TOKEN": slack_fake.BOT_TOKEN, "E2E_SLACK_APP_TOKEN": slack_fake.APP_TOKEN,
     "E2E_SLACK_SIGNING_SECRET": slack_fake.SIGNING_SECRET,
-}
+    "E2E_MATRIX_TOKEN": TOKEN, "E2E_SATORI_TOKEN": satori_fake.TOKEN,
+}  # fmt: skip
 SECRETS = [v for k, v in CREDENTIALS.items() if "APP_ID" not in k]
 
 
@@ -102,12 +92,6 @@ async def five_fakes() -> AsyncIterator[Fakes]:
         yield Fakes(qq, feishu, slack, matrix, satori, room)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def config_text(tmp: Path, fakes: Fakes, port: int, webhooks: bool) -> str:
     """The daemon's config file: the five platforms on, credentials named by ``*_env``;
     Feishu and Slack on their long connections, or with ``webhooks`` on the listener."""
@@ -132,15 +116,9 @@ def config_text(tmp: Path, fakes: Fakes, port: int, webhooks: bool) -> str:
         "satori": {"enabled": True, "token_env": "E2E_SATORI_TOKEN",
                    "api_base": fakes.satori.base, "send_interval": 0},
     }  # fmt: skip
-    config = {
-        "rules": str(tmp / "rules"),
-        "plugins": str(tmp / "none"),
-        "store": f"sqlite:///{tmp / 'tmy.db'}",
-        "watch": False,
-        "limits": {"shutdown_grace": GRACE},
-        "log": {"level": "info", "format": "json"},
-        "adapters": adapters,
-    }
+    config = {"rules": str(tmp / "rules"), "plugins": str(tmp / "none"), "watch": False,
+              "store": f"sqlite:///{tmp / 'tmy.db'}", "limits": {"shutdown_grace": GRACE},
+              "log": {"level": "info", "format": "json"}, "adapters": adapters}  # fmt: skip
     return yaml.safe_dump(config)
 
 
@@ -148,7 +126,9 @@ class Daemon:
     """``python3 run.py serve`` as a process of its own, its output in a file."""
 
     def __init__(self, tmp: Path, fakes: Fakes, name: str, *, webhooks: bool = False) -> None:
-        self.port, self.webhooks = free_port(), webhooks
+        with socket.socket() as s:  # a free port
+            s.bind(("127.0.0.1", 0))
+            self.port, self.webhooks = int(s.getsockname()[1]), webhooks
         self.url = f"http://127.0.0.1:{self.port}"
         self.config, self.log = tmp / f"{name}.yaml", tmp / f"{name}.log"
         self.config.write_text(config_text(tmp, fakes, self.port, webhooks), encoding="utf-8")
@@ -189,29 +169,27 @@ class Daemon:
         assert self.proc is not None
         started = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(GRACE + 10):
-                status = await self.proc.wait()
-        finally:
-            if self.proc.returncode is None:
-                self.proc.kill()
-                await self.proc.wait()
+        async with asyncio.timeout(GRACE + 10):  # past it, __aexit__ kills the process
+            status = await self.proc.wait()
         return status, time.monotonic() - started
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
+    async def __aenter__(self) -> Daemon:
+        await self.start()
+        return self
 
-@contextlib.asynccontextmanager
-async def running(daemon: Daemon) -> AsyncIterator[Daemon]:
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        assert daemon.proc is not None
-        if daemon.proc.returncode is None:
-            daemon.proc.kill()
-            await daemon.proc.wait()
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 # -- one group message mentioning the bot, through each fake, and its answer -----------------
@@ -264,28 +242,20 @@ async def ask_satori(f: Fakes, d: Daemon, text: str) -> tuple[str, str, str]:
     return sent["platform"], sent["body"]["channel_id"], content.removeprefix(quote)
 
 
-ASK: dict[str, Callable[[Fakes, Daemon, str], Awaitable[tuple[str, str, str]]]] = {
-    "qq": ask_qq,
-    "feishu": ask_feishu,
-    "slack": ask_slack,
-    "matrix": ask_matrix,
-    "satori": ask_satori,
-}
+ASK = dict(qq=ask_qq, feishu=ask_feishu, slack=ask_slack, matrix=ask_matrix, satori=ask_satori)
 
 
 def expected(f: Fakes, platform: str, question: str) -> tuple[str, str, str]:
     """(kind, chat at the fake, answer text) for ``echo <question>`` on ``platform``."""
-    qq_chat = f"group:{qq_fake.GROUP}"
-    return {
-        "qq": ("group", qq_fake.GROUP, f"qq|{qq_chat}|{qq_fake.MEMBER}|{question}"),
-        "feishu": ("reply", feishu_fake.GROUP,
-                   f"feishu|{feishu_fake.GROUP}|{feishu_fake.USER}|{question}"),
-        "slack": ("post", slack_fake.CHANNEL,
-                  f"slack|{slack_fake.CHANNEL}|{slack_fake.ANN}|{question}"),
-        "matrix": ("m.room.message", f.room, f"matrix|{f.room}|{ANN}|{question}"),
-        "satori": ("qq", satori_fake.GROUP,
-                   f"satori:qq|{satori_fake.GROUP}|{ALICE['id']}|{question}"),
-    }[platform]  # fmt: skip
+    kind, at_fake, chat, user = {
+        "qq": ("group", qq_fake.GROUP, f"group:{qq_fake.GROUP}", qq_fake.MEMBER),
+        "feishu": ("reply", feishu_fake.GROUP, feishu_fake.GROUP, feishu_fake.USER),
+        "slack": ("post", slack_fake.CHANNEL, slack_fake.CHANNEL, slack_fake.ANN),
+        "matrix": ("m.room.message", f.room, f.room, ANN),
+        "satori": ("qq", satori_fake.GROUP, satori_fake.GROUP, ALICE["id"]),
+    }[platform]
+    name = "satori:qq" if platform == "satori" else platform
+    return kind, at_fake, f"{name}|{chat}|{user}|{question}"
 
 
 async def answered(f: Fakes, d: Daemon, platform: str, question: str) -> float:
@@ -333,14 +303,11 @@ async def hang_slack(f: Fakes) -> None:
     await f.slack.wait_hung()
 
 
-# -- the tests -----------------------------------------------------------------------------------
-
-
 @pytest.mark.slow
 async def test_five_platforms_in_one_daemon(tmp_path: Path) -> None:
     write_rules(tmp_path)
     async with five_fakes() as f:
-        async with running(Daemon(tmp_path, f, "first")) as d:
+        async with Daemon(tmp_path, f, "first") as d:
             report = await d.states(dict.fromkeys(PLATFORMS, "connected"), timeout=20)
             assert report["status"] == "ok"
             # a group message mentioning the bot on each platform, all at once
@@ -364,7 +331,7 @@ async def test_five_platforms_in_one_daemon(tmp_path: Path) -> None:
         # refused (rotated on their side)
         f.slack.bot_token = "xoxb-9999-rotated-token-the-daemon-lacks"
         f.satori.token = "rotated-satori-token"
-        async with running(Daemon(tmp_path, f, "second", webhooks=True)) as d:
+        async with Daemon(tmp_path, f, "second", webhooks=True) as d:
             wanted = {"qq": "connected", "feishu": "connected", "matrix": "connected",
                       "slack": "failed", "satori": "failed"}  # fmt: skip
             report = await d.states(wanted, timeout=20)
@@ -392,8 +359,39 @@ async def test_five_platforms_in_one_daemon(tmp_path: Path) -> None:
 )
 async def test_two_hung_platforms_stop_within_one_grace(tmp_path: Path) -> None:
     write_rules(tmp_path)
-    async with five_fakes() as f, running(Daemon(tmp_path, f, "hung")) as d:
+    async with five_fakes() as f, Daemon(tmp_path, f, "hung") as d:
         await d.states(dict.fromkeys(PLATFORMS, "connected"), timeout=20)
         await asyncio.gather(hang_satori(f), hang_slack(f))
         await answered(f, d, "matrix", "not held up")
         await stopped_in_time(d, GRACE + EXIT)
+
+
+@pytest.mark.slow
+async def test_a_stuck_feishu_connection_counts_against_the_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Feishu's stop closed its long connection (up to close_timeout when Feishu never answers
+    the close), then gave its replies the whole grace: close_timeout + grace in all."""
+    from tmy.adapters.feishu import FeishuAdapter, FeishuConfig
+    from tmy.adapters.feishu.longconn import LongConnection
+    from tmy.testing import Bot
+
+    monkeypatch.setattr(LongConnection, "close_timeout", 1.0)
+    async with FakeFeishu() as fake, Bot({"r.yaml": RULES}) as bot:
+        adapter = FeishuAdapter(FeishuConfig(api_base=fake.base), app_id=feishu_fake.APP_ID,
+                                app_secret=feishu_fake.APP_SECRET, store=bot.app.store,
+                                shutdown_grace=1.2, send_interval=0.0)  # fmt: skip
+        adapter.backoff_base, adapter.backoff_cap = 0.05, 0.1
+        await adapter.start(bot.engine.handle)
+        await fake.connected()
+        fake.frozen = True  # the next connection is never read again: no answer to a close
+        await fake.drop()
+        await until(lambda: fake.connections > 1 and adapter.health()["state"] == "connected")
+        fake.flood, fake.flood_reset = 9, 60  # the reply waits a minute
+        at_bot = fake.mention("@_user_1", BOT_OPEN_ID, "tmy")
+        await fake.push(fake.message("@_user_1 echo wait", mentions=[at_bot]))
+        await until(lambda: bool(fake.refused_sends))
+        started = time.monotonic()
+        await adapter.stop()
+        took = time.monotonic() - started
+    assert took < 1.2 + 0.5, f"{took:.1f} s to stop with a 1.2 s grace"

@@ -162,7 +162,11 @@ class FeishuAdapter(Answering):
         return ""
 
     async def stop(self) -> None:
-        """Take no new events, let replies in flight go out (``shutdown_grace``), then close."""
+        """Take no new events, let replies in flight go out, then close: all within
+        ``shutdown_grace``. Closing the long connection (up to close_timeout when Feishu
+        never answers the close) counts against the grace; the replies go on meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.shutdown_grace
         self._stopping = True
         if self._conn is not None:
             await self._conn.close()
@@ -171,7 +175,7 @@ class FeishuAdapter(Answering):
         if self._closing is not None:
             await asyncio.gather(self._closing, return_exceptions=True)
             self._closing = None
-        await self._lanes.drain(self.shutdown_grace)
+        await self._lanes.drain(max(0.0, deadline - loop.time()))
         if self._rest is not None:
             await self._rest.close()
         if self._http is not None:
