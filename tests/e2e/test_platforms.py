@@ -80,16 +80,13 @@ class Fakes:
 
 @contextlib.asynccontextmanager
 async def five_fakes() -> AsyncIterator[Fakes]:
-    async with (
-        FakeQQ() as qq,
-        FakeFeishu() as feishu,
-        FakeSlack() as slack,
-        FakeHomeserver() as matrix,
-        FakeSatori() as satori,
-    ):
-        matrix.names[CAT] = "Cat"
-        room = matrix.room("group", ANN)
-        yield Fakes(qq, feishu, slack, matrix, satori, room)
+    async with contextlib.AsyncExitStack() as stack:
+        up = stack.enter_async_context
+        f = Fakes(await up(FakeQQ()), await up(FakeFeishu()), await up(FakeSlack()),
+                  await up(FakeHomeserver()), await up(FakeSatori()), "")  # fmt: skip
+        f.matrix.names[CAT] = "Cat"
+        f.room = f.matrix.room("group", ANN)
+        yield f
 
 
 def config_text(tmp: Path, fakes: Fakes, port: int, webhooks: bool) -> str:
@@ -270,6 +267,7 @@ def clean_log(text: str) -> None:
     """No traceback, no credential (given, or issued by a fake: Feishu's tenant token, the
     ticket in its long connection's URL) in the daemon's output."""
     assert "Traceback" not in text, text
+    assert all(json.loads(line) for line in text.splitlines()), "not JSON lines"
     for secret in [*SECRETS, feishu_fake.TICKET]:
         assert secret not in text, f"a credential in the log: {secret[:6]}…"
     assert not re.search(r"t-\d{6}-fake", text), "a Feishu tenant token in the log"
@@ -312,6 +310,10 @@ async def test_five_platforms_in_one_daemon(tmp_path: Path) -> None:
             assert report["status"] == "ok"
             # a group message mentioning the bot on each platform, all at once
             await asyncio.gather(*(answered(f, d, p, f"hi {p}") for p in PLATFORMS))
+            # three connections lost at once: all back, all answering
+            await asyncio.gather(f.feishu.drop(), f.slack.drop(), f.satori.drop())
+            await d.states(dict.fromkeys(PLATFORMS, "connected"))
+            await asyncio.gather(*(answered(f, d, p, "back") for p in PLATFORMS))
 
             await f.matrix.join(f.room, CAT)  # an event rule
             welcome = await f.matrix.next_sent()
