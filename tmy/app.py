@@ -15,14 +15,14 @@
    ``adapters=``), each extension's serving lifespan, the cron scheduler and the
    file watcher.
 
-Leaving the block closes them in reverse: no new files or firings, adapters
-closed (no new messages), runs in flight drained (``limits.shutdown_grace``),
-extensions closed, clients and the store closed. The daemon (:func:`serve`), the
-CLI commands and the test harness all go through here, so they behave alike. The
-app is *given* its extensions (the CLI and :mod:`tmy.testing` pass
-:func:`tmy.builtins.extensions`) and imports none of them but one: with the cron
-extension, serving also runs :mod:`tmy.cron`'s scheduler, which needs the
-adapters' ``send`` and the reloader (an extension's serving lifespan has neither).
+Leaving the block closes them in reverse: no new files, the scheduler and the
+adapters stopped together (posts and replies in flight get one
+``limits.shutdown_grace``), runs drained (the same), extensions, clients and the
+store closed. The daemon (:func:`serve`), the CLI and the test harness all go
+through here. The app is *given* its extensions (the CLI and :mod:`tmy.testing`
+pass :func:`tmy.builtins.extensions`) and imports one: with the cron extension,
+serving runs :mod:`tmy.cron`'s scheduler, which needs the adapters' ``send`` and
+the reloader (an extension's serving lifespan has neither).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from tmy.config import Settings, with_sections
 from tmy.daemon import (
     Adapters,
     build_adapters,
-    disabled_adapter,
+    disabled_for,
     health_report,
     load_what_serving_uses,
 )
@@ -60,7 +60,7 @@ from tmy.executors.plugins import load_plugins
 from tmy.executors.registry import Registry
 from tmy.extension import Extension, add_health, check_unique, extension_routes
 from tmy.logs import get_logger
-from tmy.message import Outgoing, Target, adapter_of
+from tmy.message import Outgoing, Target
 from tmy.reload import Reloader, ReloadResult, watch
 from tmy.rulebook.loader import load_rulebook, load_sources
 from tmy.rulebook.model import Rulebook
@@ -85,12 +85,7 @@ def build_registry(settings: Settings, extensions: Iterable[Extension] = ()) -> 
 def check_warnings(app: App, rulebook: Rulebook) -> list[str]:
     """What `check` warns about ``rulebook`` in this app (collisions across files,
     adapters the config leaves off; an adapter given to the app counts as enabled)."""
-    running = {a.name for a in app.adapters.all} if app.adapters is not None else set()
-
-    def disabled(platform: str) -> str | None:
-        return None if adapter_of(platform) in running else disabled_adapter(app.settings, platform)
-
-    return rule_warnings(rulebook, disabled)
+    return rule_warnings(rulebook, disabled_for(app.settings, app.adapters))
 
 
 class App:
@@ -169,19 +164,12 @@ class App:
         """Load every rule against ``registry`` (default: the App's own)."""
         registry = registry or self.registry
         assert registry is not None
+        settings = self.settings
+        store_args = {"store_url": settings.store, "max_value_bytes": settings.max_value_bytes}
         if self._rule_texts is not None:
-            return load_sources(
-                ((Path(name), text) for name, text in self._rule_texts.items()),
-                registry,
-                store_url=self.settings.store,
-                max_value_bytes=self.settings.max_value_bytes,
-            )
-        return load_rulebook(
-            self.settings.rules,
-            registry,
-            store_url=self.settings.store,
-            max_value_bytes=self.settings.max_value_bytes,
-        )
+            texts = ((Path(name), text) for name, text in self._rule_texts.items())
+            return load_sources(texts, registry, **store_args)
+        return load_rulebook(settings.rules, registry, **store_args)
 
     # -- the lifespan ---------------------------------------------------------------------------
 
@@ -230,12 +218,12 @@ class App:
             listeners=[self._rules_reloaded],
             warnings=lambda rulebook: check_warnings(self, rulebook),
         )
-        # The rulebook lives as long as the daemon: out of the collector's sight (no collect
-        # first: loading frees its garbage by refcount; a full one over 100,000 rules is ~1 s).
+        # The rulebook lives as long as the daemon: out of the collector's sight (loading frees
+        # its garbage by refcount). The freeze empties the oldest generation, so CPython's
+        # hold-back of full collections lapses: keep one per 100 middle ones, not 10 (~30% of
+        # an LLM call walked every in-flight run).
         gc.freeze()
-        # the freeze empties the oldest generation, so CPython's hold-back of full collections
-        # lapses: one every 10th middle one walked every in-flight run (~30% of an LLM call)
-        gc.set_threshold(*gc.get_threshold()[:2], 100)  # a full one every 100th middle one
+        gc.set_threshold(*gc.get_threshold()[:2], 100)
         log.info(
             "app.ready",
             rules=len(rulebook.rules),
@@ -249,7 +237,7 @@ class App:
         assert engine is not None and store is not None and self.reloader is not None
         adapters = Adapters([*build_adapters(settings, store=store), *self._extra_adapters])
         self.adapters = adapters
-        stack.push_async_callback(adapters.stop)
+        stack.push_async_callback(self._stop_serving)
         routes = [*admin_http.routes(self), *console.mounted(self, listener=adapters.http)]
         routes += extension_routes(self.extensions, engine.services)  # /mcp: checks its keys
         await adapters.start(engine.handle, routes=routes, health=self.health)
@@ -261,12 +249,18 @@ class App:
             scheduler = cron.Cron(
                 engine, store, self.send, default_zone=settings.tz, on_fire=metrics.cron_fire
             )
-            self.cron = scheduler
-            stack.push_async_callback(scheduler.stop, settings.shutdown_grace)
+            self.cron = scheduler  # stopped with the adapters (_stop_serving)
             scheduler.start(engine.rulebook)  # and follows reloads (_rules_reloaded)
         if settings.watch:
             folders = [settings.rules, settings.plugins]
             await stack.enter_async_context(_watching(folders, self.reload))
+
+    async def _stop_serving(self) -> None:
+        """The scheduler and the adapters stop together, within one shutdown_grace: a post
+        waiting on a hung platform ends with that adapter's grace (apart: twice the grace)."""
+        assert self.adapters is not None
+        crons = [self.cron.stop(self.settings.shutdown_grace)] if self.cron is not None else []
+        await asyncio.gather(self.adapters.stop(), *crons)
 
     async def _drain(self) -> None:
         assert self.engine is not None

@@ -92,6 +92,19 @@ def disabled_adapter(settings: Settings, platform: str) -> str | None:
     return None if on else ENABLED_BY[platform]
 
 
+def disabled_for(
+    settings: Settings, adapters: Adapters | None = None
+) -> Callable[[str], str | None]:
+    """:func:`disabled_adapter` as ``check`` asks it of a running app: an adapter the app
+    runs (one given to it, not configured: a test's loopback) counts as enabled."""
+    running = {a.name for a in adapters.all} if adapters is not None else set()
+
+    def disabled(platform: str) -> str | None:
+        return None if adapter_of(platform) in running else disabled_adapter(settings, platform)
+
+    return disabled
+
+
 def build_adapters(
     settings: Settings, *, console: bool | None = None, store: Store | None = None
 ) -> list[Adapter]:
@@ -198,12 +211,14 @@ class Adapters:
             log.info("adapter.started", adapter=adapter.name, listen=listen)
 
     async def stop(self) -> None:
-        """Stop adapters in reverse order; one failing to stop does not keep others open."""
-        for adapter in reversed(self.started):
-            try:
-                await adapter.stop()
-            except Exception as exc:
-                log.warning("adapter.stop_failed", adapter=adapter.name, error=str(exc))
+        """Stop the chat platforms together, then the listener (started first, stopped last);
+        one failing to stop does not keep others open. Together, because each may wait up to
+        ``limits.shutdown_grace`` for its replies in flight: one after another, a daemon with
+        two hung platforms took twice the grace to stop."""
+        platforms = [a for a in reversed(self.started) if a is not self.http]
+        await asyncio.gather(*(_stop(adapter) for adapter in platforms))
+        if self.http is not None and self.http in self.started:
+            await _stop(self.http)
         self.started.clear()
 
     def adapter(self, platform: str) -> Adapter | None:
@@ -247,6 +262,13 @@ class Adapters:
             states[name] = {"state": "failed", "error": why}
             healthy = False
         return states, healthy
+
+
+async def _stop(adapter: Adapter) -> None:
+    try:
+        await adapter.stop()
+    except Exception as exc:
+        log.warning("adapter.stop_failed", adapter=adapter.name, error=str(exc))
 
 
 def takes_outgoing(adapter: Adapter) -> bool:

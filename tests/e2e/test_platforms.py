@@ -59,11 +59,6 @@ TICK = """
     schedule: {every: 1s, send_to: [{platform: "satori:qq", chat: g900}]}
     steps: [{plugin: ADJUST, input: tick}]
 """
-SEQUENTIAL_STOPS = (  # the stop takes a grace per hung platform, and a scheduled post's twice
-    "tmy/daemon.py Adapters.stop stops the adapters one after another, each waiting up to "
-    "shutdown_grace for its replies; tmy/app.py stops the scheduler first, waiting up to the "
-    "grace for a post to a hung platform, which that adapter's stop then waits for again"
-)
 
 # every credential the daemon is given, by the environment variable that names it
 CREDENTIALS = {
@@ -352,7 +347,6 @@ async def test_five_platforms_in_one_daemon(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=SEQUENTIAL_STOPS)
 async def test_two_hung_platforms_stop_within_one_grace(tmp_path: Path) -> None:
     """Satori hangs with a scheduled post to it pending, Slack with a reply pending."""
     write_rules(tmp_path, RULES + TICK)

@@ -28,8 +28,7 @@ from aiohttp import web
 from tmy.commands.lint import rule_warnings
 from tmy.commands.rules import describe_rules
 from tmy.console.web import ConsoleRequest, Refused, Route, changed, page, redirect, run_command
-from tmy.daemon import disabled_adapter
-from tmy.message import adapter_of
+from tmy.daemon import disabled_for
 from tmy.rulebook.model import Filters, Rule, Rulebook
 
 PAGE_SIZE = 100  # rules a page shows
@@ -142,15 +141,8 @@ def where(line: str) -> dict[str, Any]:
 
 
 def _disabled(app: Any) -> Any:
-    """platform -> the config key enabling its adapter, as ``check`` asks (an adapter the
-    app runs counts as enabled: the app's own ``check_warnings``)."""
-    adapters = getattr(app, "adapters", None)
-    running = {a.name for a in adapters.all} if adapters is not None else set()
-
-    def disabled(platform: str) -> str | None:
-        return None if adapter_of(platform) in running else disabled_adapter(app.settings, platform)
-
-    return disabled
+    """platform -> the config key enabling its adapter, as ``check`` asks."""
+    return disabled_for(app.settings, getattr(app, "adapters", None))
 
 
 _WARNINGS: weakref.WeakKeyDictionary[Any, tuple[Any, Warnings]] = weakref.WeakKeyDictionary()
