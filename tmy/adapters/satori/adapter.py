@@ -161,7 +161,8 @@ class SatoriAdapter(Answering):
             try:
                 ended = await self._stream.connect()
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                ended = Ended(False, f"cannot connect to {self._stream.url}: {exc!r}")
+                why = str(exc) or type(exc).__name__  # aiohttp's own words, not its repr
+                ended = Ended(False, f"cannot connect to {self._stream.url}: {why}")
             except Exception as exc:  # never let the reconnect loop die
                 log.exception("satori.connection_crashed", error=repr(exc))
                 ended = Ended(False, repr(exc))
