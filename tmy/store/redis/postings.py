@@ -16,8 +16,10 @@ and a candidate's count (``ZMSCORE``); its size is the term's document
 frequency (``ZCARD``). Every write is one script that records its operation id
 first, so a copy redis-py resends applies nothing twice and answers what the
 first did. A search is one script (:data:`SEARCH`), which follows
-:func:`tmy.store.textindex.plan` step for step. Needs Redis ≥ 6.2 (``ZMSCORE``; the
-store as a whole needs 7.0, checked at ``open()``).
+:func:`tmy.store.textindex.plan` step for step — for every namespace of a recall
+at once on one Redis (one command, one round trip), one namespace per call on a
+cluster; its reply is numbers (document positions and counts), not text to parse.
+Needs Redis ≥ 6.2 (``ZMSCORE``; the store as a whole needs 7.0, checked at ``open()``).
 """
 
 from __future__ import annotations
@@ -53,18 +55,19 @@ def _text(raw: Any) -> str:
 
 
 def parse_hits(reply: list[Any], terms: Sequence[str]) -> IndexHits:
-    """The SEARCH script's reply as :class:`IndexHits`."""
-    n, total, dfs, cut, body = reply
+    """One namespace's part of the SEARCH script's reply as :class:`IndexHits`: the
+    documents, their lengths, and per term the (document position, count) pairs."""
+    n, total, dfs, cut, names, lengths, columns = reply
     stats = IndexStats(int(n), int(total), {t: int(d) for t, d in zip(terms, dfs, strict=True)})
-    docs: dict[str, tuple[int, dict[str, int]]] = {}
-    text = _text(body)
-    for line in text.split("\n") if text else ():
-        doc, length, pairs = line.split(" ", 2)
-        tf: dict[str, int] = {}
-        for pair in pairs.split(","):
-            i, _, count = pair.partition(":")
-            tf[terms[int(i) - 1]] = int(float(count))
-        docs[doc] = (int(length), tf)
+    tfs: list[dict[str, int]] = [{} for _ in names]
+    for term, column in zip(terms, columns, strict=True):
+        pairs = iter(column)
+        for position, count in zip(pairs, pairs, strict=True):
+            tfs[position - 1][term] = count
+    docs = {
+        _text(doc): (int(length) if length is not None else 0, tf)
+        for doc, length, tf in zip(names, lengths, tfs, strict=True)
+    }
     return IndexHits(stats, docs, not int(cut))
 
 
@@ -151,33 +154,36 @@ class RedisPostings:
         self, ns: str, terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
     ) -> IndexHits:
         """Candidates for ``terms`` (see :mod:`tmy.store.textindex`): one script."""
-        terms = list(dict.fromkeys(terms))
-        budget = max(1, int(budget))
-        head, keys = self._ix_keys(ns)
-        args = [head, budget, budget * SCAN_FACTOR, *terms]
-        reply = await self._ix_call("search", f"index_search {ns!r}", [keys[0], keys[2]], args)
-        return parse_hits(reply, terms)
+        (hits,) = await self._ix_search([ns], terms, budget, f"index_search {ns!r}")
+        return hits
 
     async def index_search_many(
         self, namespaces: Sequence[str], terms: Sequence[str], *, budget: int = POSTINGS_BUDGET
     ) -> list[IndexHits]:
-        """:meth:`index_search` of each namespace: one pipeline of the search scripts on one
-        Redis (one round trip); one script each on a cluster (their slots differ)."""
-        terms = list(dict.fromkeys(terms))
-        budget = max(1, int(budget))
-        if not self._PIPELINED_WRITES or len(namespaces) < 2:  # type: ignore[attr-defined]
+        """:meth:`index_search` of each namespace: one script for them all on one Redis (one
+        round trip, one command); one script each on a cluster (their slots differ)."""
+        if not namespaces:
+            return []
+        if not self._PIPELINED_WRITES:  # type: ignore[attr-defined]
             one = [self.index_search(n, terms, budget=budget) for n in namespaces]
             return list(await asyncio.gather(*one))
-        sha = self._ix_script("search").sha
-        async with self._io(f"index_search of {len(namespaces)} namespaces") as redis:
-            pipe = redis.pipeline(transaction=False)
-            for ns in namespaces:
-                head, keys = self._ix_keys(ns)
-                args = [head, budget, budget * SCAN_FACTOR, *terms]
-                pipe.evalsha(sha, 2, keys[0], keys[2], *args)
-            replies = await pipe.execute(raise_on_error=False)
-        if any(isinstance(r, BaseException) for r in replies):  # NOSCRIPT after a restart…
-            return [await self.index_search(n, terms, budget=budget) for n in namespaces]
+        what = f"index_search of {len(namespaces)} namespaces"
+        return await self._ix_search(namespaces, terms, budget, what)
+
+    async def _ix_search(
+        self, namespaces: Sequence[str], terms: Sequence[str], budget: int, what: str
+    ) -> list[IndexHits]:
+        """The SEARCH script over ``namespaces`` (all in one slot, or on one Redis)."""
+        terms = list(dict.fromkeys(terms))
+        budget = max(1, int(budget))
+        keys: list[str] = []
+        heads: list[str] = []
+        for ns in namespaces:
+            head, (meta, _, lengths, _) = self._ix_keys(ns)
+            keys += [meta, lengths]
+            heads.append(head)
+        args = [budget, budget * SCAN_FACTOR, len(namespaces), *heads, *terms]
+        replies = await self._ix_call("search", what, keys, args)
         return [parse_hits(r, terms) for r in replies]
 
     async def index_lowest(
