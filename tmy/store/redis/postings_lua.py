@@ -84,6 +84,7 @@ return n
 # unpack", past ~8,000 elements in Redis's Lua)
 _MANY = """
 local function many(cmd, key, list)
+  if #list <= 4000 then return redis.call(cmd, key, unpack(list)) end
   local out = {}
   for s = 1, #list, 4000 do
     local part = redis.call(cmd, key, unpack(list, s, math.min(s + 3999, #list)))
@@ -164,10 +165,15 @@ local function search(meta_key, lengths_key, head)
   end
   local lens = {}
   if #docs > 0 then
-    for _, i in ipairs(probe) do
+    for _, i in ipairs(probe) do  -- the candidates' positions are known: no add() per score
       local scores = many('ZMSCORE', head .. terms[i], docs)
+      local col, c = cols[i], #cols[i]
       for p = 1, #docs do
-        if scores[p] then add(docs[p], i, scores[p]) end
+        local score = scores[p]
+        if score then
+          col[c + 1], col[c + 2] = p, tonumber(score) % 1024
+          c = c + 2
+        end
       end
     end
     lens = many('HMGET', lengths_key, docs)
