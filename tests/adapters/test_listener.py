@@ -17,7 +17,11 @@ import pytest
 from aiohttp import web
 
 from tmy.adapters.http import HttpAdapter
-from tmy.adapters.listener import effective_max_connections, raise_open_file_limit
+from tmy.adapters.listener import (
+    effective_max_connections,
+    listen_backlog,
+    raise_open_file_limit,
+)
 from tmy.message import Message, Reply
 
 KEY = "sk-listener-test-key"
@@ -255,6 +259,48 @@ async def test_an_idle_keepalive_connection_is_closed_after_keepalive_timeout() 
             assert b" 200 " in await reader.readline()
         assert await _closed_by_server(reader, within=5)
         writer.close()
+
+
+def _connect_all(port: int, n: int, within: float) -> int:
+    """Start ``n`` TCP handshakes at once, without letting the event loop run (so the
+    listener accepts none of them meanwhile): how many the kernel completed ``within`` s.
+    A handshake the listen queue has no room for is dropped, and its client would wait
+    for a SYN retransmit (1 s) before trying again."""
+    import select
+    import socket
+    import time
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+        pending, done = set(socks), 0
+        deadline = time.monotonic() + within
+        while pending and time.monotonic() < deadline:
+            _, ready, _ = select.select([], list(pending), [], deadline - time.monotonic())
+            for s in ready:
+                pending.discard(s)
+                done += s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+        return done
+    finally:
+        for s in socks:
+            s.close()
+
+
+async def test_a_burst_of_connects_fits_the_listen_queue() -> None:
+    """1,000 clients connecting at once must not overflow the accept queue (aiohttp's
+    default backlog is 128): the listener asks for room for ``max_connections``."""
+    from pathlib import Path
+
+    somaxconn = Path("/proc/sys/net/core/somaxconn")
+    if not somaxconn.exists() or int(somaxconn.read_text()) < 400:
+        pytest.skip("needs Linux with net.core.somaxconn >= 400")
+    async with listener(max_connections=400) as (adapter, _):
+        assert adapter.guard is not None and adapter.guard.max_connections >= 300
+        assert _connect_all(adapter.port, 300, within=0.5) == 300
+    assert listen_backlog(16) == 128  # never below aiohttp's own default
+    assert listen_backlog(4000) == 4000
 
 
 def test_the_cap_is_held_to_half_the_open_file_limit() -> None:

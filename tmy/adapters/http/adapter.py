@@ -57,7 +57,7 @@ from tmy.adapters.http.api import (
     picture,
 )
 from tmy.adapters.http.gate import RequestGate
-from tmy.adapters.listener import ConnectionGuard, effective_max_connections
+from tmy.adapters.listener import ConnectionGuard, effective_max_connections, listen_backlog
 from tmy.adapters.origin import HostPolicy
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -215,6 +215,7 @@ class HttpAdapter:
             self.port,
             reuse_address=True,
             shutdown_timeout=self.shutdown_grace,
+            backlog=listen_backlog(guard.max_connections),  # a burst of connects is not dropped
         )
         try:
             await site.start()
