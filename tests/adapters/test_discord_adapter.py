@@ -23,6 +23,7 @@ import pytest
 import yarl
 from aiohttp import BodyPartReader, WSMsgType, web
 
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tmy import metrics
 from tmy.adapters import discord_adapter as mod
@@ -630,9 +631,7 @@ async def test_health_follows_ready_disconnect_and_resume(fake: FakeDiscord) -> 
             ("resumed", "connected"),
         ):
             client.dispatch(event)
-            async with asyncio.timeout(5):
-                while d.adapter.health()["state"] != state:
-                    await asyncio.sleep(0.01)
+            await wait_state(d.adapter, state, 5)
         report = d.adapter.health()
         assert report["bot_id"] == str(BOT_ID) and report["shards"] == 1
         assert report["last_event"] is not None and "latency_ms" in report
@@ -708,12 +707,6 @@ async def test_send_refuses_bad_targets_and_an_unconnected_adapter(fake: FakeDis
 
 async def _no_handle(message: Message) -> Reply:
     raise AssertionError("no message expected")
-
-
-async def wait_state(adapter: DiscordAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 async def test_a_refused_token_fails_the_adapter_without_raising(fake: FakeDiscord) -> None:

@@ -32,8 +32,8 @@ from tests.adapters.test_discord_adapter import (
     driven,
     faked,
     msg_payload,
-    wait_state,
 )
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tmy.adapters.discord_adapter import DiscordAdapter, discord
 from tmy.adapters.discord_adapter.parts import view_of

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.feishu_fake import (
     APP_ID,
     APP_SECRET,
@@ -68,12 +69,6 @@ class Driven:
     async def handle(self, message: Message) -> Reply:
         self.seen.append(message)
         return await self.bot.engine.handle(message)
-
-
-async def wait_state(adapter: FeishuAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 def make(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_feishu import Driven, make, wait_state
+from tests.adapters.test_feishu import Driven, make
+from tests.support.adapters import wait_state
 from tests.support.feishu_fake import APP_ID, APP_SECRET, BOB, BOT_OPEN_ID, GROUP, USER, FakeFeishu
 from tests.support.llm_fake_provider import PNG
 from tmy.adapters.feishu import FeishuAdapter, from_settings

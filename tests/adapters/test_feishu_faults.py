@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_feishu import RULES, driven, make, wait_state
+from tests.adapters.test_feishu import RULES, driven, make
 from tests.adapters.test_feishu_webhook import hooked, post
+from tests.support.adapters import wait_state
 from tests.support.feishu_fake import (
     BOB,
     ENCRYPT_KEY,

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.adapters.test_feishu import RULES, Driven, make, wait_state
+from tests.adapters.test_feishu import RULES, Driven, make
+from tests.support.adapters import wait_state
 from tests.support.feishu_fake import (
     APP_SECRET,
     ENCRYPT_KEY,

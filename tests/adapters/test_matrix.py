@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOB, BOT, TOKEN
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig
@@ -74,12 +75,6 @@ def make_adapter(fake: FakeHomeserver, given: Credentials | None = None, store: 
     adapter.backoff_base, adapter.backoff_cap = 0.02, 0.1
     adapter.poll_timeout = 0.5
     return adapter
-
-
-async def wait_state(adapter: MatrixAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 class Served:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from tests.support.adapters import wait_state
 from tests.support.llm_fake_provider import PNG, FakeProvider
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
@@ -89,9 +90,7 @@ async def driven(
         adapter.backoff_base, adapter.backoff_cap, adapter.poll_timeout = 0.02, 0.1, 0.5
         await adapter.start(bot.engine.handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "connected":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "connected")
             yield Driven(fake, adapter)
         finally:
             await adapter.stop()

@@ -17,7 +17,8 @@ from mautrix.api import Method
 from mautrix.api import Path as ApiPath
 from mautrix.errors import MatrixRequestError
 
-from tests.adapters.test_matrix import make_adapter, served, wait_state
+from tests.adapters.test_matrix import make_adapter, served
+from tests.support.adapters import wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOB, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials

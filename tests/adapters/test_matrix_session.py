@@ -13,7 +13,8 @@ import httpx
 import pytest
 from mautrix.api import HTTPAPI
 
-from tests.adapters.test_matrix import RULES, _no_handle, make_adapter, token, wait_state
+from tests.adapters.test_matrix import RULES, _no_handle, make_adapter, token
+from tests.support.adapters import wait_state
 from tests.support.matrix_fake import FakeHomeserver
 from tests.support.matrix_fake_rooms import ANN, BOT, PASSWORD
 from tmy.adapters.matrix import Credentials, MatrixAdapter, MatrixConfig, from_settings

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.qq_fake import (
     APP_ID,
     BOT_ID,
@@ -79,12 +80,6 @@ def make_adapter(fake: FakeQQ, *, secret: str = SECRET, **config: Any) -> QQAdap
     adapter = QQAdapter(QQConfig(**settings), app_id=APP_ID, secret=secret, send_interval=0.0)
     adapter.backoff_base, adapter.backoff_cap, adapter.rate_limit_wait = 0.05, 0.2, 0.05
     return adapter
-
-
-async def wait_state(adapter: QQAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 @asynccontextmanager

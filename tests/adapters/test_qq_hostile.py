@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.qq_fake import APP_ID, SECRET, FakeQQ, group_at
 from tmy.adapters.qq import WEBHOOK_PATH, QQAdapter, QQConfig
@@ -52,9 +53,7 @@ async def hooked() -> AsyncIterator[Hooked]:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         await adapter.start(handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "connected":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "connected")
             yield Hooked(fake, adapter, f"http://127.0.0.1:{port}{WEBHOOK_PATH}", port, seen)
         finally:
             await adapter.stop()
@@ -146,9 +145,7 @@ async def test_no_secret_or_access_token_reaches_the_log(log_file: Path) -> None
         config = QQConfig(mode="websocket", api_base=fake.base, token_url=fake.token_url)
         wrong = QQAdapter(config, app_id=APP_ID, secret="wrong-secret-value")
         await wrong.start(_unused)
-        async with asyncio.timeout(10):
-            while wrong.health()["state"] != "failed":
-                await asyncio.sleep(0.01)
+        await wait_state(wrong, "failed")
         await wrong.stop()
     text = json.dumps(read_log(log_file))
     assert "qq.token_fetched" in text and "qq.failed" in text  # the paths ran

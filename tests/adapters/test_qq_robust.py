@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.adapters.test_qq import RULES, Driven, _no_handle, driven, make_adapter, wait_state
+from tests.adapters.test_qq import RULES, Driven, _no_handle, driven, make_adapter
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.qq_fake import BOT_ID, GROUP, FakeQQ, c2c, channel_message, group_at
 from tmy.adapters.qq.sending import compose

@@ -10,6 +10,7 @@ import aiohttp
 import httpx
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.satori_fake import GROUP, QQ_BOT, TOKEN, FakeSatori, driven, make_adapter
 from tmy.adapters.satori import SatoriAdapter, from_settings
@@ -90,9 +91,7 @@ async def test_a_refused_upgrade_is_a_failed_token() -> None:
 
         await adapter.start(nothing)  # type: ignore[arg-type]
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "failed":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "failed")
         finally:
             await adapter.stop()
     assert "HTTP 401" in adapter.health()["error"]

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.slack_fake import (
     ANN,
     APP_TOKEN,
@@ -68,12 +69,6 @@ rules:
     steps:
       - {plugin: ADJUST, input: "{USER_NAME} picked {EVENT_DATA[data]}"}
 """
-
-
-async def wait_state(adapter: SlackAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 def make_adapter(fake: FakeSlack, **config: Any) -> SlackAdapter:

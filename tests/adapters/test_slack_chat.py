@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.support.adapters import wait_state
 from tests.support.llm_fake_provider import PNG, FakeProvider
 from tests.support.llm_fake_provider import Reply as Completion
 from tests.support.llm_helpers import on
@@ -80,9 +81,7 @@ async def driven(provider: FakeProvider | None = None, **config: Any) -> AsyncIt
         d = Driven(fake, adapter, bot)
         await adapter.start(d.handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "connected":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "connected")
             yield d
         finally:
             await adapter.stop()

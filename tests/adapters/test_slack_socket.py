@@ -12,7 +12,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 
-from tests.adapters.test_slack import make_adapter, served, wait_state
+from tests.adapters.test_slack import make_adapter, served
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.slack_fake import APP_TOKEN, BOB, BOT_TOKEN, CHANNEL, DM, FakeSlack
 from tmy.adapters.slack import SlackAdapter

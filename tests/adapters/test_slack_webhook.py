@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from tests.support.adapters import wait_state
 from tests.support.slack_fake import BOT_TOKEN, BOT_USER, CHANNEL, SIGNING_SECRET, FakeSlack, signed
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.slack import SlackAdapter, SlackConfig
@@ -66,9 +67,7 @@ async def hooked() -> AsyncIterator[Hooked]:
         h.url = f"http://127.0.0.1:{http.port}/slack/events"
         await adapter.start(h.handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "connected":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "connected")
             yield h
         finally:
             await adapter.stop()
@@ -139,9 +138,7 @@ async def test_a_webhook_before_the_bot_is_known_is_503() -> None:
         await http.start(_no_handle)
         await adapter.start(_no_handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "failed":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "failed")
             body = body_of(fake.callback(fake.message("echo x")))
             async with aiohttp.ClientSession() as session:
                 url = f"http://127.0.0.1:{http.port}/slack/events"

@@ -18,6 +18,7 @@ import aiohttp
 import httpx
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.telegram_fake import (
     BOT_ID,
@@ -75,12 +76,6 @@ def mention(text: str, who: str = "@" + BOT_USERNAME) -> list[dict[str, Any]]:
 
 def command(text: str) -> list[dict[str, Any]]:
     return [entity(text, text.split()[0], "bot_command")]
-
-
-async def wait_state(adapter: TelegramAdapter, state: str, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while adapter.health()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 class Served:

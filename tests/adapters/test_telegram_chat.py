@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.adapters import wait_state
 from tests.support.log_helpers import read_log
 from tests.support.telegram_fake import BOT_ID, GROUP, TOKEN, USER, FakeTelegram
 from tmy.adapters.telegram import TelegramAdapter, TelegramConfig
@@ -73,9 +74,7 @@ async def chatting(
         chat = Chat(fake, adapter, answer)
         await adapter.start(chat.handle)
         try:
-            async with asyncio.timeout(10):
-                while adapter.health()["state"] != "connected":
-                    await asyncio.sleep(0.01)
+            await wait_state(adapter, "connected")
             yield chat
         finally:
             await adapter.stop()

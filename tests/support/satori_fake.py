@@ -33,6 +33,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.support.adapters import wait_state
 from tmy.adapters.satori import SatoriAdapter, SatoriConfig
 from tmy.message import Message, Reply
 from tmy.testing import Bot
@@ -310,9 +311,7 @@ class Driven:
 
     async def state(self, state: str, timeout: float = 10) -> dict[str, Any]:
         """The adapter's health once it reaches ``state``."""
-        async with asyncio.timeout(timeout):
-            while self.adapter.health()["state"] != state:
-                await asyncio.sleep(0.01)
+        await wait_state(self.adapter, state, timeout)
         return self.adapter.health()
 
 
