@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.adapters.test_feishu import Driven, make
 from tests.support.adapters import wait_state
@@ -17,7 +18,7 @@ from tests.support.feishu_fake import APP_ID, APP_SECRET, BOB, BOT_OPEN_ID, GROU
 from tests.support.llm_fake_provider import PNG
 from tmy.adapters.feishu import FeishuAdapter, from_settings
 from tmy.config import load_settings
-from tmy.errors import ConfigError
+from tmy.errors import AdapterError, ConfigError
 from tmy.testing import Bot
 
 RULES = rf"""
@@ -168,3 +169,28 @@ def test_from_settings_reads_the_section_and_its_credentials(tmp_path: Path) -> 
     assert webhook is not None and [r.path for r in webhook.routes()] == ["/feishu/events"]
     with pytest.raises(ConfigError, match="mode"):
         load_settings(env={}, adapters={"feishu": {"enabled": True, "mode": "poll"}}, **base)
+
+
+async def test_a_reply_picture_on_a_private_host_needs_limits_media_private_hosts() -> None:
+    """A reply's picture is fetched with the guards every uploading adapter uses: a host on
+    this machine only when ``limits.media_private_hosts`` lists it."""
+
+    async def png(request: web.Request) -> web.Response:
+        return web.Response(body=PNG, content_type="image/png")
+
+    app = web.Application()
+    app.router.add_get("/cat.png", png)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/cat.png"  # type: ignore[union-attr]
+    refusing, allowing = FeishuAdapter(), FeishuAdapter(media_private_hosts=["127.0.0.1"])
+    try:
+        with pytest.raises(AdapterError, match="feishu: "):
+            await refusing._load(url, "image")
+        assert (await allowing._load(url, "image")).data == PNG
+    finally:
+        await refusing.stop()
+        await allowing.stop()
+        await runner.cleanup()

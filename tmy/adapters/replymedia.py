@@ -49,12 +49,18 @@ class MediaLoader:
         self.http: httpx.AsyncClient | None = None
 
     async def __call__(self, source: str) -> tuple[bytes, str]:
+        found = await self.load(source)
+        return found.data, found.mime
+
+    async def load(self, source: str, limit: int | None = None) -> Media:
+        """``source`` read with the guards, at most ``limit`` bytes (default: ``self.limit``;
+        a platform whose images and files have different upload limits passes its own)."""
         if self.http is None:
             self.http = new_http_client()
-        found = await media.load(
-            source, self.http, self.limit, self.base_dir, private_hosts=self.private_hosts
+        limit = self.limit if limit is None else limit
+        return await media.load(
+            source, self.http, limit, self.base_dir, private_hosts=self.private_hosts
         )
-        return found.data, found.mime
 
     async def aclose(self) -> None:
         if self.http is not None:

@@ -64,4 +64,5 @@ def from_settings(
         store=store,
         shutdown_grace=settings.limits.shutdown_grace,
         rules_dir=settings.rules,
+        media_private_hosts=settings.limits.media_private_hosts,
     )

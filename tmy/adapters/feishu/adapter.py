@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,9 +50,10 @@ from tmy.adapters.feishu.admins import ChatAdmins
 from tmy.adapters.feishu.api import Rest
 from tmy.adapters.feishu.incoming import Incoming, read_event
 from tmy.adapters.feishu.longconn import LongConnection
-from tmy.adapters.feishu.replies import Answering
+from tmy.adapters.feishu.replies import MAX_FILE, Answering
 from tmy.adapters.feishu.sending import QueuedReply
 from tmy.adapters.feishu.webhook import open_request
+from tmy.adapters.replymedia import MediaLoader
 from tmy.config.feishu import FeishuConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
@@ -86,15 +89,15 @@ class FeishuAdapter(Answering):
         encrypt_key: str = "",
         store: Store | None = None,
         shutdown_grace: float = 30.0,
-        rules_dir: Any = None,
+        rules_dir: Path | None = None,
         send_interval: float = SEND_INTERVAL,
+        media_private_hosts: Collection[str] = (),
     ) -> None:
         self.config = config or FeishuConfig()
         self.app_id, self.app_secret = app_id, app_secret
         self.verification_token, self.encrypt_key = verification_token, encrypt_key
         for secret in (app_secret, verification_token, encrypt_key):
             redact.add(secret)
-        self.rules_dir = rules_dir
         self.shutdown_grace = shutdown_grace
         self._rest: Rest | None = None
         self._conn: LongConnection | None = None
@@ -103,7 +106,8 @@ class FeishuAdapter(Answering):
         self._runner: asyncio.Task[None] | None = None
         self._closing: asyncio.Task[None] | None = None  # the long connection, once refused
         self._stopping = False
-        self._http: Any = None
+        # a reply's pictures and files, fetched with limits.media_private_hosts as elsewhere
+        self._loader = MediaLoader(rules_dir, MAX_FILE, private_hosts=media_private_hosts)
         self.bot_open_id = ""
         self.bot_name = ""
         self._deliveries = Deliveries(store, self.name)
@@ -178,9 +182,7 @@ class FeishuAdapter(Answering):
         await self._lanes.drain(max(0.0, deadline - loop.time()))
         if self._rest is not None:
             await self._rest.close()
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._loader.aclose()
         self._health.stopped()
 
     def health(self) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Hashable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -33,10 +32,10 @@ from tmy.adapters.feishu.api import Rest
 from tmy.adapters.feishu.compose import Piece, compose
 from tmy.adapters.feishu.incoming import Incoming, with_chat
 from tmy.adapters.feishu.sending import QueuedReply, send_piece
+from tmy.adapters.replymedia import MediaLoader
 from tmy.errors import AdapterError
-from tmy.http_client import new_http_client
 from tmy.logs import get_logger
-from tmy.media import Media, MediaError, load
+from tmy.media import Media, MediaError
 from tmy.message import Message, Outgoing, Reply, Target
 
 log = get_logger("tmy.adapter.feishu")
@@ -94,13 +93,12 @@ class Answering:
 
     backoff_base: float
     backoff_cap: float
-    rules_dir: Path | None
     _handle: Handler | None
     _rest: Rest | None
     _health: AdapterHealth
     _outbound: ChatQueues[QueuedReply]
     _admins: ChatAdmins | None
-    _http: Any
+    _loader: MediaLoader
 
     async def _answer(self, chat: Hashable, incoming: Incoming) -> None:
         """Run the rules on one message or event and answer it (a ChatQueues work)."""
@@ -196,11 +194,9 @@ class Answering:
 
     async def _load(self, source: str, kind: str) -> Media:
         """The bytes of a reply's picture or file (an URL, a data: URL, a media/ file)."""
-        if self._http is None:
-            self._http = new_http_client()
         limit = MAX_IMAGE if kind == "image" else MAX_FILE
         try:
-            return await load(source, self._http, limit, self.rules_dir or Path.cwd())
+            return await self._loader.load(source, limit)
         except MediaError as exc:
             raise AdapterError(f"feishu: {exc}") from exc
 
