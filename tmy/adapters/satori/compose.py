@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tmy.adapters.replymedia import read_local
 from tmy.adapters.satori.elements import escape, tag
 from tmy.errors import AdapterError
-from tmy.media import MediaError, data_url, parse_data_url, reply_file
+from tmy.media import MediaError, data_url
 from tmy.message import Button, Outgoing
 
 MAX_TEXT = 2000  # characters per message where nothing better is known (Discord's limit)
@@ -143,19 +144,12 @@ def _media(element: str, source: str, rules_dir: Path | None) -> str:
     if source.startswith(("http://", "https://")):
         return tag(element, {"src": source})
     try:
-        if source.startswith("data:"):
-            media = parse_data_url(source, MAX_INLINE)
-            name = ""
-        elif rules_dir is not None:
-            media = reply_file(source, rules_dir, MAX_INLINE)
-            name = Path(source).name
-        else:
-            raise MediaError(f"{source!r}: no rules directory to read a reply's file from")
+        media, name = read_local(source, rules_dir, MAX_INLINE, element)
     except MediaError as exc:
         raise AdapterError(f"satori: cannot send {source[:80]!r}: {exc}") from exc
     attrs = {"src": data_url(media)}
-    if element == "file" and name:
-        attrs["title"] = name
+    if element == "file" and source[:5].lower() != "data:":
+        attrs["title"] = name  # the file's own name (a data: URL has none)
     return tag(element, attrs)
 
 
