@@ -308,3 +308,5 @@ def test_a_satori_target_without_its_platform_or_chat_is_refused() -> None:
             parse_target(text)
     with pytest.raises(CommandError, match="a qq chat is group:"):
         parse_target("qq:12345")
+    with pytest.raises(CommandError, match="did you mean 'group:5'"):
+        parse_target("onebot:5")  # the same check send_to: gets at load

@@ -194,12 +194,6 @@ def _targets(raw: Any) -> Iterable[Target]:
         problem = target_problem(platform, chat)
         if problem is not None:
             raise RuleError(problem)
-        if platform == "onebot" and chat and not _ONEBOT_CHAT.fullmatch(chat):
-            guess = f"; did you mean 'group:{chat}'?" if chat.isdigit() else ""
-            raise RuleError(
-                f"a onebot chat is 'group:<id>' or 'private:<id>' (the CHAT a QQ message "
-                f"carries), got {chat!r}{guess}"
-            )
         yield Target(platform, chat, user)
 
 
@@ -216,6 +210,12 @@ def target_problem(platform: str, chat: str) -> str | None:
         return (
             f"a satori target names the platform behind the server, satori:<platform> "
             f"(satori:qq, satori:discord …, as PLATFORM shows it), got {platform!r}"
+        )
+    if platform == "onebot" and chat and not _ONEBOT_CHAT.fullmatch(chat):
+        guess = f"; did you mean 'group:{chat}'?" if chat.isdigit() else ""
+        return (
+            f"a onebot chat is 'group:<id>' or 'private:<id>' (the CHAT a QQ message "
+            f"carries), got {chat!r}{guess}"
         )
     if platform == "qq" and chat and not _QQ_CHAT.fullmatch(chat):
         return (
