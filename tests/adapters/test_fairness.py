@@ -321,3 +321,83 @@ def test_a_piece_is_retried_a_few_times_and_never_after_a_wait_that_would_block_
     assert not out.may_retry(121.0)  # a rate limit asking more: the send fails instead
     out.retries = out.max_retries
     assert not out.may_retry()
+
+
+class Answered:
+    """A work that answers with a Future (a send waiting for its answer): no coroutine."""
+
+    def __init__(self, again: list[float | None] | None = None) -> None:
+        self.order: list[tuple[Hashable, int]] = []
+        self.steps: list[asyncio.Future[float | None]] = []
+        self.again = again or []
+
+    def __call__(self, chat: Hashable, item: int) -> asyncio.Future[float | None]:
+        self.order.append((chat, item))
+        step: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+        self.steps.append(step)
+        return step
+
+    def answer(self, n: int = 0, error: Exception | None = None) -> None:
+        step = self.steps[n]
+        if error is not None:
+            step.set_exception(error)
+        else:
+            step.set_result(self.again.pop(0) if self.again else None)
+
+
+async def test_a_work_answering_with_a_future_is_followed_without_a_task() -> None:
+    work = Answered()
+    queues: ChatQueues[int] = ChatQueues("tf", "reply", work, per_chat=10, total=100, in_flight=4)
+    tasks = len(asyncio.all_tasks())
+    queues.put("a", 0)
+    queues.put("a", 1)  # waits: one at a time per chat, in order
+    queues.put("b", 0)
+    assert len(asyncio.all_tasks()) == tasks + 1  # a's drain only: no task per item in flight
+    assert queues.in_flight == 2 and queues.pending("a") == 1
+    work.answer(0)
+    await asyncio.sleep(0.01)
+    assert work.order == [("a", 0), ("b", 0), ("a", 1)]  # a's next once its first was answered
+    work.answer(1)
+    work.answer(2)
+    assert await queues.join(5)
+    assert queues.in_flight == 0
+
+
+async def test_a_future_work_with_more_pieces_goes_on_after_the_chats_pacing() -> None:
+    work = Answered(again=[0.0, None])
+    queues: ChatQueues[int] = ChatQueues(
+        "tf2", "reply", work, per_chat=10, total=100, in_flight=1, interval=0.02
+    )
+    queues.put("a", 0)
+    work.answer(0)  # one more piece to go
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert queues.in_flight == 0 and len(work.steps) == 1  # the slot is free while it waits
+    await asyncio.sleep(0.05)
+    assert work.order == [("a", 0), ("a", 0)]
+    work.answer(1)
+    assert await queues.join(5)
+
+
+async def test_a_future_work_that_fails_or_is_cut_by_close_tells_on_fail_and_on_stop(
+    log_file: Path,
+) -> None:
+    work = Answered()
+    failed: list[tuple[int, str]] = []
+    stopped: list[int] = []
+    dropped_: list[int] = []
+    queues: ChatQueues[int] = ChatQueues(
+        "tf3", "reply", work, per_chat=10, total=100, in_flight=4,
+        on_fail=lambda item, exc: failed.append((item, str(exc))),
+        on_stop=stopped.append, on_drop=dropped_.append,
+    )  # fmt: skip
+    queues.put("a", 0)
+    queues.put("b", 1)
+    queues.put("b", 2)  # waits behind b's first
+    work.answer(0, RuntimeError("socket gone"))
+    await asyncio.sleep(0.01)
+    assert failed == [(0, "socket gone")] and queues.in_flight == 1
+    await queues.close()
+    assert stopped == [1] and dropped_ == [2]  # in flight: on_stop; waiting: on_drop
+    assert queues.in_flight == 0
+    assert any(e["event"] == "tf3.reply_failed" for e in read_log(log_file))

@@ -2,6 +2,7 @@
 
 ``queues`` is :class:`ChatQueues` (why and how: its module docstring),
 ``slots`` the first-come-first-served limit it hands slots out with,
+``lane`` one chat's share of a queue,
 ``pending`` the base of each adapter's queued send (who waits for its outcome;
 which piece is next and its retries),
 and ``lanes`` an adapter's pair of them (messages in, replies out) with its

@@ -50,7 +50,7 @@ class ChatLanes(Generic[M, R]):
         self.outbound: ChatQueues[R] = ChatQueues(
             adapter, "reply", send_step, per_chat=per_chat, total=total,
             in_flight=sends, interval=interval,
-            on_drop=PendingSend.dropped, on_fail=PendingSend.failed,
+            on_drop=PendingSend.dropped, on_fail=PendingSend.failed, on_stop=PendingSend.stopped,
         )  # fmt: skip
 
     def open(self) -> None:

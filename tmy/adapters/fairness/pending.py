@@ -49,6 +49,10 @@ class PendingSend:
             )
         )
 
+    def stopped(self) -> None:
+        """tmy stopped while it was being sent (an adapter may say so in its own words)."""
+        self.dropped()
+
 
 class PiecewiseSend(PendingSend):
     """A queued send of several pieces (a long text split, its images), each retried on its

@@ -1,12 +1,8 @@
 """Per-chat queues served fairly: one busy chat cannot starve the others.
 
-**Why.** A chat adapter used to hold every message it took (waiting for a run
-slot, running, and waiting for its chat's send pacing) under one
-adapter-wide limit. One group at 10 messages/s with replies paced 0.5 s apart
-filled that limit with its own paced replies in about two minutes; from then
-on messages from every other group were dropped, and the busy group's own
-replies went out minutes late. The same held for a Telegram chat under a 429
-flood wait.
+**Why.** Under one adapter-wide limit on everything held (waiting, running, paced),
+one group at 10 messages/s with replies paced 0.5 s apart filled the limit with its
+own paced replies in two minutes; then every other group's messages were dropped.
 
 **What this does.** An adapter keeps two :class:`ChatQueues`: one for
 messages waiting to run in the engine (``what="message"``) and one for
@@ -44,11 +40,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from tmy import metrics
+from tmy.adapters.fairness.lane import Lane
 from tmy.adapters.fairness.slots import FairSlots
 from tmy.logs import get_logger
 
@@ -58,24 +54,10 @@ LOG_EVERY = 10.0  # seconds between two chat_dropped lines of one chat (the coun
 MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forgotten
 
 # work(chat, item): None when the item is done; seconds to wait before calling it again
-# with the same item (another piece of a reply, a platform's retry-after) otherwise.
+# with the same item (another piece of a reply, a platform's retry-after) otherwise. A
+# coroutine runs on a task of its own; a Future (a send waiting for its answer) is followed
+# by a callback, no task.
 Work = Callable[[Hashable, T], Awaitable[float | None]]
-
-
-class _Lane(Generic[T]):
-    """One chat: what waits, how much of it is in flight, its drain task, drops not yet logged."""
-
-    __slots__ = ("dropped", "items", "logged_at", "running", "task", "wake")
-
-    def __init__(self) -> None:
-        self.items: deque[T] = deque()
-        self.running = 0  # items of this chat in flight
-        # set when one of them ends; made only when the drain waits for one (most chats
-        # never do: their item starts at once, and a lane is made per idle chat's message)
-        self.wake: asyncio.Event | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.dropped = 0  # drops since the last log line
-        self.logged_at = -1e9
 
 
 class ChatQueues(Generic[T]):
@@ -97,6 +79,7 @@ class ChatQueues(Generic[T]):
         interval: float = 0.0,
         on_drop: Callable[[T], None] | None = None,
         on_fail: Callable[[T, Exception], None] | None = None,
+        on_stop: Callable[[T], None] | None = None,
     ) -> None:
         if per_chat < 1 or total < 1 or per_chat_in_flight < 1:
             raise ValueError("ChatQueues bounds must be at least 1")
@@ -114,8 +97,11 @@ class ChatQueues(Generic[T]):
         self._on_drop = on_drop
         # on_fail(item, exc): the work function raised (a network error it did not expect)
         self._on_fail = on_fail
+        # on_stop(item): close() cancelled it while a work's Future had it in flight (the
+        # adapter's own words for that, as its coroutine would say them); else on_drop
+        self._on_stop = on_stop
         self._log = get_logger(f"tmy.adapter.{adapter}")
-        self._lanes: dict[Hashable, _Lane[T]] = {}
+        self._lanes: dict[Hashable, Lane[T]] = {}
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
         # items in flight, each on its own task, by a number the task's _execute is given
         self._runs: dict[int, asyncio.Task[None]] = {}
@@ -167,7 +153,7 @@ class ChatQueues(Generic[T]):
         if lane is None:
             if not self._lanes:
                 self._idle.clear()
-            lane = self._lanes[chat] = _Lane()
+            lane = self._lanes[chat] = Lane()
             if self._waiting < self.total and self._paced(chat) and self.slots.try_acquire():
                 self._run(chat, lane, item)  # an idle chat, a free slot: it never waits
                 return True
@@ -218,7 +204,7 @@ class ChatQueues(Generic[T]):
 
     # -- the drain ---------------------------------------------------------------------------------
 
-    def _start_ready(self, chat: Hashable, lane: _Lane[T]) -> None:
+    def _start_ready(self, chat: Hashable, lane: Lane[T]) -> None:
         """Start at once what may start now: a slot free with nobody waiting, the chat's own
         room and pacing allowing. (A socket reader can hand over a whole burst before any
         other task runs; without this the burst would meet the cap while slots stood idle.)"""
@@ -235,22 +221,53 @@ class ChatQueues(Generic[T]):
         ready_at = self._ready_at.get(chat)
         return ready_at is None or ready_at <= time.monotonic()
 
-    def _start(self, chat: Hashable, lane: _Lane[T]) -> None:
+    def _start(self, chat: Hashable, lane: Lane[T]) -> None:
         """Take the chat's oldest item into flight (a slot is already held for it)."""
         item = lane.items.popleft()
         self._took()
         self._run(chat, lane, item)
 
-    def _run(self, chat: Hashable, lane: _Lane[T], item: T) -> None:
-        """Put ``item`` in flight on its own task (a slot is already held for it)."""
+    def _run(self, chat: Hashable, lane: Lane[T], item: T) -> None:
+        """Put ``item`` in flight (a slot is already held for it): a work that answers with
+        a Future is followed by a callback; a coroutine runs on its own task."""
         lane.running += 1
-        # the loop's own create_task: no name to format per item (asyncio.create_task's);
-        # the task leaves _runs at its end (_execute), not through a done callback
         run = next(self._run_ids)
-        coro = self._execute(chat, lane, item, run)
+        step = self._work(chat, item)
+        if isinstance(step, asyncio.Future):
+            self._runs[run] = step
+            step.add_done_callback(lambda done: self._stepped(chat, lane, item, run, done))
+            return
+        # the loop's own create_task: no name to format per item (asyncio.create_task's);
+        # the task leaves _runs at its end (_ended), not through a done callback
+        coro = self._execute(chat, lane, item, run, step)
         self._runs[run] = asyncio.get_running_loop().create_task(coro)
 
-    async def _drain(self, chat: Hashable, lane: _Lane[T]) -> None:
+    def _stepped(
+        self, chat: Hashable, lane: Lane[T], item: T, run: int, step: asyncio.Future[Any]
+    ) -> None:
+        """A work's Future ended: what ``_execute`` does after an awaited step, without a
+        task (one is made only when the item has more to do)."""
+        self.slots.release()
+        if step.cancelled():  # close() while in flight
+            self._ended(chat, lane, item, run, ended=False, stopped=True)
+            return
+        try:
+            again = step.result()
+        except Exception as exc:
+            self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
+            again = None
+            if self._on_fail is not None:
+                self._on_fail(item, exc)
+        pause = max(again or 0.0, self.interval)
+        if pause > 0:
+            self._pace(chat, time.monotonic() + pause)
+        if again is None:
+            self._ended(chat, lane, item, run, ended=True)
+            return
+        coro = self._execute(chat, lane, item, run, resume=pause)
+        self._runs[run] = asyncio.get_running_loop().create_task(coro)
+
+    async def _drain(self, chat: Hashable, lane: Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
         try:
             while lane.items:
@@ -273,13 +290,27 @@ class ChatQueues(Generic[T]):
             lane.task = None
             self._retire(chat, lane)
 
-    async def _execute(self, chat: Hashable, lane: _Lane[T], item: T, run: int) -> None:
-        """Work on one item holding a slot (released while it waits to be called again)."""
+    async def _execute(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        step: Awaitable[float | None] | None = None,
+        resume: float | None = None,
+    ) -> None:
+        """Work on one item holding a slot (released while it waits to be called again).
+        ``step``: the work's first call, already made; ``resume``: a step already ended,
+        go on after this pause (and a slot)."""
         ended = False  # the work function said it is done with the item (or raised)
         try:
+            if resume is not None:
+                if resume > 0:
+                    await asyncio.sleep(resume)
+                await self.slots.acquire()
             while True:
                 try:
-                    again = await self._work(chat, item)
+                    again = await (step if step is not None else self._work(chat, item))
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -289,6 +320,7 @@ class ChatQueues(Generic[T]):
                         self._on_fail(item, exc)
                 finally:
                     self.slots.release()
+                step = None
                 pause = max(again or 0.0, self.interval)
                 if pause > 0:
                     self._pace(chat, time.monotonic() + pause)
@@ -299,18 +331,33 @@ class ChatQueues(Generic[T]):
                     await asyncio.sleep(pause)
                 await self.slots.acquire()
         finally:
-            self._runs.pop(run, None)
-            if not ended and self._on_drop is not None:  # cancelled before its end
-                self._on_drop(item)
-            lane.running -= 1
-            if lane.wake is not None:
-                lane.wake.set()
-            if lane.task is None:
-                if lane.items and self.accepting:
-                    self._start_ready(chat, lane)
-                    if lane.items:
-                        lane.task = asyncio.create_task(self._drain(chat, lane))
-                self._retire(chat, lane)
+            self._ended(chat, lane, item, run, ended=ended)
+
+    def _ended(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        *,
+        ended: bool,
+        stopped: bool = False,
+    ) -> None:
+        """An item left flight: done (``ended``) or cancelled; its chat goes on or retires."""
+        self._runs.pop(run, None)
+        if not ended:  # cancelled before its end
+            drop = self._on_stop if stopped and self._on_stop is not None else self._on_drop
+            if drop is not None:
+                drop(item)
+        lane.running -= 1
+        if lane.wake is not None:
+            lane.wake.set()
+        if lane.task is None:
+            if lane.items and self.accepting:
+                self._start_ready(chat, lane)
+                if lane.items:
+                    lane.task = asyncio.create_task(self._drain(chat, lane))
+            self._retire(chat, lane)
 
     # -- bookkeeping -------------------------------------------------------------------------------
 
@@ -327,40 +374,23 @@ class ChatQueues(Generic[T]):
                 del ready[key]
         ready[chat] = ready_at
 
-    def _retire(self, chat: Hashable, lane: _Lane[T]) -> None:
+    def _retire(self, chat: Hashable, lane: Lane[T]) -> None:
         """Forget a chat that has nothing waiting or in flight (logging drops not yet logged)."""
         if lane.items or lane.running or lane.task is not None:
             return
         if lane.dropped:
-            self._log_drops(chat, lane)
+            lane.log_drops(self._log, self, chat)
         if self._lanes.get(chat) is lane:
             del self._lanes[chat]
         if not self._lanes:
             self._idle.set()
 
-    def _drop_oldest(self, chat: Hashable, lane: _Lane[T]) -> None:
+    def _drop_oldest(self, chat: Hashable, lane: Lane[T]) -> None:
         item = lane.items.popleft()
         self._took()
         metrics.chat_dropped(self.adapter, self.what)
         lane.dropped += 1
         if time.monotonic() - lane.logged_at >= LOG_EVERY:
-            self._log_drops(chat, lane)
+            lane.log_drops(self._log, self, chat)
         if self._on_drop is not None:
             self._on_drop(item)
-
-    def _log_drops(self, chat: Hashable, lane: _Lane[T]) -> None:
-        account, name = chat if isinstance(chat, tuple) else ("", chat)
-        self._log.warning(
-            f"{self.adapter}.chat_dropped",
-            adapter=self.adapter,
-            chat=str(name),
-            account=str(account) or None,
-            what=self.what,
-            dropped=lane.dropped,
-            waiting=len(lane.items),
-            max_pending_per_chat=self.per_chat,
-            hint=f"this chat's oldest waiting {self.what}s were dropped: it sends faster "
-            "than it can be answered",
-        )
-        lane.dropped = 0
-        lane.logged_at = time.monotonic()

@@ -42,7 +42,7 @@ initiative uses the most recently connected account.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Hashable
+from collections.abc import Awaitable, Collection, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ from tmy.adapters.onebot.handshake import refusal
 from tmy.adapters.onebot.notices import to_event
 from tmy.adapters.onebot.outbound import localize
 from tmy.adapters.onebot.requests import answer_request
-from tmy.adapters.onebot.sending import Outgoing, send_piece
+from tmy.adapters.onebot.sending import Outgoing, send_step
 from tmy.adapters.streaming import SentenceChunks
 from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
@@ -200,9 +200,9 @@ class OneBotAdapter:
         self._outbound.put((account, chat), out)
         await done
 
-    async def _send_piece(self, key: Hashable, out: Outgoing) -> float | None:
+    def _send_piece(self, key: Hashable, out: Outgoing) -> Awaitable[float | None]:
         """``send_msg`` the next piece of ``out`` (a ChatQueues work; see ``sending``)."""
-        return await send_piece(self._accounts, key, out, self._recent)
+        return send_step(self._accounts, key, out, self._recent)
 
     # -- connections -------------------------------------------------------------------------
 

@@ -57,6 +57,8 @@ MAX_FRAME_BYTES = 4 * 1024 * 1024
 CLOSE_TIMEOUT = 2.0
 
 EventSink = Callable[["Connection", dict[str, Any]], None]
+# takes an action's response frame, or the AdapterError saying why none will come
+Answer = Callable[[dict[str, Any] | AdapterError], None]
 
 
 class ActionFailed(AdapterError):
@@ -92,8 +94,8 @@ class Connection:
         self.connected_at = time.time()
         self._last_frame = time.monotonic()
         self._probed = False  # a ping went out since the last frame
-        # echo -> (its answer, when it expires, the action): in the order sent
-        self._pending: dict[str, tuple[asyncio.Future[dict[str, Any]], float, str]] = {}
+        # echo -> (who takes its answer, when it expires, the action): in the order sent
+        self._pending: dict[str, tuple[Answer, float, str]] = {}
         self._out = FrameBatch(ws)
         self._watchdog: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None  # the oldest pending action's deadline
@@ -167,40 +169,58 @@ class Connection:
 
     async def call(self, action: str, params: dict[str, Any]) -> Any:
         """Run ``action`` on the implementation and return the response's ``data``."""
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+        def take(response: dict[str, Any] | AdapterError) -> None:
+            if answer.done():
+                return
+            if isinstance(response, AdapterError):
+                answer.set_exception(response)
+            else:
+                answer.set_result(response)
+
+        echo = self.request(action, params, take)
+        try:
+            response = await answer
+        finally:
+            self._pending.pop(echo, None)  # cancelled: a late answer goes nowhere
+        return action_result(action, response)
+
+    def request(self, action: str, params: dict[str, Any], take: Answer) -> str:
+        """Send ``action`` now; ``take`` gets its response (or the AdapterError saying why
+        there is none: unsent, timed out, closed) once, later, from the socket's reader.
+        Returns the action's echo. Raises AdapterError when the socket is closed."""
         if self.ws.closed:
             raise AdapterError(f"onebot: the connection for {self.self_id or self.peer} is closed")
         echo = f"{self._echo_prefix}{next(self._echo_ids)}"
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
         deadline = loop.time() + self.action_timeout
-        self._pending[echo] = (answer, deadline, action)
+        self._pending[echo] = (take, deadline, action)
         if self._expiry is None:
             self._expiry = loop.call_at(deadline, self._expire)
 
         def unsent(why: str) -> None:
-            if not answer.done():
-                answer.set_exception(AdapterError(f"onebot: cannot send {action}: {why}"))
+            if self._pending.pop(echo, None) is not None:
+                _answer(take, AdapterError(f"onebot: cannot send {action}: {why}"))
 
-        try:
-            self._out.push(_dumps({"action": action, "params": params, "echo": echo}), unsent)
-            response = await answer
-        finally:
-            self._pending.pop(echo, None)
-        return _result(action, response)
+        self._out.push(_dumps({"action": action, "params": params, "echo": echo}), unsent)
+        return echo
 
     def _expire(self) -> None:
         """Fail the actions whose ``action_timeout`` has passed (the oldest come first)."""
         self._expiry = None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        for answer, deadline, action in list(self._pending.values()):
+        pending = self._pending
+        for echo, (take, deadline, action) in list(pending.items()):
             if deadline > now:
                 self._expiry = loop.call_at(deadline, self._expire)
                 return
-            if not answer.done():
-                answer.set_exception(
-                    AdapterError(f"onebot: {action} got no answer within {self.action_timeout:g} s")
-                )
+            del pending[echo]
+            _answer(
+                take,
+                AdapterError(f"onebot: {action} got no answer within {self.action_timeout:g} s"),
+            )
 
     async def close(self, why: str, code: int | None = None) -> None:
         """Close the socket (idempotent); ``why`` is what ``run`` reports; ``code`` defaults
@@ -225,9 +245,9 @@ class Connection:
             log.warning("onebot.bad_frame", peer=self.peer, frame=preview(data))
             return
         if "post_type" not in obj and "echo" in obj:
-            pending = self._pending.get(str(obj["echo"]))
-            if pending is not None and not pending[0].done():
-                pending[0].set_result(obj)
+            pending = self._pending.pop(str(obj["echo"]), None)
+            if pending is not None:
+                _answer(pending[0], obj)
             return
         try:
             on_event(self, obj)
@@ -252,12 +272,20 @@ class Connection:
 
     def _fail_pending(self) -> None:
         why = self._close_reason or "the connection closed"
-        for waiter, _, _ in self._pending.values():
-            if not waiter.done():
-                waiter.set_exception(AdapterError(f"onebot: {why} before the action was answered"))
+        pending, self._pending = self._pending, {}
+        for take, _, _ in pending.values():
+            _answer(take, AdapterError(f"onebot: {why} before the action was answered"))
 
 
-def _result(action: str, response: dict[str, Any]) -> Any:
+def _answer(take: Answer, response: dict[str, Any] | AdapterError) -> None:
+    """Hand an action's answer over; a taker that fails is logged, the reader goes on."""
+    try:
+        take(response)
+    except Exception:
+        log.exception("onebot.answer_failed", answer=preview(response))
+
+
+def action_result(action: str, response: dict[str, Any]) -> Any:
     """``data`` of a successful response; ActionFailed naming the retcode otherwise."""
     retcode = response.get("retcode")
     status = response.get("status")

@@ -17,13 +17,13 @@ upload sends its text fallback instead).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from collections.abc import Coroutine, Hashable
 from typing import Any
 
 from tmy.adapters.fairness import PendingSend
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import Recent
-from tmy.adapters.onebot.connection import ActionFailed, Connection
+from tmy.adapters.onebot.connection import ActionFailed, Connection, action_result
 from tmy.adapters.onebot.outbound import FileUpload, Piece, compose, piece_text
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
@@ -35,15 +35,20 @@ log = get_logger("tmy.adapter.onebot")
 class Outgoing(PendingSend):
     """One reply (or ``send``) waiting in its chat's queue: its pieces and who waits for it."""
 
-    __slots__ = ("index", "pieces", "where")
+    __slots__ = ("chat", "index", "pieces", "where")
     platform = "onebot"
 
     def __init__(
-        self, where: dict[str, Any], pieces: list[Piece], done: asyncio.Future[None] | None
+        self,
+        where: dict[str, Any],
+        pieces: list[Piece],
+        done: asyncio.Future[None] | None,
+        chat: str = "",
     ) -> None:
         self.where = where  # message_type and group_id / user_id
         self.pieces = pieces  # each piece's segments, or a file to upload
         self.index = 0  # the next piece to send
+        self.chat = chat  # group:<id> / private:<id>, for the error of a send cut by a stop
         super().__init__(done)  # send() waits on it; None for replies
 
     @classmethod
@@ -65,7 +70,42 @@ class Outgoing(PendingSend):
         id_key = "group_id" if kind == "group" else "user_id"
         where = {"message_type": kind, id_key: _num(ident)}
         pieces = compose(where, text, parts, quote=quote, at=at, answering=answering, local=local)
-        return cls(where, pieces, done)  # no pieces: nothing to send (the caller checks)
+        return cls(where, pieces, done, chat)  # no pieces: nothing to send (the caller checks)
+
+    def stopped(self) -> None:
+        """tmy stopped while this was waiting for the answer to its ``send_msg``."""
+        self.finish(AdapterError(f"onebot: tmy stopped before the message to {self.chat} went out"))
+
+
+def send_step(
+    accounts: Accounts, key: Hashable, out: Outgoing, recent: Recent | None = None
+) -> asyncio.Future[float | None] | Coroutine[Any, Any, float | None]:
+    """Send the next piece of ``out`` (a ChatQueues work): a message piece goes out now and
+    the Future it returns ends when the implementation answers (no task); a file upload, or
+    an account not connected, is :func:`send_piece`'s coroutine."""
+    conn = accounts.bots.get(key[0])  # type: ignore[index]
+    piece = out.pieces[out.index]
+    if conn is None or isinstance(piece, FileUpload) or conn.closed:
+        return send_piece(accounts, key, out, recent)
+    step: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+
+    def answered(response: dict[str, Any] | AdapterError) -> None:
+        if step.done():  # close() cancelled it meanwhile (Outgoing.stopped told the sender)
+            return
+        try:
+            if isinstance(response, AdapterError):
+                raise response
+            data = action_result("send_msg", response)
+        except AdapterError as exc:
+            step.set_result(_failed(key, out, exc))
+            return
+        step.set_result(_sent(accounts, key, out, piece, data, recent))
+
+    try:
+        conn.request("send_msg", {**out.where, "message": piece}, answered)
+    except AdapterError as exc:
+        step.set_result(_failed(key, out, exc))
+    return step
 
 
 async def send_piece(
@@ -83,25 +123,38 @@ async def send_piece(
         else:
             data = await conn.call("send_msg", {**out.where, "message": piece})
     except AdapterError as exc:
-        log.warning(
-            "onebot.send_failed",
-            self_id=self_id,
-            chat=chat,
-            retcode=exc.retcode if isinstance(exc, ActionFailed) else None,
-            error=str(exc),
-        )
-        out.finish(exc)
-        return None
+        return _failed(key, out, exc)
     except asyncio.CancelledError:
         out.finish(AdapterError(f"onebot: tmy stopped before the message to {chat} went out"))
         raise
+    return _sent(accounts, key, out, piece, data, recent)
+
+
+def _failed(key: Hashable, out: Outgoing, exc: AdapterError) -> None:
+    """A piece could not be sent: logged, and its sender told."""
+    log.warning(
+        "onebot.send_failed",
+        self_id=key[0],  # type: ignore[index]
+        chat=key[1],  # type: ignore[index]
+        retcode=exc.retcode if isinstance(exc, ActionFailed) else None,
+        error=str(exc),
+    )
+    out.finish(exc)
+
+
+def _sent(
+    accounts: Accounts, key: Hashable, out: Outgoing, piece: Piece, data: Any, recent: Recent | None
+) -> float | None:
+    """A piece went out: remember its id (quotes of it address the bot); 0.0 while pieces
+    are left (the next one after the chat's send_interval), None when all went out."""
     if isinstance(data, dict) and data.get("message_id") is not None:
+        self_id = key[0]  # type: ignore[index]
         accounts.remember_sent(self_id, str(data["message_id"]))
         if recent is not None:
             recent.remember(self_id, str(data["message_id"]), piece_text(piece), self_id)
     out.index += 1
     if out.index < len(out.pieces):
-        return 0.0  # the next piece, after this chat's send_interval
+        return 0.0
     out.finish(None)
     return None
 
