@@ -41,7 +41,7 @@ from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
 from tmy.llm.mock import respond
 from tmy.llm.streaming import Deltas, replay
-from tmy.llm.transport import CONNECT, OTHER, TIMEOUT, HttpxPost, Post, PostFailed
+from tmy.llm.transport import CONNECT, OTHER, TIMEOUT, AiohttpPost, HttpxPost, Post, PostFailed
 from tmy.llm.wire import Completion, LLMError, Usage, error_message, parse_completion, parse_json
 from tmy.llm.wire import Stream as _Stream
 from tmy.redact import safe_url
@@ -122,7 +122,8 @@ async def complete(
 
     ``http``: how requests go out (:mod:`tmy.llm.transport`); an httpx client is wrapped.
     """
-    if hasattr(http, "stream"):  # an httpx client (the signature before the aiohttp path)
+    if not isinstance(http, AiohttpPost) and hasattr(http, "stream"):  # an httpx client
+        # (the signature before the aiohttp path)
         http = HttpxPost(lambda client=http: client)
     chain = [model, *(config.models[name] for name in model.fallback)]
     deltas = Deltas(req.on_delta) if req.on_delta is not None else None
@@ -225,11 +226,22 @@ def retry_delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
     return backoff * (1 - 0.25 * random.random())
 
 
+_HEADERS: dict[int, tuple[ModelConfig, dict[str, str]]] = {}  # by id(model): made once
+
+
 def _headers(model: ModelConfig) -> dict[str, str]:
+    """The request headers for ``model`` — one dict per model config, never changed (a
+    reload makes new configs: the old ones' entries go when there are too many)."""
+    found = _HEADERS.get(id(model))
+    if found is not None and found[0] is model:
+        return found[1]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if model.api_key:
         headers["Authorization"] = f"Bearer {model.api_key}"
     headers.update(dict(model.headers))
+    if len(_HEADERS) > 64:
+        _HEADERS.clear()
+    _HEADERS[id(model)] = (model, headers)
     return headers
 
 

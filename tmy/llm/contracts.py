@@ -197,6 +197,9 @@ class Contract:
 
 def contract_from(cfg: dict[str, Any]) -> Contract:
     """The contract a step's options declare (ExecutorError for a malformed one)."""
+    get = cfg.get
+    if not (get("returns") or get("choices") or get("output")) and get("format") in _PLAIN:
+        return TEXT  # the usual step: no contract declared (frozen, so one serves all)
     try:
         return _contract(cfg)
     except ValueError as exc:
@@ -235,3 +238,5 @@ def _contract(cfg: dict[str, Any]) -> Contract:
 
 
 JUDGE = Contract("judge")
+TEXT = Contract("text")
+_PLAIN = (None, "", "json")  # format values that leave a step without a contract as text

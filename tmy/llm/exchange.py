@@ -109,10 +109,11 @@ async def send(job: Job, req: Request) -> Completion:
         )
         raise DryRun("dry run: the request was captured by the inspector, not sent")
     rt, message = job.rt, job.ctx.message
-    day = today(rt.tz)
-    await check_budget(rt.services.store, rt.config, message, day, rt.tally)
+    day, config = today(rt.tz), rt.config
+    if config.per_user_daily_tokens or config.daily_tokens:  # else nothing to check
+        await check_budget(rt.services.store, config, message, day, rt.tally)
     try:
-        done = await complete(rt.post, rt.config, job.model, req, job.deadline)
+        done = await complete(rt.post, config, job.model, req, job.deadline)
     except LLMError as exc:
         job.stats.setdefault("errors", []).append(str(exc))
         metrics.llm_request(job.model.name)  # a failed call: no tokens to count

@@ -204,7 +204,7 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
         else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
             pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
     permissions = _permissions(cfg.get("permissions"))
-    tools = _tools(job, cfg.get("tools"), permissions)
+    tools = _tools(job, cfg["tools"], permissions) if cfg.get("tools") else []
     protocol = cfg.get("tool_protocol") or "native"
     system = prompt.merge_system(cfg.get("system"))
     offered = [t for t in tools if t.offered]  # a source's denied tools are never shown
@@ -225,10 +225,12 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     recalled = ""  # -- long-term memory: a block in the tail, never the prefix
     if memory is not None:
         recalled = await memory[0].before_request(job, memory[1], to_text(value))
-    passages = await knowledge.consult(job.rt.knowledge, ctx, cfg.get("knowledge"), to_text(value))
+    passages = ""  # -- knowledge passages (none asked: no coroutine to await)
+    if cfg.get("knowledge") is not None:
+        passages = await knowledge.consult(job.rt.knowledge, ctx, cfg["knowledge"], to_text(value))
     tail = await _tail(ctx, cfg, question, recalled, passages)
     messages = prompt.layout(system_for(None), shots, pairs, tail)
-    parts = await _pictures(job, cfg)
+    parts = await _pictures(job, cfg) if images.wanted(cfg) else None
     if parts:  # the question with its pictures: OpenAI's content parts
         messages[-1]["content"] = [{"type": "text", "text": tail}, *parts]
     job.prefix_len = len(messages) - 1 - 2 * len(pairs)

@@ -36,7 +36,9 @@ def estimate_tokens(text: str) -> int:
 
 def merge_system(value: Any) -> str:
     """Merge string / structured system messages into one text (seed 001)."""
-    if value in (None, "", []):
+    if isinstance(value, str):  # one text: its content section alone
+        return value.strip()
+    if value is None or value == []:
         return ""
     parts = value if isinstance(value, list) else [value]
     background: list[str] = []

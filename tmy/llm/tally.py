@@ -58,7 +58,12 @@ _SUMS = ("prompt", "completion", "cached", "calls")
 
 def add_to(value: Any, delta: dict[str, Any]) -> dict[str, Any]:
     """``value`` (a stored counter, or anything else: a fresh one) plus ``delta``."""
-    out = dict(value) if isinstance(value, dict) else {}
+    if not isinstance(value, dict):  # a fresh counter: the delta's copy, as the sums make it
+        out = {name: int(delta[name]) for name in _SUMS}
+        out["models"] = {model: int(n) for model, n in delta["models"].items()}
+        out["latency_ms"] = round(float(delta["latency_ms"]), 3)
+        return out
+    out = dict(value)
     for name in _SUMS:
         out[name] = int(out.get(name, 0)) + delta[name]
     models = dict(out.get("models") or {})
@@ -96,22 +101,25 @@ class Tally:
         self, keys: list[str], prompt: int, completion: int, cached: int, model: str, ms: float
     ) -> None:
         """Count one call on each of ``keys`` (no I/O)."""
+        pending, tokens = self._pending, prompt + completion
         for key in keys:
-            delta = self._pending.get(key)
-            if delta is None:
-                delta = self._pending[key] = {
-                    "prompt": 0,
-                    "completion": 0,
-                    "cached": 0,
-                    "calls": 0,
-                    "models": {},
-                    "latency_ms": 0.0,
+            delta = pending.get(key)
+            if delta is None:  # the key's first call since the last flush
+                pending[key] = {
+                    "prompt": prompt,
+                    "completion": completion,
+                    "cached": cached,
+                    "calls": 1,
+                    "models": {model: tokens},
+                    "latency_ms": 0.0 + ms,
                 }
+                continue
             delta["prompt"] += prompt
             delta["completion"] += completion
             delta["cached"] += cached
             delta["calls"] += 1
-            delta["models"][model] = delta["models"].get(model, 0) + prompt + completion
+            models = delta["models"]
+            models[model] = models.get(model, 0) + tokens
             delta["latency_ms"] += ms
         self._added += 1
 

@@ -32,6 +32,8 @@ __all__ = ["KEEP", "add_usage", "check_budget", "count", "keys", "today", "usage
 
 
 def _escape(part: str) -> str:
+    if "%" not in part and "/" not in part:  # the usual id: nothing to escape
+        return part
     return part.replace("%", "%25").replace("/", "%2F")
 
 
@@ -106,10 +108,13 @@ async def add_usage(
 
 def count(tally: Tally, message: Message, day: str, usage: Usage, model: str, ms: float) -> None:
     """Count one call in ``tally`` (no I/O): the counters of :func:`keys`."""
-    k = keys(day, message)
-    tally.add(
-        [k["all"], k["user"], k["chat"]], usage.prompt, usage.completion, usage.cached, model, ms
-    )
+    platform, at = _escape(message.platform), f"llm/usage/{day}/"  # as keys() names them
+    counters = [
+        at + "all",
+        f"{at}user/{platform}/{_escape(message.user)}",
+        f"{at}chat/{platform}/{_escape(message.chat)}",
+    ]
+    tally.add(counters, usage.prompt, usage.completion, usage.cached, model, ms)
 
 
 async def usage_of(
