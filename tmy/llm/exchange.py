@@ -170,7 +170,7 @@ def _log_call(job: Job, done: Completion) -> None:
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """What to ask and how: the messages so far, the contract, the tools."""
 

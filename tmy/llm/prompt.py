@@ -82,7 +82,26 @@ def build_system(
     hint: str | None = None,
     constraint: str = "",
 ) -> str:
-    """The final system prompt, in seed 000's order (empty sections left out)."""
+    """The final system prompt, in seed 000's order (empty sections left out). Those
+    without a retry hint are kept (a step asks for the same one at every call; at most
+    a few hundred, each as long as the step's own texts)."""
+    if hint:  # a repair: its hint quotes the rejected answer, so it is never kept
+        return _build_system(scene, system, intent, tools, hint, constraint)
+    key = (scene, system, intent, tools, constraint)
+    found = _SYSTEMS.get(key)
+    if found is None:
+        if len(_SYSTEMS) >= 256:
+            _SYSTEMS.clear()
+        found = _SYSTEMS[key] = _build_system(scene, system, intent, tools, None, constraint)
+    return found
+
+
+_SYSTEMS: dict[tuple[str, str, str, str, str], str] = {}  # filled as steps run
+
+
+def _build_system(
+    scene: str, system: str, intent: str, tools: str, hint: str | None, constraint: str
+) -> str:
     sections = [scene, system, f"Intent: {intent}" if intent else "", tools]
     if hint:
         sections.append(f"{HINT_MARK} {hint}")
@@ -137,6 +156,8 @@ def tail(
 
 def before(question: str, *blocks: str) -> str:
     """``question`` after the non-empty ``blocks`` (knowledge, memory), a blank line apart."""
+    if not any(blocks):  # the usual tail: the question alone
+        return question
     return "\n\n".join([*(b for b in blocks if b), question])
 
 
