@@ -317,7 +317,10 @@ class OneBotAdapter:
                 await answer_request(self._accounts, message, reply)
                 if reply.error is not None:
                     return None  # a requester is no friend yet: no error text goes to them
-            await self._reply(key, message, reply, stream, addressing)
+            if reply.outgoing is None:  # the usual text reply: nothing to read first
+                self._queue_reply(key, message, reply.text, stream, addressing)
+            else:
+                await self._reply(key, message, reply, stream, addressing)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
         return None
@@ -326,6 +329,8 @@ class OneBotAdapter:
         """The quote and @ the config puts on a group reply (``quote_reply``, ``at_sender``)."""
         if message.event is not None or message.private:
             return {}
+        if not (self.config.quote_reply or self.config.at_sender):
+            return {}  # the defaults: neither
         anonymous = message.user.startswith(ANONYMOUS_PREFIX)
         return {
             "quote": event.get("message_id") if self.config.quote_reply else None,
@@ -364,9 +369,7 @@ class OneBotAdapter:
         text = (stream.rest(reply.text) or "") if stream is not None else reply.text
         if chunked:
             addressing = {}
-        local = None  # a plain text reply (the common one) has no files to read
-        if reply.outgoing is not None:
-            local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
+        local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
         out = Outgoing.of(
             message.chat,
             text,
@@ -375,6 +378,21 @@ class OneBotAdapter:
             local=local,
             **addressing,  # type: ignore[index]
         )
+        if out.pieces:
+            self._outbound.put(key, out)
+
+    def _queue_reply(
+        self,
+        key: Hashable,
+        message: Message,
+        text: str,
+        stream: SentenceChunks | None,
+        addressing: dict[str, Any],
+    ) -> None:
+        """:meth:`_reply` for a reply of text alone (no parts: no file to read, no await)."""
+        if stream is not None and stream.sent:
+            text, addressing = stream.rest(text) or "", {}
+        out = Outgoing.of(message.chat, text, **addressing)
         if out.pieces:
             self._outbound.put(key, out)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.codec import parse_cq, read_message, segments_of
+from tmy.adapters.onebot.outbound import piece_text
 from tmy.errors import AdapterError, TmyError
 from tmy.logs import get_logger
 from tmy.message import Attachment, Message
@@ -40,10 +41,12 @@ class Recent:
 
     def __init__(self, size: int = RECENT_MESSAGES) -> None:
         self.size = size
-        # (account, id) -> (text, user): the dict a quote reads is built when it is read
-        self._items: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        # (account, id) -> (text, user): the dict a quote reads is built when it is read; a
+        # sent piece is kept as its segments, read as text only when quoted (piece_text)
+        self._items: OrderedDict[tuple[str, str], tuple[Any, str]] = OrderedDict()
 
-    def remember(self, self_id: str, message_id: str, text: str, user: str) -> None:
+    def remember(self, self_id: str, message_id: str, text: Any, user: str) -> None:
+        """Keep ``text`` (a str, or a sent piece's segments) and ``user`` of a message."""
         if not message_id:
             return
         key = (self_id, message_id)
@@ -59,7 +62,8 @@ class Recent:
         if hit is None:
             return None
         self._items.move_to_end((self_id, message_id))
-        return {"text": hit[0], "user": hit[1], "id": message_id}
+        text = hit[0] if type(hit[0]) is str else piece_text(hit[0])
+        return {"text": text, "user": hit[1], "id": message_id}
 
 
 class OneBotApi:

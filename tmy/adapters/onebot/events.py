@@ -21,7 +21,7 @@ from collections.abc import Collection
 from typing import Any
 
 from tmy import redact
-from tmy.adapters.onebot.codec import parse_cq, read_message, segments_of
+from tmy.adapters.onebot.codec import Parsed, parse_cq, read_message, segments_of
 from tmy.adapters.onebot.media import attachments_of
 from tmy.logs import get_logger
 from tmy.message import Message
@@ -77,10 +77,14 @@ def to_message(
             user = ANONYMOUS_PREFIX + anon_id
     else:
         chat = f"private:{user}"
-    segments = segments_of(event.get("message"))
-    if not segments and isinstance(event.get("raw_message"), str):
-        segments = parse_cq(event["raw_message"])
-    parsed = read_message(segments, self_id, sent)
+    text = _plain_text(event.get("message"))
+    if text is not None:  # the usual message: text segments only (no copies, no attachments)
+        parsed, attachments = Parsed(text), ()
+    else:
+        segments = segments_of(event.get("message"))
+        if not segments and isinstance(event.get("raw_message"), str):
+            segments = parse_cq(event["raw_message"])
+        parsed, attachments = read_message(segments, self_id, sent), attachments_of(segments)
     message_id = event.get("message_id")
     return Message(
         parsed.text,
@@ -94,10 +98,27 @@ def to_message(
         reply_to=parsed.reply_to,
         self_id=self_id,
         message_id="" if message_id is None else str(message_id),
-        attachments=attachments_of(segments),
+        attachments=attachments,
         # an anonymous sender is nobody's admin, whatever role QQ reports
         chat_admin=kind == "group" and user == str(user_id) and _role(event) in admins_from,
     )
+
+
+def _plain_text(message: Any) -> str | None:
+    """What :func:`read_message` reads from a segment array of text segments only (their
+    texts joined, stripped), or None for anything else (then the segments are read)."""
+    if type(message) is not list or not message:
+        return None
+    parts = []
+    for seg in message:
+        if type(seg) is not dict or seg.get("type") != "text":
+            return None
+        data = seg.get("data")
+        text = data.get("text", "") if type(data) is dict else ""
+        if type(text) is not str:
+            return None
+        parts.append(text)
+    return "".join(parts).strip()
 
 
 def frame_failure(frame: dict[str, Any]) -> str | None:

@@ -23,8 +23,9 @@ from typing import Any
 from tmy.adapters.fairness import PendingSend
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import Recent
+from tmy.adapters.onebot.codec import MAX_TEXT_PER_MESSAGE, reply_segments
 from tmy.adapters.onebot.connection import ActionFailed, Connection, action_result
-from tmy.adapters.onebot.outbound import FileUpload, Piece, compose, piece_text
+from tmy.adapters.onebot.outbound import FileUpload, Piece, compose
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
 from tmy.message import Outgoing as Parts
@@ -68,8 +69,13 @@ class Outgoing(PendingSend):
         the quote and the @ go with the first piece only."""
         kind, _, ident = chat.partition(":")
         id_key = "group_id" if kind == "group" else "user_id"
-        where = {"message_type": kind, id_key: _num(ident)}
-        pieces = compose(where, text, parts, quote=quote, at=at, answering=answering, local=local)
+        where = {"message_type": kind, id_key: int(ident) if ident.isdigit() else ident}
+        if parts is None and len(text) <= MAX_TEXT_PER_MESSAGE:  # compose's one-piece case
+            text = text.strip()
+            pieces: list[Piece] = [reply_segments(text, quote=quote, at=at)] if text else []
+        else:
+            pieces = compose(where, text, parts, quote=quote, at=at, answering=answering,
+                             local=local)  # fmt: skip
         return cls(where, pieces, done, chat)  # no pieces: nothing to send (the caller checks)
 
     def stopped(self) -> None:
@@ -151,7 +157,7 @@ def _sent(
         self_id = key[0]  # type: ignore[index]
         accounts.remember_sent(self_id, str(data["message_id"]))
         if recent is not None:
-            recent.remember(self_id, str(data["message_id"]), piece_text(piece), self_id)
+            recent.remember(self_id, str(data["message_id"]), piece, self_id)  # text when read
     out.index += 1
     if out.index < len(out.pieces):
         return 0.0
@@ -167,8 +173,3 @@ async def _upload(conn: Connection, out: Outgoing, upload: FileUpload) -> Any:
         log.warning("onebot.upload_failed", action=upload.action, error=str(exc))
     text = [{"type": "text", "data": {"text": upload.fallback}}]
     return await conn.call("send_msg", {**out.where, "message": text})
-
-
-def _num(ident: str) -> int | str:
-    """QQ ids go out as numbers (the spec's int64); other platforms' string ids as they are."""
-    return int(ident) if ident.isdigit() else ident
