@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from pathlib import Path
 
 import orjson
@@ -22,7 +23,8 @@ from tmy.engine.plans import ConstantPlan, constant_plan
 from tmy.engine.services import Services
 from tmy.engine.tracing import log_run
 from tmy.executors import default_registry
-from tmy.message import Message
+from tmy.logs import PREVIEW, preview
+from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.loader import load_sources
 from tmy.store import Store
 
@@ -196,3 +198,52 @@ async def test_the_engine_keeps_a_bounded_number_of_plans(
         reply = await engine.handle(Message(text, user="u1", platform="test"))
         assert reply.error is None and len(engine._plans) <= 2
     assert (await engine.handle(Message("two d", user="u1", platform="test"))).text == LONG
+
+
+@pytest.mark.parametrize(
+    ("text", "user"),
+    [
+        ("hours", "u1"),
+        ("when open  at night?", "u1"),
+        ("when open é and 营业", "u1"),
+        ('when open "quoted" \\ and \t tab', "u1"),
+        ("when open \x7f del \x1b esc", "u1"),
+        ("hours", 'we"ird\\ü'),
+        ("when open " + "z" * 300, "u1"),  # a text the line cuts: log_run writes it
+    ],
+)
+async def test_a_one_step_run_is_the_general_reply_and_line(
+    store: Store, text: str, user: str
+) -> None:
+    """ConstantPlan.run (the engine's way for a one-step FAQ rule) makes the reply, record
+    and line the general way makes — twice, so ids it has seen take its shortest way."""
+    engine = make_engine(store)
+    match = engine.rulebook.index.match(text)
+    assert match is not None and match.rule.id == "faq"
+    plan = constant_plan(match.rule, engine.settings.max_reply_chars)
+    assert plan is not None and plan.one
+    for _ in range(2):
+        out = io.BytesIO()
+        logs.configure("info", stream=out)
+        token = logs.bind_trace("0123456789abcdef")
+        try:
+            message = Message(text, user=user, chat="g1", platform="test")
+            reply = plan.run(match, message, text, "0123456789abcdef", time.perf_counter())
+            record = reply.steps[0]
+            seconds = record.ms / 1000
+            log_run(match, message, text, reply, seconds, True, False)
+            logs.flush()
+        finally:
+            logs.TRACE.reset(token)
+            logs.configure("warning", stream=io.BytesIO())
+        want = Reply(plan.answer, "faq", "0123456789abcdef", None, [record], False)
+        assert reply == want  # every field set, as Reply's own __init__ sets them
+        assert record == StepRecord(record.uri, "ADJUST", plan.answer, plan.answer, ms=record.ms)
+        lines = _lines(out)
+        assert len(lines) == 2
+        stamp = re.compile(rb'"timestamp":"[^"]*"')
+        assert stamp.sub(b"", lines[0]) == stamp.sub(b"", lines[1])
+        event = orjson.loads(lines[0])
+        assert event["user"] == user and event["rule"] == "faq"
+        assert event["text"] == (text if len(text) <= PREVIEW else preview(text))
+        assert event["ms"] == record.ms and event["steps"][0]["ms"] == record.ms

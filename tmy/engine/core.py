@@ -127,15 +127,25 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if not n & 255:
             roll_trace_high(n)
         trace_id = TRACE_HIGH[0] + HEX2[n & 255]
+        hit = None
+        if not logs.DEBUG_ENABLED:
+            try:  # the usual FAQ answer: no coroutine, no await — no other run sees it in
+                # flight (not counted) and it logs with its trace id in hand (none bound)
+                hit = self._planned(message, trace_id)
+            except Exception as exc:  # an engine bug: answer, log it, keep serving
+                token = _TRACE_SET(trace_id)
+                try:
+                    return self._crashed(trace_id, exc)
+                finally:
+                    _TRACE_RESET(token)
+            if type(hit) is Reply:
+                return hit
         self._inflight += 1
         token = _TRACE_SET(trace_id)
         try:
             if logs.DEBUG_ENABLED:
                 return await self._handle_debug(message, trace_id)
-            reply = self._planned(message, trace_id)  # the usual FAQ answer: no coroutine
-            if type(reply) is Reply:
-                return reply
-            return await self._handle(message, trace_id, reply)
+            return await self._handle(message, trace_id, hit)
         except Exception as exc:  # an engine bug: answer, log it, keep serving
             return self._crashed(trace_id, exc)
         finally:
@@ -251,10 +261,15 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if not message.is_admin and self._admins is not None:
             message.is_admin = self._admins.judge(message)
         rulebook = self.rulebook
-        admits = None
-        if rulebook.has_filters:
-            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
-        match = rulebook.index.match(text, admits)
+        quick = rulebook.index.quick
+        if quick is not None and not rulebook.has_filters:  # TriggerIndex.match's first way
+            shown = text.strip()
+            match = quick(shown.casefold(), shown)
+        else:
+            admits = None
+            if rulebook.has_filters:
+                admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
+            match = rulebook.index.match(text, admits)
         if match is None:
             if rulebook.has_sessions:
                 return _NO_HIT
@@ -268,30 +283,50 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         plan = self._plans.get(rule, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = self._plan(rule)
-        switch = self.switch
         if (
             plan is None
             or rule.cooldown is not None
             or (message.reply_to and message.api is not None)  # a quote to fetch: general
-            or (switch is not None and switch.cached(message) is not False)
         ):
             return match
+        started = _perf_counter()
+        switch = self.switch
+        if switch is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
+            verdict = switch.verdicts.get((platform, chat))
+            if verdict is None or verdict[0] or verdict[1] <= started:
+                return match
         meters = self._meters.get(platform)
         if meters is None:
             meters = self._meters_of(platform)
         meters[0].value += 1
         meters[1].value += 1
-        started = _perf_counter()
-        reply = plan.reply(trace_id, started)
-        observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
-            seconds = _perf_counter() - started
-            if observer or not plan.log(match, message, text, reply, seconds):
-                log_run(match, message, text, reply, seconds, True, self.dry_run, observer)
+        if plan.one and self.observer is None and logs.INFO_ENABLED:
+            reply = plan.run(match, message, text, trace_id, started)  # the FAQ answer
+        else:
+            reply = self._run_plan(plan, match, message, text, trace_id, started)
         runs = self._runs.get(reply.rule)
         if runs is None:
             runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
         runs[0].value += 1
+        return reply
+
+    def _run_plan(
+        self,
+        plan: ConstantPlan,
+        match: Match,
+        message: Message,
+        text: str,
+        trace_id: str,
+        started: float,
+    ) -> Reply:
+        """A constant rule's run of several steps, or one an observer watches (it gets the
+        general line's dict), and its line."""
+        observer = self.observer
+        reply = plan.reply(trace_id, started)
+        if logs.INFO_ENABLED or observer is not None:
+            seconds = _perf_counter() - started
+            if observer or not plan.log(match, message, text, reply, seconds):
+                log_run(match, message, text, reply, seconds, True, False, observer, trace=trace_id)
         return reply
 
     async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:

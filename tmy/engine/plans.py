@@ -18,12 +18,13 @@ writes (``tests/engine/test_plans.py`` holds the two side by side).
 from __future__ import annotations
 
 import time
+from bisect import bisect_left as _bisect
 from typing import Any
 
 import orjson
 
 from tmy import logs, metrics
-from tmy.engine.tracing import step_fields
+from tmy.engine.tracing import log_run, step_fields
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.model import Rule, Step
@@ -34,6 +35,12 @@ _STEP_END = ',"skipped":false}'
 # ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
 # and orjson write it, so str(µs // 1000) + _FRAC[µs % 1000] is that float's JSON
 _FRAC = tuple(repr(k / 1000)[1:] for k in range(1000))
+_new = object.__new__  # a Reply / StepRecord with every field set here: no __init__ frame
+_SAID_QUOTES = 22  # the quotes orjson escapes in said's own keys and value quotes, and 2 around
+# ids (user, chat, platform) seen to need no JSON escape: a FAQ line writes them as they are
+_PLAIN_IDS: set[str] = set()
+_PLAIN_IDS_KEPT = 10_000
+_CLOSE = _STEP_END + '],"event":"run.done","trace_id":"'
 
 
 def constant_plan(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
@@ -66,7 +73,7 @@ def constant_plan(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
 class ConstantPlan:
     """A constant rule's steps, and the parts of its ``run.done`` line every run repeats."""
 
-    __slots__ = ("answer", "heads", "rule", "step_heads", "steps", "tail")
+    __slots__ = ("answer", "heads", "one", "open", "rule", "step_heads", "steps", "tail")
 
     def __init__(self, rule: Rule, steps: tuple[Step, ...], answer: str) -> None:
         self.rule = rule
@@ -77,6 +84,73 @@ class ConstantPlan:
         self.heads: dict[str, str] = {}  # per trigger: '{"rule":…,"trigger":…'
         # per step: its fields as step_fields renders them, up to '"ms":'
         self.step_heads = tuple(_step_head(step) for step in steps)
+        self.one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
+        self.open = ',"steps":[' + self.step_heads[0]
+
+    def run(
+        self, match: Match, message: Message, text: str, trace_id: str, started: float
+    ) -> Reply:
+        """A one-step plan's whole run: :meth:`reply`, its step metric and :meth:`log`'s
+        line (else :func:`log_run`'s) in one frame — the engine's way for a FAQ answer.
+
+        One clock reading times the step and the run: nothing runs between them. The
+        record and reply are made field by field, as their dataclasses' ``__init__``
+        would make them (``tests/engine/test_plans.py`` compares them whole).
+        """
+        step = self.steps[0]
+        value = self.answer
+        seconds = _perf_counter() - started
+        micros = int(seconds * 1e6 + 0.5)
+        record = _new(StepRecord)
+        record.uri = step.uri
+        record.plugin = step.spec.name
+        record.input = record.result = value
+        record.error = ""
+        record.ms = micros / 1000
+        record.skipped = False
+        record.extra = {}
+        meter = step.meter  # the histogram child (tmy.metrics.instruments)
+        if meter is None:
+            meter = step.meter = metrics.step_meter(step.spec.name)
+        meter.counts[_bisect(meter.bounds, seconds)] += 1  # its observe(seconds), inline
+        meter.sum += seconds
+        reply = _new(Reply)
+        reply.text = value
+        reply.rule = self.rule.id
+        reply.trace_id = trace_id
+        reply.error = reply.reason = reply.outgoing = reply.approve = None
+        reply.steps = [record]
+        reply.stopped = False
+        reply.approve_reason = ""
+        trigger = match.trigger
+        q = match.question
+        if trigger is not None and len(text) <= PREVIEW and type(q) is str and len(q) <= PREVIEW:
+            head = self.heads.get(trigger.source)
+            if head is None:
+                head = self._head(trigger.source)
+            ms = f"{micros // 1000}{_FRAC[micros % 1000]}"
+            user, chat, platform = message.user, message.chat, message.platform
+            if (  # nothing to escape: QUESTION is cut from the text (or a space joins parts)
+                text.isascii()
+                and text.isprintable()
+                and '"' not in text
+                and "\\" not in text
+                and user in _PLAIN_IDS
+                and chat in _PLAIN_IDS
+                and platform in _PLAIN_IDS
+            ):
+                line = (
+                    f'{head},"text":"{text}","question":"{q}","user":"{user}","chat":"{chat}",'
+                    f'"platform":"{platform}"{self.tail}{ms}{self.open}{ms}{_CLOSE}'
+                )
+            elif (said := _said(text, q, message)) is not None:
+                line = f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
+            else:
+                line = None
+            if line is not None and logs.emit_info_text(line, trace_id):
+                return reply
+        log_run(match, message, text, reply, seconds, True, False, None, trace=trace_id)
+        return reply
 
     def reply(self, trace_id: str, started: float | None = None) -> Reply:
         """Run the steps: the reply (and records) the general run would return.
@@ -87,17 +161,6 @@ class ConstantPlan:
         clock = _perf_counter
         if started is None:
             started = clock()
-        if len(self.steps) == 1:  # nearly always: the step's constant is the answer (a str)
-            step = self.steps[0]
-            value = self.answer
-            record = StepRecord(step.uri, step.spec.name, value, value)
-            seconds = clock() - started
-            record.ms = int(seconds * 1e6 + 0.5) / 1000
-            meter = step.meter  # the histogram child (tmy.metrics.instruments)
-            if meter is None:
-                meter = step.meter = metrics.step_meter(step.spec.name)
-            meter.observe(seconds)
-            return Reply(value, self.rule.id, trace_id, None, [record], False)
         records: list[StepRecord] = []
         value: Any = None
         for step in self.steps:
@@ -124,8 +187,8 @@ class ConstantPlan:
 
         The message's ids are text here (the engine refuses other ids before any rule
         runs), so when what the message brings needs no JSON escape (ASCII orjson writes
-        as it is: one call for all five joined; escaping is per character) it is written
-        as it is: the whole line is one f-string, encoded once. Else orjson escapes it.
+        as it is: one orjson call on the rendered fields tells) it is written as it is:
+        the whole line is one f-string, encoded once. Else orjson escapes it.
         """
         trigger = match.trigger
         q = match.question
@@ -139,25 +202,17 @@ class ConstantPlan:
             or len(records) != len(self.step_heads)
         ):
             return False
-        user, chat, platform = message.user, message.chat, message.platform
-        plain = f"{text}{q}{user}{chat}{platform}"
-        if plain.isascii() and len(orjson.dumps(plain)) == len(plain) + 2:  # nothing escaped
-            said = (
-                f'"text":"{text}","question":"{q}","user":"{user}",'
-                f'"chat":"{chat}","platform":"{platform}"'
-            )
-        else:
-            try:  # what the message brings, escaped as the general line escapes it
-                said = orjson.dumps(
-                    {"text": text, "question": q, "user": user, "chat": chat, "platform": platform}
-                )[1:-1].decode()
-            except TypeError:
+        said = (
+            f'"text":"{text}","question":"{q}","user":"{message.user}",'
+            f'"chat":"{message.chat}","platform":"{message.platform}"'
+        )
+        if not _plain(said):
+            said = _said(text, q, message)
+            if said is None:
                 return False
         head = self.heads.get(trigger.source)
         if head is None:
-            head = self.heads[trigger.source] = orjson.dumps(
-                {"rule": self.rule.id, "trigger": trigger.source}
-            )[:-1].decode()
+            head = self._head(trigger.source)
         if len(records) == 1:  # nearly always
             m = int(records[0].ms * 1000 + 0.5)  # the step's whole µs (its ms is µs / 1000)
             steps = f"{self.step_heads[0]}{m // 1000}{_FRAC[m % 1000]}{_STEP_END}"
@@ -169,6 +224,49 @@ class ConstantPlan:
             f'"steps":[{steps}],"event":"run.done","trace_id":"',
             reply.trace_id,
         )
+
+    def _head(self, source: str) -> str:
+        """The line's start for a run through trigger ``source``, kept per trigger."""
+        head = self.heads[source] = orjson.dumps({"rule": self.rule.id, "trigger": source})[
+            :-1
+        ].decode()
+        return head
+
+
+def _needs_no_escape(text: str) -> bool:
+    """Printable ASCII without a quote or a backslash: JSON writes it as it is."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _plain(said: str) -> bool:
+    """Is ``said`` as orjson would write it (ASCII, nothing to escape)? orjson escapes
+    only its own quotes then; a non-ASCII character is longer in UTF-8."""
+    try:
+        return len(orjson.dumps(said)) == len(said) + _SAID_QUOTES
+    except TypeError:  # a lone surrogate: the escaping way finds out
+        return False
+
+
+def _said(text: str, q: str, message: Message) -> str | None:
+    """What the message brings, escaped as the general line escapes it (None: orjson
+    refuses a value, the general line's way writes it). Ids found to need no escape
+    join :data:`_PLAIN_IDS`."""
+    for name in (message.user, message.chat, message.platform):
+        if type(name) is str and name not in _PLAIN_IDS and _needs_no_escape(name):
+            if len(_PLAIN_IDS) >= _PLAIN_IDS_KEPT:
+                _PLAIN_IDS.clear()
+            _PLAIN_IDS.add(name)
+    try:
+        fields = {
+            "text": text,
+            "question": q,
+            "user": message.user,
+            "chat": message.chat,
+            "platform": message.platform,
+        }
+        return orjson.dumps(fields)[1:-1].decode()
+    except TypeError:
+        return None
 
 
 def _step(head: str, record: StepRecord) -> str:

@@ -65,7 +65,7 @@ class Refusals:
         reason = unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
         observer = self.observer
         if logs.INFO_ENABLED or observer is not None:
-            log_unmatched(message, text, reason, None, observer)
+            log_unmatched(message, text, reason, None, observer, trace_id)
         return Reply("", None, trace_id, None, [], False, reason)
 
     def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:

@@ -23,6 +23,9 @@ from tmy.store.joined import ReadBatch
 log = get_logger("tmy.admin")
 
 OFF_CACHE_SECONDS = 2.0
+# the verdicts' clock: the engine's (it reads it once per message and tests a verdict
+# against that reading, :meth:`tmy.engine.core.Engine._planned`)
+_clock = time.perf_counter
 _OFF_CACHE_MAX = 10_000
 
 
@@ -36,26 +39,28 @@ class ChatSwitch:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: dict[tuple[str, str], tuple[bool, float]] = {}
+        # (platform, chat) -> (off, fresh until on the perf_counter clock): the engine reads
+        # it inline on its FAQ way, as :meth:`cached` does
+        self.verdicts: dict[tuple[str, str], tuple[bool, float]] = {}
         self._reads = ReadBatch()  # this loop turn's lookups, read together
 
     def cached(self, message: Message) -> bool | None:
         """The cache's verdict for ``message``'s chat while fresh; None when unknown or stale."""
-        hit = self._cache.get((message.platform, message.chat))
-        if hit is not None and hit[1] > time.monotonic():
+        hit = self.verdicts.get((message.platform, message.chat))
+        if hit is not None and hit[1] > _clock():
             return hit[0]
         return None
 
     async def is_off(self, message: Message) -> bool:
         """Whether the bot is off in ``message``'s chat (False when the store cannot say)."""
-        now = time.monotonic()
-        hit = self._cache.get((message.platform, message.chat))
+        now = _clock()
+        hit = self.verdicts.get((message.platform, message.chat))
         if hit is not None and hit[1] > now:
             return hit[0]
         off = await self._lookup(off_key(message))
-        if len(self._cache) >= _OFF_CACHE_MAX:
-            self._cache.clear()
-        self._cache[(message.platform, message.chat)] = (off, now + OFF_CACHE_SECONDS)
+        if len(self.verdicts) >= _OFF_CACHE_MAX:
+            self.verdicts.clear()
+        self.verdicts[(message.platform, message.chat)] = (off, now + OFF_CACHE_SECONDS)
         return off
 
     async def _lookup(self, key: str) -> bool:
@@ -75,4 +80,4 @@ class ChatSwitch:
             await self.store.set(key, {"by": f"{message.platform}:{message.user}"})
         else:
             await self.store.delete(key)
-        self._cache[(message.platform, message.chat)] = (off, time.monotonic() + OFF_CACHE_SECONDS)
+        self.verdicts[(message.platform, message.chat)] = (off, _clock() + OFF_CACHE_SECONDS)

@@ -112,6 +112,7 @@ def log_run(
     dry_run: bool,
     observer: Callable[[dict[str, Any]], None] | None = None,
     scheduled: bool = False,
+    trace: str | None = None,
 ) -> None:
     """The run's one line at ``info``: enough for ``trace`` to rebuild it.
 
@@ -121,11 +122,13 @@ def log_run(
     ``dry_run`` an ``explain`` run that stored and sent nothing; ``scheduled`` a
     cron firing. ``observer`` (the engine's, the web console's feed) gets the
     same dict, ``trace_id`` included, whether or not ``info`` is logged — and
-    ``tokens`` (the steps' total) when a model was asked.
+    ``tokens`` (the steps' total) when a model was asked. ``trace``: the run's trace id
+    when the caller has not bound it (:data:`tmy.logs.TRACE`: the engine's FAQ way).
     """
     if _USED:  # left by a step_fields call outside a run's line (a test, a tool)
         _USED.clear()
-    trace = logs.TRACE.get()
+    if trace is None:
+        trace = logs.TRACE.get()
     event = _run_event(match, message, text, reply, seconds, finish, dry_run, scheduled)
     if (
         logs.INFO_ENABLED
@@ -201,9 +204,10 @@ def log_unmatched(
     reason: str,
     rule: str | None,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    trace: str | None = None,
 ) -> None:
     """``message.unmatched``: no run for this message (no trigger, filters, chat off);
-    to the log at ``info`` and to ``observer`` (see :func:`log_run`)."""
+    to the log at ``info`` and to ``observer`` (see :func:`log_run`, and its ``trace``)."""
     event = {
         "text": text if len(text) <= PREVIEW else preview(text),
         "user": message.user,
@@ -213,7 +217,8 @@ def log_unmatched(
         "reason": reason,
         "event": "message.unmatched",
     }
-    trace = logs.TRACE.get()
+    if trace is None:
+        trace = logs.TRACE.get()
     if logs.INFO_ENABLED:
         logs.emit_event("info", event, trace)
     if observer is not None:

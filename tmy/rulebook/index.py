@@ -18,9 +18,12 @@ from typing import Any
 
 import ahocorasick
 
+from tmy.rulebook.dead import dead_triggers
 from tmy.rulebook.nearmiss import NearIndex, NearMiss, near_misses
 from tmy.rulebook.textform import TextMap, fold, normal_form, normalise
 from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, is_word_prefix, regex_candidates
+
+_new = object.__new__
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
 _RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
@@ -155,8 +158,13 @@ class Side:
         if best is None:
             return None
         trig = best[2]
-        question = "" if not at else (shown if len(shown) == size else text)[at:].strip()
-        return Match(best[1], trig, trig.magic, question, {})
+        match = _new(Match)  # field by field: no __init__ frame (a FAQ answer's one Match)
+        match.rule = best[1]
+        match.trigger = trig
+        match.magic = trig.magic
+        match.question = "" if not at else (shown if len(shown) == size else text)[at:].strip()
+        match.groups = {}
+        return match
 
     def candidates(
         self, text: str, shown: str, kinds: frozenset[str] | None = None
@@ -275,6 +283,10 @@ class TriggerIndex:
                 (self.sensitive if trig.case_sensitive else self.folded).add((key, rule, trig))
         self.folded.freeze()
         self.sensitive.freeze()
+        # the one lookup an ASCII text needs when every trigger is a case-folded exact or
+        # prefix literal and no rule has filters to ask (:meth:`match`'s first way; the
+        # engine calls it directly): ``quick(shown.casefold(), shown)``; else None
+        self.quick = self.folded.best if self.folded.plain and not self.sensitive.used else None
 
     def match(self, text: str, admits: Callable[[Any], bool] | None = None) -> Match | None:
         """The best rule for ``text`` whose filters admit the message (``admits``; None:
@@ -345,37 +357,8 @@ class TriggerIndex:
         return near
 
     def dead_triggers(self) -> list[tuple[Any, Trigger, Any, Trigger]]:
-        """Triggers that can never fire: another rule's trigger wins on every text they match.
-
-        Returns ``(rule, trigger, winning_rule, winning_trigger)``. Regex triggers
-        are not analysed; a winner only counts when its rule's filters admit every
-        message the loser's rule admits (no filters, or the same ones).
-        """
-        covers = {
-            "exact": None,
-            "prefix": frozenset({"prefix", "contains", "any"}),
-            "suffix": frozenset({"suffix", "contains", "any"}),
-            "contains": frozenset({"contains", "any"}),
-            "any": frozenset({"any"}),
-        }
-        dead = []
-        for side in (self.folded, self.sensitive):
-            entries = {
-                id(e[2]): e
-                for group in (side.exact, side.prefix, side.suffix, side.contains)
-                for lst in group.values()
-                for e in lst
-            }
-            for key, rule, trig in [*entries.values(), *side.any]:
-                for (ukey, urule, utrig), _, _ in side.candidates(
-                    trig.literal, trig.literal, covers[trig.kind]
-                ):
-                    if urule is rule or ukey >= key:
-                        continue
-                    if urule.filters.is_open or urule.filters == rule.filters:
-                        dead.append((rule, trig, urule, utrig))
-                        break
-        return dead
+        """Triggers that can never fire (:func:`tmy.rulebook.dead.dead_triggers`)."""
+        return dead_triggers((self.folded, self.sensitive))
 
 
 @dataclass(slots=True)
