@@ -177,3 +177,11 @@ async def test_replies_ready_together_are_written_together() -> None:
     # one protocol-valid send_msg per reply, each to its own group
     answered = {a["params"]["group_id"]: sent_text(a) for a in actions}
     assert answered == {g: f"onebot|group:{g}|20002|Ann|m{i}" for i, g in enumerate(groups)}
+
+
+def test_a_batch_of_server_frames_is_the_frames_one_after_another() -> None:
+    from tmy.adapters.onebot.batching import _joined, frame
+
+    payloads = [b"x" * n for n in (0, 5, 125, 126, 200, 65535, 65536, 70000)]
+    batch = [(p, lambda why: None) for p in payloads]
+    assert _joined(batch, False) == b"".join(frame(p, False) for p in payloads)

@@ -102,7 +102,7 @@ class FrameBatch:
         batch, self._queue = queue[:cut], queue[cut:]
         if batch:
             try:
-                transport.write(b"".join([frame(payload, masked) for payload, _ in batch]))
+                transport.write(_joined(batch, masked))
             except (ConnectionError, RuntimeError, OSError) as exc:
                 _fail(batch, str(exc) or type(exc).__name__)
             else:
@@ -130,6 +130,23 @@ class FrameBatch:
             if self._queue:  # cancelled mid-way (the connection is going): fail the rest
                 batch, self._queue = self._queue, []
                 _fail(batch, "the connection closed")
+
+
+def _joined(batch: list[tuple[bytes, OnError]], masked: bool) -> bytes:
+    """The batch's frames as one buffer (a server's frames, unmasked, built inline)."""
+    if masked:
+        return b"".join([frame(payload, True) for payload, _ in batch])
+    parts = []
+    for payload, _ in batch:
+        n = len(payload)
+        if n < 126:
+            parts.append(_LEN1(_TEXT, n))
+        elif n < 65536:
+            parts.append(_LEN2(_TEXT, 126, n))
+        else:
+            parts.append(_LEN3(_TEXT, 127, n))
+        parts.append(payload)
+    return b"".join(parts)
 
 
 def _fail(batch: list[tuple[bytes, OnError]], why: str) -> None:

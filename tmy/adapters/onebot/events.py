@@ -100,7 +100,10 @@ def to_message(
         message_id="" if message_id is None else str(message_id),
         attachments=attachments,
         # an anonymous sender is nobody's admin, whatever role QQ reports
-        chat_admin=kind == "group" and user == str(user_id) and _role(event) in admins_from,
+        chat_admin=bool(admins_from)
+        and kind == "group"
+        and user == str(user_id)
+        and _role(event) in admins_from,
     )
 
 

@@ -50,7 +50,7 @@ class Outgoing(PendingSend):
         self.pieces = pieces  # each piece's segments, or a file to upload
         self.index = 0  # the next piece to send
         self.chat = chat  # group:<id> / private:<id>, for the error of a send cut by a stop
-        super().__init__(done)  # send() waits on it; None for replies
+        self.done = done  # send() waits on it; None for replies (PendingSend's, set inline)
 
     @classmethod
     def of(
