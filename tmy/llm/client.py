@@ -51,15 +51,8 @@ if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
 
     from tmy.llm.transport import Response
 
-__all__ = [
-    "Completion",
-    "LLMError",
-    "Request",
-    "Usage",
-    "complete",
-    "retry_after_seconds",
-    "retry_delay",
-]
+__all__ = ["Completion", "LLMError", "Request", "Usage", "complete", "retry_delay"]
+__all__ += ["retry_after_seconds"]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 _LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE allows all three
@@ -123,7 +116,6 @@ async def complete(
     ``http``: how requests go out (:mod:`tmy.llm.transport`); an httpx client is wrapped.
     """
     if not isinstance(http, AiohttpPost) and hasattr(http, "stream"):  # an httpx client
-        # (the signature before the aiohttp path)
         http = HttpxPost(lambda client=http: client)
     chain = [model, *(config.models[name] for name in model.fallback)]
     deltas = Deltas(req.on_delta) if req.on_delta is not None else None
@@ -226,23 +218,21 @@ def retry_delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
     return backoff * (1 - 0.25 * random.random())
 
 
-_HEADERS: dict[int, tuple[ModelConfig, dict[str, str]]] = {}  # by id(model): made once
-
-
 def _headers(model: ModelConfig) -> dict[str, str]:
-    """The request headers for ``model`` — one dict per model config, never changed (a
-    reload makes new configs: the old ones' entries go when there are too many)."""
+    """The request headers for ``model``: one dict per model config, never changed (a
+    reload makes new configs; the old ones' entries go when there are too many)."""
     found = _HEADERS.get(id(model))
-    if found is not None and found[0] is model:
-        return found[1]
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if model.api_key:
-        headers["Authorization"] = f"Bearer {model.api_key}"
-    headers.update(dict(model.headers))
-    if len(_HEADERS) > 64:
-        _HEADERS.clear()
-    _HEADERS[id(model)] = (model, headers)
-    return headers
+    if found is None or found[0] is not model:
+        auth = {"Authorization": f"Bearer {model.api_key}"} if model.api_key else {}
+        json = {"Content-Type": "application/json", "Accept": "application/json"}
+        found = (model, {**json, **auth, **dict(model.headers)})
+        if len(_HEADERS) > 64:
+            _HEADERS.clear()
+        _HEADERS[id(model)] = found
+    return found[1]
+
+
+_HEADERS: dict[int, tuple[ModelConfig, dict[str, str]]] = {}  # by id(model)
 
 
 async def _once(
