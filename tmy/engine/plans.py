@@ -112,7 +112,8 @@ class ConstantPlan:
         meter = step.meter  # the histogram child (tmy.metrics.instruments)
         if meter is None:
             meter = step.meter = metrics.step_meter(step.spec.name)
-        meter.counts[_bisect(meter.bounds, seconds)] += 1  # its observe(seconds), inline
+        bounds = meter.bounds  # its observe(seconds), inline; a constant is in the first bucket
+        meter.counts[0 if seconds <= bounds[0] else _bisect(bounds, seconds)] += 1
         meter.sum += seconds
         reply = _new(Reply)
         reply.text = value
