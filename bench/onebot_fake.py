@@ -323,11 +323,28 @@ async def floor_server(port: int) -> None:
     await asyncio.Event().wait()
 
 
+def wrap(argv: list[str]) -> None:
+    """Run the script ``argv[0]`` (with its arguments) as ``__main__``, SIGUSR1 calling
+    ``os.getppid`` and SIGUSR2 ``os.getpgrp``: under ``valgrind --tool=callgrind
+    --zero-before=os_getppid --dump-before=os_getpgrp`` they zero and dump the counters,
+    so ``onebot_path.py --callgrind`` measures exactly the messages of one window."""
+    import runpy
+    import signal
+
+    signal.signal(signal.SIGUSR1, lambda *_: os.getppid())
+    signal.signal(signal.SIGUSR2, lambda *_: os.getpgrp())
+    sys.argv = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    runpy.run_path(argv[0], run_name="__main__")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "floor":
         try:
             asyncio.run(floor_server(int(sys.argv[2])))
         except KeyboardInterrupt:
             pass
+    elif len(sys.argv) > 2 and sys.argv[1] == "wrap":
+        wrap(sys.argv[2:])
     else:
-        sys.exit("usage: python bench/onebot_fake.py floor PORT")
+        sys.exit("usage: python bench/onebot_fake.py floor PORT | wrap SCRIPT [ARG ...]")

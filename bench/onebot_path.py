@@ -28,6 +28,14 @@ the script exit 1. Writes ``bench/results/onebot_path.json``.
 
     python3 bench/onebot_path.py            # ~2 min
     python3 bench/onebot_path.py --quick    # N = 1 and 1,000, fewer messages
+    python3 bench/onebot_path.py --callgrind [--compare CHECKOUT]   # ~2 min per server
+
+``--callgrind`` runs each server under ``valgrind --tool=callgrind`` (instrumented
+from the warm-up on, counters zeroed and dumped around one window of ``--count``
+messages by signals to ``onebot_fake.py wrap``) and reports instructions per
+message: repeatable where CPU time is not (a shared machine changes how many events
+one socket read carries, and so the CPU per message). It leaves out the kernel's
+share (the system calls), which CPU time includes.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ GOAL_RATIO = 2.5
 GOAL_P99_MS = 5.0
 NAMES = {"floor": "floor (bare aiohttp WS)", "tmy": "tmy", "before": "tmy --compare",
          "nonebot": "NoneBot2"}  # fmt: skip
+RULES = "1,10,100,1000,10000,100000"  # --rules (--callgrind: 1,10000)
+COUNT = 20000  # --count (--callgrind: 1000)
 NONEBOT_MAX_N = 100  # NoneBot2 checks every matcher per message: 1,000 rules is ~2 msgs/s
 
 
@@ -78,6 +88,7 @@ adapters:
 
 
 def _spawn(kind: str, tmp: Path, port: int, n: int, args: Any) -> subprocess.Popen[bytes]:
+    """The server ``kind`` on ``port`` (under callgrind with ``--callgrind``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMY_", "OPENAI_"))}
     env["PYTHONUNBUFFERED"] = "1"
     if kind in ("tmy", "before"):
@@ -89,6 +100,13 @@ def _spawn(kind: str, tmp: Path, port: int, n: int, args: Any) -> subprocess.Pop
     else:
         python = args.nonebot_python
         argv = [python, str(common.BENCH / "onebot_nonebot.py"), str(port), str(n), fake.TOKEN]
+    if args.callgrind:  # instrumented from the warm-up on (callgrind_control), zeroed and
+        # dumped around the window by the wrapper's signals; PYTHONHASHSEED fixed: repeatable
+        env["PYTHONHASHSEED"] = "0"
+        argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                f"--callgrind-out-file={tmp / 'callgrind.out'}", "--zero-before=os_getppid",
+                "--dump-before=os_getpgrp", argv[0], str(common.BENCH / "onebot_fake.py"),
+                "wrap", *argv[1:]]  # fmt: skip
     return subprocess.Popen(
         argv,
         cwd=tmp,
@@ -147,6 +165,8 @@ async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
             next_id = 1
             peer = kind == "nonebot"
             cap = args.nonebot_time_cap if peer else args.time_cap
+            if args.callgrind:
+                return await _instructions(kind, n, proc, url, msg, fixed, tmp, args)
             warm = await fake.drive(url, count=50 if peer else max(count // 5, 200),
                                     in_flight=args.in_flight, first_id=next_id, message=msg,
                                     fixed=fixed, time_cap=cap)  # fmt: skip
@@ -185,6 +205,34 @@ async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
             common.stop_process(proc)
 
 
+async def _instructions(
+    kind: str, n: int, proc: subprocess.Popen[bytes], url: str, msg: Any, fixed: bool,
+    tmp: Path, args: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """``--callgrind``: instructions per message of one window of ``count`` messages."""
+    import signal
+
+    subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True)
+    warm = await fake.drive(url, count=args.count // 2, in_flight=args.in_flight, first_id=1,
+                            message=msg, fixed=fixed, time_cap=600)  # fmt: skip
+    proc.send_signal(signal.SIGUSR1)  # zero
+    await asyncio.sleep(1.0)
+    r = await fake.drive(url, count=args.count, in_flight=args.in_flight, first_id=warm["sent"] + 1,
+                         message=msg, fixed=fixed, time_cap=600)  # fmt: skip
+    proc.send_signal(signal.SIGUSR2)  # dump
+    dump = tmp / "callgrind.out.1"
+    for _ in range(100):
+        if dump.exists() and "totals:" in dump.read_text():
+            break
+        await asyncio.sleep(0.2)
+    totals = [ln for ln in dump.read_text().splitlines() if ln.startswith(("summary:", "totals:"))]
+    ir = int(totals[-1].split()[1])
+    return {"kind": kind, "rules": n, "ir_per_msg": ir / max(1, r["answered"]),
+            "answered": r["answered"], "wrong": r["wrong"] + warm["wrong"],
+            "unanswered": r["unanswered"] + warm["unanswered"],
+            "wrong_examples": r["wrong_examples"]}  # fmt: skip
+
+
 def _nonebot_ok(python: str) -> bool:
     code = "import nonebot, nonebot.adapters.onebot.v11, fastapi, uvicorn"
     return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
@@ -205,6 +253,27 @@ def _table(floor: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             f"{r['wrong'] + r['unanswered']}",
         ])  # fmt: skip
     return common.table("OneBot v11 path (server CPU per message)", head, cells)
+
+
+def _callgrind(args: Any) -> None:
+    """``--callgrind``: instructions per message (repeatable on a shared machine, where CPU
+    time is not), the floor's and tmy's (and ``--compare``'s) at each N."""
+    rows = [asyncio.run(_side("floor", 1, args))]
+    for n in args.rules:
+        rows.append(asyncio.run(_side("tmy", n, args)))
+        if args.compare:
+            rows.append(asyncio.run(_side("before", n, args)))
+    floor = rows[0]["ir_per_msg"]
+    cells = [[NAMES[r["kind"]], "—" if r["kind"] == "floor" else f"{r['rules']:,}",
+              f"{r['ir_per_msg']:,.0f}", f"{r['ir_per_msg'] / floor:.2f}",
+              f"{r['wrong'] + r['unanswered']}"] for r in rows]  # fmt: skip
+    head = ["server", "rules", "instructions/msg", "÷ floor", "wrong"]
+    print(common.table("OneBot v11 path (callgrind, instructions per message)", head, cells))
+    if not args.no_write:
+        result = {"callgrind": rows, "count": args.count, "in_flight": args.in_flight}
+        print(f"wrote {common.write_result('onebot_path_callgrind', result, quick=args.quick)}")
+    if sum(r["wrong"] + r["unanswered"] for r in rows):
+        sys.exit(f"FAILED: wrong or missing replies, e.g. {rows[-1]['wrong_examples'][:3]}")
 
 
 async def run(args: Any) -> dict[str, Any]:
@@ -228,8 +297,8 @@ async def run(args: Any) -> dict[str, Any]:
 
 def main() -> None:
     parser = common.base_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--rules", default="1,10,100,1000,10000,100000")
-    parser.add_argument("--count", type=int, default=20000, help="messages per window")
+    parser.add_argument("--rules", default=RULES)
+    parser.add_argument("--count", type=int, default=COUNT, help="messages per window")
     parser.add_argument("--rounds", type=int, default=3, help="windows per server (best kept)")
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--time-cap", type=float, default=60.0, help="seconds per window at most")
@@ -238,7 +307,15 @@ def main() -> None:
     parser.add_argument("--nonebot-time-cap", type=float, default=20.0, help="s per window")
     parser.add_argument("--no-nonebot", action="store_true")
     parser.add_argument("--compare", help="another checkout whose run.py to measure beside tmy")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="instructions per message (--count 1000)"
+    )
     args = parser.parse_args()
+    if args.callgrind:
+        args.rules = [int(x) for x in (args.rules if args.rules != RULES else "1,10000").split(",")]
+        args.count = args.count if args.count != COUNT else 1000
+        _callgrind(args)
+        return
     if args.quick:
         args.rules, args.count, args.rounds = "1,1000", min(args.count, 4000), min(args.rounds, 2)
         args.nonebot_count = min(args.nonebot_count, 300)
