@@ -298,6 +298,20 @@ async def test_claims_asked_together_answer_each_key_once_in_order(store: Store)
     assert await asyncio.gather(*(store.claim(k, 60) for k in keys[:3])) == [False] * 3
 
 
+async def test_a_batch_of_claims_larger_than_one_statement_answers_each_key_once(
+    store: Store,
+) -> None:
+    """250 claims at once (SQLite takes them 100 keys to a statement): a key listed again in
+    a later statement of the same batch is refused, an expired key is taken again."""
+    await store.claim("dedup/big/old", 0.05)
+    await asyncio.sleep(0.1)  # expired
+    keys = [f"dedup/big/{i % 180}" for i in range(250)] + ["dedup/big/old"]
+    answers = await asyncio.gather(*(store.claim(k, 60) for k in keys))
+    assert answers == [True] * 180 + [False] * 70 + [True]
+    again = await asyncio.gather(*(store.claim(k, 60) for k in keys[:5]))
+    assert again == [False] * 5
+
+
 async def test_bad_claim_keys_and_ttls_are_refused(store: Store) -> None:
     for ttl in (0, -1, math.nan, math.inf):
         with pytest.raises(StoreError):

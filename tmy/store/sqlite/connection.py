@@ -7,6 +7,7 @@ and why a retry after SQLITE_BUSY is never a second application of a write.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sqlite3
 import time
@@ -47,6 +48,20 @@ CLAIM = (
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires "
     "WHERE kv.expires IS NOT NULL AND kv.expires <= ? RETURNING 1"
 )
+CLAIM_ROWS = 100  # keys per multi-row claim statement (2 parameters each)
+
+
+@functools.lru_cache(maxsize=CLAIM_ROWS)
+def claim_many(rows: int) -> str:
+    """CLAIM for ``rows`` keys in one statement, naming the keys it took."""
+    values = ", ".join(["(?, 'true', ?)"] * rows)
+    return (
+        f"INSERT INTO kv (key, value, expires) VALUES {values} "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires = excluded.expires "
+        "WHERE kv.expires IS NOT NULL AND kv.expires <= ? RETURNING key"
+    )
+
+
 TAKE_LEASE = (
     "INSERT INTO locks (key, token, expires) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires = excluded.expires "

@@ -23,11 +23,13 @@ from tmy.store.leases import (
 from tmy.store.sqlite.connection import (
     CHUNK,
     CLAIM,
+    CLAIM_ROWS,
     GIVE_LEASE,
     RENEW_LEASE,
     TAKE_LEASE,
     UPSERT,
     FnFailed,
+    claim_many,
     is_busy,
     is_live,
     log,
@@ -157,19 +159,31 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
     def _claim_op(
         self, batch: Sequence[tuple[str, float]]
     ) -> Callable[[sqlite3.Connection], list[bool]]:
-        def body(db: sqlite3.Connection) -> list[bool]:
-            now = time.time()
-            return [
-                db.execute(CLAIM, (key, now + ttl, now)).fetchone() is not None
-                for key, ttl in batch
-            ]
-
         def op(db: sqlite3.Connection) -> list[bool]:
+            now = time.time()
             if len(batch) == 1:  # one statement is its own transaction
-                return body(db)
-            return self._in_transaction(db, lambda: body(db))
+                key, ttl = batch[0]
+                return [db.execute(CLAIM, (key, now + ttl, now)).fetchone() is not None]
+            # one statement per CLAIM_ROWS keys (one transaction for them all): a key listed
+            # twice is taken by its first listing only, as one statement each would have it
+            taken: set[str] = set()
+            for start in range(0, len(batch), CLAIM_ROWS):
+                rows = batch[start : start + CLAIM_ROWS]
+                args: list[Any] = []
+                for key, ttl in rows:
+                    args += (key, now + ttl)
+                args.append(now)
+                taken.update(key for (key,) in db.execute(claim_many(len(rows)), args))
+            answers = []
+            for key, _ in batch:
+                answers.append(key in taken)
+                taken.discard(key)
+            return answers
 
-        return op
+        def in_one(db: sqlite3.Connection) -> list[bool]:
+            return op(db) if len(batch) == 1 else self._in_transaction(db, lambda: op(db))
+
+        return in_one
 
     def _claim_now(self, batch: Sequence[tuple[str, float]]) -> list[bool] | None:
         """The batch's answers at once, or None while another process holds the file's lock."""
