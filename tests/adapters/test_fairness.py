@@ -401,3 +401,19 @@ async def test_a_future_work_that_fails_or_is_cut_by_close_tells_on_fail_and_on_
     assert stopped == [1] and dropped_ == [2]  # in flight: on_stop; waiting: on_drop
     assert queues.in_flight == 0
     assert any(e["event"] == "tf3.reply_failed" for e in read_log(log_file))
+
+
+async def test_a_work_that_raises_before_answering_fails_its_item_and_frees_the_slot() -> None:
+    failed: list[int] = []
+
+    def broken(chat: Hashable, item: int) -> asyncio.Future[float | None]:
+        raise RuntimeError("bad frame")
+
+    queues: ChatQueues[int] = ChatQueues(
+        "tf4", "reply", broken, per_chat=10, total=100, in_flight=1,
+        on_fail=lambda item, exc: failed.append(item),
+    )  # fmt: skip
+    assert queues.put("a", 0)  # the caller (a reader, a run) never sees the exception
+    assert queues.put("a", 1)
+    assert await queues.join(5)
+    assert failed == [0, 1] and queues.in_flight == 0

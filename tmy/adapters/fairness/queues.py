@@ -232,13 +232,16 @@ class ChatQueues(Generic[T]):
         a Future is followed by a callback; a coroutine runs on its own task."""
         lane.running += 1
         run = next(self._run_ids)
-        step = self._work(chat, item)
+        try:
+            step = self._work(chat, item)
+        except Exception as exc:  # a work answering with a Future failed before it: the same
+            step = asyncio.get_running_loop().create_future()
+            step.set_exception(exc)
         if isinstance(step, asyncio.Future):
             self._runs[run] = step
             step.add_done_callback(lambda done: self._stepped(chat, lane, item, run, done))
             return
-        # the loop's own create_task: no name to format per item (asyncio.create_task's);
-        # the task leaves _runs at its end (_ended), not through a done callback
+        # the loop's own create_task (no name to format); it leaves _runs in _ended
         coro = self._execute(chat, lane, item, run, step)
         self._runs[run] = asyncio.get_running_loop().create_task(coro)
 

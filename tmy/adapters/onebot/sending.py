@@ -101,11 +101,13 @@ def send_step(
         try:
             if isinstance(response, AdapterError):
                 raise response
-            data = action_result("send_msg", response)
+            again = _sent(accounts, key, out, piece, action_result("send_msg", response), recent)
         except AdapterError as exc:
-            step.set_result(_failed(key, out, exc))
+            again = _failed(key, out, exc)
+        except Exception as exc:  # a bug: ChatQueues logs it and tells the sender (on_fail)
+            step.set_exception(exc)
             return
-        step.set_result(_sent(accounts, key, out, piece, data, recent))
+        step.set_result(again)
 
     try:
         conn.request("send_msg", {**out.where, "message": piece}, answered)
