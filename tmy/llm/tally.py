@@ -58,11 +58,15 @@ _SUMS = ("prompt", "completion", "cached", "calls")
 
 def add_to(value: Any, delta: dict[str, Any]) -> dict[str, Any]:
     """``value`` (a stored counter, or anything else: a fresh one) plus ``delta``."""
-    if not isinstance(value, dict):  # a fresh counter: the delta's copy, as the sums make it
-        out = {name: int(delta[name]) for name in _SUMS}
-        out["models"] = {model: int(n) for model, n in delta["models"].items()}
-        out["latency_ms"] = round(float(delta["latency_ms"]), 3)
-        return out
+    if not isinstance(value, dict):  # a fresh counter: the delta's copy (its counts are ints)
+        return {
+            "prompt": delta["prompt"],
+            "completion": delta["completion"],
+            "cached": delta["cached"],
+            "calls": delta["calls"],
+            "models": dict(delta["models"]),
+            "latency_ms": round(delta["latency_ms"], 3),
+        }
     out = dict(value)
     for name in _SUMS:
         out[name] = int(out.get(name, 0)) + delta[name]
