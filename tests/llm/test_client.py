@@ -147,6 +147,16 @@ async def test_step_deadline_bounds_the_whole_step(provider: FakeProvider) -> No
         assert len(provider.seen()) == 1
 
 
+@pytest.mark.slow  # a deadline long enough for the shared timer (tmy.llm.deadline): 1 s
+async def test_a_step_deadline_on_the_shared_timer_reads_the_same(provider: FakeProvider) -> None:
+    rules = RULES.replace('system: "Answer briefly."', "deadline: 1")
+    provider.script("main-model", [Fault.trickle(0.02)])  # never silent long enough to time out
+    async with Bot({"r.yaml": rules}, llm=llm(provider, timeout=30, stream=True)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error == "the LLM step ran past its deadline of 1 s"
+    assert len(provider.seen()) == 1
+
+
 async def test_a_stream_that_never_ends_is_stopped_by_the_step_deadline(
     provider: FakeProvider,
 ) -> None:

@@ -15,7 +15,6 @@ passages into the request's tail and sets ``SOURCES`` (:mod:`tmy.llm.knowledge`)
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -161,9 +160,13 @@ def _check_vision(config: LLMConfig, name: Any) -> None:
 
 def deadline(ctx: StepContext, cfg: dict[str, Any], config: LLMConfig) -> float:
     """Seconds for this step: its ``deadline``, else llm.deadline, within the step timeout."""
-    step_timeout = ctx.step_timeout or ctx.services.settings.step_timeout
+    step_timeout = _step_timeout(ctx)
     wanted = cfg.get("deadline") or config.deadline or step_timeout
     return max(0.01, min(float(wanted), float(step_timeout) * 0.98))
+
+
+def _step_timeout(ctx: StepContext) -> float:
+    return float(ctx.step_timeout or ctx.services.settings.step_timeout)
 
 
 def model_of(config: LLMConfig, name: Any) -> Any:
@@ -182,8 +185,10 @@ async def llm_step(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     ctx.record.extra["llm"] = job.stats
     if not capturing() and not toolkit.nested():
         await _remember(ctx)
+    # on a timer shared with the steps ending near it (a tool's nested step: its own)
+    bound = rt.deadlines.bound(seconds, _step_timeout(ctx), alone=toolkit.nested())
     try:
-        async with asyncio.timeout(seconds):
+        async with bound:
             return await _answer(job, value, cfg)
     except TimeoutError:
         raise ExecutorError(f"the LLM step ran past its deadline of {seconds:g} s") from None

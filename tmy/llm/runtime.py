@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tmy.config.llm import LLMConfig
 from tmy.config.memory import RecallSpec
 from tmy.errors import ConfigError, ExecutorError
+from tmy.llm.deadline import Deadlines
 from tmy.llm.tally import Tally
 from tmy.llm.transport import AiohttpPost, HttpxPost, Post
 from tmy.store.joined import ReadBatch
@@ -76,6 +77,7 @@ class Runtime:
     tally: Tally = field(default=None, repr=False)  # type: ignore[assignment]
     post: Post = field(default=None, repr=False)  # type: ignore[assignment]
     reads: ReadBatch = field(default_factory=ReadBatch, repr=False)  # history reads, joined
+    deadlines: Deadlines = field(default_factory=Deadlines, repr=False)  # steps' shared timers
     # what other extensions plug in while the app is open (tmy.llm imports none of them):
     # sources of tools beside rules and executors (MCP servers: tmy.llm.tools.ToolSource)
     # and the knowledge base an LLM step's knowledge: reads (tmy.llm.knowledge.Knowledge)
