@@ -33,6 +33,7 @@ from tmy.engine.gates import (
     Admins,
     ChatCommandsGate,
     ChatSwitchGate,
+    traced_match,
     valid_unicode,
 )
 from tmy.engine.inflight import InFlight
@@ -265,11 +266,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if quick is not None and not rulebook.has_filters:  # TriggerIndex.match's first way
             shown = text.strip()
             match = quick(shown.casefold(), shown)
-        else:
-            admits = None
-            if rulebook.has_filters:
-                admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
-            match = rulebook.index.match(text, admits)
+        else:  # filters or regex triggers (a regex timeout is logged under this trace id)
+            match = traced_match(rulebook, message, text, trace_id)
         if match is None:
             if rulebook.has_sessions:
                 return _NO_HIT
@@ -292,8 +290,15 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         started = _perf_counter()
         switch = self.switch
         if switch is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
-            verdict = switch.verdicts.get((platform, chat))
-            if verdict is None or verdict[0] or verdict[1] <= started:
+            verdicts = getattr(switch, "verdicts", None)  # None: another ChatSwitchGate
+            if verdicts is None:
+                if switch.cached(message) is not False:
+                    return match
+            elif (
+                (verdict := verdicts.get((platform, chat))) is None
+                or verdict[0]
+                or verdict[1] <= started
+            ):
                 return match
         meters = self._meters.get(platform)
         if meters is None:
@@ -326,7 +331,11 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if logs.INFO_ENABLED or observer is not None:
             seconds = _perf_counter() - started
             if observer or not plan.log(match, message, text, reply, seconds):
-                log_run(match, message, text, reply, seconds, True, False, observer, trace=trace_id)
+                token = _TRACE_SET(trace_id)  # the observer runs under the message's trace id
+                try:
+                    log_run(match, message, text, reply, seconds, True, False, observer)
+                finally:
+                    _TRACE_RESET(token)
         return reply
 
     async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from tmy import logs
 from tmy.message import Message, id_problem
-from tmy.rulebook.model import Rulebook
+from tmy.rulebook.model import OPEN_FILTERS, Rulebook
+from tmy.rulebook.triggers import Match
 
 NO_TRIGGER = "no trigger matched"
 CHAT_OFF_REASON = "the bot is switched off in this chat (an admin can say '{prefix} on')"
@@ -109,6 +111,20 @@ def id_refusal(message: Message, limit: int) -> str | None:
         if problem is not None:
             return problem
     return None
+
+
+def traced_match(rulebook: Rulebook, message: Message, text: str, trace_id: str) -> Match | None:
+    """The index's full lookup for ``message`` (its rules' filters asked), under its trace id
+    (the engine's FAQ way binds none): a regex trigger abandoned for its time budget logs
+    ``trigger.regex_timeout``, and ``tmy trace`` finds it with the message."""
+    admits = None
+    if rulebook.has_filters:
+        admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
+    token = logs.TRACE.set(trace_id)
+    try:
+        return rulebook.index.match(text, admits)
+    finally:
+        logs.TRACE.reset(token)
 
 
 def unmatched_reason(rulebook: Rulebook, message: Message, text: str) -> str:

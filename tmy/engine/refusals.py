@@ -61,11 +61,20 @@ class Refusals:
         The reason is found only now (a second lookup without filters), so the
         matched path pays nothing for it.
         """
-        # without any filtered rule, a second look (filters ignored) cannot find one
-        reason = unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
         observer = self.observer
-        if logs.INFO_ENABLED or observer is not None:
+        if not rulebook.has_filters and observer is None:  # nothing but the line is logged
+            if logs.INFO_ENABLED:
+                log_unmatched(message, text, NO_TRIGGER, None, None, trace_id)
+            return Reply("", None, trace_id, None, [], False, NO_TRIGGER)
+        token = logs.TRACE.set(trace_id)  # the engine's FAQ way binds none: a regex timeout
+        try:  # in the second look, and the observer, are under the message's trace id
+            # without any filtered rule, a second look (filters ignored) cannot find one
+            reason = (
+                unmatched_reason(rulebook, message, text) if rulebook.has_filters else NO_TRIGGER
+            )
             log_unmatched(message, text, reason, None, observer, trace_id)
+        finally:
+            logs.TRACE.reset(token)
         return Reply("", None, trace_id, None, [], False, reason)
 
     def _switched_off(self, message: Message, text: str, trace_id: str, rule: str) -> Reply:
