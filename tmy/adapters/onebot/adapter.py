@@ -382,12 +382,7 @@ class OneBotAdapter:
             self._outbound.put(key, out)
 
     def _queue_reply(
-        self,
-        key: Hashable,
-        message: Message,
-        text: str,
-        stream: SentenceChunks | None,
-        addressing: dict[str, Any],
+        self, key: Hashable, message: Message, text: str, stream: Any, addressing: dict[str, Any]
     ) -> None:
         """:meth:`_reply` for a reply of text alone (no parts: no file to read, no await)."""
         if stream is not None and stream.sent:
