@@ -18,6 +18,7 @@ from aiohttp import web
 
 from tmy.adapters.http import HttpAdapter
 from tmy.adapters.listener import (
+    _Deadlines,
     effective_max_connections,
     listen_backlog,
     raise_open_file_limit,
@@ -367,3 +368,20 @@ async def test_onebot_reverse_sockets_keep_working_during_a_flood() -> None:
                 writer.close()
             await onebot.stop()
             await http.stop()
+
+
+async def test_deadlines_expire_in_the_order_they_were_set_on_one_timer() -> None:
+    fired: list[tuple[str, str]] = []
+    due = _Deadlines(0.05, "header_timeout", lambda handler, why: fired.append((handler, why)))
+    due.add("a")
+    await asyncio.sleep(0.01)
+    due.add("b")
+    due.add("c")
+    due.discard("a")  # the oldest goes: its timer finds the next one
+    due.add("b")  # set again: now after c
+    await asyncio.sleep(0.2)
+    assert fired == [("c", "header_timeout"), ("b", "header_timeout")]
+    due.add("d")
+    due.close()  # the listener stops: nothing fires any more
+    await asyncio.sleep(0.1)
+    assert fired == [("c", "header_timeout"), ("b", "header_timeout")]

@@ -103,12 +103,64 @@ def effective_max_connections(configured: int) -> int:
 
 
 class _Conn:
-    __slots__ = ("handler", "state", "timer")
+    __slots__ = ("handler", "state")
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler
-        self.timer: asyncio.TimerHandle | None = None
         self.state = "fresh"
+
+
+class _Deadlines:
+    """Connections waiting out one fixed timeout, oldest first, on ONE loop timer.
+
+    A timer per connection put a thousand connecting clients in the event loop's
+    heap twice (their header deadline, then their keep-alive one), each push and
+    each cancelled entry's removal a dozen Python-level comparisons. The timeout
+    is the same for all, so their deadlines come in the order they were added:
+    the timer waits for the oldest, expires every connection then due and waits
+    for the next.
+    """
+
+    __slots__ = ("_due", "_expire", "_loop", "_timer", "reason", "timeout")
+
+    def __init__(self, timeout: float, reason: str, expire: Any) -> None:
+        self.timeout = timeout
+        self.reason = reason
+        self._expire = expire  # called as expire(handler, reason) at the deadline
+        self._due: OrderedDict[Any, float] = OrderedDict()  # handler -> loop time, in order
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, handler: Any) -> None:
+        """``handler``'s deadline is ``timeout`` from now (a previous one is dropped)."""
+        loop = self._loop or asyncio.get_running_loop()
+        self._loop = loop
+        self._due.pop(handler, None)
+        at = self._due[handler] = loop.time() + self.timeout
+        if self._timer is None:
+            self._timer = loop.call_at(at, self._fire)
+
+    def discard(self, handler: Any) -> None:
+        self._due.pop(handler, None)  # its timer, if it was the oldest, finds the next one
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._due.clear()
+
+    def _fire(self) -> None:
+        self._timer = None
+        assert self._loop is not None
+        now = self._loop.time() + 0.001  # the loop runs a timer up to its clock's resolution early
+        due = self._due
+        while due:
+            handler, at = next(iter(due.items()))
+            if at > now:
+                self._timer = self._loop.call_at(at, self._fire)
+                return
+            del due[handler]
+            self._expire(handler, self.reason)
 
 
 class ConnectionGuard:
@@ -131,6 +183,8 @@ class ConnectionGuard:
         self._closed: Counter[str] = Counter()  # reason -> closings since the last report
         self._reporter: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._header_due = _Deadlines(header_timeout, "header_timeout", self._expire)
+        self._keepalive_due = _Deadlines(keepalive_timeout, "keepalive_timeout", self._expire)
 
     # -- what the listener reports --------------------------------------------------------------
 
@@ -178,9 +232,8 @@ class ConnectionGuard:
         if conn is None:
             return
         self._idle.pop(handler, None)
-        if conn.timer is not None:
-            conn.timer.cancel()
-            conn.timer = None
+        self._header_due.discard(handler)
+        self._keepalive_due.discard(handler)
         conn.state = "reading"
         self._fresh.pop(handler, None)
         self._fresh[handler] = conn
@@ -193,9 +246,8 @@ class ConnectionGuard:
         self._fresh.pop(handler, None)
         self._idle.pop(handler, None)
         conn.state = "busy"
-        if conn.timer is not None:
-            conn.timer.cancel()
-            conn.timer = None
+        self._header_due.discard(handler)
+        self._keepalive_due.discard(handler)
 
     def request_finished(self, handler: Any) -> None:
         """The handler returned: the connection waits for its next request, for a while."""
@@ -205,7 +257,7 @@ class ConnectionGuard:
         self._fresh.pop(handler, None)  # refused while reading
         conn.state = "idle"
         self._idle[handler] = conn
-        conn.timer = self._later(self.keepalive_timeout, self._expire, handler, "keepalive_timeout")
+        self._keepalive_due.add(handler)
 
     def close_all(self) -> None:
         """Stop the report timer (the runner closes the connections themselves)."""
@@ -213,9 +265,8 @@ class ConnectionGuard:
             self._reporter.cancel()
             self._reporter = None
         self._report()
-        for conn in self._conns.values():
-            if conn.timer is not None:
-                conn.timer.cancel()
+        self._header_due.close()
+        self._keepalive_due.close()
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -233,7 +284,7 @@ class ConnectionGuard:
         conn = _Conn(handler)
         self._conns[handler] = conn
         self._fresh[handler] = conn
-        conn.timer = self._later(self.header_timeout, self._expire, handler, "header_timeout")
+        self._header_due.add(handler)
 
     def _make_room(self) -> bool:
         """Close the oldest connection that has sent no request (else the longest idle)."""
@@ -248,7 +299,6 @@ class ConnectionGuard:
         conn = self._conns.get(handler)
         if conn is None or conn.state in ("busy", "reading"):
             return
-        conn.timer = None
         self._close(handler, reason)
 
     def _close(self, handler: Any, reason: str) -> None:
@@ -263,9 +313,9 @@ class ConnectionGuard:
         conn = self._conns.pop(handler, None)
         self._fresh.pop(handler, None)
         self._idle.pop(handler, None)
-        if conn is not None and conn.timer is not None:
-            conn.timer.cancel()
-            conn.timer = None
+        if conn is not None:
+            self._header_due.discard(handler)
+            self._keepalive_due.discard(handler)
 
     def count(self, reason: str) -> None:
         """One closing or refusal for ``reason``: a metric now, a summary line later."""
