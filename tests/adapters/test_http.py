@@ -118,6 +118,27 @@ async def test_bad_requests_are_400(
     assert hint in response.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("content", "content_type", "answer"),
+    [
+        ('{"text": "hi caf\u00e9 \u4f60\u597d"}'.encode(), "application/json", "café 你好"),
+        # bodies orjson refuses read as the stdlib reads them (NaN, a 70-bit integer)
+        (b'{"text": "hi n", "x": NaN, "y": 1180591620717411303424}', "application/json", "n"),
+        # another charset is decoded as declared
+        ('{"text": "hi café"}'.encode("latin-1"), "application/json; charset=latin-1", "café"),
+    ],
+)
+async def test_json_bodies_read_as_before(
+    served: tuple[httpx.AsyncClient, Bot], content: bytes, content_type: str, answer: str
+) -> None:
+    client, _ = served
+    response = await client.post(
+        "/v1/messages", content=content, headers={"content-type": content_type}
+    )
+    assert response.status_code == 200
+    assert response.json()["answer"].endswith(answer)
+
+
 async def test_too_long_message_is_413(served: tuple[httpx.AsyncClient, Bot]) -> None:
     client, _ = served
     response = await client.post("/v1/messages", json={"text": "x" * 1001})

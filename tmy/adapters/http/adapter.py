@@ -53,6 +53,7 @@ from tmy.adapters.http.api import (
     api_key_problem,
     dumps,
     json_error,
+    json_of,
     parse_listen,
     picture,
 )
@@ -264,7 +265,7 @@ class HttpAdapter:
         if problem is not None:
             return json_error(401, problem)
         try:
-            body: Any = await request.json()
+            body: Any = await json_of(request)
         except RecursionError:
             return json_error(400, "the JSON body is nested too deeply")
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):

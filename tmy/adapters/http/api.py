@@ -17,6 +17,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from tmy.config.adapters import parse_listen as _listen_address
 from tmy.errors import AdapterError
 from tmy.message import Attachment
@@ -38,6 +40,19 @@ def dumps(obj: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(obj)
     return text
+
+
+async def json_of(request: web.Request) -> Any:
+    """The request's JSON body. UTF-8 (what nearly every client sends) is read by orjson;
+    another charset, or a body orjson refuses, by ``request.json()`` as before — so NaN,
+    integers beyond 64 bits, lone surrogates and nesting past orjson's limit read (or
+    fail) exactly as they did. The stdlib reader was ~1% of a served LLM call's CPU."""
+    if (request.charset or "utf-8").lower() in ("utf-8", "utf8"):
+        try:
+            return orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            pass
+    return await request.json()
 
 
 def bearer(request: web.Request) -> str:

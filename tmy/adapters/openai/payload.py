@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tmy.adapters.http import dumps, picture
+from tmy.adapters.http.api import json_of
 from tmy.adapters.http.api import key_identity as key_identity  # its old home: re-exported
 from tmy.errors import TmyError
 from tmy.message import Reply
@@ -60,7 +61,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     from aiohttp import web  # deferred: aiohttp is ~120 ms of every CLI start
 
     try:
-        body: Any = await request.json()
+        body: Any = await json_of(request)
     except RecursionError:
         raise OpenAIError(400, "the JSON body is nested too deeply") from None
     except web.HTTPRequestEntityTooLarge as exc:
