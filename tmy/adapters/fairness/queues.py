@@ -8,8 +8,8 @@ own paced replies in two minutes; then every other group's messages were dropped
 messages waiting to run in the engine (``what="message"``) and one for
 replies waiting to be sent (``what="reply"``). Each chat has its own FIFO
 queue and, while items wait in it, its own drain task (an item for a chat
-with nothing waiting or in flight starts at once on its own task when a slot
-is free: the common case costs one task per item, no queue, no drain):
+with nothing waiting or in flight starts at once when a slot is free: on a task
+of its own, or none when the work answers with a Future (a send awaiting its answer)):
 
 * **Bounded per chat.** At most ``per_chat`` items wait in one chat; at the
   cap the oldest waiting item of that chat is dropped, with a warning
@@ -103,7 +103,7 @@ class ChatQueues(Generic[T]):
         self._log = get_logger(f"tmy.adapter.{adapter}")
         self._lanes: dict[Hashable, Lane[T]] = {}
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
-        # items in flight, each on its own task, by a number the task's _execute is given
+        # items in flight (their tasks, or the Futures their works answered), by run number
         self._runs: dict[int, asyncio.Task[None]] = {}
         self._run_ids = itertools.count()
         self._waiting = 0
