@@ -278,7 +278,9 @@ class FakeFeishu:
                 self.acks[headers.get("message_id", "")] = json.loads(frame.payload)
                 self._acked.notify_all()
 
-    async def connected(self, timeout: float = 5.0) -> web.WebSocketResponse:
+    async def connected(self, timeout: float = 20.0) -> web.WebSocketResponse:
+        # 20 s: the first connection of a test process imports lark-oapi (~2 s on a fast
+        # idle machine, past 5 s on a slow one running the whole suite)
         async with asyncio.timeout(timeout):
             while not self.sockets:
                 await asyncio.sleep(0.01)

@@ -46,6 +46,8 @@ PLACEHOLDER = {
     "note": "not called: explain runs MCP steps dry (use --run to call the tool)",
 }
 STEP_SHARE = 0.98  # of the step's own timeout: the call's clear error comes before the engine's
+STEP_MARGIN = 0.1  # …and at least this much before it (a fifth of a short timeout): the two
+# timers start a few awaits apart, more than 2% of 0.5 s on a slow or busy machine
 
 OPTIONS = {
     "server": Option(str, required=True, doc="the MCP server's name under mcp.servers"),
@@ -160,4 +162,7 @@ def _timeout(ctx: StepContext) -> float | None:
     """The step's own ``timeout:`` (a little less, so this call's error comes first); None:
     the server's configured ``timeout``."""
     own = ctx.step_timeout
-    return None if own is None else max(0.01, float(own) * STEP_SHARE)
+    if own is None:
+        return None
+    own = float(own)
+    return max(0.01, own - max(own * (1 - STEP_SHARE), min(STEP_MARGIN, own / 5)))
