@@ -22,7 +22,6 @@ import pytest
 from tests.support.gate import Gate
 from tmy import logs, metrics, redact
 from tmy.config import Settings
-from tmy.engine import plans
 from tmy.engine.core import LAST_RESORT_REPLY, Engine
 from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
@@ -228,7 +227,7 @@ async def test_a_chat_switch_gate_of_the_protocol_still_answers_faqs(store: Stor
 async def test_the_engines_faq_line_is_log_runs_line_first_seen_and_again(
     store: Store, log_buffer: io.BytesIO, text: str, user: str, chat: str, platform: str
 ) -> None:
-    """Through Engine.handle, three times (ids first seen, then known plain or not): each
+    """Through Engine.handle, three times (the first run also makes the plan): each
     run.done line is the one log_run writes for the same run, byte for byte but the
     timestamp, with the reply's trace id."""
     engine = make_engine(store)
@@ -475,15 +474,13 @@ async def test_hot_reload_swaps_the_quick_lookup(store: Store) -> None:
     assert engine._runs["faq"][0] is metrics.run_meters("faq")[0]
 
 
-async def test_the_plain_ids_stay_bounded_and_lines_stay_right(
-    store: Store, log_buffer: io.BytesIO, monkeypatch: pytest.MonkeyPatch
+async def test_each_faq_line_names_its_own_messages_ids(
+    store: Store, log_buffer: io.BytesIO
 ) -> None:
-    monkeypatch.setattr(plans, "_PLAIN_IDS_KEPT", 5)
     engine = make_engine(store)
     for i in range(12):
         message = Message("hours", user=f"user{i}", chat=f"chat{i}", platform="test")
         assert (await engine.handle(message)).text == FAQ
-        assert len(plans._PLAIN_IDS) <= 5
     lines = [orjson.loads(x) for x in raw_lines(log_buffer, "run.done")]
     assert [(x["user"], x["chat"]) for x in lines] == [(f"user{i}", f"chat{i}") for i in range(12)]
 

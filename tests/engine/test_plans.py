@@ -216,7 +216,7 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
     store: Store, text: str, user: str
 ) -> None:
     """ConstantPlan.run (the engine's way for a one-step FAQ rule) makes the reply, record
-    and line the general way makes — twice, so ids it has seen take its shortest way."""
+    and line the general way makes — twice over."""
     engine = make_engine(store)
     match = engine.rulebook.index.match(text)
     assert match is not None and match.rule.id == "faq"

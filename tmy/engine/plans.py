@@ -37,9 +37,6 @@ _STEP_END = ',"skipped":false}'
 _FRAC = tuple(repr(k / 1000)[1:] for k in range(1000))
 _new = object.__new__  # a Reply / StepRecord with every field set here: no __init__ frame
 _SAID_QUOTES = 22  # the quotes orjson escapes in said's own keys and value quotes, and 2 around
-# ids (user, chat, platform) seen to need no JSON escape: a FAQ line writes them as they are
-_PLAIN_IDS: set[str] = set()
-_PLAIN_IDS_KEPT = 10_000
 _CLOSE = _STEP_END + '],"event":"run.done","trace_id":"'
 
 
@@ -130,24 +127,13 @@ class ConstantPlan:
             if head is None:
                 head = self._head(trigger.source)
             ms = f"{micros // 1000}{_FRAC[micros % 1000]}"
-            user, chat, platform = message.user, message.chat, message.platform
-            if (  # nothing to escape: QUESTION is cut from the text (or a space joins parts)
-                text.isascii()
-                and text.isprintable()
-                and '"' not in text
-                and "\\" not in text
-                and user in _PLAIN_IDS
-                and chat in _PLAIN_IDS
-                and platform in _PLAIN_IDS
-            ):
-                line = (
-                    f'{head},"text":"{text}","question":"{q}","user":"{user}","chat":"{chat}",'
-                    f'"platform":"{platform}"{self.tail}{ms}{self.open}{ms}{_CLOSE}'
-                )
-            elif (said := _said(text, q, message)) is not None:
-                line = f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
-            else:
-                line = None
+            said = (
+                f'"text":"{text}","question":"{q}","user":"{message.user}",'
+                f'"chat":"{message.chat}","platform":"{message.platform}"'
+            )
+            if not _plain(said):
+                said = _said(text, q, message)
+            line = None if said is None else f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
             if line is not None and logs.emit_info_text(line, trace_id):
                 return reply
         log_run(match, message, text, reply, seconds, True, False, None, trace=trace_id)
@@ -234,11 +220,6 @@ class ConstantPlan:
         return head
 
 
-def _needs_no_escape(text: str) -> bool:
-    """Printable ASCII without a quote or a backslash: JSON writes it as it is."""
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
-
-
 def _plain(said: str) -> bool:
     """Is ``said`` as orjson would write it (ASCII, nothing to escape)? orjson escapes
     only its own quotes then; a non-ASCII character is longer in UTF-8."""
@@ -250,13 +231,7 @@ def _plain(said: str) -> bool:
 
 def _said(text: str, q: str, message: Message) -> str | None:
     """What the message brings, escaped as the general line escapes it (None: orjson
-    refuses a value, the general line's way writes it). Ids found to need no escape
-    join :data:`_PLAIN_IDS`."""
-    for name in (message.user, message.chat, message.platform):
-        if type(name) is str and name not in _PLAIN_IDS and _needs_no_escape(name):
-            if len(_PLAIN_IDS) >= _PLAIN_IDS_KEPT:
-                _PLAIN_IDS.clear()
-            _PLAIN_IDS.add(name)
+    refuses a value, the general line's way writes it)."""
     try:
         fields = {
             "text": text,
