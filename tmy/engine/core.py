@@ -33,6 +33,7 @@ from tmy.engine.gates import (
     Admins,
     ChatCommandsGate,
     ChatSwitchGate,
+    filtered_match,
     traced_match,
     valid_unicode,
 )
@@ -54,7 +55,7 @@ from tmy.engine.tracing import (
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
-from tmy.rulebook.model import OPEN_FILTERS, Rule, Rulebook
+from tmy.rulebook.model import Rule, Rulebook
 from tmy.rulebook.triggers import Match
 from tmy.values.compiled import to_text
 
@@ -365,12 +366,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         commands = self.commands
         if commands is not None and text.startswith(commands.prefix) and commands.is_command(text):
             return await self._command(commands, message, text, trace_id), None
-        rulebook = self.rulebook
-        admits = None  # no filtered rule: no closure per message, no call per candidate
-        if rulebook.has_filters:
-            admits = lambda rule: rule.filters is OPEN_FILTERS or rule.filters.admits(message)  # noqa: E731
-        match = rulebook.index.match(text, admits)
-        return text, match
+        return text, filtered_match(self.rulebook, message, text)
 
     def _general(self, match: Match, message: Message, text: str) -> None:
         """The general run it is (None for the plan): ``debug`` logs its step.done lines
