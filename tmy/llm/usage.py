@@ -108,12 +108,7 @@ async def add_usage(
 
 def count(tally: Tally, message: Message, day: str, usage: Usage, model: str, ms: float) -> None:
     """Count one call in ``tally`` (no I/O): the counters of :func:`keys`."""
-    platform, at = _escape(message.platform), f"llm/usage/{day}/"  # as keys() names them
-    counters = [
-        at + "all",
-        f"{at}user/{platform}/{_escape(message.user)}",
-        f"{at}chat/{platform}/{_escape(message.chat)}",
-    ]
+    counters = list(keys(day, message).values())
     tally.add(counters, usage.prompt, usage.completion, usage.cached, model, ms)
 
 
