@@ -363,31 +363,32 @@ class OneBotAdapter:
         stream: SentenceChunks | None,
         addressing: dict[str, Any],
     ) -> None:
-        """Queue ``reply``'s text and parts for the chat (what a stream has not yet sent),
-        with ``addressing`` (the quote and @) unless a streamed sentence already carried it."""
-        chunked = stream is not None and bool(stream.sent)
-        text = (stream.rest(reply.text) or "") if stream is not None else reply.text
-        if chunked:
-            addressing = {}
+        """:meth:`_queue_reply` for a reply with parts, their local files read first."""
         local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
+        self._queue_reply(key, message, reply.text, stream, addressing, reply.outgoing, local)
+
+    def _queue_reply(
+        self,
+        key: Hashable,
+        message: Message,
+        text: str,
+        stream: SentenceChunks | None,
+        addressing: dict[str, Any],
+        parts: Parts | None = None,
+        local: dict[str, str] | None = None,
+    ) -> None:
+        """Queue ``text`` (and ``parts``) for the chat — what a stream has not yet sent —
+        with ``addressing`` (the quote and @) unless a streamed sentence already carried it."""
+        if stream is not None and stream.sent:
+            text, addressing = stream.rest(text) or "", {}
         out = Outgoing.of(
             message.chat,
             text,
-            parts=reply.outgoing,
+            parts=parts,
             answering=message.message_id,
             local=local,
-            **addressing,  # type: ignore[index]
+            **addressing,
         )
-        if out.pieces:
-            self._outbound.put(key, out)
-
-    def _queue_reply(
-        self, key: Hashable, message: Message, text: str, stream: Any, addressing: dict[str, Any]
-    ) -> None:
-        """:meth:`_reply` for a reply of text alone (no parts: no file to read, no await)."""
-        if stream is not None and stream.sent:
-            text, addressing = stream.rest(text) or "", {}
-        out = Outgoing.of(message.chat, text, **addressing)
         if out.pieces:
             self._outbound.put(key, out)
 
