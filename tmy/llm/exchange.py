@@ -110,8 +110,7 @@ async def send(job: Job, req: Request) -> Completion:
         raise DryRun("dry run: the request was captured by the inspector, not sent")
     rt, message = job.rt, job.ctx.message
     day, config = today(rt.tz), rt.config
-    if config.per_user_daily_tokens or config.daily_tokens:  # else nothing to check
-        await check_budget(rt.services.store, config, message, day, rt.tally)
+    await check_budget(rt.services.store, config, message, day, rt.tally)  # (none set: no read)
     try:
         done = await complete(rt.post, config, job.model, req, job.deadline)
     except LLMError as exc:
