@@ -327,12 +327,27 @@ def wrap(argv: list[str]) -> None:
     """Run the script ``argv[0]`` (with its arguments) as ``__main__``, SIGUSR1 calling
     ``os.getppid`` and SIGUSR2 ``os.getpgrp``: under ``valgrind --tool=callgrind
     --zero-before=os_getppid --dump-before=os_getpgrp`` they zero and dump the counters,
-    so ``onebot_path.py --callgrind`` measures exactly the messages of one window."""
+    so ``onebot_path.py --callgrind`` measures exactly the messages of one window. With
+    ``TMY_BENCH_PROFILE=FILE`` (``onebot_path.py --profile``) the signals start and stop a
+    cProfile of the window instead, written to FILE."""
     import runpy
     import signal
 
-    signal.signal(signal.SIGUSR1, lambda *_: os.getppid())
-    signal.signal(signal.SIGUSR2, lambda *_: os.getpgrp())
+    profile_out = os.environ.get("TMY_BENCH_PROFILE")
+    if profile_out:  # --profile: cProfile of the window instead of callgrind's counters
+        import cProfile
+
+        profiler = cProfile.Profile()
+
+        def stop(*_: Any) -> None:
+            profiler.disable()
+            profiler.dump_stats(profile_out)
+
+        signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())
+        signal.signal(signal.SIGUSR2, stop)
+    else:
+        signal.signal(signal.SIGUSR1, lambda *_: os.getppid())
+        signal.signal(signal.SIGUSR2, lambda *_: os.getpgrp())
     sys.argv = argv
     sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
     runpy.run_path(argv[0], run_name="__main__")

@@ -104,7 +104,10 @@ def _spawn(kind: str, tmp: Path, port: int, n: int, args: Any) -> subprocess.Pop
     else:
         python = args.nonebot_python
         argv = [python, str(common.BENCH / "onebot_nonebot.py"), str(port), str(n), fake.TOKEN]
-    if args.callgrind:  # instrumented from the warm-up on (callgrind_control), zeroed and
+    if args.profile:  # --profile: cProfile of one window, started and stopped by signals
+        env["TMY_BENCH_PROFILE"] = str(tmp / "profile.out")
+        argv = [argv[0], str(common.BENCH / "onebot_fake.py"), "wrap", *argv[1:]]
+    elif args.callgrind:  # instrumented from the warm-up on (callgrind_control), zeroed and
         # dumped around the window by the wrapper's signals; PYTHONHASHSEED fixed: repeatable
         env["PYTHONHASHSEED"] = "0"
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -169,7 +172,7 @@ async def _side(kind: str, n: int, args: Any) -> dict[str, Any]:
             next_id = 1
             peer = kind == "nonebot"
             cap = args.nonebot_time_cap if peer else args.time_cap
-            if args.callgrind:
+            if args.callgrind or args.profile:
                 return await _instructions(kind, n, proc, url, msg, fixed, tmp, args)
             warm = await fake.drive(url, count=50 if peer else max(count // 5, 200),
                                     in_flight=args.in_flight, first_id=next_id, message=msg,
@@ -213,10 +216,13 @@ async def _instructions(
     kind: str, n: int, proc: subprocess.Popen[bytes], url: str, msg: Any, fixed: bool,
     tmp: Path, args: Any,
 ) -> dict[str, Any]:  # fmt: skip
-    """``--callgrind``: instructions per message of one window of ``count`` messages."""
+    """``--callgrind``: instructions per message of one window of ``count`` messages
+    (``--profile``: its cProfile instead). ``--keep DIR`` keeps the dump."""
+    import shutil
     import signal
 
-    subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True)
+    if not args.profile:
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True)
     warm = await fake.drive(url, count=args.count // 2, in_flight=args.in_flight, first_id=1,
                             message=msg, fixed=fixed, time_cap=600, groups=CG_GROUPS)  # fmt: skip
     proc.send_signal(signal.SIGUSR1)  # zero
@@ -224,6 +230,8 @@ async def _instructions(
     r = await fake.drive(url, count=args.count, in_flight=args.in_flight, first_id=warm["sent"] + 1,
                          message=msg, fixed=fixed, time_cap=600, groups=CG_GROUPS)  # fmt: skip
     proc.send_signal(signal.SIGUSR2)  # dump
+    if args.profile:
+        return await _profiled(kind, n, tmp / "profile.out", r, warm, args)
     dump = tmp / "callgrind.out.1"
     for _ in range(100):
         if dump.exists() and "totals:" in dump.read_text():
@@ -231,9 +239,35 @@ async def _instructions(
         await asyncio.sleep(0.2)
     totals = [ln for ln in dump.read_text().splitlines() if ln.startswith(("summary:", "totals:"))]
     ir = int(totals[-1].split()[1])
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(dump, Path(args.keep) / f"callgrind.{kind}.{n}.out")
     return {"kind": kind, "rules": n, "ir_per_msg": ir / max(1, r["answered"]),
             "answered": r["answered"], "wrong": r["wrong"] + warm["wrong"],
             "unanswered": r["unanswered"] + warm["unanswered"],
+            "wrong_examples": r["wrong_examples"]}  # fmt: skip
+
+
+async def _profiled(
+    kind: str, n: int, out: Path, r: dict[str, Any], warm: dict[str, Any], args: Any
+) -> dict[str, Any]:
+    """``--profile``: the window's cProfile, its top functions printed (and kept with --keep)."""
+    import pstats
+    import shutil
+
+    for _ in range(100):
+        if out.exists() and out.stat().st_size:
+            break
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+    print(f"\n### {NAMES[kind]}, {n:,} rules: cProfile of {r['answered']:,} messages")
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("tottime").print_stats(45)
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(args.keep) / f"profile.{kind}.{n}.out")
+    return {"kind": kind, "rules": n, "ir_per_msg": 0.0, "answered": r["answered"],
+            "wrong": r["wrong"] + warm["wrong"], "unanswered": r["unanswered"] + warm["unanswered"],
             "wrong_examples": r["wrong_examples"]}  # fmt: skip
 
 
@@ -314,7 +348,17 @@ def main() -> None:
     parser.add_argument(
         "--callgrind", action="store_true", help="instructions per message (--count 1000)"
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="tmy's cProfile of one window (--count 1000)"
+    )
+    parser.add_argument("--keep", help="--callgrind/--profile: copy the dumps into this directory")
     args = parser.parse_args()
+    if args.profile:
+        args.rules = [int(x) for x in (args.rules if args.rules != RULES else "1").split(",")]
+        args.count = args.count if args.count != COUNT else 1000
+        for n in args.rules:
+            asyncio.run(_side("tmy", n, args))
+        return
     if args.callgrind:
         args.rules = [int(x) for x in (args.rules if args.rules != RULES else "1,10000").split(",")]
         args.count = args.count if args.count != COUNT else 1000
