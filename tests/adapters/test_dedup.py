@@ -7,6 +7,8 @@ one SQLite file, or one Redis prefix (``store_url`` runs each test on both).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.adapters.test_onebot import RULES, reverse, sent_text
 from tests.support.onebot_fake import SELF_ID
 from tmy.adapters.dedup import Deliveries
@@ -85,3 +87,44 @@ async def test_without_a_store_the_front_is_the_whole_window() -> None:
     assert await here.first("2", "5") is True
     assert await here.first("1", "") is True  # no id: nothing to compare
     assert await here.first("1", "") is True
+
+
+async def test_arrivals_are_decided_in_order_one_batch_per_pass(store: Store) -> None:
+    import asyncio
+
+    from tmy.adapters.dedup import Arrivals
+
+    accepted: list[str] = []
+    refused: list[str] = []
+    here = Arrivals(Deliveries(store, "onebot"), accepted.append, refused.append)
+    elsewhere = Deliveries(store, "onebot")  # another daemon: only the store tells it
+    assert await elsewhere.first("9", "2") is True
+    for ident in ("1", "2", "", "3", "1", "4"):
+        here.put("9", ident, f"m{ident}")
+    assert accepted == [] and refused == ["m1"]  # the replay here is refused at once
+    await asyncio.sleep(0.05)
+    assert accepted == ["m1", "m", "m3", "m4"]  # in order; no id: nothing to compare
+    assert refused == ["m1", "m2"]  # taken by the other daemon
+    assert await elsewhere.first("9", "3") is False
+    here.put("9", "5", "m5")
+    await here.close()  # a stop: what waits is forgotten
+    await asyncio.sleep(0.05)
+    assert "m5" not in accepted
+
+
+async def test_arrivals_run_when_the_store_is_unreachable(tmp_path: Path) -> None:
+    import asyncio
+
+    from tmy.adapters.dedup import Arrivals
+    from tmy.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "never-opened.db")  # every claim raises StoreError
+    accepted: list[str] = []
+    here = Arrivals(Deliveries(store, "onebot"), accepted.append, accepted.remove)
+    here.put("9", "1", "a")
+    here.put("9", "2", "b")
+    await asyncio.sleep(0.05)
+    assert accepted == ["a", "b"]  # answering twice beats never answering
+    without = Arrivals(Deliveries(None, "onebot"), accepted.append, accepted.remove)
+    without.put("9", "1", "c")  # no store: decided at once
+    assert accepted == ["a", "b", "c"]

@@ -101,3 +101,39 @@ async def test_sqlite_writes_retried_after_busy_apply_once(tmp_path: Path) -> No
         assert await store.get_many(["s0", "s1", "s2"]) == [0, 1, 2]
     finally:
         await store.close()
+
+
+# -- claim_many: claims gathered by their caller, one statement per batch
+
+
+def test_claim_statements_come_in_few_sizes() -> None:
+    from tmy.store.sqlite.connection import CLAIM_ROWS, claim_rows
+
+    sizes = {claim_rows(n) for n in range(1, CLAIM_ROWS + 1)}
+    assert len(sizes) < 32  # all stay in the connection's statement cache
+    assert all(claim_rows(n) >= n for n in range(1, CLAIM_ROWS + 1))
+    assert claim_rows(CLAIM_ROWS) == CLAIM_ROWS
+
+
+async def test_claim_many_answers_as_claims_one_by_one(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "claims.db")
+    other = SQLiteStore(tmp_path / "claims.db")  # another daemon on the same file
+    await store.open()
+    await other.open()
+    try:
+        await store.set("c/kept", 1)  # a value that never expires is never claimed
+        assert await store.claim("c/old", 0.05) is True
+        await asyncio.sleep(0.1)  # expired: taken again
+        for n in (1, 9, 13, 150):  # padded statements, and two statements for 150
+            keys = [f"c/{n}/{i % (n - n // 4)}" for i in range(n)] + ["c/kept", "c/old"]
+            answers = await store.claim_many(keys, 60)
+            firsts = [keys.index(k) == i for i, k in enumerate(keys)]
+            assert answers == [*firsts[:-2], False, n == 1], n
+            assert await other.claim_many(keys, 60) == [False] * len(keys)
+            assert await other.claim(keys[0], 60) is False
+            assert await store.get(keys[0]) is not MISSING  # an ordinary key while it lasts
+        assert await store.claim_many([], 60) == []
+        assert await store.get("c/kept") == 1
+    finally:
+        await store.close()
+        await other.close()

@@ -20,16 +20,39 @@ first when it is full; a forgotten id still meets the store's claim, so the
 bound costs a store round-trip, never a duplicate run. If the store cannot
 be reached the message runs anyway (answering twice beats never answering).
 Without a store the map is the whole window.
+
+**Decided on arrival** (:class:`Arrivals`, OneBot's way): a socket read hands
+over dozens of events at once under load; each is checked against the map as
+it arrives, and the ids of one pass of the event loop go to the store in one
+``claim_many`` (one SQLite transaction, one Redis pipeline), before any of them
+is queued for its chat. A message waits for its claim in a list, not in a
+suspended run: what the claim costs a message is its row in the statement, not
+a task step through the store's layers. The claims are the same ones, decided
+by the same statement, in the order the messages came; only a message the
+store refuses never enters its chat's queue. (A message claimed and then dropped
+from a full chat queue is not run by a replay within the window: the overload
+already dropped it once.)
+
+The claims stay ordinary value keys of the store (``get``, ``keys``, ``delete``,
+backups see ``dedup/…`` as they see any key with a TTL), as on Redis, where a
+claim is a ``SET NX PX``: a separate claims table would save a SQLite claim
+about a third of its statement, but ``get``/``delete``/backup would then have to
+look in two places on one backend and one on the other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
 
 from tmy.errors import StoreError
 from tmy.logs import get_logger
 from tmy.store.base import Store
+
+T = TypeVar("T")
 
 log = get_logger("tmy.adapter")
 
@@ -59,7 +82,7 @@ class Deliveries:
         if not message_id:
             return True
         key = f"dedup/{self.platform}/{self_id}/{message_id}"
-        if not self._first_here(key):
+        if not self.first_here(key):
             return False
         if self.store is None:
             return True
@@ -69,7 +92,25 @@ class Deliveries:
             log.warning(f"{self.platform}.dedup_unavailable", key=key, error=str(exc))
             return True
 
-    def _first_here(self, key: str) -> bool:
+    async def claim_all(self, keys: Sequence[str]) -> list[bool]:
+        """The store's claims of ``keys`` (each already :meth:`first_here`), in order: one
+        ``claim_many`` where the store has it; all True when there is no store, or it
+        cannot be reached (answering twice beats never answering)."""
+        store = self.store
+        if store is None or not keys:
+            return [True] * len(keys)
+        try:
+            many = getattr(store, "claim_many", None)
+            if many is not None:
+                answers: list[bool] = await many(keys, DEDUP_WINDOW)
+                return answers
+            return list(await asyncio.gather(*(store.claim(k, DEDUP_WINDOW) for k in keys)))
+        except StoreError as exc:
+            log.warning(f"{self.platform}.dedup_unavailable", key=keys[0], claims=len(keys),
+                        error=str(exc))  # fmt: skip
+            return [True] * len(keys)
+
+    def first_here(self, key: str) -> bool:
         """True (and remembered) unless this process took ``key`` within the window."""
         now = time.monotonic()
         seen = self._seen
@@ -90,3 +131,60 @@ class Deliveries:
             if seen.get(old) == oldest:  # not taken again since (a later entry has it)
                 del seen[old]
         return True
+
+
+class Arrivals(Generic[T]):
+    """Deliveries decided as they arrive, a pass of the event loop at a time (see the
+    module docstring): ``accept(item)`` for a first delivery, ``refuse(item)`` for a
+    replay, always in the order :meth:`put` was called."""
+
+    def __init__(
+        self, deliveries: Deliveries, accept: Callable[[T], object], refuse: Callable[[T], object]
+    ) -> None:
+        self.deliveries = deliveries
+        self._accept = accept
+        self._refuse = refuse
+        self._waiting: list[tuple[str | None, T]] = []  # (store key or None: no id, item)
+        self._task: asyncio.Task[None] | None = None
+
+    def put(self, self_id: str, message_id: str, item: T) -> None:
+        """Decide ``item`` (this account's ``message_id``): a replay this daemon took is
+        refused now; anything else waits for the store's claims of this pass."""
+        key: str | None = None
+        deliveries = self.deliveries
+        if message_id:
+            key = f"dedup/{deliveries.platform}/{self_id}/{message_id}"
+            if not deliveries.first_here(key):
+                self._refuse(item)
+                return
+        if deliveries.store is None and not self._waiting:
+            self._accept(item)  # the map is the whole window: nothing to wait for
+            return
+        self._waiting.append((key, item))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._claims())
+
+    async def _claims(self) -> None:
+        """Claim what waits, one batch per pass (a batch waiting on the store gathers the
+        next), and hand each item on in order."""
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                keys = [key for key, _ in batch if key is not None]
+                answers = iter(await self.deliveries.claim_all(keys))
+                for key, item in batch:
+                    handed = self._accept if key is None or next(answers) else self._refuse
+                    try:
+                        handed(item)
+                    except Exception:
+                        log.exception(f"{self.deliveries.platform}.arrival_failed")
+        finally:
+            self._task = None
+
+    async def close(self) -> None:
+        """Forget what waits and stop the claims in flight (a stop: nothing is queued now)."""
+        self._waiting = []
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -266,6 +266,12 @@ class Store(Protocol):
         that a client library resends after a lost reply still answers True (each
         claim carries its own token). A key holding a value that never expires is
         taken for good. The key is an ordinary value key (``get`` sees it).
+
+        A store may also offer ``claim_many(keys, ttl) -> list[bool]``: the same
+        claims, decided in order, in one transaction (SQLite) or one pipeline
+        (Redis), for a caller that gathered them itself (the chat adapters'
+        first-delivery checks, :mod:`tmy.adapters.dedup`). It is optional: a caller
+        claims one by one on a store without it.
         """
 
     async def keys(self, prefix: str) -> list[str]:

@@ -23,7 +23,7 @@ slots go round-robin over the chats that have messages waiting, and at most
 ``max_pending_per_chat`` messages wait per chat (:data:`MAX_WAITING` in all):
 past that the chat's oldest waiting message is dropped
 (``onebot.chat_dropped``, the ``tmy_chat_dropped`` metric). A message
-delivered twice runs once (:mod:`tmy.adapters.dedup`).
+delivered twice runs once (:mod:`tmy.adapters.dedup`, checked as it arrives).
 
 **Events**: notices and requests (:mod:`tmy.adapters.onebot.notices`) run
 like messages, in their chat's queue; the reply's text goes to the event's
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
-from tmy.adapters.dedup import Deliveries
+from tmy.adapters.dedup import Arrivals, Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
@@ -80,6 +80,9 @@ MAX_WAITING = 1000  # messages (and, separately, replies) waiting in all chats t
 MAX_SENDS = MAX_RUNS  # send_msg actions in flight at once (all chats): a reply of every run
 HEALTHY_SESSION = 10.0  # forward: a session this long without a failure frame resets the backoff
 
+# a message or event waiting for its chat: ((account, chat), (its Message, the raw event))
+Incoming = tuple[tuple[str, str], tuple[Message, dict[str, Any]]]
+
 
 class OneBotAdapter:
     """OneBot v11 over WebSocket, reverse or forward; see the module docstring."""
@@ -108,6 +111,8 @@ class OneBotAdapter:
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
         self._deliveries = Deliveries(store, "onebot")
+        # each message's first-delivery check, decided as it arrives (tmy.adapters.dedup)
+        self._arrivals: Arrivals[Incoming] = Arrivals(self._deliveries, self._admit, self._replayed)
         self._recent = Recent()  # messages seen lately, for quotes (REPLY_TO)
         self._apis: dict[str, OneBotApi] = {}  # per account: Message.api
         redact.add(self.config.access_token)  # a secret: masked in every log line and error
@@ -154,6 +159,7 @@ class OneBotAdapter:
         """Take no new messages, let replies in flight go out (``shutdown_grace``), then close."""
         self._stopping = self._accounts.stopping = True
         await self._lanes.drain(self.shutdown_grace)
+        await self._arrivals.close()
         await cancel_tasks(self._forward)
         self._forward = None
         await self._accounts.close_all()
@@ -282,7 +288,16 @@ class OneBotAdapter:
             if api is None:
                 api = self._apis[self_id] = OneBotApi(self._accounts, self._recent, self_id)
             message.api = api
-            self._inbound.put((self_id, message.chat), (message, event))
+            incoming = ((self_id, message.chat), (message, event))
+            self._arrivals.put(self_id, message.message_id, incoming)
+
+    def _admit(self, incoming: Incoming) -> None:
+        """A first delivery: queued for its chat."""
+        self._inbound.put(incoming[0], incoming[1])
+
+    def _replayed(self, incoming: Incoming) -> None:
+        """A message this account delivered before, within the window: not run again."""
+        log.info("onebot.duplicate", self_id=incoming[0][0], message_id=incoming[1][0].message_id)
 
     def _failure_frame(self, conn: Connection, frame: dict[str, Any]) -> None:
         """Log what an implementation said outside any event (a refused token, say) and keep it
@@ -299,14 +314,11 @@ class OneBotAdapter:
         )
 
     async def _run(self, key: Hashable, incoming: tuple[Message, dict[str, Any]]) -> None:
-        """Answer one message or event (a ChatQueues work): dedup, the engine, then queue the
-        reply (and answer a request)."""
+        """Answer one message or event (a ChatQueues work; its first delivery, checked as it
+        arrived): the engine, then queue the reply (and answer a request)."""
         self_id = key[0]  # type: ignore[index]
         message, event = incoming
         try:
-            if not await self._deliveries.first(self_id, message.message_id):
-                log.info("onebot.duplicate", self_id=self_id, message_id=message.message_id)
-                return None
             if message.reply_to is not None and message.reply_to in self._accounts.sent(self_id):
                 message.mentions_bot = True  # quotes a send whose id arrived after the event
             assert self._handle is not None

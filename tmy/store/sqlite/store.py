@@ -29,7 +29,8 @@ from tmy.store.sqlite.connection import (
     TAKE_LEASE,
     UPSERT,
     FnFailed,
-    claim_many,
+    claim_rows,
+    claim_sql,
     is_busy,
     is_live,
     log,
@@ -156,6 +157,19 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         check_key(key)
         return await self._claims.claim(key, check_ttl(ttl))
 
+    async def claim_many(self, keys: Sequence[str], ttl: float) -> list[bool]:
+        """:meth:`claim` of each of ``keys`` in order, as one transaction (one statement
+        per :data:`CLAIM_ROWS` keys): for a caller that gathered its claims itself (the
+        chat adapters' arrivals, :mod:`tmy.adapters.dedup`). A key listed twice is
+        taken by its first listing only."""
+        for key in keys:
+            check_key(key)
+        ttl = check_ttl(ttl)
+        if not keys:
+            return []
+        batch = [(key, ttl) for key in keys]
+        return await self._run(self._claim_op(batch), f"claim of {len(batch)} keys")
+
     def _claim_op(
         self, batch: Sequence[tuple[str, float]]
     ) -> Callable[[sqlite3.Connection], list[bool]]:
@@ -172,8 +186,10 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
                 args: list[Any] = []
                 for key, ttl in rows:
                     args += (key, now + ttl)
+                size = claim_rows(len(rows))
+                args += args[-2:] * (size - len(rows))  # the last key again: a cached size
                 args.append(now)
-                taken.update(key for (key,) in db.execute(claim_many(len(rows)), args))
+                taken.update(key for (key,) in db.execute(claim_sql(size), args))
             answers = []
             for key, _ in batch:
                 answers.append(key in taken)
@@ -181,7 +197,8 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
             return answers
 
         def in_one(db: sqlite3.Connection) -> list[bool]:
-            return op(db) if len(batch) == 1 else self._in_transaction(db, lambda: op(db))
+            # one statement (up to CLAIM_ROWS keys) is a transaction of its own
+            return op(db) if len(batch) <= CLAIM_ROWS else self._in_transaction(db, lambda: op(db))
 
         return in_one
 
