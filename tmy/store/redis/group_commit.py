@@ -5,16 +5,18 @@ if the key still holds the raw value ``fn`` was computed from and otherwise
 *returns* the current raw value, so a conflict costs no extra GET. The raw
 value last seen for each key (:class:`~tmy.store.redis.cache.RawCache`) is the
 guess, so the steady-state update is ONE round-trip (``EVALSHA``); an unknown
-key is first guessed absent. Updates of one key inside a process are batched
-(one CAS per batch) instead of thrashing the CAS; across processes a conflict
-recomputes ``fn`` on the value the script returned, up to ``update_retries``
-times, then StoreError. All the attempts of one batch share one operation id
-and are numbered: the record names the attempt that was applied, so a resent
-copy of an earlier attempt that lands after a later one (or the reverse) is
-recognised, and the callers get the results of the attempt that was really
-written. If ``fn`` raises (or returns a value JSON cannot hold) on a *guessed*
-value, one GET checks the guess: the exception propagates only if the guess
-was the real value, otherwise ``fn`` runs again on the real one.
+key is first guessed absent. Compare-and-sets of different keys that are ready
+while another write is in flight share one pipeline (:mod:`tmy.store.redis.pipelined`:
+each carries its write record, so a resent pipeline applies none twice).
+Updates of one key inside a process are batched (one CAS per batch) instead of thrashing
+the CAS; across processes a conflict recomputes ``fn`` on the value the script returned,
+up to ``update_retries`` times, then StoreError. All the attempts of one batch share one
+operation id and are numbered: the record names the attempt that was applied, so a
+resent copy of an earlier attempt that lands after a later one (or the reverse) is
+recognised, and the callers get the results of the attempt that was really written. If
+``fn`` raises (or returns a value JSON cannot hold) on a *guessed* value, one GET checks
+the guess: the exception propagates only if the guess was the real value, otherwise
+``fn`` runs again on the real one.
 
 Fairness on a hot key: a process whose compare-and-set loses
 :data:`TURN_AFTER` times in a row (another daemon committing the same key back
@@ -36,7 +38,7 @@ from typing import Any, TypeVar
 from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import decode, encode
-from tmy.store.redis.lanes import RedisLanes
+from tmy.store.redis.pipelined import PipelinedWrites
 from tmy.store.redis.scripts import ttl_arg
 
 R = TypeVar("R")
@@ -108,7 +110,7 @@ class _Round:
     sent: dict[int, tuple[list[Outcome], bytes | None]] = field(default_factory=dict)
 
 
-class GroupCommit(RedisLanes):
+class GroupCommit(PipelinedWrites):
     """``update`` on Redis: group commit and compare-and-set (see the module doc)."""
 
     async def update(
@@ -247,8 +249,7 @@ class GroupCommit(RedisLanes):
             self._turn_token,
         )
         keys = [state.rkey, state.record, state.turn]
-        async with self._io(f"update {state.key!r}") as redis:
-            return await self._cas(keys=keys, args=args, client=redis)
+        return await self._scripted(self._cas, f"update {state.key!r}", keys, args)
 
     async def _lost(self, state: _Round, reply: list[bytes], attempt: int) -> None:
         """Another process wrote the key meanwhile: its value is the next guess."""

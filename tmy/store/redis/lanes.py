@@ -197,8 +197,9 @@ class RedisLanes:
         self._redis: Any = None  # the client (Redis or RedisCluster) while open
         self._gate = asyncio.Semaphore(self.max_connections)  # bounds operations in flight
         self._lanes: list[Any] = []  # idle single-connection clients (see _lane)
-        # recorded writes (set/delete) waiting while one is in flight: sent as one pipeline
-        self._put_queue: list[tuple[list[str], tuple[Any, ...], asyncio.Future[Any]]] = []
+        # recorded writes (set/delete, compare-and-sets) waiting while one is in flight:
+        # sent as one pipeline (tmy.store.redis.pipelined)
+        self._put_queue: list[tuple[Any, list[str], tuple[Any, ...], asyncio.Future[Any]]] = []
         self._putting = False
         self._put_task: asyncio.Task[None] | None = None  # the pipeline sender (kept referenced)
         self._cache = RawCache(cache_keys)

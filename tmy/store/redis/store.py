@@ -4,7 +4,8 @@
   ``set(ttl=None)`` stores a value that never expires; ``set(key, MISSING)``
   deletes the key. ``update`` itself is :mod:`tmy.store.redis.group_commit`.
 * ``set`` and ``delete`` are recorded writes (:data:`~tmy.store.redis.scripts.PUT`);
-  those that arrive while one is in flight go together as one pipeline.
+  those that arrive while one is in flight go together as one pipeline, with the
+  compare-and-sets of ``update`` (:mod:`tmy.store.redis.pipelined`).
 * **lock** is an in-process ``asyncio.Lock`` per key plus a lease taken by a
   script (``SET NX PX``; an existing lease with our own token also counts as
   taken, so a resent take does not wait on itself); a lease held elsewhere is
@@ -30,16 +31,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
-from tmy.errors import StoreError
 from tmy.store.base import MISSING
 from tmy.store.codec import check_ttl, decode, encode
 from tmy.store.leases import (
@@ -67,7 +64,6 @@ class RedisStore(RedisPostings, RedisSnapshots):
     connection options); ``update`` is :class:`~tmy.store.redis.group_commit.GroupCommit`'s.
     """
 
-    _PIPELINED_WRITES = True  # writes queued behind one in flight go as one pipeline
     one_slot_commits = False  # one server runs a commit's script over any keys
 
     async def get(self, key: str) -> Any:
@@ -103,14 +99,15 @@ class RedisStore(RedisPostings, RedisSnapshots):
         rkey = self._k(key)
         raw = encode(value, key, self.max_value_bytes)
         px = ttl_arg(ttl)
-        await self._recorded(f"set {key!r}", [rkey, self._op(rkey)], ("s", raw, px, self._op_px))
+        keys, args = [rkey, self._op(rkey)], ("s", raw, px, self._op_px)
+        await self._scripted(self._put, f"set {key!r}", keys, args)
         self._cache.put(rkey, raw)
 
     async def delete(self, key: str) -> bool:
         """Remove ``key`` (one EVALSHA: a recorded DEL); True when something was removed."""
         rkey = self._k(key)
         args = ("d", b"", "0", self._op_px)
-        removed = await self._recorded(f"delete {key!r}", [rkey, self._op(rkey)], args)
+        removed = await self._scripted(self._put, f"delete {key!r}", [rkey, self._op(rkey)], args)
         self._cache.put(rkey, None)
         return bool(removed)
 
@@ -137,68 +134,6 @@ class RedisStore(RedisPostings, RedisSnapshots):
                     pipe.set(rkey, raw, nx=True, px=px(ttl), get=True)
                 olds = await pipe.execute()
         return [old is None or old == raw for old, raw in zip(olds, raws, strict=True)]
-
-    async def _recorded(self, what: str, keys: list[str], args: tuple[Any, ...]) -> Any:
-        """Run the recorded-write script (set/delete): at once when no other one is in
-        flight, else with the others that arrive meanwhile, in one pipeline.
-
-        Sixty-four runs each saving a variable cost one round-trip, not sixty-four,
-        and a lone write waits for nothing. Each write keeps its own record, so a
-        resent pipeline applies nothing twice. On a cluster (keys on several
-        nodes) every write goes on its own.
-        """
-        if not self._PIPELINED_WRITES:
-            async with self._io(what) as redis:
-                return await self._put(keys=keys, args=args, client=redis)
-        if self._putting:
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._put_queue.append((keys, args, future))
-            return await future
-        self._putting = True
-        try:
-            async with self._io(what) as redis:
-                return await self._put(keys=keys, args=args, client=redis)
-        finally:
-            if self._put_queue:  # others arrived meanwhile: one pipeline for all of them
-                self._put_task = asyncio.get_running_loop().create_task(self._send_queued())
-            else:
-                self._putting = False
-
-    async def _send_queued(self) -> None:
-        try:
-            while self._put_queue:
-                batch, self._put_queue = self._put_queue, []
-                try:
-                    with self._failing(f"{len(batch)} writes"):
-                        pipe = self._r().pipeline(transaction=False)
-                        for keys, args, _ in batch:
-                            pipe.evalsha(self._put.sha, len(keys), *keys, *args)
-                        results = await pipe.execute(raise_on_error=False)
-                except StoreError as exc:
-                    for *_, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for (keys, args, future), result in zip(batch, results, strict=True):
-                    if future.done():
-                        continue
-                    if isinstance(result, NoScriptError):  # Redis restarted: load, send alone
-                        try:
-                            async with self._io("write") as redis:
-                                result = await self._put(keys=keys, args=args, client=redis)
-                        except StoreError as exc:
-                            result = exc
-                    if isinstance(result, BaseException):
-                        error = (
-                            result
-                            if isinstance(result, StoreError)
-                            else StoreError(f"{self.where}: write failed: {result}")
-                        )
-                        future.set_exception(error)
-                    else:
-                        future.set_result(result)
-        finally:
-            self._putting = False
 
     async def _mget(self, redis: Any, rkeys: list[str]) -> list[bytes | None]:
         return await redis.mget(rkeys)

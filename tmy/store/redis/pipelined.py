@@ -1,0 +1,101 @@
+"""The Redis store's recorded writes, sent together while one is in flight.
+
+Every write the store makes by script carries its own write record — a
+``set``/``delete`` (:data:`~tmy.store.redis.scripts.PUT`) and each
+compare-and-set attempt of an ``update`` (:data:`~tmy.store.redis.scripts.CAS`)
+— so a copy of it that redis-py resends after a lost reply applies nothing
+twice and answers what the first copy did. That is what lets them share a
+pipeline: a write that arrives while another is in flight waits in a queue,
+and everything queued meanwhile goes as ONE pipeline (``EVALSHA`` after
+``EVALSHA``) once the write in flight is answered. A lone write waits for
+nothing. A thousand conversations each writing their history cost a few
+round-trips instead of a thousand (each one, client side, about as much CPU
+as a pipeline of dozens: the gate, the lane, the command's own await).
+
+Failures are those of the writes sent alone: redis-py resends a whole
+pipeline after a cut connection or a timeout (its retry policy, as for one
+command), and the records make every resent copy in it harmless; when the
+retries run out, every write of the pipeline fails with StoreError, its
+outcome unknown (applied once, or not at all) exactly as a lone write's would
+be. A reply ``NOSCRIPT`` (Redis restarted without its scripts) means that
+script did not run: that write is sent again alone, which loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
+
+from tmy.errors import StoreError
+from tmy.store.redis.lanes import RedisLanes
+
+Queued = tuple[AsyncScript, list[str], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+class PipelinedWrites(RedisLanes):
+    """:meth:`_scripted`: a recorded script write, pipelined with those queued behind it."""
+
+    _PIPELINED_WRITES = True  # writes queued behind one in flight go as one pipeline
+
+    async def _scripted(
+        self, script: AsyncScript, what: str, keys: list[str], args: tuple[Any, ...]
+    ) -> Any:
+        """Run ``script`` (a write that carries its own record) and return its reply:
+        at once when no other write is in flight, else with the others that arrive
+        meanwhile, in one pipeline. On a cluster (keys on several nodes) every write
+        goes on its own."""
+        if not self._PIPELINED_WRITES:
+            async with self._io(what) as redis:
+                return await script(keys=keys, args=args, client=redis)
+        if self._putting:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._put_queue.append((script, keys, args, future))
+            return await future
+        self._putting = True
+        try:
+            async with self._io(what) as redis:
+                return await script(keys=keys, args=args, client=redis)
+        finally:
+            if self._put_queue:  # others arrived meanwhile: one pipeline for all of them
+                self._put_task = asyncio.get_running_loop().create_task(self._send_queued())
+            else:
+                self._putting = False
+
+    async def _send_queued(self) -> None:
+        try:
+            while self._put_queue:
+                batch, self._put_queue = self._put_queue, []
+                try:
+                    with self._failing(f"{len(batch)} writes"):
+                        pipe = self._r().pipeline(transaction=False)
+                        for script, keys, args, _ in batch:
+                            pipe.evalsha(script.sha, len(keys), *keys, *args)
+                        results = await pipe.execute(raise_on_error=False)
+                except StoreError as exc:
+                    for *_, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (script, keys, args, future), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, NoScriptError):  # Redis restarted: load, send alone
+                        try:
+                            async with self._io("write") as redis:
+                                result = await script(keys=keys, args=args, client=redis)
+                        except StoreError as exc:
+                            result = exc
+                    if isinstance(result, BaseException):
+                        error = (
+                            result
+                            if isinstance(result, StoreError)
+                            else StoreError(f"{self.where}: write failed: {result}")
+                        )
+                        future.set_exception(error)
+                    else:
+                        future.set_result(result)
+        finally:
+            self._putting = False
