@@ -21,7 +21,7 @@ async def test_a_block_past_its_shared_deadline_ends_with_timeout_error() -> Non
     with pytest.raises(TimeoutError):
         async with d.bound(0.05, 60.0, alone=False):
             await asyncio.sleep(5)
-    assert not d._ticks  # the tick went with its timer
+    assert not d.grains.waiting()  # the tick went with its timer
 
 
 async def test_blocks_ending_in_one_grain_share_one_timer() -> None:
@@ -43,7 +43,7 @@ async def test_blocks_ending_in_one_grain_share_one_timer() -> None:
 
     tasks = [asyncio.create_task(step()) for _ in range(100)]
     await entered.wait()
-    assert 1 <= len(d._ticks) <= 2  # 100 steps, at most two grains: not 100 timers
+    assert 1 <= d.grains.waiting() <= 2  # 100 steps, at most two grains: not 100 timers
     assert await asyncio.gather(*tasks) == ["deadline"] * 100
 
 
@@ -51,7 +51,7 @@ async def test_a_block_done_in_time_leaves_no_timer_and_no_cancellation() -> Non
     d = deadlines()
     async with d.bound(0.5, 60.0, alone=False):
         await asyncio.sleep(0)
-    assert not d._ticks
+    assert not d.grains.waiting()
     await asyncio.sleep(0.6)  # past the deadline: nothing fires at this task
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
@@ -70,7 +70,7 @@ async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not d._ticks
+    assert not d.grains.waiting()
 
 
 async def test_one_step_of_a_shared_tick_ending_early_leaves_the_others_bounded() -> None:

@@ -9,11 +9,11 @@ locks.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from tmy import logs
 from tmy.engine.run import Run, StepContext, StepFailed
+from tmy.engine.timers import StepClock
 from tmy.errors import EvalError
 from tmy.executors.adjust import adjust
 from tmy.message import StepRecord
@@ -61,20 +61,13 @@ async def execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
         ctx = StepContext(run, step, uri, record)
         settings = run.services.settings
         timeout = step.timeout or settings.step_timeout
-        slow = None
         after = settings.slow_step
-        if logs.INFO_ENABLED and not logs.DEBUG_ENABLED and after < timeout:
-            slow = asyncio.get_running_loop().call_later(
-                after, _still_running, uri, step.plugin, after
-            )
-        try:
-            async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+        watch = logs.INFO_ENABLED and not logs.DEBUG_ENABLED and after < timeout
+        try:  # the timeout and the slow-step warning on timers shared with other steps
+            async with StepClock(timeout, after if watch else None, uri, step.plugin):
                 result = await spec.run(value, cfg, ctx)
         except TimeoutError:
             raise EvalError(f"step {uri} ({step.plugin}) timed out after {timeout:g} s") from None
-        finally:
-            if slow is not None:
-                slow.cancel()
     v.locals["STEP_RESULT"] = result
     record.result = result
     if step.save is not None:
@@ -168,12 +161,6 @@ def _input_now(run: Run, step: Step, path: Path | None) -> Any:
     if path is not None:
         return v.peek(path)
     return v.locals.get("STEP_RESULT")
-
-
-def _still_running(uri: str, plugin: str, after: float) -> None:
-    """A step that has not finished ``after`` seconds in: logged so a hung step is visible
-    (the run's own line comes only when it ends). Runs in the step's context: same trace_id."""
-    logs.emit("info", "step.running", uri=uri, plugin=plugin, seconds=after)
 
 
 async def _step_input(run: Run, step: Step) -> Any:
