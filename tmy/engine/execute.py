@@ -9,6 +9,7 @@ locks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tmy import logs
@@ -16,6 +17,7 @@ from tmy.engine.run import Run, StepContext, StepFailed
 from tmy.engine.timers import StepClock
 from tmy.errors import EvalError
 from tmy.executors.adjust import adjust
+from tmy.executors.registry import Option
 from tmy.message import StepRecord
 from tmy.rulebook.fields import type_names
 from tmy.rulebook.model import Step
@@ -194,26 +196,40 @@ async def _step_input(run: Run, step: Step) -> Any:
 async def _options(run: Run, step: Step) -> dict[str, Any]:
     v = run.vars
     for val in step.options.values():
-        await v.fetch(val.names)
+        if val.names:  # (a constant names none: nothing to fetch, no coroutine)
+            await v.fetch(val.names)
     return _options_now(run, step)
 
 
+_DEFAULTS: dict[int, tuple[Mapping[str, Option], dict[str, Any]]] = {}
+"""Each executor's options at their defaults, in its order, by ``id`` of its options."""
+
+
+def _defaults(options: Mapping[str, Option]) -> dict[str, Any]:
+    found = _DEFAULTS.get(id(options))
+    if found is None or found[0] is not options:
+        found = _DEFAULTS[id(options)] = (options, {n: o.default for n, o in options.items()})
+    return found[1]
+
+
 def _options_now(run: Run, step: Step) -> dict[str, Any]:
-    """The step's options evaluated (every name they use already fetched)."""
+    """The step's options evaluated (every name they use already fetched): the executor's
+    defaults (in its order), each option the step sets in its place."""
     v = run.vars
-    cfg: dict[str, Any] = {}
-    for name, opt in step.spec.options.items():
-        val = step.options.get(name)
-        if val is None:
-            cfg[name] = opt.default
-        elif not opt.evaluate:
+    options = step.spec.options
+    cfg = dict(_defaults(options))
+    for name, val in step.options.items():
+        opt = options.get(name)
+        if opt is None:  # not the executor's (an extension's step key): not its config
+            continue
+        if not opt.evaluate:
             cfg[name] = val
-        else:
-            value = val.evaluate(v)
-            if opt.types and not val.constant and not isinstance(value, opt.types):
-                raise EvalError(
-                    f"option '{name}' of {step.plugin} must be {type_names(opt.types)}, "
-                    f"got {type(value).__name__}"
-                )
-            cfg[name] = value
+            continue
+        value = val.evaluate(v)
+        if opt.types and not val.constant and not isinstance(value, opt.types):
+            raise EvalError(
+                f"option '{name}' of {step.plugin} must be {type_names(opt.types)}, "
+                f"got {type(value).__name__}"
+            )
+        cfg[name] = value
     return cfg
