@@ -228,7 +228,8 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         token = logs.bind_trace("0123456789abcdef")
         try:
             message = Message(text, user=user, chat="g1", platform="test")
-            reply = plan.run(match, message, text, "0123456789abcdef", time.perf_counter())
+            ids = message.user + message.chat + message.platform
+            reply = plan.run(match, message, text, "0123456789abcdef", time.perf_counter(), ids)
             record = reply.steps[0]
             seconds = record.ms / 1000
             log_run(match, message, text, reply, seconds, True, False)
@@ -247,3 +248,16 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         assert event["user"] == user and event["rule"] == "faq"
         assert event["text"] == (text if len(text) <= PREVIEW else preview(text))
         assert event["ms"] == record.ms and event["steps"][0]["ms"] == record.ms
+
+
+def test_plain_ids_answers_as_plain_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept verdicts of joined ids are _plain's own, and their number is bounded."""
+    from tmy.engine import plans
+
+    monkeypatch.setattr(plans, "_PLAIN_IDS", {})
+    monkeypatch.setattr(plans, "_PLAIN_IDS_KEPT", 3)
+    for ids in ("u1g1test", 'we"irdg1test', "a\\btest", "tab\tx", "é", "u1g1test", "del\x7f"):
+        assert plans._plain_ids(ids) is plans._plain(ids)
+        assert len(plans._PLAIN_IDS) <= 3
+    assert plans._plain_ids("u1g1test") is True
+    assert plans._plain_ids('we"irdg1test') is False

@@ -243,18 +243,22 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         without sessions, when no rule does. Else, having counted and logged nothing,
         what :meth:`_handle` goes on from: the Match, :data:`_NO_HIT` (no rule, a
         session may take it), or None (not that usual: from the start)."""
-        text = message.text
-        if type(text) is not str or not text.isascii():
-            return None
-        user, chat, platform = message.user, message.chat, message.platform
+        text, user, chat, platform = message.text, message.user, message.chat, message.platform
         if not (
-            len(text) <= self.settings.max_message_chars
+            type(text) is str
             and type(user) is str
             and type(chat) is str
             and type(platform) is str
-            and len(user) + len(chat) + len(platform) <= self.settings.max_id_chars
-            and (user + chat + platform).isascii()
             and message.event is None
+        ):
+            return None
+        ids = user + chat + platform  # one ASCII check (and the line's plain check's key)
+        settings = self.settings
+        if not (
+            text.isascii()
+            and ids.isascii()
+            and len(text) <= settings.max_message_chars
+            and len(ids) <= settings.max_id_chars
         ):
             return None
         commands = self.commands
@@ -279,8 +283,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             meters[2].value += 1
             return self._unmatched(rulebook, message, text, trace_id)
         rule = match.rule
-        plan = self._plans.get(rule, _UNPLANNED)
-        if plan is _UNPLANNED:
+        try:  # a subscript, not .get: ~100 instructions less on the way every FAQ takes
+            plan = self._plans[rule]
+        except KeyError:
             plan = self._plan(rule)
         if (
             plan is None
@@ -301,17 +306,19 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                 or verdict[1] <= started
             ):
                 return match
-        meters = self._meters.get(platform)
-        if meters is None:
+        try:
+            meters = self._meters[platform]
+        except KeyError:
             meters = self._meters_of(platform)
         meters[0].value += 1
         meters[1].value += 1
         if plan.one and self.observer is None and logs.INFO_ENABLED:
-            reply = plan.run(match, message, text, trace_id, started)  # the FAQ answer
+            reply = plan.run(match, message, text, trace_id, started, ids)  # a FAQ answer
         else:
             reply = self._run_plan(plan, match, message, text, trace_id, started)
-        runs = self._runs.get(reply.rule)
-        if runs is None:
+        try:
+            runs = self._runs[reply.rule]
+        except KeyError:
             runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
         runs[0].value += 1
         return reply

@@ -35,8 +35,10 @@ _STEP_END = ',"skipped":false}'
 # ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
 # and orjson write it, so str(µs // 1000) + _FRAC[µs % 1000] is that float's JSON
 _FRAC = tuple(repr(k / 1000)[1:] for k in range(1000))
+# "0.0" … "0.999": a step or run under a millisecond (a constant's always is), formatted
+# once here — an int's str() and a join per line cost ~1,000 instructions
+_SUB_MS = tuple("0" + frac for frac in _FRAC)
 _new = object.__new__  # a Reply / StepRecord with every field set here: no __init__ frame
-_SAID_QUOTES = 22  # the quotes orjson escapes in said's own keys and value quotes, and 2 around
 _CLOSE = _STEP_END + '],"event":"run.done","trace_id":"'
 
 
@@ -85,7 +87,13 @@ class ConstantPlan:
         self.open = ',"steps":[' + self.step_heads[0]
 
     def run(
-        self, match: Match, message: Message, text: str, trace_id: str, started: float
+        self,
+        match: Match,
+        message: Message,
+        text: str,
+        trace_id: str,
+        started: float,
+        ids: str,
     ) -> Reply:
         """A one-step plan's whole run: :meth:`reply`, its step metric and :meth:`log`'s
         line (else :func:`log_run`'s) in one frame — the engine's way for a FAQ answer.
@@ -93,6 +101,9 @@ class ConstantPlan:
         One clock reading times the step and the run: nothing runs between them. The
         record and reply are made field by field, as their dataclasses' ``__init__``
         would make them (``tests/engine/test_plans.py`` compares them whole).
+        ``ids``: the user, chat and platform ids joined (the engine joined them for its
+        ASCII check): when they and the text are :func:`_plain`, what the message brings
+        is written as it is, the whole line one f-string.
         """
         step = self.steps[0]
         value = self.answer
@@ -123,18 +134,21 @@ class ConstantPlan:
         trigger = match.trigger
         q = match.question
         if trigger is not None and len(text) <= PREVIEW and type(q) is str and len(q) <= PREVIEW:
-            head = self.heads.get(trigger.source)
-            if head is None:
+            try:
+                head = self.heads[trigger.source]
+            except KeyError:
                 head = self._head(trigger.source)
-            ms = f"{micros // 1000}{_FRAC[micros % 1000]}"
-            said = (
-                f'"text":"{text}","question":"{q}","user":"{message.user}",'
-                f'"chat":"{message.chat}","platform":"{message.platform}"'
-            )
-            if not _plain(said):
+            ms = _SUB_MS[micros] if micros < 1000 else f"{micros // 1000}{_FRAC[micros % 1000]}"
+            if _plain(text) and _plain_ids(ids):  # QUESTION, a part of the text, is too
+                line = (
+                    f'{head},"text":"{text}","question":"{q}","user":"{message.user}",'
+                    f'"chat":"{message.chat}","platform":"{message.platform}"'
+                    f"{self.tail}{ms}{self.open}{ms}{_CLOSE}"
+                )
+            else:
                 said = _said(text, q, message)
-            line = None if said is None else f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
-            if line is not None and logs.emit_info_text(line, trace_id):
+                line = said and f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
+            if line and logs.emit_info_text(line, trace_id):
                 return reply
         log_run(match, message, text, reply, seconds, True, False, None, trace=trace_id)
         return reply
@@ -189,11 +203,18 @@ class ConstantPlan:
             or len(records) != len(self.step_heads)
         ):
             return False
-        said = (
-            f'"text":"{text}","question":"{q}","user":"{message.user}",'
-            f'"chat":"{message.chat}","platform":"{message.platform}"'
-        )
-        if not _plain(said):
+        user, chat, platform = message.user, message.chat, message.platform
+        if (
+            type(user) is str
+            and type(chat) is str
+            and type(platform) is str
+            and _plain(f"{text}{q}{user}{chat}{platform}")
+        ):
+            said = (
+                f'"text":"{text}","question":"{q}","user":"{user}",'
+                f'"chat":"{chat}","platform":"{platform}"'
+            )
+        else:
             said = _said(text, q, message)
             if said is None:
                 return False
@@ -220,13 +241,28 @@ class ConstantPlan:
         return head
 
 
-def _plain(said: str) -> bool:
-    """Is ``said`` as orjson would write it (ASCII, nothing to escape)? orjson escapes
-    only its own quotes then; a non-ASCII character is longer in UTF-8."""
+def _plain(text: str) -> bool:
+    """Does orjson write ``text`` as it is (ASCII, nothing to escape)? For ASCII it
+    escapes only quotes, backslashes and control characters (below 0x20; DEL, which it
+    leaves, is not printable either: such a text takes the escaping way, as it may)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+_PLAIN_IDS: dict[str, bool] = {}  # joined ids -> _plain: a chat's ids come again and again
+_PLAIN_IDS_KEPT = 10_000  # ~100 B each: bounded however many users write
+
+
+def _plain_ids(ids: str) -> bool:
+    """:func:`_plain` of a message's joined ids, kept: it looks at every character (~30
+    instructions each), a dict finds the answer for the next message of the same chat in
+    a tenth of that."""
     try:
-        return len(orjson.dumps(said)) == len(said) + _SAID_QUOTES
-    except TypeError:  # a lone surrogate: the escaping way finds out
-        return False
+        return _PLAIN_IDS[ids]
+    except KeyError:
+        if len(_PLAIN_IDS) >= _PLAIN_IDS_KEPT:
+            _PLAIN_IDS.clear()
+        plain = _PLAIN_IDS[ids] = _plain(ids)
+        return plain
 
 
 def _said(text: str, q: str, message: Message) -> str | None:
