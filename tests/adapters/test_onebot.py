@@ -97,6 +97,7 @@ class Served:
         self.http = http
         self.seen: list[Message] = []
         self.blocked: set[str] = set()  # chats whose runs hang until ``release`` is set
+        self.failing: set[str] = set()  # chats whose runs raise (a bug in a run)
         self.release = asyncio.Event()
         self.session = aiohttp.ClientSession()
 
@@ -106,6 +107,8 @@ class Served:
 
     async def handle(self, message: Message) -> Reply:
         self.seen.append(message)
+        if message.chat in self.failing:
+            raise RuntimeError("a bug in the run")
         if message.chat in self.blocked:
             await self.release.wait()  # a slow rule (an LLM that takes its time)
         return await self.bot.engine.handle(message)
@@ -423,6 +426,21 @@ async def test_a_failed_action_is_logged_and_the_daemon_keeps_serving(
     assert failures[0]["retcode"] == 100
     assert failures[0]["chat"] == "group:30003"
     assert "retcode 100" in failures[0]["error"]
+
+
+async def test_a_run_that_raises_is_logged_with_its_message_and_the_next_is_answered(
+    served: Served, log_file: Path
+) -> None:
+    impl = await served.connect()
+    served.failing.add("group:30003")
+    await impl.group("echo first", message_id=41)
+    await until(lambda: len(served.seen) == 1)
+    served.failing.clear()
+    await impl.group("echo second", message_id=42)
+    assert sent_text(await impl.next_action()).endswith("|second")
+    failures = [e for e in read_log(log_file) if e["event"] == "onebot.message_failed"]
+    assert [(f["self_id"], f["message_id"]) for f in failures] == [(str(SELF_ID), "41")]
+    assert "a bug in the run" in failures[0]["exception"]
 
 
 async def test_an_unanswered_action_times_out(bot: Bot, log_file: Path) -> None:

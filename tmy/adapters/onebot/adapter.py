@@ -334,7 +334,7 @@ class OneBotAdapter:
             else:
                 await self._reply(key, message, reply, stream, addressing)
         except Exception:
-            log.exception("onebot.message_failed", self_id=self_id, event=event.get("message_id"))
+            log.exception("onebot.message_failed", self_id=self_id, message_id=message.message_id)
         return None
 
     def _addressing(self, message: Message, event: dict[str, Any]) -> dict[str, Any]:

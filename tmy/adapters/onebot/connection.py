@@ -252,7 +252,7 @@ class Connection:
         try:
             on_event(self, obj)
         except Exception:
-            log.exception("onebot.event_failed", peer=self.peer, event=preview(obj))
+            log.exception("onebot.event_failed", peer=self.peer, frame=preview(obj))
 
     async def _ping(self) -> None:
         import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
