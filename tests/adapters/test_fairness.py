@@ -14,7 +14,14 @@ import pytest
 
 from tests.support.log_helpers import read_log
 from tmy import metrics
-from tmy.adapters.fairness import ChatLanes, ChatQueues, FairSlots, PendingSend, PiecewiseSend
+from tmy.adapters.fairness import (
+    ChatLanes,
+    ChatQueues,
+    FairSlots,
+    PendingSend,
+    PiecewiseSend,
+    Step,
+)
 from tmy.errors import AdapterError
 
 
@@ -324,29 +331,40 @@ def test_a_piece_is_retried_a_few_times_and_never_after_a_wait_that_would_block_
 
 
 class Answered:
-    """A work that answers with a Future (a send waiting for its answer): no coroutine."""
+    """A work that answers with a Future, or a Step (``kind``), ended by :meth:`answer` (a
+    send waiting for its answer): no coroutine."""
 
-    def __init__(self, again: list[float | None] | None = None) -> None:
+    def __init__(self, again: list[float | None] | None = None, kind: str = "future") -> None:
         self.order: list[tuple[Hashable, int]] = []
-        self.steps: list[asyncio.Future[float | None]] = []
+        self.steps: list[asyncio.Future[float | None] | Step] = []
         self.again = again or []
+        self.kind = kind
 
-    def __call__(self, chat: Hashable, item: int) -> asyncio.Future[float | None]:
+    def __call__(self, chat: Hashable, item: int) -> asyncio.Future[float | None] | Step:
         self.order.append((chat, item))
-        step: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+        step: asyncio.Future[float | None] | Step = (
+            Step() if self.kind == "step" else asyncio.get_running_loop().create_future()
+        )
         self.steps.append(step)
         return step
 
     def answer(self, n: int = 0, error: Exception | None = None) -> None:
         step = self.steps[n]
-        if error is not None:
+        again = None if error is not None else (self.again.pop(0) if self.again else None)
+        if isinstance(step, Step):
+            step.failed(error) if error is not None else step.done(again)
+        elif error is not None:
             step.set_exception(error)
         else:
-            step.set_result(self.again.pop(0) if self.again else None)
+            step.set_result(again)
 
 
-async def test_a_work_answering_with_a_future_is_followed_without_a_task() -> None:
-    work = Answered()
+KINDS = pytest.mark.parametrize("kind", ["future", "step"])
+
+
+@KINDS
+async def test_a_work_answering_with_a_future_is_followed_without_a_task(kind: str) -> None:
+    work = Answered(kind=kind)
     queues: ChatQueues[int] = ChatQueues("tf", "reply", work, per_chat=10, total=100, in_flight=4)
     tasks = len(asyncio.all_tasks())
     queues.put("a", 0)
@@ -363,8 +381,9 @@ async def test_a_work_answering_with_a_future_is_followed_without_a_task() -> No
     assert queues.in_flight == 0
 
 
-async def test_a_future_work_with_more_pieces_goes_on_after_the_chats_pacing() -> None:
-    work = Answered(again=[0.0, None])
+@KINDS
+async def test_a_future_work_with_more_pieces_goes_on_after_the_chats_pacing(kind: str) -> None:
+    work = Answered(again=[0.0, None], kind=kind)
     queues: ChatQueues[int] = ChatQueues(
         "tf2", "reply", work, per_chat=10, total=100, in_flight=1, interval=0.02
     )
@@ -379,10 +398,11 @@ async def test_a_future_work_with_more_pieces_goes_on_after_the_chats_pacing() -
     assert await queues.join(5)
 
 
+@KINDS
 async def test_a_future_work_that_fails_or_is_cut_by_close_tells_on_fail_and_on_stop(
-    log_file: Path,
+    log_file: Path, kind: str
 ) -> None:
-    work = Answered()
+    work = Answered(kind=kind)
     failed: list[tuple[int, str]] = []
     stopped: list[int] = []
     dropped_: list[int] = []
@@ -417,3 +437,17 @@ async def test_a_work_that_raises_before_answering_fails_its_item_and_frees_the_
     assert queues.put("a", 1)
     assert await queues.join(5)
     assert failed == [0, 1] and queues.in_flight == 0
+
+
+async def test_a_step_ended_before_its_work_returned_it_goes_on_at_once() -> None:
+    def refused(chat: Hashable, item: int) -> Step:
+        step = Step()
+        step.done(None)  # a send refused at once (the socket closed): done already
+        return step
+
+    queues: ChatQueues[int] = ChatQueues("tf5", "reply", refused, per_chat=10, total=100,
+                                         in_flight=1)  # fmt: skip
+    queues.put("a", 0)
+    queues.put("a", 1)
+    assert await queues.join(5)
+    assert queues.in_flight == 0

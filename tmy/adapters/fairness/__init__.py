@@ -3,6 +3,7 @@
 ``queues`` is :class:`ChatQueues` (why and how: its module docstring),
 ``slots`` the first-come-first-served limit it hands slots out with,
 ``lane`` one chat's share of a queue,
+``step`` what a work returns when a callback ends it (a send awaiting its answer),
 ``pending`` the base of each adapter's queued send (who waits for its outcome;
 which piece is next and its retries),
 and ``lanes`` an adapter's pair of them (messages in, replies out) with its
@@ -13,6 +14,7 @@ from tmy.adapters.fairness.lanes import ChatLanes
 from tmy.adapters.fairness.pending import PendingSend, PiecewiseSend
 from tmy.adapters.fairness.queues import LOG_EVERY, ChatQueues, Work
 from tmy.adapters.fairness.slots import FairSlots
+from tmy.adapters.fairness.step import Step
 
 __all__ = [
     "LOG_EVERY",
@@ -21,5 +23,6 @@ __all__ = [
     "FairSlots",
     "PendingSend",
     "PiecewiseSend",
+    "Step",
     "Work",
 ]

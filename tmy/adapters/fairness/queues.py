@@ -46,6 +46,7 @@ from typing import Any, Generic, TypeVar
 from tmy import metrics
 from tmy.adapters.fairness.lane import Lane
 from tmy.adapters.fairness.slots import FairSlots
+from tmy.adapters.fairness.step import STOPPED, Step
 from tmy.logs import get_logger
 
 T = TypeVar("T")
@@ -55,9 +56,10 @@ MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forg
 
 # work(chat, item): None when the item is done; seconds to wait before calling it again
 # with the same item (another piece of a reply, a platform's retry-after) otherwise. A
-# coroutine runs on a task of its own; a Future (a send waiting for its answer) is followed
-# by a callback, no task.
-Work = Callable[[Hashable, T], Awaitable[float | None]]
+# coroutine runs on a task of its own; a Future is followed by a callback, no task; a Step
+# (a send waiting for its answer: tmy.adapters.fairness.step) goes on when it ends, no task
+# and no pass of the loop.
+Work = Callable[[Hashable, T], Awaitable[float | None] | Step]
 
 
 class ChatQueues(Generic[T]):
@@ -104,7 +106,7 @@ class ChatQueues(Generic[T]):
         self._lanes: dict[Hashable, Lane[T]] = {}
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
         # items in flight (their tasks, or the Futures their works answered), by run number
-        self._runs: dict[int, asyncio.Task[None]] = {}
+        self._runs: dict[int, asyncio.Task[None] | asyncio.Future[Any] | Step] = {}
         self._run_ids = itertools.count()
         self._waiting = 0
         self._idle = asyncio.Event()
@@ -187,7 +189,11 @@ class ChatQueues(Generic[T]):
         """Stop: cancel what is in flight, hand what still waits to ``on_drop`` (no metric)."""
         self.accepting = False
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
-        tasks += list(self._runs.values())
+        for run in list(self._runs.values()):
+            if type(run) is Step:
+                run.cancel()  # its item is stopped now (on_stop)
+            else:
+                tasks.append(run)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -237,6 +243,10 @@ class ChatQueues(Generic[T]):
         except Exception as exc:  # a work answering with a Future failed before it: the same
             step = asyncio.get_running_loop().create_future()
             step.set_exception(exc)
+        if type(step) is Step:
+            self._runs[run] = step  # type: ignore[assignment]
+            step.bind(self, chat, lane, item, run)
+            return
         if isinstance(step, asyncio.Future):
             self._runs[run] = step
             step.add_done_callback(lambda done: self._stepped(chat, lane, item, run, done))
@@ -250,17 +260,36 @@ class ChatQueues(Generic[T]):
     ) -> None:
         """A work's Future ended: what ``_execute`` does after an awaited step, without a
         task (one is made only when the item has more to do)."""
-        self.slots.release()
         if step.cancelled():  # close() while in flight
+            self._went_on(chat, lane, item, run, None, STOPPED)
+            return
+        error = step.exception()
+        self._went_on(chat, lane, item, run, None if error else step.result(), error)
+
+    def _step_ended(self, step: Step) -> None:
+        """A work's :class:`Step` ended (at once: the answer that ended it is being read)."""
+        self._went_on(step.chat, step.lane, step.item, step.run, step.again, step.error)
+
+    def _went_on(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        again: float | None,
+        error: BaseException | None,
+    ) -> None:
+        """After a step that ran without a task: free its slot; the item is done, stopped,
+        failed, or (more to do) goes on on a task of its own after its pause."""
+        self.slots.release()
+        if error is STOPPED:  # close() while in flight
             self._ended(chat, lane, item, run, ended=False, stopped=True)
             return
-        try:
-            again = step.result()
-        except Exception as exc:
-            self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
+        if error is not None:
+            self._log.error(f"{self.adapter}.{self.what}_failed", chat=str(chat), exc_info=error)
             again = None
-            if self._on_fail is not None:
-                self._on_fail(item, exc)
+            if self._on_fail is not None and isinstance(error, Exception):
+                self._on_fail(item, error)
         pause = max(again or 0.0, self.interval)
         if pause > 0:
             self._pace(chat, time.monotonic() + pause)

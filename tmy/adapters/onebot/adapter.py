@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Arrivals, Deliveries
-from tmy.adapters.fairness import ChatLanes
+from tmy.adapters.fairness import ChatLanes, Step
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
@@ -206,7 +206,7 @@ class OneBotAdapter:
         self._outbound.put((account, chat), out)
         await done
 
-    def _send_piece(self, key: Hashable, out: Outgoing) -> Awaitable[float | None]:
+    def _send_piece(self, key: Hashable, out: Outgoing) -> Awaitable[float | None] | Step:
         """``send_msg`` the next piece of ``out`` (a ChatQueues work; see ``sending``)."""
         return send_step(self._accounts, key, out, self._recent)
 

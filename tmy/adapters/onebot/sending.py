@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Coroutine, Hashable
 from typing import Any
 
-from tmy.adapters.fairness import PendingSend
+from tmy.adapters.fairness import PendingSend, Step
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import Recent
 from tmy.adapters.onebot.codec import MAX_TEXT_PER_MESSAGE, reply_segments
@@ -85,18 +85,18 @@ class Outgoing(PendingSend):
 
 def send_step(
     accounts: Accounts, key: Hashable, out: Outgoing, recent: Recent | None = None
-) -> asyncio.Future[float | None] | Coroutine[Any, Any, float | None]:
+) -> Step | Coroutine[Any, Any, float | None]:
     """Send the next piece of ``out`` (a ChatQueues work): a message piece goes out now and
-    the Future it returns ends when the implementation answers (no task); a file upload, or
-    an account not connected, is :func:`send_piece`'s coroutine."""
+    the Step it returns ends when the implementation answers (no task, no Future); a file
+    upload, or an account not connected, is :func:`send_piece`'s coroutine."""
     conn = accounts.bots.get(key[0])  # type: ignore[index]
     piece = out.pieces[out.index]
     if conn is None or isinstance(piece, FileUpload) or conn.closed:
         return send_piece(accounts, key, out, recent)
-    step: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+    step = Step()
 
     def answered(response: dict[str, Any] | AdapterError) -> None:
-        if step.done():  # close() cancelled it meanwhile (Outgoing.stopped told the sender)
+        if step.finished:  # close() stopped it meanwhile (Outgoing.stopped told the sender)
             return
         try:
             if isinstance(response, AdapterError):
@@ -105,14 +105,14 @@ def send_step(
         except AdapterError as exc:
             again = _failed(key, out, exc)
         except Exception as exc:  # a bug: ChatQueues logs it and tells the sender (on_fail)
-            step.set_exception(exc)
+            step.failed(exc)
             return
-        step.set_result(again)
+        step.done(again)
 
     try:
         conn.request("send_msg", {**out.where, "message": piece}, answered)
     except AdapterError as exc:
-        step.set_result(_failed(key, out, exc))
+        step.done(_failed(key, out, exc))
     return step
 
 
