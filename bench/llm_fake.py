@@ -184,7 +184,7 @@ def compare(checkout: str, script: str, argv: list[str]) -> dict[str, Any]:
     if not (there.parent / "tmy").is_dir():
         raise SystemExit(f"--compare {checkout}: not a tmy checkout (no tmy/ package)")
     there.mkdir(exist_ok=True)
-    for name in (script, "llm_fake.py", "common.py"):
+    for name in (script, "llm_fake.py", "llm_fanout.py", "common.py"):
         shutil.copyfile(here / name, there / name)
     done = subprocess.run(
         [sys.executable, str(there / script), *argv],
