@@ -71,30 +71,39 @@ def template_rules_yaml(n: int) -> str:
     return "".join(parts)
 
 
-async def _drive(handle: Any, make: Any, msgs: list[tuple[str, str, str]]) -> int:
-    """Send every message, return how many replies were wrong (rule or text)."""
+async def _drive(handle: Any, msgs: list[tuple[str, str, str]], message: Any = None) -> int:
+    """Send every message, return how many replies were wrong (rule or text).
+
+    ``message``: the class tmy's messages are built from, in the loop as an adapter
+    builds one per event (keywords and all); None (the floor): the text itself."""
     wrong = 0
+    if message is None:
+        for text, expected, answer in msgs:
+            reply = await handle(text)
+            if reply.rule != expected or reply.text != answer:
+                wrong += 1
+        return wrong
     for text, expected, answer in msgs:
-        reply = await handle(make(text))
+        reply = await handle(message(text, user=USER, platform="bench"))
         if reply.rule != expected or reply.text != answer:
             wrong += 1
     return wrong
 
 
 async def _batches(
-    handle: Any, make: Any, msgs: list[tuple[str, Any]], sizes: list[int], template: bool = False
+    handle: Any, message: Any, msgs: list[tuple[str, Any]], sizes: list[int], template: bool = False
 ) -> int:
     """The warm-up (the first ``sizes[0]`` messages), then each batch between markers.
 
     Each message's expected answer is made here, outside the measured batches."""
     msgs = [(text, rule, _answer(rule, template)) for text, rule in msgs]
-    wrong = await _drive(handle, make, msgs[: sizes[0]])
+    wrong = await _drive(handle, msgs[: sizes[0]], message)
     at = sizes[0]
     for size in sizes[1:]:
         batch = msgs[at : at + size]
         at += size
         os.getppid()  # callgrind: --zero-before=os_getppid
-        wrong += await _drive(handle, make, batch)
+        wrong += await _drive(handle, batch, message)
         os.getpgrp()  # callgrind: --dump-before=os_getpgrp
     return wrong
 
@@ -115,7 +124,7 @@ async def _floor(n: int, sizes: list[int]) -> int:
         return _FloorReply(rule, "" if rule is None else "ok-" + rule)
 
     msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
-    return await _batches(handle, str, msgs, sizes)
+    return await _batches(handle, None, msgs, sizes)
 
 
 async def _tmy(n: int, sizes: list[int], template: bool = False) -> int:
@@ -133,13 +142,7 @@ async def _tmy(n: int, sizes: list[int], template: bool = False) -> int:
         msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
         settings = common.settings_for(tmp, rules=tmp / "rules")
         async with App(settings, extensions=extensions()) as app:
-            wrong = await _batches(
-                app.engine.handle,
-                lambda text: Message(text, user=USER, platform="bench"),
-                msgs,
-                sizes,
-                template,
-            )
+            wrong = await _batches(app.engine.handle, Message, msgs, sizes, template)
         logs.configure(common.LOG_LEVEL, stream=io.StringIO())  # its file goes with tmp
         return wrong
 

@@ -98,6 +98,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         self._admins = self.admins if self.admins else None  # read per message: no __bool__
         self.commands = commands
         self.switch = switch
+        # a ChatSwitch's verdicts, read inline on the FAQ way; None: no switch, or another
+        # ChatSwitchGate (asked through its cached())
+        self._verdicts = getattr(switch, "verdicts", None)
         InFlight.__init__(self)
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
@@ -294,18 +297,16 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         ):
             return match
         started = _perf_counter()
-        switch = self.switch
-        if switch is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
-            verdicts = getattr(switch, "verdicts", None)  # None: another ChatSwitchGate
-            if verdicts is None:
-                if switch.cached(message) is not False:
-                    return match
-            elif (
+        verdicts = self._verdicts
+        if verdicts is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
+            if (
                 (verdict := verdicts.get((platform, chat))) is None
                 or verdict[0]
                 or verdict[1] <= started
             ):
                 return match
+        elif self.switch is not None and self.switch.cached(message) is not False:
+            return match
         try:
             meters = self._meters[platform]
         except KeyError:
