@@ -3,8 +3,8 @@
 ``asyncio.timeout`` and ``loop.call_later`` give every step a timer of its own:
 with a thousand steps in flight that is thousands of entries in the event loop's
 heap, each push and each cancelled entry's removal a dozen Python-level
-comparisons (the step timeout and the slow-step warning were ~55,000 of an LLM
-message's ~920,000 instructions with 300 conversations in flight). Here the
+comparisons (sharing them took an LLM message from 917,778 to 889,788 instructions
+with 300 conversations in flight, ``bench/llm_callgrind.py``'s mock). Here the
 waiters whose delays end in the same :data:`GRAIN` share one timer
 (:class:`Grains`), which calls each waiter still there when it fires.
 
