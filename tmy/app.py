@@ -192,6 +192,11 @@ class App:
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         settings = self.settings
+        # buffered log lines reach their file within 0.2 s for as long as the app is open
+        # (chat, ask, the daemon); the lifespan's last lines are flushed at its very end
+        flusher = asyncio.get_running_loop().create_task(_flush_logs())
+        stack.callback(logs.flush)
+        stack.callback(flusher.cancel)
         _register_secrets(settings)
         self.registry = build_registry(settings, self.extensions)
         rulebook = self.load_rules()
@@ -346,14 +351,13 @@ async def serve(
             if on_ready is not None:
                 on_ready(app)
             console = app.adapters.console()
-            ticker = asyncio.create_task(_flush_logs())
             waiters = [asyncio.create_task(stop.wait())]
             if console is not None:
                 waiters.append(asyncio.create_task(console.done.wait()))
             try:
                 await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for waiter in (*waiters, ticker):
+                for waiter in waiters:
                     waiter.cancel()
             log.info("daemon.stopping", inflight=app.engine.inflight)
             stop_reloading()  # no SIGHUP reload while closing

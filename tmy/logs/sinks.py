@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -12,46 +12,39 @@ import structlog
 class JsonLines:
     """Where rendered lines go: written through a buffer, flushed at most 0.2 s later.
 
-    Flushing every line costs a system call per event (five per message); a
-    terminal still gets each line at once. :func:`flush` (called by the daemon's
-    ticker and at exit) bounds the delay when no further events arrive.
+    Flushing every line costs a system call per event (five per message), so a file
+    or pipe gets its lines through its buffer: :func:`tmy.logs.flush` pushes them out
+    — the daemon's ticker every 0.2 s, :mod:`tmy.tracelog` before it reads, and exit.
+    A one-shot process without that ticker writes them as the buffer fills and at
+    exit. A terminal gets each line at once.
+
+    :attr:`out` is what a rendered line is handed to: the stream's own ``write`` for a
+    file or pipe — no Python frame per line (an FAQ answer's line used to spend a
+    quarter of its cost in this class's bookkeeping) — else :meth:`write`.
     """
 
     def __init__(self, stream: Any, interactive: bool) -> None:
         self.stream = stream
         self.interactive = interactive
-        self.pending = 0
-        self.last = time.time()  # the lines' own clock (a step back only delays a flush)
+        self.out: Callable[[bytes], Any] = self.write if interactive else stream.write
 
     def msg(self, line: bytes) -> None:
         self.write(line + b"\n")
 
     def write(self, line: bytes) -> None:
         """Write a rendered line that already ends in a newline (:func:`emit_event`)."""
-        JsonLines.write_at(self, line, time.time())  # not an override (ConsoleLines)
-
-    def write_at(self, line: bytes, now: float) -> None:
-        """:meth:`write`, ``now`` being :func:`time.time` as the caller read it for the
-        line's timestamp (one clock reading per line, not two)."""
         try:
             self.stream.write(line)
-        except ValueError:  # the stream is closed (interpreter exit, a finished capture)
-            return
-        if self.interactive:
-            self.stream.flush()
-            return
-        self.pending += 1
-        if now - self.last > 0.2:
-            self.flush(now)
-
-    def flush(self, now: float | None = None) -> None:
-        if self.pending:
-            try:
+            if self.interactive:
                 self.stream.flush()
-            except ValueError:  # closed at interpreter exit
-                pass
-            self.pending = 0
-        self.last = now or time.time()
+        except ValueError:  # the stream is closed (interpreter exit, a finished capture)
+            pass
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except ValueError:  # closed at interpreter exit
+            pass
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
@@ -70,15 +63,12 @@ class ConsoleLines(JsonLines):
     def write(self, line: bytes) -> None:
         self.msg(line.rstrip(b"\n"))
 
-    def write_at(self, line: bytes, now: float) -> None:
-        self.write(line)
-
     def msg(self, line: bytes) -> None:
         try:
             event = orjson.loads(line)
             text = self.renderer(None, event.get("level", "info"), event)
         except Exception:  # never lose a line to the pretty printer
             text = line.decode("utf-8", errors="replace")
-        super().write(text.encode("utf-8", errors="replace") + b"\n")
+        JsonLines.write(self, text.encode("utf-8", errors="replace") + b"\n")
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
