@@ -7,6 +7,7 @@ credentials like the LLM keys: masked in every log line and refused by
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 
@@ -105,3 +106,23 @@ async def test_an_extensions_routes_are_mounted_and_its_health_joins_healthz() -
         health = (await client.get("/healthz")).json()
         assert health["extra"] == {"servers": {"one": "failed"}}
         assert health["status"] == "degraded"
+
+
+async def test_an_open_apps_log_lines_reach_the_file_within_the_flush_interval(
+    log_file: Path,
+) -> None:
+    """The log's buffer is pushed out by the App's own ticker (every 0.2 s), for `chat`
+    and `ask` as for the daemon: a line is in the file while the app is still open."""
+    import asyncio
+
+    async with Bot({"r.yaml": RULES}) as bot:
+        await bot.say("echo flushed by the ticker", user="ann")
+        for _ in range(50):  # up to 5 s on a loaded machine; 0.2 s when idle
+            text = log_file.read_text()  # as another process reads it: no flush of ours
+            if "echo flushed by the ticker" in text:
+                break
+            await asyncio.sleep(0.1)
+        runs = [json.loads(line) for line in text.splitlines()]
+        assert [e["text"] for e in runs if e.get("event") == "run.done"] == [
+            "echo flushed by the ticker"
+        ]
