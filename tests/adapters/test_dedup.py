@@ -96,17 +96,21 @@ async def test_arrivals_are_decided_in_order_one_batch_per_pass(store: Store) ->
 
     accepted: list[str] = []
     refused: list[str] = []
-    here = Arrivals(Deliveries(store, "onebot"), accepted.append, refused.append)
+    here = Arrivals(
+        Deliveries(store, "onebot"),
+        lambda chat, item: accepted.append(item),
+        lambda chat, item: refused.append(item),
+    )
     elsewhere = Deliveries(store, "onebot")  # another daemon: only the store tells it
     assert await elsewhere.first("9", "2") is True
     for ident in ("1", "2", "", "3", "1", "4"):
-        here.put("9", ident, f"m{ident}")
+        here.put("9", ident, "group:1", f"m{ident}")
     assert accepted == [] and refused == ["m1"]  # the replay here is refused at once
     await asyncio.sleep(0.05)
     assert accepted == ["m1", "m", "m3", "m4"]  # in order; no id: nothing to compare
     assert refused == ["m1", "m2"]  # taken by the other daemon
     assert await elsewhere.first("9", "3") is False
-    here.put("9", "5", "m5")
+    here.put("9", "5", "group:1", "m5")
     await here.close()  # a stop: what waits is forgotten
     await asyncio.sleep(0.05)
     assert "m5" not in accepted
@@ -120,11 +124,18 @@ async def test_arrivals_run_when_the_store_is_unreachable(tmp_path: Path) -> Non
 
     store = SQLiteStore(tmp_path / "never-opened.db")  # every claim raises StoreError
     accepted: list[str] = []
-    here = Arrivals(Deliveries(store, "onebot"), accepted.append, accepted.remove)
-    here.put("9", "1", "a")
-    here.put("9", "2", "b")
+
+    def accept(chat: str, item: str) -> None:
+        accepted.append(item)
+
+    def refuse(chat: str, item: str) -> None:
+        raise AssertionError(f"{item} refused")
+
+    here = Arrivals(Deliveries(store, "onebot"), accept, refuse)
+    here.put("9", "1", "group:1", "a")
+    here.put("9", "2", "group:1", "b")
     await asyncio.sleep(0.05)
     assert accepted == ["a", "b"]  # answering twice beats never answering
-    without = Arrivals(Deliveries(None, "onebot"), accepted.append, accepted.remove)
-    without.put("9", "1", "c")  # no store: decided at once
+    without = Arrivals(Deliveries(None, "onebot"), accept, refuse)
+    without.put("9", "1", "group:1", "c")  # no store: decided at once
     assert accepted == ["a", "b", "c"]

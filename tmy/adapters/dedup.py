@@ -52,6 +52,7 @@ from tmy.errors import StoreError
 from tmy.logs import get_logger
 from tmy.store.base import Store
 
+K = TypeVar("K")
 T = TypeVar("T")
 
 log = get_logger("tmy.adapter")
@@ -133,34 +134,38 @@ class Deliveries:
         return True
 
 
-class Arrivals(Generic[T]):
+class Arrivals(Generic[K, T]):
     """Deliveries decided as they arrive, a pass of the event loop at a time (see the
-    module docstring): ``accept(item)`` for a first delivery, ``refuse(item)`` for a
-    replay, always in the order :meth:`put` was called."""
+    module docstring): ``accept(where, item)`` for a first delivery (a chat queue's
+    ``put``, called directly), ``refuse(where, item)`` for a replay, always in the order
+    :meth:`put` was called."""
 
     def __init__(
-        self, deliveries: Deliveries, accept: Callable[[T], object], refuse: Callable[[T], object]
+        self,
+        deliveries: Deliveries,
+        accept: Callable[[K, T], object],
+        refuse: Callable[[K, T], object],
     ) -> None:
         self.deliveries = deliveries
         self._accept = accept
         self._refuse = refuse
-        self._waiting: list[tuple[str | None, T]] = []  # (store key or None: no id, item)
+        self._waiting: list[tuple[str | None, K, T]] = []  # (store key or None: no id, …)
         self._task: asyncio.Task[None] | None = None
 
-    def put(self, self_id: str, message_id: str, item: T) -> None:
-        """Decide ``item`` (this account's ``message_id``): a replay this daemon took is
-        refused now; anything else waits for the store's claims of this pass."""
+    def put(self, self_id: str, message_id: str, where: K, item: T) -> None:
+        """Decide ``item`` (this account's ``message_id``, for ``where``): a replay this
+        daemon took is refused now; anything else waits for the store's claims of this pass."""
         key: str | None = None
         deliveries = self.deliveries
         if message_id:
             key = f"dedup/{deliveries.platform}/{self_id}/{message_id}"
             if not deliveries.first_here(key):
-                self._refuse(item)
+                self._refuse(where, item)
                 return
         if deliveries.store is None and not self._waiting:
-            self._accept(item)  # the map is the whole window: nothing to wait for
+            self._accept(where, item)  # the map is the whole window: nothing to wait for
             return
-        self._waiting.append((key, item))
+        self._waiting.append((key, where, item))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._claims())
 
@@ -170,12 +175,15 @@ class Arrivals(Generic[T]):
         try:
             while self._waiting:
                 batch, self._waiting = self._waiting, []
-                keys = [key for key, _ in batch if key is not None]
+                keys = [key for key, _, _ in batch if key is not None]
                 answers = iter(await self.deliveries.claim_all(keys))
-                for key, item in batch:
-                    handed = self._accept if key is None or next(answers) else self._refuse
+                accept, refuse = self._accept, self._refuse
+                for key, where, item in batch:
                     try:
-                        handed(item)
+                        if key is None or next(answers):
+                            accept(where, item)
+                        else:
+                            refuse(where, item)
                     except Exception:
                         log.exception(f"{self.deliveries.platform}.arrival_failed")
         finally:

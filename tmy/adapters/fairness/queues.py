@@ -156,9 +156,15 @@ class ChatQueues(Generic[T]):
             if not self._lanes:
                 self._idle.clear()
             lane = self._lanes[chat] = Lane()
-            if self._waiting < self.total and self._paced(chat) and self.slots.try_acquire():
-                self._run(chat, lane, item)  # an idle chat, a free slot: it never waits
-                return True
+            # an idle chat, a free slot nobody waits for, its pacing past: it never waits
+            # (FairSlots.try_acquire and _paced inline: the path of nearly every item)
+            slots = self.slots
+            if self._waiting < self.total and slots.free > 0 and not slots._waiters:
+                ready_at = self._ready_at.get(chat)
+                if ready_at is None or ready_at <= time.monotonic():
+                    slots.free -= 1
+                    self._run(chat, lane, item)
+                    return True
         if len(lane.items) >= self.per_chat:
             self._drop_oldest(chat, lane)
         elif self._waiting >= self.total:
@@ -281,7 +287,14 @@ class ChatQueues(Generic[T]):
     ) -> None:
         """After a step that ran without a task: free its slot; the item is done, stopped,
         failed, or (more to do) goes on on a task of its own after its pause."""
-        self.slots.release()
+        slots = self.slots
+        if slots._waiters:
+            slots.release()
+        else:  # FairSlots.release inline: nobody waits for the slot
+            slots.free += 1
+        if error is None and again is None and self.interval <= 0:  # done, nothing to pace
+            self._ended(chat, lane, item, run, True)
+            return
         if error is STOPPED:  # close() while in flight
             self._ended(chat, lane, item, run, ended=False, stopped=True)
             return
@@ -371,7 +384,6 @@ class ChatQueues(Generic[T]):
         lane: Lane[T],
         item: T,
         run: int,
-        *,
         ended: bool,
         stopped: bool = False,
     ) -> None:
@@ -385,10 +397,18 @@ class ChatQueues(Generic[T]):
         if lane.wake is not None:
             lane.wake.set()
         if lane.task is None:
-            if lane.items and self.accepting:
-                self._start_ready(chat, lane)
-                if lane.items:
-                    lane.task = asyncio.create_task(self._drain(chat, lane))
+            if lane.items:
+                if self.accepting:
+                    self._start_ready(chat, lane)
+                    if lane.items:
+                        lane.task = asyncio.create_task(self._drain(chat, lane))
+            elif not lane.running and not lane.dropped:  # _retire's usual case, inline
+                lanes = self._lanes
+                if lanes.get(chat) is lane:
+                    del lanes[chat]
+                if not lanes:
+                    self._idle.set()
+                return
             self._retire(chat, lane)
 
     # -- bookkeeping -------------------------------------------------------------------------------

@@ -41,7 +41,13 @@ class Step:
     def done(self, again: float | None) -> None:
         """The step ended: ``None`` when the item is done, else seconds until the work is
         called again with it (another piece of a reply)."""
-        self._end(again, None)
+        if self.finished:
+            return
+        self.finished = True
+        self.again = again
+        queue = self.queue
+        if queue is not None:  # _end and the queue's _step_ended inline: once per reply
+            queue._went_on(self.chat, self.lane, self.item, self.run, again, None)
 
     def failed(self, error: Exception) -> None:
         """The work raised something it did not handle (a bug): logged by the queue."""

@@ -42,14 +42,15 @@ initiative uses the most recently connected account.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Collection, Hashable
+from collections.abc import Collection, Hashable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tmy import redact
 from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Arrivals, Deliveries
-from tmy.adapters.fairness import ChatLanes, Step
+from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
@@ -80,9 +81,6 @@ MAX_WAITING = 1000  # messages (and, separately, replies) waiting in all chats t
 MAX_SENDS = MAX_RUNS  # send_msg actions in flight at once (all chats): a reply of every run
 HEALTHY_SESSION = 10.0  # forward: a session this long without a failure frame resets the backoff
 
-# a message or event waiting for its chat: ((account, chat), (its Message, the raw event))
-Incoming = tuple[tuple[str, str], tuple[Message, dict[str, Any]]]
-
 
 class OneBotAdapter:
     """OneBot v11 over WebSocket, reverse or forward; see the module docstring."""
@@ -111,17 +109,21 @@ class OneBotAdapter:
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
         self._deliveries = Deliveries(store, "onebot")
-        # each message's first-delivery check, decided as it arrives (tmy.adapters.dedup)
-        self._arrivals: Arrivals[Incoming] = Arrivals(self._deliveries, self._admit, self._replayed)
         self._recent = Recent()  # messages seen lately, for quotes (REPLY_TO)
         self._apis: dict[str, OneBotApi] = {}  # per account: Message.api
         redact.add(self.config.access_token)  # a secret: masked in every log line and error
         self._lanes: ChatLanes[tuple[Message, dict[str, Any]], Outgoing] = ChatLanes(
-            self.name, self._run, self._send_piece, per_chat=self.config.max_pending_per_chat,
+            self.name, self._run, partial(send_step, self._accounts, self._recent),
+            per_chat=self.config.max_pending_per_chat,
             total=MAX_WAITING, runs=MAX_RUNS, runs_per_chat=MAX_RUNS_PER_CHAT, sends=MAX_SENDS,
             interval=self.config.send_interval,
         )  # fmt: skip
         self._inbound, self._outbound = self._lanes.inbound, self._lanes.outbound
+        # each message's first-delivery check, decided as it arrives (tmy.adapters.dedup);
+        # a first delivery goes straight into its chat's queue
+        self._arrivals: Arrivals[tuple[str, str], tuple[Message, dict[str, Any]]] = Arrivals(
+            self._deliveries, self._inbound.put, self._replayed
+        )
         self._backoff = Backoff(self.backoff_base, self.backoff_cap)
         self._forward: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -206,10 +208,6 @@ class OneBotAdapter:
         self._outbound.put((account, chat), out)
         await done
 
-    def _send_piece(self, key: Hashable, out: Outgoing) -> Awaitable[float | None] | Step:
-        """``send_msg`` the next piece of ``out`` (a ChatQueues work; see ``sending``)."""
-        return send_step(self._accounts, key, out, self._recent)
-
     # -- connections -------------------------------------------------------------------------
 
     async def _accept(self, request: web.Request) -> web.StreamResponse:
@@ -288,16 +286,13 @@ class OneBotAdapter:
             if api is None:
                 api = self._apis[self_id] = OneBotApi(self._accounts, self._recent, self_id)
             message.api = api
-            incoming = ((self_id, message.chat), (message, event))
-            self._arrivals.put(self_id, message.message_id, incoming)
+            self._arrivals.put(
+                self_id, message.message_id, (self_id, message.chat), (message, event)
+            )
 
-    def _admit(self, incoming: Incoming) -> None:
-        """A first delivery: queued for its chat."""
-        self._inbound.put(incoming[0], incoming[1])
-
-    def _replayed(self, incoming: Incoming) -> None:
+    def _replayed(self, key: tuple[str, str], incoming: tuple[Message, dict[str, Any]]) -> None:
         """A message this account delivered before, within the window: not run again."""
-        log.info("onebot.duplicate", self_id=incoming[0][0], message_id=incoming[1][0].message_id)
+        log.info("onebot.duplicate", self_id=key[0], message_id=incoming[0].message_id)
 
     def _failure_frame(self, conn: Connection, frame: dict[str, Any]) -> None:
         """Log what an implementation said outside any event (a refused token, say) and keep it

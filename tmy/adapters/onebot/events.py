@@ -21,7 +21,7 @@ from collections.abc import Collection
 from typing import Any
 
 from tmy import redact
-from tmy.adapters.onebot.codec import Parsed, parse_cq, read_message, segments_of
+from tmy.adapters.onebot.codec import parse_cq, read_message, segments_of
 from tmy.adapters.onebot.media import attachments_of
 from tmy.logs import get_logger
 from tmy.message import Message
@@ -49,19 +49,22 @@ def to_message(
     """
     kind = event.get("message_type")
     user_id = event.get("user_id")
-    if kind not in ("group", "private") or not is_id(user_id):
+    # QQ numbers are ints: their check inline (a call per id is a tenth of this function)
+    if kind not in ("group", "private") or not (
+        user_id >= 0 if type(user_id) is int else is_id(user_id)
+    ):
         log.debug("onebot.ignored", reason="not a private or group message", kind=kind)
         return None
     user = str(user_id)
     if user == self_id:
         return None  # the bot's own message reported back
+    anonymous = event.get("anonymous")
     if kind == "group":
         group_id = event.get("group_id")
-        if not is_id(group_id):
+        if not (group_id >= 0 if type(group_id) is int else is_id(group_id)):
             log.warning("onebot.ignored", reason="group message without a group_id")
             return None
         chat = f"group:{group_id}"
-        anonymous = event.get("anonymous")
         if anonymous is not None or event.get("sub_type") == "anonymous":
             # all anonymous senders share user_id 80000000: never let them share its identity
             if anonymous_policy == "ignore":
@@ -77,25 +80,33 @@ def to_message(
             user = ANONYMOUS_PREFIX + anon_id
     else:
         chat = f"private:{user}"
-    text = _plain_text(event.get("message"))
-    if text is not None:  # the usual message: text segments only (no copies, no attachments)
-        parsed, attachments = Parsed(text), ()
-    else:
-        segments = segments_of(event.get("message"))
+    segments = event.get("message")
+    text = _one_text(segments)  # the usual message: one text segment, read in place
+    if text is None:
+        text = _plain_text(segments)  # text segments only (no copies, no attachments)
+    mentions_bot, reply_to, attachments = False, None, ()
+    if text is None:  # segments other than text: read them (mentions, quotes, media)
+        segments = segments_of(segments)
         if not segments and isinstance(event.get("raw_message"), str):
             segments = parse_cq(event["raw_message"])
-        parsed, attachments = read_message(segments, self_id, sent), attachments_of(segments)
+        parsed = read_message(segments, self_id, sent)
+        text, mentions_bot, reply_to = parsed.text, parsed.mentions_bot, parsed.reply_to
+        attachments = attachments_of(segments)
     message_id = event.get("message_id")
+    sender = event.get("sender")
+    name = sender.get("card") or sender.get("nickname") if type(sender) is dict else None
+    if type(name) is not str or anonymous is not None:
+        name = _display_name(event)  # an anonymous sender's name, or a number to read as text
     return Message(
-        parsed.text,
+        text,
         user=user,
         chat=chat,
         platform=PLATFORM,
-        user_name=_display_name(event) or user,
+        user_name=name or user,
         private=kind == "private",
         raw=event,
-        mentions_bot=parsed.mentions_bot,
-        reply_to=parsed.reply_to,
+        mentions_bot=mentions_bot,
+        reply_to=reply_to,
         self_id=self_id,
         message_id="" if message_id is None else str(message_id),
         attachments=attachments,
@@ -105,6 +116,19 @@ def to_message(
         and user == str(user_id)
         and _role(event) in admins_from,
     )
+
+
+def _one_text(message: Any) -> str | None:
+    """The text of a segment array of exactly one text segment (what most messages are),
+    stripped; None for anything else."""
+    if type(message) is list and len(message) == 1:
+        seg = message[0]
+        if type(seg) is dict and seg.get("type") == "text":
+            data = seg.get("data")
+            text = data.get("text", "") if type(data) is dict else ""
+            if type(text) is str:
+                return text.strip()
+    return None
 
 
 def _plain_text(message: Any) -> str | None:

@@ -84,7 +84,7 @@ class Outgoing(PendingSend):
 
 
 def send_step(
-    accounts: Accounts, key: Hashable, out: Outgoing, recent: Recent | None = None
+    accounts: Accounts, recent: Recent | None, key: Hashable, out: Outgoing
 ) -> Step | Coroutine[Any, Any, float | None]:
     """Send the next piece of ``out`` (a ChatQueues work): a message piece goes out now and
     the Step it returns ends when the implementation answers (no task, no Future); a file
@@ -101,7 +101,11 @@ def send_step(
         try:
             if isinstance(response, AdapterError):
                 raise response
-            again = _sent(accounts, key, out, piece, action_result("send_msg", response), recent)
+            if response.get("retcode") == 0:  # action_result's usual case, inline
+                data = response.get("data")
+            else:
+                data = action_result("send_msg", response)
+            again = _sent(accounts, key, out, piece, data, recent)
         except AdapterError as exc:
             again = _failed(key, out, exc)
         except Exception as exc:  # a bug: ChatQueues logs it and tells the sender (on_fail)
@@ -155,15 +159,18 @@ def _sent(
 ) -> float | None:
     """A piece went out: remember its id (quotes of it address the bot); 0.0 while pieces
     are left (the next one after the chat's send_interval), None when all went out."""
-    if isinstance(data, dict) and data.get("message_id") is not None:
+    sent_id = data.get("message_id") if type(data) is dict else None
+    if sent_id is not None:
         self_id = key[0]  # type: ignore[index]
-        accounts.remember_sent(self_id, str(data["message_id"]))
+        sent_id = str(sent_id)
+        accounts.remember_sent(self_id, sent_id)
         if recent is not None:
-            recent.remember(self_id, str(data["message_id"]), piece, self_id)  # text when read
+            recent.remember(self_id, sent_id, piece, self_id)  # read as text when quoted
     out.index += 1
     if out.index < len(out.pieces):
         return 0.0
-    out.finish(None)
+    if out.done is not None:  # a send() waits for it (a reply has nobody waiting)
+        out.finish(None)
     return None
 
 
