@@ -69,10 +69,10 @@ async def test_frames_queued_in_one_pass_go_out_in_one_write_from_the_server() -
     batches: list[FrameBatch] = []
 
     async def on_socket(ws: web.WebSocketResponse) -> None:
-        batch = FrameBatch(ws)
+        batch = FrameBatch(ws, lambda tag, why: None)
         batches.append(batch)
         for payload in sent:  # the same pass of the loop: one write
-            batch.push(payload, lambda why: None)
+            batch.push(payload, None)
         await ws.receive()  # until the client closes
 
     async with ws_server(on_socket) as url, aiohttp.ClientSession() as session:
@@ -94,9 +94,9 @@ async def test_a_big_frame_and_those_after_it_go_one_by_one_in_order() -> None:
     sent = [*payloads(2), big, *payloads(2)]
     async with ws_server(on_socket) as url, aiohttp.ClientSession() as session:
         ws = await session.ws_connect(url)
-        batch = FrameBatch(ws)
+        batch = FrameBatch(ws, lambda tag, why: None)
         for payload in sent:
-            batch.push(payload, lambda why: None)
+            batch.push(payload, None)
         got = [await asyncio.wait_for(received.get(), 5) for _ in sent]
         await ws.close()
     assert got == [p.decode() for p in sent]
@@ -114,9 +114,9 @@ async def test_a_client_socket_masks_its_frames() -> None:
     sent = payloads(3)
     async with ws_server(on_socket) as url, aiohttp.ClientSession() as session:
         ws = await session.ws_connect(url)
-        batch = FrameBatch(ws)
+        batch = FrameBatch(ws, lambda tag, why: None)
         for payload in sent:
-            batch.push(payload, lambda why: None)
+            batch.push(payload, None)
         got = [await asyncio.wait_for(received.get(), 5) for _ in sent]
         await ws.close()
     assert got == [p.decode() for p in sent]  # the server unmasked every frame
@@ -134,9 +134,9 @@ async def test_a_compressed_connection_sends_frame_by_frame_in_order() -> None:
     async with ws_server(on_socket, compress=True) as url, aiohttp.ClientSession() as session:
         ws = await session.ws_connect(url, compress=15)
         assert ws.compress  # permessage-deflate negotiated
-        batch = FrameBatch(ws)
+        batch = FrameBatch(ws, lambda tag, why: None)
         for payload in sent:
-            batch.push(payload, lambda why: None)
+            batch.push(payload, None)
         got = [await asyncio.wait_for(received.get(), 5) for _ in sent]
         await ws.close()
     assert got == [p.decode() for p in sent]
@@ -148,15 +148,15 @@ async def test_a_frame_for_a_closed_socket_fails_its_sender() -> None:
 
     async def on_socket(ws: web.WebSocketResponse) -> None:
         await ws.close()
-        batch = FrameBatch(ws)
-        batch.push(b'{"action": "send_msg"}', failures.append)
+        batch = FrameBatch(ws, lambda tag, why: failures.append(f"{tag}: {why}"))
+        batch.push(b'{"action": "send_msg"}', "echo-1")
         await asyncio.sleep(0.05)
 
     async with ws_server(on_socket) as url, aiohttp.ClientSession() as session:
         ws = await session.ws_connect(url)
         await ws.receive(timeout=5)  # the close
         await until(lambda: bool(failures))
-    assert failures == ["the connection is closing"]
+    assert failures == ["echo-1: the connection is closing"]
 
 
 async def test_replies_ready_together_are_written_together() -> None:

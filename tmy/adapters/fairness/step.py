@@ -29,14 +29,10 @@ class Step:
     __slots__ = ("again", "chat", "error", "finished", "item", "lane", "queue", "run")
 
     def __init__(self) -> None:
+        # only what is read before bind() or an end sets the rest (one Step per reply)
         self.finished = False
-        self.again: float | None = None
-        self.error: BaseException | None = None
         self.queue: Any = None  # the ChatQueues waiting for it, once bound
-        self.chat: Hashable = None
-        self.lane: Any = None
-        self.item: Any = None
-        self.run = 0
+        self.again: float | None = None
 
     def done(self, again: float | None) -> None:
         """The step ended: ``None`` when the item is done, else seconds until the work is
@@ -48,6 +44,8 @@ class Step:
         queue = self.queue
         if queue is not None:  # _end and the queue's _step_ended inline: once per reply
             queue._went_on(self.chat, self.lane, self.item, self.run, again, None)
+        else:
+            self.error = None  # bind() goes on with it
 
     def failed(self, error: Exception) -> None:
         """The work raised something it did not handle (a bug): logged by the queue."""

@@ -317,7 +317,10 @@ class OneBotAdapter:
             if message.reply_to is not None and message.reply_to in self._accounts.sent(self_id):
                 message.mentions_bot = True  # quotes a send whose id arrived after the event
             assert self._handle is not None
-            addressing = self._addressing(message, event)
+            config = self.config
+            addressing = (  # the defaults add neither a quote nor an @: no call for them
+                self._addressing(message, event) if config.quote_reply or config.at_sender else {}
+            )
             stream = self._stream(key, message, addressing) if message.event is None else None
             reply = await self._handle(message)
             if message.event is not None and message.event.is_request:
@@ -388,6 +391,11 @@ class OneBotAdapter:
         with ``addressing`` (the quote and @) unless a streamed sentence already carried it."""
         if stream is not None and stream.sent:
             text, addressing = stream.rest(text) or "", {}
+        if parts is None and not addressing:  # the usual reply: text alone
+            out = Outgoing.of(message.chat, text)
+            if out.pieces:
+                self._outbound.put(key, out)
+            return
         out = Outgoing.of(
             message.chat,
             text,

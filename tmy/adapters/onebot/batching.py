@@ -34,7 +34,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-OnError = Callable[[str], None]  # the frame could not be written: why
+OnError = Callable[[Any, str], None]  # on_error(tag, why): the frame tagged so was not sent
 
 _LEN1 = struct.Struct("!BB").pack
 _LEN2 = struct.Struct("!BBH").pack
@@ -66,17 +66,20 @@ def frame(payload: bytes, masked: bool) -> bytes:
 class FrameBatch:
     """The text frames one WebSocket writes, batched per pass of the event loop."""
 
-    def __init__(self, ws: Any) -> None:
+    def __init__(self, ws: Any, on_error: OnError) -> None:
         self.ws = ws  # aiohttp WebSocketResponse or ClientWebSocketResponse
+        # one callback for every frame (a closure per frame was a tenth of an action's cost)
+        self.on_error = on_error
         self.writes = 0  # transport writes (or send_frame calls) so far
         self.frames = 0  # frames written so far
-        self._queue: list[tuple[bytes, OnError]] = []
+        self._queue: list[tuple[bytes, Any]] = []  # (payload, tag)
         self._flush_due = False
         self._slow: asyncio.Task[None] | None = None  # frames going out one by one
 
-    def push(self, payload: bytes, on_error: OnError) -> None:
-        """Queue one frame; it is written at the end of this pass of the event loop."""
-        self._queue.append((payload, on_error))
+    def push(self, payload: bytes, tag: Any) -> None:
+        """Queue one frame; it is written at the end of this pass of the event loop (else
+        ``on_error(tag, why)``)."""
+        self._queue.append((payload, tag))
         if not self._flush_due and self._slow is None:
             self._flush_due = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -94,7 +97,7 @@ class FrameBatch:
         queue = self._queue
         if self.ws.closed or transport.is_closing():
             self._queue = []
-            _fail(queue, "the connection is closing")
+            self._fail(queue, "the connection is closing")
             return
         # the small frames up to the first big one: a big one (an image) and what follows
         # it go through send_frame, which waits while the peer is not reading
@@ -104,7 +107,7 @@ class FrameBatch:
             try:
                 transport.write(_joined(batch, masked))
             except (ConnectionError, RuntimeError, OSError) as exc:
-                _fail(batch, str(exc) or type(exc).__name__)
+                self._fail(batch, str(exc) or type(exc).__name__)
             else:
                 self.writes += 1
                 self.frames += len(batch)
@@ -117,11 +120,11 @@ class FrameBatch:
 
         try:
             while self._queue:
-                payload, on_error = self._queue.pop(0)
+                payload, tag = self._queue.pop(0)
                 try:
                     await self.ws.send_frame(payload, aiohttp.WSMsgType.TEXT)
                 except (ConnectionError, RuntimeError, aiohttp.ClientError) as exc:
-                    on_error(str(exc) or type(exc).__name__)
+                    self.on_error(tag, str(exc) or type(exc).__name__)
                     continue
                 self.writes += 1
                 self.frames += 1
@@ -129,10 +132,14 @@ class FrameBatch:
             self._slow = None
             if self._queue:  # cancelled mid-way (the connection is going): fail the rest
                 batch, self._queue = self._queue, []
-                _fail(batch, "the connection closed")
+                self._fail(batch, "the connection closed")
+
+    def _fail(self, batch: list[tuple[bytes, Any]], why: str) -> None:
+        for _, tag in batch:
+            self.on_error(tag, why)
 
 
-def _joined(batch: list[tuple[bytes, OnError]], masked: bool) -> bytes:
+def _joined(batch: list[tuple[bytes, Any]], masked: bool) -> bytes:
     """The batch's frames as one buffer (a server's frames, unmasked, built inline)."""
     if masked:
         return b"".join([frame(payload, True) for payload, _ in batch])
@@ -147,8 +154,3 @@ def _joined(batch: list[tuple[bytes, OnError]], masked: bool) -> bytes:
             parts.append(_LEN3(_TEXT, 127, n))
         parts.append(payload)
     return b"".join(parts)
-
-
-def _fail(batch: list[tuple[bytes, OnError]], why: str) -> None:
-    for _, on_error in batch:
-        on_error(why)

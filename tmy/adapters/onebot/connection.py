@@ -96,7 +96,7 @@ class Connection:
         self._probed = False  # a ping went out since the last frame
         # echo -> (who takes its answer, when it expires, the action): in the order sent
         self._pending: dict[str, tuple[Answer, float, str]] = {}
-        self._out = FrameBatch(ws)
+        self._out = FrameBatch(ws, self._unsent)
         self._watchdog: asyncio.TimerHandle | None = None
         self._expiry: asyncio.TimerHandle | None = None  # the oldest pending action's deadline
         self._tasks: set[asyncio.Task[Any]] = set()  # the watchdog's pings and closes
@@ -198,13 +198,20 @@ class Connection:
         self._pending[echo] = (take, deadline, action)
         if self._expiry is None:
             self._expiry = loop.call_at(deadline, self._expire)
-
-        def unsent(why: str) -> None:
-            if self._pending.pop(echo, None) is not None:
-                _answer(take, AdapterError(f"onebot: cannot send {action}: {why}"))
-
-        self._out.push(_dumps({"action": action, "params": params, "echo": echo}), unsent)
+        frame = {"action": action, "params": params, "echo": echo}
+        try:
+            payload = orjson.dumps(frame)
+        except TypeError:
+            payload = _dumps(frame)
+        self._out.push(payload, echo)
         return echo
+
+    def _unsent(self, echo: str, why: str) -> None:
+        """The frame of the action ``echo`` could not be written: whoever takes its answer is
+        told why."""
+        pending = self._pending.pop(echo, None)
+        if pending is not None:
+            _answer(pending[0], AdapterError(f"onebot: cannot send {pending[2]}: {why}"))
 
     def _expire(self) -> None:
         """Fail the actions whose ``action_timeout`` has passed (the oldest come first)."""
@@ -245,9 +252,13 @@ class Connection:
             log.warning("onebot.bad_frame", peer=self.peer, frame=preview(data))
             return
         if "post_type" not in obj and "echo" in obj:
-            pending = self._pending.pop(str(obj["echo"]), None)
+            echo = obj["echo"]
+            pending = self._pending.pop(echo if type(echo) is str else str(echo), None)
             if pending is not None:
-                _answer(pending[0], obj)
+                try:  # _answer inline: an action's answer, once per reply
+                    pending[0](obj)
+                except Exception:
+                    log.exception("onebot.answer_failed", answer=preview(obj))
             return
         try:
             on_event(self, obj)

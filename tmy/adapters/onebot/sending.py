@@ -72,7 +72,12 @@ class Outgoing(PendingSend):
         where = {"message_type": kind, id_key: int(ident) if ident.isdigit() else ident}
         if parts is None and len(text) <= MAX_TEXT_PER_MESSAGE:  # compose's one-piece case
             text = text.strip()
-            pieces: list[Piece] = [reply_segments(text, quote=quote, at=at)] if text else []
+            if not text:
+                pieces: list[Piece] = []
+            elif quote is None and at is None:  # reply_segments's usual case, inline
+                pieces = [[{"type": "text", "data": {"text": text}}]]
+            else:
+                pieces = [reply_segments(text, quote=quote, at=at)]
         else:
             pieces = compose(where, text, parts, quote=quote, at=at, answering=answering,
                              local=local)  # fmt: skip
