@@ -208,6 +208,8 @@ async def test_the_engine_keeps_a_bounded_number_of_plans(
         ("when open é and 营业", "u1"),
         ('when open "quoted" \\ and \t tab', "u1"),
         ("when open \x7f del \x1b esc", "u1"),
+        ("when open \u2028 line separator \u00a0 nbsp", "u1"),
+        ("hours", "ü-Ω"),
         ("hours", 'we"ird\\ü'),
         ("when open " + "z" * 300, "u1"),  # a text the line cuts: log_run writes it
     ],

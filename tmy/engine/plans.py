@@ -17,6 +17,7 @@ writes (``tests/engine/test_plans.py`` holds the two side by side).
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_left as _bisect
 from typing import Any
@@ -31,6 +32,7 @@ from tmy.rulebook.model import Rule, Step
 from tmy.rulebook.triggers import Match
 
 _perf_counter = time.perf_counter
+_floor = math.floor  # a non-negative float's int, without int()'s class call
 _STEP_END = ',"skipped":false}'
 # ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
 # and orjson write it, so str(µs // 1000) + _FRAC[µs % 1000] is that float's JSON
@@ -108,7 +110,7 @@ class ConstantPlan:
         step = self.steps[0]
         value = self.answer
         seconds = _perf_counter() - started
-        micros = int(seconds * 1e6 + 0.5)
+        micros = _floor(seconds * 1e6 + 0.5)
         record = _new(StepRecord)
         record.uri = step.uri
         record.plugin = step.spec.name
@@ -242,10 +244,11 @@ class ConstantPlan:
 
 
 def _plain(text: str) -> bool:
-    """Does orjson write ``text`` as it is (ASCII, nothing to escape)? For ASCII it
-    escapes only quotes, backslashes and control characters (below 0x20; DEL, which it
-    leaves, is not printable either: such a text takes the escaping way, as it may)."""
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+    """Does orjson write ``text`` as it is (nothing to escape)? It escapes only quotes,
+    backslashes and control characters, none of them printable but the first two (what
+    else is not printable — DEL, a line separator, a lone surrogate — takes the escaping
+    way, as it may); a printable character beyond ASCII it writes as its UTF-8."""
+    return text.isprintable() and '"' not in text and "\\" not in text
 
 
 _PLAIN_IDS: dict[str, bool] = {}  # joined ids -> _plain: a chat's ids come again and again
