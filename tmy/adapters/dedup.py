@@ -176,7 +176,11 @@ class Arrivals(Generic[K, T]):
             while self._waiting:
                 batch, self._waiting = self._waiting, []
                 keys = [key for key, _, _ in batch if key is not None]
-                answers = iter(await self.deliveries.claim_all(keys))
+                try:
+                    answers = iter(await self.deliveries.claim_all(keys))
+                except Exception:  # a bug, not the store's refusal: run them (not lose them)
+                    log.exception(f"{self.deliveries.platform}.dedup_failed", claims=len(keys))
+                    answers = iter([True] * len(keys))
                 accept, refuse = self._accept, self._refuse
                 for key, where, item in batch:
                     try:
