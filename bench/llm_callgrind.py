@@ -16,6 +16,11 @@ not counted; per call = (Ir(N2) − Ir(N1)) / (N2 − N1).
   aiohttp floor, against its fake provider (``bench/llm_fake.py provider``, run
   outside valgrind, 0.2 s latency), N calls at once.
 
+Under valgrind a burst takes some fifty times longer, so the usage flush that runs
+every ``llm.budget.flush_interval`` (1 s, the default kept here) carries fewer calls
+each time than in a real run: its fixed cost (the lease, two transactions) weighs a
+little more per call here than it does in ``bench/llm_fanout.py``.
+
 Every answer is checked (wrong = 0 or exit 1). Redis is the one at 127.0.0.1:6379 db 15
 (keys under a random prefix, deleted after).
 
