@@ -223,8 +223,8 @@ def emit_info(event: dict[str, Any]) -> None:
         line = redact.redact_line(line)
     try:
         sink.out(line)
-    except ValueError:  # the stream is closed (interpreter exit, a finished capture)
-        pass
+    except ValueError:  # a file opened anew since (logrotate), or closed at exit
+        sink.write(line)
 
 
 def emit_info_text(head: str, trace_id: str) -> bool:
@@ -251,8 +251,8 @@ def emit_info_text(head: str, trace_id: str) -> bool:
         line = redact.redact_line(line)
     try:
         sink.out(line)  # a file's own write: no frame of ours between
-    except ValueError:  # the stream is closed (interpreter exit, a finished capture)
-        pass
+    except ValueError:  # a file opened anew since (logrotate), or closed at exit
+        sink.write(line)
     return True
 
 

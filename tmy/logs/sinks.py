@@ -14,13 +14,17 @@ class JsonLines:
 
     Flushing every line costs a system call per event (five per message), so a file
     or pipe gets its lines through its buffer: :func:`tmy.logs.flush` pushes them out
-    — the daemon's ticker every 0.2 s, :mod:`tmy.tracelog` before it reads, and exit.
-    A one-shot process without that ticker writes them as the buffer fills and at
-    exit. A terminal gets each line at once.
+    — every 0.2 s while an App is open (its ticker: ``serve``, ``chat``, ``ask``),
+    before :mod:`tmy.tracelog` reads, and at exit. Code logging with no App open
+    gets its lines out as the buffer fills and at exit. A terminal gets each line at
+    once.
 
     :attr:`out` is what a rendered line is handed to: the stream's own ``write`` for a
     file or pipe — no Python frame per line (an FAQ answer's line used to spend a
-    quarter of its cost in this class's bookkeeping) — else :meth:`write`.
+    quarter of its cost in this class's bookkeeping) — else :meth:`write`. A log file
+    that logrotate moved is opened anew at a flush (:mod:`tmy.logs.logfile`), whose
+    ``write`` is then taken again; a line handed to the old one, closed meanwhile,
+    raises ValueError, and its writer hands it to :meth:`write` instead.
     """
 
     def __init__(self, stream: Any, interactive: bool) -> None:
@@ -45,6 +49,8 @@ class JsonLines:
             self.stream.flush()
         except ValueError:  # closed at interpreter exit
             pass
+        if not self.interactive:  # a log file moved away is opened anew by its flush
+            self.out = self.stream.write
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg
 
