@@ -9,8 +9,9 @@ pipeline: a write that arrives while another is in flight waits in a queue,
 and everything queued meanwhile goes as ONE pipeline (``EVALSHA`` after
 ``EVALSHA``) once the write in flight is answered. A lone write waits for
 nothing. A thousand conversations each writing their history cost a few
-round-trips instead of a thousand (each one, client side, about as much CPU
-as a pipeline of dozens: the gate, the lane, the command's own await).
+round-trips instead of a thousand, and the client skips the gate, the lane and
+the await of each command: an LLM message with ``history: 4``, 300 conversations
+at a time, went from 1,256,898 to 1,078,163 instructions (callgrind).
 
 Failures are those of the writes sent alone: redis-py resends a whole
 pipeline after a cut connection or a timeout (its retry policy, as for one
