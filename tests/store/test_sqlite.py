@@ -137,3 +137,48 @@ async def test_claim_many_answers_as_claims_one_by_one(tmp_path: Path) -> None:
     finally:
         await store.close()
         await other.close()
+
+
+# -- WAL checkpoints on a thread of their own (tmy.store.sqlite.checkpoints)
+
+
+async def test_wal_checkpoints_run_off_the_event_loop_and_end_with_the_store(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    store = SQLiteStore(tmp_path / "wal.db")
+    await store.open()
+    try:
+        db = store._conn()
+        assert db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # not in a commit
+        checkpoints = store._checkpoints
+        assert checkpoints is not None
+        for i in range(300):  # enough pages for SQLite's own threshold, were it on
+            await store.set(f"k/{i}", "x" * 2000)
+        deadline = time.monotonic() + 5
+        while checkpoints.checkpoints == 0:
+            assert time.monotonic() < deadline, "no background checkpoint"
+            await asyncio.sleep(0.05)
+        assert await store.claim_many(["dedup/w/1"], 60) == [True]
+    finally:
+        await store.close()
+    names = [t.name for t in threading.enumerate()]
+    assert not any(name.startswith("sqlite-checkpoint") for name in names)
+    assert not (tmp_path / "wal.db-wal").exists()  # the last close folded the WAL in
+    reopened = SQLiteStore(tmp_path / "wal.db")
+    await reopened.open()
+    try:
+        assert await reopened.get("k/299") == "x" * 2000
+    finally:
+        await reopened.close()
+
+
+async def test_an_in_memory_store_has_no_checkpoint_thread() -> None:
+    store = SQLiteStore(":memory:")
+    await store.open()
+    try:
+        assert store._checkpoints is None
+        await store.set("k", 1)
+    finally:
+        await store.close()

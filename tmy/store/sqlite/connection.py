@@ -21,6 +21,7 @@ from tmy.store.claims import ClaimBatcher
 from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
 from tmy.store.sqlite import postings, rank_counts
+from tmy.store.sqlite.checkpoints import Checkpointer
 
 T = TypeVar("T")
 
@@ -133,6 +134,8 @@ class SQLiteConnection:
         self.lock_timeout = lock_timeout
         self.busy_timeout_ms = busy_timeout_ms
         self._db: sqlite3.Connection | None = None
+        # the WAL's checkpoints, off the event loop (a file in WAL mode only, from open())
+        self._checkpoints: Checkpointer | None = None
         self._leases = KeyedLocks()
         self._claims = ClaimBatcher(self._claim_batch, self._claim_now)  # type: ignore[attr-defined]
         self._next_purge = 0.0
@@ -154,7 +157,10 @@ class SQLiteConnection:
         while True:
             db = self._conn()
             try:
-                return op(db)
+                result = op(db)
+                if self._checkpoints is not None:
+                    self._checkpoints.wrote()
+                return result
             except FnFailed as failed:
                 fn_error = failed.exc  # raised below, outside this handler: left untouched
             except sqlite3.OperationalError as exc:
@@ -258,9 +264,14 @@ class SQLiteConnection:
             raise StoreError(f"sqlite {self.path}: cannot open: {exc}") from exc
         self._db = db
 
+        wal = False
+
         def setup(d: sqlite3.Connection) -> None:
-            d.execute("PRAGMA journal_mode = WAL").fetchall()
+            nonlocal wal
+            wal = d.execute("PRAGMA journal_mode = WAL").fetchall() == [("wal",)]
             d.execute("PRAGMA synchronous = NORMAL")
+            if wal:  # checkpoints on a thread of their own (tmy.store.sqlite.checkpoints)
+                d.execute("PRAGMA wal_autocheckpoint = 0")
             d.executescript(SCHEMA)
             self._clear_stale_leases(d)
             self._mark_format(d)
@@ -272,10 +283,16 @@ class SQLiteConnection:
             self._db = None
             db.close()
             raise
+        if wal and isinstance(self.path, Path):
+            self._checkpoints = Checkpointer(self.path, self.busy_timeout_ms)
+            self._checkpoints.start()
 
     async def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL); idempotent."""
         db, self._db = self._db, None
+        checkpoints, self._checkpoints = self._checkpoints, None
+        if checkpoints is not None:
+            checkpoints.stop()  # first: the store's own close is then the file's last one
         if db is not None:
             db.close()
 

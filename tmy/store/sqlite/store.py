@@ -205,7 +205,10 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
     def _claim_now(self, batch: Sequence[tuple[str, float]]) -> list[bool] | None:
         """The batch's answers at once, or None while another process holds the file's lock."""
         try:
-            return self._claim_op(batch)(self._conn())
+            answers = self._claim_op(batch)(self._conn())
+            if self._checkpoints is not None:
+                self._checkpoints.wrote()
+            return answers
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
                 return None
