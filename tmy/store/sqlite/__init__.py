@@ -61,8 +61,9 @@ retries and transactions, open/close, the SQL statements),
 :mod:`~tmy.store.sqlite.ranks` (leaderboard boards: the ``ranks`` table),
 :mod:`~tmy.store.sqlite.rank_counts` (their order-statistics counts: ``rank_of`` in O(log n)),
 :mod:`~tmy.store.sqlite.snapshots` (``snapshot``: one read transaction;
-``restore``) and :mod:`~tmy.store.sqlite.store` (:class:`SQLiteStore`: values,
-commits, locks).
+``restore``), :mod:`~tmy.store.sqlite.checkpoints` (the WAL's checkpoints, on a
+thread of their own: never a sync inside a commit on the event loop) and
+:mod:`~tmy.store.sqlite.store` (:class:`SQLiteStore`: values, commits, locks).
 """
 
 from tmy.store.sqlite.store import SQLiteStore
