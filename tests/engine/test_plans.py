@@ -26,6 +26,7 @@ from tmy.executors import default_registry
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.loader import load_sources
+from tmy.rulebook.model import Rule
 from tmy.store import Store
 
 
@@ -186,17 +187,35 @@ async def test_the_engine_writes_the_planned_line_unless_someone_observes(
     assert seen[0]["trace_id"] == second.trace_id and seen[0]["rule"] == "faq"
 
 
-async def test_the_engine_keeps_a_bounded_number_of_plans(
+async def test_the_engine_keeps_a_plan_per_rule_and_a_bounded_number_more(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A verdict per rule in use, at most PLANS_KEPT of them: past that they are made again."""
-    from tmy.engine import core
+    """A verdict per rule in use, made once however many rules the traffic spans; past the
+    rules' count and PLANS_SPARE (old rules of runs in flight after a reload) they are
+    made again."""
+    from tmy.engine import core, plans
 
-    monkeypatch.setattr(core, "PLANS_KEPT", 2)
+    made: list[str] = []
+    real = plans.constant_plan
+
+    def counted(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
+        made.append(rule.id)
+        return real(rule, max_reply_chars)
+
+    monkeypatch.setattr(core, "constant_plan", counted)
     engine = make_engine(store)
-    for text in ("hours", "two a", "echo b", "hours", "two c"):
-        reply = await engine.handle(Message(text, user="u1", platform="test"))
-        assert reply.error is None and len(engine._plans) <= 2
+    rules = len(engine.rulebook.rules)
+    texts = ("hours", "two a", "echo b")
+    for _ in range(3):
+        for text in texts:
+            reply = await engine.handle(Message(text, user="u1", platform="test"))
+            assert reply.error is None
+    assert sorted(made) == sorted(set(made)) and len(engine._plans) <= rules
+    monkeypatch.setattr(core, "PLANS_SPARE", 0)
+    old_rules = make_engine(store).rulebook.rules  # another rulebook's rules: a reload's
+    for rule in old_rules[: rules + 1]:
+        engine._plan(rule)
+        assert len(engine._plans) <= rules
     assert (await engine.handle(Message("two d", user="u1", platform="test"))).text == LONG
 
 

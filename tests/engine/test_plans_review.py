@@ -199,11 +199,6 @@ async def test_faq_lines_under_a_fresh_on_verdict_are_log_runs(
     assert switch.cached(Message("hours", user="u1", chat="g1")) is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Engine._verdicts is taken from the switch given to __init__: a switch assigned to "
-    "engine.switch later is not the one the FAQ way reads (the old one's fresh 'on' answers)",
-)
 async def test_a_switch_assigned_after_the_engine_is_made_is_the_one_asked(
     store: Store, log_buffer: io.BytesIO
 ) -> None:

@@ -66,7 +66,9 @@ log = get_logger("tmy")
 _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
 _perf_counter = time.perf_counter
-PLANS_KEPT = 10_000  # constant plans an engine keeps (cleared and made again past that)
+# constant plans an engine keeps beyond one per rule of its rulebook (a reload's runs in
+# flight ask about their old rules): past that they are cleared and made again
+PLANS_SPARE = 1_000
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 _NO_HIT: Any = object()  # Engine._planned: past the gates, the index found no rule
 
@@ -97,10 +99,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         self.admins = Admins(self.settings.admins)
         self._admins = self.admins if self.admins else None  # read per message: no __bool__
         self.commands = commands
-        self.switch = switch
-        # a ChatSwitch's verdicts, read inline on the FAQ way; None: no switch, or another
-        # ChatSwitchGate (asked through its cached())
-        self._verdicts = getattr(switch, "verdicts", None)
+        self.switch = switch  # and _verdicts (the property's setter)
         InFlight.__init__(self)
         services.engine = self
         self._now_cache: tuple[int, str] = (0, "")
@@ -113,6 +112,18 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         self.bursts = Debouncer()  # session follow-ups of debounced rules, being collected
         # gets each run.done / message.unmatched dict, logged or not (the console's feed)
         self.observer: Callable[[dict[str, Any]], None] | None = None
+
+    @property
+    def switch(self) -> ChatSwitchGate | None:
+        """The chats where the bot is off (None: nowhere)."""
+        return self._switch
+
+    @switch.setter
+    def switch(self, switch: ChatSwitchGate | None) -> None:
+        self._switch = switch
+        # a ChatSwitch's verdicts, read inline on the FAQ way; None: no switch, or another
+        # ChatSwitchGate (asked through its cached())
+        self._verdicts = getattr(switch, "verdicts", None)
 
     def replace_rulebook(self, rulebook: Rulebook, registry: Registry | None = None) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with.
@@ -305,7 +316,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                 or verdict[1] <= started
             ):
                 return match
-        elif self.switch is not None and self.switch.cached(message) is not False:
+        elif self._switch is not None and self._switch.cached(message) is not False:
             return match
         try:
             meters = self._meters[platform]
@@ -387,11 +398,13 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         """``rule``'s :class:`ConstantPlan` (None: the general run), kept per rule.
 
         An ``explain`` engine (dry run: its lines say so) always takes the general run.
-        At most :data:`PLANS_KEPT` verdicts are kept (a plan is ~0.4 kB; a daemon with
-        more constant rules in use makes some again, ~2 µs each).
+        One verdict per rule is kept (a plan is ~0.4 kB, only for rules that ran): a fixed
+        cap below the rulebook's size made a daemon whose traffic spans more rules than
+        the cap make plans again and again (~50,000 instructions each, at 10,000 rules
+        on the QQ path every message); :data:`PLANS_SPARE` more for a reload's old rules.
         """
         plan = None if self.dry_run else constant_plan(rule, self.settings.max_reply_chars)
-        if len(self._plans) >= PLANS_KEPT:  # ~0.4 kB each: bounded, however many rules run
+        if len(self._plans) >= len(self.rulebook.rules) + PLANS_SPARE:  # bounded by the rules
             self._plans.clear()
         self._plans[rule] = plan
         return plan
