@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -399,7 +400,18 @@ def temp_dir(prefix: str) -> Iterator[Path]:
     try:
         yield path
     finally:
+        _stop_logging_into(path)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _stop_logging_into(folder: Path) -> None:
+    """Log elsewhere before ``folder`` goes: the log file's next flush would find its name
+    gone, open it anew and warn that its directory is missing."""
+    logs = sys.modules.get("tmy.logs")
+    sink = getattr(logs, "_sink", None)
+    log_path = getattr(getattr(sink, "stream", None), "path", None)
+    if logs is not None and log_path is not None and folder in Path(log_path).parents:
+        logs.configure(LOG_LEVEL, stream=io.BytesIO())  # type: ignore[arg-type]
 
 
 def configure_logs(tmp: Path) -> Path:

@@ -89,11 +89,6 @@ async def test_an_app_still_open_keeps_flushing_after_another_closed(log_file: P
         assert "outer still flushed" in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app._flush_logs dies on the first OSError from logs.flush (a full pipe, a full "
-    "disk): with the per-line flush check gone, later lines wait for the buffer to fill",
-)
 async def test_a_flush_that_fails_once_does_not_end_the_flushing() -> None:
     """A log pipe that is full for a moment (a slow reader; a disk full for a moment is
     the same OSError from the file's flush): the lines wait in the buffer and reach the

@@ -395,4 +395,7 @@ async def _flush_logs(every: float = 0.2) -> None:
     """Buffered log lines reach the file within ``every`` seconds even when idle."""
     while True:
         await asyncio.sleep(every)
-        logs.flush()
+        try:
+            logs.flush()
+        except OSError:  # a full disk or pipe for a moment: the lines wait in the buffer
+            pass

@@ -152,3 +152,22 @@ def test_bad_numbers_are_refused(tmp_path: Path) -> None:
         LogFile(tmp_path / "tmy.log", max_bytes=100, backups=0)
     with pytest.raises(ValueError, match="max_bytes must be >= 0"):
         LogFile(tmp_path / "tmy.log", max_bytes=-1)
+
+
+def test_a_write_taken_before_a_reopen_still_lands_in_the_moved_file(tmp_path: Path) -> None:
+    """A writer that took the file's write just before logrotate's move was noticed (a
+    thread, or the sink's cached write) finds the old file still open: its line goes to
+    the renamed file at the next flush, none is dropped on a closed handle."""
+    path = tmp_path / "tmy.log"
+    out = LogFile(path)
+    out.write(b'{"n": 0}\n')
+    out.flush()
+    taken = out.write  # the open file's own write (no rotation by size)
+    path.rename(tmp_path / "tmy.log.1")
+    out.flush()  # the name moved: tmy.log opened anew, the old file retired
+    taken(b'{"n": 1}\n')  # through the old file
+    out.write(b'{"n": 2}\n')
+    out.flush()  # closes the retired file: its last line is written
+    out.close()
+    assert numbers(tmp_path / "tmy.log.1") == [0, 1]
+    assert numbers(path) == [2]

@@ -53,6 +53,10 @@ class LogFile:
         self._lock = threading.Lock()
         self._warned = False
         self.file, self.size = self._open()
+        # files replaced (rotated, or reopened after logrotate) but not yet closed: a
+        # writer that took the old file's write a moment before still finds it open; the
+        # next flush closes them, pushing such a line into the old (renamed) file
+        self._retired: list[BinaryIO] = []
         self._direct()
 
     def _direct(self) -> None:
@@ -74,6 +78,7 @@ class LogFile:
         return self.file.write(data)
 
     def flush(self) -> None:
+        self._close_retired()
         self.file.flush()
         if self._moved():
             with self._lock:
@@ -81,7 +86,16 @@ class LogFile:
                     self._reopen()
 
     def close(self) -> None:
+        self._close_retired()
         self.file.close()
+
+    def _close_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for old in retired:
+            try:
+                old.close()
+            except OSError as exc:  # its last lines could not be written (a full disk)
+                self._warn(exc)
 
     def _full(self, incoming: int) -> bool:
         return bool(self.size) and self.size + incoming > self.max_bytes
@@ -105,7 +119,7 @@ class LogFile:
                 self.size = 0  # try again after another max_bytes
                 return
             old, self.file, self.size = self.file, new, size
-            old.close()
+            self._retired.append(old)
 
     def _reopen(self) -> None:
         try:
@@ -115,7 +129,7 @@ class LogFile:
             return
         old, self.file, self.size = self.file, new, size
         self._direct()
-        old.close()
+        self._retired.append(old)
 
     def _moved(self) -> bool:
         """Whether the name no longer points to the file this process writes."""
