@@ -192,8 +192,7 @@ class App:
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> None:
         settings = self.settings
-        # buffered log lines reach their file within 0.2 s for as long as the app is open
-        # (chat, ask, the daemon); the lifespan's last lines are flushed at its very end
+        # log lines reach their file within 0.2 s while the app is open; its last at its end
         flusher = asyncio.get_running_loop().create_task(_flush_logs())
         stack.callback(logs.flush)
         stack.callback(flusher.cancel)

@@ -258,12 +258,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         what :meth:`_handle` goes on from: the Match, :data:`_NO_HIT` (no rule, a
         session may take it), or None (not that usual: from the start)."""
         text, user, chat, platform = message.text, message.user, message.chat, message.platform
-        if not (
-            type(text) is str
-            and type(user) is str
-            and type(chat) is str
-            and type(platform) is str
-            and message.event is None
+        if (
+            message.event is not None
+            or not type(text) is type(user) is type(chat) is type(platform) is str
         ):
             return None
         ids = user + chat + platform  # one ASCII check (and the line's plain check's key)
@@ -310,11 +307,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         started = _perf_counter()
         verdicts = self._verdicts
         if verdicts is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
-            if (
-                (verdict := verdicts.get((platform, chat))) is None
-                or verdict[0]
-                or verdict[1] <= started
-            ):
+            verdict = verdicts.get((platform, chat))
+            if verdict is None or verdict[0] or verdict[1] <= started:
                 return match
         elif self._switch is not None and self._switch.cached(message) is not False:
             return match
@@ -327,35 +321,12 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         if plan.one and self.observer is None and logs.INFO_ENABLED:
             reply = plan.run(match, message, text, trace_id, started, ids)  # a FAQ answer
         else:
-            reply = self._run_plan(plan, match, message, text, trace_id, started)
+            reply = plan.run_watched(match, message, text, trace_id, started, self.observer)
         try:
             runs = self._runs[reply.rule]
         except KeyError:
             runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
         runs[0].value += 1
-        return reply
-
-    def _run_plan(
-        self,
-        plan: ConstantPlan,
-        match: Match,
-        message: Message,
-        text: str,
-        trace_id: str,
-        started: float,
-    ) -> Reply:
-        """A constant rule's run of several steps, or one an observer watches (it gets the
-        general line's dict), and its line."""
-        observer = self.observer
-        reply = plan.reply(trace_id, started)
-        if logs.INFO_ENABLED or observer is not None:
-            seconds = _perf_counter() - started
-            if observer or not plan.log(match, message, text, reply, seconds):
-                token = _TRACE_SET(trace_id)  # the observer runs under the message's trace id
-                try:
-                    log_run(match, message, text, reply, seconds, True, False, observer)
-                finally:
-                    _TRACE_RESET(token)
         return reply
 
     async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:

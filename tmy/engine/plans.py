@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_left as _bisect
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -182,6 +183,29 @@ class ConstantPlan:
                 meter = step.meter = metrics.step_meter(step.spec.name)
             meter.observe(seconds)
         return Reply(value, self.rule.id, trace_id, None, records, False)
+
+    def run_watched(
+        self,
+        match: Match,
+        message: Message,
+        text: str,
+        trace_id: str,
+        started: float,
+        observer: Callable[[dict[str, Any]], None] | None,
+    ) -> Reply:
+        """A run of several steps, or one an observer watches (it gets the general line's
+        dict, under the message's trace id), and its line: :meth:`reply` then :meth:`log`,
+        or :func:`log_run`."""
+        reply = self.reply(trace_id, started)
+        if logs.INFO_ENABLED or observer is not None:
+            seconds = _perf_counter() - started
+            if observer or not self.log(match, message, text, reply, seconds):
+                token = logs.TRACE.set(trace_id)
+                try:
+                    log_run(match, message, text, reply, seconds, True, False, observer)
+                finally:
+                    logs.TRACE.reset(token)
+        return reply
 
     def log(self, match: Match, message: Message, text: str, reply: Reply, seconds: float) -> bool:
         """Write this run's ``run.done`` line; False when :func:`log_run` must (nothing
