@@ -1,6 +1,7 @@
 """Per-chat queues served fairly, so one busy chat cannot starve the others.
 
 ``queues`` is :class:`ChatQueues` (why and how: its module docstring),
+``draining`` its task-driven half (a chat's drain task, a work run on a task),
 ``slots`` the first-come-first-served limit it hands slots out with,
 ``lane`` one chat's share of a queue,
 ``step`` what a work returns when a callback ends it (a send awaiting its answer),

@@ -41,9 +41,10 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from tmy import metrics
+from tmy.adapters.fairness.draining import Draining
 from tmy.adapters.fairness.lane import Lane
 from tmy.adapters.fairness.slots import FairSlots
 from tmy.adapters.fairness.step import STOPPED, Step
@@ -62,7 +63,7 @@ MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forg
 Work = Callable[[Hashable, T], Awaitable[float | None] | Step]
 
 
-class ChatQueues(Generic[T]):
+class ChatQueues(Draining[T]):
     """Per-chat bounded queues with fair, adapter-wide-limited service; see the module docstring.
 
     A chat is any hashable key; an ``(account, chat)`` tuple is logged as its two parts.
@@ -311,72 +312,6 @@ class ChatQueues(Generic[T]):
             return
         coro = self._execute(chat, lane, item, run, resume=pause)
         self._runs[run] = asyncio.get_running_loop().create_task(coro)
-
-    async def _drain(self, chat: Hashable, lane: Lane[T]) -> None:
-        """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
-        try:
-            while lane.items:
-                delay = self._ready_at.get(chat, 0.0) - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    continue
-                if lane.running >= self.per_chat_in_flight:
-                    if lane.wake is None:
-                        lane.wake = asyncio.Event()
-                    lane.wake.clear()
-                    await lane.wake.wait()
-                    continue
-                await self.slots.acquire()  # one waiter per chat, served in turn: a round robin
-                if lane.items and lane.running < self.per_chat_in_flight and self._paced(chat):
-                    self._start(chat, lane)
-                else:  # the items were dropped, or started, meanwhile
-                    self.slots.release()
-        finally:
-            lane.task = None
-            self._retire(chat, lane)
-
-    async def _execute(
-        self,
-        chat: Hashable,
-        lane: Lane[T],
-        item: T,
-        run: int,
-        step: Awaitable[float | None] | None = None,
-        resume: float | None = None,
-    ) -> None:
-        """Work on one item holding a slot (released while it waits to be called again).
-        ``step``: the work's first call, already made; ``resume``: a step already ended,
-        go on after this pause (and a slot)."""
-        ended = False  # the work function said it is done with the item (or raised)
-        try:
-            if resume is not None:
-                if resume > 0:
-                    await asyncio.sleep(resume)
-                await self.slots.acquire()
-            while True:
-                try:
-                    again = await (step if step is not None else self._work(chat, item))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
-                    again = None
-                    if self._on_fail is not None:
-                        self._on_fail(item, exc)
-                finally:
-                    self.slots.release()
-                step = None
-                pause = max(again or 0.0, self.interval)
-                if pause > 0:
-                    self._pace(chat, time.monotonic() + pause)
-                if again is None:
-                    ended = True
-                    return
-                if pause > 0:
-                    await asyncio.sleep(pause)
-                await self.slots.acquire()
-        finally:
-            self._ended(chat, lane, item, run, ended=ended)
 
     def _ended(
         self,

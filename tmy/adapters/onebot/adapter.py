@@ -54,13 +54,13 @@ from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
-from tmy.adapters.onebot.events import ANONYMOUS_PREFIX, ID, frame_failure, is_id, to_message
+from tmy.adapters.onebot.events import ID, frame_failure, is_id, to_message
 from tmy.adapters.onebot.forward import forward_loop
 from tmy.adapters.onebot.handshake import refusal
 from tmy.adapters.onebot.notices import to_event
 from tmy.adapters.onebot.outbound import localize
 from tmy.adapters.onebot.requests import answer_request
-from tmy.adapters.onebot.sending import Outgoing, send_step
+from tmy.adapters.onebot.sending import Outgoing, addressing_of, send_step, sentence_stream
 from tmy.adapters.streaming import SentenceChunks
 from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
@@ -319,9 +319,13 @@ class OneBotAdapter:
             assert self._handle is not None
             config = self.config
             addressing = (  # the defaults add neither a quote nor an @: no call for them
-                self._addressing(message, event) if config.quote_reply or config.at_sender else {}
+                addressing_of(config, message, event)
+                if config.quote_reply or config.at_sender
+                else {}
             )
-            stream = self._stream(key, message, addressing) if message.event is None else None
+            stream = None
+            if message.event is None:
+                stream = message.stream = sentence_stream(self._outbound, key, message, addressing)
             reply = await self._handle(message)
             if message.event is not None and message.event.is_request:
                 await answer_request(self._accounts, message, reply)
@@ -334,36 +338,6 @@ class OneBotAdapter:
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, message_id=message.message_id)
         return None
-
-    def _addressing(self, message: Message, event: dict[str, Any]) -> dict[str, Any]:
-        """The quote and @ the config puts on a group reply (``quote_reply``, ``at_sender``)."""
-        if message.event is not None or message.private:
-            return {}
-        if not (self.config.quote_reply or self.config.at_sender):
-            return {}  # the defaults: neither
-        anonymous = message.user.startswith(ANONYMOUS_PREFIX)
-        return {
-            "quote": event.get("message_id") if self.config.quote_reply else None,
-            "at": message.user if self.config.at_sender and not anonymous else None,
-        }
-
-    def _stream(
-        self, key: Hashable, message: Message, addressing: dict[str, Any]
-    ) -> SentenceChunks:
-        """``message.stream``: each finished sentence of a ``stream: chunks`` step goes out
-        through the chat's paced queue (the first one with the reply's quote and @, which
-        ``addressing`` then loses: the reply's own rest goes without them)."""
-        chat = message.chat
-
-        async def send(text: str) -> None:
-            out = Outgoing.of(chat, text, **addressing)
-            if out.pieces:
-                self._outbound.put(key, out)
-                addressing.clear()
-
-        chunks = SentenceChunks(send)
-        message.stream = chunks
-        return chunks
 
     async def _reply(
         self,

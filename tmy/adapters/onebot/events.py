@@ -34,6 +34,20 @@ ID = re.compile(r"[A-Za-z0-9_.:@-]{1,64}")
 ANONYMOUS_PREFIX = "anonymous:"  # USER of an anonymous group sender: anonymous:<anonymous.id>
 
 
+def _anonymous_user(anonymous: Any, anonymous_policy: str, chat: str) -> str | None:
+    """An anonymous group sender's own user id, or None (ignored: the policy says so, or
+    the event names no anonymous id). All of them share user_id 80000000: they must
+    never share its identity."""
+    if anonymous_policy == "ignore":
+        log.debug("onebot.ignored", reason="anonymous (adapters.onebot.anonymous)")
+        return None
+    anon_id = _anonymous_id(anonymous)
+    if anon_id is None:
+        log.warning("onebot.ignored", reason="anonymous message without an anonymous id", chat=chat)
+        return None
+    return ANONYMOUS_PREFIX + anon_id
+
+
 def to_message(
     self_id: str,
     event: dict[str, Any],
@@ -66,18 +80,10 @@ def to_message(
             return None
         chat = f"group:{group_id}"
         if anonymous is not None or event.get("sub_type") == "anonymous":
-            # all anonymous senders share user_id 80000000: never let them share its identity
-            if anonymous_policy == "ignore":
-                log.debug("onebot.ignored", reason="anonymous (adapters.onebot.anonymous)")
+            anonymous_user = _anonymous_user(anonymous, anonymous_policy, chat)
+            if anonymous_user is None:
                 return None
-            anon_id = _anonymous_id(anonymous)
-            if anon_id is None:
-                log.warning(
-                    "onebot.ignored", reason="anonymous message without an anonymous id",
-                    chat=chat,
-                )  # fmt: skip
-                return None
-            user = ANONYMOUS_PREFIX + anon_id
+            user = anonymous_user
     else:
         chat = f"private:{user}"
     segments = event.get("message")

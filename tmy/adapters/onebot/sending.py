@@ -25,9 +25,13 @@ from tmy.adapters.onebot.accounts import Accounts
 from tmy.adapters.onebot.api import Recent
 from tmy.adapters.onebot.codec import MAX_TEXT_PER_MESSAGE, reply_segments
 from tmy.adapters.onebot.connection import ActionFailed, Connection, action_result
+from tmy.adapters.onebot.events import ANONYMOUS_PREFIX
 from tmy.adapters.onebot.outbound import FileUpload, Piece, compose
+from tmy.adapters.streaming import SentenceChunks
+from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger
+from tmy.message import Message
 from tmy.message import Outgoing as Parts
 
 log = get_logger("tmy.adapter.onebot")
@@ -187,3 +191,33 @@ async def _upload(conn: Connection, out: Outgoing, upload: FileUpload) -> Any:
         log.warning("onebot.upload_failed", action=upload.action, error=str(exc))
     text = [{"type": "text", "data": {"text": upload.fallback}}]
     return await conn.call("send_msg", {**out.where, "message": text})
+
+
+def addressing_of(config: OneBotConfig, message: Message, event: dict[str, Any]) -> dict[str, Any]:
+    """The quote and @ the config puts on a group reply (``quote_reply``, ``at_sender``)."""
+    if message.event is not None or message.private:
+        return {}
+    if not (config.quote_reply or config.at_sender):
+        return {}  # the defaults: neither
+    anonymous = message.user.startswith(ANONYMOUS_PREFIX)
+    return {
+        "quote": event.get("message_id") if config.quote_reply else None,
+        "at": message.user if config.at_sender and not anonymous else None,
+    }
+
+
+def sentence_stream(
+    outbound: Any, key: Hashable, message: Message, addressing: dict[str, Any]
+) -> SentenceChunks:
+    """What ``message.stream`` is: each finished sentence of a ``stream: chunks`` step goes
+    out through the chat's paced queue (``outbound``; the first one with the reply's quote
+    and @, which ``addressing`` then loses: the reply's own rest goes without them)."""
+    chat = message.chat
+
+    async def send(text: str) -> None:
+        out = Outgoing.of(chat, text, **addressing)
+        if out.pieces:
+            outbound.put(key, out)
+            addressing.clear()
+
+    return SentenceChunks(send)

@@ -1,0 +1,104 @@
+"""The task-driven half of :class:`~tmy.adapters.fairness.queues.ChatQueues`.
+
+A chat whose next item cannot start at once (no free slot, its pacing, its own
+in-flight cap) gets a drain task that waits for each in turn; an item whose work
+is a coroutine, or which has more to do after a pause, runs on a task of its own.
+(The usual item needs neither: it starts when put, and a work answering with a
+Future or a :class:`~tmy.adapters.fairness.step.Step` is followed by a callback.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tmy.adapters.fairness.lane import Lane
+
+if TYPE_CHECKING:
+    from tmy.adapters.fairness.slots import FairSlots
+
+T = TypeVar("T")
+
+
+class Draining(Generic[T]):
+    """:meth:`_drain` and :meth:`_execute`, on the queue's own state and bookkeeping
+    (ChatQueues sets the one and has the other: ``_paced``, ``_start``, ``_pace``,
+    ``_ended``, ``_retire``)."""
+
+    slots: FairSlots
+    per_chat_in_flight: int
+    interval: float
+    adapter: str
+    what: str
+    _ready_at: dict[Hashable, float]
+    _work: Callable[[Hashable, T], Any]
+    _on_fail: Callable[[T, Exception], None] | None
+    _log: Any
+
+    async def _drain(self, chat: Hashable, lane: Lane[T]) -> None:
+        """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""
+        try:
+            while lane.items:
+                delay = self._ready_at.get(chat, 0.0) - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    continue
+                if lane.running >= self.per_chat_in_flight:
+                    if lane.wake is None:
+                        lane.wake = asyncio.Event()
+                    lane.wake.clear()
+                    await lane.wake.wait()
+                    continue
+                await self.slots.acquire()  # one waiter per chat, served in turn: a round robin
+                if lane.items and lane.running < self.per_chat_in_flight and self._paced(chat):
+                    self._start(chat, lane)
+                else:  # the items were dropped, or started, meanwhile
+                    self.slots.release()
+        finally:
+            lane.task = None
+            self._retire(chat, lane)
+
+    async def _execute(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        step: Awaitable[float | None] | None = None,
+        resume: float | None = None,
+    ) -> None:
+        """Work on one item holding a slot (released while it waits to be called again).
+        ``step``: the work's first call, already made; ``resume``: a step already ended,
+        go on after this pause (and a slot)."""
+        ended = False  # the work function said it is done with the item (or raised)
+        try:
+            if resume is not None:
+                if resume > 0:
+                    await asyncio.sleep(resume)
+                await self.slots.acquire()
+            while True:
+                try:
+                    again = await (step if step is not None else self._work(chat, item))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._log.exception(f"{self.adapter}.{self.what}_failed", chat=str(chat))
+                    again = None
+                    if self._on_fail is not None:
+                        self._on_fail(item, exc)
+                finally:
+                    self.slots.release()
+                step = None
+                pause = max(again or 0.0, self.interval)
+                if pause > 0:
+                    self._pace(chat, time.monotonic() + pause)
+                if again is None:
+                    ended = True
+                    return
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                await self.slots.acquire()
+        finally:
+            self._ended(chat, lane, item, run, ended=ended)
