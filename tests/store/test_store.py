@@ -931,3 +931,16 @@ async def test_a_failing_update_in_a_batch_leaves_the_others_applied(store: Stor
     failures = [o for o in outcomes if isinstance(o, ValueError)]
     assert len(failures) == 10
     assert await store.get("n") == 40
+
+
+async def test_claim_many_is_claim_in_order(store: Store) -> None:
+    from tmy.store.metered import metered
+
+    many = getattr(store, "claim_many", None)
+    assert many is not None
+    keys = ["dedup/m/a", "dedup/m/b", "dedup/m/a", "dedup/m/c"]
+    assert await many(keys, 60) == [True, True, False, True]
+    assert await many(keys, 60) == [False] * 4
+    assert await store.claim("dedup/m/b", 60) is False
+    assert await store.get("dedup/m/c") is not MISSING
+    assert await metered(store).claim_many(["dedup/m/d", "dedup/m/a"], 60) == [True, False]

@@ -122,6 +122,15 @@ class RedisStore(RedisPostings, RedisSnapshots):
         check_ttl(ttl)
         return await self._claims.claim(rkey, ttl)
 
+    async def claim_many(self, keys: Sequence[str], ttl: float) -> list[bool]:
+        """:meth:`claim` of each of ``keys`` in order, in one pipeline: for a caller that
+        gathered its claims itself (:mod:`tmy.adapters.dedup`). A key listed twice is taken
+        by its first listing only (the second ``SET NX GET`` finds the first's token)."""
+        check_ttl(ttl)
+        if not keys:
+            return []
+        return await self._claim_batch([(self._k(key), ttl) for key in keys])
+
     async def _claim_batch(self, batch: Sequence[tuple[str, float]]) -> list[bool]:
         raws = [encode(f"claim:{secrets.token_hex(8)}") for _ in batch]
         async with self._io(f"claim of {len(batch)} keys") as redis:
