@@ -40,6 +40,9 @@ The package, bottom up (each module's docstring says the rest):
 * :mod:`~tmy.store.redis.cache` — the last raw value seen per key (the CAS guess);
 * :mod:`~tmy.store.redis.group_commit` — ``update``: batched compare-and-set,
   a hot key's turn;
+* :mod:`~tmy.store.redis.pipelined` — recorded writes (``set``/``delete`` and the
+  compare-and-sets of different keys) queued while one is in flight, sent as one
+  pipeline;
 * :mod:`~tmy.store.redis.boards` — leaderboard boards (sorted sets);
 * :mod:`~tmy.store.redis.snapshots` — ``snapshot`` (one Redis: one script, one
   point in time, up to a size; else SCAN, value and TTL read together per key)
