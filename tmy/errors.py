@@ -43,8 +43,9 @@ a step ended with STEP_ERROR, caught by the scheduler), and the private
 client), ``FnFailed`` (tmy.store.sqlite.connection), ``_GiveUp`` (tmy.yamlfile.fast:
 a line outside the fast reader's subset; libyaml reads the file), and the web
 console's ``Refused`` (tmy.console.web: a handler's answer with an HTTP status,
-rendered as the error page) and ``FormError`` (tmy.console.playground: a form that
-cannot be sent, shown back on the form).
+rendered as the error page), ``FormError`` (tmy.console.playground: a form that
+cannot be sent, shown back on the form) and ``Stopped`` (tmy.adapters.fairness.step:
+a queued send's step the queue's close cancelled, handed to its ``on_stop``).
 
 Messages name the culprit (the file and line, the variable path, the key) and,
 where there is one, the fix.

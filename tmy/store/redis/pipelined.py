@@ -68,7 +68,12 @@ class PipelinedWrites(RedisLanes):
     async def _send_queued(self) -> None:
         try:
             while self._put_queue:
-                batch, self._put_queue = self._put_queue, []
+                # a write whose caller was cancelled while it waited here is not sent: it
+                # was applied not at all (sent later, it would land after the caller went on)
+                batch = [queued for queued in self._put_queue if not queued[3].done()]
+                self._put_queue = []
+                if not batch:
+                    continue
                 try:
                     with self._failing(f"{len(batch)} writes"):
                         pipe = self._r().pipeline(transaction=False)
