@@ -45,7 +45,6 @@ import asyncio
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -254,12 +253,12 @@ async def main() -> int:
         stderr=subprocess.DEVNULL,
     )
     try:
-        with tempfile.TemporaryDirectory(prefix="tmy-bench-memory-") as tmp:
-            common.configure_logs(Path(tmp))  # info, JSON lines, to a file: as `serve` logs
+        with common.temp_dir("memory") as tmp:
+            common.configure_logs(tmp)  # info, JSON lines, to a file: as `serve` logs
             common.wait_http("127.0.0.1", port, path="/stats", proc=fake, timeout=30)
             for kind in kinds:
                 for n in sizes:
-                    url, prefix = store_url(kind, Path(tmp), n)
+                    url, prefix = store_url(kind, tmp, n)
                     try:
                         row = await measure(url, n, args.repeat, provider)
                     finally:
