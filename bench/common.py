@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import random
+import re
 import resource
 import shutil
 import socket
@@ -603,3 +604,20 @@ def log_size_mb(path: Path) -> float:
         return round(path.stat().st_size / 1024 / 1024, 1)
     except OSError:
         return 0.0
+
+
+def callgrind_dumps(folder: Path, name: str = "callgrind.out") -> list[int]:
+    """The instruction totals of the dumps ``--dump-before=os_getpgrp`` wrote into
+    ``folder`` (``name``.1, .2 …), in order: one per measured batch of a child run with
+    ``--zero-before=os_getppid`` (the batch between its ``os.getppid()`` and
+    ``os.getpgrp()``; dumps with another trigger are left out)."""
+    totals = []
+    for part in sorted(folder.glob(f"{name}.*"), key=lambda p: int(p.suffix[1:])):
+        text = part.read_text()
+        if "os_getpgrp" not in text.split("\nevents:", 1)[0]:
+            continue  # a dump with another trigger
+        found = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+        if found is None:
+            raise RuntimeError(f"no instruction total in {part}")
+        totals.append(int(found.group(1)))
+    return totals

@@ -33,7 +33,6 @@ import asyncio
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -182,15 +181,7 @@ def _batch_irs(kind: str, n: int, sizes: list[int]) -> tuple[list[int], int]:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
         if proc.returncode != 0:
             raise RuntimeError(f"callgrind {kind} n={n} failed:\n{proc.stderr[-3000:]}")
-        irs = []
-        for part in sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:])):
-            text = part.read_text()
-            if "os_getpgrp" not in text.split("\nevents:", 1)[0]:
-                continue  # a dump with another trigger
-            m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
-            if m is None:
-                raise RuntimeError(f"no instruction total in {part}")
-            irs.append(int(m.group(1)))
+        irs = common.callgrind_dumps(Path(tmp))
         if len(irs) != len(sizes) - 1:
             raise RuntimeError(f"{len(irs)} batch dumps for {len(sizes) - 1} batches in {tmp}")
         wrong = json.loads(proc.stdout.strip().splitlines()[-1])["wrong"]

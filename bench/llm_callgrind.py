@@ -37,7 +37,6 @@ import asyncio
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -192,15 +191,7 @@ def measure(kind: str, store_name: str, concurrency: int) -> dict[str, Any]:
                 common.redis_cleanup(prefix)
         if proc.returncode != 0:
             raise RuntimeError(f"callgrind {kind} failed:\n{proc.stderr[-3000:]}")
-        irs = []
-        for part in sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:])):
-            text = part.read_text()
-            if "os_getpgrp" not in text.split("\nevents:", 1)[0]:
-                continue  # a dump with another trigger
-            found = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
-            if found is None:
-                raise RuntimeError(f"no instruction total in {part}")
-            irs.append(int(found.group(1)))
+        irs = common.callgrind_dumps(Path(tmp))
         if len(irs) != 2:
             raise RuntimeError(f"{len(irs)} burst dumps, not 2")
         wrong = json.loads(proc.stdout.strip().splitlines()[-1])["wrong"]
