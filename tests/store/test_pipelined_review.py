@@ -155,3 +155,47 @@ async def test_same_key_order_kept_when_only_one_script_is_missing(redis_server:
     finally:
         admin.close()
         await store.close()
+
+
+async def test_cancellations_under_pipelined_updates_apply_each_return_once(
+    redis_server: Any,
+) -> None:
+    """Increments of a few hot keys from many tasks, a third of them cancelled at random
+    moments: every increment that returned is in the final value exactly once (its result
+    unique), a cancelled or failed one counted at most once."""
+    import random
+
+    server = redis_server()
+    store = await opened(server.url, prefix="cx")
+    rng = random.Random(5)
+    keys = [f"h{i}" for i in range(4)]
+    returned: dict[str, list[int]] = {k: [] for k in keys}
+    unsure: dict[str, int] = dict.fromkeys(keys, 0)
+
+    def increment(value: Any) -> tuple[int, int]:
+        new = (0 if value is MISSING else value) + 1
+        return new, new
+
+    async def one(key: str) -> None:
+        try:
+            returned[key].append(await store.update(key, increment))
+        except (StoreError, asyncio.CancelledError):
+            unsure[key] += 1
+
+    try:
+        for _ in range(30):
+            tasks = [asyncio.create_task(one(rng.choice(keys))) for _ in range(60)]
+            for _ in range(rng.randrange(4)):
+                await asyncio.sleep(0)
+            for task in rng.sample(tasks, 20):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await store.set("noise", rng.random())  # a set/delete among the updates
+        finals = await store.get_many(keys)
+        for key, final in zip(keys, finals, strict=True):
+            got = returned[key]
+            assert len(set(got)) == len(got), f"{key}: a result handed out twice"
+            final = 0 if final is MISSING else final
+            assert len(got) <= final <= len(got) + unsure[key], (key, final, len(got))
+    finally:
+        await store.close()
