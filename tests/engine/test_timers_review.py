@@ -12,6 +12,8 @@ import pytest
 
 from tmy.engine.timers import GRAIN, STEPS, Grains, StepClock, Tick
 
+pytestmark = pytest.mark.slow  # each waits past a 1 s timeout
+
 
 async def timed_out_after(timeout: float) -> float:
     loop = asyncio.get_running_loop()
