@@ -176,12 +176,6 @@ async def test_close_during_a_claim_then_put_again(redis_server: Any) -> None:
 
 
 @pytest.mark.redis
-@pytest.mark.xfail(
-    strict=True,
-    reason="Arrivals._claims' finally sets _task = None unconditionally: a task started by a "
-    "put() while close() awaits the cancelled one is forgotten (unreferenced; the next put "
-    "starts a second claims task beside it)",
-)
 async def test_put_while_close_awaits_the_cancelled_claim_keeps_one_claims_task(
     redis_server: Any,
 ) -> None:

@@ -125,12 +125,6 @@ async def test_script_flush_under_pipelined_sets_and_updates(redis_server: Any) 
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a write answered NOSCRIPT in a pipeline is resent alone AFTER the rest of the "
-    "pipeline: a later write of the same key whose script was loaded lands first, and the "
-    "earlier one overwrites it (pipelined.py _send_queued)",
-)
 async def test_same_key_order_kept_when_only_one_script_is_missing(redis_server: Any) -> None:
     """set(x) queued before delete-free update(x): after a restart in which CAS was loaded
     again (by another write) and PUT not yet, the pipeline [PUT x, CAS x] applies the CAS,
@@ -201,13 +195,6 @@ async def test_cancellations_under_pipelined_updates_apply_each_return_once(
         await store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_send_queued sets the result of a NOSCRIPT write resent alone without checking "
-    "that its caller is still there: a caller cancelled during the resend makes "
-    "set_result raise InvalidStateError, which ends the sender; the later writes of the "
-    "pipeline never hear back",
-)
 async def test_a_caller_cancelled_while_its_noscript_write_is_resent_strands_nobody(
     redis_server: Any,
 ) -> None:

@@ -191,7 +191,8 @@ class Arrivals(Generic[K, T]):
                     except Exception:
                         log.exception(f"{self.deliveries.platform}.arrival_failed")
         finally:
-            self._task = None
+            if self._task is asyncio.current_task():  # not one a put() started during close()
+                self._task = None
 
     async def close(self) -> None:
         """Forget what waits and stop the claims in flight (a stop: nothing is queued now)."""

@@ -68,10 +68,7 @@ class PipelinedWrites(RedisLanes):
     async def _send_queued(self) -> None:
         try:
             while self._put_queue:
-                # a write whose caller was cancelled while it waited here is not sent: it
-                # was applied not at all (sent later, it would land after the caller went on)
-                batch = [queued for queued in self._put_queue if not queued[3].done()]
-                self._put_queue = []
+                batch, self._put_queue = _one_per_key(self._put_queue)
                 if not batch:
                     continue
                 try:
@@ -94,6 +91,8 @@ class PipelinedWrites(RedisLanes):
                                 result = await script(keys=keys, args=args, client=redis)
                         except StoreError as exc:
                             result = exc
+                        if future.done():  # its caller went away during the resend
+                            continue
                     if isinstance(result, BaseException):
                         error = (
                             result
@@ -105,3 +104,24 @@ class PipelinedWrites(RedisLanes):
                         future.set_result(result)
         finally:
             self._putting = False
+
+
+def _one_per_key(queue: list[Queued]) -> tuple[list[Queued], list[Queued]]:
+    """The next pipeline and what waits for the one after: at most one write of a key per
+    pipeline (a write resent alone after NOSCRIPT must not be overtaken by a later write of
+    its key that ran inside the pipeline — one key's writes keep their order), and none
+    whose caller was cancelled while it waited here (sent later, it would land after the
+    caller had gone on: it is applied not at all)."""
+    batch: list[Queued] = []
+    later: list[Queued] = []
+    keys_in: set[str] = set()
+    for queued in queue:
+        if queued[3].done():
+            continue
+        key = queued[1][0]
+        if key in keys_in:
+            later.append(queued)
+        else:
+            keys_in.add(key)
+            batch.append(queued)
+    return batch, later
