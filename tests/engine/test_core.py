@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.engines import engine_of as make_engine
 from tmy.command import Command, Result
 from tmy.commands.chat import ChatCommands
 from tmy.config import Settings
@@ -39,14 +40,6 @@ rules:
     steps:
       - {plugin: ADJUST, input: "{QUESTION}"}
 """
-
-
-def make_engine(
-    rules: str, store: Store, *, settings: Settings | None = None, **gates: Any
-) -> Engine:
-    registry = default_registry()
-    rulebook = load_sources([(Path("rules.yaml"), rules)], registry)
-    return Engine(rulebook, Services(settings or Settings(), store, registry), **gates)
 
 
 def msg(text: str, **kw: Any) -> Message:

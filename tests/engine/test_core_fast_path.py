@@ -19,11 +19,10 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.support.engines import engine_of
 from tests.support.gate import Gate
 from tmy import logs, metrics, redact
-from tmy.config import Settings
 from tmy.engine.core import LAST_RESORT_REPLY, Engine
-from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
 from tmy.engine.tracing import log_run
 from tmy.executors import default_registry
@@ -113,9 +112,7 @@ def load(text: str) -> Rulebook:
 
 
 def make_engine(store: Store, rules: str = RULES, **kw: Any) -> Engine:
-    registry = default_registry()
-    rulebook = load_sources([(Path("rules.yaml"), rules)], registry)
-    return Engine(rulebook, Services(Settings(), store, registry), **kw)
+    return engine_of(rules, store, **kw)
 
 
 def events(buffer: io.BytesIO) -> list[dict[str, Any]]:

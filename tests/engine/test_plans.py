@@ -11,21 +11,18 @@ from __future__ import annotations
 import io
 import re
 import time
-from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from tests.support.engines import engine_of
 from tmy import logs, metrics
-from tmy.config import Settings
 from tmy.engine.core import Engine
 from tmy.engine.plans import ConstantPlan, constant_plan
-from tmy.engine.services import Services
 from tmy.engine.tracing import log_run
-from tmy.executors import default_registry
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
-from tmy.rulebook.loader import load_sources
 from tmy.rulebook.model import Rule
 from tmy.store import Store
 
@@ -63,10 +60,8 @@ rules:
 """
 
 
-def make_engine(store: Store, **kw: object) -> Engine:
-    registry = default_registry()
-    rulebook = load_sources([(Path("rules.yaml"), RULES)], registry)
-    return Engine(rulebook, Services(Settings(), store, registry), **kw)  # type: ignore[arg-type]
+def make_engine(store: Store, **kw: Any) -> Engine:
+    return engine_of(RULES, store, **kw)
 
 
 def rule(engine: Engine, rule_id: str) -> object:

@@ -1,4 +1,4 @@
-"""Review of the FAQ way's plain check (issue 24, goal 5): the run.done line the engine
+"""The FAQ way's plain check: the run.done line the engine
 writes itself is the one :func:`tmy.engine.tracing.log_run` writes, for texts and ids
 drawn from every class of character orjson treats apart; the kept verdicts of joined
 ids cannot be poisoned by another split of the same characters; the chat switch the
@@ -13,24 +13,20 @@ import io
 import random
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from tests.support.engines import engine_of
 from tmy import logs
-from tmy.config import Settings
 from tmy.engine import plans
 from tmy.engine.core import Engine
 from tmy.engine.plans import _FRAC, _SUB_MS, _plain
-from tmy.engine.services import Services
 from tmy.engine.switch import ChatSwitch
 from tmy.engine.tracing import log_run
-from tmy.executors import default_registry
 from tmy.logs import PREVIEW
 from tmy.message import Message
-from tmy.rulebook.loader import load_sources
 from tmy.store import Store
 
 FAQ = 'We open at 9 "sharp"'
@@ -77,9 +73,7 @@ def log_buffer() -> Iterator[io.BytesIO]:
 
 
 def make_engine(store: Store, rules: str = RULES, **kw: Any) -> Engine:
-    registry = default_registry()
-    rulebook = load_sources([(Path("rules.yaml"), rules)], registry)
-    return Engine(rulebook, Services(Settings(), store, registry), **kw)
+    return engine_of(rules, store, **kw)
 
 
 def run_lines(buffer: io.BytesIO) -> list[bytes]:
@@ -202,9 +196,9 @@ async def test_faq_lines_under_a_fresh_on_verdict_are_log_runs(
 async def test_a_switch_assigned_after_the_engine_is_made_is_the_one_asked(
     store: Store, log_buffer: io.BytesIO
 ) -> None:
-    """At 7a008bb the FAQ way read ``self.switch.verdicts`` per message: the engine's switch
-    as it is now. An embedder (or an Engine subclass) that sets ``engine.switch`` after
-    construction must get the new switch's verdict, "off" here."""
+    """The FAQ way reads the engine's switch as it is now: an embedder (or an Engine
+    subclass) that sets ``engine.switch`` after construction gets the new switch's
+    verdict, "off" here."""
     first, second = ChatSwitch(store), ChatSwitch(store)
     engine = make_engine(store, switch=first)
     here = Message("hours", user="u1", chat="g1", platform="test")

@@ -1,4 +1,4 @@
-"""Review of the Redis store's pipelined writes (tmy/store/redis/pipelined.py): close with
+"""The Redis store's pipelined writes (tmy/store/redis/pipelined.py): close with
 writes queued, a caller cancelled while queued, NOSCRIPT inside a pipeline, the order of
 one key's writes, and every reply to its own caller.
 

@@ -1,9 +1,8 @@
-"""Review of the App's log ticker (issue 24, goal 5): with the per-line time check gone,
-every App's lifespan flushes the log every 0.2 s. The ticker ends with its App (opened
-or failing to open), another App still open keeps its own, a flush that fails once does
-not end the flushing, and a one-shot ``ask`` leaves its run.done line (trace id and all)
-in a log file rotated by size. A real App (tmy.testing.Bot), real files, a real pipe, a
-real ``run.py`` process.
+"""The App's log ticker: every App's lifespan flushes the log every 0.2 s. The ticker
+ends with its App (opened or failing to open), another App still open keeps its own, a
+flush that fails once does not end the flushing, and a one-shot ``ask`` leaves its
+run.done line (trace id and all) in a log file rotated by size. A real App
+(tmy.testing.Bot), real files, a real pipe, a real ``run.py`` process.
 """
 
 from __future__ import annotations
@@ -108,7 +107,7 @@ async def test_a_flush_that_fails_once_does_not_end_the_flushing() -> None:
             got.extend(chunk)
 
     logs.configure("info", stream=writer)  # type: ignore[arg-type]
-    log = logs.get_logger("review")
+    log = logs.get_logger("ticker")
     try:
         async with Bot({"r.yaml": RULES}):
             await asyncio.sleep(0.5)
@@ -118,12 +117,12 @@ async def test_a_flush_that_fails_once_does_not_end_the_flushing() -> None:
                     os.write(w, b"\n")
             except BlockingIOError:
                 pass
-            log.info("review.first")
+            log.info("ticker.first")
             await asyncio.sleep(0.6)  # a tick or more: the flush meets a full pipe
             drain()  # the reader catches up
-            log.info("review.second")
+            log.info("ticker.second")
             deadline = time.monotonic() + 3
-            while b"review.second" not in got and time.monotonic() < deadline:
+            while b"ticker.second" not in got and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
                 drain()
             arrived = bytes(got)
@@ -132,7 +131,7 @@ async def test_a_flush_that_fails_once_does_not_end_the_flushing() -> None:
         logs.configure("warning", stream=sys.stderr)
         writer.close()
         os.close(r)
-    assert b"review.first" in arrived and b"review.second" in arrived
+    assert b"ticker.first" in arrived and b"ticker.second" in arrived
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Review of the shared step timers (tmy/engine/timers.py): a step is never cancelled before
+"""The shared step timers (tmy/engine/timers.py): a step is never cancelled before
 its timeout, a short timeout keeps its own timer, a finished or cancelled step's entry goes
 (no cancel of a later block on the same task), an outside cancel coinciding with the timer
 stays a cancel, nested clocks. Times are only checked from below (never early)."""

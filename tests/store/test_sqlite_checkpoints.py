@@ -1,4 +1,4 @@
-"""Review of the SQLite store's checkpoint thread (tmy/store/sqlite/checkpoints.py): it ends
+"""The SQLite store's checkpoint thread (tmy/store/sqlite/checkpoints.py): it ends
 on close, none for an in-memory store, two stores on one file, reopen, durability settings
 unchanged, and a snapshot/restore while checkpoints run."""
 
@@ -52,7 +52,7 @@ async def test_synchronous_normal_and_wal_unchanged(tmp_path: Path) -> None:
     try:
         db = store._conn()
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL, as at 7a008bb
+        assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL, as before the thread
     finally:
         await store.close()
 

@@ -1,4 +1,4 @@
-"""Review of the log sink's direct write (issue 24, goal 5): JsonLines.out is the file's
+"""The log sink's direct write: JsonLines.out is the file's
 own write, flushed by the App's ticker only. No line is lost or written twice with
 threads logging into a real file (rotated by size, or not), a terminal gets every line
 at once, a closed stream loses its lines quietly, and the interpreter's exit pushes out

@@ -1,4 +1,4 @@
-"""Review of the arrivals' de-duplication (tmy/adapters/dedup.py ``Arrivals``) and the
+"""The arrivals' de-duplication (tmy/adapters/dedup.py ``Arrivals``) and the
 stores' ``claim_many``: two daemons sharing a SQLite file or a Redis, chat order, replays,
 a failing store, close() during a claim, batches past CLAIM_ROWS with keys listed twice."""
 
