@@ -9,7 +9,6 @@ locks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from tmy import logs
@@ -17,7 +16,6 @@ from tmy.engine.run import Run, StepContext, StepFailed
 from tmy.engine.timers import StepClock
 from tmy.errors import EvalError
 from tmy.executors.adjust import adjust
-from tmy.executors.registry import Option
 from tmy.message import StepRecord
 from tmy.rulebook.fields import type_names
 from tmy.rulebook.model import Step
@@ -201,23 +199,13 @@ async def _options(run: Run, step: Step) -> dict[str, Any]:
     return _options_now(run, step)
 
 
-_DEFAULTS: dict[int, tuple[Mapping[str, Option], dict[str, Any]]] = {}
-"""Each executor's options at their defaults, in its order, by ``id`` of its options."""
-
-
-def _defaults(options: Mapping[str, Option]) -> dict[str, Any]:
-    found = _DEFAULTS.get(id(options))
-    if found is None or found[0] is not options:
-        found = _DEFAULTS[id(options)] = (options, {n: o.default for n, o in options.items()})
-    return found[1]
-
-
 def _options_now(run: Run, step: Step) -> dict[str, Any]:
     """The step's options evaluated (every name they use already fetched): the executor's
     defaults (in its order), each option the step sets in its place."""
     v = run.vars
-    options = step.spec.options
-    cfg = dict(_defaults(options))
+    spec = step.spec
+    options = spec.options
+    cfg = dict(spec.defaults)
     for name, val in step.options.items():
         opt = options.get(name)
         if opt is None:  # not the executor's (an extension's step key): not its config

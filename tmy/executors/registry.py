@@ -60,6 +60,13 @@ class ExecutorSpec:
     # ``check`` also takes the names of the templated options (``check(consts, computed)``):
     # a step whose ``images:`` is a template still needs a model that sees pictures
     check_computed: bool = False
+    # the options at their defaults, in the executor's order: a step's config starts as a
+    # copy of it and sets only the options the step names (tmy.engine.execute)
+    defaults: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        defaults = {name: option.default for name, option in self.options.items()}
+        object.__setattr__(self, "defaults", defaults)  # frozen: set once, here
 
 
 def _check_name(name: str) -> None:
