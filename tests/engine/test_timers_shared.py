@@ -103,7 +103,7 @@ async def test_an_outside_cancel_in_the_timeouts_own_tick_stays_a_cancel() -> No
     task = asyncio.create_task(step())
     await entered.wait()
     canceller = Canceller(task)
-    tick = clock._end
+    tick = clock._end._tick  # its Deadline's tick
     assert tick is not None
     loop = asyncio.get_running_loop()
     assert STEPS.join(tick.at * GRAIN - loop.time() - GRAIN / 10, canceller) is tick  # its tick

@@ -130,67 +130,36 @@ STEPS = Grains()  # the engine's step timeouts and slow-step warnings
 
 
 class StepClock:
-    """``async with``: a step's timeout and its slow-step warning (``step.running``, logged
-    in the step's context: its trace_id) around the executor call, on shared timers."""
+    """``async with``: a step's timeout (a :class:`Deadline` on :data:`STEPS`, or
+    ``asyncio.timeout`` under :data:`SHARED_FROM` seconds) and its slow-step warning
+    (``step.running``, logged in the step's context: its trace_id) around the executor
+    call."""
 
-    __slots__ = (
-        "_after",
-        "_cancelling",
-        "_context",
-        "_end",
-        "_fired",
-        "_own",
-        "_plugin",
-        "_slow",
-        "_task",
-        "_timeout",
-        "_uri",
-    )
+    __slots__ = ("_after", "_context", "_end", "_plugin", "_slow", "_uri")
 
     def __init__(self, timeout: float, slow_after: float | None, uri: str, plugin: str) -> None:
         """``slow_after``: seconds after which a step still running is logged (None: never)."""
-        self._timeout = timeout
+        # a short timeout's length matters: a timer of its own
+        self._end = asyncio.timeout(timeout) if timeout < SHARED_FROM else Deadline(STEPS, timeout)
         self._after = slow_after
         self._uri = uri
         self._plugin = plugin
-        self._fired = False
-        self._own: asyncio.Timeout | None = None
-        self._end: Tick | None = None
         self._slow: Tick | None = None
 
     async def __aenter__(self) -> None:
-        if self._timeout < SHARED_FROM:  # a short timeout's length matters: its own timer
-            self._own = asyncio.timeout(self._timeout)
-            await self._own.__aenter__()
-        else:
-            task = asyncio.current_task()
-            if task is None:
-                raise RuntimeError("a step's timeout needs a task")
-            self._task = task
-            self._cancelling = task.cancelling()
-            self._end = STEPS.join(self._timeout, self)
+        await self._end.__aenter__()
         if self._after is not None:
             self._context = contextvars.copy_context()
-            self._slow = STEPS.join(self._after, self)  # (perhaps the end's own tick)
+            self._slow = STEPS.join(self._after, self)
 
     def fire(self, tick: Tick) -> None:
-        if tick is self._slow:
-            self._context.run(_still_running, self._uri, self._plugin, self._after)
-        if tick is self._end and not self._task.done():
-            self._fired = True
-            self._task.cancel()
+        """The slow-step tick: the step is still running."""
+        self._context.run(_still_running, self._uri, self._plugin, self._after)
 
     async def __aexit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if self._slow is not None and self._slow is not self._end:
+        if self._slow is not None:
             STEPS.leave(self._slow, self)
-        if self._own is not None:
-            await self._own.__aexit__(kind, exc, tb)
-            return
-        assert self._end is not None
-        STEPS.leave(self._end, self)
-        fired = self._fired and self._task.uncancel() <= self._cancelling  # (uncancel first)
-        if fired and kind is asyncio.CancelledError:
-            raise TimeoutError from exc
+        await self._end.__aexit__(kind, exc, tb)
 
 
 def _still_running(uri: str, plugin: str, after: float) -> None:
