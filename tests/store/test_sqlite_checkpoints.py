@@ -57,6 +57,27 @@ async def test_synchronous_normal_and_wal_unchanged(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_sqlites_own_checkpoints_are_off_only_while_the_thread_runs(
+    tmp_path: Path,
+) -> None:
+    """With the thread's connection open, the store's turns SQLite's checkpoints off (the
+    thread checkpoints); an in-memory store keeps SQLite's own setting."""
+    store = SQLiteStore(tmp_path / "d.db")
+    await store.open()
+    try:
+        assert store._checkpoints is not None
+        assert store._conn().execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    finally:
+        await store.close()
+    memory = SQLiteStore(":memory:")
+    await memory.open()
+    try:
+        assert memory._checkpoints is None
+        assert memory._conn().execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+    finally:
+        await memory.close()
+
+
 async def test_two_stores_on_one_file_under_writes_and_snapshots(tmp_path: Path) -> None:
     """Checkpoints of two stores' threads while both write, snapshot and restore: every
     write there, the WAL stays bounded, the file passes an integrity check."""

@@ -9,13 +9,14 @@ message's de-duplication claim writes a row), stalling every message in flight
 — most of what stood between its p50 and its p99.
 
 So the store's connection turns the automatic checkpoint off
-(``wal_autocheckpoint = 0``), and a daemon thread with a connection of its own
-runs ``PRAGMA wal_checkpoint(PASSIVE)`` (which never waits for readers or
-writers, and releases the GIL while it syncs) after writes, at most every
-:data:`EVERY` seconds. An idle store's thread sleeps on an Event: no wake-ups.
-The WAL stays about :data:`EVERY` seconds of writes long; durability is
-unchanged (a commit is in the WAL either way). Other processes on the same file
-checkpoint on their own as well; SQLite lets one at a time do it.
+(``wal_autocheckpoint = 0``, once this thread's connection is open: else it stays
+on), and a daemon thread with a connection of its own runs ``PRAGMA
+wal_checkpoint(PASSIVE)`` (which never waits for readers or writers, and releases
+the GIL while it syncs) after writes, at most every :data:`EVERY` seconds. An idle
+store's thread sleeps on an Event: no wake-ups. The WAL stays about :data:`EVERY`
+seconds of writes long; durability is unchanged (a commit is in the WAL either
+way). Other processes on the same file checkpoint on their own as well; SQLite lets
+one at a time do it.
 """
 
 from __future__ import annotations
@@ -41,12 +42,25 @@ class Checkpointer:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self) -> bool:
+        """Open the thread's own connection and start the thread. False (no thread) when
+        the file cannot be opened a second time: the caller then leaves SQLite's own
+        checkpoints on — with them off and no thread, the WAL would grow without bound."""
+        try:
+            db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False,
+                timeout=self.busy_timeout_ms / 1000,
+            )  # fmt: skip
+        except sqlite3.Error as exc:
+            log.warning("sqlite %s: no background checkpoints: %s", self.path, exc)
+            return False
         self._stopped.clear()
         self._thread = threading.Thread(
-            target=self._loop, name=f"sqlite-checkpoint {self.path.name}", daemon=True
-        )
+            target=self._loop, args=(db,), name=f"sqlite-checkpoint {self.path.name}",
+            daemon=True,
+        )  # fmt: skip
         self._thread.start()
+        return True
 
     def wrote(self) -> None:
         """A write may have happened: a checkpoint is due (called after every operation)."""
@@ -63,15 +77,7 @@ class Checkpointer:
         self._due.set()
         thread.join()
 
-    def _loop(self) -> None:
-        try:
-            db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False,
-                timeout=self.busy_timeout_ms / 1000,
-            )  # fmt: skip
-        except sqlite3.Error as exc:
-            log.warning("sqlite %s: no background checkpoints: %s", self.path, exc)
-            return
+    def _loop(self, db: sqlite3.Connection) -> None:
         try:
             while True:
                 self._due.wait()

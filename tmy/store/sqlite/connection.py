@@ -270,8 +270,6 @@ class SQLiteConnection:
             nonlocal wal
             wal = d.execute("PRAGMA journal_mode = WAL").fetchall() == [("wal",)]
             d.execute("PRAGMA synchronous = NORMAL")
-            if wal:  # checkpoints on a thread of their own (tmy.store.sqlite.checkpoints)
-                d.execute("PRAGMA wal_autocheckpoint = 0")
             d.executescript(SCHEMA)
             self._clear_stale_leases(d)
             self._mark_format(d)
@@ -283,9 +281,11 @@ class SQLiteConnection:
             self._db = None
             db.close()
             raise
-        if wal and isinstance(self.path, Path):
-            self._checkpoints = Checkpointer(self.path, self.busy_timeout_ms)
-            self._checkpoints.start()
+        if wal and isinstance(self.path, Path):  # checkpoints on a thread of their own
+            checkpoints = Checkpointer(self.path, self.busy_timeout_ms)
+            if checkpoints.start():  # else SQLite's own checkpoints stay on
+                await self._run(lambda d: d.execute("PRAGMA wal_autocheckpoint = 0"), "open")
+                self._checkpoints = checkpoints
 
     async def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL); idempotent."""
