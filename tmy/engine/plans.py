@@ -234,7 +234,8 @@ class ConstantPlan:
             type(user) is str
             and type(chat) is str
             and type(platform) is str
-            and _plain(f"{text}{q}{user}{chat}{platform}")
+            and _plain(text)  # QUESTION, a part of the text, is too (as in run)
+            and _plain_ids(f"{user}{chat}{platform}")
         ):
             said = (
                 f'"text":"{text}","question":"{q}","user":"{user}",'
