@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import io
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +80,7 @@ rules:
 """
 
 
-@pytest.fixture(autouse=True)
-def _nothing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in a daemon no plugin has bound context in (see tests/engine/test_plans.py)."""
-    monkeypatch.setattr(logs, "_BOUND", {})
-
-
-@pytest.fixture
-def log_buffer() -> Iterator[io.BytesIO]:
-    out = io.BytesIO()
-    logs.configure("info", stream=out)
-    try:
-        yield out
-    finally:
-        logs.configure("warning", stream=io.BytesIO())
+pytestmark = pytest.mark.usefixtures("nothing_bound")  # as in a daemon: conftest.py
 
 
 @pytest.fixture

@@ -26,12 +26,7 @@ from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.model import Rule
 from tmy.store import Store
 
-
-@pytest.fixture(autouse=True)
-def _nothing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in a daemon no plugin has bound context in: the spliced line's way. (Another
-    test of the session binding a structlog context variable leaves it registered.)"""
-    monkeypatch.setattr(logs, "_BOUND", {})
+pytestmark = pytest.mark.usefixtures("nothing_bound")  # as in a daemon: conftest.py
 
 
 LONG = "y" * 250  # longer than a log preview: cut in the line, whole in the reply

@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import random
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -56,20 +55,7 @@ _SPECIAL = ['"', "\\", "\t", "\n", "\x00", "\x1b", "\x1f", "\x7f", " ", "/", "'"
 _ALPHABET = _SPECIAL + [chr(c) for c in range(0x21, 0x7F)]
 
 
-@pytest.fixture(autouse=True)
-def _nothing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in a daemon no plugin has bound context in (see tests/engine/test_plans.py)."""
-    monkeypatch.setattr(logs, "_BOUND", {})
-
-
-@pytest.fixture
-def log_buffer() -> Iterator[io.BytesIO]:
-    out = io.BytesIO()
-    logs.configure("info", stream=out)
-    try:
-        yield out
-    finally:
-        logs.configure("warning", stream=io.BytesIO())
+pytestmark = pytest.mark.usefixtures("nothing_bound")  # as in a daemon: conftest.py
 
 
 def make_engine(store: Store, rules: str = RULES, **kw: Any) -> Engine:
