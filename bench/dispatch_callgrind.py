@@ -73,8 +73,8 @@ def template_rules_yaml(n: int) -> str:
 async def _drive(handle: Any, msgs: list[tuple[str, str, str]], message: Any = None) -> int:
     """Send every message, return how many replies were wrong (rule or text).
 
-    ``message``: the class tmy's messages are built from, in the loop as an adapter
-    builds one per event (keywords and all); None (the floor): the text itself."""
+    ``message``: what tmy's messages are built with, in the loop as an adapter builds
+    one per event (keywords and all: ``Message.new``); None (the floor): the text itself."""
     wrong = 0
     if message is None:
         for text, expected, answer in msgs:
@@ -141,7 +141,7 @@ async def _tmy(n: int, sizes: list[int], template: bool = False) -> int:
         msgs = common.dispatch_messages(n, "last", sum(sizes), mix=False)
         settings = common.settings_for(tmp, rules=tmp / "rules")
         async with App(settings, extensions=extensions()) as app:
-            wrong = await _batches(app.engine.handle, Message, msgs, sizes, template)
+            wrong = await _batches(app.engine.handle, Message.new, msgs, sizes, template)
         logs.configure(common.LOG_LEVEL, stream=io.StringIO())  # its file goes with tmp
         return wrong
 

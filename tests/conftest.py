@@ -406,11 +406,11 @@ def _own_secrets() -> Iterator[None]:
     one test (an API key "secret") must not mask that word in another test's log."""
     from tmy import redact
 
-    saved = (set(redact._secrets), redact._text, redact._raw)
+    saved = (set(redact._secrets), redact._text, redact.LINE_SECRETS)
     yield
     redact._secrets.clear()
     redact._secrets.update(saved[0])
-    redact._text, redact._raw = saved[1], saved[2]
+    redact._text, redact.LINE_SECRETS = saved[1], saved[2]
 
 
 @pytest.fixture(autouse=True)

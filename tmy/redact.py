@@ -39,7 +39,7 @@ _SECRET_NAME_RE = re.compile(
 
 _secrets: set[str] = set()
 _text: tuple[str, ...] = ()  # longest first, so a secret containing another goes whole
-_raw: tuple[bytes, ...] = ()  # the same, as they appear inside a JSON log line
+LINE_SECRETS: tuple[bytes, ...] = ()  # the same, as they appear inside a JSON log line
 
 
 def add(secret: str | None, min_chars: int = MIN_SECRET_CHARS) -> None:
@@ -64,7 +64,7 @@ def forget(secret: str | None) -> None:
 
 def _rebuild() -> None:
     """The registered secrets as :func:`redact` and :func:`redact_line` search for them."""
-    global _text, _raw
+    global _text, LINE_SECRETS
     _text = tuple(sorted(_secrets, key=len, reverse=True))
     forms: set[bytes] = set()
     for s in _text:
@@ -74,7 +74,7 @@ def _rebuild() -> None:
         except orjson.JSONEncodeError:
             pass
         forms.add(json.dumps(s)[1:-1].encode())
-    _raw = tuple(sorted(forms, key=len, reverse=True))
+    LINE_SECRETS = tuple(sorted(forms, key=len, reverse=True))
 
 
 class RenewedSecret:
@@ -151,7 +151,7 @@ def redact(text: str, extra: tuple[str, ...] | list[str] = ()) -> str:
 
 def redact_line(line: bytes) -> bytes:
     """A rendered JSON log line with every registered secret replaced (the log sink's filter)."""
-    for secret in _raw:
+    for secret in LINE_SECRETS:
         if secret in line:
             line = line.replace(secret, b"***")
     return line
@@ -159,7 +159,7 @@ def redact_line(line: bytes) -> bytes:
 
 def active() -> bool:
     """Are any secrets registered? (The log renderer skips :func:`redact_line` otherwise.)"""
-    return bool(_raw)
+    return bool(LINE_SECRETS)
 
 
 def safe_url(url: str) -> str:

@@ -27,7 +27,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 def nothing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a daemon no plugin has bound context in: the spliced line's way. (Another
     test of the session binding a structlog context variable leaves it registered.)"""
-    monkeypatch.setattr(logs, "_BOUND", {})
+    monkeypatch.setattr(logs, "BOUND", {})
 
 
 @pytest.fixture

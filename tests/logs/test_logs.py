@@ -324,13 +324,13 @@ def test_emit_event_leaves_the_callers_dict_as_it_was_when_not_configured() -> N
     logging it; a library user's unconfigured logging must not take its key away."""
     import tmy.logs as logs_module
 
-    saved = logs_module._sink
-    logs_module._sink = None
+    saved = logs_module.SINK
+    logs_module.SINK = None
     try:
         event = {"rule": "r", "event": "run.done"}
         logs_module.emit_event("info", event, "t1")
     finally:
-        logs_module._sink = saved
+        logs_module.SINK = saved
     assert event == {"rule": "r", "event": "run.done"}
 
 

@@ -35,7 +35,7 @@ def test_a_file_gets_lines_through_its_own_write_and_a_terminal_each_line_flushe
 def test_lines_to_a_closed_stream_are_dropped_without_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(logs, "_BOUND", {})  # no context another test bound: the text way
+    monkeypatch.setattr(logs, "BOUND", {})  # no context another test bound: the text way
     stream = io.BytesIO()
     logs.configure("info", stream=stream)  # type: ignore[arg-type]
     try:
@@ -60,7 +60,7 @@ def test_lines_follow_a_log_file_that_logrotate_moved(
 ) -> None:
     """The file's own write is taken again once a flush has opened the name anew: no line
     is handed to the renamed file's closed handle (and so lost)."""
-    monkeypatch.setattr(logs, "_BOUND", {})  # no context another test bound: the text way
+    monkeypatch.setattr(logs, "BOUND", {})  # no context another test bound: the text way
     path = tmp_path / "tmy.log"
     logs.configure("info", path)
     try:

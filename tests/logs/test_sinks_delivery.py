@@ -29,7 +29,7 @@ _ID = re.compile(rb"t\d-\d{6}")
 @pytest.fixture(autouse=True)
 def _nothing_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """No context another test bound: emit_info_text writes (the FAQ way's line)."""
-    monkeypatch.setattr(logs, "_BOUND", {})
+    monkeypatch.setattr(logs, "BOUND", {})
 
 
 def _log_from_threads(threads: int, each: int, flusher: threading.Event) -> None:
@@ -139,7 +139,7 @@ def test_a_terminal_shows_each_line_at_once(fmt: str) -> None:
     tty = _Terminal()
     logs.configure("info", stream=tty, fmt=fmt)  # type: ignore[arg-type]
     try:
-        assert logs._sink is not None and logs._sink.interactive
+        assert logs.SINK is not None and logs.SINK.interactive
         logs.emit_info_text(HEAD, "t0-000001")
         assert b"t0-000001" in tty.shown
         logs.emit_info({"event": "run.done", "trace_id": "t0-000002", "level": "info",
@@ -170,7 +170,7 @@ def test_lines_never_flushed_reach_the_file_at_interpreter_exit(tmp_path: Path) 
     path = tmp_path / "tmy.log"
     code = (
         "from tmy import logs\n"
-        "logs._BOUND = {}\n"
+        "logs.BOUND = {}\n"
         f"logs.configure('info', {str(path)!r})\n"
         f"assert logs.emit_info_text({HEAD!r}, 't0-000001')\n"
         "logs.emit_info({'event': 'run.done', 'trace_id': 't0-000002', 'level': 'info',"

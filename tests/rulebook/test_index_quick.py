@@ -13,7 +13,7 @@ from tmy.executors import default_registry
 from tmy.rulebook.index import TriggerIndex
 from tmy.rulebook.loader import load_sources
 from tmy.rulebook.model import Rulebook
-from tmy.rulebook.triggers import Match
+from tmy.rulebook.triggers import Match, question_after
 
 PLAIN = """
 rules:
@@ -83,15 +83,19 @@ def test_quick_is_match_and_its_match_a_whole_one(text: str) -> None:
     quick = index.quick
     assert quick is not None
     shown = text.strip()
-    got = quick(shown.casefold(), shown)
     want = index.match(text)
-    assert got == want
-    if got is None:
+    entry = quick(shown.casefold())
+    if want is None:
+        assert entry is None
         return
+    assert entry is not None and (entry[1], entry[2]) == (want.rule, want.trigger)
+    assert question_after(entry[2], shown.casefold(), shown) == want.question
+    got = index.folded.best(shown.casefold(), shown)  # the Match of that entry, as made
+    assert got == want
     built = Match(got.rule, got.trigger, got.magic, got.question, {})
     assert got == built and repr(got) == repr(built)
     assert got.magic == got.trigger.magic
     assert dataclasses.replace(got) == got
     assert [f.name for f in dataclasses.fields(got)] == [f.name for f in dataclasses.fields(built)]
-    again = quick(shown.casefold(), shown)
+    again = index.folded.best(shown.casefold(), shown)
     assert again is not got and again.groups is not got.groups  # a fresh dict per match

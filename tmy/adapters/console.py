@@ -101,7 +101,7 @@ class ConsoleAdapter:
                 if line.strip() in ("/quit", "/exit"):
                     break
                 reply = await handle(
-                    Message(
+                    Message.new(
                         line,
                         user=self.user,
                         chat=self.chat,

@@ -55,6 +55,7 @@ from tmy.engine.tracing import (
 from tmy.executors.registry import Registry
 from tmy.logs import get_logger, preview
 from tmy.message import Message, Reply
+from tmy.rulebook.index import match_of
 from tmy.rulebook.model import Rule, Rulebook
 from tmy.rulebook.triggers import Match
 from tmy.values.compiled import to_text
@@ -71,6 +72,7 @@ _perf_counter = time.perf_counter
 PLANS_SPARE = 1_000
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 _NO_HIT: Any = object()  # Engine._planned: past the gates, the index found no rule
+_UNMADE: Any = object()  # Engine._planned: the index's entry hit, its Match not made yet
 
 
 class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
@@ -105,7 +107,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         self._now_cache: tuple[int, str] = (0, "")
         self.fixed_now = fixed_now  # pins NOW (YAML rule tests' ``now:``); see pin_now
         self.dry_run = dry_run
-        self._meters: dict[str, Any] = {}  # per platform: received/matched/unmatched counters
+        self._meters: dict[str, Any] = {}  # per platform: its matched and unmatched counters
         self._runs: dict[str, Any] = {}  # per rule id: its (ok, error) run counters
         # per rule: its steps when its run is only constants (running.constant_plan), or None
         self._plans: dict[Rule, ConstantPlan | None] = {}
@@ -209,14 +211,12 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             match = await replies.session_match(rulebook, self.services.store, message, text)
             if match is not None and match.rule.debounce:
                 return await self._burst(match, message, trace_id)
+        if match is None:
+            return self._unmatched(rulebook, message, text, trace_id)  # counted there
         meters = self._meters.get(message.platform)  # metrics.message, without two calls
         if meters is None:
             meters = self._meters_of(message.platform)
-        meters[0].value += 1
-        if match is None:
-            meters[2].value += 1
-            return self._unmatched(rulebook, message, text, trace_id)
-        meters[1].value += 1
+        meters[0].value += 1.0
         rule = match.rule
         switch = self.switch
         if switch is not None:
@@ -247,33 +247,30 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         runs = self._runs.get(reply.rule)  # metrics.run, without two calls
         if runs is None:
             runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
-        runs[0 if reply.error is None else 1].value += 1
+        runs[0 if reply.error is None else 1].value += 1.0
         return reply
 
     def _planned(self, message: Message, trace_id: str) -> Any:
-        """:meth:`_handle`'s way for the usual message (plain ASCII text and ids, no
-        event or command) without a coroutine: the reply when a constant rule answers
-        it (the chat's switch verdict cached and on, no cooldown) or, in a rulebook
-        without sessions, when no rule does. Else, having counted and logged nothing,
-        what :meth:`_handle` goes on from: the Match, :data:`_NO_HIT` (no rule, a
-        session may take it), or None (not that usual: from the start)."""
+        """:meth:`_handle`'s way, no coroutine, for plain ASCII text and ids, no event or
+        command: the reply when a constant rule answers (switch verdict cached "on", no
+        cooldown) or, without sessions, no rule does. Else, having counted and logged
+        nothing, what :meth:`_handle` goes on from: the Match, :data:`_NO_HIT` or None."""
         text, user, chat, platform = message.text, message.user, message.chat, message.platform
         if (
             message.event is not None
             or not type(text) is type(user) is type(chat) is type(platform) is str
         ):
             return None
-        ids = user + chat + platform  # one ASCII check (and the line's plain check's key)
+        ids = f"{user}\0{chat}\0{platform}"  # plans.joined_ids: ASCII check; the line's key
         settings = self.settings
         if not (
             text.isascii()
             and ids.isascii()
             and len(text) <= settings.max_message_chars
-            and len(ids) <= settings.max_id_chars
+            and len(ids) <= settings.max_id_chars + 2
         ):
             return None
-        commands = self.commands
-        if commands is not None and text.startswith(commands.prefix):
+        if (commands := self.commands) is not None and text.startswith(commands.prefix):
             return None
         if not message.is_admin and self._admins is not None:
             message.is_admin = self._admins.judge(message)
@@ -281,53 +278,54 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         quick = rulebook.index.quick
         if quick is not None and not rulebook.has_filters:  # TriggerIndex.match's first way
             shown = text.strip()
-            match = quick(shown.casefold(), shown)
+            folded = shown.casefold()
+            entry = quick(folded)  # no Match made: a constant rule's answer needs none
+            if entry is None:
+                match = None
+            else:
+                rule, trigger, match = entry[1], entry[2], _UNMADE
+                n = len(trigger.literal)  # QUESTION: triggers.question_after, inline
+                src = shown if len(shown) == len(folded) else folded
+                question = src[n:].strip() if len(folded) > n else ""
         else:  # filters or regex triggers (a regex timeout is logged under this trace id)
             match = traced_match(rulebook, message, text, trace_id)
-        if match is None:
-            if rulebook.has_sessions:
-                return _NO_HIT
-            meters = self._meters.get(platform)
-            if meters is None:
-                meters = self._meters_of(platform)
-            meters[0].value += 1
-            meters[2].value += 1
-            return self._unmatched(rulebook, message, text, trace_id)
-        rule = match.rule
+            if match is not None:
+                rule, trigger, question = match.rule, match.trigger, match.question
+        if match is None:  # a session may take it, else no rule does (counted there)
+            has_sessions = rulebook.has_sessions
+            return _NO_HIT if has_sessions else self._unmatched(rulebook, message, text, trace_id)
         try:  # a subscript, not .get: ~100 instructions less on the way every FAQ takes
             plan = self._plans[rule]
         except KeyError:
             plan = self._plan(rule)
         if (
-            plan is None
-            or rule.cooldown is not None
-            or (message.reply_to and message.api is not None)  # a quote to fetch: general
+            plan is not None
+            and rule.cooldown is None
+            and not (message.reply_to and message.api is not None)  # a quote to fetch: general
         ):
-            return match
-        started = _perf_counter()
-        verdicts = self._verdicts
-        if verdicts is not None:  # ChatSwitch.cached, inline: a fresh verdict "on", else general
-            verdict = verdicts.get((platform, chat))
-            if verdict is None or verdict[0] or verdict[1] <= started:
-                return match
-        elif self._switch is not None and self._switch.cached(message) is not False:
-            return match
-        try:
-            meters = self._meters[platform]
-        except KeyError:
-            meters = self._meters_of(platform)
-        meters[0].value += 1
-        meters[1].value += 1
-        if plan.one and self.observer is None and logs.INFO_ENABLED:
-            reply = plan.run(match, message, text, trace_id, started, ids)  # a FAQ answer
-        else:
-            reply = plan.run_watched(match, message, text, trace_id, started, self.observer)
-        try:
-            runs = self._runs[reply.rule]
-        except KeyError:
-            runs = self._runs[reply.rule] = metrics.run_meters(reply.rule)
-        runs[0].value += 1
-        return reply
+            started = _perf_counter()
+            verdicts = self._verdicts
+            if verdicts is not None:  # ChatSwitch.cached, inline: a fresh verdict "on"
+                chats = verdicts.get(platform)
+                verdict = None if chats is None else chats.get(chat)
+                on = verdict is not None and not verdict[0] and verdict[1] > started
+            else:
+                on = self._switch is None or self._switch.cached(message) is False
+            if on:  # a constant rule answers, here
+                try:
+                    meters = self._meters[platform]
+                except KeyError:
+                    meters = self._meters_of(platform)
+                meters[0].value += 1.0  # matched (received is matched + unmatched)
+                if plan.one and self.observer is None and logs.INFO_ENABLED:  # a FAQ answer
+                    reply = plan.run(trigger, question, message, text, trace_id, started, ids)
+                else:
+                    reply = plan.run_watched(
+                        trigger, question, message, text, trace_id, started, self.observer
+                    )
+                plan.ok.value += 1.0  # metrics.run, without the lookup (the reply is its rule's)
+                return reply
+        return match_of(entry, question) if match is _UNMADE else match  # the general run's
 
     async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:
         """The gates before the rules, and the index's answer: (text, match), or (the
@@ -381,7 +379,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         return plan
 
     def _meters_of(self, platform: str) -> Any:
-        """The (received, matched, unmatched) counters of ``platform``, kept by the engine."""
+        """The (matched, unmatched) counters of ``platform``, kept by the engine."""
         if len(self._meters) >= 1000:  # platform names come from callers: stay bounded
             self._meters.clear()
         meters = self._meters[platform] = metrics.message_meters(platform)

@@ -25,14 +25,17 @@ from typing import Any
 
 import orjson
 
-from tmy import logs, metrics
+from tmy import logs, metrics, redact
 from tmy.engine.tracing import log_run, step_fields
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
 from tmy.rulebook.model import Rule, Step
-from tmy.rulebook.triggers import Match
+from tmy.rulebook.triggers import Match, Trigger
 
 _perf_counter = time.perf_counter
+_time = time.time
+_STAMP = logs.STAMP  # (millisecond, timestamp): one list, kept current in place
+_stamp_ms = logs.stamp_ms
 _floor = math.floor  # a non-negative float's int, without int()'s class call
 _STEP_END = ',"skipped":false}'
 # ".0", ".001" … ".999": the fraction of a float ms (a whole number of µs / 1000) as repr
@@ -75,7 +78,20 @@ def constant_plan(rule: Rule, max_reply_chars: int) -> ConstantPlan | None:
 class ConstantPlan:
     """A constant rule's steps, and the parts of its ``run.done`` line every run repeats."""
 
-    __slots__ = ("answer", "heads", "one", "open", "rule", "step_heads", "steps", "tail")
+    __slots__ = (
+        "answer",
+        "counts",
+        "first_bound",
+        "heads",
+        "meter",
+        "ok",
+        "one",
+        "open",
+        "rule",
+        "step_heads",
+        "steps",
+        "tail",
+    )
 
     def __init__(self, rule: Rule, steps: tuple[Step, ...], answer: str) -> None:
         self.rule = rule
@@ -88,10 +104,16 @@ class ConstantPlan:
         self.step_heads = tuple(_step_head(step) for step in steps)
         self.one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
         self.open = ',"steps":[' + self.step_heads[0]
+        self.ok = metrics.run_meters(rule.id)[0]  # its rule's ok-runs counter (metrics.run)
+        # the first step's histogram child (tmy.metrics.instruments), for run's inline observe
+        self.meter = metrics.step_meter(steps[0].spec.name)
+        self.counts = self.meter.counts
+        self.first_bound = self.meter.bounds[0]
 
     def run(
         self,
-        match: Match,
+        trigger: Trigger,
+        q: str,
         message: Message,
         text: str,
         trace_id: str,
@@ -101,12 +123,11 @@ class ConstantPlan:
         """A one-step plan's whole run: :meth:`reply`, its step metric and :meth:`log`'s
         line (else :func:`log_run`'s) in one frame — the engine's way for a FAQ answer.
 
-        One clock reading times the step and the run: nothing runs between them. The
-        record and reply are made field by field, as their dataclasses' ``__init__``
-        would make them (``tests/engine/test_plans.py`` compares them whole).
-        ``ids``: the user, chat and platform ids joined (the engine joined them for its
-        ASCII check): when they and the text are :func:`_plain`, what the message brings
-        is written as it is, the whole line one f-string.
+        One clock reading times the step and the run: nothing runs between them. Record
+        and reply are made field by field, as their ``__init__`` would make them
+        (``tests/engine/test_plans.py`` compares them whole). ``trigger``, ``q``: what
+        matched, and QUESTION; ``ids``: :func:`joined_ids` (the engine's ASCII check's):
+        when they and the text are :func:`_plain`, the whole line is one f-string.
         """
         step = self.steps[0]
         value = self.answer
@@ -120,12 +141,11 @@ class ConstantPlan:
         record.ms = micros / 1000
         record.skipped = False
         record.extra = {}
-        meter = step.meter  # the histogram child (tmy.metrics.instruments)
-        if meter is None:
-            meter = step.meter = metrics.step_meter(step.spec.name)
-        bounds = meter.bounds  # its observe(seconds), inline; a constant is in the first bucket
-        meter.counts[0 if seconds <= bounds[0] else _bisect(bounds, seconds)] += 1
-        meter.sum += seconds
+        if seconds <= self.first_bound:  # the step histogram's observe(seconds), inline:
+            self.counts[0] += 1.0  # a constant's step is in the first bucket
+        else:
+            self.counts[_bisect(self.meter.bounds, seconds)] += 1.0
+        self.meter.sum += seconds
         reply = _new(Reply)
         reply.text = value
         reply.rule = self.rule.id
@@ -134,27 +154,55 @@ class ConstantPlan:
         reply.steps = [record]
         reply.stopped = False
         reply.approve_reason = ""
-        trigger = match.trigger
-        q = match.question
-        if trigger is not None and len(text) <= PREVIEW and type(q) is str and len(q) <= PREVIEW:
+        if len(text) <= PREVIEW and len(q) <= PREVIEW:
             try:
                 head = self.heads[trigger.source]
             except KeyError:
                 head = self._head(trigger.source)
             ms = _SUB_MS[micros] if micros < 1000 else f"{micros // 1000}{_FRAC[micros % 1000]}"
-            if _plain(text) and _plain_ids(ids):  # QUESTION, a part of the text, is too
-                line = (
-                    f'{head},"text":"{text}","question":"{q}","user":"{message.user}",'
-                    f'"chat":"{message.chat}","platform":"{message.platform}"'
-                    f"{self.tail}{ms}{self.open}{ms}{_CLOSE}"
-                )
-            else:
-                said = _said(text, q, message)
-                line = said and f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}"
-            if line and logs.emit_info_text(line, trace_id):
-                return reply
+            try:  # said_ids, inline
+                who = _SAID_IDS[ids]
+            except KeyError:
+                who = said_ids(ids, message)
+            sink = logs.SINK  # logs.emit_info_text, inline: the whole line in one f-string
+            if sink is not None and not logs.BOUND:
+                now = _floor(_time() * 1000)
+                if now != _STAMP[0]:
+                    _STAMP[1] = _stamp_ms(now)
+                    _STAMP[0] = now
+                # _plain(text), inline (QUESTION, a part of the text, is plain too)
+                if who is not None and text.isprintable() and '"' not in text and "\\" not in text:
+                    line = (
+                        f'{head},"text":"{text}","question":"{q}",{who}'
+                        f"{self.tail}{ms}{self.open}{ms}{_CLOSE}{trace_id}"
+                        f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
+                    ).encode()
+                else:
+                    line = self._escaped(head, text, q, message, ms, trace_id)
+                if line is not None:
+                    if redact.LINE_SECRETS:
+                        line = redact.redact_line(line)
+                    try:
+                        sink.out(line)
+                    except ValueError:  # a file opened anew since (logrotate), or closed
+                        sink.write(line)
+                    return reply
+        match = Match(self.rule, trigger, trigger.magic, q)
         log_run(match, message, text, reply, seconds, True, False, None, trace=trace_id)
         return reply
+
+    def _escaped(
+        self, head: str, text: str, q: str, message: Message, ms: str, trace_id: str
+    ) -> bytes | None:
+        """:meth:`run`'s line when what the message brings needs escaping: orjson's (None:
+        it refuses a value — :func:`log_run` writes the line)."""
+        said = _said(text, q, message)
+        if said is None:
+            return None
+        return (
+            f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}{trace_id}"
+            f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
+        ).encode()
 
     def reply(self, trace_id: str, started: float | None = None) -> Reply:
         """Run the steps: the reply (and records) the general run would return.
@@ -186,7 +234,8 @@ class ConstantPlan:
 
     def run_watched(
         self,
-        match: Match,
+        trigger: Trigger,
+        q: str,
         message: Message,
         text: str,
         trace_id: str,
@@ -199,6 +248,7 @@ class ConstantPlan:
         reply = self.reply(trace_id, started)
         if logs.INFO_ENABLED or observer is not None:
             seconds = _perf_counter() - started
+            match = Match(self.rule, trigger, trigger.magic, q)
             if observer or not self.log(match, message, text, reply, seconds):
                 token = logs.TRACE.set(trace_id)
                 try:
@@ -235,12 +285,9 @@ class ConstantPlan:
             and type(chat) is str
             and type(platform) is str
             and _plain(text)  # QUESTION, a part of the text, is too (as in run)
-            and _plain_ids(f"{user}{chat}{platform}")
+            and (who := said_ids(joined_ids(user, chat, platform), message)) is not None
         ):
-            said = (
-                f'"text":"{text}","question":"{q}","user":"{user}",'
-                f'"chat":"{chat}","platform":"{platform}"'
-            )
+            said = f'"text":"{text}","question":"{q}",{who}'
         else:
             said = _said(text, q, message)
             if said is None:
@@ -276,21 +323,38 @@ def _plain(text: str) -> bool:
     return text.isprintable() and '"' not in text and "\\" not in text
 
 
-_PLAIN_IDS: dict[str, bool] = {}  # joined ids -> _plain: a chat's ids come again and again
-_PLAIN_IDS_KEPT = 10_000  # ~100 B each: bounded however many users write
+# joined ids ("user\0chat\0platform") -> their part of the line as written when they are
+# _plain, or None (orjson escapes them): a chat's ids come again and again
+_SAID_IDS: dict[str, str | None] = {}
+_SAID_IDS_KEPT = 10_000  # ~250 B each: bounded however many users write
 
 
-def _plain_ids(ids: str) -> bool:
-    """:func:`_plain` of a message's joined ids, kept: it looks at every character (~30
-    instructions each), a dict finds the answer for the next message of the same chat in
-    a tenth of that."""
+def joined_ids(user: str, chat: str, platform: str) -> str:
+    """The key :func:`said_ids` keeps its answers under (the engine joins it inline)."""
+    return f"{user}\0{chat}\0{platform}"
+
+
+def said_ids(ids: str, message: Message) -> str | None:
+    """``"user":…,"chat":…,"platform":…`` of ``message`` as a ``run.done`` line writes them
+    when they are :func:`_plain` (else None), kept per :func:`joined_ids` key: the check
+    looks at every character (~30 instructions each), the kept part is one lookup and
+    three fields fewer to splice per line.
+
+    The key is unambiguous where it matters: with exactly two NULs it splits one way
+    only; with more, some id holds a NUL — not printable — and every message under that
+    key is answered None.
+    """
     try:
-        return _PLAIN_IDS[ids]
+        return _SAID_IDS[ids]
     except KeyError:
-        if len(_PLAIN_IDS) >= _PLAIN_IDS_KEPT:
-            _PLAIN_IDS.clear()
-        plain = _PLAIN_IDS[ids] = _plain(ids)
-        return plain
+        pass
+    if len(_SAID_IDS) >= _SAID_IDS_KEPT:
+        _SAID_IDS.clear()
+    user, chat, platform = message.user, message.chat, message.platform
+    plain = _plain(f"{user}{chat}{platform}")
+    said = f'"user":"{user}","chat":"{chat}","platform":"{platform}"' if plain else None
+    _SAID_IDS[ids] = said
+    return said
 
 
 def _said(text: str, q: str, message: Message) -> str | None:

@@ -59,8 +59,12 @@ class Refusals:
         """No rule for this message: one cheap info line, so its trace id leads somewhere.
 
         The reason is found only now (a second lookup without filters), so the
-        matched path pays nothing for it.
+        matched path pays nothing for it. Counted here (metrics.message, unmatched).
         """
+        meters = self._meters.get(message.platform)
+        if meters is None:
+            meters = self._meters_of(message.platform)
+        meters[1].value += 1.0  # unmatched (received is matched + unmatched)
         observer = self.observer
         if not rulebook.has_filters and observer is None:  # nothing but the line is logged
             if logs.INFO_ENABLED:

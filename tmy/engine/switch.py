@@ -39,14 +39,16 @@ class ChatSwitch:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        # (platform, chat) -> (off, fresh until on the perf_counter clock): the engine reads
-        # it inline on its FAQ way, as :meth:`cached` does
-        self.verdicts: dict[tuple[str, str], tuple[bool, float]] = {}
+        # platform -> chat -> (off, fresh until on the perf_counter clock): the engine reads
+        # it inline on its FAQ way, as :meth:`cached` does (two lookups of strings whose
+        # hash is kept, not a (platform, chat) key built, hashed and compared per message)
+        self.verdicts: dict[str, dict[str, tuple[bool, float]]] = {}
         self._reads = ReadBatch()  # this loop turn's lookups, read together
 
     def cached(self, message: Message) -> bool | None:
         """The cache's verdict for ``message``'s chat while fresh; None when unknown or stale."""
-        hit = self.verdicts.get((message.platform, message.chat))
+        chats = self.verdicts.get(message.platform)
+        hit = None if chats is None else chats.get(message.chat)
         if hit is not None and hit[1] > _clock():
             return hit[0]
         return None
@@ -54,14 +56,23 @@ class ChatSwitch:
     async def is_off(self, message: Message) -> bool:
         """Whether the bot is off in ``message``'s chat (False when the store cannot say)."""
         now = _clock()
-        hit = self.verdicts.get((message.platform, message.chat))
-        if hit is not None and hit[1] > now:
+        if (hit := self.verdicts.get(message.platform, {}).get(message.chat)) and hit[1] > now:
             return hit[0]
         off = await self._lookup(off_key(message))
-        if len(self.verdicts) >= _OFF_CACHE_MAX:
-            self.verdicts.clear()
-        self.verdicts[(message.platform, message.chat)] = (off, now + OFF_CACHE_SECONDS)
+        self._keep(message, off, now + OFF_CACHE_SECONDS)
         return off
+
+    def _keep(self, message: Message, off: bool, until: float) -> None:
+        """Cache a verdict, at most :data:`_OFF_CACHE_MAX` chats per platform (and as many
+        platforms): past that the platform's are dropped and read again."""
+        chats = self.verdicts.get(message.platform)
+        if chats is None:
+            if len(self.verdicts) >= _OFF_CACHE_MAX:
+                self.verdicts.clear()
+            chats = self.verdicts[message.platform] = {}
+        elif len(chats) >= _OFF_CACHE_MAX:
+            chats.clear()
+        chats[message.chat] = (off, until)
 
     async def _lookup(self, key: str) -> bool:
         """Whether ``key`` is stored, read with the other lookups of this loop turn (False
@@ -80,4 +91,4 @@ class ChatSwitch:
             await self.store.set(key, {"by": f"{message.platform}:{message.user}"})
         else:
             await self.store.delete(key)
-        self.verdicts[(message.platform, message.chat)] = (off, _clock() + OFF_CACHE_SECONDS)
+        self._keep(message, off, _clock() + OFF_CACHE_SECONDS)

@@ -92,7 +92,7 @@ def preview(value: Any, limit: int = PREVIEW) -> Any:
     return value if len(value) <= limit else value[:limit] + f"…(+{len(value) - limit})"
 
 
-def _stamp_ms(ms: int) -> str:
+def stamp_ms(ms: int) -> str:
     """ISO-8601 UTC to the millisecond; the date and time part is formatted once a second."""
     sec = ms // 1000  # not divmod: a builtin's call and a tuple, for every new millisecond
     if sec != _second[0]:
@@ -102,7 +102,7 @@ def _stamp_ms(ms: int) -> str:
 
 
 _MILLIS = tuple(f"{frac:03d}Z" for frac in range(1000))  # "000Z" … "999Z": no format per line
-_stamp: list[Any] = [0, ""]  # (millisecond, its timestamp)
+STAMP: list[Any] = [0, ""]  # (millisecond, its timestamp)
 _second: list[Any] = [0, ""]  # (second, its date-and-time prefix)
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
@@ -128,7 +128,7 @@ def _report_repeats() -> None:
                 extra={"tmy_repeat_summary": True},
             )
             continue
-        sink = _sink
+        sink = SINK
         if sink is None:
             continue
         line = sample.decode("utf-8", errors="replace") if isinstance(sample, bytes) else sample
@@ -141,7 +141,13 @@ def _report_repeats() -> None:
         sink.msg(_line("warning", event, None, 0, limit=False))
 
 
-_sink: JsonLines | None = None
+# Where lines go (None: not configured — through structlog). Like INFO_ENABLED it is read
+# as ``logs.SINK`` by a caller that renders whole info lines itself and writes them without
+# a call of ours per line (tmy.engine.plans: a FAQ answer's run.done line, one f-string,
+# :func:`emit_info_text` inline): that caller also reads BOUND (context bound: its lines
+# take emit_event's way), STAMP (the millisecond and its timestamp, kept current with
+# :func:`stamp_ms` by whoever writes first in it) and :data:`tmy.redact.LINE_SECRETS`.
+SINK: JsonLines | None = None
 INFO_ENABLED = True  # read by the engine to skip building previews nobody will see
 DEBUG_ENABLED = False
 
@@ -153,7 +159,7 @@ def emit(level: str, event: str, **fields: Any) -> None:
     structlog's bound-logger layers: these five events per message are the
     daemon's hottest code. Callers check INFO_ENABLED / DEBUG_ENABLED first.
     """
-    sink = _sink
+    sink = SINK
     if sink is None:  # not configured (a library user): go through structlog
         getattr(structlog.get_logger("tmy"), level)(event, **fields)
         return
@@ -172,7 +178,7 @@ def emit_event(level: str, event: dict[str, Any], trace_id: str | None) -> None:
     Same line, same redaction. Callers check INFO_ENABLED / DEBUG_ENABLED first.
     ``event`` is left as it was: the engine hands the same dict to its observer.
     """
-    sink = _sink
+    sink = SINK
     if sink is None:  # not configured (a library user): through structlog
         fields = {k: v for k, v in event.items() if k != "event"}  # the caller's dict intact
         token = TRACE.set(trace_id)
@@ -198,23 +204,23 @@ def emit_info(event: dict[str, Any]) -> None:
     once and written. With context variables bound (a plugin's) or no sink
     configured, it takes :func:`emit_event`'s way. Callers check INFO_ENABLED first.
     """
-    sink = _sink
+    sink = SINK
     if sink is None:  # not configured (a library user): through structlog
         fields = {k: v for k, v in event.items() if k not in _STAMPED}
         fields["event"] = event["event"]
         emit_event("info", fields, event["trace_id"])
         return
-    if _BOUND:  # context a plugin bound: merged in front, as every other line has it
+    if BOUND:  # context a plugin bound: merged in front, as every other line has it
         line = _line("info", event, event["trace_id"], _NEWLINE)
         if line is not None:
             sink.write(line)
         return
     now = _time()
     ms = _floor(now * 1000)
-    if ms != _stamp[0]:
-        _stamp[1] = _stamp_ms(ms)
-        _stamp[0] = ms
-    event["timestamp"] = _stamp[1]
+    if ms != STAMP[0]:
+        STAMP[1] = stamp_ms(ms)
+        STAMP[0] = ms
+    event["timestamp"] = STAMP[1]
     try:
         line = orjson.dumps(event, option=_NEWLINE)
     except TypeError:
@@ -238,16 +244,16 @@ def emit_info_text(head: str, trace_id: str) -> bool:
     written): the caller logs the line through :func:`emit_event` — no sink
     configured, or context variables a plugin bound (merged in front of every line).
     """
-    sink = _sink
-    if sink is None or _BOUND:
+    sink = SINK
+    if sink is None or BOUND:
         return False
     now = _time()
     ms = _floor(now * 1000)
-    if ms != _stamp[0]:
-        _stamp[1] = _stamp_ms(ms)
-        _stamp[0] = ms
-    line = f'{head}{trace_id}","level":"info","timestamp":"{_stamp[1]}"}}\n'.encode()
-    if redact._raw:  # redact.active(), inline: every FAQ answer's line passes here
+    if ms != STAMP[0]:
+        STAMP[1] = stamp_ms(ms)
+        STAMP[0] = ms
+    line = f'{head}{trace_id}","level":"info","timestamp":"{STAMP[1]}"}}\n'.encode()
+    if redact.LINE_SECRETS:  # redact.active(), inline: every FAQ answer's line passes here
         line = redact.redact_line(line)
     try:
         sink.out(line)  # a file's own write: no frame of ours between
@@ -271,13 +277,13 @@ def flush() -> None:
     """
     if _repeats.pending():
         _report_repeats()
-    if _sink is not None:
-        _sink.flush()
+    if SINK is not None:
+        SINK.flush()
 
 
 # structlog's registry of the context variables bind_contextvars() has ever made:
 # empty (the usual case) means there is nothing to merge into a line.
-_BOUND: dict[str, Any] = getattr(structlog.contextvars, "_CONTEXT_VARS", {"?": None})
+BOUND: dict[str, Any] = getattr(structlog.contextvars, "_CONTEXT_VARS", {"?": None})
 
 TRACE: contextvars.ContextVar[str | None] = contextvars.ContextVar("tmy_trace_id", default=None)
 
@@ -308,16 +314,16 @@ def _line(
     """
     if trace_id is not None:
         event["trace_id"] = trace_id
-    if _BOUND:  # what plugins bind themselves (copying the context costs; skip when none)
+    if BOUND:  # what plugins bind themselves (copying the context costs; skip when none)
         ctx = structlog.contextvars.get_contextvars()
         if ctx:
             event = {**ctx, **event}
     event["level"] = level
     ms = _floor(time.time() * 1000)  # the timestamp, formatted once per millisecond
-    if ms != _stamp[0]:
-        _stamp[1] = _stamp_ms(ms)
-        _stamp[0] = ms
-    event["timestamp"] = _stamp[1]
+    if ms != STAMP[0]:
+        STAMP[1] = stamp_ms(ms)
+        STAMP[0] = ms
+    event["timestamp"] = STAMP[1]
     if "exc_info" in event:
         exc = event.pop("exc_info")
         if exc:
@@ -331,7 +337,7 @@ def _line(
     if redact.active():  # configured secrets (API keys, passwords) never reach the log
         line = redact.redact_line(line)
     if limit and level in _LIMITED:
-        key = line.replace(_stamp[1].encode(), b"", 1)
+        key = line.replace(STAMP[1].encode(), b"", 1)
         if not _repeats.allow(key, line):
             return None
     return line
@@ -355,23 +361,23 @@ def configure(
     file is opened anew within a flush (:mod:`tmy.logs.logfile`).
     Called once by the CLI; library code only ever asks :func:`get_logger`.
     """
-    global _sink, INFO_ENABLED, DEBUG_ENABLED
+    global SINK, INFO_ENABLED, DEBUG_ENABLED
     lvl = level_of(level)
     flush()
-    previous = _sink
+    previous = SINK
     if file:
         path = Path(file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _sink = JsonLines(LogFile(path, max_bytes, backups), interactive=False)
+        SINK = JsonLines(LogFile(path, max_bytes, backups), interactive=False)
     else:
         target = stream or sys.stderr
         raw = getattr(target, "buffer", target)
         tty = bool(getattr(target, "isatty", lambda: False)())
         if fmt == "console" or (fmt == "auto" and tty):
-            _sink = ConsoleLines(raw, colors=tty)
+            SINK = ConsoleLines(raw, colors=tty)
         else:
-            _sink = JsonLines(raw, interactive=tty)
-    sink = _sink
+            SINK = JsonLines(raw, interactive=tty)
+    sink = SINK
     structlog.configure(
         processors=[_render],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

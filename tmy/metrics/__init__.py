@@ -24,7 +24,14 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate_latest
 
-from tmy.metrics.instruments import MAX_LABEL_VALUES, OTHER, Children, HotMetric, outcomes
+from tmy.metrics.instruments import (
+    MAX_LABEL_VALUES,
+    OTHER,
+    Children,
+    HotMetric,
+    SumOfCounters,
+    outcomes,
+)
 
 __all__ = [
     "MAX_LABEL_VALUES",
@@ -64,12 +71,6 @@ _STORE_BUCKETS = (
 )  # fmt: skip
 
 
-MESSAGES_RECEIVED = HotMetric(
-    "tmy_messages_received",
-    "Messages received from chat platforms.",
-    ["platform"],
-    registry=REGISTRY,
-)
 MESSAGES_MATCHED = HotMetric(
     "tmy_messages_matched",
     "Received messages that matched a rule.",
@@ -80,6 +81,13 @@ MESSAGES_UNMATCHED = HotMetric(
     "tmy_messages_unmatched",
     "Received messages that matched no rule.",
     ["platform"],
+    registry=REGISTRY,
+)
+MESSAGES_RECEIVED = SumOfCounters(  # each message is matched or unmatched: their sum
+    "tmy_messages_received",
+    "Messages received from chat platforms.",
+    ["platform"],
+    (MESSAGES_MATCHED, MESSAGES_UNMATCHED),
     registry=REGISTRY,
 )
 RUNS = HotMetric(
@@ -177,13 +185,7 @@ RELOADS = Counter(
 )
 
 
-_messages = Children(
-    lambda p: (
-        MESSAGES_RECEIVED.labels(p),
-        MESSAGES_MATCHED.labels(p),
-        MESSAGES_UNMATCHED.labels(p),
-    )
-)
+_messages = Children(lambda p: (MESSAGES_MATCHED.labels(p), MESSAGES_UNMATCHED.labels(p)))
 _runs = Children(lambda r: (RUNS.labels(r, "ok"), RUNS.labels(r, "error")))
 _steps = Children(lambda p: STEP_SECONDS.labels(p))
 _store_ops = Children(lambda op: STORE_OP_SECONDS.labels(op))
@@ -205,23 +207,20 @@ _RELOAD_ERROR = RELOADS.labels("error")
 
 
 def message(platform: str, matched: bool) -> None:
-    """One message received from ``platform``; ``matched`` when it hit a rule."""
-    received, hit, missed = _messages(platform)
-    received.value += 1
-    if matched:
-        hit.value += 1
-    else:
-        missed.value += 1
+    """One message received from ``platform``; ``matched`` when it hit a rule (received
+    is their sum, :data:`MESSAGES_RECEIVED`)."""
+    _messages(platform)[0 if matched else 1].value += 1.0
 
 
-def message_meters(platform: str) -> tuple[Any, Any, Any]:
-    """(received, matched, unmatched) counters of ``platform``, for a caller that keeps them."""
+def message_meters(platform: str) -> tuple[Any, Any]:
+    """(matched, unmatched) counters of ``platform``, for a caller that keeps them (one
+    of them ``.value += 1`` per message: received is their sum)."""
     return _messages(platform)
 
 
 def run(rule: str, ok: bool) -> None:
     """One run of ``rule`` ended (``ok`` False when it ended with an error)."""
-    _runs(rule)[0 if ok else 1].value += 1
+    _runs(rule)[0 if ok else 1].value += 1.0
 
 
 def run_meters(rule: str) -> tuple[Any, Any]:

@@ -21,7 +21,14 @@ import ahocorasick
 from tmy.rulebook.dead import dead_triggers
 from tmy.rulebook.nearmiss import NearIndex, NearMiss, near_misses
 from tmy.rulebook.textform import TextMap, fold, normal_form, normalise
-from tmy.rulebook.triggers import KIND_RANK, Match, Trigger, is_word_prefix, regex_candidates
+from tmy.rulebook.triggers import (
+    KIND_RANK,
+    Match,
+    Trigger,
+    is_word_prefix,
+    question_after,
+    regex_candidates,
+)
 
 _new = object.__new__
 
@@ -119,8 +126,14 @@ class Side:
         return found
 
     def best(self, text: str, shown: str) -> Match | None:
-        """The best-ranked exact or prefix trigger matching ``text``, as a Match, without
-        filters (:meth:`collect` and a sort, for a :attr:`plain` side: no list, no sort).
+        """:meth:`best_entry` as a Match (``shown``: ``text`` before case folding)."""
+        entry = self.best_entry(text)
+        return None if entry is None else match_of(entry, question_after(entry[2], text, shown))
+
+    def best_entry(self, text: str) -> Entry | None:
+        """The best-ranked exact or prefix trigger entry matching ``text``, without filters
+        (:meth:`collect` and a sort, for a :attr:`plain` side: no list, no sort, and no
+        Match, which the engine's FAQ way does without: it asks this).
 
         Prefix lengths are tried longest first, and stop once no shorter literal can
         outrank the best hit (none of a higher priority): at 10,000 rules ``kw1*`` …
@@ -132,7 +145,6 @@ class Side:
             for e in exact:
                 if best is None or e[0] < best[0]:
                     best = e
-        at = 0  # where QUESTION starts (0: an exact hit, no question)
         prefix = self.prefix
         word = text.find(" ") + 1 if self.word_prefixes else 0  # "kw5 " of "kw5 hello"
         if word > 1:
@@ -140,7 +152,7 @@ class Side:
             if hit is not None:
                 for e in hit:
                     if best is None or e[0] < best[0]:
-                        best, at = e, word
+                        best = e
         size = len(text)
         top = self.prefix_top
         for n in self.prefix_longest:
@@ -154,17 +166,8 @@ class Side:
             if hit is not None:
                 for e in hit:
                     if best is None or e[0] < best[0]:
-                        best, at = e, n
-        if best is None:
-            return None
-        trig = best[2]
-        match = _new(Match)  # field by field: no __init__ frame (a FAQ answer's one Match)
-        match.rule = best[1]
-        match.trigger = trig
-        match.magic = trig.magic
-        match.question = "" if not at else (shown if len(shown) == size else text)[at:].strip()
-        match.groups = {}
-        return match
+                        best = e
+        return best
 
     def candidates(
         self, text: str, shown: str, kinds: frozenset[str] | None = None
@@ -271,6 +274,18 @@ def _as_sent(match: Match, form: tuple[str, str], shown: str, regex_match: Any) 
     return match
 
 
+def match_of(entry: Entry, question: str) -> Match:
+    """``Match(rule, trigger, magic, question, {})`` of an index entry, without a frame."""
+    trig = entry[2]
+    match = _new(Match)
+    match.rule = entry[1]
+    match.trigger = trig
+    match.magic = trig.magic
+    match.question = question
+    match.groups = {}
+    return match
+
+
 class TriggerIndex:
     """All triggers of a rulebook, indexed for constant-time matching."""
 
@@ -285,8 +300,9 @@ class TriggerIndex:
         self.sensitive.freeze()
         # the one lookup an ASCII text needs when every trigger is a case-folded exact or
         # prefix literal and no rule has filters to ask (:meth:`match`'s first way; the
-        # engine calls it directly): ``quick(shown.casefold(), shown)``; else None
-        self.quick = self.folded.best if self.folded.plain and not self.sensitive.used else None
+        # engine calls it directly): ``quick(shown.casefold())``, the best entry; else None
+        plain = self.folded.plain and not self.sensitive.used
+        self.quick = self.folded.best_entry if plain else None
 
     def match(self, text: str, admits: Callable[[Any], bool] | None = None) -> Match | None:
         """The best rule for ``text`` whose filters admit the message (``admits``; None:

@@ -201,6 +201,16 @@ class Match:
     groups: dict[str, Any] = field(default_factory=dict)
 
 
+def question_after(trig: Trigger, text: str, shown: str) -> str:
+    """QUESTION of an exact or prefix hit of ``trig`` on ``text``: what follows a prefix
+    literal, stripped ("" for an exact hit, and for the bare "echo" of "echo *"), cut from
+    ``shown`` (the text before case folding) when folding kept its length."""
+    n = len(trig.literal)
+    if len(text) <= n:
+        return ""
+    return (shown if len(shown) == len(text) else text)[n:].strip()
+
+
 def regex_candidates(entries: list[Any], shown: str) -> Iterator[tuple[Any, str, dict]]:
     """Regex triggers matching ``shown``, all of them within one time budget (``entries``:
     the index's (rank key, rule, trigger)).

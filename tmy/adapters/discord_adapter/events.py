@@ -69,7 +69,7 @@ def _event(
 ) -> Message:
     user_id = str(getattr(user, "id", user) or "")
     fields = {"user": user_id, "chat": chat, "guild": str(guild_id or ""), **data}
-    return Message(
+    return Message.new(
         "",
         user=user_id,
         chat=chat,

@@ -118,7 +118,7 @@ class Receiving:
         text = text or placeholder(attachments)
         if not text:
             return None  # a bare mention (or an embed-only message)
-        return Message(
+        return Message.new(
             text,
             user=str(message.author.id),
             chat=str(message.channel.id),

@@ -105,7 +105,7 @@ def _message(
     if not text.strip() and not attachments:
         return None
     parent = str(m.get("parent_id") or "") or None
-    message = Message(
+    message = Message.new(
         text.strip(),
         user=user,
         chat=str(m["chat_id"]),
@@ -216,7 +216,7 @@ def _event(
     name: str = "",
     **data: Any,
 ) -> Message:
-    return Message(
+    return Message.new(
         "",
         user=user,
         chat=chat or f"private:{user}",

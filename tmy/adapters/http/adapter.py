@@ -299,6 +299,6 @@ class HttpAdapter:
         attachments = tuple(p for p in pictures if p is not None)
         # the body names its user: admins: judge the key (key:…, on the message's platform)
         judged = admin_as(request, self.api_keys)
-        message = Message(text, attachments=attachments, admin_as=judged, **fields)
+        message = Message.new(text, attachments=attachments, admin_as=judged, **fields)
         reply = await self._handle(message)
         return web.json_response(reply.as_dict(), dumps=dumps)

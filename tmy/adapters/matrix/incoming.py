@@ -164,7 +164,7 @@ def _base(
     """A Message from ``user`` (default: ``raw``'s sender) in ``room`` (``fields``: the
     rest of Message's)."""
     user = user or raw["sender"]
-    return Message(
+    return Message.new(
         text,
         user=user,
         chat=room,
@@ -327,7 +327,7 @@ def _redaction(
         kind = "message_recall"
     if data["user"] == me.user_id and kind == "reaction":
         return None
-    message = Message(
+    message = Message.new(
         "",
         user=data["user"],
         chat=room,

@@ -103,7 +103,7 @@ def to_message(
     name = sender.get("card") or sender.get("nickname") if type(sender) is dict else None
     if type(name) is not str or anonymous is not None:
         name = _display_name(event)  # an anonymous sender's name, or a number to read as text
-    return Message(
+    return Message.new(
         text,
         user=user,
         chat=chat,

@@ -55,7 +55,7 @@ def to_event(self_id: str, payload: dict[str, Any]) -> Message | None:
     if not user or actor == self_id:
         log.debug("onebot.own_event", raw=raw, self_id=self_id, user=user)
         return None
-    return Message(
+    return Message.new(
         "",
         user=user,
         chat=chat,

@@ -282,7 +282,7 @@ class OpenAIFacade:
             if problem is not None:
                 param = {"user": "user", "user_name": "messages"}.get(key)
                 raise OpenAIError(400, problem, param=param, code="invalid_id")
-        message = Message(
+        message = Message.new(
             text,
             platform=self.name,
             mentions_bot=True,  # a request to the API is always addressed to the bot

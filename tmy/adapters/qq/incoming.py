@@ -139,7 +139,7 @@ def _message(
         return None
     roles = {str(r) for r in (d.get("member") or {}).get("roles") or ()}
     quoted = (d.get("message_reference") or {}).get("message_id")  # guild messages only
-    message = Message(
+    message = Message.new(
         text,
         user=user,
         chat=chat,
@@ -170,7 +170,7 @@ def _member(kind: str, d: dict[str, Any], event_id: str, me: dict[str, str]) -> 
     event_kind = "member_join"
     if kind == "GUILD_MEMBER_REMOVE":
         event_kind, data["kicked"] = "member_leave", bool(operator)
-    message = Message(
+    message = Message.new(
         "",
         user=user_id,
         chat=chat,

@@ -106,7 +106,7 @@ def _message(
         quoted_user = (content.quoted or {}).get("user", "")
         if quoted_user == self_id or content.reply_to in sent_by_bot:
             content.mentions_bot = True  # a reply to the bot addresses it
-    msg = Message(
+    msg = Message.new(
         content.text,
         user=user,
         chat=str(channel.get("id") or ""),
@@ -177,7 +177,7 @@ def _event(
     if private and channel.get("type") != DIRECT:
         chat = ""  # no private channel given: CHAT is private:<user>
     fields = {**data, "user": user, "chat": chat or f"private:{user}"}
-    message = Message(
+    message = Message.new(
         "",
         user=user,
         chat=chat,

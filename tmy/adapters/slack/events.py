@@ -113,7 +113,7 @@ def _incoming(
     if not channel:
         return None
     data = {"user": user, "chat": channel, **data}
-    message = Message(
+    message = Message.new(
         "",
         user=user,
         chat=channel,

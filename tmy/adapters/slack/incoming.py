@@ -84,7 +84,7 @@ def to_message(event: dict[str, Any], me: Me, threads: Container[str]) -> Incomi
     if in_thread and (event.get("parent_user_id") == me.user_id or thread in threads):
         mentioned = True
     private = event.get("channel_type") == "im" or channel.startswith("D")
-    message = Message(
+    message = Message.new(
         text,
         user=user,
         chat=channel,

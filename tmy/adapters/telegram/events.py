@@ -75,7 +75,7 @@ def _event(
     chat: Chat | None, user: User, kind: str, raw_kind: str, raw: Any, me: User, **data: Any
 ) -> Message:
     chat_id = str(chat.id) if chat is not None else str(user.id)
-    return Message(
+    return Message.new(
         "",
         user=str(user.id),
         chat=chat_id,

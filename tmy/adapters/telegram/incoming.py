@@ -60,7 +60,7 @@ def to_message(update: Update, me: User | None) -> Message | None:
         reply_to = str(quoted.message_id)
         if quoted.from_user is not None and quoted.from_user.id == me.id:
             mentioned = True
-    return Message(
+    return Message.new(
         text,
         user=str(sender.id),
         chat=str(m.chat.id),
