@@ -409,7 +409,7 @@ def _stop_logging_into(folder: Path) -> None:
     """Log elsewhere before ``folder`` goes: the log file's next flush would find its name
     gone, open it anew and warn that its directory is missing."""
     logs = sys.modules.get("tmy.logs")
-    sink = getattr(logs, "_sink", None)
+    sink = getattr(logs, "SINK", None)
     log_path = getattr(getattr(sink, "stream", None), "path", None)
     if logs is not None and log_path is not None and folder in Path(log_path).parents:
         logs.configure(LOG_LEVEL, stream=io.BytesIO())  # type: ignore[arg-type]

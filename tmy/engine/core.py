@@ -323,8 +323,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                     reply = plan.run_watched(
                         trigger, question, message, text, trace_id, started, self.observer
                     )
-                plan.ok.value += 1.0  # metrics.run, without the lookup (the reply is its rule's)
-                return reply
+                return reply  # its run counted by the plan (metrics.run)
         return match_of(entry, question) if match is _UNMADE else match  # the general run's
 
     async def _gates(self, message: Message, trace_id: str) -> tuple[Any, Match | None]:

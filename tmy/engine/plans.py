@@ -104,11 +104,13 @@ class ConstantPlan:
         self.step_heads = tuple(_step_head(step) for step in steps)
         self.one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
         self.open = ',"steps":[' + self.step_heads[0]
-        self.ok = metrics.run_meters(rule.id)[0]  # its rule's ok-runs counter (metrics.run)
-        # the first step's histogram child (tmy.metrics.instruments), for run's inline observe
-        self.meter = metrics.step_meter(steps[0].spec.name)
-        self.counts = self.meter.counts
-        self.first_bound = self.meter.bounds[0]
+        # its rule's ok-runs counter (metrics.run) and the first step's histogram child, for
+        # run's inline counts: made at the first run (a rule only matched in a chat where
+        # the bot is off never ran, and shows no series in /metrics)
+        self.ok: Any = None
+        self.meter: Any = None
+        self.counts: list[float] = []
+        self.first_bound = 0.0
 
     def run(
         self,
@@ -131,6 +133,9 @@ class ConstantPlan:
         """
         step = self.steps[0]
         value = self.answer
+        if self.ok is None:
+            self._first_run()
+        self.ok.value += 1.0  # metrics.run, without the lookup (the reply is its rule's)
         seconds = _perf_counter() - started
         micros = _floor(seconds * 1e6 + 0.5)
         record = _new(StepRecord)
@@ -191,6 +196,13 @@ class ConstantPlan:
         log_run(match, message, text, reply, seconds, True, False, None, trace=trace_id)
         return reply
 
+    def _first_run(self) -> None:
+        """The counters :meth:`run` counts in (see ``__init__``)."""
+        self.ok = metrics.run_meters(self.rule.id)[0]
+        self.meter = metrics.step_meter(self.steps[0].spec.name)
+        self.counts = self.meter.counts
+        self.first_bound = self.meter.bounds[0]
+
     def _escaped(
         self, head: str, text: str, q: str, message: Message, ms: str, trace_id: str
     ) -> bytes | None:
@@ -246,6 +258,9 @@ class ConstantPlan:
         dict, under the message's trace id), and its line: :meth:`reply` then :meth:`log`,
         or :func:`log_run`."""
         reply = self.reply(trace_id, started)
+        if self.ok is None:
+            self._first_run()
+        self.ok.value += 1.0
         if logs.INFO_ENABLED or observer is not None:
             seconds = _perf_counter() - started
             match = Match(self.rule, trigger, trigger.magic, q)

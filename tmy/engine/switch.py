@@ -43,6 +43,7 @@ class ChatSwitch:
         # it inline on its FAQ way, as :meth:`cached` does (two lookups of strings whose
         # hash is kept, not a (platform, chat) key built, hashed and compared per message)
         self.verdicts: dict[str, dict[str, tuple[bool, float]]] = {}
+        self._kept = 0  # verdicts in all platforms' dicts (at most _OFF_CACHE_MAX)
         self._reads = ReadBatch()  # this loop turn's lookups, read together
 
     def cached(self, message: Message) -> bool | None:
@@ -63,15 +64,16 @@ class ChatSwitch:
         return off
 
     def _keep(self, message: Message, off: bool, until: float) -> None:
-        """Cache a verdict, at most :data:`_OFF_CACHE_MAX` chats per platform (and as many
-        platforms): past that the platform's are dropped and read again."""
+        """Cache a verdict, at most :data:`_OFF_CACHE_MAX` in all (platform names come from
+        callers): past that every one is dropped and read again."""
+        if self._kept >= _OFF_CACHE_MAX:
+            self.verdicts.clear()
+            self._kept = 0
         chats = self.verdicts.get(message.platform)
         if chats is None:
-            if len(self.verdicts) >= _OFF_CACHE_MAX:
-                self.verdicts.clear()
             chats = self.verdicts[message.platform] = {}
-        elif len(chats) >= _OFF_CACHE_MAX:
-            chats.clear()
+        if message.chat not in chats:
+            self._kept += 1
         chats[message.chat] = (off, until)
 
     async def _lookup(self, key: str) -> bool:

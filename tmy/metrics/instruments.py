@@ -119,10 +119,11 @@ class SumOfCounters:
         name: str,
         doc: str,
         labelnames: list[str],
-        parts: tuple[HotMetric, ...],
+        parts: tuple[HotMetric, ...] = (),
         *,
         registry: CollectorRegistry,
     ) -> None:
+        """``parts`` may be given later (registered first, listed first)."""
         self.name = name
         self.doc = doc
         self.labelnames = labelnames

@@ -1,9 +1,10 @@
-"""Review of f900b2c (a FAQ answer's dispatch made cheaper, nothing users see changed):
-what it must not have changed, and what it did.
+"""What the engine counts and caches per message, on every way a message can take: each
+message counted once as matched or unmatched (received is their sum), run series only
+for rules that ran, the chat switch's verdicts per platform and chat within one bound,
+the ids' part of a FAQ line kept per unambiguous key (and the bench's log teardown).
 
 Real parts only: real rulebooks, a real SQLite store, the real App (tmy.testing.Bot),
-logging into a real buffer. Tests marked xfail(strict) fail on f900b2c: each names the
-fault; the fix removes the mark.
+logging into a real buffer.
 """
 
 from __future__ import annotations
@@ -128,12 +129,6 @@ async def test_ids_holding_nul_that_join_alike_log_their_own_fields(
 # == ChatSwitch.verdicts: platform -> chat -> (off, until) ==================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ChatSwitch._keep bounds chats per platform and platforms separately: the cache "
-    "holds up to _OFF_CACHE_MAX**2 verdicts (10^8) where it held 10^4; platform names "
-    "come from callers (the HTTP adapter's body)",
-)
 async def test_the_chat_switch_keeps_at_most_its_cap_of_verdicts_in_all(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,12 +162,6 @@ rules:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ConstantPlan.__init__ asks metrics.run_meters(rule.id) when the plan is made "
-    "(Engine._planned makes it before the switch check): a rule that never ran now "
-    "exports tmy_runs{outcome=ok|error} 0 series and takes a slot of the 1000-rule cap",
-)
 async def test_a_rule_matched_only_in_a_switched_off_chat_exports_no_runs(store: Store) -> None:
     switch = ChatSwitch(store)
     here = Message("quiet hours", user="u", chat="off-chat", platform="review-off")
@@ -187,11 +176,6 @@ async def test_a_rule_matched_only_in_a_switched_off_chat_exports_no_runs(store:
 # == the logs renames left no stale reader ==================================================
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bench/common.py:412 _stop_logging_into reads logs._sink (renamed SINK): "
-    "getattr(..., None) hides it, so bench runs keep logging into their removed temp dir",
-)
 def test_bench_stops_logging_into_a_folder_it_removes(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("review_bench_common", ROOT / "bench/common.py")
     assert spec is not None and spec.loader is not None
