@@ -284,9 +284,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                 match = None
             else:
                 rule, trigger, match = entry[1], entry[2], _UNMADE
-                n = len(trigger.literal)  # QUESTION: triggers.question_after, inline
-                src = shown if len(shown) == len(folded) else folded
-                question = src[n:].strip() if len(folded) > n else ""
+                n = len(trigger.literal)  # QUESTION: triggers.question_after, inline (an
+                question = shown[n:].strip() if len(shown) > n else ""  # ASCII fold: same length)
         else:  # filters or regex triggers (a regex timeout is logged under this trace id)
             match = traced_match(rulebook, message, text, trace_id)
             if match is not None:

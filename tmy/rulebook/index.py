@@ -56,6 +56,7 @@ class Side:
     plain: bool = True  # only exact and prefix triggers (set by freeze): :meth:`best` applies
     prefix_longest: tuple[int, ...] = ()  # every prefix literal length, longest first
     prefix_top: int = 0  # the best (lowest) -priority among the prefix triggers
+    prefix_flat: bool = True  # every prefix trigger has that priority (none set: the usual)
 
     def add(self, entry: Entry) -> None:
         trig = entry[2]
@@ -79,7 +80,9 @@ class Side:
         )
         self.plain = not (self.suffix or self.contains or self.regex or self.any)
         self.prefix_longest = tuple(sorted({len(k) for k in self.prefix}, reverse=True))
-        self.prefix_top = min((e[0][0] for es in self.prefix.values() for e in es), default=0)
+        priorities = {e[0][0] for es in self.prefix.values() for e in es}
+        self.prefix_top = min(priorities, default=0)
+        self.prefix_flat = len(priorities) <= 1
         self.word_prefixes = any(map(is_word_prefix, self.prefix))
         self.prefix_lengths = tuple(sorted({len(k) for k in self.prefix if not is_word_prefix(k)}))
         self.suffix_lengths = tuple(sorted({len(k) for k in self.suffix}))
@@ -167,6 +170,8 @@ class Side:
                 for e in hit:
                     if best is None or e[0] < best[0]:
                         best = e
+                if self.prefix_flat:  # one priority: no shorter literal ranks above this hit
+                    break
         return best
 
     def candidates(
