@@ -139,6 +139,19 @@ exception becomes ``STEP_ERROR``.
 Handler = Callable[["Message"], Awaitable["Reply"]]
 """The engine's entry point an adapter is started with: a Message in, its Reply out."""
 
+Answer = Callable[["Message"], "Reply | Awaitable[Reply]"]
+"""A handler's way to answer at once (:func:`answer_of`): the Reply itself when none of
+the work awaits (a FAQ answer), else an awaitable that answers (awaited once)."""
+
+
+def answer_of(handle: Handler) -> Answer:
+    """How an adapter asks ``handle`` for a reply when it can take one at once:
+    ``Engine.handle``'s engine offers :meth:`tmy.engine.core.Engine.answer` (no task, no
+    coroutine for a FAQ answer); any other handler is called as it is (an awaitable)."""
+    answer = getattr(getattr(handle, "__self__", None), "answer", None)
+    return answer if callable(answer) else handle
+
+
 if TYPE_CHECKING:
     from aiohttp.web import RouteDef as Route
 else:

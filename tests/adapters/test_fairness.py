@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -451,3 +452,51 @@ async def test_a_step_ended_before_its_work_returned_it_goes_on_at_once() -> Non
     queues.put("a", 1)
     assert await queues.join(5)
     assert queues.in_flight == 0
+
+
+async def test_a_work_done_at_once_ends_when_put_and_makes_no_task() -> None:
+    """A work answering None at once (the OneBot adapter's FAQ answer) is done: its slot
+    is free again before put() returns, and no task was made for it."""
+    done: list[tuple[Hashable, int]] = []
+
+    def at_once(chat: Hashable, item: int) -> None:
+        done.append((chat, item))
+
+    queues: ChatQueues[int] = ChatQueues(
+        "tf", "message", at_once, per_chat=5, total=50, in_flight=2
+    )
+    tasks = len(asyncio.all_tasks())
+    for chat in ("a", "b", "c"):
+        assert queues.put(chat, 1)
+        assert queues.in_flight == 0 and len(asyncio.all_tasks()) == tasks
+    assert done == [("a", 1), ("b", 1), ("c", 1)]
+    assert await queues.join(0.1)
+
+
+async def test_a_busy_chats_backlog_of_works_done_at_once_drains_in_order_without_recursing() -> (
+    None
+):
+    """A chat's queued items started by the end of the one before end on a later pass, not
+    inside that end: 500 of them would otherwise nest 500 deep (a RecursionError)."""
+    order: list[int] = []
+    gate = asyncio.Event()
+
+    def work(chat: Hashable, item: int) -> Any:
+        if item == 0:  # the first one holds the chat while the rest queue up
+
+            async def first() -> None:
+                await gate.wait()
+                order.append(0)
+
+            return first()
+        order.append(item)
+        return None
+
+    queues: ChatQueues[int] = ChatQueues(
+        "tf", "message", work, per_chat=600, total=600, in_flight=4
+    )  # fmt: skip
+    for i in range(500):
+        queues.put("c", i)
+    gate.set()
+    assert await queues.join(10)
+    assert order == list(range(500)) and queues.in_flight == 0

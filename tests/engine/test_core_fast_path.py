@@ -33,6 +33,7 @@ from tmy.rulebook.model import Rulebook
 from tmy.rulebook.triggers import Match
 from tmy.store import Store, open_store
 from tmy.testing import Bot
+from tmy.types import answer_of
 
 FAQ = "We open at 9"
 
@@ -535,3 +536,25 @@ async def test_tmy_off_and_on_in_one_chat_through_the_app(
         assert (await bot.ask("hours", chat="g1")).text == FAQ
     found = [e for e in events(log_buffer) if e["event"] == "message.unmatched"]
     assert [(e["trace_id"], e["rule"]) for e in found] == [(off.trace_id, "faq")]
+
+
+async def test_answer_gives_a_faq_reply_at_once_and_a_coroutine_otherwise(store: Store) -> None:
+    """Engine.answer (what an adapter asks through tmy.types.answer_of): a constant rule's
+    reply, and no rule's, come back as they are; a run that awaits comes back as the
+    coroutine answering it, the same reply handle() gives, and in flight while awaited."""
+    engine = make_engine(store)
+    faq = engine.answer(Message("hours", user="u1", platform="test"))
+    assert type(faq) is Reply and faq.text == FAQ and engine.inflight == 0
+    nothing = engine.answer(Message("nothing here", user="u1", platform="test"))
+    assert type(nothing) is Reply and nothing.rule is None
+    echo = engine.answer(Message("echo hi", user="u1", platform="test"))
+    assert asyncio.iscoroutine(echo)
+    reply = await echo
+    assert reply.rule == "echo" and reply.text == "hi" and engine.inflight == 0
+    assert (await engine.handle(Message("echo hi", user="u1", platform="test"))).text == "hi"
+    assert answer_of(engine.handle) == engine.answer
+
+    async def handler(message: Message) -> Reply:
+        return faq
+
+    assert answer_of(handler) is handler  # any other handler is called as it is

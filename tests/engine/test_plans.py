@@ -267,38 +267,3 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         assert event["user"] == user and event["rule"] == "faq"
         assert event["text"] == (text if len(text) <= PREVIEW else preview(text))
         assert event["ms"] == record.ms and event["steps"][0]["ms"] == record.ms
-
-
-def test_said_ids_are_the_plain_ids_part_of_the_line_and_stay_bounded(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The kept parts of joined ids are written only for ids _plain writes as they are,
-    split as the message's own fields (a NUL in an id cannot pass for a separator), and
-    their number is bounded."""
-    from tmy.engine import plans
-
-    monkeypatch.setattr(plans, "_SAID_IDS", {})
-    monkeypatch.setattr(plans, "_SAID_IDS_KEPT", 3)
-    cases = [
-        ("u1", "g1", "test"),
-        ('we"ird', "g1", "test"),
-        ("a\\b", "", "test"),
-        ("tab\t", "x", "p"),
-        ("é", "g", "p"),
-        ("u1", "g1", "test"),
-        ("del\x7f", "g", "p"),
-        ("a\0b", "c", "p"),  # "a\0b\0c\0p": three NULs, never taken for ("a", "b\0c", …)
-        ("a", "b\0c", "p"),
-    ]
-    for user, chat, platform in cases:
-        message = Message("hi", user=user, chat=chat, platform=platform)
-        ids = plans.joined_ids(message.user, message.chat, message.platform)
-        said = plans.said_ids(ids, message)
-        if plans._plain(message.user + message.chat + message.platform):
-            fields = orjson.loads("{" + said + "}")
-            assert fields == {"user": user, "chat": message.chat, "platform": platform}
-        else:
-            assert said is None
-        assert len(plans._SAID_IDS) <= 3
-    u1 = Message("hi", user="u1", chat="g1", platform="test")
-    assert plans.said_ids("u1\0g1\0test", u1) == '"user":"u1","chat":"g1","platform":"test"'

@@ -19,9 +19,10 @@ import pytest
 
 from tests.support.engines import engine_of
 from tmy import logs
-from tmy.engine import plans
+from tmy.engine import said
 from tmy.engine.core import Engine
-from tmy.engine.plans import _FRAC, _SUB_MS, _plain
+from tmy.engine.plans import _FRAC, _SUB_MS
+from tmy.engine.said import plain as _plain
 from tmy.engine.switch import ChatSwitch
 from tmy.engine.tracing import log_run
 from tmy.logs import PREVIEW
@@ -159,12 +160,12 @@ async def test_one_joined_key_from_several_splits_gives_each_its_own_line(
 async def test_the_kept_verdicts_cleared_midway_change_no_line(
     store: Store, log_buffer: io.BytesIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(plans, "_SAID_IDS", {})
-    monkeypatch.setattr(plans, "_SAID_IDS_KEPT", 2)
+    said.SAID_IDS.clear()
+    monkeypatch.setattr(said, "SAID_IDS_KEPT", 2)
     engine = make_engine(store)
     for user in ("u1", 'q"', "u2", "b\\", "u1", 'q"', "t\tab", "u1"):
         await answered_as_log_run(engine, log_buffer, Message("hours", user=user, chat="g"))
-        assert len(plans._SAID_IDS) <= 2
+        assert len(said.SAID_IDS) <= 2
 
 
 async def test_faq_lines_under_a_fresh_on_verdict_are_log_runs(

@@ -10,19 +10,17 @@ assembles the reply — text, a structured reply's parts, a request's APPROVE �
 (:mod:`tmy.engine.replies`), and logs the whole run under one ``trace_id``
 (:mod:`tmy.engine.tracing`).
 
-:meth:`Engine._handle` is the per-message path: its fast tests are written
-inline on purpose (each call saved there is measurable in ``bench/dispatch.py``);
-the slower paths are functions in those modules. The rarer ways to a run —
-platform events, debounced session bursts, cron firings — are the methods of
-:class:`~tmy.engine.events.Dispatch`, and the cooldown methods those of
-:class:`~tmy.engine.cooldowns.Cooldowns`, both mixins of :class:`Engine`: one
-object every surface calls.
+:meth:`Engine._planned` (a FAQ answer, no coroutine) and :meth:`Engine._handle` are
+the per-message path, their fast tests inline on purpose (each call saved shows in
+``bench/dispatch.py``). The rarer ways to a run — platform events, session bursts,
+cron firings — are :class:`~tmy.engine.events.Dispatch`'s, the cooldowns
+:class:`~tmy.engine.cooldowns.Cooldowns`': mixins of the one :class:`Engine`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from tmy import logs, metrics
@@ -53,23 +51,19 @@ from tmy.engine.tracing import (
     roll_trace_high,
 )
 from tmy.executors.registry import Registry
-from tmy.logs import get_logger, preview
+from tmy.logs import preview
 from tmy.message import Message, Reply
-from tmy.rulebook.index import match_of
 from tmy.rulebook.model import Rule, Rulebook
-from tmy.rulebook.triggers import Match
+from tmy.rulebook.triggers import Match, match_of
 from tmy.values.compiled import to_text
 
 __all__ = ["LAST_RESORT_REPLY", "Admins", "Engine", "Services"]  # Admins, Services: tests, app
 
-log = get_logger("tmy")
 
 _TRACE_SET = logs.TRACE.set
 _TRACE_RESET = logs.TRACE.reset
 _perf_counter = time.perf_counter
-# constant plans an engine keeps beyond one per rule of its rulebook (a reload's runs in
-# flight ask about their old rules): past that they are cleared and made again
-PLANS_SPARE = 1_000
+PLANS_SPARE = 1_000  # plans kept beyond one a rule (a reload's runs ask of old rules)
 _UNPLANNED: Any = object()  # Engine._plans: this rule's constant_plan not asked yet
 _NO_HIT: Any = object()  # Engine._planned: past the gates, the index found no rule
 _UNMADE: Any = object()  # Engine._planned: the index's entry hit, its Match not made yet
@@ -122,10 +116,8 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
 
     @switch.setter
     def switch(self, switch: ChatSwitchGate | None) -> None:
-        self._switch = switch
-        # a ChatSwitch's verdicts, read inline on the FAQ way; None: no switch, or another
-        # ChatSwitchGate (asked through its cached())
-        self._verdicts = getattr(switch, "verdicts", None)
+        self._switch = switch  # and a ChatSwitch's verdicts, read inline on the FAQ way
+        self._verdicts = getattr(switch, "verdicts", None)  # (None: another gate's cached())
 
     def replace_rulebook(self, rulebook: Rulebook, registry: Registry | None = None) -> None:
         """Swap rules atomically: runs in flight finish on the rules they started with.
@@ -140,7 +132,30 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
         self._runs = {}
 
     async def handle(self, message: Message) -> Reply:
-        """Answer one message. Never raises for bad input or a failing step."""
+        """Answer one message. Never raises for bad input or a failing step. (:meth:`answer`
+        and the await, answer's first half inline: one frame less for a FAQ answer.)"""
+        n = next(TRACE_COUNTER)  # tracing.trace_id(), inline
+        if not n & 255:
+            roll_trace_high(n)
+        trace_id = TRACE_HIGH[0] + HEX2[n & 255]
+        hit = None
+        if not logs.DEBUG_ENABLED:
+            try:
+                hit = self._planned(message, trace_id)
+            except Exception as exc:  # an engine bug: answer, log it, keep serving
+                token = _TRACE_SET(trace_id)
+                try:
+                    return self._crashed(trace_id, exc)
+                finally:
+                    _TRACE_RESET(token)
+            if type(hit) is Reply:
+                return hit
+        return await self._answering(message, trace_id, hit)
+
+    def answer(self, message: Message) -> Reply | Coroutine[Any, Any, Reply]:
+        """:meth:`handle` for a caller that can take the reply at once: a FAQ answer (a
+        constant rule's, or no rule's) needs no await and is returned; else the coroutine
+        that answers (await it, once). An adapter answering so makes no task for a FAQ."""
         n = next(TRACE_COUNTER)  # tracing.trace_id(), inline
         if not n & 255:
             roll_trace_high(n)
@@ -158,6 +173,10 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                     _TRACE_RESET(token)
             if type(hit) is Reply:
                 return hit
+        return self._answering(message, trace_id, hit)
+
+    async def _answering(self, message: Message, trace_id: str, hit: Any) -> Reply:
+        """:meth:`answer`'s coroutine: the run in flight (counted, its trace id bound)."""
         self._inflight += 1
         token = _TRACE_SET(trace_id)
         try:
@@ -188,11 +207,6 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             ms=round((time.perf_counter() - started) * 1000, 3),
         )
         return reply
-
-    def _crashed(self, trace_id: str, exc: Exception) -> Reply:
-        """An engine bug while answering: log it with its traceback, answer anyway."""
-        log.exception("message.crashed")
-        return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
 
     async def _handle(self, message: Message, trace_id: str, hit: Any = None) -> Reply:
         """The per-message path, in the gates' order (:mod:`tmy.engine.gates`), kept whole
@@ -261,7 +275,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
             or not type(text) is type(user) is type(chat) is type(platform) is str
         ):
             return None
-        ids = f"{user}\0{chat}\0{platform}"  # plans.joined_ids: ASCII check; the line's key
+        ids = f"{user}\0{chat}\0{platform}"  # said.joined_ids: ASCII check; the line's key
         settings = self.settings
         if not (
             text.isascii()

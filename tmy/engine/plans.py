@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from tmy import logs, metrics, redact
+from tmy.engine.said import SAID_IDS, joined_ids, plain, said_escaped, said_ids
 from tmy.engine.tracing import log_run, step_fields
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
@@ -122,15 +123,11 @@ class ConstantPlan:
         started: float,
         ids: str,
     ) -> Reply:
-        """A one-step plan's whole run: :meth:`reply`, its step metric and :meth:`log`'s
-        line (else :func:`log_run`'s) in one frame — the engine's way for a FAQ answer.
-
-        One clock reading times the step and the run: nothing runs between them. Record
-        and reply are made field by field, as their ``__init__`` would make them
-        (``tests/engine/test_plans.py`` compares them whole). ``trigger``, ``q``: what
-        matched, and QUESTION; ``ids``: :func:`joined_ids` (the engine's ASCII check's):
-        when they and the text are :func:`_plain`, the whole line is one f-string.
-        """
+        """A one-step plan's whole run in one frame — the engine's way for a FAQ answer:
+        :meth:`reply`, its metrics and :meth:`log`'s line (else :func:`log_run`'s), one
+        clock reading for step and run, record and reply made field by field as their
+        ``__init__`` would (``tests/engine/test_plans.py`` compares them). ``q``: QUESTION;
+        ``ids``: :func:`~tmy.engine.said.joined_ids` (the engine's ASCII check's)."""
         step = self.steps[0]
         value = self.answer
         if self.ok is None:
@@ -166,7 +163,7 @@ class ConstantPlan:
                 head = self._head(trigger.source)
             ms = _SUB_MS[micros] if micros < 1000 else f"{micros // 1000}{_FRAC[micros % 1000]}"
             try:  # said_ids, inline
-                who = _SAID_IDS[ids]
+                who = SAID_IDS[ids]
             except KeyError:
                 who = said_ids(ids, message)
             sink = logs.SINK  # logs.emit_info_text, inline: the whole line in one f-string
@@ -175,7 +172,7 @@ class ConstantPlan:
                 if now != _STAMP[0]:
                     _STAMP[1] = _stamp_ms(now)
                     _STAMP[0] = now
-                # _plain(text), inline (QUESTION, a part of the text, is plain too)
+                # said.plain(text), inline (QUESTION, a part of the text, is plain too)
                 if who is not None and text.isprintable() and '"' not in text and "\\" not in text:
                     line = (
                         f'{head},"text":"{text}","question":"{q}",{who}'
@@ -208,7 +205,7 @@ class ConstantPlan:
     ) -> bytes | None:
         """:meth:`run`'s line when what the message brings needs escaping: orjson's (None:
         it refuses a value — :func:`log_run` writes the line)."""
-        said = _said(text, q, message)
+        said = said_escaped(text, q, message)
         if said is None:
             return None
         return (
@@ -299,12 +296,12 @@ class ConstantPlan:
             type(user) is str
             and type(chat) is str
             and type(platform) is str
-            and _plain(text)  # QUESTION, a part of the text, is too (as in run)
+            and plain(text)  # QUESTION, a part of the text, is too (as in run)
             and (who := said_ids(joined_ids(user, chat, platform), message)) is not None
         ):
             said = f'"text":"{text}","question":"{q}",{who}'
         else:
-            said = _said(text, q, message)
+            said = said_escaped(text, q, message)
             if said is None:
                 return False
         head = self.heads.get(trigger.source)
@@ -328,64 +325,6 @@ class ConstantPlan:
             :-1
         ].decode()
         return head
-
-
-def _plain(text: str) -> bool:
-    """Does orjson write ``text`` as it is (nothing to escape)? It escapes only quotes,
-    backslashes and control characters, none of them printable but the first two (what
-    else is not printable — DEL, a line separator, a lone surrogate — takes the escaping
-    way, as it may); a printable character beyond ASCII it writes as its UTF-8."""
-    return text.isprintable() and '"' not in text and "\\" not in text
-
-
-# joined ids ("user\0chat\0platform") -> their part of the line as written when they are
-# _plain, or None (orjson escapes them): a chat's ids come again and again
-_SAID_IDS: dict[str, str | None] = {}
-_SAID_IDS_KEPT = 10_000  # ~250 B each: bounded however many users write
-
-
-def joined_ids(user: str, chat: str, platform: str) -> str:
-    """The key :func:`said_ids` keeps its answers under (the engine joins it inline)."""
-    return f"{user}\0{chat}\0{platform}"
-
-
-def said_ids(ids: str, message: Message) -> str | None:
-    """``"user":…,"chat":…,"platform":…`` of ``message`` as a ``run.done`` line writes them
-    when they are :func:`_plain` (else None), kept per :func:`joined_ids` key: the check
-    looks at every character (~30 instructions each), the kept part is one lookup and
-    three fields fewer to splice per line.
-
-    The key is unambiguous where it matters: with exactly two NULs it splits one way
-    only; with more, some id holds a NUL — not printable — and every message under that
-    key is answered None.
-    """
-    try:
-        return _SAID_IDS[ids]
-    except KeyError:
-        pass
-    if len(_SAID_IDS) >= _SAID_IDS_KEPT:
-        _SAID_IDS.clear()
-    user, chat, platform = message.user, message.chat, message.platform
-    plain = _plain(f"{user}{chat}{platform}")
-    said = f'"user":"{user}","chat":"{chat}","platform":"{platform}"' if plain else None
-    _SAID_IDS[ids] = said
-    return said
-
-
-def _said(text: str, q: str, message: Message) -> str | None:
-    """What the message brings, escaped as the general line escapes it (None: orjson
-    refuses a value, the general line's way writes it)."""
-    try:
-        fields = {
-            "text": text,
-            "question": q,
-            "user": message.user,
-            "chat": message.chat,
-            "platform": message.platform,
-        }
-        return orjson.dumps(fields)[1:-1].decode()
-    except TypeError:
-        return None
 
 
 def _step(head: str, record: StepRecord) -> str:

@@ -1,5 +1,6 @@
 """The engine's answers without a run: a message refused (too long, bad ids), a
-``.tmy`` command, a message no rule takes, a rule in a chat where the bot is off.
+``.tmy`` command, a message no rule takes, a rule in a chat where the bot is off, and
+the last resort when the engine itself failed.
 
 A mixin of :class:`tmy.engine.core.Engine` (its ``settings``, ``commands`` and
 ``observer``): the rarer ends of the per-message path, kept out of it.
@@ -17,6 +18,7 @@ from tmy.engine.gates import (
     id_refusal,
     unmatched_reason,
 )
+from tmy.engine.replies import LAST_RESORT_REPLY
 from tmy.engine.tracing import log_received, log_unmatched
 from tmy.logs import get_logger
 from tmy.message import Message, Reply
@@ -27,6 +29,11 @@ log = get_logger("tmy")
 
 class Refusals:
     """Replies of the per-message path that run no rule."""
+
+    def _crashed(self, trace_id: str, exc: Exception) -> Reply:
+        """An engine bug while answering: log it with its traceback, answer anyway."""
+        log.exception("message.crashed")
+        return Reply(LAST_RESORT_REPLY, None, trace_id, error=f"internal error: {exc!r}")
 
     settings: Any
     commands: ChatCommandsGate | None

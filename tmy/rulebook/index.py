@@ -26,11 +26,10 @@ from tmy.rulebook.triggers import (
     Match,
     Trigger,
     is_word_prefix,
+    match_of,
     question_after,
     regex_candidates,
 )
-
-_new = object.__new__
 
 Entry = tuple[tuple[int, int, int, int], Any, Trigger]  # (rank key, rule, trigger)
 _RARE_KINDS = frozenset({"suffix", "contains", "regex", "any"})
@@ -276,18 +275,6 @@ def _as_sent(match: Match, form: tuple[str, str], shown: str, regex_match: Any) 
         question = None if None in parts else " ".join(p for p in parts if p)
     if question is not None:
         match.question = question
-    return match
-
-
-def match_of(entry: Entry, question: str) -> Match:
-    """``Match(rule, trigger, magic, question, {})`` of an index entry, without a frame."""
-    trig = entry[2]
-    match = _new(Match)
-    match.rule = entry[1]
-    match.trigger = trig
-    match.magic = trig.magic
-    match.question = question
-    match.groups = {}
     return match
 
 

@@ -68,6 +68,9 @@ REGEX_BUDGET = 0.05
 KIND_RANK = {"exact": 0, "prefix": 1, "suffix": 2, "contains": 3, "regex": 4, "any": 5}
 
 
+_new = object.__new__  # match_of: a Match field by field, no __init__ frame
+
+
 @dataclass(slots=True, eq=False)
 class Trigger:
     """One trigger of a rule, compiled; immutable by convention (see rulebook.model.Step)."""
@@ -199,6 +202,19 @@ class Match:
     magic: str
     question: Any  # text for a trigger; a tool call passes its arguments (a map)
     groups: dict[str, Any] = field(default_factory=dict)
+
+
+def match_of(entry: tuple[Any, Any, Trigger], question: str) -> Match:
+    """``Match(rule, trigger, magic, question, {})`` of an index entry (rank key, rule,
+    trigger), without a frame."""
+    trig = entry[2]
+    match = _new(Match)
+    match.rule = entry[1]
+    match.trigger = trig
+    match.magic = trig.magic
+    match.question = question
+    match.groups = {}
+    return match
 
 
 def question_after(trig: Trigger, text: str, shown: str) -> str:

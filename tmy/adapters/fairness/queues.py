@@ -59,8 +59,8 @@ MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forg
 # with the same item (another piece of a reply, a platform's retry-after) otherwise. A
 # coroutine runs on a task of its own; a Future is followed by a callback, no task; a Step
 # (a send waiting for its answer: tmy.adapters.fairness.step) goes on when it ends, no task
-# and no pass of the loop.
-Work = Callable[[Hashable, T], Awaitable[float | None] | Step]
+# and no pass of the loop; None returned at once: done, no task (a FAQ answer).
+Work = Callable[[Hashable, T], Awaitable[float | None] | Step | None]
 
 
 class ChatQueues(Draining[T]):
@@ -164,7 +164,7 @@ class ChatQueues(Draining[T]):
                 ready_at = self._ready_at.get(chat)
                 if ready_at is None or ready_at <= time.monotonic():
                     slots.free -= 1
-                    self._run(chat, lane, item)
+                    self._run(chat, lane, item, at_once=True)
                     return True
         if len(lane.items) >= self.per_chat:
             self._drop_oldest(chat, lane)
@@ -240,9 +240,10 @@ class ChatQueues(Draining[T]):
         self._took()
         self._run(chat, lane, item)
 
-    def _run(self, chat: Hashable, lane: Lane[T], item: T) -> None:
+    def _run(self, chat: Hashable, lane: Lane[T], item: T, at_once: bool = False) -> None:
         """Put ``item`` in flight (a slot is already held for it): a work that answers with
-        a Future is followed by a callback; a coroutine runs on its own task."""
+        a Future is followed by a callback; a coroutine runs on its own task; None (done)
+        ends it now when ``at_once`` (an idle chat's item, put), else on the next pass."""
         lane.running += 1
         run = next(self._run_ids)
         try:
@@ -250,6 +251,14 @@ class ChatQueues(Draining[T]):
         except Exception as exc:  # a work answering with a Future failed before it: the same
             step = asyncio.get_running_loop().create_future()
             step.set_exception(exc)
+        if step is None:  # done at once (a reply the engine gave without awaiting)
+            if at_once:
+                self._went_on(chat, lane, item, run, None, None)
+            else:  # a run's end started it: its own end on a later pass (a chain recursing)
+                asyncio.get_running_loop().call_soon(
+                    self._went_on, chat, lane, item, run, None, None
+                )
+            return
         if type(step) is Step:
             self._runs[run] = step  # type: ignore[assignment]
             step.bind(self, chat, lane, item, run)

@@ -14,11 +14,13 @@ lifecycle ``connect`` event (or any event's ``self_id``), and reconnects with
 capped exponential backoff and jitter when the socket drops or goes silent.
 
 **Inbound**: each ``message`` event (:mod:`tmy.adapters.onebot.events`) is
-queued for its chat and runs as its own task, so a long LLM run never stops
-the socket reader (which must keep reading to receive the answers to our own
-``send_msg`` actions). Chats are served fairly (:mod:`tmy.adapters.fairness`):
-at most :data:`MAX_RUNS` runs of this adapter (all accounts together) are in
-the engine at once, at most :data:`MAX_RUNS_PER_CHAT` of them from one chat,
+queued for its chat (:mod:`tmy.adapters.onebot.answering`): a reply the engine gives
+at once (a FAQ answer) is queued as the event is read; any other run goes on on a
+task of its own, so a long LLM run never stops the socket reader (which must keep
+reading to receive the answers to our own ``send_msg`` actions). Chats are served
+fairly (:mod:`tmy.adapters.fairness`): at most :data:`MAX_RUNS` runs of this adapter
+(all accounts together) are in the engine at once, at most :data:`MAX_RUNS_PER_CHAT` of
+them from one chat,
 slots go round-robin over the chats that have messages waiting, and at most
 ``max_pending_per_chat`` messages wait per chat (:data:`MAX_WAITING` in all):
 past that the chat's oldest waiting message is dropped
@@ -42,7 +44,7 @@ initiative uses the most recently connected account.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Hashable
+from collections.abc import Collection
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +54,7 @@ from tmy.adapters.base import AdapterHealth, Backoff, Handler, cancel_tasks
 from tmy.adapters.dedup import Arrivals, Deliveries
 from tmy.adapters.fairness import ChatLanes
 from tmy.adapters.onebot.accounts import Accounts
+from tmy.adapters.onebot.answering import Answering
 from tmy.adapters.onebot.api import OneBotApi, Recent
 from tmy.adapters.onebot.connection import CLOSE_TIMEOUT, MAX_FRAME_BYTES, Connection
 from tmy.adapters.onebot.events import ID, frame_failure, is_id, to_message
@@ -59,15 +62,14 @@ from tmy.adapters.onebot.forward import forward_loop
 from tmy.adapters.onebot.handshake import refusal
 from tmy.adapters.onebot.notices import to_event
 from tmy.adapters.onebot.outbound import localize
-from tmy.adapters.onebot.requests import answer_request
-from tmy.adapters.onebot.sending import Outgoing, addressing_of, send_step, sentence_stream
-from tmy.adapters.streaming import SentenceChunks
+from tmy.adapters.onebot.sending import Outgoing, send_step
 from tmy.config.adapters import OneBotConfig
 from tmy.errors import AdapterError
 from tmy.logs import get_logger, preview
-from tmy.message import Message, Reply, Target
+from tmy.message import Message, Target
 from tmy.message import Outgoing as Parts
 from tmy.store.base import Store
+from tmy.types import Answer, answer_of
 
 if TYPE_CHECKING:  # deferred: aiohttp is ~120 ms of every CLI start
     import aiohttp
@@ -82,7 +84,7 @@ MAX_SENDS = MAX_RUNS  # send_msg actions in flight at once (all chats): a reply 
 HEALTHY_SESSION = 10.0  # forward: a session this long without a failure frame resets the backoff
 
 
-class OneBotAdapter:
+class OneBotAdapter(Answering):
     """OneBot v11 over WebSocket, reverse or forward; see the module docstring."""
 
     name = "onebot"
@@ -106,6 +108,7 @@ class OneBotAdapter:
         self.rules_dir = rules_dir  # where a reply's image/file paths are read from
         self.media_private_hosts = tuple(media_private_hosts)  # limits.media_private_hosts
         self._handle: Handler | None = None
+        self._answer: Answer | None = None  # the handler's way to answer at once
         self._health = AdapterHealth()
         self._accounts = Accounts(self._health, reverse=self.config.mode == "reverse")
         self._deliveries = Deliveries(store, "onebot")
@@ -145,6 +148,7 @@ class OneBotAdapter:
         import aiohttp  # deferred: aiohttp is ~120 ms of every CLI start
 
         self._handle = handle
+        self._answer = answer_of(handle)
         self._stopping = self._accounts.stopping = False
         self._lanes.open()  # again after a stop()
         if self.config.mode == "forward":
@@ -307,79 +311,6 @@ class OneBotAdapter:
             retcode=frame.get("retcode"),
             error=failure if failure is not None else redact.redact(preview(frame)),
         )
-
-    async def _run(self, key: Hashable, incoming: tuple[Message, dict[str, Any]]) -> None:
-        """Answer one message or event (a ChatQueues work; its first delivery, checked as it
-        arrived): the engine, then queue the reply (and answer a request)."""
-        self_id = key[0]  # type: ignore[index]
-        message, event = incoming
-        try:
-            if message.reply_to is not None and message.reply_to in self._accounts.sent(self_id):
-                message.mentions_bot = True  # quotes a send whose id arrived after the event
-            assert self._handle is not None
-            config = self.config
-            addressing = (  # the defaults add neither a quote nor an @: no call for them
-                addressing_of(config, message, event)
-                if config.quote_reply or config.at_sender
-                else {}
-            )
-            stream = None
-            if message.event is None:
-                stream = message.stream = sentence_stream(self._outbound, key, message, addressing)
-            reply = await self._handle(message)
-            if message.event is not None and message.event.is_request:
-                await answer_request(self._accounts, message, reply)
-                if reply.error is not None:
-                    return None  # a requester is no friend yet: no error text goes to them
-            if reply.outgoing is None:  # the usual text reply: nothing to read first
-                self._queue_reply(key, message, reply.text, stream, addressing)
-            else:
-                await self._reply(key, message, reply, stream, addressing)
-        except Exception:
-            log.exception("onebot.message_failed", self_id=self_id, message_id=message.message_id)
-        return None
-
-    async def _reply(
-        self,
-        key: Hashable,
-        message: Message,
-        reply: Reply,
-        stream: SentenceChunks | None,
-        addressing: dict[str, Any],
-    ) -> None:
-        """:meth:`_queue_reply` for a reply with parts, their local files read first."""
-        local = await localize(reply.outgoing, self.rules_dir, self.media_private_hosts)
-        self._queue_reply(key, message, reply.text, stream, addressing, reply.outgoing, local)
-
-    def _queue_reply(
-        self,
-        key: Hashable,
-        message: Message,
-        text: str,
-        stream: SentenceChunks | None,
-        addressing: dict[str, Any],
-        parts: Parts | None = None,
-        local: dict[str, str] | None = None,
-    ) -> None:
-        """Queue ``text`` (and ``parts``) for the chat — what a stream has not yet sent —
-        with ``addressing`` (the quote and @) unless a streamed sentence already carried it."""
-        if stream is not None and stream.sent:
-            text, addressing = stream.rest(text) or "", {}
-        if parts is None and not addressing:  # the usual reply: text alone
-            out = Outgoing.of(message.chat, text)
-            if out.pieces:
-                self._outbound.put(key, out)
-            return
-        out = Outgoing.of(
-            message.chat,
-            text,
-            parts=parts,
-            answering=message.message_id,
-            local=local,
-            **addressing,
-        )
-        if out.pieces:
-            self._outbound.put(key, out)
 
     async def _first_delivery(self, self_id: str, message_id: str) -> bool:
         """True the first time this account's ``message_id`` is seen (tmy.adapters.dedup)."""
