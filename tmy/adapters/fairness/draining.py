@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tmy.adapters.fairness.lane import Lane
@@ -25,7 +25,7 @@ T = TypeVar("T")
 class Draining(Generic[T]):
     """:meth:`_drain` and :meth:`_execute`, on the queue's own state and bookkeeping
     (ChatQueues sets the one and has the other: ``_paced``, ``_start``, ``_pace``,
-    ``_ended``, ``_retire``)."""
+    ``_ended``, ``_retire``), and the tasks items go on on (:meth:`_task`)."""
 
     slots: FairSlots
     per_chat_in_flight: int
@@ -33,9 +33,36 @@ class Draining(Generic[T]):
     adapter: str
     what: str
     _ready_at: dict[Hashable, float]
+    _runs: dict[int, Any]
+    _tasked: dict[int, tuple[Any, ...]]
     _work: Callable[[Hashable, T], Any]
     _on_fail: Callable[[T, Exception], None] | None
     _log: Any
+
+    def _task(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        coro: Coroutine[Any, Any, None],
+        work: Any = None,
+    ) -> None:
+        """Go on with ``item`` on a task (the loop's own create_task: no name to format),
+        kept for :meth:`_unstarted`. ``work``: the work's awaitable ``coro`` awaits first.
+        It leaves ``_runs`` and ``_tasked`` in ``_ended``."""
+        self._runs[run] = asyncio.get_running_loop().create_task(coro)
+        self._tasked[run] = (chat, lane, item, work)
+
+    def _unstarted(self) -> None:
+        """After close() cancelled every task: those cancelled before their first step
+        never ran ``_execute``'s end — their items end here (dropped), their works are
+        closed unawaited — and no slot is left held (a queue opened again has them all)."""
+        for run, (chat, lane, item, work) in list(self._tasked.items()):
+            if asyncio.iscoroutine(work):
+                work.close()
+            self._ended(chat, lane, item, run, ended=False)
+        self.slots.free = self.slots.size
 
     async def _drain(self, chat: Hashable, lane: Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""

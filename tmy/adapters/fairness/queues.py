@@ -108,6 +108,7 @@ class ChatQueues(Draining[T]):
         self._ready_at: dict[Hashable, float] = {}  # chat -> monotonic time its next item may start
         # items in flight (their tasks, or the Futures their works answered), by run number
         self._runs: dict[int, asyncio.Task[None] | asyncio.Future[Any] | Step] = {}
+        self._tasked: dict[int, tuple[Any, ...]] = {}  # runs on a task: Draining._task
         self._run_ids = itertools.count()
         self._waiting = 0
         self._idle = asyncio.Event()
@@ -204,7 +205,8 @@ class ChatQueues(Draining[T]):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._runs.clear()  # those cancelled before their first step never reached their end
+        self._unstarted()
+        self._runs.clear()
         for lane in self._lanes.values():
             while lane.items:
                 item = lane.items.popleft()
@@ -267,9 +269,7 @@ class ChatQueues(Draining[T]):
             self._runs[run] = step
             step.add_done_callback(lambda done: self._stepped(chat, lane, item, run, done))
             return
-        # the loop's own create_task (no name to format); it leaves _runs in _ended
-        coro = self._execute(chat, lane, item, run, step)
-        self._runs[run] = asyncio.get_running_loop().create_task(coro)
+        self._task(chat, lane, item, run, self._execute(chat, lane, item, run, step), step)
 
     def _stepped(
         self, chat: Hashable, lane: Lane[T], item: T, run: int, step: asyncio.Future[Any]
@@ -319,8 +319,7 @@ class ChatQueues(Draining[T]):
         if again is None:
             self._ended(chat, lane, item, run, ended=True)
             return
-        coro = self._execute(chat, lane, item, run, resume=pause)
-        self._runs[run] = asyncio.get_running_loop().create_task(coro)
+        self._task(chat, lane, item, run, self._execute(chat, lane, item, run, resume=pause))
 
     def _ended(
         self,
@@ -333,6 +332,7 @@ class ChatQueues(Draining[T]):
     ) -> None:
         """An item left flight: done (``ended``) or cancelled; its chat goes on or retires."""
         self._runs.pop(run, None)
+        self._tasked.pop(run, None)
         if not ended:  # cancelled before its end
             drop = self._on_stop if stopped and self._on_stop is not None else self._on_drop
             if drop is not None:

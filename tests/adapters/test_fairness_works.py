@@ -1,17 +1,15 @@
-"""Review of 2deaaa1 (ChatQueues' eager start: an idle chat's work runs its first step
-inside ``put()``, tmy/adapters/fairness/eager.py): what a work got from the task it used
-to run on, and what it must still get.
+"""What a ChatQueues work gets from the task it runs on: its own current task (so an
+``asyncio.timeout``, or the engine's step timeout, ends the work and never the reader
+that put it — on OneBot, the connection), its own context, its failure logged under its
+trace id, a cancellation dropping its item; and close() leaving every slot free.
 
-Each test states the behaviour of a task per item (main without 2deaaa1 passes them).
-Where the eager start breaks it the test is ``xfail(strict)`` *when*
-``tmy.adapters.fairness.eager`` exists (the commit is in), so both trees pass, and a fix
-turns the mark into a failure that says to drop it.
+(Written against an eager first step, tried and dropped: a step run outside a task of
+its own has the caller's task, or none, for a current task.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import textwrap
 from collections.abc import Hashable
 from pathlib import Path
@@ -26,12 +24,6 @@ from tmy.adapters.fairness import ChatQueues
 from tmy.message import Message, Reply
 from tmy.testing import Bot
 
-EAGER = importlib.util.find_spec("tmy.adapters.fairness.eager") is not None
-
-
-def eager_fault(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(EAGER, strict=True, reason=reason)
-
 
 def _queues(work: Any, **kw: Any) -> ChatQueues[Any]:
     return ChatQueues("fake", "message", work, per_chat=5, total=50, in_flight=4, **kw)
@@ -40,10 +32,6 @@ def _queues(work: Any, **kw: Any) -> ChatQueues[Any]:
 # -- the current task: asyncio.timeout / current_task() in a work's first step -----------------
 
 
-@eager_fault(
-    "the first step runs with the caller's task current: asyncio.timeout() binds the "
-    "reader task, and at the deadline cancels it (the WebSocket reader) instead of the work"
-)
 async def test_a_timeout_entered_in_the_first_step_cancels_the_work_not_the_caller() -> None:
     outcome: list[str] = []
 
@@ -79,11 +67,6 @@ async def test_a_timeout_entered_in_the_first_step_cancels_the_work_not_the_call
         await queues.close()
 
 
-@eager_fault(
-    "the first step sees the caller's task as current_task(): a caller that has ended (a "
-    "webhook's handler that answered) leaves the work's timeout firing at nothing, so a "
-    "hung step is never timed out and its chat stays wedged"
-)
 async def test_a_timeout_still_ends_the_work_after_the_putting_task_returned() -> None:
     outcome: list[str] = []
 
@@ -108,10 +91,6 @@ async def test_a_timeout_still_ends_the_work_after_the_putting_task_returned() -
         await queues.close()
 
 
-@eager_fault(
-    "put() from a loop callback (no task): asyncio.timeout() in the first step raises "
-    "RuntimeError('Timeout should be used inside a task'), the work fails"
-)
 async def test_a_work_put_from_a_callback_may_use_a_timeout() -> None:
     outcome: list[str] = []
     failed: list[Exception] = []
@@ -131,7 +110,6 @@ async def test_a_work_put_from_a_callback_may_use_a_timeout() -> None:
         await queues.close()
 
 
-@eager_fault("asyncio.current_task() in the first step is the caller's task, not the work's")
 async def test_current_task_in_a_work_is_its_own() -> None:
     seen: list[asyncio.Task[Any] | None] = []
 
@@ -212,20 +190,12 @@ async def _engine_under_queue(
     return joined, replies, alive
 
 
-@eager_fault(
-    "engine/execute.py's StepClock (asyncio.timeout under 1 s) is entered in the eager "
-    "first step: the step timeout cancels the reader task, the step runs on"
-)
 async def test_engine_step_timeout_short_ends_the_run_not_the_reader(tmp_path: Path) -> None:
     joined, replies, alive = await _engine_under_queue(tmp_path, 0.3)
     assert alive, "the step timeout cancelled the task that put the message"
     assert joined and len(replies) == 1 and "timed out" in (replies[0].error or "")
 
 
-@eager_fault(
-    "engine/timers.py's Deadline (step timeouts from 1 s) binds current_task() in the eager "
-    "first step: the step timeout cancels the reader task, the step runs on"
-)
 async def test_engine_step_timeout_shared_ends_the_run_not_the_reader(tmp_path: Path) -> None:
     joined, replies, alive = await _engine_under_queue(tmp_path, 1.0)
     assert alive, "the step timeout cancelled the task that put the message"
@@ -235,11 +205,6 @@ async def test_engine_step_timeout_shared_ends_the_run_not_the_reader(tmp_path: 
 # -- a cancellation raised in the first step -----------------------------------------------------
 
 
-@eager_fault(
-    "a CancelledError raised in the first step (awaiting a Future already cancelled) is not "
-    "an Exception: it escapes put() into the caller, the slot and lane.running stay taken "
-    "and the chat never runs again"
-)
 async def test_a_work_cancelled_in_its_first_step_is_dropped_not_raised_into_put() -> None:
     dropped: list[int] = []
     ran: list[int] = []
@@ -267,12 +232,6 @@ async def test_a_work_cancelled_in_its_first_step_is_dropped_not_raised_into_put
 # -- close() --------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="close() ends the items of tasks cancelled before their first step but never "
-    "gives back their slot: a queue opened again (ChatLanes.open) has fewer slots (also "
-    "before 2deaaa1)",
-)
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # see below
 async def test_close_gives_back_the_slots_of_tasks_cancelled_before_their_first_step() -> None:
     # (without 2deaaa1 the works of those tasks are also never awaited: RuntimeWarnings)
@@ -292,10 +251,6 @@ async def test_close_gives_back_the_slots_of_tasks_cancelled_before_their_first_
 # -- the failure's log line: in the work's context -----------------------------------------------
 
 
-@eager_fault(
-    "a work failing in its first step is logged by _went_on outside the work's context: "
-    "the reply_failed line loses the trace_id the work bound (on a task it carried it)"
-)
 async def test_a_failure_is_logged_with_the_works_trace_id(log_file: Path) -> None:
     async def work(chat: Hashable, item: int) -> None:
         logs.bind_trace("trace-of-item")
@@ -336,29 +291,6 @@ async def test_context_set_in_the_first_step_is_seen_after_resuming_and_not_by_t
     await queues.close()
 
 
-@pytest.mark.skipif(not EAGER, reason="2deaaa1's close(): a started work closed in its context")
-async def test_close_cancels_a_suspended_work_and_runs_its_finally_in_its_context() -> None:
-    import contextvars
-
-    var: contextvars.ContextVar[str] = contextvars.ContextVar("v2", default="caller")
-    cleanup: list[str] = []
-    dropped: list[int] = []
-
-    async def work(chat: Hashable, item: int) -> None:
-        var.set("mine")
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cleanup.append(var.get())
-
-    queues = _queues(work, on_drop=dropped.append)
-    queues.put("a", 1)
-    await asyncio.sleep(0.01)  # on its task, waiting
-    queues.put("b", 2)  # its task not yet stepped
-    await queues.close()
-    assert sorted(cleanup) == ["mine", "mine"] and sorted(dropped) == [1, 2]
-
-
 async def test_a_work_putting_into_its_own_chat_does_not_recurse_and_keeps_order() -> None:
     order: list[int] = []
     queues: ChatQueues[int]
@@ -378,11 +310,6 @@ async def test_a_work_putting_into_its_own_chat_does_not_recurse_and_keeps_order
 # -- end to end: OneBot's WebSocket reader runs the engine's first step -------------------------
 
 
-@eager_fault(
-    "OneBot: the reader task (Connection.run) puts the message, the run's first step enters "
-    "the step's timeout (StepClock) bound to the reader; at the timeout the reader is "
-    "cancelled: the account's connection drops and the run is not timed out"
-)
 async def test_onebot_a_step_timeout_does_not_end_the_connection(tmp_path: Path) -> None:
     from tests.support.onebot_fake import loopback, text
 
