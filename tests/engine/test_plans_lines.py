@@ -161,7 +161,7 @@ async def test_the_kept_verdicts_cleared_midway_change_no_line(
     store: Store, log_buffer: io.BytesIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     said.SAID_IDS.clear()
-    monkeypatch.setattr(said, "SAID_IDS_KEPT", 2)
+    monkeypatch.setattr(said.SAID_IDS, "kept", 2)
     engine = make_engine(store)
     for user in ("u1", 'q"', "u2", "b\\", "u1", 'q"', "t\tab", "u1"):
         await answered_as_log_run(engine, log_buffer, Message("hours", user=user, chat="g"))

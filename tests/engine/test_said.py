@@ -17,7 +17,7 @@ def test_said_ids_are_the_plain_ids_part_of_the_line_and_stay_bounded(
     split as the message's own fields (a NUL in an id cannot pass for a separator), and
     their number is bounded."""
     said.SAID_IDS.clear()
-    monkeypatch.setattr(said, "SAID_IDS_KEPT", 3)
+    monkeypatch.setattr(said.SAID_IDS, "kept", 3)
     cases = [
         ("u1", "g1", "test"),
         ('we"ird', "g1", "test"),
@@ -32,7 +32,7 @@ def test_said_ids_are_the_plain_ids_part_of_the_line_and_stay_bounded(
     for user, chat, platform in cases:
         message = Message("hi", user=user, chat=chat, platform=platform)
         ids = said.joined_ids(message.user, message.chat, message.platform)
-        part = said.said_ids(ids, message)
+        part = said.SAID_IDS[ids]
         if said.plain(message.user + message.chat + message.platform):
             assert part is not None
             fields = orjson.loads("{" + part + "}")
@@ -40,5 +40,4 @@ def test_said_ids_are_the_plain_ids_part_of_the_line_and_stay_bounded(
         else:
             assert part is None
         assert len(said.SAID_IDS) <= 3
-    u1 = Message("hi", user="u1", chat="g1", platform="test")
-    assert said.said_ids("u1\0g1\0test", u1) == '"user":"u1","chat":"g1","platform":"test"'
+    assert said.SAID_IDS["u1\0g1\0test"] == '"user":"u1","chat":"g1","platform":"test"'

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from tmy import logs, metrics, redact
-from tmy.engine.said import SAID_IDS, joined_ids, plain, said_escaped, said_ids
+from tmy.engine.said import SAID_IDS, joined_ids, plain, said_escaped
 from tmy.engine.tracing import log_run, step_fields
 from tmy.logs import PREVIEW, preview
 from tmy.message import Message, Reply, StepRecord
@@ -34,6 +34,7 @@ from tmy.rulebook.model import Rule, Step
 from tmy.rulebook.triggers import Match, Trigger
 
 _perf_counter = time.perf_counter
+_IDS_PARTS = SAID_IDS.parts  # one dict, cleared in place
 _time = time.time
 _STAMP = logs.STAMP  # (millisecond, timestamp): one list, kept current in place
 _stamp_ms = logs.stamp_ms
@@ -162,10 +163,10 @@ class ConstantPlan:
             except KeyError:
                 head = self._head(trigger.source)
             ms = _SUB_MS[micros] if micros < 1000 else f"{micros // 1000}{_FRAC[micros % 1000]}"
-            try:  # said_ids, inline
-                who = SAID_IDS[ids]
+            try:  # SAID_IDS[ids], inline: the ids' part of the line (None: to escape)
+                who = _IDS_PARTS[ids]
             except KeyError:
-                who = said_ids(ids, message)
+                who = SAID_IDS.fill(ids)
             sink = logs.SINK  # logs.emit_info_text, inline: the whole line in one f-string
             if sink is not None and not logs.BOUND:
                 now = _floor(_time() * 1000)
@@ -297,7 +298,7 @@ class ConstantPlan:
             and type(chat) is str
             and type(platform) is str
             and plain(text)  # QUESTION, a part of the text, is too (as in run)
-            and (who := said_ids(joined_ids(user, chat, platform), message)) is not None
+            and (who := SAID_IDS[joined_ids(user, chat, platform)]) is not None
         ):
             said = f'"text":"{text}","question":"{q}",{who}'
         else:

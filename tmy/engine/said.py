@@ -1,6 +1,6 @@
 """What a message brings to a FAQ answer's ``run.done`` line (:mod:`tmy.engine.plans`):
 its text, QUESTION, user, chat and platform as JSON — written as they are when nothing in
-them needs escaping (:func:`plain`), the ids' part kept per chat (:func:`said_ids`), and
+them needs escaping (:func:`plain`), the ids' part kept per chat (:data:`SAID_IDS`), and
 orjson's escaping otherwise (:func:`said_escaped`), byte for byte the general line's.
 """
 
@@ -19,39 +19,52 @@ def plain(text: str) -> bool:
     return text.isprintable() and '"' not in text and "\\" not in text
 
 
-# joined ids ("user\0chat\0platform") -> their part of the line as written when they are
-# plain, or None (orjson escapes them): a chat's ids come again and again (plans.run reads
-# it inline: cleared in place, never replaced)
-SAID_IDS: dict[str, str | None] = {}
-SAID_IDS_KEPT = 10_000  # ~250 B each: bounded however many users write
+class IdsParts:
+    """Joined ids (:func:`joined_ids`) -> their ``"user":…,"chat":…,"platform":…`` part of
+    a ``run.done`` line as written when they are :func:`plain`, or None (orjson escapes
+    them): ``parts``, a plain dict a hot caller subscripts itself (cleared in place, never
+    replaced), filled by :meth:`fill` on a miss and kept — a chat's ids come again and
+    again; the check looks at every character — at most ``kept`` of them.
+
+    The key splits back into the fields unambiguously where it matters: with exactly two
+    NULs one way only; with more, some id holds a NUL — not printable — and it is None.
+    """
+
+    def __init__(self, kept: int) -> None:
+        self.parts: dict[str, str | None] = {}
+        self.kept = kept  # ~250 B each: bounded however many users write
+
+    def __getitem__(self, ids: str) -> str | None:
+        try:
+            return self.parts[ids]
+        except KeyError:
+            return self.fill(ids)
+
+    def fill(self, ids: str) -> str | None:
+        """The part of ``ids`` (a miss), made and kept."""
+        fields = ids.split("\0")
+        said = None
+        if len(fields) == 3 and plain("".join(fields)):
+            user, chat, platform = fields
+            said = f'"user":"{user}","chat":"{chat}","platform":"{platform}"'
+        if len(self.parts) >= self.kept:
+            self.parts.clear()
+        self.parts[ids] = said
+        return said
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def clear(self) -> None:
+        self.parts.clear()
+
+
+SAID_IDS = IdsParts(10_000)  # plans.run subscripts SAID_IDS.parts inline
 
 
 def joined_ids(user: str, chat: str, platform: str) -> str:
-    """The key :func:`said_ids` keeps its answers under (the engine joins it inline)."""
+    """The key of :data:`SAID_IDS` (the engine joins it inline)."""
     return f"{user}\0{chat}\0{platform}"
-
-
-def said_ids(ids: str, message: Message) -> str | None:
-    """``"user":…,"chat":…,"platform":…`` of ``message`` as a ``run.done`` line writes them
-    when they are :func:`plain` (else None), kept per :func:`joined_ids` key: the check
-    looks at every character (~30 instructions each), the kept part is one lookup and
-    three fields fewer to splice per line.
-
-    The key is unambiguous where it matters: with exactly two NULs it splits one way
-    only; with more, some id holds a NUL — not printable — and every message under that
-    key is answered None.
-    """
-    try:
-        return SAID_IDS[ids]
-    except KeyError:
-        pass
-    if len(SAID_IDS) >= SAID_IDS_KEPT:
-        SAID_IDS.clear()
-    user, chat, platform = message.user, message.chat, message.platform
-    as_is = plain(f"{user}{chat}{platform}")
-    said = f'"user":"{user}","chat":"{chat}","platform":"{platform}"' if as_is else None
-    SAID_IDS[ids] = said
-    return said
 
 
 def said_escaped(text: str, q: str, message: Message) -> str | None:
