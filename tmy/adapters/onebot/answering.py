@@ -55,13 +55,14 @@ class Answering:
                 if config.quote_reply or config.at_sender
                 else {}
             )
-            stream = None
-            if message.event is None:
-                stream = message.stream = sentence_stream(self._outbound, key, message, addressing)
             reply = self._answer(message)
-            if type(reply) is Reply and message.event is None and reply.outgoing is None:
-                self._queue_reply(key, message, reply.text, stream, addressing)
-                return None
+            stream = None
+            if type(reply) is Reply:  # answered at once: nothing was streamed
+                if message.event is None and reply.outgoing is None:
+                    self._queue_reply(key, message, reply.text, None, addressing)
+                    return None
+            elif message.event is None:  # a run to await, not begun: it may stream
+                stream = message.stream = sentence_stream(self._outbound, key, message, addressing)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, message_id=message.message_id)
             return None
