@@ -4,7 +4,9 @@ A chat whose next item cannot start at once (no free slot, its pacing, its own
 in-flight cap) gets a drain task that waits for each in turn; an item whose work
 is a coroutine, or which has more to do after a pause, runs on a task of its own.
 (The usual item needs neither: it starts when put, and a work answering with a
-Future or a :class:`~tmy.adapters.fairness.step.Step` is followed by a callback.)
+Future or a :class:`~tmy.adapters.fairness.step.Step` is followed by a callback —
+:meth:`Draining._went_on`, a step's end without a task, is here too — and one answering
+None, done at once, is over before ``put`` returns.)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tmy.adapters.fairness.lane import Lane
+from tmy.adapters.fairness.step import STOPPED, Step
 
 if TYPE_CHECKING:
     from tmy.adapters.fairness.slots import FairSlots
@@ -63,6 +66,56 @@ class Draining(Generic[T]):
                 work.close()
             self._ended(chat, lane, item, run, ended=False)
         self.slots.free = self.slots.size
+
+    def _stepped(
+        self, chat: Hashable, lane: Lane[T], item: T, run: int, step: asyncio.Future[Any]
+    ) -> None:
+        """A work's Future ended: what ``_execute`` does after an awaited step, without a
+        task (one is made only when the item has more to do)."""
+        if step.cancelled():  # close() while in flight
+            self._went_on(chat, lane, item, run, None, STOPPED)
+            return
+        error = step.exception()
+        self._went_on(chat, lane, item, run, None if error else step.result(), error)
+
+    def _step_ended(self, step: Step) -> None:
+        """A work's :class:`Step` ended (at once: the answer that ended it is being read)."""
+        self._went_on(step.chat, step.lane, step.item, step.run, step.again, step.error)
+
+    def _went_on(
+        self,
+        chat: Hashable,
+        lane: Lane[T],
+        item: T,
+        run: int,
+        again: float | None,
+        error: BaseException | None,
+    ) -> None:
+        """After a step that ran without a task: free its slot; the item is done, stopped,
+        failed, or (more to do) goes on on a task of its own after its pause."""
+        slots = self.slots
+        if slots._waiters:
+            slots.release()
+        else:  # FairSlots.release inline: nobody waits for the slot
+            slots.free += 1
+        if error is None and again is None and self.interval <= 0:  # done, nothing to pace
+            self._ended(chat, lane, item, run, True)
+            return
+        if error is STOPPED:  # close() while in flight
+            self._ended(chat, lane, item, run, ended=False, stopped=True)
+            return
+        if error is not None:
+            self._log.error(f"{self.adapter}.{self.what}_failed", chat=str(chat), exc_info=error)
+            again = None
+            if self._on_fail is not None and isinstance(error, Exception):
+                self._on_fail(item, error)
+        pause = max(again or 0.0, self.interval)
+        if pause > 0:
+            self._pace(chat, time.monotonic() + pause)
+        if again is None:
+            self._ended(chat, lane, item, run, ended=True)
+            return
+        self._task(chat, lane, item, run, self._execute(chat, lane, item, run, resume=pause))
 
     async def _drain(self, chat: Hashable, lane: Lane[T]) -> None:
         """Serve one chat's queue: wait for its pacing, its own room, then a fair slot."""

@@ -47,11 +47,12 @@ from tmy import metrics
 from tmy.adapters.fairness.draining import Draining
 from tmy.adapters.fairness.lane import Lane
 from tmy.adapters.fairness.slots import FairSlots
-from tmy.adapters.fairness.step import STOPPED, Step
+from tmy.adapters.fairness.step import Step
 from tmy.logs import get_logger
 
 T = TypeVar("T")
 
+_CALL: Any = object()  # ChatQueues._run: the work is still to be asked
 LOG_EVERY = 10.0  # seconds between two chat_dropped lines of one chat (the count is carried)
 MAX_READY_ENTRIES = 4096  # per-chat pacing times kept before past ones are forgotten
 
@@ -155,9 +156,6 @@ class ChatQueues(Draining[T]):
             return False
         lane = self._lanes.get(chat)
         if lane is None:
-            if not self._lanes:
-                self._idle.clear()
-            lane = self._lanes[chat] = Lane()
             # an idle chat, a free slot nobody waits for, its pacing past: it never waits
             # (FairSlots.try_acquire and _paced inline: the path of nearly every item)
             slots = self.slots
@@ -165,8 +163,16 @@ class ChatQueues(Draining[T]):
                 ready_at = self._ready_at.get(chat)
                 if ready_at is None or ready_at <= time.monotonic():
                     slots.free -= 1
-                    self._run(chat, lane, item, at_once=True)
+                    step = _CALL
+                    if self.interval <= 0:  # a work done at once needs no lane at all
+                        step = self._call(chat, item)
+                        if step is None:
+                            slots.release()
+                            return True
+                    lane = self._lane(chat)  # (one its work put meanwhile, if it did)
+                    self._run(chat, lane, item, at_once=True, step=step)
                     return True
+            lane = self._lane(chat)
         if len(lane.items) >= self.per_chat:
             self._drop_oldest(chat, lane)
         elif self._waiting >= self.total:
@@ -242,17 +248,35 @@ class ChatQueues(Draining[T]):
         self._took()
         self._run(chat, lane, item)
 
-    def _run(self, chat: Hashable, lane: Lane[T], item: T, at_once: bool = False) -> None:
-        """Put ``item`` in flight (a slot is already held for it): a work that answers with
-        a Future is followed by a callback; a coroutine runs on its own task; None (done)
-        ends it now when ``at_once`` (an idle chat's item, put), else on the next pass."""
-        lane.running += 1
-        run = next(self._run_ids)
+    def _lane(self, chat: Hashable) -> Lane[T]:
+        """``chat``'s lane, made when it has none (the queue is then no longer idle)."""
+        lane = self._lanes.get(chat)
+        if lane is None:
+            if not self._lanes:
+                self._idle.clear()
+            lane = self._lanes[chat] = Lane()
+        return lane
+
+    def _call(self, chat: Hashable, item: T) -> Any:
+        """The work's answer for ``item``; one that raised is a Future failed with it."""
         try:
-            step = self._work(chat, item)
+            return self._work(chat, item)
         except Exception as exc:  # a work answering with a Future failed before it: the same
             step = asyncio.get_running_loop().create_future()
             step.set_exception(exc)
+            return step
+
+    def _run(
+        self, chat: Hashable, lane: Lane[T], item: T, at_once: bool = False, step: Any = _CALL
+    ) -> None:
+        """Put ``item`` in flight (a slot is already held for it): a work that answers with
+        a Future is followed by a callback; a coroutine runs on its own task; None (done)
+        ends it now when ``at_once`` (an idle chat's item, put), else on the next pass.
+        ``step``: the work's answer when put() already asked it (else :data:`_CALL`)."""
+        lane.running += 1
+        run = next(self._run_ids)
+        if step is _CALL:
+            step = self._call(chat, item)
         if step is None:  # done at once (a reply the engine gave without awaiting)
             if at_once:
                 self._went_on(chat, lane, item, run, None, None)
@@ -270,56 +294,6 @@ class ChatQueues(Draining[T]):
             step.add_done_callback(lambda done: self._stepped(chat, lane, item, run, done))
             return
         self._task(chat, lane, item, run, self._execute(chat, lane, item, run, step), step)
-
-    def _stepped(
-        self, chat: Hashable, lane: Lane[T], item: T, run: int, step: asyncio.Future[Any]
-    ) -> None:
-        """A work's Future ended: what ``_execute`` does after an awaited step, without a
-        task (one is made only when the item has more to do)."""
-        if step.cancelled():  # close() while in flight
-            self._went_on(chat, lane, item, run, None, STOPPED)
-            return
-        error = step.exception()
-        self._went_on(chat, lane, item, run, None if error else step.result(), error)
-
-    def _step_ended(self, step: Step) -> None:
-        """A work's :class:`Step` ended (at once: the answer that ended it is being read)."""
-        self._went_on(step.chat, step.lane, step.item, step.run, step.again, step.error)
-
-    def _went_on(
-        self,
-        chat: Hashable,
-        lane: Lane[T],
-        item: T,
-        run: int,
-        again: float | None,
-        error: BaseException | None,
-    ) -> None:
-        """After a step that ran without a task: free its slot; the item is done, stopped,
-        failed, or (more to do) goes on on a task of its own after its pause."""
-        slots = self.slots
-        if slots._waiters:
-            slots.release()
-        else:  # FairSlots.release inline: nobody waits for the slot
-            slots.free += 1
-        if error is None and again is None and self.interval <= 0:  # done, nothing to pace
-            self._ended(chat, lane, item, run, True)
-            return
-        if error is STOPPED:  # close() while in flight
-            self._ended(chat, lane, item, run, ended=False, stopped=True)
-            return
-        if error is not None:
-            self._log.error(f"{self.adapter}.{self.what}_failed", chat=str(chat), exc_info=error)
-            again = None
-            if self._on_fail is not None and isinstance(error, Exception):
-                self._on_fail(item, error)
-        pause = max(again or 0.0, self.interval)
-        if pause > 0:
-            self._pace(chat, time.monotonic() + pause)
-        if again is None:
-            self._ended(chat, lane, item, run, ended=True)
-            return
-        self._task(chat, lane, item, run, self._execute(chat, lane, item, run, resume=pause))
 
     def _ended(
         self,
