@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # names for annotations only: this module must stay importable from any layer
@@ -139,17 +140,23 @@ exception becomes ``STEP_ERROR``.
 Handler = Callable[["Message"], Awaitable["Reply"]]
 """The engine's entry point an adapter is started with: a Message in, its Reply out."""
 
-Answer = Callable[["Message"], "Reply | Awaitable[Reply]"]
+Answer = Callable[["Message"], "Reply | Callable[[], Awaitable[Reply]]"]
 """A handler's way to answer at once (:func:`answer_of`): the Reply itself when none of
-the work awaits (a FAQ answer), else an awaitable that answers (awaited once)."""
+the work awaits (a FAQ answer), else what makes the awaitable that answers (called and
+awaited once, on the caller's task: nothing to await exists before)."""
 
 
 def answer_of(handle: Handler) -> Answer:
     """How an adapter asks ``handle`` for a reply when it can take one at once:
     ``Engine.handle``'s engine offers :meth:`tmy.engine.core.Engine.answer` (no task, no
-    coroutine for a FAQ answer); any other handler is called as it is (an awaitable)."""
-    answer = getattr(getattr(handle, "__self__", None), "answer", None)
-    return answer if callable(answer) else handle
+    coroutine for a FAQ answer); any other handler is asked later (a partial of it)."""
+    owner = getattr(handle, "__self__", None)
+    for base in type(owner).__mro__ if owner is not None else ():
+        if "answer" in base.__dict__:  # the class that has answer: handle is its own
+            if base.__dict__.get("handle") is getattr(handle, "__func__", None):
+                return owner.answer  # type: ignore[no-any-return]
+            break  # a handle overridden below it: asked as it is
+    return lambda message: partial(handle, message)
 
 
 if TYPE_CHECKING:

@@ -1,10 +1,11 @@
-"""A review of the at-once answer (771e724, e47541a, 31a634e): ChatQueues asking an idle
-chat's work in put() before it makes the chat's lane, a work answering None as done, and
-the OneBot inbound work answering a FAQ as its event is read.
+"""Answering at once: ChatQueues asking an idle chat's work in put() before it makes the
+chat's lane (a work putting its own chat again waits its turn; the per-chat cap holds), a
+work answering None as done (close() between it and its end leaves the slots right), and
+the OneBot inbound work answering a FAQ as its event is read (a stop before a run begins
+leaves nothing unawaited; order, quote and @ kept).
 
 Real parts only: real ChatQueues, the real engine (tmy.testing.Bot), the OneBot adapter
-against the fake NapCat of tests/support/onebot_fake.py. A test marked xfail(strict) shows
-a behaviour that changed with these commits (the reason says what it was before).
+against the fake NapCat of tests/support/onebot_fake.py.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import warnings
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.support.log_helpers import read_log
 from tests.support.onebot_fake import loopback
@@ -51,13 +50,6 @@ def sent_segments(action: dict[str, Any]) -> list[dict[str, Any]]:
 # -- ChatQueues: a work put() asks before the chat has a lane ------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="31a634e: put() asks an idle chat's work before making its lane, so a work that "
-    "puts another item for its OWN chat while being asked finds no lane: that item starts "
-    "(its work asked) inside the first one's call, ahead of it. Before, the lane existed "
-    "(running 1) and the second item waited its turn behind the first.",
-)
 async def test_a_work_putting_its_own_chat_again_while_asked_waits_its_turn() -> None:
     calls: list[str] = []
     queues: ChatQueues[int]
@@ -74,12 +66,6 @@ async def test_a_work_putting_its_own_chat_again_while_asked_waits_its_turn() ->
     assert calls == ["ask 1", "done 1", "ask 2", "done 2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="31a634e: the same re-entrant put with two works that go on (coroutines): the "
-    "inner item makes the lane and runs, then put() adds the outer item to that lane — two "
-    "of one chat in flight with per_chat_in_flight=1 (before: the second waited).",
-)
 async def test_a_reentrant_put_for_the_same_chat_keeps_per_chat_in_flight() -> None:
     gate = asyncio.Event()
     running = 0
@@ -205,13 +191,6 @@ async def test_a_paced_queue_still_paces_an_item_done_at_once() -> None:
     assert times["b"][0] < 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="771e724: an item started by a drain that answers None ends on the next pass "
-    "(call_soon) but is in no _runs entry: a close() in between neither waits for it nor "
-    "counts it, sets slots.free = size, and the late _went_on adds one more: in_flight -1 "
-    "and a slot over the in_flight cap for a queue opened again after the stop.",
-)
 async def test_close_before_a_next_pass_end_leaves_the_slots_as_they_were() -> None:
     step: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     closing: list[asyncio.Task[None]] = []
@@ -285,14 +264,6 @@ async def test_onebot_one_chats_faq_answers_keep_their_order() -> None:
         assert got == [FAQ, "1", FAQ, "2", "3", FAQ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="771e724 with c23cb1f: close() closes an unstarted task's work so nothing is left "
-    "unawaited, but the OneBot work now calls Engine.answer before its task: a run to await "
-    "is an Engine._answering coroutine inside the _answered coroutine, and closing the "
-    "outer one never reaches it ('coroutine Engine._answering was never awaited'). With "
-    "the old coroutine work, closing it was all there was.",
-)
 async def test_onebot_a_stop_before_a_run_began_leaves_no_unawaited_coroutine() -> None:
     async with (
         Bot({"r.yaml": RULES}) as bot,

@@ -548,8 +548,8 @@ async def test_answer_gives_a_faq_reply_at_once_and_a_coroutine_otherwise(store:
     nothing = engine.answer(Message("nothing here", user="u1", platform="test"))
     assert type(nothing) is Reply and nothing.rule is None
     echo = engine.answer(Message("echo hi", user="u1", platform="test"))
-    assert asyncio.iscoroutine(echo)
-    reply = await echo
+    assert type(echo) is not Reply and callable(echo)  # what makes the coroutine, not it
+    reply = await echo()
     assert reply.rule == "echo" and reply.text == "hi" and engine.inflight == 0
     assert (await engine.handle(Message("echo hi", user="u1", platform="test"))).text == "hi"
     assert answer_of(engine.handle) == engine.answer
@@ -557,4 +557,5 @@ async def test_answer_gives_a_faq_reply_at_once_and_a_coroutine_otherwise(store:
     async def handler(message: Message) -> Reply:
         return faq
 
-    assert answer_of(handler) is handler  # any other handler is called as it is
+    later = answer_of(handler)(Message("x"))  # any other handler: asked when awaited
+    assert type(later) is not Reply and await later() is faq

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from tmy import logs, metrics
@@ -152,10 +153,12 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                 return hit
         return await self._answering(message, trace_id, hit)
 
-    def answer(self, message: Message) -> Reply | Coroutine[Any, Any, Reply]:
+    def answer(self, message: Message) -> Reply | Callable[[], Coroutine[Any, Any, Reply]]:
         """:meth:`handle` for a caller that can take the reply at once: a FAQ answer (a
-        constant rule's, or no rule's) needs no await and is returned; else the coroutine
-        that answers (await it, once). An adapter answering so makes no task for a FAQ."""
+        constant rule's, or no rule's) needs no await and is returned; else what makes the
+        coroutine that answers (call it, and await that, once: no coroutine exists before
+        the caller's task runs, so one that never does leaves none unawaited). An adapter
+        answering so makes no task for a FAQ."""
         n = next(TRACE_COUNTER)  # tracing.trace_id(), inline
         if not n & 255:
             roll_trace_high(n)
@@ -173,7 +176,7 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
                     _TRACE_RESET(token)
             if type(hit) is Reply:
                 return hit
-        return self._answering(message, trace_id, hit)
+        return partial(self._answering, message, trace_id, hit)
 
     async def _answering(self, message: Message, trace_id: str, hit: Any) -> Reply:
         """:meth:`answer`'s coroutine: the run in flight (counted, its trace id bound)."""

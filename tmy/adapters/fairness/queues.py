@@ -110,6 +110,7 @@ class ChatQueues(Draining[T]):
         # items in flight (their tasks, or the Futures their works answered), by run number
         self._runs: dict[int, asyncio.Task[None] | asyncio.Future[Any] | Step] = {}
         self._tasked: dict[int, tuple[Any, ...]] = {}  # runs on a task: Draining._task
+        self._asking: set[Hashable] = set()  # chats whose work put() is asking (_at_once)
         self._run_ids = itertools.count()
         self._waiting = 0
         self._idle = asyncio.Event()
@@ -155,7 +156,10 @@ class ChatQueues(Draining[T]):
                 self._on_drop(item)
             return False
         lane = self._lanes.get(chat)
-        if lane is None:
+        if lane is None and chat in self._asking:  # its work, being asked, put it again:
+            lane = self._lane(chat)  # it waits behind that item, which counts as running
+            lane.running += 1
+        elif lane is None:
             # an idle chat, a free slot nobody waits for, its pacing past: it never waits
             # (FairSlots.try_acquire and _paced inline: the path of nearly every item)
             slots = self.slots
@@ -163,14 +167,7 @@ class ChatQueues(Draining[T]):
                 ready_at = self._ready_at.get(chat)
                 if ready_at is None or ready_at <= time.monotonic():
                     slots.free -= 1
-                    step = _CALL
-                    if self.interval <= 0:  # a work done at once needs no lane at all
-                        step = self._call(chat, item)
-                        if step is None:
-                            slots.release()
-                            return True
-                    lane = self._lane(chat)  # (one its work put meanwhile, if it did)
-                    self._run(chat, lane, item, at_once=True, step=step)
+                    self._at_once(chat, item)
                     return True
             lane = self._lane(chat)
         if len(lane.items) >= self.per_chat:
@@ -206,6 +203,8 @@ class ChatQueues(Draining[T]):
         for run in list(self._runs.values()):
             if type(run) is Step:
                 run.cancel()  # its item is stopped now (on_stop)
+            elif isinstance(run, asyncio.Handle):  # an end due on the next pass: _unstarted's
+                run.cancel()
             else:
                 tasks.append(run)
         for task in tasks:
@@ -248,6 +247,27 @@ class ChatQueues(Draining[T]):
         self._took()
         self._run(chat, lane, item)
 
+    def _at_once(self, chat: Hashable, item: T) -> None:
+        """An idle chat's item, its slot held: without pacing its work is asked before any
+        lane is made — one done at once (None) takes no lane, run number or end — then
+        it goes on as :meth:`_run` has it."""
+        step = _CALL
+        if self.interval <= 0:
+            asking = self._asking
+            asking.add(chat)
+            try:
+                step = self._call(chat, item)
+            finally:
+                asking.discard(chat)
+            lane = self._lanes.get(chat)
+            if lane is None:
+                if step is None:
+                    self.slots.release()
+                    return
+            else:  # a put of this chat while it was asked made it, counting this item in
+                lane.running -= 1
+        self._run(chat, self._lane(chat), item, at_once=True, step=step)
+
     def _lane(self, chat: Hashable) -> Lane[T]:
         """``chat``'s lane, made when it has none (the queue is then no longer idle)."""
         lane = self._lanes.get(chat)
@@ -281,9 +301,11 @@ class ChatQueues(Draining[T]):
             if at_once:
                 self._went_on(chat, lane, item, run, None, None)
             else:  # a run's end started it: its own end on a later pass (a chain recursing)
-                asyncio.get_running_loop().call_soon(
+                later = asyncio.get_running_loop().call_soon(
                     self._went_on, chat, lane, item, run, None, None
                 )
+                self._runs[run] = later  # type: ignore[assignment]
+                self._tasked[run] = (chat, lane, item, None)  # close() ends it if cancelled
             return
         if type(step) is Step:
             self._runs[run] = step  # type: ignore[assignment]

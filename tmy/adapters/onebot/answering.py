@@ -10,7 +10,7 @@ files to read) goes on in the coroutine :meth:`Answering._answered`, on a task.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ class Answering:
                 if message.event is None and reply.outgoing is None:
                     self._queue_reply(key, message, reply.text, None, addressing)
                     return None
-            elif message.event is None:  # a run to await, not begun: it may stream
+            elif message.event is None:  # a run to await, not made yet: it may stream
                 stream = message.stream = sentence_stream(self._outbound, key, message, addressing)
         except Exception:
             log.exception("onebot.message_failed", self_id=self_id, message_id=message.message_id)
@@ -72,14 +72,14 @@ class Answering:
         self,
         key: Hashable,
         message: Message,
-        reply: Reply | Awaitable[Reply],
+        reply: Reply | Callable[[], Awaitable[Reply]],
         stream: SentenceChunks | None,
         addressing: dict[str, Any],
     ) -> None:
         """:meth:`_run`'s rest when the reply is awaited, answers a request, or has parts."""
         try:
             if type(reply) is not Reply:
-                reply = await reply  # type: ignore[misc]
+                reply = await reply()  # type: ignore[operator]
             assert type(reply) is Reply
             if message.event is not None and message.event.is_request:
                 await answer_request(self._accounts, message, reply)
