@@ -233,17 +233,20 @@ def run(ns: tuple[int, ...], warmup: int, m1: int, m2: int, write: bool, quick: 
         )
     )
     wrong = floor["wrong"] + sum(r["wrong"] for r in rows)
-    targets = []
-    for kind, rules in (("tmy", "constant"), ("template", "template")):
-        worst = max(r["per_message"] for r in rows if r["kind"] == kind)
-        targets.append(
-            {
-                "target": f"<= {GOAL:,} instructions per matched message at info, {rules} rules",
-                "value": worst,
-                "ok": worst <= GOAL,
-            }
-        )
-    targets.append({"target": "every reply right", "value": f"{wrong} wrong", "ok": wrong == 0})
+    # goal 5 is the constant (FAQ) rules' dispatch, the shape its 104,633 was measured on;
+    # template rules are reported beside it, not as a goal of their own
+    worst = max(r["per_message"] for r in rows if r["kind"] == "tmy")
+    targets = [
+        {
+            "target": f"<= {GOAL:,} instructions per matched message at info, constant rules",
+            "value": worst,
+            "ok": worst <= GOAL,
+        },
+        {"target": "every reply right", "value": f"{wrong} wrong", "ok": wrong == 0},
+    ]
+    templates = [r["per_message"] for r in rows if r["kind"] == "template"]
+    if templates:
+        print(f"template rules (beside the goal): {max(templates):,.0f} instructions/msg at most")
     print(
         common.table(
             "Dispatch callgrind targets",
