@@ -106,7 +106,8 @@ async def test_a_server_that_does_not_answer_fails_the_call_after_the_bound(
         with pytest.raises(McpError, match=r"^MCP server 'mute' is not connected \(starting\); "):
             await s.call("mute", "echo", {"text": "x"})
         assert time.monotonic() - started < 1.0 + 5  # the bound, and then some for a slow box
-        with pytest.raises(McpError, match=r"; waited 0.3 s for it$"):
+        # the call's own 0.3 s, less what went before the wait (a few ms on a busy box)
+        with pytest.raises(McpError, match=r"; waited 0\.(3|2\d+) s for it$"):
             await s.call("mute", "echo", {"text": "x"}, timeout=0.3)
         with pytest.raises(McpError, match=r"; waited 1 s for it$"):
             await s.call("mute", "echo", {"text": "x"})
