@@ -155,10 +155,9 @@ class Engine(InFlight, Dispatch, cooldowns.Cooldowns, Running, Refusals):
 
     def answer(self, message: Message) -> Reply | Callable[[], Coroutine[Any, Any, Reply]]:
         """:meth:`handle` for a caller that can take the reply at once: a FAQ answer (a
-        constant rule's, or no rule's) needs no await and is returned; else what makes the
-        coroutine that answers (call it, and await that, once: no coroutine exists before
-        the caller's task runs, so one that never does leaves none unawaited). An adapter
-        answering so makes no task for a FAQ."""
+        constant rule's, or no rule's) is returned, no task needed; else what makes the
+        coroutine that answers (call it, await that once: none exists before the caller's
+        task runs, so a task that never does leaves none unawaited)."""
         n = next(TRACE_COUNTER)  # tracing.trace_id(), inline
         if not n & 255:
             roll_trace_high(n)
