@@ -48,17 +48,19 @@ class ChatSwitch:
 
     def cached(self, message: Message) -> bool | None:
         """The cache's verdict for ``message``'s chat while fresh; None when unknown or stale."""
+        return self._fresh(message, _clock())
+
+    def _fresh(self, message: Message, now: float) -> bool | None:
         chats = self.verdicts.get(message.platform)
         hit = None if chats is None else chats.get(message.chat)
-        if hit is not None and hit[1] > _clock():
-            return hit[0]
-        return None
+        return hit[0] if hit is not None and hit[1] > now else None
 
     async def is_off(self, message: Message) -> bool:
         """Whether the bot is off in ``message``'s chat (False when the store cannot say)."""
         now = _clock()
-        if (hit := self.verdicts.get(message.platform, {}).get(message.chat)) and hit[1] > now:
-            return hit[0]
+        cached = self._fresh(message, now)
+        if cached is not None:
+            return cached
         off = await self._lookup(off_key(message))
         self._keep(message, off, now + OFF_CACHE_SECONDS)
         return off
