@@ -47,6 +47,10 @@ rules:
     triggers: ["echo *"]
     steps:
       - {{plugin: ADJUST, input: "{{QUESTION}}"}}
+  - id: said
+    triggers: ['say "hi" \\ now*', "café*"]
+    steps:
+      - {{plugin: ADJUST, input: "a plain answer"}}
   - id: kept
     triggers: ["kept"]
     session: 60
@@ -221,6 +225,8 @@ async def test_the_engine_keeps_a_plan_per_rule_and_a_bounded_number_more(
         ("hours", "ü-Ω"),
         ("hours", 'we"ird\\ü'),
         ("when open " + "z" * 300, "u1"),  # a text the line cuts: log_run writes it
+        ('say "hi" \\ now, please', "u1"),  # a plain answer, a trigger orjson escapes
+        ("café au lait", "u1"),
     ],
 )
 async def test_a_one_step_run_is_the_general_reply_and_line(
@@ -230,7 +236,7 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
     and line the general way makes — twice over."""
     engine = make_engine(store)
     match = engine.rulebook.index.match(text)
-    assert match is not None and match.rule.id == "faq"
+    assert match is not None and match.rule.id in ("faq", "said")
     plan = constant_plan(match.rule, engine.settings.max_reply_chars)
     assert plan is not None and plan.one
     for _ in range(2):
@@ -256,7 +262,7 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         finally:
             logs.TRACE.reset(token)
             logs.configure("warning", stream=io.BytesIO())
-        want = Reply(plan.answer, "faq", "0123456789abcdef", None, [record], False)
+        want = Reply(plan.answer, match.rule.id, "0123456789abcdef", None, [record], False)
         assert reply == want  # every field set, as Reply's own __init__ sets them
         assert record == StepRecord(record.uri, "ADJUST", plan.answer, plan.answer, ms=record.ms)
         lines = _lines(out)
@@ -264,6 +270,6 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         stamp = re.compile(rb'"timestamp":"[^"]*"')
         assert stamp.sub(b"", lines[0]) == stamp.sub(b"", lines[1])
         event = orjson.loads(lines[0])
-        assert event["user"] == user and event["rule"] == "faq"
+        assert event["user"] == user and event["rule"] == match.rule.id
         assert event["text"] == (text if len(text) <= PREVIEW else preview(text))
         assert event["ms"] == record.ms and event["steps"][0]["ms"] == record.ms

@@ -99,12 +99,22 @@ class ConstantPlan:
         self.rule = rule
         self.steps = steps
         self.answer = answer
-        shown = answer if len(answer) <= PREVIEW else preview(answer)
-        self.tail = ',"answer":' + _json(shown) + ',"error":null,"ms":'
         self.heads: dict[str, str] = {}  # per trigger: '{"rule":…,"trigger":…'
-        # per step: its fields as step_fields renders them, up to '"ms":'
-        self.step_heads = tuple(_step_head(step) for step in steps)
-        self.one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
+        self.one = one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
+        # per step: its fields as step_fields renders them, up to '"ms":'. A plan is made at
+        # its rule's first hit — at 100,000 rules nearly every message's — so the usual one
+        # (one step, its short text the answer) writes its JSON once for both, and plainly
+        step = steps[0]
+        if one and len(answer) <= PREVIEW and answer is step.constant.value:
+            text = _text_json(answer)
+            self.step_heads = (
+                f'{{"uri":{_text_json(step.uri)},"plugin":{_plugin_json(step.spec.name)},'
+                f'"input":{text},"result":{text},"error":null,"ms":',
+            )
+        else:
+            text = _json(answer if len(answer) <= PREVIEW else preview(answer))
+            self.step_heads = tuple(_step_head(s) for s in steps)
+        self.tail = f',"answer":{text},"error":null,"ms":'
         self.open = ',"steps":[' + self.step_heads[0]
         # its rule's ok-runs counter (metrics.run) and the first step's histogram child, for
         # run's inline counts: made at the first run (a rule only matched in a chat where
@@ -322,9 +332,9 @@ class ConstantPlan:
 
     def _head(self, source: str) -> str:
         """The line's start for a run through trigger ``source``, kept per trigger."""
-        head = self.heads[source] = orjson.dumps({"rule": self.rule.id, "trigger": source})[
-            :-1
-        ].decode()
+        head = self.heads[source] = (
+            f'{{"rule":{_text_json(self.rule.id)},"trigger":{_text_json(source)}'
+        )
         return head
 
 
@@ -336,6 +346,24 @@ def _step(head: str, record: StepRecord) -> str:
 
 def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+
+
+def _text_json(text: str) -> str:
+    """``text`` as orjson writes it: as it is, quoted, when :func:`plain` (no call)."""
+    return f'"{text}"' if plain(text) else orjson.dumps(text).decode()
+
+
+_PLUGINS: dict[str, str] = {}  # executor name -> its JSON (a handful of names)
+
+
+def _plugin_json(name: str) -> str:
+    try:
+        return _PLUGINS[name]
+    except KeyError:
+        if len(_PLUGINS) >= 1000:
+            _PLUGINS.clear()
+        made = _PLUGINS[name] = _text_json(name)
+        return made
 
 
 def _step_head(step: Step) -> str:
