@@ -273,3 +273,30 @@ async def test_a_one_step_run_is_the_general_reply_and_line(
         assert event["user"] == user and event["rule"] == match.rule.id
         assert event["text"] == (text if len(text) <= PREVIEW else preview(text))
         assert event["ms"] == record.ms and event["steps"][0]["ms"] == record.ms
+
+
+async def test_a_plan_keeps_the_line_head_of_each_trigger_that_hits(store: Store) -> None:
+    """A rule's first trigger to hit keeps its head in the plan's slots, the others in a
+    dict: through the engine, each line names the trigger that hit, whichever came first."""
+    engine = make_engine(store)
+    out = io.BytesIO()
+    logs.configure("info", stream=out)
+    texts = ("when open now", "hours", "when open later", "hours", 'say "hi" \\ now', "café")
+    try:
+        for text in texts:
+            reply = await engine.handle(Message(text, user="u1", chat="g1", platform="test"))
+            assert reply.error is None
+        logs.flush()
+    finally:
+        logs.configure("warning", stream=io.BytesIO())
+    lines = [orjson.loads(x) for x in _lines(out)]
+    assert [(x["rule"], x["trigger"]) for x in lines] == [
+        ("faq", "when open*"),
+        ("faq", "hours"),
+        ("faq", "when open*"),
+        ("faq", "hours"),
+        ("said", 'say "hi" \\ now*'),
+        ("said", "café*"),
+    ]
+    plan = engine._plans[rule(engine, "faq")]
+    assert plan.head_source == "when open*" and list(plan.heads) == ["hours"]

@@ -84,6 +84,8 @@ class ConstantPlan:
         "answer",
         "counts",
         "first_bound",
+        "head",
+        "head_source",
         "heads",
         "meter",
         "ok",
@@ -99,7 +101,11 @@ class ConstantPlan:
         self.rule = rule
         self.steps = steps
         self.answer = answer
-        self.heads: dict[str, str] = {}  # per trigger: '{"rule":…,"trigger":…'
+        # the line's start, '{"rule":…,"trigger":…', for its first trigger source (a rule
+        # nearly always has one trigger); other triggers' in ``heads``: made as they hit
+        self.head_source: str | None = None
+        self.head = ""
+        self.heads: dict[str, str] | None = None
         self.one = one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
         # per step: its fields as step_fields renders them, up to '"ms":'. A plan is made at
         # its rule's first hit — at 100,000 rules nearly every message's — so the usual one
@@ -168,10 +174,7 @@ class ConstantPlan:
         reply.stopped = False
         reply.approve_reason = ""
         if len(text) <= PREVIEW and len(q) <= PREVIEW:
-            try:
-                head = self.heads[trigger.source]
-            except KeyError:
-                head = self._head(trigger.source)
+            head = self.head if trigger.source is self.head_source else self._head(trigger.source)
             ms = _SUB_MS[micros] if micros < 1000 else f"{micros // 1000}{_FRAC[micros % 1000]}"
             try:  # SAID_IDS[ids], inline: the ids' part of the line (None: to escape)
                 who = _IDS_PARTS[ids]
@@ -315,9 +318,7 @@ class ConstantPlan:
             said = said_escaped(text, q, message)
             if said is None:
                 return False
-        head = self.heads.get(trigger.source)
-        if head is None:
-            head = self._head(trigger.source)
+        head = self.head if trigger.source is self.head_source else self._head(trigger.source)
         if len(records) == 1:  # nearly always
             m = int(records[0].ms * 1000 + 0.5)  # the step's whole µs (its ms is µs / 1000)
             steps = f"{self.step_heads[0]}{m // 1000}{_FRAC[m % 1000]}{_STEP_END}"
@@ -331,10 +332,18 @@ class ConstantPlan:
         )
 
     def _head(self, source: str) -> str:
-        """The line's start for a run through trigger ``source``, kept per trigger."""
-        head = self.heads[source] = (
-            f'{{"rule":{_text_json(self.rule.id)},"trigger":{_text_json(source)}'
-        )
+        """The line's start for a run through trigger ``source``, kept per trigger (the
+        first one to hit in slots: no dict for a plan's usual one trigger)."""
+        heads = self.heads
+        if heads is not None and source in heads:
+            return heads[source]
+        head = f'{{"rule":{_text_json(self.rule.id)},"trigger":{_text_json(source)}'
+        if self.head_source is None:
+            self.head_source, self.head = source, head
+        else:
+            if heads is None:
+                heads = self.heads = {}
+            heads[source] = head
         return head
 
 
