@@ -182,3 +182,94 @@ async def test_an_in_memory_store_has_no_checkpoint_thread() -> None:
         await store.set("k", 1)
     finally:
         await store.close()
+
+
+# -- updates asked in one pass of the event loop: one transaction (tmy.store.passes)
+
+
+def _transactions(store: SQLiteStore) -> list[str]:
+    """The BEGIN IMMEDIATEs the store's connection runs from now on."""
+    seen: list[str] = []
+    store._conn().set_trace_callback(
+        lambda sql: seen.append(sql) if sql.startswith("BEGIN IMMEDIATE") else None
+    )
+    return seen
+
+
+async def test_updates_of_one_pass_share_a_transaction_each_seeing_the_last(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "updates.db")
+    other = SQLiteStore(tmp_path / "updates.db")  # another daemon on the same file
+    await store.open()
+    await other.open()
+    try:
+        await store.set("hist/a", ["old"], ttl=600)
+        begun = _transactions(store)
+        results = await asyncio.gather(
+            *(store.update("n", increment) for _ in range(20)),
+            *(store.update(f"k{i}", lambda v, i=i: ([v is MISSING, i], i)) for i in range(30)),
+            store.update("hist/a", lambda v: ([*v, "new"], len(v))),
+        )
+        assert len(begun) == 1  # fifty-one updates, one write transaction
+        assert results[:20] == list(range(1, 21))  # in the order asked, each on the last
+        assert results[20:50] == list(range(30)) and results[50] == 1
+        assert await other.get("n") == 20
+        assert await other.get_many(["k0", "k29"]) == [[True, 0], [True, 29]]
+        assert await other.get("hist/a") == ["old", "new"]
+        row = store._conn().execute("SELECT expires FROM kv WHERE key = 'hist/a'").fetchone()
+        assert row[0] is not None  # the value's expiry kept (no ttl given)
+        lone = await store.update("n", increment)  # a lone update: a transaction of its own
+        assert lone == 21 and len(begun) == 2
+    finally:
+        await store.close()
+        await other.close()
+
+
+async def test_an_update_that_fails_fails_alone(tmp_path: Path) -> None:
+    """Its function raising or its value too big: its caller gets the error, nothing of
+    it is written, and the other updates of its pass land. A function may answer an
+    exception object: that is its answer, not an error."""
+    store = SQLiteStore(tmp_path / "fails.db", max_value_bytes=1000)
+    await store.open()
+    try:
+        await store.set("bad", 1)
+
+        def boom(value: Any) -> tuple[Any, Any]:
+            raise ValueError("no")
+
+        begun = _transactions(store)
+        results = await asyncio.gather(
+            store.update("a", increment),
+            store.update("bad", boom),
+            store.update("big", lambda v: ("x" * 2000, None)),
+            store.update("odd", lambda v: (1, KeyError("an answer"))),
+            store.update("a", increment),
+            return_exceptions=True,
+        )
+        assert len(begun) == 1
+        assert results[0] == 1 and results[4] == 2
+        assert type(results[1]) is ValueError and str(results[1]) == "no"
+        assert "too large" in str(results[2]) or "bytes" in str(results[2])
+        assert type(results[3]) is KeyError and await store.get("odd") == 1
+        assert await store.get_many(["a", "bad", "big"]) == [2, 1, MISSING]
+    finally:
+        await store.close()
+
+
+async def test_an_update_whose_caller_is_cancelled_before_its_pass_is_not_applied(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "cancel.db")
+    await store.open()
+    try:
+        kept = asyncio.ensure_future(store.update("n", increment))
+        gone = asyncio.ensure_future(store.update("m", increment))
+        await asyncio.sleep(0)  # both asked, their pass not come yet
+        gone.cancel()
+        assert await kept == 1
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert await store.get_many(["n", "m"]) == [1, MISSING]
+    finally:
+        await store.close()

@@ -20,6 +20,7 @@ from tmy.store.base import FORMAT_KEY, STORE_FORMAT, check_format
 from tmy.store.claims import ClaimBatcher
 from tmy.store.codec import MAX_VALUE_BYTES, check_ttl, decode, encode
 from tmy.store.leases import LEASE_TTL, KeyedLocks, holder_is_gone
+from tmy.store.passes import PassBatcher
 from tmy.store.sqlite import postings, rank_counts
 from tmy.store.sqlite.checkpoints import Checkpointer
 
@@ -138,6 +139,10 @@ class SQLiteConnection:
         self._checkpoints: Checkpointer | None = None
         self._leases = KeyedLocks()
         self._claims = ClaimBatcher(self._claim_batch, self._claim_now)  # type: ignore[attr-defined]
+        self._updates: PassBatcher[Any, Any] = PassBatcher(
+            self._update_batch,  # type: ignore[attr-defined]
+            self._updates_now,  # type: ignore[attr-defined]
+        )
         self._next_purge = 0.0
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from tmy.store.leases import (
     lost_in_store,
     new_token,
 )
+from tmy.store.passes import Failed
 from tmy.store.sqlite.connection import (
     CHUNK,
     CLAIM,
@@ -39,6 +40,7 @@ from tmy.store.sqlite.postings import SQLitePostings
 from tmy.store.sqlite.snapshots import SQLiteSnapshots
 
 R = TypeVar("R")
+Update = tuple[str, Callable[[Any], tuple[Any, Any]], float | None]  # key, fn, ttl
 
 
 class SQLiteStore(SQLitePostings, SQLiteSnapshots):
@@ -120,35 +122,63 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
     async def update(
         self, key: str, fn: Callable[[Any], tuple[Any, R]], *, ttl: float | None = None
     ) -> R:
-        """Atomically apply ``fn`` to the value at ``key`` (see :meth:`Store.update`)."""
+        """Atomically apply ``fn`` to the value at ``key`` (see :meth:`Store.update`);
+        updates asked in one pass of the event loop share one transaction, each applied
+        in the order asked on what the ones before it left (:mod:`tmy.store.passes`)."""
         check_key(key)
         expires_in = None if ttl is None else check_ttl(ttl)
+        return await self._updates.ask((key, fn, expires_in))  # type: ignore[no-any-return]
 
-        def body(db: sqlite3.Connection) -> R:
+    def _update_op(self, batch: Sequence[Update]) -> Callable[[sqlite3.Connection], list[Any]]:
+        """The op applying ``batch`` in one transaction: one answer per update, or its own
+        :class:`Failed` (its ``fn`` raised, its value would not decode or encode: nothing
+        of it written, the others' writes kept); a database error fails them all."""
+
+        def body(db: sqlite3.Connection) -> list[Any]:
             now = time.time()
-            row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
-            live = is_live(row, now)
-            current = decode(row[0], key) if live else MISSING
-            try:
-                new, result = fn(current)
-            except BaseException as exc:
-                raise FnFailed(exc) from None
-            if new is MISSING:
-                if row is not None:
-                    db.execute("DELETE FROM kv WHERE key = ?", (key,))
-            else:
-                raw = encode(new, key, self.max_value_bytes).decode()
-                kept = row[1] if live else None  # type: ignore[index]
-                expires = kept if expires_in is None else now + expires_in
-                db.execute(UPSERT, (key, raw, expires))
-            return result
+            answers: list[Any] = []
+            for key, fn, expires_in in batch:
+                row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
+                live = is_live(row, now)
+                try:
+                    new, result = fn(decode(row[0], key) if live else MISSING)  # type: ignore[index]
+                    raw = None if new is MISSING else encode(new, key, self.max_value_bytes)
+                except Exception as exc:
+                    answers.append(Failed(exc))
+                    continue
+                if raw is None:
+                    if row is not None:
+                        db.execute("DELETE FROM kv WHERE key = ?", (key,))
+                else:
+                    kept = row[1] if live else None  # type: ignore[index]
+                    expires = kept if expires_in is None else now + expires_in
+                    db.execute(UPSERT, (key, raw.decode(), expires))
+                answers.append(result)
+            return answers
 
-        def op(db: sqlite3.Connection) -> R:
-            result = self._in_transaction(db, lambda: body(db))
+        def op(db: sqlite3.Connection) -> list[Any]:
+            answers = self._in_transaction(db, lambda: body(db))
             self._maybe_purge(db, time.time())
-            return result
+            return answers
 
-        return await self._run(op, f"update {key!r}")
+        return op
+
+    def _updates_now(self, batch: Sequence[Update]) -> list[Any] | None:
+        """The batch's answers at once, or None while another process holds the file's lock."""
+        try:
+            answers = self._update_op(batch)(self._conn())
+            if self._checkpoints is not None:
+                self._checkpoints.wrote()
+            return answers
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return None
+            raise StoreError(f"sqlite {self.path}: update failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: update failed: {exc}") from exc
+
+    async def _update_batch(self, batch: Sequence[Update]) -> list[Any]:
+        return await self._run(self._update_op(batch), f"update of {len(batch)} keys")
 
     async def claim(self, key: str, ttl: float) -> bool:
         """Take ``key`` for ``ttl`` seconds in one statement (see :meth:`Store.claim`);
