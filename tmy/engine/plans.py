@@ -90,8 +90,8 @@ class ConstantPlan:
         "meter",
         "ok",
         "one",
-        "open",
         "rule",
+        "step_head",
         "step_heads",
         "steps",
         "tail",
@@ -121,7 +121,7 @@ class ConstantPlan:
             text = _json(answer if len(answer) <= PREVIEW else preview(answer))
             self.step_heads = tuple(_step_head(s) for s in steps)
         self.tail = f',"answer":{text},"error":null,"ms":'
-        self.open = ',"steps":[' + self.step_heads[0]
+        self.step_head = self.step_heads[0]  # :meth:`run`'s (a plan is made per rule: small)
         # its rule's ok-runs counter (metrics.run) and the first step's histogram child, for
         # run's inline counts: made at the first run (a rule only matched in a chat where
         # the bot is off never ran, and shows no series in /metrics)
@@ -190,7 +190,7 @@ class ConstantPlan:
                 if who is not None and text.isprintable() and '"' not in text and "\\" not in text:
                     line = (
                         f'{head},"text":"{text}","question":"{q}",{who}'
-                        f"{self.tail}{ms}{self.open}{ms}{_CLOSE}{trace_id}"
+                        f'{self.tail}{ms},"steps":[{self.step_head}{ms}{_CLOSE}{trace_id}'
                         f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
                     ).encode()
                 else:
@@ -223,7 +223,7 @@ class ConstantPlan:
         if said is None:
             return None
         return (
-            f"{head},{said}{self.tail}{ms}{self.open}{ms}{_CLOSE}{trace_id}"
+            f'{head},{said}{self.tail}{ms},"steps":[{self.step_head}{ms}{_CLOSE}{trace_id}'
             f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
         ).encode()
 
