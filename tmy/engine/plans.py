@@ -101,27 +101,37 @@ class ConstantPlan:
         self.rule = rule
         self.steps = steps
         self.answer = answer
-        # the line's start, '{"rule":…,"trigger":…', for its first trigger source (a rule
-        # nearly always has one trigger); other triggers' in ``heads``: made as they hit
-        self.head_source: str | None = None
-        self.head = ""
-        self.heads: dict[str, str] | None = None
         self.one = one = len(steps) == 1  # nearly always: :meth:`run` takes it whole
-        # per step: its fields as step_fields renders them, up to '"ms":'. A plan is made at
-        # its rule's first hit — at 100,000 rules nearly every message's — so the usual one
-        # (one step, its short text the answer) writes its JSON once for both, and plainly
+        # The line's parts every run repeats: its start, '{"rule":…,"trigger":…', for its
+        # first trigger (a rule nearly always has one; others' in ``heads``, made as they
+        # hit); per step, its fields as step_fields renders them up to '"ms":'; the answer.
+        # A plan is made at its rule's first hit — at 100,000 rules nearly every message's:
+        # the usual one (one step, its short text the answer, nothing orjson would escape:
+        # one check of all its strings) is written in three f-strings
         step = steps[0]
-        if one and len(answer) <= PREVIEW and answer is step.constant.value:
-            text = _text_json(answer)
-            self.step_heads = (
-                f'{{"uri":{_text_json(step.uri)},"plugin":{_plugin_json(step.spec.name)},'
-                f'"input":{text},"result":{text},"error":null,"ms":',
+        uri, rule_id, plugin = step.uri, rule.id, step.spec.name
+        source = rule.triggers[0].source if rule.triggers else ""
+        self.heads: dict[str, str] | None = None
+        if (
+            one
+            and len(answer) <= PREVIEW
+            and answer is step.constant.value
+            and plain(f"{answer}{uri}{rule_id}{plugin}{source}")
+        ):
+            self.head_source: str | None = source
+            self.head = f'{{"rule":"{rule_id}","trigger":"{source}"'
+            self.step_head = (
+                f'{{"uri":"{uri}","plugin":"{plugin}","input":"{answer}",'
+                f'"result":"{answer}","error":null,"ms":'
             )
+            self.step_heads = (self.step_head,)
+            self.tail = f',"answer":"{answer}","error":null,"ms":'
         else:
-            text = _json(answer if len(answer) <= PREVIEW else preview(answer))
+            self.head_source, self.head = None, ""
             self.step_heads = tuple(_step_head(s) for s in steps)
-        self.tail = f',"answer":{text},"error":null,"ms":'
-        self.step_head = self.step_heads[0]  # :meth:`run`'s (a plan is made per rule: small)
+            self.step_head = self.step_heads[0]
+            text = _json(answer if len(answer) <= PREVIEW else preview(answer))
+            self.tail = f',"answer":{text},"error":null,"ms":'
         # its rule's ok-runs counter (metrics.run) and the first step's histogram child, for
         # run's inline counts: made at the first run (a rule only matched in a chat where
         # the bot is off never ran, and shows no series in /metrics)
@@ -360,19 +370,6 @@ def _json(value: Any) -> str:
 def _text_json(text: str) -> str:
     """``text`` as orjson writes it: as it is, quoted, when :func:`plain` (no call)."""
     return f'"{text}"' if plain(text) else orjson.dumps(text).decode()
-
-
-_PLUGINS: dict[str, str] = {}  # executor name -> its JSON (a handful of names)
-
-
-def _plugin_json(name: str) -> str:
-    try:
-        return _PLUGINS[name]
-    except KeyError:
-        if len(_PLUGINS) >= 1000:
-            _PLUGINS.clear()
-        made = _PLUGINS[name] = _text_json(name)
-        return made
 
 
 def _step_head(step: Step) -> str:

@@ -164,15 +164,13 @@ class Children:
         self.other: Any = None
 
     def __call__(self, value: Any) -> Any:
-        try:
-            return self.cache[value]
-        except KeyError:
-            pass
+        try:  # .get, not a subscript: past the cap every new value misses (a raise: ~100 ns)
+            got = self.cache.get(value)
         except TypeError:  # unhashable: not a label value anyone meant
             value = repr(value)
             got = self.cache.get(value)
-            if got is not None:
-                return got
+        if got is not None:
+            return got
         if len(self.cache) >= self.cap:
             if self.other is None:
                 self.other = self.make(OTHER)
