@@ -121,6 +121,7 @@ def check_board(board: str, member: str | None = None) -> None:
         raise ValueRefused(f"board members are strings, got {member!r}")
 
 
+_NUMBERS = (int, float)  # a tuple, made once (``int | float`` is a new union per call)
 MAX_TTL = 100 * 365 * 86_400.0
 """The longest expiry a store takes (100 years): Redis refuses an expiry time past
 2^63 ms mid-script, which would leave a multi-key commit half applied."""
@@ -128,7 +129,7 @@ MAX_TTL = 100 * 365 * 86_400.0
 
 def check_ttl(ttl: float, what: str = "ttl") -> float:
     """``ttl`` as a positive finite float, else StoreError (0 would mean "already gone")."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+    if isinstance(ttl, bool) or not isinstance(ttl, _NUMBERS) or not 0 < ttl < math.inf:
         raise ValueRefused(f"{what} must be a positive number of seconds, got {ttl!r}")
     if ttl > MAX_TTL:
         raise ValueRefused(f"{what} must be at most {MAX_TTL:.0f} seconds (100 years), got {ttl!r}")
