@@ -273,3 +273,55 @@ async def test_an_update_whose_caller_is_cancelled_before_its_pass_is_not_applie
         assert await store.get_many(["n", "m"]) == [1, MISSING]
     finally:
         await store.close()
+
+
+async def test_an_update_whose_function_raises_any_exception_answers_its_pass(
+    tmp_path: Path,
+) -> None:
+    """StopIteration (a Future refuses it: the caller gets RuntimeError, as a coroutine
+    raising it would) and CancelledError reach their own caller only; every other update of
+    the pass is answered and applied."""
+    store = SQLiteStore(tmp_path / "raises.db")
+    await store.open()
+    try:
+
+        def stop(value: Any) -> tuple[Any, Any]:
+            return next(iter(())), None
+
+        def cancel(value: Any) -> tuple[Any, Any]:
+            raise asyncio.CancelledError
+
+        tasks = [
+            asyncio.ensure_future(store.update("a", increment)),
+            asyncio.ensure_future(store.update("s", stop)),
+            asyncio.ensure_future(store.update("c", cancel)),
+            asyncio.ensure_future(store.update("a", increment)),
+        ]
+        done, pending = await asyncio.wait(tasks, timeout=5)
+        assert not pending
+        assert tasks[0].result() == 1 and tasks[3].result() == 2
+        with pytest.raises(RuntimeError, match="StopIteration"):
+            tasks[1].result()
+        assert tasks[2].cancelled()
+        assert await store.get_many(["a", "s", "c"]) == [2, MISSING, MISSING]
+    finally:
+        await store.close()
+
+
+async def test_an_update_function_runs_in_its_callers_context(tmp_path: Path) -> None:
+    """Gathered into one pass, each function still sees its own caller's context vars (a
+    pure step's template reads the run's trace id and its seeded randomness there)."""
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="none")
+    store = SQLiteStore(tmp_path / "context.db")
+    await store.open()
+    try:
+
+        async def one(name: str) -> str:
+            seen.set(name)
+            return await store.update(f"k/{name}", lambda v: (1, seen.get()))
+
+        assert await asyncio.gather(one("ann"), one("bob"), one("cy")) == ["ann", "bob", "cy"]
+    finally:
+        await store.close()

@@ -72,6 +72,9 @@ class PassBatcher(Generic[Q, A]):
                 answers = self._send_now([q for q, _ in batch])
             except Exception as exc:
                 answers = [Failed(exc)] * len(batch)
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: every ask hears it
+                _answer(batch, [Failed(exc)] * len(batch))
+                raise
             if answers is not None:
                 _answer(batch, answers)
                 return
@@ -99,6 +102,10 @@ def _answer(batch: list[tuple[Any, asyncio.Future[Any]]], answers: list[Any]) ->
         if future.done():  # its caller may have been cancelled meanwhile
             continue
         if type(answer) is Failed:
-            future.set_exception(answer.exc)
+            exc = answer.exc
+            if isinstance(exc, StopIteration):  # a Future refuses it: what a coroutine makes of it
+                exc = RuntimeError(f"a store call's function raised StopIteration: {exc!r}")
+                exc.__cause__ = answer.exc
+            future.set_exception(exc)
         else:
             future.set_result(answer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import math
 import sqlite3
 import time
@@ -40,7 +41,8 @@ from tmy.store.sqlite.postings import SQLitePostings
 from tmy.store.sqlite.snapshots import SQLiteSnapshots
 
 R = TypeVar("R")
-Update = tuple[str, Callable[[Any], tuple[Any, Any]], float | None]  # key, fn, ttl
+# key, fn, ttl, the caller's context
+Update = tuple[str, Callable[[Any], tuple[Any, Any]], float | None, contextvars.Context]
 
 
 class SQLiteStore(SQLitePostings, SQLiteSnapshots):
@@ -127,7 +129,10 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         in the order asked on what the ones before it left (:mod:`tmy.store.passes`)."""
         check_key(key)
         expires_in = None if ttl is None else check_ttl(ttl)
-        return await self._updates.ask((key, fn, expires_in))  # type: ignore[no-any-return]
+        # fn runs in its caller's context (a copy), as it did when each update ran alone:
+        # a pure step's template reads the run's trace id and seeded randomness there
+        update = (key, fn, expires_in, contextvars.copy_context())
+        return await self._updates.ask(update)  # type: ignore[no-any-return]
 
     def _update_op(self, batch: Sequence[Update]) -> Callable[[sqlite3.Connection], list[Any]]:
         """The op applying ``batch`` in one transaction: one answer per update, or its own
@@ -137,13 +142,14 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         def body(db: sqlite3.Connection) -> list[Any]:
             now = time.time()
             answers: list[Any] = []
-            for key, fn, expires_in in batch:
+            for key, fn, expires_in, context in batch:
                 row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
                 live = is_live(row, now)
                 try:
-                    new, result = fn(decode(row[0], key) if live else MISSING)  # type: ignore[index]
+                    current = decode(row[0], key) if live else MISSING  # type: ignore[index]
+                    new, result = context.run(fn, current)
                     raw = None if new is MISSING else encode(new, key, self.max_value_bytes)
-                except Exception as exc:
+                except BaseException as exc:  # its caller's, as when it ran alone (any kind)
                     answers.append(Failed(exc))
                     continue
                 if raw is None:
