@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import yaml
 
 from tmy.errors import ExecutorError, TmyError
@@ -179,9 +180,7 @@ class Contract:
         import jsonschema  # deferred: ~30 ms of every CLI start
 
         value = _load_yaml(text) if self.fmt == "yaml" else _load_json(text)
-        error = jsonschema.exceptions.best_match(
-            jsonschema.validators.validator_for(self.schema)(self.schema).iter_errors(value)
-        )
+        error = jsonschema.exceptions.best_match(_validator(self.schema).iter_errors(value))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "the top level"
             raise ContractError(f"the answer does not match the schema at {where}: {error.message}")
@@ -227,16 +226,46 @@ def _contract(cfg: dict[str, Any]) -> Contract:
     if output:
         if not isinstance(output, dict):
             raise ValueError("output must be a JSON Schema (a mapping)")
-        import jsonschema  # deferred: ~30 ms of every CLI start
-
-        try:
-            jsonschema.validators.validator_for(output).check_schema(output)
-        except jsonschema.exceptions.SchemaError as exc:
-            raise ValueError(f"output is not a valid JSON Schema: {exc.message}") from None
+        _validator(output)  # checked (ValueError for a schema that is not one)
         return Contract("schema", schema=output, fmt=fmt)
     return Contract("text")
 
 
 JUDGE = Contract("judge")
+
+_VALIDATORS: dict[bytes, Any] = {}  # a schema's JSON (keys sorted) -> its checked validator
+_VALIDATORS_KEPT = 256
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The jsonschema validator of ``schema``, checked (ValueError: not a valid schema).
+
+    Kept per schema: checking one builds a validator of its metaschema (~0.4 ms), and a
+    step with ``output:`` and every memory dialogue summary make their contract anew per
+    run. The kept validator holds its own copy of the schema (a caller's dict may change
+    after); one with a null (or NaN), or keys that are not strings, is checked each time."""
+    import jsonschema  # deferred: ~30 ms of every CLI start
+
+    try:  # non-string keys refused; NaN would be written as null: a null is not kept
+        key: bytes | None = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        key = None
+    if key is not None and b"null" in key:
+        key = None
+    if key is not None and (kept := _VALIDATORS.get(key)) is not None:
+        return kept
+    kind = jsonschema.validators.validator_for(schema)
+    try:
+        kind.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(f"output is not a valid JSON Schema: {exc.message}") from None
+    if key is None:
+        return kind(schema)
+    if len(_VALIDATORS) >= _VALIDATORS_KEPT:
+        _VALIDATORS.clear()
+    made = _VALIDATORS[key] = kind(orjson.loads(key))
+    return made
+
+
 TEXT = Contract("text")
 _PLAIN = (None, "", "json")  # format values that leave a step without a contract as text
