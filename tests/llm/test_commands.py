@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ from tests.support.llm_helpers import on
 from tmy.app import App
 from tmy.command import Invocation, parse_words
 from tmy.config import Settings
+from tmy.llm import runtime_of
 from tmy.llm.commands import BUDGET, CTX
 from tmy.llm.usage import today
+from tmy.memory.runtime import memory_of
 from tmy.message import Message
 from tmy.testing import Bot, serving
 
@@ -143,12 +147,15 @@ ROOT = {"user": "root", "platform": "test", "chat": "group:7"}
 
 
 async def _snapshot(store_file: Path, store: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Every key and value, and the bytes of the SQLite files."""
+    """Every key and value, and the bytes of the SQLite file and its WAL — all of it
+    checkpointed into the file first: the store's checkpoint thread copies the WAL's pages
+    back whenever it gets to it (a read is enough to wake it), which moves bytes but
+    changes nothing; the -shm file's read marks move with every read."""
     keys = await store.keys("")
     values = dict(zip(keys, await store.get_many(keys), strict=True))
-    files = {
-        p.name: p.read_bytes() for p in store_file.parent.iterdir() if p.name.startswith("tmy.db")
-    }
+    with contextlib.closing(sqlite3.connect(store_file, timeout=10)) as db:
+        assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0  # not busy
+    files = {name: (store_file.parent / name).read_bytes() for name in ("tmy.db", "tmy.db-wal")}
     return values, files
 
 
@@ -164,6 +171,10 @@ async def test_ctx_in_chat_shows_the_next_request_and_changes_nothing(
             await bot.say(f"ai {word}", **ROOT)
         store = bot.engine.services.store
         sent = len(provider.seen())
+        # what the runs above left for the once-a-second writers (recall uses, usage), written
+        # now: a tick of theirs between the two snapshots is not ctx changing anything
+        await memory_of(bot.engine.services).uses.flush(store)
+        await runtime_of(bot.engine.services).tally.flush()
         before = await _snapshot(db, store)
         shown = await bot.say(".tmy ctx what is my cat called", **ROOT)
         again = await bot.say(".tmy ctx", **ROOT)  # no QUERY: the last LLM message
