@@ -297,7 +297,7 @@ async def test_an_update_whose_function_raises_any_exception_answers_its_pass(
             asyncio.ensure_future(store.update("c", cancel)),
             asyncio.ensure_future(store.update("a", increment)),
         ]
-        done, pending = await asyncio.wait(tasks, timeout=5)
+        _, pending = await asyncio.wait(tasks, timeout=5)
         assert not pending
         assert tasks[0].result() == 1 and tasks[3].result() == 2
         with pytest.raises(RuntimeError, match="StopIteration"):

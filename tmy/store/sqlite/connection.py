@@ -186,6 +186,21 @@ class SQLiteConnection:
                 raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
             raise fn_error
 
+    def _run_now(self, op: Callable[[sqlite3.Connection], T], what: str) -> T | None:
+        """``op`` at once, or None while another process holds the file's lock: what the
+        asks of one loop pass (claims, updates) try before awaiting :meth:`_run`'s retries."""
+        try:
+            result = op(self._conn())
+            if self._checkpoints is not None:
+                self._checkpoints.wrote()
+            return result
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return None
+            raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite {self.path}: {what} failed: {exc}") from exc
+
     @staticmethod
     def _in_transaction(db: sqlite3.Connection, body: Callable[[], T]) -> T:
         """``body`` inside ``BEGIN IMMEDIATE … COMMIT``; rolled back if anything raises."""

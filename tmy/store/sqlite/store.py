@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from tmy.errors import StoreError
 from tmy.store.base import FORMAT_KEY, MISSING
 from tmy.store.codec import check_key, check_ttl, decode, encode
 from tmy.store.leases import (
@@ -33,7 +32,6 @@ from tmy.store.sqlite.connection import (
     FnFailed,
     claim_rows,
     claim_sql,
-    is_busy,
     is_live,
     log,
 )
@@ -170,18 +168,7 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         return op
 
     def _updates_now(self, batch: Sequence[Update]) -> list[Any] | None:
-        """The batch's answers at once, or None while another process holds the file's lock."""
-        try:
-            answers = self._update_op(batch)(self._conn())
-            if self._checkpoints is not None:
-                self._checkpoints.wrote()
-            return answers
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):
-                return None
-            raise StoreError(f"sqlite {self.path}: update failed: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StoreError(f"sqlite {self.path}: update failed: {exc}") from exc
+        return self._run_now(self._update_op(batch), "update")
 
     async def _update_batch(self, batch: Sequence[Update]) -> list[Any]:
         return await self._run(self._update_op(batch), f"update of {len(batch)} keys")
@@ -239,18 +226,7 @@ class SQLiteStore(SQLitePostings, SQLiteSnapshots):
         return in_one
 
     def _claim_now(self, batch: Sequence[tuple[str, float]]) -> list[bool] | None:
-        """The batch's answers at once, or None while another process holds the file's lock."""
-        try:
-            answers = self._claim_op(batch)(self._conn())
-            if self._checkpoints is not None:
-                self._checkpoints.wrote()
-            return answers
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):
-                return None
-            raise StoreError(f"sqlite {self.path}: claim failed: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StoreError(f"sqlite {self.path}: claim failed: {exc}") from exc
+        return self._run_now(self._claim_op(batch), "claim")
 
     async def _claim_batch(self, batch: Sequence[tuple[str, float]]) -> list[bool]:
         return await self._run(self._claim_op(batch), f"claim of {len(batch)} keys")
