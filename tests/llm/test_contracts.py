@@ -4,6 +4,8 @@ schema as it is now."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from tmy.errors import ExecutorError
@@ -46,10 +48,17 @@ def test_one_validator_per_schema_and_a_changed_schema_is_a_new_one() -> None:
         contract_from({"output": summary_schema(5)}).parse('{"summary": "now this fits"}')
 
 
-def test_a_schema_with_a_null_is_checked_and_used_but_not_kept() -> None:
-    schema = {"type": "object", "properties": {"x": {"default": None, "type": "integer"}}}
-    contract = contract_from({"output": schema})
-    assert contract.parse('{"x": 3}') == {"x": 3}
-    with pytest.raises(ContractError):
-        contract.parse('{"x": "three"}')
-    assert contracts._validator(schema) is not contracts._validator(schema)
+def test_a_schema_holding_what_json_cannot_is_never_served_another_schemas_validator() -> None:
+    """A date (what YAML makes of 2024-01-01) writes as the same JSON as its text: the date's
+    schema is checked and used as it is, never given the text's kept validator."""
+    as_text = {"const": "2024-01-01"}
+    as_date = {"const": datetime.date(2024, 1, 1)}
+    assert contract_from({"output": as_text}).parse('"2024-01-01"') == "2024-01-01"
+    with pytest.raises(ContractError):  # a JSON answer is never a date, as jsonschema says
+        contract_from({"output": as_date}).parse('"2024-01-01"')
+    assert contracts._validator(as_date) is not contracts._validator(as_date)  # not kept
+    nan = {"type": "number", "maximum": float("nan")}
+    assert contracts._validator(nan) is not contracts._validator(nan)
+    with_null = {"type": "object", "properties": {"x": {"default": None, "type": "integer"}}}
+    assert contracts._validator(with_null) is contracts._validator(with_null)
+    assert contract_from({"output": with_null}).parse('{"x": 3}') == {"x": 3}

@@ -243,27 +243,29 @@ def _validator(schema: dict[str, Any]) -> Any:
     Kept per schema: checking one builds a validator of its metaschema (~0.4 ms), and a
     step with ``output:`` and every memory dialogue summary make their contract anew per
     run. The kept validator holds its own copy of the schema (a caller's dict may change
-    after); one with a null (or NaN), or keys that are not strings, is checked each time."""
+    after), used only for a schema equal to it: one holding what JSON does not (a date
+    from YAML, a tuple, NaN) or keys that are not strings is checked each time."""
     import jsonschema  # deferred: ~30 ms of every CLI start
 
-    try:  # non-string keys refused; NaN would be written as null: a null is not kept
+    try:
         key: bytes | None = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         key = None
-    if key is not None and b"null" in key:
-        key = None
-    if key is not None and (kept := _VALIDATORS.get(key)) is not None:
-        return kept
+    if key is not None:
+        kept = _VALIDATORS.get(key)
+        if kept is not None and kept.schema == schema:
+            return kept
     kind = jsonschema.validators.validator_for(schema)
     try:
         kind.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         raise ValueError(f"output is not a valid JSON Schema: {exc.message}") from None
-    if key is None:
+    copy = None if key is None else orjson.loads(key)
+    if copy is None or copy != schema:  # not JSON's own values: the caller's, not kept
         return kind(schema)
     if len(_VALIDATORS) >= _VALIDATORS_KEPT:
         _VALIDATORS.clear()
-    made = _VALIDATORS[key] = kind(orjson.loads(key))
+    made = _VALIDATORS[key] = kind(copy)  # type: ignore[index]
     return made
 
 
