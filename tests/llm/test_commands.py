@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sqlite3
@@ -146,15 +147,26 @@ rules:
 ROOT = {"user": "root", "platform": "test", "chat": "group:7"}
 
 
-async def _snapshot(store_file: Path, store: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Every key and value, and the bytes of the SQLite file and its WAL — all of it
-    checkpointed into the file first: the store's checkpoint thread copies the WAL's pages
-    back whenever it gets to it (a read is enough to wake it), which moves bytes but
-    changes nothing; the -shm file's read marks move with every read."""
+async def _snapshot(store_file: Path, bot: Bot) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Every key and value, and the bytes of the SQLite file and its WAL.
+
+    First what the once-a-second writers hold (recall uses, usage, the last LLM message)
+    is written — a write a run only queued shows — and the WAL is checkpointed into the
+    file: the store's checkpoint thread copies pages back whenever a read wakes it, which
+    moves bytes but changes nothing (the -shm file's read marks move with every read)."""
+    services = bot.engine.services
+    store = services.store
+    await memory_of(services).uses.flush(store)
+    await runtime_of(services).tally.flush()
     keys = await store.keys("")
     values = dict(zip(keys, await store.get_many(keys), strict=True))
     with contextlib.closing(sqlite3.connect(store_file, timeout=10)) as db:
-        assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0  # not busy
+        for _ in range(200):  # busy while the store's own thread checkpoints: again
+            if db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the WAL could not be checkpointed in 2 s")
     files = {name: (store_file.parent / name).read_bytes() for name in ("tmy.db", "tmy.db-wal")}
     return values, files
 
@@ -169,17 +181,12 @@ async def test_ctx_in_chat_shows_the_next_request_and_changes_nothing(
         await bot.say("remember my cat is called Mimi", **ROOT)
         for word in ("one", "two", "three"):  # 3 turns > history: 2: the next request folds
             await bot.say(f"ai {word}", **ROOT)
-        store = bot.engine.services.store
         sent = len(provider.seen())
-        # what the runs above left for the once-a-second writers (recall uses, usage), written
-        # now: a tick of theirs between the two snapshots is not ctx changing anything
-        await memory_of(bot.engine.services).uses.flush(store)
-        await runtime_of(bot.engine.services).tally.flush()
-        before = await _snapshot(db, store)
+        before = await _snapshot(db, bot)
         shown = await bot.say(".tmy ctx what is my cat called", **ROOT)
         again = await bot.say(".tmy ctx", **ROOT)  # no QUERY: the last LLM message
         assert await bot.say(".tmy ctx", user="mallory", chat="group:7") == ""  # admins only
-        after = await _snapshot(db, store)
+        after = await _snapshot(db, bot)
     assert len(provider.seen()) == sent  # nothing sent
     assert after == before  # not a key, not a byte: no history, usage, counter, memory use
     lines = shown.splitlines()

@@ -62,3 +62,17 @@ def test_a_schema_holding_what_json_cannot_is_never_served_another_schemas_valid
     with_null = {"type": "object", "properties": {"x": {"default": None, "type": "integer"}}}
     assert contracts._validator(with_null) is contracts._validator(with_null)
     assert contract_from({"output": with_null}).parse('{"x": 3}') == {"x": 3}
+
+
+def test_the_error_a_refusal_names_is_the_one_the_schema_itself_names() -> None:
+    """Which error jsonschema's best_match names follows the schema's own order of keywords:
+    the kept validator keeps it (the retry hint tells the model the same thing each time)."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"s": {"pattern": "^a", "maxLength": 2}}}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    want = jsonschema.exceptions.best_match(validator.iter_errors({"s": "bbb"})).message
+    for _ in range(2):  # made, then kept
+        with pytest.raises(ContractError) as refused:
+            contract_from({"output": schema}).parse('{"s": "bbb"}')
+        assert str(refused.value).endswith(want)

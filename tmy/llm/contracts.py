@@ -233,7 +233,7 @@ def _contract(cfg: dict[str, Any]) -> Contract:
 
 JUDGE = Contract("judge")
 
-_VALIDATORS: dict[bytes, Any] = {}  # a schema's JSON (keys sorted) -> its checked validator
+_VALIDATORS: dict[bytes, Any] = {}  # a schema's JSON -> its checked validator
 _VALIDATORS_KEPT = 256
 
 
@@ -247,8 +247,8 @@ def _validator(schema: dict[str, Any]) -> Any:
     from YAML, a tuple, NaN) or keys that are not strings is checked each time."""
     import jsonschema  # deferred: ~30 ms of every CLI start
 
-    try:
-        key: bytes | None = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    try:  # in the schema's own order: which error best_match names follows it
+        key: bytes | None = orjson.dumps(schema)
     except TypeError:
         key = None
     if key is not None:
