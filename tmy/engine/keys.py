@@ -24,12 +24,7 @@ def variable_key(decl: VariableDecl, message: Message) -> str:
 
 def conversation_key(kind: str, message: Message) -> str:
     """Key of per-conversation state (history, summary, session) for ``message``."""
-    platform, chat, user = message.platform, message.chat, message.user
-    if type(platform) is type(chat) is type(user) is str:  # the usual ids: nothing to escape
-        ids = f"{platform}/{chat}/{user}"  # (an LLM step builds four of these keys)
-        if "%" not in ids and ids.count("/") == 2:
-            return f"{kind}/{ids}"
-    return f"{kind}/{_escape(platform)}/{_escape(chat)}/{_escape(user)}"
+    return f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
 
 
 def board_id(platform: str, name: str) -> str:

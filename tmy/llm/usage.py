@@ -27,14 +27,9 @@ from tmy.llm.tally import KEEP, Tally, add_to
 from tmy.llm.wire import LLMError, Usage
 from tmy.message import Message
 from tmy.store.base import MISSING, Store
+from tmy.store.board_keys import escape_key_part
 
 __all__ = ["KEEP", "add_usage", "check_budget", "count", "keys", "today", "usage_of"]
-
-
-def _escape(part: str) -> str:
-    if "%" not in part and "/" not in part:  # the usual id: nothing to escape
-        return part
-    return part.replace("%", "%25").replace("/", "%2F")
 
 
 def today(tz: tzinfo | None) -> str:
@@ -44,11 +39,11 @@ def today(tz: tzinfo | None) -> str:
 
 def keys(day: str, message: Message) -> dict[str, str]:
     """The counter keys one call adds to."""
-    platform = _escape(message.platform)
+    platform = escape_key_part(message.platform)
     return {
         "all": f"llm/usage/{day}/all",
-        "user": f"llm/usage/{day}/user/{platform}/{_escape(message.user)}",
-        "chat": f"llm/usage/{day}/chat/{platform}/{_escape(message.chat)}",
+        "user": f"llm/usage/{day}/user/{platform}/{escape_key_part(message.user)}",
+        "chat": f"llm/usage/{day}/chat/{platform}/{escape_key_part(message.chat)}",
     }
 
 

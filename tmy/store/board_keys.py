@@ -20,6 +20,8 @@ from tmy.store.codec import check_key
 def escape_key_part(part: str) -> str:
     """An id as one part of a slash-separated key: ``/`` (the separator) and ``%`` escaped,
     so two different (platform, chat, user) triples never share a key."""
+    if "%" not in part and "/" not in part:  # the usual id: nothing to escape
+        return part
     return part.replace("%", "%25").replace("/", "%2F")
 
 
