@@ -91,7 +91,6 @@ class ConstantPlan:
         "ok",
         "one",
         "rule",
-        "step_head",
         "step_heads",
         "steps",
         "tail",
@@ -120,16 +119,14 @@ class ConstantPlan:
         ):
             self.head_source: str | None = source
             self.head = f'{{"rule":"{rule_id}","trigger":"{source}"'
-            self.step_head = (
+            self.step_heads = (
                 f'{{"uri":"{uri}","plugin":"{plugin}","input":"{answer}",'
-                f'"result":"{answer}","error":null,"ms":'
+                f'"result":"{answer}","error":null,"ms":',
             )
-            self.step_heads = (self.step_head,)
             self.tail = f',"answer":"{answer}","error":null,"ms":'
         else:
             self.head_source, self.head = None, ""
             self.step_heads = tuple(_step_head(s) for s in steps)
-            self.step_head = self.step_heads[0]
             text = _json(answer if len(answer) <= PREVIEW else preview(answer))
             self.tail = f',"answer":{text},"error":null,"ms":'
         # its rule's ok-runs counter (metrics.run) and the first step's histogram child, for
@@ -200,7 +197,7 @@ class ConstantPlan:
                 if who is not None and text.isprintable() and '"' not in text and "\\" not in text:
                     line = (
                         f'{head},"text":"{text}","question":"{q}",{who}'
-                        f'{self.tail}{ms},"steps":[{self.step_head}{ms}{_CLOSE}{trace_id}'
+                        f'{self.tail}{ms},"steps":[{self.step_heads[0]}{ms}{_CLOSE}{trace_id}'
                         f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
                     ).encode()
                 else:
@@ -233,7 +230,7 @@ class ConstantPlan:
         if said is None:
             return None
         return (
-            f'{head},{said}{self.tail}{ms},"steps":[{self.step_head}{ms}{_CLOSE}{trace_id}'
+            f'{head},{said}{self.tail}{ms},"steps":[{self.step_heads[0]}{ms}{_CLOSE}{trace_id}'
             f'","level":"info","timestamp":"{_STAMP[1]}"}}\n'
         ).encode()
 

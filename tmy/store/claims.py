@@ -9,11 +9,7 @@ decides every key on its own, in the order asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from tmy.store.passes import PassBatcher
-
-Batch = Sequence[tuple[str, float]]
 
 
 class ClaimBatcher(PassBatcher[tuple[str, float], bool]):
