@@ -157,6 +157,35 @@ async def test_a_step_deadline_on_the_shared_timer_reads_the_same(provider: Fake
     assert len(provider.seen()) == 1
 
 
+async def test_a_non_streaming_answer_that_trickles_is_bounded_whole(
+    provider: FakeProvider,
+) -> None:
+    """A model's ``timeout`` bounds a non-streaming attempt whole: bytes arriving now
+    and then do not keep it going (a stream's timeout is per wait for data)."""
+    provider.script("main-model", [Fault.trickle(0.02)])
+    async with Bot({"r.yaml": RULES}, llm=llm(provider, retries=0, timeout=0.3)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error is not None and "timed out after 0.3 s" in reply.error
+    assert len(provider.seen()) == 1
+
+
+@pytest.mark.slow  # a timeout long enough for the shared timer (tmy.llm.deadline.attempt): 1 s
+async def test_an_attempt_timeout_on_the_shared_timer_reads_the_same(
+    provider: FakeProvider,
+) -> None:
+    provider.script("main-model", [Fault.slow(1.6), Fault.trickle(0.02), Reply("third time")])
+    async with Bot({"r.yaml": RULES}, llm=llm(provider, retries=2, timeout=1)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error is None and reply.text == "third time"
+        call = llm_stats(reply)["calls"][0]
+        assert call["requests"] == 3 and call["retries"] == 2
+    provider.script("main-model", [Fault.slow(1.6)])
+    async with Bot({"r.yaml": RULES}, llm=llm(provider, retries=0, timeout=1)) as bot:
+        reply = await bot.ask("ask again")
+        assert reply.error is not None and "timed out after 1 s" in reply.error
+    assert len(provider.seen()) == 4
+
+
 async def test_a_stream_that_never_ends_is_stopped_by_the_step_deadline(
     provider: FakeProvider,
 ) -> None:

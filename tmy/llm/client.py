@@ -39,6 +39,7 @@ import orjson
 
 from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
+from tmy.llm.deadline import attempt
 from tmy.llm.mock import respond
 from tmy.llm.streaming import Deltas, replay
 from tmy.llm.transport import CONNECT, OTHER, TIMEOUT, AiohttpPost, HttpxPost, Post, PostFailed
@@ -239,11 +240,13 @@ async def _once(
     post: Post, model: ModelConfig, body: bytes, timeout: float, limit: int
 ) -> Completion:
     url = f"{model.base_url}/chat/completions"
-    try:
-        async with post(url, body, _headers(model), timeout) as resp:
+    try:  # the attempt bounded whole (no read timer re-armed per chunk: tmy.llm.deadline)
+        async with attempt(timeout), post(url, body, _headers(model), timeout, False) as resp:
             raw = await _read(resp, model, limit)
     except PostFailed as exc:
         raise _failure(model, url, timeout, exc) from None
+    except TimeoutError:  # attempt()'s
+        raise _timed_out(model, timeout) from None
     if resp.status >= 400:
         raise _status_error(model, resp.status, resp.headers, _decode(raw))
     return parse_completion(parse_json(raw))
@@ -261,7 +264,7 @@ async def _stream_once(
     acc = _Stream()
     headers = {**_headers(model), "Accept": "text/event-stream"}
     try:
-        async with post(url, body, headers, timeout) as resp:
+        async with post(url, body, headers, timeout, True) as resp:
             if resp.status >= 400:
                 raw = await _read(resp, model, limit)
                 raise _status_error(model, resp.status, resp.headers, _decode(raw))
@@ -289,10 +292,14 @@ async def _stream_once(
     return acc.completion()
 
 
+def _timed_out(model: ModelConfig, timeout: float) -> LLMError:
+    return LLMError(f"{model.describe()} timed out after {timeout:g} s", retryable=True)
+
+
 def _failure(model: ModelConfig, url: str, timeout: float, exc: PostFailed) -> LLMError:
     """What a request that failed below HTTP says (and whether it is worth retrying)."""
     if exc.kind == TIMEOUT:
-        return LLMError(f"{model.describe()} timed out after {timeout:g} s", retryable=True)
+        return _timed_out(model, timeout)
     if exc.kind == OTHER:
         return LLMError(f"{model.describe()} failed: {exc.name}: {exc}")
     what = "cannot reach" if exc.kind == CONNECT else "the connection failed to"

@@ -29,6 +29,21 @@ SHARED_FROM = 1.0  # shorter deadlines get a timer of their own
 MARGIN = 0.2  # seconds the shared timer must leave before the step's own timeout
 
 
+ATTEMPTS = Grains()  # every runtime's non-streaming request attempts (see attempt)
+
+
+def attempt(seconds: float) -> AbstractAsyncContextManager[None]:
+    """What ``asyncio.timeout(seconds)`` is to one non-streaming request attempt: the
+    model's ``timeout`` over the whole attempt (connecting, sending, the answer), on a
+    timer shared with the attempts ending in the same grain when it is long enough for a
+    grain not to matter. aiohttp's own read timeout would re-arm a timer in the loop's
+    heap at every chunk (:mod:`tmy.llm.transport`); a streaming attempt keeps it (each
+    wait for data: a long stream is not cut)."""
+    if seconds < SHARED_FROM:
+        return asyncio.timeout(seconds)
+    return Deadline(ATTEMPTS, seconds)
+
+
 class Deadlines:
     """The shared timers of one runtime's LLM steps (by grain of the loop's clock)."""
 

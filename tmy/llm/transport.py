@@ -14,8 +14,12 @@ Both give :mod:`tmy.llm.client` the same small response (``status``,
 :mod:`tmy.bodies` inflates with a cap) and the same failures
 (:class:`PostFailed`), named as httpx names them (``ConnectError``,
 ``ReadError`` …) so error messages read the same on either path.
-Timeouts are httpx's: ``timeout`` bounds connecting and each wait for data
-(a stalled stream), not the whole answer; the step's deadline bounds that.
+Timeouts: ``timeout`` bounds connecting, and with ``each_read`` each wait for data
+(httpx's semantics: a stalled stream), not the whole answer; the step's deadline bounds
+that. Without ``each_read`` (a non-streaming attempt, which its caller bounds whole on
+a shared timer: :func:`tmy.llm.deadline.attempt`) no read timer is set: aiohttp's
+re-arms one in the loop's heap at every chunk (61,000 instructions of a call with 300
+in flight, ``bench/llm_callgrind.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class Post(Protocol):
     """Sends one POST; the response is read inside the ``async with`` block."""
 
     def __call__(
-        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float, each_read: bool
     ) -> AbstractAsyncContextManager[Response]: ...
 
 
@@ -143,7 +147,7 @@ class AiohttpPost:
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[int, aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[tuple[int, bool], aiohttp.ClientTimeout] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         import aiohttp  # deferred: see the module docstring
@@ -157,29 +161,30 @@ class AiohttpPost:
         )
         return self._session
 
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        """httpx's semantics (connect, and each wait for data); one object per tenth of a
-        second, as what is left of a step's deadline differs at every call. Rounded up:
-        the step's own deadline (a timer of its own) ends a request that outlives it."""
+    def _timeout(self, seconds: float, each_read: bool) -> aiohttp.ClientTimeout:
+        """httpx's semantics (connect, and with ``each_read`` each wait for data); one
+        object per tenth of a second, as what is left of a step's deadline differs at
+        every call. Rounded up: the step's own deadline (a timer of its own) ends a
+        request that outlives it."""
         tenths = math.ceil(seconds * 10 - 1e-9)  # 0.3 s is 3 tenths, not 3.0000000000000004
-        found = self._timeouts.get(tenths)
+        found = self._timeouts.get((tenths, each_read))
         if found is None:
             import aiohttp  # deferred: see the module docstring
 
             if len(self._timeouts) > 64:  # per-step deadlines make many values: keep a few
                 self._timeouts.clear()
             wait = tenths / 10
-            found = self._timeouts[tenths] = aiohttp.ClientTimeout(
-                total=None, connect=wait, sock_connect=wait, sock_read=wait
+            found = self._timeouts[tenths, each_read] = aiohttp.ClientTimeout(
+                total=None, connect=wait, sock_connect=wait, sock_read=wait if each_read else None
             )
         return found
 
     def __call__(
-        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float, each_read: bool
     ) -> _AiohttpCall:
         session = self._session or self._open()
         return _AiohttpCall(
-            session.post(url, data=body, headers=headers, timeout=self._timeout(timeout))
+            session.post(url, data=body, headers=headers, timeout=self._timeout(timeout, each_read))
         )
 
     async def aclose(self) -> None:
@@ -213,8 +218,11 @@ class HttpxPost:
 
     @asynccontextmanager
     async def __call__(
-        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float, each_read: bool
     ) -> AsyncIterator[Response]:
+        """httpx's timeout stays per operation whatever ``each_read`` says (this rare
+        path — a given client, a dry run — keeps its semantics; the caller's own bound
+        of the attempt holds as well)."""
         import httpx  # deferred: see the module docstring
 
         try:
