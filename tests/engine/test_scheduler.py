@@ -54,10 +54,35 @@ async def _context(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
     return f"{ctx.uri} {ctx.message.user} {ctx.record.plugin} {before}"
 
 
+async def _options_seen(value: Any, cfg: dict[str, Any], ctx: StepContext) -> Any:
+    """Says what options it got, then changes them (a run must not change the next one's)."""
+    seen = f"{cfg['word']} {cfg['words']} {cfg['count']} {cfg['extra']}"
+    cfg["word"] = "changed"
+    if cfg["words"] is not None:
+        cfg["words"].append("changed")
+    cfg["extra"] = "changed"
+    assert (ctx.message, ctx.rule, ctx.services) == (
+        ctx.run.message,
+        ctx.run.rule,
+        ctx.run.services,
+    )
+    return seen
+
+
 def _executors(settings: Any) -> list[ExecutorSpec]:
     return [
         ExecutorSpec("SLEEP", _sleep, {"seconds": Option((int, float), default=0)}),
         ExecutorSpec("CONTEXT", _context),
+        ExecutorSpec(
+            "OPTIONS",
+            _options_seen,
+            {
+                "word": Option(str),
+                "words": Option(list, default=None),
+                "count": Option(int, default=0),
+                "extra": Option(str, default="default"),
+            },
+        ),
     ]
 
 
@@ -220,6 +245,45 @@ rules:
     engine = make_engine(rules, store)
     reply = await ask(engine, "r soon")
     assert reply.error == "option 'seconds' of SLEEP must be int or float, got str"
+
+
+async def test_constant_options_are_the_same_at_every_run_whatever_a_run_does(
+    store: Store,
+) -> None:
+    """Options that are all constants are worked out once (tmy.engine.execute): each run
+    still gets its own copy — and of a constant list — as when they were evaluated per run;
+    a computed option is evaluated per run."""
+    rules = """
+variables:
+  n: {default: 1}
+rules:
+  - id: fixed
+    triggers: [fixed]
+    steps:
+      - {plugin: OPTIONS, word: hi, words: [a, b], count: 2}
+  - id: computed
+    triggers: [computed]
+    steps:
+      - {plugin: OPTIONS, word: hi, words: [a], count: "?= n", save: n}
+"""
+    engine = make_engine(rules, store)
+    for _ in range(3):
+        assert (await ask(engine, "fixed")).text == "hi ['a', 'b'] 2 default"
+    step = engine.rulebook.rules[0].steps[0]
+    assert step.fixed_options is False  # a constant list: copied per run, so evaluated per run
+    rules = rules.replace("words: [a, b], ", "")
+    engine = make_engine(rules, store)
+    for _ in range(3):
+        assert (await ask(engine, "fixed")).text == "hi None 2 default"
+    assert engine.rulebook.rules[0].steps[0].fixed_options == {
+        "word": "hi",
+        "words": None,
+        "count": 2,
+        "extra": "default",
+    }
+    await store.set("var/global/n", 5)
+    assert (await ask(engine, "computed")).text == "hi ['a'] 5 default"
+    assert engine.rulebook.rules[1].steps[0].fixed_options is False
 
 
 # -- the executor's context, list modes, atomic updates and spans -----------------------------

@@ -34,6 +34,8 @@ async def execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
     inp = step.input
     if type(inp) is Constant and step.INPUT is None:  # a constant: nothing to fetch
         value = inp.evaluate(v)
+    elif inp is None and step.INPUT is None and step.list_mode is None:  # STEP_RESULT
+        value = v.locals.get("STEP_RESULT")
     elif inp is not None and step.INPUT is None and step.list_mode is None:
         # a template or expression: computed now when every variable it names is at hand
         # (locals, or declared ones cached), without _step_input's and fetch's coroutines
@@ -48,7 +50,13 @@ async def execute(run: Run, step: Step, uri: str, record: StepRecord) -> None:
         value = await _step_input(run, step)
     record.input = value
     spec = step.spec
-    cfg = await _options(run, step) if spec.options else {}
+    fixed = step.fixed_options
+    if fixed is None:
+        fixed = step.fixed_options = _fixed_options(step)
+    if fixed is False:
+        cfg = await _options(run, step)
+    else:  # (no options: a new empty dict, not a copy of one)
+        cfg = dict(fixed) if fixed else {}
     if spec.takes is str and not isinstance(value, str):
         value = (
             value.decode("utf-8", errors="replace") if isinstance(value, bytes) else to_text(value)
@@ -189,6 +197,24 @@ async def _step_input(run: Run, step: Step) -> Any:
         names.add(path.root)
     await v.fetch(names)  # INPUT's variable and the input's names: one round-trip
     return _input_now(run, step, path)
+
+
+def _fixed_options(step: Step) -> dict[str, Any] | bool:
+    """The options every run of ``step`` gets, when each is a constant of an immutable
+    value (a constant list or dict is copied per run: a run may change it) — what
+    :func:`_options_now` would make at every run; else False."""
+    spec = step.spec
+    if not spec.options:
+        return {}
+    cfg = dict(spec.defaults)
+    for name, val in step.options.items():
+        opt = spec.options.get(name)
+        if opt is None:  # an extension's step key: not the executor's config
+            continue
+        if not opt.evaluate or type(val) is not Constant or isinstance(val.value, list | dict):
+            return False
+        cfg[name] = val.value
+    return cfg
 
 
 async def _options(run: Run, step: Step) -> dict[str, Any]:

@@ -53,25 +53,22 @@ class Run:
 class StepContext:
     """What an executor can reach besides its input and options (:class:`tmy.types.StepContext`)."""
 
-    __slots__ = ("record", "run", "step", "uri")
+    # the run's parts an executor reads most, kept here (not properties: an LLM step read
+    # ``message`` and ``services`` a dozen times a call)
+    __slots__ = ("message", "record", "rule", "run", "services", "step", "uri")
 
     def __init__(self, run: Run, step: Step, uri: str, record: StepRecord) -> None:
         self.run = run
         self.step = step
         self.uri = uri
         self.record = record
-
-    @property
-    def message(self) -> Message:
-        return self.run.message
+        self.message = run.message
+        self.rule = run.rule
+        self.services = run.services
 
     @property
     def vars(self) -> Variables:
         return self.run.vars
-
-    @property
-    def rule(self) -> Rule:
-        return self.run.rule
 
     @property
     def trace_id(self) -> str:
@@ -80,10 +77,6 @@ class StepContext:
     @property
     def step_timeout(self) -> float | None:
         return self.step.timeout
-
-    @property
-    def services(self) -> Services:
-        return self.run.services
 
     @property
     def log(self) -> structlog.typing.FilteringBoundLogger:

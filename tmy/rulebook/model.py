@@ -158,6 +158,10 @@ class Step:
     # (step key, its hook) for each extension key the step carries that has a hook,
     # resolved from the registry once at load time (the engine never looks them up)
     hooks: tuple[tuple[str, StepHook], ...] = ()
+    # the engine's, worked out at the first run (tmy.engine.execute): the options every run
+    # of the step gets (a dict, copied per run) when they are constants nothing can change;
+    # False when some are computed (evaluated per run); None: not worked out yet
+    fixed_options: Any = None
 
     @property
     def plugin(self) -> str:
