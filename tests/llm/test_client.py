@@ -186,6 +186,17 @@ async def test_an_attempt_timeout_on_the_shared_timer_reads_the_same(
     assert len(provider.seen()) == 4
 
 
+async def test_a_silent_provider_is_stopped_by_the_step_deadline(provider: FakeProvider) -> None:
+    """A model ``timeout`` longer than what is left of the step's deadline: the step's
+    deadline ends the attempt, and its error says so."""
+    rules = RULES.replace('system: "Answer briefly."', "deadline: 0.3")
+    provider.script("main-model", [Fault.slow(5)])
+    async with Bot({"r.yaml": rules}, llm=llm(provider, timeout=30)) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error == "the LLM step ran past its deadline of 0.3 s"
+    assert len(provider.seen()) == 1
+
+
 async def test_a_stream_that_never_ends_is_stopped_by_the_step_deadline(
     provider: FakeProvider,
 ) -> None:
