@@ -120,6 +120,12 @@ class StepContext(Protocol):
         """
         ...
 
+    def local(self, name: str) -> Any:
+        """A run local's value now — QUESTION, NOW, USER … (seed 004's and who/where:
+        no declared variable takes their names, so nothing is read from the store);
+        None when the run has none of that name."""
+        ...
+
     def add_record(self, record: StepRecord) -> None:
         """List a sub-step (a tool call) in the run's records, so ``run.done`` shows it."""
         ...

@@ -322,3 +322,77 @@ async def test_history_zero_is_stateless(provider: FakeProvider) -> None:
         await bot.say("chat one")
         await bot.say("chat two")
     assert len(provider.seen()[1]["messages"]) == 2
+
+
+# -- the plain step's short way (tmy.llm.executor._ask) ------------------------------------------
+
+PLAIN_AND_GENERAL = """
+rules:
+  - id: plain
+    triggers: ["plain *"]
+    steps:
+      - plugin: LLM
+        system: "Be brief."
+        history: 2
+        temperature: 0.3
+        messages: [{user: "2+2?"}, {assistant: "4"}]
+  - id: general
+    triggers: ["general *"]
+    steps:
+      - plugin: LLM
+        system: "Be brief."
+        history: 2
+        temperature: 0.3
+        messages: [{user: "2+2?"}, {assistant: "4"}]
+        permissions: ["*"]   # no tools to permit: only sends the step the general way
+"""
+
+
+def _same_parts(reply: Any) -> dict[str, Any]:
+    """What a plain step's reply must share with the general way's (latencies differ)."""
+
+    def timeless(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: timeless(v) for k, v in value.items() if k != "latency_ms"}
+        return [timeless(v) for v in value] if isinstance(value, list) else value
+
+    return {"text": reply.text, "error": reply.error, "stats": timeless(reply.steps[0].extra)}
+
+
+async def test_a_plain_step_sends_what_the_general_way_sends(provider: FakeProvider) -> None:
+    """A plain step (no tools, contract, template, memory …) is asked without the tool
+    loop's plan: the same requests, answers, details, history and folds as the general
+    way, which ``permissions:`` without tools sends a step on, turn after turn."""
+    async with Bot({"r.yaml": PLAIN_AND_GENERAL}, llm=on(provider)) as bot:
+        bot.engine.pin_now("2026-11-26T12:00:00+00:00")  # both sides' tails say the same time
+        for turn in range(4):  # history: 2 — the fourth turn folds the first three
+            got = {}
+            for rule in ("plain", "general"):  # one user each: a conversation each
+                seen = len(provider.seen())
+                reply = await bot.ask(f"{rule} question {turn}", user=f"u-{rule}")
+                sent = (_same_parts(reply), provider.seen()[seen:])
+                got[rule] = json.dumps(sent).replace(f"u-{rule}", "u-someone")
+            assert got["plain"] == got["general"], turn
+            assert "question" in got["plain"] and "u-someone" in got["plain"]
+        stored = []
+        for rule in ("plain", "general"):
+            key = conversation_key("llmhist", Message("", user=f"u-{rule}", platform="test"))
+            history = await bot.engine.services.store.get(key)
+            assert history is not MISSING
+            stored.append(json.dumps(history).replace(f"u-{rule}", "u-someone"))
+        assert stored[0] == stored[1]
+
+
+async def test_a_plain_step_re_asks_an_empty_answer_with_the_retry_hint() -> None:
+    """The one request a plain step sends answered empty: re-asked from the second attempt
+    with converse's hint, as the general way does (same calls, repairs and errors)."""
+    text = PLAIN_AND_GENERAL.replace("history: 2", "history: 0")
+    async with Bot({"r.yaml": text}) as bot:
+        for ask in ("MOCK:REPAIR", "MOCK:FAIL"):
+            plain = _same_parts(await bot.ask(f"plain {ask}"))
+            general = _same_parts(await bot.ask(f"general {ask}"))
+            assert plain == general
+            assert plain["stats"]["llm"]["repairs"] == (1 if ask == "MOCK:REPAIR" else 2)
+        assert plain["error"] == (
+            "the model's answer was unusable after 3 attempts: the answer was empty"
+        )

@@ -95,6 +95,10 @@ class StepContext:
         await self.run.vars.fetch(names)
         return self.run.vars
 
+    def local(self, name: str) -> Any:
+        """A run local's value now (:class:`tmy.types.StepContext`)."""
+        return self.run.vars.locals.get(name)
+
     def add_record(self, record: StepRecord) -> None:
         """List a sub-step (a tool call) in the run's records, so ``run.done`` shows it."""
         self.run.records.append(record)

@@ -205,8 +205,12 @@ class Plan:
         )
 
 
-async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
+async def converse(job: Job, plan: Plan, failed: ContractError | None = None) -> tuple[Any, str]:
     """Ask until the answer meets the contract: (parsed value, answer text).
+
+    ``failed``: the first attempt was made (a plain step's single request,
+    :func:`tmy.llm.executor._ask`) and its answer failed so: converse goes on from the
+    second.
 
     A failed contract re-asks with the validation error as the retry hint in the
     system prompt (seed 000), keeping tool results already gathered. Only the first
@@ -215,8 +219,10 @@ async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
     without a declared contract still needs a usable (non-empty) answer: when
     none comes the error says the answer was unusable, not that a contract failed.
     """
-    last: ContractError | None = None
-    for attempt in range(plan.retries + 1):
+    last = failed
+    if failed is not None:
+        log.info("llm.contract_failed", uri=job.ctx.uri, attempt=1, error=str(failed))
+    for attempt in range(0 if failed is None else 1, plan.retries + 1):
         if attempt:
             assert last is not None
             job.stats["repairs"] += 1

@@ -28,8 +28,9 @@ from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import fold, history, images, jinja, knowledge, prompt, sources
 from tmy.llm import tools as toolkit
-from tmy.llm.contracts import Contract, contract_from
-from tmy.llm.exchange import Job, Plan, capturing, converse
+from tmy.llm.client import Request
+from tmy.llm.contracts import TEXT, Contract, ContractError, clean, contract_from
+from tmy.llm.exchange import Job, Plan, capturing, converse, send
 from tmy.llm.runtime import Recall, runtime_of
 from tmy.llm.streaming import Budget
 from tmy.types import StepContext
@@ -208,6 +209,12 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
             job.stats["fold_pending"] = True
         else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
             pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
+    if contract is TEXT and _plain(cfg):  # the usual step: one question, one request
+        tail = await _tail(ctx, cfg, question, "", "")
+        text = await _ask(job, cfg, pairs, tail)
+        if turns:
+            await history.append(store, ctx.message, tail, text, summary)
+        return text
     permissions = _permissions(cfg.get("permissions"))
     tools = _tools(job, cfg["tools"], permissions) if cfg.get("tools") else []
     protocol = cfg.get("tool_protocol") or "native"
@@ -263,6 +270,66 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     return result
 
 
+# the options that make a step more than one question and its answer (with ``knowledge``,
+# and an output contract): such steps take the general way through converse()
+RICH = ("template", "tools", "permissions", "images", "vision", "quote", "memory", "stream")
+
+
+def _plain(cfg: dict[str, Any]) -> bool:
+    get = cfg.get
+    for name in RICH:
+        if get(name):
+            return False
+    return get("knowledge") is None
+
+
+async def _ask(job: Job, cfg: dict[str, Any], pairs: list[list[str]], tail: str) -> str:
+    """A plain step's answer: the request converse() would send first, sent as it is, its
+    answer cleaned as the text contract does — without the tool loop's plan, which is made
+    only when the answer is empty (re-asked from there with converse's retry hint)."""
+    config = job.rt.config
+    system = prompt.merge_system(cfg.get("system"))
+    intent = job.ctx.rule.intent
+    messages = prompt.layout(
+        prompt.build_system(config.scene_prompts["general"], system, intent),
+        prompt.few_shot(cfg.get("messages")),
+        pairs,
+        tail,
+    )
+    job.prefix_len = len(messages) - 1 - 2 * len(pairs)
+    job.history_len = 2 * len(pairs)
+    stream = cfg.get("stream")  # None (the model's setting) or false: plain steps show nothing
+    request = Request(
+        messages=list(messages),
+        tools=None,
+        temperature=cfg.get("temperature"),
+        default_temperature=GENERAL_TEMPERATURE,
+        max_tokens=cfg.get("max_tokens"),
+        json_schema=None,
+        stream=None if stream is None else False,
+    )
+    done = await send(job, request)  # (tool calls no one offered: its text, as tool_loop)
+    text = clean(done.content)
+    if text:
+        return text
+    retries = int(cfg.get("retries") if cfg.get("retries") is not None else 2)
+    plan = Plan(
+        messages=messages,
+        system_for=lambda hint: prompt.build_system(
+            config.scene_prompts["general"], system, intent, "", hint
+        ),
+        contract=TEXT,
+        retries=retries,
+        max_turns=int(cfg.get("max_tool_turns") or config.max_tool_turns),
+        temperature=cfg.get("temperature"),
+        default_temperature=GENERAL_TEMPERATURE,
+        max_tokens=cfg.get("max_tokens"),
+        stream=request.stream,
+    )
+    _, text = await converse(job, plan, ContractError("the answer was empty"))
+    return text
+
+
 async def _tail(
     ctx: StepContext, cfg: dict[str, Any], question: str, recalled: str, passages: str
 ) -> str:
@@ -277,7 +344,7 @@ async def _tail(
     who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
     return prompt.tail(
         question,
-        now=str((await ctx.scope(("NOW",))).get("NOW", "")),
+        now=str(ctx.local("NOW") or ""),
         who=who,
         where=f"chat {m.chat} on {m.platform}",
         memory=recalled,
@@ -322,7 +389,7 @@ def _on_delta(
 async def _remember(ctx: StepContext) -> None:
     """Keep the message this step answers: ``ctx`` without a query inspects it again."""
     try:
-        question = (await ctx.scope(("QUESTION",))).get("QUESTION")
+        question = ctx.local("QUESTION")
         tally = runtime_of(ctx.services).tally
         await history.remember_last(ctx.services.store, ctx.message, ctx.rule.id, question, tally)
     except TmyError as exc:  # an inspector's convenience must not fail the answer
