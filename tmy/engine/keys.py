@@ -24,7 +24,10 @@ def variable_key(decl: VariableDecl, message: Message) -> str:
 
 def conversation_key(kind: str, message: Message) -> str:
     """Key of per-conversation state (history, summary, session) for ``message``."""
-    return f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
+    ids = f"{message.platform}/{message.chat}/{message.user}"
+    if "%" in ids or ids.count("/") != 2:  # an id to escape (the usual ones: one check)
+        ids = f"{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
+    return f"{kind}/{ids}"
 
 
 def board_id(platform: str, name: str) -> str:

@@ -276,11 +276,7 @@ RICH = ("template", "tools", "permissions", "images", "vision", "quote", "memory
 
 
 def _plain(cfg: dict[str, Any]) -> bool:
-    get = cfg.get
-    for name in RICH:
-        if get(name):
-            return False
-    return get("knowledge") is None
+    return not any(map(cfg.get, RICH)) and cfg.get("knowledge") is None
 
 
 async def _ask(job: Job, cfg: dict[str, Any], pairs: list[list[str]], tail: str) -> str:
