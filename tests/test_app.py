@@ -126,3 +126,18 @@ async def test_an_open_apps_log_lines_reach_the_file_within_the_flush_interval(
         assert [e["text"] for e in runs if e.get("event") == "run.done"] == [
             "echo flushed by the ticker"
         ]
+
+
+async def test_the_started_app_collects_young_objects_rarely_and_never_its_rulebook() -> None:
+    """Once up, the rulebook is frozen out of the collector's sight and a young collection
+    waits for YOUNG_GC more live objects (not CPython's 700: runs in flight crossed that all
+    the time); full collections are one per 100 middle ones."""
+    import gc
+
+    from tmy.app import YOUNG_GC
+
+    async with Bot({"r.yaml": RULES}) as bot:
+        young, middle, old = gc.get_threshold()
+        assert (young, old) == (YOUNG_GC, 100) and middle >= 1
+        assert gc.get_freeze_count() > 0
+        assert await bot.say("echo hi") == "hi"
