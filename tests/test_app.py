@@ -134,7 +134,7 @@ async def test_the_started_app_collects_young_objects_rarely_and_never_its_ruleb
     the time); full collections are one per 100 middle ones."""
     import gc
 
-    from tmy.app import YOUNG_GC
+    from tmy.collector import YOUNG_GC
 
     async with Bot({"r.yaml": RULES}) as bot:
         young, middle, old = gc.get_threshold()

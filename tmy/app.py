@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -37,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from tmy import console, cron, logs, metrics, redact
+from tmy import collector, console, cron, logs, metrics, redact
 from tmy.adapters.http import HttpAdapter
 from tmy.command import Command, command_table
 from tmy.commands import http as admin_http
@@ -73,12 +72,6 @@ if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
     import httpx
 
 log = get_logger("tmy")
-# The young generation's threshold once the app is up (CPython's default: 700). Freed by
-# refcount, a run's objects never reach a collection unless one starts while they live;
-# cyclic garbage waits for at most this many objects (a few MB). bench/llm_callgrind.py:
-# an LLM call 1,775,000 → 1,650,000 instructions; bench/onebot_path.py --callgrind: a QQ
-# message at 100,000 rules 275,000 → 263,000.
-YOUNG_GC = 50_000
 
 
 def build_registry(settings: Settings, extensions: Iterable[Extension] = ()) -> Registry:
@@ -228,14 +221,7 @@ class App:
             listeners=[self._rules_reloaded],
             warnings=lambda rulebook: check_warnings(self, rulebook),
         )
-        # The rulebook lives as long as the daemon: out of the collector's sight (loading frees
-        # its garbage by refcount). The freeze empties the oldest generation, so CPython's
-        # hold-back of full collections lapses: keep one per 100 middle ones, not 10 (~30% of
-        # an LLM call walked every in-flight run). A young collection only once YOUNG_GC
-        # more objects live than died, not 700: hundreds of runs in flight crossed 700 all the
-        # time, each collection walking and promoting objects of runs about to end.
-        gc.freeze()
-        gc.set_threshold(YOUNG_GC, gc.get_threshold()[1], 100)
+        collector.settle()  # the rulebook out of the collector's sight (tmy.collector)
         log.info(
             "app.ready",
             rules=len(rulebook.rules),

@@ -19,7 +19,7 @@ import pytest
 from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.llm_helpers import RULES, llm, llm_stats
 from tmy.config.llm import load_config
-from tmy.llm.client import retry_after_seconds, retry_delay
+from tmy.llm.retry import retry_after_seconds, retry_delay
 from tmy.testing import Bot
 
 

@@ -6,8 +6,8 @@ Why it looks like this:
   every call, so 100 conversations share keep-alive connections instead of
   paying a TLS handshake each; a runtime on a client someone else made (an app
   given ``http=``, explain's recording dry run) sends through that one.
-* Retries follow the official openai SDK, so a deployment behaves the same as a
-  script using it: timeouts, connection errors, 408, 409, 429 and 5xx are
+* Retries follow the official openai SDK (:mod:`tmy.llm.retry`), so a deployment
+  behaves the same as a script using it: timeouts, connection errors, 408, 409, 429 and 5xx are
   retried (``retries``, default 2) after ``backoff_base``·2ⁿ seconds (capped at
   ``backoff_cap``) times a jitter in (0.75, 1]; ``Retry-After`` /
   ``retry-after-ms`` win when given, capped at ``retry_after_cap``. Anything
@@ -27,11 +27,9 @@ Why it looks like this:
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,11 +39,11 @@ from tmy import bodies
 from tmy.config.llm import LLMConfig, ModelConfig
 from tmy.llm.deadline import attempt
 from tmy.llm.mock import respond
+from tmy.llm.retry import failure, retry_after_seconds, retry_delay, status_error, timed_out
 from tmy.llm.streaming import Deltas, replay
-from tmy.llm.transport import CONNECT, OTHER, TIMEOUT, AiohttpPost, HttpxPost, Post, PostFailed
-from tmy.llm.wire import Completion, LLMError, Usage, error_message, parse_completion, parse_json
+from tmy.llm.transport import OTHER, TIMEOUT, AiohttpPost, HttpxPost, Post, PostFailed
+from tmy.llm.wire import Completion, LLMError, Usage, parse_completion, parse_json
 from tmy.llm.wire import Stream as _Stream
-from tmy.redact import safe_url
 
 if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
     import httpx
@@ -53,9 +51,8 @@ if TYPE_CHECKING:  # deferred: httpx is ~50 ms of every CLI start
     from tmy.llm.transport import Response
 
 __all__ = ["Completion", "LLMError", "Request", "Usage", "complete", "retry_delay"]
-__all__ += ["retry_after_seconds"]
+__all__ += ["retry_after_seconds"]  # (tmy.llm.retry's, as they were here)
 
-RETRY_STATUSES = frozenset({408, 409, 429})
 _LINE_END = re.compile(rb"\r\n|\r|\n")  # SSE allows all three
 
 
@@ -205,20 +202,6 @@ async def _with_retries(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def retry_delay(config: LLMConfig, n: int, retry_after: float | None) -> float:
-    """Seconds to wait before retry ``n + 1`` (the openai SDK's policy, so tmy behaves like it).
-
-    The server's ``Retry-After`` / ``retry-after-ms`` wins (capped at
-    ``retry_after_cap``: a server must not park a chat reply for minutes); else
-    ``backoff_base``·2ⁿ capped at ``backoff_cap``, times a jitter in (0.75, 1] so
-    many clients hit by one outage do not retry in lockstep.
-    """
-    if retry_after is not None and retry_after >= 0:
-        return min(retry_after, config.retry_after_cap)
-    backoff = min(config.backoff_base * 2**n, config.backoff_cap)
-    return backoff * (1 - 0.25 * random.random())
-
-
 def _headers(model: ModelConfig) -> dict[str, str]:
     """The request headers for ``model``: one dict per model config, never changed (a
     reload makes new configs; the old ones' entries go when there are too many)."""
@@ -244,11 +227,11 @@ async def _once(
         async with attempt(timeout), post(url, body, _headers(model), timeout, False) as resp:
             raw = await _read(resp, model, limit)
     except PostFailed as exc:
-        raise _failure(model, url, timeout, exc) from None
+        raise failure(model, url, timeout, exc) from None
     except TimeoutError:  # attempt()'s
-        raise _timed_out(model, timeout) from None
+        raise timed_out(model, timeout) from None
     if resp.status >= 400:
-        raise _status_error(model, resp.status, resp.headers, _decode(raw))
+        raise status_error(model, resp.status, resp.headers, _decode(raw))
     return parse_completion(parse_json(raw))
 
 
@@ -267,7 +250,7 @@ async def _stream_once(
         async with post(url, body, headers, timeout, True) as resp:
             if resp.status >= 400:
                 raw = await _read(resp, model, limit)
-                raise _status_error(model, resp.status, resp.headers, _decode(raw))
+                raise status_error(model, resp.status, resp.headers, _decode(raw))
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream
                 return parse_completion(parse_json(await _read(resp, model, limit)))
@@ -282,7 +265,7 @@ async def _stream_once(
                 f"{acc.chunks} chunks: {exc}",
                 retryable=True,
             ) from None
-        raise _failure(model, url, timeout, exc) from None
+        raise failure(model, url, timeout, exc) from None
     if not acc.done and not acc.finish_reason:
         raise LLMError(
             f"the stream from {model.describe()} was cut mid-way after {acc.chunks} "
@@ -290,20 +273,6 @@ async def _stream_once(
             retryable=True,
         )
     return acc.completion()
-
-
-def _timed_out(model: ModelConfig, timeout: float) -> LLMError:
-    return LLMError(f"{model.describe()} timed out after {timeout:g} s", retryable=True)
-
-
-def _failure(model: ModelConfig, url: str, timeout: float, exc: PostFailed) -> LLMError:
-    """What a request that failed below HTTP says (and whether it is worth retrying)."""
-    if exc.kind == TIMEOUT:
-        return _timed_out(model, timeout)
-    if exc.kind == OTHER:
-        return LLMError(f"{model.describe()} failed: {exc.name}: {exc}")
-    what = "cannot reach" if exc.kind == CONNECT else "the connection failed to"
-    return LLMError(f"{what} {safe_url(url)}: {exc.name}: {exc}", retryable=True)
 
 
 async def _read(resp: Response, model: ModelConfig, limit: int) -> bytes:
@@ -364,43 +333,3 @@ def _too_large(model: ModelConfig, limit: int) -> LLMError:
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """What ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) ask for, if any."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _status_error(
-    model: ModelConfig, status: int, headers: Mapping[str, str], text: str
-) -> LLMError:
-    retryable = status in RETRY_STATUSES or status >= 500
-    should = headers.get("x-should-retry")
-    if should in ("true", "false"):
-        retryable = should == "true"
-    hint = ""
-    if status in (401, 403) and not model.api_key:
-        where = f"${model.api_key_env} is not set" if model.api_key_env else "no api_key_env"
-        hint = f" (no API key was sent: {where})"
-    return LLMError(
-        f"{model.describe()} answered HTTP {status}: {error_message(text)}{hint}",
-        retryable=retryable,
-        retry_after=retry_after_seconds(headers) if retryable else None,
-    )

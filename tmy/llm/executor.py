@@ -28,9 +28,9 @@ from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import fold, history, images, jinja, knowledge, prompt, sources
 from tmy.llm import tools as toolkit
-from tmy.llm.client import Request
-from tmy.llm.contracts import TEXT, Contract, ContractError, clean, contract_from
-from tmy.llm.exchange import Job, Plan, capturing, converse, send
+from tmy.llm.contracts import TEXT, Contract, contract_from
+from tmy.llm.exchange import Job, Plan, capturing, converse
+from tmy.llm.plain import GENERAL_TEMPERATURE, ask, is_plain
 from tmy.llm.runtime import Recall, runtime_of
 from tmy.llm.streaming import Budget
 from tmy.types import StepContext
@@ -38,7 +38,6 @@ from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.llm")
 
-GENERAL_TEMPERATURE = 0.7
 STREAM_MODES = (True, False, "chunks")
 UNFAILING = ("text", "str")  # contracts any non-empty answer meets: such steps may stream
 
@@ -209,9 +208,9 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
             job.stats["fold_pending"] = True
         else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
             pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
-    if contract is TEXT and _plain(cfg):  # the usual step: one question, one request
+    if contract is TEXT and is_plain(cfg):  # the usual step: one question, one request
         tail = await _tail(ctx, cfg, question, "", "")
-        text = await _ask(job, cfg, pairs, tail)
+        text = await ask(job, cfg, pairs, tail)
         if turns:
             await history.append(store, ctx.message, tail, text, summary)
         return text
@@ -268,62 +267,6 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
     if memory is not None:  # long-term memory: this turn counts towards the dialogue summary
         await memory[0].after_answer(job, memory[1], question, text)
     return result
-
-
-# the options that make a step more than one question and its answer (with ``knowledge``,
-# and an output contract): such steps take the general way through converse()
-RICH = ("template", "tools", "permissions", "images", "vision", "quote", "memory", "stream")
-
-
-def _plain(cfg: dict[str, Any]) -> bool:
-    return not any(map(cfg.get, RICH)) and cfg.get("knowledge") is None
-
-
-async def _ask(job: Job, cfg: dict[str, Any], pairs: list[list[str]], tail: str) -> str:
-    """A plain step's answer: the request converse() would send first, sent as it is, its
-    answer cleaned as the text contract does — without the tool loop's plan, which is made
-    only when the answer is empty (re-asked from there with converse's retry hint)."""
-    config = job.rt.config
-    system = prompt.merge_system(cfg.get("system"))
-    intent = job.ctx.rule.intent
-    messages = prompt.layout(
-        prompt.build_system(config.scene_prompts["general"], system, intent),
-        prompt.few_shot(cfg.get("messages")),
-        pairs,
-        tail,
-    )
-    job.prefix_len = len(messages) - 1 - 2 * len(pairs)
-    job.history_len = 2 * len(pairs)
-    stream = cfg.get("stream")  # None (the model's setting) or false: plain steps show nothing
-    request = Request(
-        messages=list(messages),
-        tools=None,
-        temperature=cfg.get("temperature"),
-        default_temperature=GENERAL_TEMPERATURE,
-        max_tokens=cfg.get("max_tokens"),
-        json_schema=None,
-        stream=None if stream is None else False,
-    )
-    done = await send(job, request)  # (tool calls no one offered: its text, as tool_loop)
-    text = clean(done.content)
-    if text:
-        return text
-    retries = int(cfg.get("retries") if cfg.get("retries") is not None else 2)
-    plan = Plan(
-        messages=messages,
-        system_for=lambda hint: prompt.build_system(
-            config.scene_prompts["general"], system, intent, "", hint
-        ),
-        contract=TEXT,
-        retries=retries,
-        max_turns=int(cfg.get("max_tool_turns") or config.max_tool_turns),
-        temperature=cfg.get("temperature"),
-        default_temperature=GENERAL_TEMPERATURE,
-        max_tokens=cfg.get("max_tokens"),
-        stream=request.stream,
-    )
-    _, text = await converse(job, plan, ContractError("the answer was empty"))
-    return text
 
 
 async def _tail(
