@@ -120,10 +120,10 @@ class StepContext(Protocol):
         """
         ...
 
-    def local(self, name: str) -> Any:
+    def local(self, name: str, default: Any = None) -> Any:
         """A run local's value now — QUESTION, NOW, USER … (seed 004's and who/where:
         no declared variable takes their names, so nothing is read from the store);
-        None when the run has none of that name."""
+        ``default`` when the run has none of that name."""
         ...
 
     def add_record(self, record: StepRecord) -> None:

@@ -197,6 +197,23 @@ async def test_a_silent_provider_is_stopped_by_the_step_deadline(provider: FakeP
     assert len(provider.seen()) == 1
 
 
+@pytest.mark.parametrize("deadline", ["0.3", "1.5"])
+async def test_the_step_deadline_ends_an_attempt_whose_timeout_reaches_past_it(
+    provider: FakeProvider, deadline: str
+) -> None:
+    """The last message is written to the store at once (``flush_interval: 0``) between
+    the step's deadline being fixed and its timer starting: an attempt whose ``timeout``
+    reaches past the deadline sets no timer of its own, so the step's error is the one
+    read, whatever the store took."""
+    rules = RULES.replace('system: "Answer briefly."', f"deadline: {deadline}")
+    provider.script("main-model", [Fault.slow(5)])
+    config = {**llm(provider, timeout=30), "budget": {"flush_interval": 0}}
+    async with Bot({"r.yaml": rules}, llm=config) as bot:
+        reply = await bot.ask("ask hi")
+        assert reply.error == f"the LLM step ran past its deadline of {deadline} s"
+    assert len(provider.seen()) == 1
+
+
 async def test_a_stream_that_never_ends_is_stopped_by_the_step_deadline(
     provider: FakeProvider,
 ) -> None:

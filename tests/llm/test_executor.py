@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.llm_fake_provider import FakeProvider, Fault
+from tests.support.llm_fake_provider import FakeProvider, Fault, Reply
 from tests.support.llm_helpers import ASK, on, rules
 from tmy.engine.keys import conversation_key
 from tmy.llm.prompt import strip_tail
@@ -396,3 +396,41 @@ async def test_a_plain_step_re_asks_an_empty_answer_with_the_retry_hint() -> Non
         assert plain["error"] == (
             "the model's answer was unusable after 3 attempts: the answer was empty"
         )
+
+
+@pytest.mark.parametrize("images", ["{}", '"?= {}"'])
+async def test_an_empty_picture_map_is_not_a_plain_step(
+    provider: FakeProvider, images: str
+) -> None:
+    """``images: {}`` asks for pictures as ``images.wanted`` reads it (the general way
+    refuses it: no URL), though the map is falsy."""
+    rules_text = ASK + f"        images: {images}\n"
+    provider.script("fake", [Reply("hello")])
+    seeing = {"base_url": provider.base_url, "model": "fake", "vision": True}
+    async with Bot({"r.yaml": rules(rules_text)}, llm={"models": {"fake": seeing}}) as bot:
+        reply = await bot.ask("t hi")
+        assert reply.error is not None and "picture 1" in reply.error, (reply.error, reply.text)
+
+
+async def test_a_computed_negative_retries_takes_the_general_way(provider: FakeProvider) -> None:
+    provider.script("fake", [Reply("hello")])
+    text = rules(ASK + '        retries: "?= 0 - 1"\n')
+    async with Bot({"r.yaml": text}, llm=on(provider)) as bot:
+        reply = await bot.ask("t hi")
+        assert reply.error is not None, reply.text
+    assert provider.seen() == []  # as before: no attempt at all
+
+
+async def test_now_a_rule_saved_reaches_the_prompt_as_it_is(provider: FakeProvider) -> None:
+    text = """
+rules:
+  - id: t
+    triggers: ["t *"]
+    steps:
+      - {plugin: ADJUST, input: 0, save: NOW}
+      - {plugin: LLM, input: "{QUESTION}"}
+"""
+    provider.script("fake", [Reply("ok")])
+    async with Bot({"r.yaml": text}, llm=on(provider)) as bot:
+        assert (await bot.ask("t hi")).error is None
+    assert provider.seen()[0]["messages"][-1]["content"].startswith("Time: 0\n")

@@ -95,9 +95,9 @@ class StepContext:
         await self.run.vars.fetch(names)
         return self.run.vars
 
-    def local(self, name: str) -> Any:
+    def local(self, name: str, default: Any = None) -> Any:
         """A run local's value now (:class:`tmy.types.StepContext`)."""
-        return self.run.vars.locals.get(name)
+        return self.run.vars.locals.get(name, default)
 
     def add_record(self, record: StepRecord) -> None:
         """List a sub-step (a tool call) in the run's records, so ``run.done`` shows it."""

@@ -112,6 +112,9 @@ async def complete(
     """Ask ``model`` (then its fallbacks) for a completion before ``deadline`` (monotonic).
 
     ``http``: how requests go out (:mod:`tmy.llm.transport`); an httpx client is wrapped.
+    ``deadline`` is enforced by a timer the caller holds (every
+    :class:`~tmy.llm.exchange.Job`'s maker does): an attempt whose ``timeout`` reaches it
+    sets none of its own, so the caller's ends it and its error says so.
     """
     if not isinstance(http, AiohttpPost) and hasattr(http, "stream"):  # an httpx client
         http = HttpxPost(lambda client=http: client)
@@ -178,7 +181,7 @@ async def _with_retries(
             if stream:
                 done = await _stream_once(http, model, body, timeout, limit, deltas)
             else:
-                done = await _once(http, model, body, timeout, limit)
+                done = await _once(http, model, body, timeout, limit, timeout >= remaining)
         except LLMError as exc:
             if deltas is not None:
                 deltas.attempt_failed()
@@ -220,11 +223,17 @@ _HEADERS: dict[int, tuple[ModelConfig, dict[str, str]]] = {}  # by id(model)
 
 
 async def _once(
-    post: Post, model: ModelConfig, body: bytes, timeout: float, limit: int
+    post: Post, model: ModelConfig, body: bytes, timeout: float, limit: int, last: bool = False
 ) -> Completion:
+    """One non-streaming attempt, bounded whole (no read timer re-armed per chunk:
+    :func:`tmy.llm.deadline.attempt`) — by the caller's deadline when ``last`` (see
+    :func:`complete`)."""
     url = f"{model.base_url}/chat/completions"
-    try:  # the attempt bounded whole (no read timer re-armed per chunk: tmy.llm.deadline)
-        async with attempt(timeout), post(url, body, _headers(model), timeout, False) as resp:
+    try:
+        async with (
+            attempt(None if last else timeout),
+            post(url, body, _headers(model), timeout, False) as resp,
+        ):
             raw = await _read(resp, model, limit)
     except PostFailed as exc:
         raise failure(model, url, timeout, exc) from None

@@ -20,6 +20,7 @@ it), keep a timer of their own. The shared timers are :mod:`tmy.engine.timers`'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextlib import AbstractAsyncContextManager
 
 from tmy.engine.timers import Deadline, Grains
@@ -30,15 +31,18 @@ MARGIN = 0.2  # seconds the shared timer must leave before the step's own timeou
 
 
 ATTEMPTS = Grains()  # every runtime's non-streaming request attempts (see attempt)
+_UNBOUNDED = contextlib.nullcontext()  # reusable: it keeps no state
 
 
-def attempt(seconds: float) -> AbstractAsyncContextManager[None]:
+def attempt(seconds: float | None) -> AbstractAsyncContextManager[None]:
     """What ``asyncio.timeout(seconds)`` is to one non-streaming request attempt: the
     model's ``timeout`` over the whole attempt (connecting, sending, the answer), on a
     timer shared with the attempts ending in the same grain when it is long enough for a
     grain not to matter. aiohttp's own read timeout would re-arm a timer in the loop's
     heap at every chunk (:mod:`tmy.llm.transport`); a streaming attempt keeps it (each
-    wait for data: a long stream is not cut)."""
+    wait for data: a long stream is not cut). None: no bound (the caller's own ends it)."""
+    if seconds is None:
+        return _UNBOUNDED
     if seconds < SHARED_FROM:
         return asyncio.timeout(seconds)
     return Deadline(ATTEMPTS, seconds)

@@ -51,7 +51,9 @@ class Job:
     rt: Runtime
     ctx: StepContext
     model: ModelConfig
-    deadline: float  # time.monotonic() value
+    # time.monotonic() value, enforced by a timer the Job's maker holds around its
+    # conversation (the step's bound, a fold's, a judgement's: client.complete relies on it)
+    deadline: float
     scene: str
     stats: dict[str, Any] = field(default_factory=dict)
     prefix_len: int = 0  # messages that never change: system, few-shot examples
@@ -209,7 +211,7 @@ async def converse(job: Job, plan: Plan, failed: ContractError | None = None) ->
     """Ask until the answer meets the contract: (parsed value, answer text).
 
     ``failed``: the first attempt was made (a plain step's single request,
-    :func:`tmy.llm.executor._ask`) and its answer failed so: converse goes on from the
+    :func:`tmy.llm.plain.ask`) and its answer failed so: converse goes on from the
     second.
 
     A failed contract re-asks with the validation error as the retry hint in the

@@ -283,7 +283,7 @@ async def _tail(
     who = f"{m.user_name} (id {m.user})" if m.user_name != m.user else m.user
     return prompt.tail(
         question,
-        now=str(ctx.local("NOW") or ""),
+        now=str(ctx.local("NOW", "")),
         who=who,
         where=f"chat {m.chat} on {m.platform}",
         memory=recalled,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tmy.llm import prompt
+from tmy.llm import images, prompt
 from tmy.llm.client import Request
 from tmy.llm.contracts import TEXT, ContractError, clean
 from tmy.llm.exchange import Job, Plan, converse, send
@@ -21,11 +21,19 @@ GENERAL_TEMPERATURE = 0.7  # the general scene's (a step's ``temperature:`` wins
 
 # the options that make a step more than one question and its answer (with ``knowledge``,
 # and an output contract): such steps take the general way through converse()
-RICH = ("template", "tools", "permissions", "images", "vision", "quote", "memory", "stream")
+RICH = ("template", "tools", "permissions", "quote", "memory", "stream")
 
 
 def is_plain(cfg: dict[str, Any]) -> bool:
-    return not any(map(cfg.get, RICH)) and cfg.get("knowledge") is None
+    """No option the general way needs (pictures as :func:`tmy.llm.images.wanted` sees
+    them: an empty map wants some), and retries and tool turns it would read the same
+    (a computed negative one: the general way says what it makes of it)."""
+    if any(map(cfg.get, RICH)) or cfg.get("knowledge") is not None or images.wanted(cfg):
+        return False
+    retries, turns = cfg.get("retries"), cfg.get("max_tool_turns")
+    return (retries is None or (type(retries) is int and retries >= 0)) and (
+        not turns or (type(turns) is int and turns > 0)
+    )
 
 
 async def ask(job: Job, cfg: dict[str, Any], pairs: list[list[str]], tail: str) -> str:
