@@ -324,27 +324,23 @@ async def test_history_zero_is_stateless(provider: FakeProvider) -> None:
     assert len(provider.seen()[1]["messages"]) == 2
 
 
-# -- the plain step's short way (tmy.llm.executor._ask) ------------------------------------------
+# -- the plain step's short way (tmy.llm.plain) ---------------------------------------------------
 
-PLAIN_AND_GENERAL = """
+LLM_STEP = """      - plugin: LLM
+        system: "Be brief."
+        history: 2
+        temperature: 0.3
+        messages: [{user: "2+2?"}, {assistant: "4"}]
+"""
+PLAIN_AND_GENERAL = f"""
 rules:
   - id: plain
     triggers: ["plain *"]
     steps:
-      - plugin: LLM
-        system: "Be brief."
-        history: 2
-        temperature: 0.3
-        messages: [{user: "2+2?"}, {assistant: "4"}]
-  - id: general
+{LLM_STEP}  - id: general
     triggers: ["general *"]
     steps:
-      - plugin: LLM
-        system: "Be brief."
-        history: 2
-        temperature: 0.3
-        messages: [{user: "2+2?"}, {assistant: "4"}]
-        permissions: ["*"]   # no tools to permit: only sends the step the general way
+{LLM_STEP}        permissions: ["*"]   # no tools to permit: only sends the step the general way
 """
 
 
