@@ -324,7 +324,7 @@ async def test_history_zero_is_stateless(provider: FakeProvider) -> None:
     assert len(provider.seen()[1]["messages"]) == 2
 
 
-# -- the plain step's short way (tmy.llm.plain) ---------------------------------------------------
+# -- a step without tools: one request, no tool loop (tmy.llm.exchange.converse) -----------------
 
 LLM_STEP = """      - plugin: LLM
         system: "Be brief."
@@ -340,12 +340,12 @@ rules:
 {LLM_STEP}  - id: general
     triggers: ["general *"]
     steps:
-{LLM_STEP}        permissions: ["*"]   # no tools to permit: only sends the step the general way
+{LLM_STEP}        permissions: ["*"]   # no tools to permit: the same requests must go out
 """
 
 
 def _same_parts(reply: Any) -> dict[str, Any]:
-    """What a plain step's reply must share with the general way's (latencies differ)."""
+    """What the two steps' replies must share (latencies differ)."""
 
     def timeless(value: Any) -> Any:
         if isinstance(value, dict):
@@ -356,9 +356,9 @@ def _same_parts(reply: Any) -> dict[str, Any]:
 
 
 async def test_a_plain_step_sends_what_the_general_way_sends(provider: FakeProvider) -> None:
-    """A plain step (no tools, contract, template, memory …) is asked without the tool
-    loop's plan: the same requests, answers, details, history and folds as the general
-    way, which ``permissions:`` without tools sends a step on, turn after turn."""
+    """A step without tools sends one request per attempt (converse skips the tool loop):
+    the same requests, answers, details, history and folds as the same step with
+    ``permissions:`` but no tools to permit, turn after turn."""
     async with Bot({"r.yaml": PLAIN_AND_GENERAL}, llm=on(provider)) as bot:
         bot.engine.pin_now("2026-11-26T12:00:00+00:00")  # both sides' tails say the same time
         for turn in range(4):  # history: 2 — the fourth turn folds the first three
@@ -380,8 +380,8 @@ async def test_a_plain_step_sends_what_the_general_way_sends(provider: FakeProvi
 
 
 async def test_a_plain_step_re_asks_an_empty_answer_with_the_retry_hint() -> None:
-    """The one request a plain step sends answered empty: re-asked from the second attempt
-    with converse's hint, as the general way does (same calls, repairs and errors)."""
+    """An empty answer to a step without tools is re-asked with converse's retry hint, as
+    for the same step with ``permissions:`` (same calls, repairs and errors)."""
     text = PLAIN_AND_GENERAL.replace("history: 2", "history: 0")
     async with Bot({"r.yaml": text}) as bot:
         for ask in ("MOCK:REPAIR", "MOCK:FAIL"):
@@ -395,9 +395,7 @@ async def test_a_plain_step_re_asks_an_empty_answer_with_the_retry_hint() -> Non
 
 
 @pytest.mark.parametrize("images", ["{}", '"?= {}"'])
-async def test_an_empty_picture_map_is_not_a_plain_step(
-    provider: FakeProvider, images: str
-) -> None:
+async def test_an_empty_picture_map_is_refused(provider: FakeProvider, images: str) -> None:
     """``images: {}`` asks for pictures as ``images.wanted`` reads it (the general way
     refuses it: no URL), though the map is falsy."""
     rules_text = ASK + f"        images: {images}\n"
@@ -408,7 +406,7 @@ async def test_an_empty_picture_map_is_not_a_plain_step(
         assert reply.error is not None and "picture 1" in reply.error, (reply.error, reply.text)
 
 
-async def test_a_computed_negative_retries_takes_the_general_way(provider: FakeProvider) -> None:
+async def test_a_computed_negative_retries_sends_nothing(provider: FakeProvider) -> None:
     provider.script("fake", [Reply("hello")])
     text = rules(ASK + '        retries: "?= 0 - 1"\n')
     async with Bot({"r.yaml": text}, llm=on(provider)) as bot:

@@ -207,12 +207,8 @@ class Plan:
         )
 
 
-async def converse(job: Job, plan: Plan, failed: ContractError | None = None) -> tuple[Any, str]:
+async def converse(job: Job, plan: Plan) -> tuple[Any, str]:
     """Ask until the answer meets the contract: (parsed value, answer text).
-
-    ``failed``: the first attempt was made (a plain step's single request,
-    :func:`tmy.llm.plain.ask`) and its answer failed so: converse goes on from the
-    second.
 
     A failed contract re-asks with the validation error as the retry hint in the
     system prompt (seed 000), keeping tool results already gathered. Only the first
@@ -221,10 +217,8 @@ async def converse(job: Job, plan: Plan, failed: ContractError | None = None) ->
     without a declared contract still needs a usable (non-empty) answer: when
     none comes the error says the answer was unusable, not that a contract failed.
     """
-    last = failed
-    if failed is not None:
-        log.info("llm.contract_failed", uri=job.ctx.uri, attempt=1, error=str(failed))
-    for attempt in range(0 if failed is None else 1, plan.retries + 1):
+    last: ContractError | None = None
+    for attempt in range(plan.retries + 1):
         if attempt:
             assert last is not None
             job.stats["repairs"] += 1
@@ -234,7 +228,12 @@ async def converse(job: Job, plan: Plan, failed: ContractError | None = None) ->
             else:
                 plan.messages.insert(0, system)
             plan.on_delta = None
-        text = await tool_loop(job, plan)
+        # no tools: one request is the whole loop (the usual step: tool_loop's frame and
+        # its table of tools by name spared)
+        if plan.tools:
+            text = await tool_loop(job, plan)
+        else:
+            text = (await send(job, plan.request())).content
         try:
             return plan.contract.parse(text), clean(text)
         except ContractError as exc:

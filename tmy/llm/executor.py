@@ -28,9 +28,8 @@ from tmy.errors import ConfigError, ExecutorError, TmyError
 from tmy.executors.registry import Option
 from tmy.llm import fold, history, images, jinja, knowledge, prompt, sources
 from tmy.llm import tools as toolkit
-from tmy.llm.contracts import TEXT, Contract, contract_from
+from tmy.llm.contracts import Contract, contract_from
 from tmy.llm.exchange import Job, Plan, capturing, converse
-from tmy.llm.plain import GENERAL_TEMPERATURE, ask, is_plain
 from tmy.llm.runtime import Recall, runtime_of
 from tmy.llm.streaming import Budget
 from tmy.types import StepContext
@@ -38,6 +37,7 @@ from tmy.values.compiled import to_text
 
 log = structlog.get_logger("tmy.llm")
 
+GENERAL_TEMPERATURE = 0.7
 STREAM_MODES = (True, False, "chunks")
 UNFAILING = ("text", "str")  # contracts any non-empty answer meets: such steps may stream
 
@@ -208,12 +208,6 @@ async def _answer(job: Job, value: Any, cfg: dict[str, Any]) -> Any:
             job.stats["fold_pending"] = True
         else:  # never slide: fold the whole history into one summary pair (tmy.llm.fold)
             pairs = await fold.fold(job, pairs, turns, config.history_max_tokens)
-    if contract is TEXT and is_plain(cfg):  # the usual step: one question, one request
-        tail = await _tail(ctx, cfg, question, "", "")
-        text = await ask(job, cfg, pairs, tail)
-        if turns:
-            await history.append(store, ctx.message, tail, text, summary)
-        return text
     permissions = _permissions(cfg.get("permissions"))
     tools = _tools(job, cfg["tools"], permissions) if cfg.get("tools") else []
     protocol = cfg.get("tool_protocol") or "native"
