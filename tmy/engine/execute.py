@@ -121,7 +121,7 @@ async def execute_atomic(run: Run, step: Step, uri: str, record: StepRecord) -> 
         root = v.default(name) if current is MISSING else current
         v.cache[name] = root
         value = _input_now(run, step, step.INPUT.resolve(v) if step.INPUT is not None else None)
-        cfg = _options_now(run, step)
+        cfg = _options_now(step, v)
         if spec.takes is str and not isinstance(value, str):
             value = (
                 value.decode("utf-8", errors="replace")
@@ -203,18 +203,14 @@ def _fixed_options(step: Step) -> dict[str, Any] | bool:
     """The options every run of ``step`` gets, when each is a constant of an immutable
     value (a constant list or dict is copied per run: a run may change it) — what
     :func:`_options_now` would make at every run; else False."""
-    spec = step.spec
-    if not spec.options:
-        return {}
-    cfg = dict(spec.defaults)
+    options = step.spec.options
     for name, val in step.options.items():
-        opt = spec.options.get(name)
-        if opt is None:  # an extension's step key: not the executor's config
-            continue
-        if not opt.evaluate or type(val) is not Constant or isinstance(val.value, list | dict):
+        opt = options.get(name)
+        if opt is not None and (
+            not opt.evaluate or type(val) is not Constant or isinstance(val.value, list | dict)
+        ):
             return False
-        cfg[name] = val.value
-    return cfg
+    return _options_now(step, None)  # constants: no variable is read
 
 
 async def _options(run: Run, step: Step) -> dict[str, Any]:
@@ -222,13 +218,12 @@ async def _options(run: Run, step: Step) -> dict[str, Any]:
     for val in step.options.values():
         if val.names:  # (a constant names none: nothing to fetch, no coroutine)
             await v.fetch(val.names)
-    return _options_now(run, step)
+    return _options_now(step, v)
 
 
-def _options_now(run: Run, step: Step) -> dict[str, Any]:
-    """The step's options evaluated (every name they use already fetched): the executor's
-    defaults (in its order), each option the step sets in its place."""
-    v = run.vars
+def _options_now(step: Step, v: Any) -> dict[str, Any]:
+    """The step's options evaluated against ``v`` (every name they use already fetched):
+    the executor's defaults (in its order), each option the step sets in its place."""
     spec = step.spec
     options = spec.options
     cfg = dict(spec.defaults)

@@ -24,10 +24,7 @@ def variable_key(decl: VariableDecl, message: Message) -> str:
 
 def conversation_key(kind: str, message: Message) -> str:
     """Key of per-conversation state (history, summary, session) for ``message``."""
-    ids = f"{message.platform}/{message.chat}/{message.user}"
-    if "%" in ids or ids.count("/") != 2:  # an id to escape (the usual ones: one check)
-        ids = f"{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
-    return f"{kind}/{ids}"
+    return f"{kind}/{_escape(message.platform)}/{_escape(message.chat)}/{_escape(message.user)}"
 
 
 def board_id(platform: str, name: str) -> str:
